@@ -1,0 +1,288 @@
+/* core.h - the public API of ingot's core: status codes and error buffers, the context (logger,
+ * allocator, thread pool, rank), read-only mapped files, atomic file writes, xxh3 hashing, the
+ * progress bar and YAML configuration.
+ *
+ * Every library function that can fail returns an ig_status and, when it fails, fills the ig_err
+ * the caller passed with a message that names the file, the line or byte offset, what was
+ * expected and how to fix it. The library never exits or aborts on bad input.
+ */
+#ifndef INGOT_CORE_H
+#define INGOT_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IG_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__)
+#define IG_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define IG_PRINTF(fmt_idx, arg_idx)
+#endif
+
+/* ---- status and errors ------------------------------------------------------------------- */
+
+typedef enum ig_status {
+    IG_OK = 0,
+    IG_ERR_INVALID_ARG, /* a caller passed a bad argument or option value */
+    IG_ERR_IO,          /* the operating system refused a read, write, open, rename, ... */
+    IG_ERR_NOMEM,       /* an allocation failed */
+    IG_ERR_FORMAT,      /* input data is malformed (JSON, UTF-8, shard structure, ...) */
+    IG_ERR_CHECKSUM,    /* a stored checksum does not match the data */
+    IG_ERR_EXISTS,      /* an output exists and --force was not given */
+    IG_ERR_NOT_FOUND,   /* a file, key or entry does not exist */
+    IG_ERR_CONFIG,      /* a configuration file or override is wrong */
+    IG_ERR_UNSUPPORTED, /* valid, but not supported by this build or version */
+    IG_ERR_CANCELLED,   /* the operation was interrupted on request */
+    IG_ERR_INTERNAL,    /* a bug in ingot: please report it */
+    IG_STATUS_COUNT
+} ig_status;
+
+/* Short constant name of a status ("invalid argument", "I/O error", ...). Never NULL. */
+const char *ig_status_str(ig_status status);
+
+#define IG_ERR_MSG_MAX 1024
+
+/* An error buffer: the status of the failure and a message with its context. Zero-initialise it
+ * (`ig_err err = {0};`); pass NULL to a function when you do not want the message. */
+typedef struct ig_err {
+    ig_status status;
+    char msg[IG_ERR_MSG_MAX];
+} ig_err;
+
+/* Records a failure in err (which may be NULL) and returns status, so that a function can say
+ * `return ig_err_set(err, IG_ERR_FORMAT, "%s:%zu: expected ...", path, line);`. */
+ig_status ig_err_set(ig_err *err, ig_status status, const char *fmt, ...) IG_PRINTF(3, 4);
+ig_status ig_err_setv(ig_err *err, ig_status status, const char *fmt, va_list ap);
+
+/* Like ig_err_set, and appends ": " and strerror(errno_value). */
+ig_status ig_err_errno(ig_err *err, int errno_value, const char *fmt, ...) IG_PRINTF(3, 4);
+
+/* Prepends context ("reading shard X: ") to the message already in err; keeps its status and
+ * returns it. A no-op when err is NULL. */
+ig_status ig_err_prefix(ig_err *err, const char *fmt, ...) IG_PRINTF(2, 3);
+
+/* Clears err back to IG_OK with an empty message. */
+void ig_err_clear(ig_err *err);
+
+/* ---- allocator ----------------------------------------------------------------------------- */
+
+/* A pluggable allocator. Tests inject failing allocators through it. Functions must behave as
+ * malloc/realloc/free do (free(NULL) a no-op). */
+typedef struct ig_allocator {
+    void *(*alloc)(void *user, size_t size);
+    void *(*realloc)(void *user, void *ptr, size_t size);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} ig_allocator;
+
+/* ---- context ------------------------------------------------------------------------------- */
+
+typedef enum ig_log_level {
+    IG_LOG_DEBUG = 0,
+    IG_LOG_INFO,
+    IG_LOG_WARN,
+    IG_LOG_ERROR,
+    IG_LOG_OFF
+} ig_log_level;
+
+/* A log sink. Called with the formatted message (no trailing newline). May be called from any
+ * thread; the context serialises calls. */
+typedef void (*ig_log_fn)(void *user, ig_log_level level, const char *msg);
+
+typedef struct ig_ctx_opts {
+    ig_log_level log_level;        /* messages below this level are dropped; default INFO */
+    ig_log_fn log_fn;              /* NULL: write "ingot: LEVEL: msg" lines to stderr */
+    void *log_user;                /* passed to log_fn */
+    const ig_allocator *allocator; /* NULL: malloc/realloc/free; copied, must outlive nothing */
+    int threads;                   /* worker threads of the pool; 0: number of online CPUs */
+    int rank;                      /* this process's rank among `world` (0 when alone) */
+    int world;                     /* number of processes (1 when alone) */
+    uint64_t seed;                 /* seed of the context's RNG */
+} ig_ctx_opts;
+
+ig_ctx_opts ig_ctx_opts_default(void);
+
+/* The context: logger, allocator, thread pool, rank and RNG. Everything that would otherwise be a
+ * global lives here, so two contexts in one process never collide. A context may be shared by
+ * threads for logging and allocation; the pool runs one job at a time. */
+typedef struct ig_ctx ig_ctx;
+
+ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err);
+void ig_ctx_free(ig_ctx *ctx); /* NULL is a no-op */
+
+int ig_ctx_rank(const ig_ctx *ctx);
+int ig_ctx_world(const ig_ctx *ctx);
+int ig_ctx_threads(const ig_ctx *ctx);
+ig_log_level ig_ctx_log_level(const ig_ctx *ctx);
+void ig_ctx_set_log_level(ig_ctx *ctx, ig_log_level level);
+
+void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) IG_PRINTF(3, 4);
+#define ig_debug(ctx, ...) ig_log((ctx), IG_LOG_DEBUG, __VA_ARGS__)
+#define ig_info(ctx, ...) ig_log((ctx), IG_LOG_INFO, __VA_ARGS__)
+#define ig_warn(ctx, ...) ig_log((ctx), IG_LOG_WARN, __VA_ARGS__)
+
+/* Allocation through the context's allocator. ig_alloc/ig_calloc/ig_realloc return NULL on
+ * failure (the caller reports IG_ERR_NOMEM); ig_free(ctx, NULL) is a no-op. ig_calloc checks
+ * n*size for overflow. */
+void *ig_alloc(ig_ctx *ctx, size_t size);
+void *ig_calloc(ig_ctx *ctx, size_t n, size_t size);
+void *ig_realloc(ig_ctx *ctx, void *ptr, size_t size);
+void ig_free(ig_ctx *ctx, void *ptr);
+char *ig_strdup(ig_ctx *ctx, const char *s);
+
+/* Runs fn(arg, i, worker) for i in [0, n) on the context's thread pool and waits for all of them.
+ * `worker` is in [0, ig_ctx_threads(ctx)) and is unique among concurrently running calls, so it
+ * can index per-thread scratch space. Calls from inside fn run inline. */
+typedef void (*ig_parallel_fn)(void *arg, size_t i, int worker);
+void ig_parallel_for(ig_ctx *ctx, size_t n, ig_parallel_fn fn, void *arg);
+
+/* The context's deterministic RNG (xoshiro256**), seeded by opts.seed. Not thread-safe. */
+uint64_t ig_ctx_rand_u64(ig_ctx *ctx);
+
+/* ---- hashing (xxHash) ---------------------------------------------------------------------- */
+
+typedef struct ig_hash128 {
+    uint64_t lo, hi;
+} ig_hash128;
+
+uint64_t ig_xxh3_64(const void *data, size_t len);
+ig_hash128 ig_xxh3_128(const void *data, size_t len);
+
+/* Streaming XXH3-64; create/free pair. */
+typedef struct ig_xxh3_stream ig_xxh3_stream;
+ig_xxh3_stream *ig_xxh3_stream_create(void); /* NULL when out of memory */
+void ig_xxh3_stream_update(ig_xxh3_stream *s, const void *data, size_t len);
+uint64_t ig_xxh3_stream_digest(const ig_xxh3_stream *s);
+void ig_xxh3_stream_free(ig_xxh3_stream *s);
+
+/* Hex form of a 64-bit digest: 16 lowercase hex digits and a NUL. */
+void ig_hash64_hex(uint64_t h, char out[17]);
+
+/* XXH3-64 of a whole file, read in streaming fashion. */
+ig_status ig_file_xxh3(const char *path, uint64_t *out, ig_err *err);
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+/* A read-only memory map of a whole file. An empty file maps to data == NULL, size == 0. */
+typedef struct ig_mapped_file {
+    const uint8_t *data;
+    size_t size;
+    char *path; /* owned copy of the path, for messages */
+} ig_mapped_file;
+
+ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err);
+void ig_mapped_file_close(ig_mapped_file *mf); /* safe on a zeroed or closed struct */
+
+/* Reads a whole file into a NUL-terminated heap buffer (free with free()). */
+ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
+
+/* An atomic file writer: writes go to "PATH.tmp.<pid>.<n>" in the same directory; commit flushes,
+ * fsyncs, renames over PATH and fsyncs the directory, so a crash leaves either no PATH (or the
+ * old one) or the complete new one. abort (or free without commit) removes the temporary. With
+ * overwrite == 0, create fails with IG_ERR_EXISTS when PATH exists. Not thread-safe. */
+typedef struct ig_atomic_file ig_atomic_file;
+
+ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
+                                ig_err *err);
+ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err);
+FILE *ig_atomic_file_stream(ig_atomic_file *af); /* the stdio stream of the temporary */
+const char *ig_atomic_file_temp_path(const ig_atomic_file *af);
+uint64_t ig_atomic_file_size(const ig_atomic_file *af); /* bytes written so far */
+/* Commits and frees af (also on failure, after removing the temporary). */
+ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err);
+/* Removes the temporary and frees af. NULL is a no-op. */
+void ig_atomic_file_abort(ig_atomic_file *af);
+
+/* Writes a whole buffer to path atomically. */
+ig_status ig_write_file_atomic(const char *path, const void *data, size_t len, int overwrite,
+                               ig_err *err);
+
+/* fsyncs the directory holding path (after a rename into it). */
+ig_status ig_fsync_parent_dir(const char *path, ig_err *err);
+
+int ig_file_exists(const char *path);
+
+/* Parses sizes such as "1GB", "512MiB", "4096", "1.5G" into bytes. K/M/G/T are powers of 1000,
+ * Ki/Mi/Gi/Ti powers of 1024; a trailing B is optional. */
+ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err);
+/* Formats bytes as "1.23 GB" into buf. Returns buf. */
+char *ig_format_bytes(double bytes, char *buf, size_t cap);
+
+/* Monotonic time in seconds. */
+double ig_now(void);
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+/* A progress reporter for long work. On a TTY it redraws one line in place with the count, rate
+ * and ETA (when the total is known); on anything else it prints a plain line at most every
+ * `interval` seconds (default 5). Thread-safe: ig_progress_add may be called from any thread. */
+typedef struct ig_progress ig_progress;
+
+typedef struct ig_progress_opts {
+    const char *label;    /* e.g. "preprocess" */
+    const char *unit;     /* e.g. "docs" */
+    uint64_t total;       /* 0 when unknown: no percentage and no ETA */
+    int bytes;            /* 1: count is bytes, shown as MB and MB/s */
+    FILE *out;            /* default stderr */
+    int force_tty;        /* -1: detect with isatty; 0: plain lines; 1: redraw in place */
+    double interval;      /* seconds between plain lines; default 5 */
+    int disabled;         /* 1: print nothing (--quiet) */
+} ig_progress_opts;
+
+ig_progress_opts ig_progress_opts_default(void);
+ig_status ig_progress_create(ig_progress **out, const ig_progress_opts *opts, ig_err *err);
+void ig_progress_add(ig_progress *p, uint64_t n);
+/* Sets an extra text shown after the rate, e.g. "12.3 Mtok/s". Thread-safe. */
+void ig_progress_set_extra(ig_progress *p, const char *text);
+/* Prints the final line (with a newline on a TTY) and frees p. NULL is a no-op. */
+void ig_progress_finish(ig_progress *p);
+
+/* ---- configuration (YAML via libfyaml) ----------------------------------------------------- */
+
+/* A typed configuration schema: the program declares the keys it knows with their types and
+ * defaults; a YAML file and `--set a.b=c` overrides are checked against it. An unknown key, a
+ * wrong type or a YAML syntax error is reported with file:line and the key's dotted path. */
+typedef enum ig_cfg_type { IG_CFG_INT, IG_CFG_FLOAT, IG_CFG_BOOL, IG_CFG_STRING } ig_cfg_type;
+
+typedef struct ig_cfg_key {
+    const char *path;        /* dotted path, e.g. "model.n_layer" */
+    ig_cfg_type type;
+    const char *default_val; /* textual default, parsed as if it came from --set */
+    const char *help;        /* one line */
+} ig_cfg_key;
+
+typedef struct ig_config ig_config;
+
+/* Creates a configuration with every key at its default. keys must outlive the config. */
+ig_status ig_config_create(ig_config **out, const ig_cfg_key *keys, size_t n_keys, ig_err *err);
+void ig_config_free(ig_config *cfg);
+/* Loads a YAML file of nested mappings over the current values. */
+ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err);
+/* Loads YAML text (name is used in messages in place of a file name). */
+ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
+                                ig_err *err);
+/* Applies one "a.b=c" override (the value is parsed as a YAML scalar of the key's type). */
+ig_status ig_config_set(ig_config *cfg, const char *assignment, ig_err *err);
+
+/* Getters: the key must be declared with that type (a programmer error otherwise: asserts). */
+int64_t ig_config_int(const ig_config *cfg, const char *path);
+double ig_config_float(const ig_config *cfg, const char *path);
+int ig_config_bool(const ig_config *cfg, const char *path);
+const char *ig_config_string(const ig_config *cfg, const char *path); /* owned by cfg */
+/* Where the current value came from: "default", "FILE:LINE" or "--set". Owned by cfg. */
+const char *ig_config_origin(const ig_config *cfg, const char *path);
+/* Writes the whole configuration as YAML (nested mappings) to out. */
+ig_status ig_config_dump(const ig_config *cfg, FILE *out, ig_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INGOT_CORE_H */

@@ -1,0 +1,284 @@
+/* files.c - read-only mapped files, whole-file reads, atomic writes and size parsing.
+ *
+ * Atomic writes: data goes to a temporary beside the target, which is fsync'd and renamed over
+ * it, and the directory is fsync'd so that the rename itself survives a crash. A writer that is
+ * aborted (or a process that dies) never leaves a file under the target name. */
+#include "core/core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err) {
+    memset(mf, 0, sizeof *mf);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ig_err_errno(err, errno, "cannot open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return ig_err_errno(err, e, "cannot stat %s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ig_err_set(err, IG_ERR_IO, "%s is not a regular file", path);
+    }
+    mf->path = strdup(path);
+    if (!mf->path) {
+        close(fd);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", path);
+    }
+    mf->size = (size_t)st.st_size;
+    if (mf->size > 0) {
+        void *p = mmap(NULL, mf->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            free(mf->path);
+            memset(mf, 0, sizeof *mf);
+            return ig_err_errno(err, e, "cannot map %s", path);
+        }
+        mf->data = p;
+    }
+    close(fd);
+    return IG_OK;
+}
+
+void ig_mapped_file_close(ig_mapped_file *mf) {
+    if (!mf) return;
+    if (mf->data) munmap((void *)mf->data, mf->size);
+    free(mf->path);
+    memset(mf, 0, sizeof *mf);
+}
+
+ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ig_err_errno(err, errno, "cannot open %s", path);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (len < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    int bad = ferror(f), e = errno;
+    fclose(f);
+    if (!buf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", path);
+    if (bad) {
+        free(buf);
+        return ig_err_errno(err, e, "cannot read %s", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    if (out_len) *out_len = len;
+    return IG_OK;
+}
+
+int ig_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+ig_status ig_fsync_parent_dir(const char *path, ig_err *err) {
+    char *copy = strdup(path);
+    if (!copy) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    const char *dir = dirname(copy);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        ig_status st = ig_err_errno(err, errno, "cannot open directory %s", dir);
+        free(copy);
+        return st;
+    }
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    /* some file systems refuse fsync on directories; that is not an error worth failing for */
+    if (rc != 0 && e != EINVAL && e != EROFS) {
+        ig_status st = ig_err_errno(err, e, "cannot fsync directory %s", dir);
+        free(copy);
+        return st;
+    }
+    free(copy);
+    return IG_OK;
+}
+
+struct ig_atomic_file {
+    char *path;
+    char *tmp;
+    FILE *f;
+    int overwrite;
+    uint64_t size;
+};
+
+static atomic_uint tmp_counter;
+
+ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
+                                ig_err *err) {
+    *out = NULL;
+    if (!overwrite && ig_file_exists(path))
+        return ig_err_set(err, IG_ERR_EXISTS, "%s already exists (use --force to overwrite it)",
+                          path);
+    ig_atomic_file *af = calloc(1, sizeof *af);
+    if (!af) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    af->overwrite = overwrite;
+    af->path = strdup(path);
+    size_t n = strlen(path) + 64;
+    af->tmp = malloc(n);
+    if (!af->path || !af->tmp) {
+        ig_atomic_file_abort(af);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    snprintf(af->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&tmp_counter, 1));
+    int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ig_status st = ig_err_errno(err, errno, "cannot create %s", af->tmp);
+        free(af->tmp);
+        af->tmp = NULL;
+        ig_atomic_file_abort(af);
+        return st;
+    }
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        close(fd);
+        ig_atomic_file_abort(af);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    setvbuf(af->f, NULL, _IOFBF, 1 << 20);
+    *out = af;
+    return IG_OK;
+}
+
+ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err) {
+    if (len && fwrite(data, 1, len, af->f) != len)
+        return ig_err_errno(err, errno, "cannot write %s", af->tmp);
+    af->size += len;
+    return IG_OK;
+}
+
+FILE *ig_atomic_file_stream(ig_atomic_file *af) {
+    return af->f;
+}
+
+const char *ig_atomic_file_temp_path(const ig_atomic_file *af) {
+    return af->tmp;
+}
+
+uint64_t ig_atomic_file_size(const ig_atomic_file *af) {
+    return af->size;
+}
+
+ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
+    ig_status st = IG_OK;
+    if (fflush(af->f) != 0 || ferror(af->f)) {
+        st = ig_err_errno(err, errno, "cannot write %s", af->tmp);
+    } else if (fsync(fileno(af->f)) != 0) {
+        st = ig_err_errno(err, errno, "cannot fsync %s", af->tmp);
+    }
+    if (fclose(af->f) != 0 && st == IG_OK) st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
+    af->f = NULL;
+    if (st == IG_OK && !af->overwrite) {
+        /* link() fails if the target appeared meanwhile: never clobber without --force */
+        if (link(af->tmp, af->path) != 0) {
+            if (errno == EEXIST)
+                st = ig_err_set(err, IG_ERR_EXISTS, "%s already exists (use --force)", af->path);
+            else if (rename(af->tmp, af->path) != 0)
+                st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
+        }
+    } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
+        st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
+    }
+    unlink(af->tmp);
+    if (st == IG_OK) st = ig_fsync_parent_dir(af->path, err);
+    free(af->tmp);
+    af->tmp = NULL;
+    ig_atomic_file_abort(af);
+    return st;
+}
+
+void ig_atomic_file_abort(ig_atomic_file *af) {
+    if (!af) return;
+    if (af->f) fclose(af->f);
+    if (af->tmp) unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    free(af);
+}
+
+ig_status ig_write_file_atomic(const char *path, const void *data, size_t len, int overwrite,
+                               ig_err *err) {
+    ig_atomic_file *af;
+    ig_status st = ig_atomic_file_create(&af, path, overwrite, err);
+    if (st != IG_OK) return st;
+    st = ig_atomic_file_write(af, data, len, err);
+    if (st != IG_OK) {
+        ig_atomic_file_abort(af);
+        return st;
+    }
+    return ig_atomic_file_commit(af, err);
+}
+
+ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err) {
+    const char *p = s;
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !(v >= 0) || isinf(v))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "'%s' is not a size (expected e.g. 4096, 512MB, 1GiB)", s);
+    while (*end == ' ') end++;
+    double mult = 1;
+    char u = (char)toupper((unsigned char)*end);
+    if (u == 'K' || u == 'M' || u == 'G' || u == 'T') {
+        int pow = u == 'K' ? 1 : u == 'M' ? 2 : u == 'G' ? 3 : 4;
+        end++;
+        double base = 1000;
+        if (*end == 'i' || *end == 'I') {
+            base = 1024;
+            end++;
+        }
+        for (int i = 0; i < pow; i++) mult *= base;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end != '\0')
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "'%s' is not a size (expected e.g. 4096, 512MB, 1GiB)", s);
+    double bytes = v * mult;
+    if (bytes >= 18446744073709551615.0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "size '%s' is too large", s);
+    *out = (uint64_t)bytes;
+    return IG_OK;
+}
+
+char *ig_format_bytes(double bytes, char *buf, size_t cap) {
+    const char *units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (bytes >= 1000 && u < 5) {
+        bytes /= 1000;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%.0f B", bytes);
+    else
+        snprintf(buf, cap, "%.2f %s", bytes, units[u]);
+    return buf;
+}

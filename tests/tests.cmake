@@ -1,0 +1,48 @@
+# Test registration. Every tests/test_*.c is a cmocka program (label "unit"); every
+# tests/cli/*.sh is an end-to-end test of the ingot program (label "cli"); tests/mpi/*.sh run
+# under mpirun (label "mpi"). Tests find their inputs through environment variables:
+#   IG_SOURCE_DIR  the checkout        IG_BUILD_DIR  this build
+#   IG_INGOT       the ingot program   IG_SHARED_DATA ../shared/data when it exists (else unset)
+get_filename_component(IG_SHARED_DATA_DIR ${CMAKE_SOURCE_DIR}/../shared/data ABSOLUTE)
+set(IG_TEST_ENV
+  "IG_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+  "IG_BUILD_DIR=${CMAKE_BINARY_DIR}"
+  "IG_INGOT=$<TARGET_FILE:ingot>")
+if(EXISTS ${IG_SHARED_DATA_DIR}/README.md)
+  list(APPEND IG_TEST_ENV "IG_SHARED_DATA=${IG_SHARED_DATA_DIR}")
+endif()
+if(IG_SANITIZE)
+  list(APPEND IG_TEST_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endif()
+
+add_library(igtest STATIC ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+target_link_libraries(igtest PUBLIC libingot PkgConfig::CMOCKA)
+
+file(GLOB IG_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${IG_UNIT_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE igtest)
+  add_test(NAME ${name} COMMAND ${name})
+  # cmocka: exit 0 = pass; tests that cannot run (no shared data, no device) print why and
+  # exit 77, which ctest reports as skipped.
+  set_tests_properties(${name} PROPERTIES LABELS unit ENVIRONMENT "${IG_TEST_ENV}"
+    SKIP_RETURN_CODE 77 TIMEOUT 600)
+endforeach()
+
+file(GLOB IG_CLI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli/*.sh)
+foreach(src ${IG_CLI_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME cli_${name} COMMAND bash ${src})
+  set_tests_properties(cli_${name} PROPERTIES LABELS cli ENVIRONMENT "${IG_TEST_ENV}"
+    SKIP_RETURN_CODE 77 TIMEOUT 600)
+endforeach()
+
+file(GLOB IG_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/mpi/*.sh)
+foreach(src ${IG_MPI_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME mpi_${name} COMMAND bash ${src})
+  set_tests_properties(mpi_${name} PROPERTIES LABELS mpi ENVIRONMENT "${IG_TEST_ENV}"
+    SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
+endforeach()

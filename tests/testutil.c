@@ -1,0 +1,101 @@
+/* testutil.c - helpers shared by the cmocka tests. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+const char *igt_source_dir(void) {
+    const char *s = getenv("IG_SOURCE_DIR");
+    return s && *s ? s : IG_SOURCE_DIR;
+}
+
+const char *igt_shared_data(void) {
+    const char *s = getenv("IG_SHARED_DATA");
+    return s && *s ? s : NULL;
+}
+
+const char *igt_ingot(void) {
+    const char *s = getenv("IG_INGOT");
+    return s && *s ? s : NULL;
+}
+
+char *igt_mkdtemp(void) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char *p = NULL;
+    if (asprintf(&p, "%s/ingot-test-XXXXXX", base) < 0) fail_msg("out of memory");
+    if (!mkdtemp(p)) fail_msg("mkdtemp %s failed", p);
+    return p;
+}
+
+void igt_rmtree(const char *path) {
+    if (!path) return;
+    char *cmd = NULL;
+    if (asprintf(&cmd, "rm -rf '%s'", path) < 0) return;
+    if (system(cmd) != 0) print_message("warning: could not remove %s\n", path);
+    free(cmd);
+}
+
+const char *igt_fmt(const char *fmt, ...) {
+    static char bufs[8][4096];
+    static int slot;
+    char *b = bufs[slot++ & 7];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, 4096, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+char *igt_read(const char *path, size_t *len) {
+    char *buf = NULL;
+    ig_err err = {0};
+    if (ig_read_file(path, &buf, len, &err) != IG_OK) fail_msg("%s", err.msg);
+    return buf;
+}
+
+void igt_write(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) fail_msg("cannot create %s", path);
+    if (len && fwrite(data, 1, len, f) != len) fail_msg("cannot write %s", path);
+    fclose(f);
+}
+
+int igt_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot open %s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+int igt_run(const char *cmd, char **out) {
+    char *full = NULL;
+    if (asprintf(&full, "%s 2>&1", cmd) < 0) return -1;
+    FILE *p = popen(full, "r");
+    free(full);
+    if (!p) return -1;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    int rc = pclose(p);
+    if (buf) buf[len] = '\0';
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}

@@ -1,0 +1,47 @@
+/* testutil.h - helpers shared by the cmocka tests: where the test data is, scratch directories,
+ * and skipping with a reason. */
+#ifndef INGOT_TESTUTIL_H
+#define INGOT_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/core.h"
+
+/* The checkout (IG_SOURCE_DIR, or the compile-time source dir). */
+const char *igt_source_dir(void);
+/* ../shared/data when present (IG_SHARED_DATA), else NULL. */
+const char *igt_shared_data(void);
+/* The ingot program (IG_INGOT), or NULL. */
+const char *igt_ingot(void);
+
+/* Skips the current test, printing why, when ../shared/data is absent. Use at the top of a test. */
+#define IGT_REQUIRE_SHARED()                                                                      \
+    do {                                                                                          \
+        if (!igt_shared_data()) {                                                                 \
+            print_message("skipped: ../shared/data is not present beside the checkout\n");       \
+            skip();                                                                               \
+        }                                                                                         \
+    } while (0)
+
+/* A fresh empty directory under $TMPDIR (or /tmp); returns a heap path. Remove it with
+ * igt_rmtree and free it. */
+char *igt_mkdtemp(void);
+void igt_rmtree(const char *path);
+
+/* snprintf into a static rotating buffer (8 slots): handy for building paths in tests. */
+const char *igt_fmt(const char *fmt, ...) IG_PRINTF(1, 2);
+
+/* Reads a whole file (test fails when it cannot). Caller frees. */
+char *igt_read(const char *path, size_t *len);
+/* Writes a whole file (test fails when it cannot). */
+void igt_write(const char *path, const void *data, size_t len);
+/* Number of entries in a directory other than . and .. (test fails when it cannot open it). */
+int igt_count_entries(const char *dir);
+/* Runs a shell command, returns its exit status (or -1); stdout+stderr go to *out when out. */
+int igt_run(const char *cmd, char **out);
+
+#endif

@@ -1,0 +1,55 @@
+/* cmd.h - private to the ingot program: the subcommand table entry and the helpers every
+ * subcommand shares (usage errors, runtime errors, the context from common flags).
+ *
+ * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (the usage is
+ * printed). */
+#ifndef INGOT_CMD_H
+#define INGOT_CMD_H
+
+#include "core/core.h"
+
+enum { IG_EXIT_OK = 0, IG_EXIT_FAIL = 1, IG_EXIT_USAGE = 2 };
+
+typedef struct ig_command {
+    const char *name;    /* "preprocess" */
+    const char *summary; /* one line for `ingot --help` */
+    const char *usage;   /* full help: synopsis, options, examples */
+    int (*run)(const struct ig_command *cmd, int argc, char **argv);
+} ig_command;
+
+/* The table, in tools/ingot.c. */
+extern const ig_command ig_commands[];
+extern const size_t ig_n_commands;
+const ig_command *ig_command_find(const char *name);
+
+/* Prints cmd's usage to stdout (for --help) and returns 0. */
+int ig_cmd_help(const ig_command *cmd);
+/* Prints "ingot CMD: MESSAGE" and the usage to stderr; returns 2. */
+int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) IG_PRINTF(2, 3);
+/* Prints "ingot: error: MESSAGE" (the message of err) to stderr; returns 1. */
+int ig_cmd_fail(const ig_err *err);
+int ig_cmd_failf(const char *fmt, ...) IG_PRINTF(1, 2);
+
+/* Flags every command accepts: --threads N, --quiet, --verbose. */
+typedef struct ig_common_flags {
+    int threads;
+    int quiet;
+    int verbose;
+} ig_common_flags;
+
+/* Creates the context from the common flags (and the MPI rank when run under mpirun). */
+ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);
+
+/* Parses a non-negative integer option value; on failure prints a usage error and returns 0. */
+int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* Subcommands: one file each in tools/cmd/. */
+int ig_cmd_version(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_help_cmd(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_config(const ig_command *cmd, int argc, char **argv);
+
+extern const char ig_usage_version[];
+extern const char ig_usage_help[];
+extern const char ig_usage_config[];
+
+#endif

@@ -1,0 +1,71 @@
+/* common.c - helpers shared by the subcommands: error printing, the context from common flags,
+ * option value parsing. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+int ig_cmd_help(const ig_command *cmd) {
+    fputs(cmd->usage, stdout);
+    return IG_EXIT_OK;
+}
+
+int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ingot %s: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n\n");
+    va_end(ap);
+    fputs(cmd->usage, stderr);
+    return IG_EXIT_USAGE;
+}
+
+int ig_cmd_fail(const ig_err *err) {
+    fprintf(stderr, "ingot: error: %s\n", err->msg[0] ? err->msg : ig_status_str(err->status));
+    return IG_EXIT_FAIL;
+}
+
+int ig_cmd_failf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ingot: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return IG_EXIT_FAIL;
+}
+
+static int env_int(const char *name, int dflt) {
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : dflt;
+}
+
+ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err) {
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = flags ? flags->threads : 0;
+    if (flags && flags->quiet) o.log_level = IG_LOG_WARN;
+    if (flags && flags->verbose) o.log_level = IG_LOG_DEBUG;
+    /* Under mpirun (OpenMPI or a PMI launcher) each process learns its place from the
+     * environment, so that commands which do not need MPI messaging still split their work. */
+    o.world = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1));
+    o.rank = env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", 0));
+    if (o.world < 1 || o.rank < 0 || o.rank >= o.world) o.world = 1, o.rank = 0;
+    return ig_ctx_create(out, &o, err);
+}
+
+int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') goto bad;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) goto bad;
+    *out = v;
+    return 1;
+bad:
+    ig_cmd_usage_error(cmd, "%s expects a non-negative integer, got '%s'", opt, s ? s : "");
+    return 0;
+}

@@ -1,0 +1,73 @@
+/* ingot.c - the ingot program: a table of subcommands, each a short file in tools/cmd/ over the
+ * public library API. This file only dispatches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+
+const ig_command ig_commands[] = {
+    {"help", "show help for ingot or one command", ig_usage_help, ig_cmd_help_cmd},
+    {"version", "print the version", ig_usage_version, ig_cmd_version},
+};
+const size_t ig_n_commands = sizeof ig_commands / sizeof ig_commands[0];
+
+const ig_command *ig_command_find(const char *name) {
+    for (size_t i = 0; i < ig_n_commands; i++)
+        if (strcmp(ig_commands[i].name, name) == 0) return &ig_commands[i];
+    return NULL;
+}
+
+static void print_main_usage(FILE *out) {
+    fprintf(out, "usage: ingot [--help] [--version] COMMAND [ARGS...]\n\n"
+                 "ingot builds token shards from text corpora, blends them into deterministic,\n"
+                 "resumable sample streams, and trains models on them.\n\ncommands:\n");
+    for (size_t i = 0; i < ig_n_commands; i++)
+        fprintf(out, "  %-12s %s\n", ig_commands[i].name, ig_commands[i].summary);
+    fprintf(out, "\nRun 'ingot help COMMAND' or 'ingot COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_main_usage(stderr);
+        return IG_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        print_main_usage(stdout);
+        return IG_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) name = "version";
+    const ig_command *cmd = ig_command_find(name);
+    if (!cmd) {
+        fprintf(stderr, "ingot: unknown command '%s'\n\n", name);
+        print_main_usage(stderr);
+        return IG_EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return ig_cmd_help(cmd);
+    }
+    return cmd->run(cmd, argc - 1, argv + 1);
+}
+
+/* `ingot help [COMMAND]` lives here, beside the table it reads. */
+const char ig_usage_help[] = "usage: ingot help [COMMAND]\n\n"
+                             "Shows the list of commands, or one command's usage.\n\n"
+                             "examples:\n"
+                             "  ingot help\n"
+                             "  ingot help preprocess\n";
+
+int ig_cmd_help_cmd(const ig_command *self, int argc, char **argv) {
+    if (argc < 2) {
+        print_main_usage(stdout);
+        return IG_EXIT_OK;
+    }
+    if (argc > 2) return ig_cmd_usage_error(self, "expected one command name");
+    const ig_command *cmd = ig_command_find(argv[1]);
+    if (!cmd) {
+        fprintf(stderr, "ingot: unknown command '%s'\n\n", argv[1]);
+        print_main_usage(stderr);
+        return IG_EXIT_USAGE;
+    }
+    return ig_cmd_help(cmd);
+}
