@@ -280,6 +280,9 @@ const char *ig_config_string(const ig_config *cfg, const char *path); /* owned b
 const char *ig_config_origin(const ig_config *cfg, const char *path);
 /* Writes the whole configuration as YAML (nested mappings) to out. */
 ig_status ig_config_dump(const ig_config *cfg, FILE *out, ig_err *err);
+/* Like ig_config_dump, with a comment after each value naming its origin ("# default",
+ * "# FILE:LINE", "# --set"), as `ingot config show` prints it. */
+ig_status ig_config_dump_origins(const ig_config *cfg, FILE *out, ig_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# basics.sh - end-to-end checks of the ingot program's contract: exit codes (0 ok, 1 runtime
+# error, 2 usage error), help and version output, and `ingot config` error messages.
+set -u
+
+IG_INGOT=${IG_INGOT:?IG_INGOT must name the ingot program}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ingot-cli-basics-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+failed=0
+fail() {
+    echo "FAIL: $*" >&2
+    failed=$((failed + 1))
+}
+pass() {
+    passed=$((passed + 1))
+}
+
+# run NAME EXPECTED_RC CMD... : runs CMD capturing stdout/stderr into $out/$err, checks the code
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    err=$(cat "$tmp/err")
+    if [ "$rc" -ne "$want" ]; then
+        fail "$name: exit $rc, expected $want (stderr: $err)"
+        return 1
+    fi
+    return 0
+}
+
+if run "--help" 0 "$IG_INGOT" --help; then
+    if grep -q "config" <<<"$out" && grep -q "version" <<<"$out"; then pass
+    else fail "--help does not list the commands: $out"; fi
+fi
+
+if run "--version" 0 "$IG_INGOT" --version; then
+    if grep -Eq '^ingot [0-9]+\.[0-9]+\.[0-9]+' <<<"$out"; then pass
+    else fail "--version printed '$out'"; fi
+fi
+
+if run "help config" 0 "$IG_INGOT" help config; then
+    if grep -q "usage: ingot config" <<<"$out" && grep -qi "example" <<<"$out"; then pass
+    else fail "help config shows no usage with examples: $out"; fi
+fi
+
+if run "config --help" 0 "$IG_INGOT" config --help; then
+    if grep -q "usage: ingot config" <<<"$out" && grep -qi "example" <<<"$out"; then pass
+    else fail "config --help shows no usage with examples: $out"; fi
+fi
+
+if run "unknown command" 2 "$IG_INGOT" no-such-command; then
+    if grep -q "unknown command" <<<"$err"; then pass
+    else fail "unknown command: stderr was '$err'"; fi
+fi
+
+if run "unknown option" 2 "$IG_INGOT" config --bogus; then
+    if grep -q -- "--bogus" <<<"$err" && grep -q "usage:" <<<"$err"; then pass
+    else fail "unknown option: stderr was '$err'"; fi
+fi
+
+if run "missing file" 1 "$IG_INGOT" config check /nonexistent.yaml; then
+    if grep -q "^ingot: error:.*/nonexistent.yaml" <<<"$err"; then pass
+    else fail "missing file: stderr was '$err'"; fi
+fi
+
+printf 'preprocess:\n  input: a.jsonl\n  workrs: 4\n' >"$tmp/bad.yaml"
+if run "unknown key" 1 "$IG_INGOT" config check "$tmp/bad.yaml"; then
+    if grep -q "^ingot: error: $tmp/bad.yaml:3: unknown key 'preprocess.workrs'" <<<"$err"; then pass
+    else fail "unknown key: stderr was '$err'"; fi
+fi
+
+if run "config show" 0 "$IG_INGOT" config show "${IG_SOURCE_DIR:-.}/configs/preprocess_tinyshakespeare.yaml" \
+    --set preprocess.workers=3; then
+    if grep -Eq '^  workers: 3 +# --set$' <<<"$out" && grep -q 'input: "data/tinyshakespeare.jsonl"' <<<"$out"; then pass
+    else fail "config show printed: $out"; fi
+fi
+
+if run "bad --set" 1 "$IG_INGOT" config show --set preprocess.workers=many; then
+    if grep -q "preprocess.workers=many" <<<"$err"; then pass
+    else fail "bad --set: stderr was '$err'"; fi
+fi
+
+echo "basics: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

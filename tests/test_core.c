@@ -1,0 +1,905 @@
+/* test_core.c - unit tests of the core module: errors and status names, the context (logging,
+ * allocator injection, thread pool), xxh3 hashing, mapped files, atomic writes, size parsing, the
+ * progress reporter and the YAML configuration. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- errors and status names --------------------------------------------------------------- */
+
+static void test_err_set_and_errno(void **state) {
+    (void)state;
+    ig_err err = {0};
+    assert_int_equal(ig_err_set(&err, IG_ERR_FORMAT, "%s:%d: expected %s", "a.jsonl", 7, "'{'"),
+                     IG_ERR_FORMAT);
+    assert_int_equal(err.status, IG_ERR_FORMAT);
+    assert_string_equal(err.msg, "a.jsonl:7: expected '{'");
+
+    assert_int_equal(ig_err_errno(&err, ENOENT, "cannot open %s", "x.bin"), IG_ERR_NOT_FOUND);
+    char want[256];
+    snprintf(want, sizeof want, "cannot open x.bin: %s", strerror(ENOENT));
+    assert_string_equal(err.msg, want);
+    assert_int_equal(ig_err_errno(&err, EEXIST, "x"), IG_ERR_EXISTS);
+    assert_int_equal(ig_err_errno(&err, ENOMEM, "x"), IG_ERR_NOMEM);
+    assert_int_equal(ig_err_errno(&err, EACCES, "x"), IG_ERR_IO);
+
+    ig_err_set(&err, IG_ERR_CHECKSUM, "xxh3 mismatch");
+    assert_int_equal(ig_err_prefix(&err, "reading shard %s", "s0"), IG_ERR_CHECKSUM);
+    assert_string_equal(err.msg, "reading shard s0: xxh3 mismatch");
+    assert_int_equal(err.status, IG_ERR_CHECKSUM);
+
+    /* a NULL buffer is allowed everywhere */
+    assert_int_equal(ig_err_set(NULL, IG_ERR_IO, "x"), IG_ERR_IO);
+    assert_int_equal(ig_err_errno(NULL, ENOENT, "x"), IG_ERR_NOT_FOUND);
+    ig_err_clear(NULL);
+
+    ig_err_clear(&err);
+    assert_int_equal(err.status, IG_OK);
+    assert_string_equal(err.msg, "");
+}
+
+static void test_err_truncation(void **state) {
+    (void)state;
+    static char long_text[3 * IG_ERR_MSG_MAX];
+    memset(long_text, 'x', sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = '\0';
+    ig_err err = {0};
+    ig_err_set(&err, IG_ERR_FORMAT, "%s", long_text);
+    assert_int_equal(strlen(err.msg), IG_ERR_MSG_MAX - 1);
+
+    ig_err_errno(&err, ENOENT, "%s", long_text);
+    assert_int_equal(strlen(err.msg), IG_ERR_MSG_MAX - 1);
+    assert_int_equal(err.status, IG_ERR_NOT_FOUND);
+
+    /* prefixing a full message keeps the prefix and stays terminated */
+    ig_err_set(&err, IG_ERR_FORMAT, "%s", long_text);
+    ig_err_prefix(&err, "context");
+    assert_true(strlen(err.msg) < IG_ERR_MSG_MAX);
+    assert_memory_equal(err.msg, "context: xxx", 12);
+    /* a prefix longer than the buffer is cut too */
+    ig_err_prefix(&err, "%s", long_text);
+    assert_true(strlen(err.msg) < IG_ERR_MSG_MAX);
+    assert_int_equal(err.status, IG_ERR_FORMAT);
+}
+
+static void test_status_str(void **state) {
+    (void)state;
+    for (int i = 0; i < IG_STATUS_COUNT; i++) {
+        const char *s = ig_status_str((ig_status)i);
+        assert_non_null(s);
+        assert_true(strlen(s) > 0);
+        assert_string_not_equal(s, "unknown status");
+        for (int j = 0; j < i; j++) assert_string_not_equal(s, ig_status_str((ig_status)j));
+    }
+    assert_string_equal(ig_status_str(IG_OK), "ok");
+    assert_string_equal(ig_status_str(IG_ERR_NOMEM), "out of memory");
+    assert_string_equal(ig_status_str(IG_STATUS_COUNT), "unknown status");
+    assert_string_equal(ig_status_str((ig_status)-1), "unknown status");
+}
+
+/* ---- context ------------------------------------------------------------------------------- */
+
+typedef struct log_capture {
+    int n;
+    ig_log_level levels[8];
+    char msgs[8][128];
+} log_capture;
+
+static void capture_log(void *user, ig_log_level level, const char *msg) {
+    log_capture *c = user;
+    if (c->n < 8) {
+        c->levels[c->n] = level;
+        snprintf(c->msgs[c->n], sizeof c->msgs[0], "%s", msg);
+    }
+    c->n++;
+}
+
+static void test_ctx_logging(void **state) {
+    (void)state;
+    log_capture cap = {0};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.log_fn = capture_log;
+    o.log_user = &cap;
+    o.log_level = IG_LOG_WARN;
+    o.threads = 1;
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    assert_int_equal(ig_ctx_log_level(ctx), IG_LOG_WARN);
+    ig_info(ctx, "dropped %d", 1);
+    ig_debug(ctx, "dropped %d", 2);
+    ig_warn(ctx, "kept %d", 3);
+    ig_log(ctx, IG_LOG_ERROR, "error %s", "four");
+    assert_int_equal(cap.n, 2);
+    assert_int_equal(cap.levels[0], IG_LOG_WARN);
+    assert_string_equal(cap.msgs[0], "kept 3");
+    assert_int_equal(cap.levels[1], IG_LOG_ERROR);
+    assert_string_equal(cap.msgs[1], "error four");
+
+    ig_ctx_set_log_level(ctx, IG_LOG_DEBUG);
+    ig_debug(ctx, "now shown");
+    assert_int_equal(cap.n, 3);
+    assert_string_equal(cap.msgs[2], "now shown");
+    ig_ctx_set_log_level(ctx, IG_LOG_OFF);
+    ig_log(ctx, IG_LOG_ERROR, "silenced");
+    assert_int_equal(cap.n, 3);
+
+    assert_int_equal(ig_ctx_rank(ctx), 0);
+    assert_int_equal(ig_ctx_world(ctx), 1);
+    assert_int_equal(ig_ctx_threads(ctx), 1);
+    ig_ctx_free(ctx);
+    ig_ctx_free(NULL);
+}
+
+static void test_ctx_bad_options(void **state) {
+    (void)state;
+    ig_ctx *ctx = (ig_ctx *)1;
+    ig_err err = {0};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.rank = 3;
+    o.world = 2;
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_ERR_INVALID_ARG);
+    assert_null(ctx);
+    assert_non_null(strstr(err.msg, "rank 3"));
+    o = ig_ctx_opts_default();
+    o.threads = -2;
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_ERR_INVALID_ARG);
+}
+
+/* An allocator that fails once its budget of successful allocations is spent. */
+typedef struct budget_alloc {
+    int budget;
+    int failures;
+} budget_alloc;
+
+static void *budget_malloc(void *user, size_t size) {
+    budget_alloc *b = user;
+    if (b->budget <= 0) {
+        b->failures++;
+        return NULL;
+    }
+    b->budget--;
+    return malloc(size ? size : 1);
+}
+static void *budget_realloc(void *user, void *ptr, size_t size) {
+    budget_alloc *b = user;
+    if (b->budget <= 0) {
+        b->failures++;
+        return NULL;
+    }
+    b->budget--;
+    return realloc(ptr, size ? size : 1);
+}
+static void budget_free(void *user, void *ptr) {
+    (void)user;
+    free(ptr);
+}
+
+static void test_ctx_failing_allocator(void **state) {
+    (void)state;
+    budget_alloc b = {.budget = 0};
+    ig_allocator a = {budget_malloc, budget_realloc, budget_free, &b};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.allocator = &a;
+    o.threads = 1;
+    ig_ctx *ctx = (ig_ctx *)1;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_ERR_NOMEM);
+    assert_null(ctx);
+    assert_int_equal(err.status, IG_ERR_NOMEM);
+    assert_true(b.failures > 0);
+
+    /* with threads the pool allocation can fail too: still NOMEM, nothing leaked (ASan) */
+    b = (budget_alloc){.budget = 1};
+    o.threads = 4;
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_ERR_NOMEM);
+    assert_null(ctx);
+
+    /* enough for the context alone: later allocations fail cleanly */
+    b = (budget_alloc){.budget = 1};
+    o.threads = 1;
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    assert_null(ig_alloc(ctx, 64));
+    assert_null(ig_calloc(ctx, 4, 16));
+    assert_null(ig_strdup(ctx, "abc"));
+    assert_null(ig_realloc(ctx, NULL, 8));
+    ig_free(ctx, NULL);
+    b.budget = 2;
+    char *s = ig_strdup(ctx, "abc");
+    assert_non_null(s);
+    assert_string_equal(s, "abc");
+    ig_free(ctx, s);
+    /* n * size overflow is refused before the allocator is asked */
+    int before = b.failures;
+    b.budget = 1;
+    assert_null(ig_calloc(ctx, SIZE_MAX / 2, 4));
+    assert_int_equal(b.failures, before);
+    assert_int_equal(b.budget, 1);
+    ig_ctx_free(ctx);
+}
+
+typedef struct par_state {
+    atomic_ullong sum;
+    atomic_int busy[4];
+    atomic_int bad_worker;
+    atomic_int collisions;
+    atomic_int used[4];
+} par_state;
+
+static void par_fn(void *arg, size_t i, int worker) {
+    par_state *p = arg;
+    if (worker < 0 || worker >= 4) {
+        atomic_fetch_add(&p->bad_worker, 1);
+        return;
+    }
+    if (atomic_exchange(&p->busy[worker], 1) != 0) atomic_fetch_add(&p->collisions, 1);
+    atomic_store(&p->used[worker], 1);
+    volatile unsigned spin = 0;
+    for (int k = 0; k < 200; k++) spin += (unsigned)k;
+    atomic_fetch_add(&p->sum, (unsigned long long)i);
+    atomic_store(&p->busy[worker], 0);
+}
+
+static void test_parallel_for(void **state) {
+    (void)state;
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 4;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, &o, NULL), IG_OK);
+    assert_int_equal(ig_ctx_threads(ctx), 4);
+    for (int round = 0; round < 3; round++) {
+        par_state *p = calloc(1, sizeof *p);
+        size_t n = 100000;
+        ig_parallel_for(ctx, n, par_fn, p);
+        assert_int_equal(atomic_load(&p->sum), (unsigned long long)n * (n - 1) / 2);
+        assert_int_equal(atomic_load(&p->bad_worker), 0);
+        assert_int_equal(atomic_load(&p->collisions), 0);
+        free(p);
+    }
+    par_state *p = calloc(1, sizeof *p);
+    ig_parallel_for(ctx, 0, par_fn, p); /* nothing to do */
+    ig_parallel_for(ctx, 1, par_fn, p);
+    assert_int_equal(atomic_load(&p->sum), 0);
+    free(p);
+    ig_ctx_free(ctx);
+}
+
+static void test_rng_deterministic(void **state) {
+    (void)state;
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 1;
+    o.seed = 42;
+    ig_ctx *a, *b;
+    assert_int_equal(ig_ctx_create(&a, &o, NULL), IG_OK);
+    assert_int_equal(ig_ctx_create(&b, &o, NULL), IG_OK);
+    for (int i = 0; i < 100; i++) assert_int_equal(ig_ctx_rand_u64(a), ig_ctx_rand_u64(b));
+    ig_ctx_free(a);
+    ig_ctx_free(b);
+}
+
+/* ---- hashing ------------------------------------------------------------------------------- */
+
+static void test_xxh3(void **state) {
+    (void)state;
+    /* the published XXH3_64bits digest of the empty input */
+    assert_int_equal(ig_xxh3_64("", 0), 0x2D06800538D394C2ULL);
+    char hex[17];
+    ig_hash64_hex(0x2D06800538D394C2ULL, hex);
+    assert_string_equal(hex, "2d06800538d394c2");
+    ig_hash64_hex(1, hex);
+    assert_string_equal(hex, "0000000000000001");
+
+    /* one-shot, streaming (in uneven pieces) and file hashing agree on every size class */
+    size_t big = 300000;
+    uint8_t *buf = malloc(big);
+    for (size_t i = 0; i < big; i++) buf[i] = (uint8_t)(i * 2654435761u >> 13);
+    char *dir = igt_mkdtemp();
+    const size_t sizes[] = {0, 1, 3, 4, 8, 16, 17, 128, 129, 240, 241, 1000, 4096, 100003, big};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t len = sizes[s];
+        uint64_t one = ig_xxh3_64(buf, len);
+        ig_xxh3_stream *st = ig_xxh3_stream_create();
+        assert_non_null(st);
+        for (size_t off = 0, step = 1; off < len; off += step, step = step * 3 + 1)
+            ig_xxh3_stream_update(st, buf + off, step < len - off ? step : len - off);
+        assert_int_equal(ig_xxh3_stream_digest(st), one);
+        ig_xxh3_stream_free(st);
+        const char *path = igt_fmt("%s/h%zu", dir, len);
+        igt_write(path, buf, len);
+        uint64_t fh = 0;
+        ig_err err = {0};
+        assert_int_equal(ig_file_xxh3(path, &fh, &err), IG_OK);
+        assert_int_equal(fh, one);
+    }
+    assert_int_not_equal(ig_xxh3_64("a", 1), ig_xxh3_64("b", 1));
+    ig_hash128 h1 = ig_xxh3_128("abc", 3), h2 = ig_xxh3_128("abc", 3);
+    assert_int_equal(h1.lo, h2.lo);
+    assert_int_equal(h1.hi, h2.hi);
+    ig_xxh3_stream_free(NULL);
+
+    uint64_t fh;
+    ig_err err = {0};
+    assert_int_equal(ig_file_xxh3(igt_fmt("%s/missing", dir), &fh, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "missing"));
+    igt_rmtree(dir);
+    free(dir);
+    free(buf);
+}
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+static void test_mapped_file(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *path = igt_fmt("%s/data.bin", dir);
+    igt_write(path, "hello, shard", 12);
+    ig_mapped_file mf;
+    ig_err err = {0};
+    assert_int_equal(ig_mapped_file_open(&mf, path, &err), IG_OK);
+    assert_int_equal(mf.size, 12);
+    assert_memory_equal(mf.data, "hello, shard", 12);
+    assert_string_equal(mf.path, path);
+    ig_mapped_file_close(&mf);
+    ig_mapped_file_close(&mf); /* closing twice is safe */
+
+    const char *empty = igt_fmt("%s/empty.bin", dir);
+    igt_write(empty, "", 0);
+    assert_int_equal(ig_mapped_file_open(&mf, empty, &err), IG_OK);
+    assert_null(mf.data);
+    assert_int_equal(mf.size, 0);
+    ig_mapped_file_close(&mf);
+
+    const char *missing = igt_fmt("%s/no-such-file.idx", dir);
+    assert_int_equal(ig_mapped_file_open(&mf, missing, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, missing));
+    assert_null(mf.data);
+    ig_mapped_file_close(&mf);
+
+    /* a directory is not a regular file */
+    assert_int_not_equal(ig_mapped_file_open(&mf, dir, &err), IG_OK);
+    assert_non_null(strstr(err.msg, dir));
+
+    char *text;
+    size_t len;
+    assert_int_equal(ig_read_file(path, &text, &len, &err), IG_OK);
+    assert_int_equal(len, 12);
+    assert_string_equal(text, "hello, shard");
+    free(text);
+    assert_int_equal(ig_read_file(missing, &text, &len, &err), IG_ERR_NOT_FOUND);
+    assert_null(text);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void test_atomic_file(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *path = igt_fmt("%s/out.idx", dir);
+    ig_err err = {0};
+
+    /* commit: the temporary exists while writing, the target only after commit */
+    ig_atomic_file *af;
+    assert_int_equal(ig_atomic_file_create(&af, path, 0, &err), IG_OK);
+    assert_int_equal(ig_atomic_file_write(af, "abc", 3, &err), IG_OK);
+    fputs("def", ig_atomic_file_stream(af));
+    assert_int_equal(ig_atomic_file_size(af), 3);
+    assert_true(ig_file_exists(ig_atomic_file_temp_path(af)));
+    assert_false(ig_file_exists(path));
+    assert_int_equal(ig_atomic_file_commit(af, &err), IG_OK);
+    size_t len;
+    char *got = igt_read(path, &len);
+    assert_int_equal(len, 6);
+    assert_memory_equal(got, "abcdef", 6);
+    free(got);
+    assert_int_equal(igt_count_entries(dir), 1);
+
+    /* abort: nothing is left behind */
+    char *dir2 = igt_mkdtemp();
+    assert_int_equal(ig_atomic_file_create(&af, igt_fmt("%s/x.bin", dir2), 0, &err), IG_OK);
+    assert_int_equal(ig_atomic_file_write(af, "partial", 7, &err), IG_OK);
+    assert_int_equal(igt_count_entries(dir2), 1);
+    ig_atomic_file_abort(af);
+    assert_int_equal(igt_count_entries(dir2), 0);
+    ig_atomic_file_abort(NULL);
+
+    /* no overwrite without being asked: EXISTS, and the old file is intact */
+    assert_int_equal(ig_atomic_file_create(&af, path, 0, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, path));
+    assert_int_equal(ig_write_file_atomic(path, "new", 3, 0, &err), IG_ERR_EXISTS);
+    got = igt_read(path, &len);
+    assert_memory_equal(got, "abcdef", 6);
+    free(got);
+    assert_int_equal(igt_count_entries(dir), 1);
+
+    /* overwrite replaces it */
+    assert_int_equal(ig_write_file_atomic(path, "new", 3, 1, &err), IG_OK);
+    got = igt_read(path, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(got, "new", 3);
+    free(got);
+    assert_int_equal(igt_count_entries(dir), 1);
+
+    /* a target that appears while writing is not clobbered either */
+    const char *raced = igt_fmt("%s/raced.bin", dir);
+    assert_int_equal(ig_atomic_file_create(&af, raced, 0, &err), IG_OK);
+    ig_atomic_file_write(af, "mine", 4, &err);
+    igt_write(raced, "theirs", 6);
+    assert_int_equal(ig_atomic_file_commit(af, &err), IG_ERR_EXISTS);
+    got = igt_read(raced, &len);
+    assert_memory_equal(got, "theirs", 6);
+    free(got);
+    assert_int_equal(igt_count_entries(dir), 2);
+
+    /* a directory that does not exist */
+    assert_int_not_equal(ig_atomic_file_create(&af, igt_fmt("%s/nodir/x", dir), 1, &err), IG_OK);
+    assert_non_null(strstr(err.msg, "nodir"));
+
+    igt_rmtree(dir);
+    igt_rmtree(dir2);
+    free(dir);
+    free(dir2);
+}
+
+static void test_parse_size(void **state) {
+    (void)state;
+    struct {
+        const char *s;
+        uint64_t v;
+    } good[] = {
+        {"4096", 4096},
+        {"0", 0},
+        {"1GB", 1000000000ULL},
+        {"1G", 1000000000ULL},
+        {"1GiB", 1ULL << 30},
+        {"1gib", 1ULL << 30},
+        {"1.5G", 1500000000ULL},
+        {"512MiB", 512ULL << 20},
+        {"2k", 2000},
+        {"3KiB", 3072},
+        {"1TB", 1000000000000ULL},
+        {"10B", 10},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 12345;
+        ig_err err = {0};
+        if (ig_parse_size(good[i].s, &v, &err) != IG_OK) fail_msg("%s: %s", good[i].s, err.msg);
+        if (v != good[i].v)
+            fail_msg("%s: got %llu, want %llu", good[i].s, (unsigned long long)v,
+                     (unsigned long long)good[i].v);
+    }
+    const char *bad[] = {"", "abc", "-1", "1XB", "1.5.5", "12 parsecs", "G", "1GiBs", "1e30T"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 777;
+        ig_err err = {0};
+        if (ig_parse_size(bad[i], &v, &err) != IG_ERR_INVALID_ARG)
+            fail_msg("'%s' should be rejected", bad[i]);
+        assert_non_null(strstr(err.msg, bad[i]));
+        assert_int_equal(v, 777);
+    }
+    char buf[32];
+    assert_string_equal(ig_format_bytes(512, buf, sizeof buf), "512 B");
+    assert_string_equal(ig_format_bytes(1.5e9, buf, sizeof buf), "1.50 GB");
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Reads back everything written to a tmpfile. Caller frees. */
+static char *slurp(FILE *f) {
+    fflush(f);
+    long n = ftell(f);
+    assert_true(n >= 0);
+    char *buf = calloc(1, (size_t)n + 1);
+    rewind(f);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    return buf;
+}
+
+static void test_progress_plain(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    ig_progress_opts o = ig_progress_opts_default();
+    o.label = "unit-test";
+    o.unit = "docs";
+    o.total = 1000;
+    o.out = f;
+    o.force_tty = 0;
+    o.interval = 0.01;
+    ig_progress *p;
+    assert_int_equal(ig_progress_create(&p, &o, NULL), IG_OK);
+    for (int i = 0; i < 10; i++) {
+        ig_progress_add(p, 100);
+        if (i == 5) ig_progress_set_extra(p, "1.2 Mtok/s");
+        sleep_ms(15);
+    }
+    ig_progress_finish(p);
+    char *text = slurp(f);
+    fclose(f);
+    assert_null(strchr(text, '\r'));
+    assert_null(strchr(text, '\x1b'));
+    assert_non_null(strstr(text, "unit-test"));
+    assert_non_null(strstr(text, "1000 docs"));
+    assert_non_null(strstr(text, "100.0%"));
+    assert_non_null(strstr(text, "Mtok/s"));
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    assert_true(lines >= 2); /* some periodic lines plus the summary */
+    assert_int_equal(text[strlen(text) - 1], '\n');
+    /* the last line is the summary */
+    char *last = text + strlen(text) - 1;
+    while (last > text && last[-1] != '\n') last--;
+    assert_non_null(strstr(last, "done"));
+    free(text);
+    ig_progress_finish(NULL);
+}
+
+static void test_progress_interval_limits_lines(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    ig_progress_opts o = ig_progress_opts_default();
+    o.label = "quiet-log";
+    o.out = f;
+    o.force_tty = 0; /* default interval: 5 s, so only the summary appears */
+    ig_progress *p;
+    assert_int_equal(ig_progress_create(&p, &o, NULL), IG_OK);
+    for (int i = 0; i < 1000000; i++) ig_progress_add(p, 1);
+    ig_progress_finish(p);
+    char *text = slurp(f);
+    fclose(f);
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 1);
+    assert_non_null(strstr(text, "1000000 items"));
+    free(text);
+}
+
+static void progress_add_fn(void *arg, size_t i, int worker) {
+    (void)i;
+    (void)worker;
+    ig_progress_add(arg, 1);
+}
+
+static void test_progress_threads_and_modes(void **state) {
+    (void)state;
+    /* adds from 4 threads are all counted */
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = 4;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, &co, NULL), IG_OK);
+    FILE *f = tmpfile();
+    ig_progress_opts o = ig_progress_opts_default();
+    o.label = "mt";
+    o.out = f;
+    o.force_tty = 0;
+    o.interval = 0.001;
+    ig_progress *p;
+    assert_int_equal(ig_progress_create(&p, &o, NULL), IG_OK);
+    ig_parallel_for(ctx, 200000, progress_add_fn, p);
+    ig_progress_finish(p);
+    char *text = slurp(f);
+    fclose(f);
+    assert_non_null(strstr(text, "done, 200000 items"));
+    free(text);
+    ig_ctx_free(ctx);
+
+    /* TTY mode redraws with '\r' and ends the line at finish; bytes mode shows MB */
+    f = tmpfile();
+    o = ig_progress_opts_default();
+    o.label = "hash";
+    o.out = f;
+    o.force_tty = 1;
+    o.bytes = 1;
+    o.total = 4000000;
+    assert_int_equal(ig_progress_create(&p, &o, NULL), IG_OK);
+    ig_progress_add(p, 2000000);
+    ig_progress_add(p, 2000000);
+    ig_progress_finish(p);
+    text = slurp(f);
+    fclose(f);
+    assert_non_null(strchr(text, '\r'));
+    assert_non_null(strstr(text, "4.0 MB"));
+    assert_non_null(strstr(text, "MB/s"));
+    assert_int_equal(text[strlen(text) - 1], '\n');
+    free(text);
+
+    /* disabled prints nothing */
+    f = tmpfile();
+    o.disabled = 1;
+    o.out = f;
+    assert_int_equal(ig_progress_create(&p, &o, NULL), IG_OK);
+    ig_progress_add(p, 5);
+    ig_progress_finish(p);
+    assert_int_equal(ftell(f), 0);
+    fclose(f);
+}
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+static const ig_cfg_key test_keys[] = {
+    {"model.n_layer", IG_CFG_INT, "12", "layers"},
+    {"model.n_head", IG_CFG_INT, "12", "heads"},
+    {"model.dropout", IG_CFG_FLOAT, "0.1", "dropout"},
+    {"model.name", IG_CFG_STRING, "gpt", "name"},
+    {"train.lr", IG_CFG_FLOAT, "3e-4", "learning rate"},
+    {"train.amp", IG_CFG_BOOL, "false", "mixed precision"},
+    {"train.optim.beta1", IG_CFG_FLOAT, "0.9", "AdamW beta1"},
+    {"seed", IG_CFG_INT, "1234", "seed"},
+};
+#define N_TEST_KEYS (sizeof test_keys / sizeof test_keys[0])
+
+static ig_config *new_config(void) {
+    ig_config *cfg = NULL;
+    ig_err err = {0};
+    if (ig_config_create(&cfg, test_keys, N_TEST_KEYS, &err) != IG_OK) fail_msg("%s", err.msg);
+    return cfg;
+}
+
+static ig_status load(ig_config *cfg, const char *yaml, ig_err *err) {
+    return ig_config_load_string(cfg, yaml, strlen(yaml), "x.yaml", err);
+}
+
+static void test_config_defaults_and_load(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
+    assert_true(ig_config_float(cfg, "train.lr") == 3e-4);
+    assert_false(ig_config_bool(cfg, "train.amp"));
+    assert_string_equal(ig_config_string(cfg, "model.name"), "gpt");
+    assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "default");
+
+    const char *yaml = "# a comment\n"
+                       "model:\n"
+                       "  n_layer: 24\n"
+                       "  name: \"big gpt\"\n"
+                       "train:\n"
+                       "  amp: yes\n"
+                       "  optim:\n"
+                       "    beta1: 0.95\n"
+                       "seed: -7\n"
+                       "model.n_head: 16\n";
+    ig_err err = {0};
+    if (load(cfg, yaml, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 24);
+    assert_int_equal(ig_config_int(cfg, "model.n_head"), 16);
+    assert_string_equal(ig_config_string(cfg, "model.name"), "big gpt");
+    assert_true(ig_config_bool(cfg, "train.amp"));
+    assert_true(ig_config_float(cfg, "train.optim.beta1") == 0.95);
+    assert_int_equal(ig_config_int(cfg, "seed"), -7);
+    assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "x.yaml:3");
+    assert_string_equal(ig_config_origin(cfg, "train.optim.beta1"), "x.yaml:8");
+    assert_string_equal(ig_config_origin(cfg, "model.n_head"), "x.yaml:10");
+    assert_string_equal(ig_config_origin(cfg, "model.dropout"), "default");
+
+    /* from a file: the origin names the file */
+    char *dir = igt_mkdtemp();
+    const char *path = igt_fmt("%s/run.yaml", dir);
+    const char *text = "train:\n  lr: 0.001\n";
+    igt_write(path, text, strlen(text));
+    if (ig_config_load_file(cfg, path, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_true(ig_config_float(cfg, "train.lr") == 0.001);
+    assert_string_equal(ig_config_origin(cfg, "train.lr"), igt_fmt("%s:2", path));
+    assert_int_equal(ig_config_load_file(cfg, igt_fmt("%s/none.yaml", dir), &err),
+                     IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "none.yaml"));
+
+    /* empty and comment-only documents change nothing */
+    assert_int_equal(load(cfg, "", &err), IG_OK);
+    assert_int_equal(load(cfg, "# nothing\n\n", &err), IG_OK);
+    assert_int_equal(load(cfg, "---\n", &err), IG_OK);
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 24);
+    igt_rmtree(dir);
+    free(dir);
+    ig_config_free(cfg);
+    ig_config_free(NULL);
+}
+
+static void test_config_errors(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    ig_err err = {0};
+
+    /* unknown key: file:line, the dotted path, a suggestion and the known keys */
+    assert_int_equal(load(cfg,
+                          "model:\n"
+                          "  n_layer: 2\n"
+                          "  # the next key is misspelt\n"
+                          "  n_layr: 3\n",
+                          &err),
+                     IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:4:"));
+    assert_non_null(strstr(err.msg, "'model.n_layr'"));
+    assert_non_null(strstr(err.msg, "did you mean 'model.n_layer'"));
+    assert_non_null(strstr(err.msg, "n_head"));
+    /* a failed load changes nothing, not even the keys before the error */
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
+    assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "default");
+
+    assert_int_equal(load(cfg, "trian:\n  lr: 1\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:1:"));
+    assert_non_null(strstr(err.msg, "'trian'"));
+
+    /* wrong types */
+    assert_int_equal(load(cfg, "seed: 1\nmodel:\n  n_layer: abc\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:3: model.n_layer: expected an integer, got 'abc'"));
+    assert_int_equal(load(cfg, "train:\n  amp: maybe\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:2: train.amp"));
+    assert_int_equal(load(cfg, "train:\n  lr: fast\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "expected a number"));
+    assert_int_equal(load(cfg, "model:\n  n_layer: 1.5\n", &err), IG_ERR_CONFIG);
+    assert_int_equal(load(cfg, "model:\n  n_layer:\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_int_equal(load(cfg, "seed: 99999999999999999999999\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "out of range"));
+    assert_int_equal(load(cfg, "model:\n  n_layer: [1, 2]\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:2: model.n_layer: expected an integer, got a list"));
+    assert_int_equal(load(cfg, "model: 3\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:1:"));
+    assert_non_null(strstr(err.msg, "group"));
+    assert_int_equal(load(cfg, "- a\n- b\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "top level"));
+
+    /* YAML syntax errors carry file:line:column, and libfyaml prints nothing to stderr */
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *capture = tmpfile();
+    dup2(fileno(capture), 2);
+    ig_status st1 = load(cfg, "model:\n  n_layer: 1\n  x: a: b\n", &err);
+    ig_err err2 = {0};
+    ig_status st2 = load(cfg, "seed: 1\nseed: 2\n", &err2);
+    ig_err err3 = {0};
+    ig_status st3 = load(cfg, "model:\n  n_layer: 1\n  name: \"abc\n", &err3);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fseek(capture, 0, SEEK_END);
+    long printed = ftell(capture);
+    fclose(capture);
+    assert_int_equal(printed, 0);
+    assert_int_equal(st1, IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:3:"));
+    assert_non_null(strstr(err.msg, "syntax"));
+    assert_int_equal(st2, IG_ERR_CONFIG); /* duplicate keys are an error */
+    assert_non_null(strstr(err2.msg, "x.yaml:2:"));
+    assert_int_equal(st3, IG_ERR_CONFIG);
+    assert_non_null(strstr(err3.msg, "x.yaml:"));
+    ig_config_free(cfg);
+
+    /* bad schemas are refused */
+    ig_config *bad = NULL;
+    const ig_cfg_key dup_keys[] = {{"a.b", IG_CFG_INT, "1", ""}, {"a.b", IG_CFG_INT, "2", ""}};
+    assert_int_equal(ig_config_create(&bad, dup_keys, 2, &err), IG_ERR_INVALID_ARG);
+    const ig_cfg_key leaf_group[] = {{"a", IG_CFG_INT, "1", ""}, {"a.b", IG_CFG_INT, "2", ""}};
+    assert_int_equal(ig_config_create(&bad, leaf_group, 2, &err), IG_ERR_INVALID_ARG);
+    const ig_cfg_key bad_default[] = {{"a", IG_CFG_BOOL, "perhaps", ""}};
+    assert_int_equal(ig_config_create(&bad, bad_default, 1, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "perhaps"));
+    assert_null(bad);
+}
+
+static void test_config_set(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    ig_err err = {0};
+    assert_int_equal(ig_config_set(cfg, "model.n_layer=48", &err), IG_OK);
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 48);
+    assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "--set");
+    assert_int_equal(ig_config_set(cfg, "train.amp=on", &err), IG_OK);
+    assert_true(ig_config_bool(cfg, "train.amp"));
+    assert_int_equal(ig_config_set(cfg, "train.amp=0", &err), IG_OK);
+    assert_false(ig_config_bool(cfg, "train.amp"));
+    assert_int_equal(ig_config_set(cfg, "model.name='a = b'", &err), IG_OK);
+    assert_string_equal(ig_config_string(cfg, "model.name"), "a = b");
+    assert_int_equal(ig_config_set(cfg, "model.name=", &err), IG_OK);
+    assert_string_equal(ig_config_string(cfg, "model.name"), "");
+    assert_int_equal(ig_config_set(cfg, "train.optim.beta1=.5", &err), IG_OK);
+    assert_true(ig_config_float(cfg, "train.optim.beta1") == 0.5);
+
+    const char *bad[] = {
+        "model.n_layer", "model.nlayer=3", "model.n_layer=abc", "train.amp=perhaps", "=3",
+        "model=3",       "seed=1e3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        if (ig_config_set(cfg, bad[i], &err) != IG_ERR_CONFIG)
+            fail_msg("--set %s should fail", bad[i]);
+        if (!strstr(err.msg, bad[i])) fail_msg("message does not name '%s': %s", bad[i], err.msg);
+    }
+    ig_config_set(cfg, "model.nlayer=3", &err);
+    assert_non_null(strstr(err.msg, "did you mean 'model.n_layer'"));
+    ig_config_set(cfg, "model.n_layer=abc", &err);
+    assert_non_null(strstr(err.msg, "expected an integer"));
+    /* failed overrides changed nothing */
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 48);
+    ig_config_free(cfg);
+}
+
+static void test_config_dump_round_trip(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    ig_err err = {0};
+    assert_int_equal(ig_config_set(cfg, "model.n_layer=-3", &err), IG_OK);
+    assert_int_equal(ig_config_set(cfg, "model.dropout=0.125", &err), IG_OK);
+    assert_int_equal(ig_config_set(cfg, "train.lr=1e-300", &err), IG_OK);
+    assert_int_equal(ig_config_set(cfg, "train.amp=true", &err), IG_OK);
+    assert_int_equal(ig_config_set(cfg, "model.name=say \"hi\"\\ #not a comment: yes", &err),
+                     IG_OK);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(ig_config_dump(cfg, f, &err), IG_OK);
+    fclose(f);
+    assert_non_null(strstr(text, "model:\n  n_layer: -3\n"));
+    assert_non_null(strstr(text, "train:\n"));
+    assert_non_null(strstr(text, "  optim:\n    beta1: 0.9"));
+    assert_null(strstr(text, "# --set"));
+
+    ig_config *back = new_config();
+    if (ig_config_load_string(back, text, len, "dump", &err) != IG_OK)
+        fail_msg("%s\n%s", err.msg, text);
+    for (size_t i = 0; i < N_TEST_KEYS; i++) {
+        const char *k = test_keys[i].path;
+        switch (test_keys[i].type) {
+        case IG_CFG_INT:
+            assert_int_equal(ig_config_int(back, k), ig_config_int(cfg, k));
+            break;
+        case IG_CFG_FLOAT:
+            assert_true(ig_config_float(back, k) == ig_config_float(cfg, k));
+            break;
+        case IG_CFG_BOOL:
+            assert_int_equal(ig_config_bool(back, k), ig_config_bool(cfg, k));
+            break;
+        case IG_CFG_STRING:
+            assert_string_equal(ig_config_string(back, k), ig_config_string(cfg, k));
+            break;
+        }
+    }
+    free(text);
+
+    /* with origins: every value line carries a comment, and it is still valid YAML */
+    f = open_memstream(&text, &len);
+    assert_int_equal(ig_config_dump_origins(cfg, f, &err), IG_OK);
+    fclose(f);
+    assert_non_null(strstr(text, "# --set"));
+    assert_non_null(strstr(text, "# default"));
+    assert_int_equal(ig_config_load_string(back, text, len, "dump", &err), IG_OK);
+    assert_string_equal(ig_config_string(back, "model.name"), "say \"hi\"\\ #not a comment: yes");
+    free(text);
+    ig_config_free(back);
+    ig_config_free(cfg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_set_and_errno),
+        cmocka_unit_test(test_err_truncation),
+        cmocka_unit_test(test_status_str),
+        cmocka_unit_test(test_ctx_logging),
+        cmocka_unit_test(test_ctx_bad_options),
+        cmocka_unit_test(test_ctx_failing_allocator),
+        cmocka_unit_test(test_parallel_for),
+        cmocka_unit_test(test_rng_deterministic),
+        cmocka_unit_test(test_xxh3),
+        cmocka_unit_test(test_mapped_file),
+        cmocka_unit_test(test_atomic_file),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_progress_plain),
+        cmocka_unit_test(test_progress_interval_limits_lines),
+        cmocka_unit_test(test_progress_threads_and_modes),
+        cmocka_unit_test(test_config_defaults_and_load),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_set),
+        cmocka_unit_test(test_config_dump_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
