@@ -1,0 +1,335 @@
+/* dataset.h - the public API of ingot's datasets: Megatron-compatible token shards
+ * (PREFIX.bin + PREFIX.idx, DESIGN 3.1) with ingot's manifest (PREFIX.json), their writer,
+ * reader, verifier and merger; and (below) the GPT sample index, splits and weighted blends.
+ */
+#ifndef INGOT_DATASET_H
+#define INGOT_DATASET_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== token shards ========================================================================== */
+/* In this section ctx may be NULL (plain malloc, no logging). */
+
+/* Megatron's dtype codes. */
+typedef enum ig_dtype {
+    IG_DTYPE_U8 = 1,
+    IG_DTYPE_I8 = 2,
+    IG_DTYPE_I16 = 3,
+    IG_DTYPE_I32 = 4,
+    IG_DTYPE_I64 = 5,
+    IG_DTYPE_F64 = 6,
+    IG_DTYPE_F32 = 7,
+    IG_DTYPE_U16 = 8,
+} ig_dtype;
+
+size_t ig_dtype_size(ig_dtype dt);      /* 0 for an unknown code */
+const char *ig_dtype_name(ig_dtype dt); /* "uint16", "int32", ...; "unknown" */
+/* The token dtype Megatron picks for a vocabulary: u16 when vocab_size < 65500, else i32. */
+ig_dtype ig_dtype_for_vocab(size_t vocab_size);
+
+/* ingot's manifest (PREFIX.json) beside a shard: who made it and checksums of both files. */
+typedef struct ig_manifest {
+    char tokenizer[64];        /* ig_tokenizer_name, e.g. "gpt2"; "" when unknown */
+    char tokenizer_path[1024]; /* the --tokenizer given to preprocess, for --decode; may be "" */
+    uint64_t tokenizer_hash;   /* ig_tokenizer_hash; 0 when unknown */
+    uint64_t vocab_size;
+    int64_t eod_id; /* -1 when none */
+    ig_dtype dtype;
+    uint64_t documents, sequences, tokens;
+    uint64_t bin_bytes, idx_bytes;
+    uint64_t bin_xxh3, idx_xxh3;
+    char **sources; /* input files (owned; ig_manifest_clear frees) */
+    size_t n_sources;
+    char json_key[64]; /* the JSON key the text came from ("" for .txt) */
+    char tool_version[32];
+} ig_manifest;
+
+void ig_manifest_clear(ig_manifest *m); /* frees sources and zeroes m */
+ig_status ig_manifest_add_source(ig_manifest *m, const char *source, ig_err *err);
+/* PREFIX.json <-> manifest (JSON with "format": "ingot-token-shard", "format_version": 1; hashes
+ * as 16 hex digits). read: IG_ERR_NOT_FOUND for a missing manifest, IG_ERR_FORMAT naming
+ * file:line:column or the bad field for a malformed one. write is atomic. */
+ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err);
+ig_status ig_manifest_write(const ig_manifest *m, const char *prefix, int overwrite, ig_err *err);
+
+/* --- writer --- */
+
+/* Streams documents into PREFIX.bin / PREFIX.idx under temporary names. Memory does not grow with
+ * the number of documents (sequence lengths spill to a temporary file). finish commits .bin, then
+ * .idx, then the manifest (last, so that a killed run never leaves a manifest over incomplete
+ * data); abort removes every temporary. With overwrite, an existing manifest is removed first. */
+typedef struct ig_shard_writer ig_shard_writer;
+
+typedef struct ig_shard_writer_opts {
+    ig_dtype dtype; /* token dtype; default IG_DTYPE_U16 */
+    int overwrite;  /* 0: IG_ERR_EXISTS when PREFIX.bin/.idx/.json exist */
+} ig_shard_writer_opts;
+
+ig_shard_writer_opts ig_shard_writer_opts_default(void);
+ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char *prefix,
+                                 const ig_shard_writer_opts *opts, ig_err *err);
+/* Appends one sequence (Megatron "sentence"); ids out of the dtype's range are an error. */
+ig_status ig_shard_writer_add_sequence(ig_shard_writer *w, const int32_t *ids, size_t n,
+                                       ig_err *err);
+/* Ends the current document (after one or more sequences). */
+ig_status ig_shard_writer_end_document(ig_shard_writer *w, ig_err *err);
+/* add_sequence + end_document. */
+ig_status ig_shard_writer_add_document(ig_shard_writer *w, const int32_t *ids, size_t n,
+                                       ig_err *err);
+/* Appends the raw bytes of whole documents (already in the writer's dtype) with their sequence
+ * lengths; used by merge to copy without decoding. */
+ig_status ig_shard_writer_add_raw(ig_shard_writer *w, const void *tokens, size_t n_tokens,
+                                  const int32_t *seq_lengths, size_t n_seqs,
+                                  const int64_t *doc_seq_counts, size_t n_docs, ig_err *err);
+uint64_t ig_shard_writer_bin_bytes(const ig_shard_writer *w);
+uint64_t ig_shard_writer_documents(const ig_shard_writer *w);
+/* Commits the files. meta supplies tokenizer/sources fields of the manifest (may be NULL); the
+ * counts, sizes and checksums are filled in by the writer. Frees w (also on failure). */
+ig_status ig_shard_writer_finish(ig_shard_writer *w, const ig_manifest *meta, ig_err *err);
+/* Like finish, but commits only .bin and .idx and returns the complete manifest in *out (the
+ * caller writes it later with ig_manifest_write, e.g. once every shard of a run is done, so
+ * that a killed run leaves no shard that verify accepts). Frees w (also on failure). */
+ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *meta, ig_manifest *out,
+                                      ig_err *err);
+void ig_shard_writer_abort(ig_shard_writer *w); /* NULL is a no-op */
+
+/* --- reader --- */
+
+/* A shard opened read-only: both files mapped, zero-copy. Validated on open: magic, version,
+ * dtype, counts against file sizes, lengths >= 0, pointers monotone, contiguous and in bounds,
+ * document_indices starting at 0, non-decreasing and ending at N. Errors name the file and
+ * field. The manifest is read when present (has_manifest). Safe to share between threads. */
+typedef struct ig_shard ig_shard;
+
+ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err *err);
+void ig_shard_close(ig_shard *s); /* NULL is a no-op */
+
+const char *ig_shard_prefix(const ig_shard *s);
+ig_dtype ig_shard_dtype(const ig_shard *s);
+uint64_t ig_shard_sequences(const ig_shard *s); /* N */
+uint64_t ig_shard_documents(const ig_shard *s); /* D - 1 */
+uint64_t ig_shard_tokens(const ig_shard *s);
+/* Length in tokens and byte offset in .bin of sequence i (i < N). */
+int32_t ig_shard_seq_length(const ig_shard *s, uint64_t i);
+int64_t ig_shard_seq_pointer(const ig_shard *s, uint64_t i);
+/* document_indices[d] (d <= D-1): first sequence of document d. */
+int64_t ig_shard_doc_index(const ig_shard *s, uint64_t d);
+/* The raw token bytes of the whole .bin. */
+const void *ig_shard_bin(const ig_shard *s);
+uint64_t ig_shard_bin_bytes(const ig_shard *s);
+/* Copies tokens [off, off+n) of sequence i as int32 into out (bounds are checked). */
+ig_status ig_shard_read_tokens(const ig_shard *s, uint64_t i, uint64_t off, uint64_t n,
+                               int32_t *out, ig_err *err);
+/* The manifest, or NULL when PREFIX.json is absent. */
+const ig_manifest *ig_shard_manifest(const ig_shard *s);
+
+/* Checks a shard completely: structure (as open), the manifest present and consistent (counts,
+ * sizes), and the xxh3 checksums of .bin and .idx. IG_OK, or the exact problem in err:
+ * IG_ERR_FORMAT (structure, or a manifest describing other data), IG_ERR_NOT_FOUND (a missing
+ * file or manifest), IG_ERR_CHECKSUM (a file changed since it was written). */
+ig_status ig_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err);
+
+/* Concatenates shards into out_prefix (as Megatron's merge_datasets.py), streaming, with 64-bit
+ * pointers. Every input is opened (validated) before anything is written, and the output is
+ * written like any shard (atomically, manifest last). Shards made with different tokenizers (by
+ * their manifests' hashes) are refused unless allow_mixed; different dtypes, or an output that is
+ * also an input, always (IG_ERR_INVALID_ARG). */
+typedef struct ig_merge_opts {
+    int overwrite;
+    int allow_mixed; /* --force: merge shards of different tokenizers */
+} ig_merge_opts;
+ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs,
+                         const char *out_prefix, const ig_merge_opts *opts, ig_err *err);
+
+/* ==== GPT sample index, splits and blends (DESIGN 4) ======================================== */
+/* Megatron-Core semantics, exactly: for the same sequence lengths, seq_len, num_samples and seed,
+ * the document, sample and shuffle indices are those of Megatron-Core's GPTDataset, and a blend's
+ * indices those of its BlendedDataset (helpers.cpp build_blending_indices). As in Megatron, the
+ * unit that is shuffled and packed is the *sequence* of the indexed dataset (GPTDataset is "split
+ * by sequence"); shards written with one sequence per document (ingot's preprocess) make the two
+ * the same. A sample is seq_len + 1 tokens; consecutive samples of the unshuffled order share one
+ * token. */
+
+/* --- one or many shard prefixes opened as one dataset --- */
+
+/* The sequences of several shards back to back (shard 0's first), as one dataset: global
+ * sequence g of shard k is local sequence g - first(k). Shards must share a token dtype. Read-only
+ * and safe to share between threads. */
+typedef struct ig_dataset ig_dataset;
+
+ig_status ig_dataset_open(ig_dataset **out, ig_ctx *ctx, const char *const *prefixes, size_t n,
+                          ig_err *err);
+void ig_dataset_close(ig_dataset *ds); /* NULL is a no-op */
+
+size_t ig_dataset_num_shards(const ig_dataset *ds);
+const ig_shard *ig_dataset_shard(const ig_dataset *ds, size_t k); /* owned by ds */
+uint64_t ig_dataset_sequences(const ig_dataset *ds);
+uint64_t ig_dataset_documents(const ig_dataset *ds);
+uint64_t ig_dataset_tokens(const ig_dataset *ds);
+/* All sequence lengths, [ig_dataset_sequences], aligned, owned by ds. */
+const int32_t *ig_dataset_seq_lengths(const ig_dataset *ds);
+/* Copies tokens [off, off+n) of global sequence seq as int32 into out (bounds checked). */
+ig_status ig_dataset_read_tokens(const ig_dataset *ds, uint64_t seq, uint64_t off, uint64_t n,
+                                 int32_t *out, ig_err *err);
+
+/* --- splits "969,30,1" --- */
+
+typedef enum ig_split_part {
+    IG_SPLIT_TRAIN = 0,
+    IG_SPLIT_VALID = 1,
+    IG_SPLIT_TEST = 2
+} ig_split_part;
+
+/* Normalized split weights (Megatron's parse_and_normalize_split: missing parts are 0). */
+typedef struct ig_split {
+    double weights[3];
+} ig_split;
+
+ig_split ig_split_default(void); /* "1,0,0": everything in train */
+/* Parses "969,30,1" (1 to 3 numbers >= 0, not all 0). */
+ig_status ig_split_parse(ig_split *out, const char *text, ig_err *err);
+/* The contiguous range [*begin, *end) of n sequences that `part` gets (Megatron's split matrix:
+ * bookends int(round(cumulative weight * n)), round half to even). IG_ERR_INVALID_ARG naming the
+ * part, the split and n when the part is empty. */
+ig_status ig_split_range(const ig_split *split, ig_split_part part, uint64_t n, uint64_t *begin,
+                         uint64_t *end, ig_err *err);
+const char *ig_split_part_name(ig_split_part part); /* "train", "valid", "test" */
+
+/* --- the GPT sample index --- */
+
+/* One piece of a sample: tokens [offset, offset + length) of global sequence seq. */
+typedef struct ig_token_span {
+    uint64_t seq;
+    uint64_t offset;
+    uint64_t length;
+} ig_token_span;
+
+typedef struct ig_gpt_index_opts {
+    uint32_t seq_len;      /* Megatron sequence_length (> 1); a sample holds seq_len + 1 tokens */
+    uint64_t num_samples;  /* samples requested (>= 1); the index holds whole epochs, so more */
+    uint32_t seed;         /* numpy RandomState seed (Megatron random_seed); default 1234 */
+    uint64_t seq_begin;    /* the sequences used: [seq_begin, seq_end), e.g. a split range; */
+    uint64_t seq_end;      /*   seq_end == 0: up to the last sequence */
+    const char *cache_dir; /* NULL: build in memory; else reuse / save there (created if needed) */
+    const char *name;      /* for messages, e.g. the prefix; may be NULL */
+} ig_gpt_index_opts;
+
+ig_gpt_index_opts ig_gpt_index_opts_default(void);
+
+/* The document (sequence) index, sample index and shuffle index of Megatron-Core's GPTDataset.
+ * Immutable once built: safe to share between threads. */
+typedef struct ig_gpt_index ig_gpt_index;
+
+/* Builds (or, with cache_dir, loads) the index over seq_lengths[0 .. n_seqs) restricted to
+ * [seq_begin, seq_end). The lengths are read during the call only. With a cache directory, many
+ * processes may call this at once: one builds under a lock, the others wait and map its file.
+ * Errors (IG_ERR_INVALID_ARG): seq_len < 2, num_samples 0, an empty range or no tokens in it,
+ * fewer tokens than seq_len + 1 (the data is shorter than one sample). */
+ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq_lengths,
+                             uint64_t n_seqs, const ig_gpt_index_opts *opts, ig_err *err);
+/* The same over an opened dataset's sequences. ds need not outlive the index. */
+ig_status ig_gpt_index_build_dataset(ig_gpt_index **out, ig_ctx *ctx, const ig_dataset *ds,
+                                     const ig_gpt_index_opts *opts, ig_err *err);
+void ig_gpt_index_free(ig_gpt_index *idx); /* NULL is a no-op */
+
+uint64_t ig_gpt_index_num_samples(const ig_gpt_index *idx); /* samples held (>= requested) */
+uint64_t ig_gpt_index_requested(const ig_gpt_index *idx);   /* opts.num_samples */
+uint32_t ig_gpt_index_seq_len(const ig_gpt_index *idx);
+uint64_t ig_gpt_index_num_epochs(const ig_gpt_index *idx);
+uint64_t ig_gpt_index_tokens_per_epoch(const ig_gpt_index *idx);
+int ig_gpt_index_separate_final_epoch(const ig_gpt_index *idx);
+/* xxh3 of everything that determines the index (the lengths of the sequences used, their range,
+ * seq_len, num_samples, seed, format version): the cache key, and the loader's index identity. */
+uint64_t ig_gpt_index_key(const ig_gpt_index *idx);
+int ig_gpt_index_from_cache(const ig_gpt_index *idx); /* 1 when loaded from the cache */
+/* Seconds spent building the document, sample and shuffle indices (0 when loaded). */
+void ig_gpt_index_timings(const ig_gpt_index *idx, double *doc_s, double *sample_s,
+                          double *shuffle_s);
+
+/* The raw Megatron arrays (owned by idx): document_index [*n] of sequence ids, sample_index
+ * [*rows][2] of (document_index position, offset), shuffle_index [*n]. */
+const int32_t *ig_gpt_index_document_index(const ig_gpt_index *idx, uint64_t *n);
+const int64_t *ig_gpt_index_sample_index(const ig_gpt_index *idx, uint64_t *rows);
+const int64_t *ig_gpt_index_shuffle_index(const ig_gpt_index *idx, uint64_t *n);
+
+/* The spans that make sample i (i < num_samples; after the shuffle, as GPTDataset.__getitem__):
+ * writes up to cap spans (empty sequences are skipped) and returns how many there are in all.
+ * Their lengths add up to seq_len + 1. */
+size_t ig_gpt_index_sample(const ig_gpt_index *idx, uint64_t i, ig_token_span *spans, size_t cap);
+/* Reads sample i's seq_len + 1 tokens from ds (the dataset the index was built over) into out.
+ * Thread-safe. */
+ig_status ig_gpt_index_read(const ig_gpt_index *idx, const ig_dataset *ds, uint64_t i, int32_t *out,
+                            ig_err *err);
+
+/* --- weighted blends: `W1 P1 W2 P2 ...` --- */
+
+typedef struct ig_blend_source {
+    double weight;              /* > 0; normalized over the sources */
+    const ig_dataset *dataset;  /* borrowed, must outlive the blend; or NULL and ... */
+    const int32_t *seq_lengths; /* ... bare sequence lengths (no token reads), e.g. for tests */
+    uint64_t n_seqs;
+    const char *name; /* for messages, e.g. the prefix; may be NULL */
+} ig_blend_source;
+
+typedef struct ig_blend_opts {
+    uint32_t seq_len;
+    uint64_t num_samples;  /* N: samples the blend must provide */
+    uint32_t seed;         /* default 1234, the same for every source (as Megatron) */
+    ig_split split;        /* applied to each source; default "1,0,0" */
+    ig_split_part part;    /* which part of it; default IG_SPLIT_TRAIN */
+    double surplus;        /* Megatron mid_level_dataset_surplus; default 0.005 */
+    const char *cache_dir; /* as ig_gpt_index_opts */
+} ig_blend_opts;
+
+ig_blend_opts ig_blend_opts_default(void);
+
+/* Megatron's BlendedDataset over one GPT index per source: weights w = normalize(W); source d's
+ * index is built for ceil(ceil(N*w[d]) * (1 + surplus)) samples; the blend holds
+ * sum_d ceil(N*w[d]) samples, interleaved greedily (sample s goes to the d maximizing
+ * w[d]*max(s,1) - used[d], first maximum wins). Immutable once built: safe to share. */
+typedef struct ig_blend ig_blend;
+
+/* Errors: no sources, a weight <= 0 or not finite (naming the source), more than 32767 sources,
+ * any GPT index error (prefixed with the source), a source whose index holds fewer samples than
+ * the blend draws from it (raise the surplus). Logs a warning for each source the blend repeats
+ * for more than one epoch. */
+ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sources, size_t n,
+                         const ig_blend_opts *opts, ig_err *err);
+void ig_blend_free(ig_blend *b); /* NULL is a no-op */
+
+uint64_t ig_blend_num_samples(const ig_blend *b);
+size_t ig_blend_num_sources(const ig_blend *b);
+uint32_t ig_blend_seq_len(const ig_blend *b);
+uint64_t ig_blend_key(const ig_blend *b); /* xxh3 of the sources' keys, weights, sizes */
+
+typedef struct ig_blend_source_info {
+    double weight;      /* normalized */
+    uint64_t target;    /* ceil(N * weight) */
+    uint64_t requested; /* ceil(target * (1 + surplus)): its GPT index was built for this */
+    uint64_t built;     /* samples in its GPT index */
+    uint64_t drawn;     /* samples the blend takes from it */
+    double achieved;    /* drawn / blend size */
+    uint64_t epochs;    /* epochs of its GPT index; > 1: the source is repeated */
+    uint64_t seq_begin, seq_end; /* its split range */
+} ig_blend_source_info;
+
+ig_blend_source_info ig_blend_source_stats(const ig_blend *b, size_t k);
+const ig_gpt_index *ig_blend_source_index(const ig_blend *b, size_t k); /* owned by b */
+
+/* Global sample i (< num_samples) is sample *sample_in_source of source *source's GPT index. */
+void ig_blend_lookup(const ig_blend *b, uint64_t i, uint32_t *source, uint64_t *sample_in_source);
+/* The raw Megatron arrays [num_samples] (owned by b). */
+const int16_t *ig_blend_dataset_index(const ig_blend *b);
+const int64_t *ig_blend_dataset_sample_index(const ig_blend *b);
+/* Reads global sample i's seq_len + 1 tokens (the sources must have datasets). Thread-safe. */
+ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INGOT_DATASET_H */

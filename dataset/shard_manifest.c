@@ -1,0 +1,210 @@
+/* shard_manifest.c - ingot's manifest beside a token shard (PREFIX.json, DESIGN 3.1): who made
+ * the shard (tokenizer identity and hash, sources, tool version), what it holds (counts, dtype,
+ * sizes) and the xxh3 of both files, so that `ingot verify` can tell a complete shard from a
+ * damaged one. Megatron ignores this file.
+ *
+ * 64-bit hashes are stored as 16 hex digits (JSON numbers lose precision past 2^53).
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+
+#include "shard_internal.h"
+
+void ig_manifest_clear(ig_manifest *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_sources; i++) free(m->sources[i]);
+    free(m->sources);
+    memset(m, 0, sizeof *m);
+}
+
+ig_status ig_manifest_add_source(ig_manifest *m, const char *source, ig_err *err) {
+    char *copy = strdup(source);
+    char **grown = copy ? realloc(m->sources, (m->n_sources + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(copy);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory adding manifest source %s", source);
+    }
+    m->sources = grown;
+    m->sources[m->n_sources++] = copy;
+    return IG_OK;
+}
+
+static json_t *hex_string(uint64_t h) {
+    char hex[17];
+    ig_hash64_hex(h, hex);
+    return json_string(hex);
+}
+
+static json_t *manifest_to_json(const ig_manifest *m) {
+    json_t *o = json_object(), *src = json_array();
+    if (!o || !src) {
+        json_decref(o);
+        json_decref(src);
+        return NULL;
+    }
+    for (size_t i = 0; i < m->n_sources; i++)
+        json_array_append_new(src, json_string(m->sources[i]));
+    int bad = 0;
+    bad |= json_object_set_new(o, "format", json_string(IG_MANIFEST_FORMAT));
+    bad |= json_object_set_new(o, "format_version", json_integer(IG_MANIFEST_VERSION));
+    bad |= json_object_set_new(o, "tokenizer", json_string(m->tokenizer));
+    bad |= json_object_set_new(o, "tokenizer_path", json_string(m->tokenizer_path));
+    bad |= json_object_set_new(o, "tokenizer_hash", hex_string(m->tokenizer_hash));
+    bad |= json_object_set_new(o, "vocab_size", json_integer((json_int_t)m->vocab_size));
+    bad |= json_object_set_new(o, "eod_id", json_integer((json_int_t)m->eod_id));
+    bad |= json_object_set_new(o, "dtype", json_string(ig_dtype_name(m->dtype)));
+    bad |= json_object_set_new(o, "dtype_code", json_integer((json_int_t)m->dtype));
+    bad |= json_object_set_new(o, "documents", json_integer((json_int_t)m->documents));
+    bad |= json_object_set_new(o, "sequences", json_integer((json_int_t)m->sequences));
+    bad |= json_object_set_new(o, "tokens", json_integer((json_int_t)m->tokens));
+    bad |= json_object_set_new(o, "bin_bytes", json_integer((json_int_t)m->bin_bytes));
+    bad |= json_object_set_new(o, "idx_bytes", json_integer((json_int_t)m->idx_bytes));
+    bad |= json_object_set_new(o, "bin_xxh3", hex_string(m->bin_xxh3));
+    bad |= json_object_set_new(o, "idx_xxh3", hex_string(m->idx_xxh3));
+    bad |= json_object_set_new(o, "sources", src);
+    bad |= json_object_set_new(o, "json_key", json_string(m->json_key));
+    bad |= json_object_set_new(o, "tool_version", json_string(m->tool_version));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+ig_status ig_manifest_write(const ig_manifest *m, const char *prefix, int overwrite, ig_err *err) {
+    char *path = ig_shard_path(prefix, ".json");
+    json_t *o = manifest_to_json(m);
+    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    ig_status st;
+    if (!path || !text) {
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory writing the manifest of %s", prefix);
+    } else {
+        size_t len = strlen(text);
+        text[len] = '\n'; /* replaces the NUL: the file ends with a newline */
+        st = ig_write_file_atomic(path, text, len + 1, overwrite, err);
+        text[len] = '\0';
+    }
+    free(text);
+    free(path);
+    return st;
+}
+
+/* ---- reading ---- */
+
+static ig_status field_missing(const char *path, const char *key, const char *type, ig_err *err) {
+    return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" is missing or not %s", path, key, type);
+}
+
+static ig_status get_u64(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return field_missing(path, key, "a non-negative integer", err);
+    *out = (uint64_t)json_integer_value(v);
+    return IG_OK;
+}
+
+static ig_status get_str(json_t *o, const char *path, const char *key, char *out, size_t cap,
+                         ig_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_string(v)) return field_missing(path, key, "a string", err);
+    const char *s = json_string_value(v);
+    if (strlen(s) >= cap)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" is longer than %zu bytes", path,
+                          key, cap - 1);
+    memcpy(out, s, strlen(s) + 1);
+    return IG_OK;
+}
+
+static ig_status get_hex(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err) {
+    char hex[32];
+    ig_status st = get_str(o, path, key, hex, sizeof hex, err);
+    if (st != IG_OK) return st;
+    char *end = NULL;
+    if (strlen(hex) != 16) goto bad;
+    *out = strtoull(hex, &end, 16);
+    if (*end) goto bad;
+    return IG_OK;
+bad:
+    return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" = \"%s\" is not 16 hex digits", path,
+                      key, hex);
+}
+
+static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path, ig_err *err) {
+    if (!json_is_object(o))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object", path);
+    char format[64];
+    ig_status st = get_str(o, path, "format", format, sizeof format, err);
+    if (st != IG_OK) return st;
+    if (strcmp(format, IG_MANIFEST_FORMAT) != 0)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: format = \"%s\" but expected \"%s\"", path,
+                          format, IG_MANIFEST_FORMAT);
+    uint64_t version = 0, dtype = 0;
+    if ((st = get_u64(o, path, "format_version", &version, err)) != IG_OK) return st;
+    if (version != IG_MANIFEST_VERSION)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: format_version = %" PRIu64 " but this ingot reads version %d "
+                          "(upgrade ingot)",
+                          path, version, IG_MANIFEST_VERSION);
+    json_t *eod = json_object_get(o, "eod_id");
+    if (!json_is_integer(eod)) return field_missing(path, "eod_id", "an integer", err);
+    m->eod_id = (int64_t)json_integer_value(eod);
+    if ((st = get_str(o, path, "tokenizer", m->tokenizer, sizeof m->tokenizer, err)) ||
+        (st = get_str(o, path, "tokenizer_path", m->tokenizer_path, sizeof m->tokenizer_path,
+                      err)) ||
+        (st = get_hex(o, path, "tokenizer_hash", &m->tokenizer_hash, err)) ||
+        (st = get_u64(o, path, "vocab_size", &m->vocab_size, err)) ||
+        (st = get_u64(o, path, "dtype_code", &dtype, err)) ||
+        (st = get_u64(o, path, "documents", &m->documents, err)) ||
+        (st = get_u64(o, path, "sequences", &m->sequences, err)) ||
+        (st = get_u64(o, path, "tokens", &m->tokens, err)) ||
+        (st = get_u64(o, path, "bin_bytes", &m->bin_bytes, err)) ||
+        (st = get_u64(o, path, "idx_bytes", &m->idx_bytes, err)) ||
+        (st = get_hex(o, path, "bin_xxh3", &m->bin_xxh3, err)) ||
+        (st = get_hex(o, path, "idx_xxh3", &m->idx_xxh3, err)) ||
+        (st = get_str(o, path, "json_key", m->json_key, sizeof m->json_key, err)) ||
+        (st = get_str(o, path, "tool_version", m->tool_version, sizeof m->tool_version, err)))
+        return st;
+    if (dtype > 255 || ig_dtype_size((ig_dtype)dtype) == 0)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: dtype_code = %" PRIu64 " is not a known dtype code (1..8)", path,
+                          dtype);
+    m->dtype = (ig_dtype)dtype;
+    json_t *src = json_object_get(o, "sources");
+    if (!json_is_array(src)) return field_missing(path, "sources", "an array of strings", err);
+    for (size_t i = 0; i < json_array_size(src); i++) {
+        json_t *s = json_array_get(src, i);
+        if (!json_is_string(s))
+            return ig_err_set(err, IG_ERR_FORMAT, "%s: sources[%zu] is not a string", path, i);
+        if ((st = ig_manifest_add_source(m, json_string_value(s), err)) != IG_OK) return st;
+    }
+    return IG_OK;
+}
+
+ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
+    memset(m, 0, sizeof *m);
+    char *path = ig_shard_path(prefix, ".json");
+    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st;
+    if (!ig_file_exists(path)) {
+        st = ig_err_set(err, IG_ERR_NOT_FOUND,
+                        "%s: manifest missing (the shard was not finished, or was not made by "
+                        "ingot; `ingot merge` or a rerun of preprocess recreates it)",
+                        path);
+        free(path);
+        return st;
+    }
+    json_error_t je;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!o) {
+        st = ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
+                        je.column, je.text);
+    } else {
+        st = manifest_from_json(m, o, path, err);
+        json_decref(o);
+    }
+    if (st != IG_OK) ig_manifest_clear(m);
+    free(path);
+    return st;
+}

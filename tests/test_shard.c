@@ -1,0 +1,652 @@
+/* test_shard.c - token shards (dataset/shard_*.c): writer/reader round trips, the golden .idx made
+ * independently by tests/data/golden/make_small.py (as Megatron's IndexedDatasetBuilder writes it),
+ * every corruption the reader must name, verify, atomicity of the writer, and merge. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset/dataset.h"
+#include "dataset/shard_internal.h"
+
+/* The documents of tests/data/golden/make_small.py (GPT-2 ids). */
+static const int32_t G_D0[] = {15496, 995, 0};
+static const int32_t G_D1A[] = {464, 3797, 3332, 13};
+static const int32_t G_D1B[] = {1550, 262, 2603, 13};
+static const int32_t G_D2[] = {50256};
+static const int32_t G_D3[] = {198, 0};
+
+static ig_ctx *new_ctx(void) {
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 1;
+    o.log_level = IG_LOG_ERROR;
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    return ctx;
+}
+
+static void write_golden_docs(ig_ctx *ctx, const char *prefix, int overwrite,
+                              const ig_manifest *meta) {
+    ig_err err = {0};
+    ig_shard_writer *w;
+    ig_shard_writer_opts o = ig_shard_writer_opts_default();
+    o.overwrite = overwrite;
+    assert_int_equal(ig_shard_writer_create(&w, ctx, prefix, &o, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D0, 3, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_sequence(w, G_D1A, 4, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_sequence(w, G_D1B, 4, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_end_document(w, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D2, 1, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D3, 2, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_documents(w), 4);
+    assert_int_equal(ig_shard_writer_bin_bytes(w), 28);
+    if (ig_shard_writer_finish(w, meta, &err) != IG_OK) fail_msg("%s", err.msg);
+}
+
+static void check_golden_contents(ig_shard *s) {
+    assert_int_equal(ig_shard_dtype(s), IG_DTYPE_U16);
+    assert_int_equal(ig_shard_sequences(s), 5);
+    assert_int_equal(ig_shard_documents(s), 4);
+    assert_int_equal(ig_shard_tokens(s), 14);
+    assert_int_equal(ig_shard_bin_bytes(s), 28);
+    const int32_t lens[] = {3, 4, 4, 1, 2};
+    const int64_t ptrs[] = {0, 6, 14, 22, 24};
+    const int64_t docs[] = {0, 1, 3, 4, 5};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(ig_shard_seq_length(s, i), lens[i]);
+        assert_int_equal(ig_shard_seq_pointer(s, i), ptrs[i]);
+    }
+    for (int d = 0; d < 5; d++) assert_int_equal(ig_shard_doc_index(s, d), docs[d]);
+    int32_t out[4];
+    ig_err err = {0};
+    assert_int_equal(ig_shard_read_tokens(s, 2, 0, 4, out, &err), IG_OK);
+    assert_memory_equal(out, G_D1B, sizeof G_D1B);
+    assert_int_equal(ig_shard_read_tokens(s, 3, 0, 1, out, &err), IG_OK);
+    assert_int_equal(out[0], 50256);
+    assert_int_equal(ig_shard_read_tokens(s, 0, 1, 2, out, &err), IG_OK);
+    assert_int_equal(out[0], 995);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(ig_shard_read_tokens(s, 0, 2, 2, out, &err), IG_ERR_INVALID_ARG);
+    assert_int_equal(ig_shard_read_tokens(s, 5, 0, 1, out, &err), IG_ERR_INVALID_ARG);
+}
+
+/* The writer's .idx and .bin are byte-identical to those built by the independent script. */
+static void test_golden_idx(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = igt_fmt("%s/small", dir);
+    write_golden_docs(ctx, prefix, 0, NULL);
+    size_t a_len, b_len;
+    char *a = igt_read(igt_fmt("%s.idx", prefix), &a_len);
+    char *b = igt_read(igt_fmt("%s/tests/data/golden/small.idx", igt_source_dir()), &b_len);
+    assert_int_equal(a_len, b_len);
+    assert_int_equal(a_len, 34 + 5 * 12 + 5 * 8);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+    a = igt_read(igt_fmt("%s.bin", prefix), &a_len);
+    b = igt_read(igt_fmt("%s/tests/data/golden/small.bin", igt_source_dir()), &b_len);
+    assert_int_equal(a_len, b_len);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* Reads the .bin/.idx written the way Megatron's preprocess_data.py writes them (no manifest). */
+static void test_read_megatron_golden(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *src = igt_fmt("%s/tests/data/golden/small", igt_source_dir());
+    for (int k = 0; k < 2; k++) {
+        const char *ext = k ? ".bin" : ".idx";
+        size_t len;
+        char *data = igt_read(igt_fmt("%s%s", src, ext), &len);
+        igt_write(igt_fmt("%s/meg%s", dir, ext), data, len);
+        free(data);
+    }
+    ig_shard *s;
+    ig_err err = {0};
+    if (ig_shard_open(&s, NULL, igt_fmt("%s/meg", dir), &err) != IG_OK) fail_msg("%s", err.msg);
+    check_golden_contents(s);
+    assert_null(ig_shard_manifest(s));
+    ig_shard_close(s);
+    /* without a manifest, verify names the missing file */
+    assert_int_equal(ig_shard_verify(NULL, igt_fmt("%s/meg", dir), &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "meg.json"));
+    assert_non_null(strstr(err.msg, "manifest missing"));
+    /* the committed golden shard, with the manifest ingot wrote for it, verifies */
+    if (ig_shard_verify(NULL, src, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_shard_open(&s, NULL, src, &err), IG_OK);
+    assert_non_null(ig_shard_manifest(s));
+    assert_string_equal(ig_shard_manifest(s)->tokenizer, "gpt2");
+    ig_shard_close(s);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void test_roundtrip_u16(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = igt_fmt("%s/rt", dir);
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+    snprintf(meta.tokenizer_path, sizeof meta.tokenizer_path, "/some/where/gpt2");
+    snprintf(meta.json_key, sizeof meta.json_key, "text");
+    meta.tokenizer_hash = 0xfedcba9876543210ull;
+    meta.vocab_size = 50257;
+    meta.eod_id = 50256;
+    ig_err err = {0};
+    assert_int_equal(ig_manifest_add_source(&meta, "a.jsonl", &err), IG_OK);
+    assert_int_equal(ig_manifest_add_source(&meta, "b.jsonl.zst", &err), IG_OK);
+    write_golden_docs(ctx, prefix, 0, &meta);
+    ig_manifest_clear(&meta);
+
+    ig_shard *s;
+    if (ig_shard_open(&s, ctx, prefix, &err) != IG_OK) fail_msg("%s", err.msg);
+    check_golden_contents(s);
+    const ig_manifest *m = ig_shard_manifest(s);
+    assert_non_null(m);
+    assert_string_equal(m->tokenizer, "gpt2");
+    assert_string_equal(m->tokenizer_path, "/some/where/gpt2");
+    assert_string_equal(m->json_key, "text");
+    assert_true(m->tokenizer_hash == 0xfedcba9876543210ull);
+    assert_int_equal(m->vocab_size, 50257);
+    assert_int_equal(m->eod_id, 50256);
+    assert_int_equal(m->dtype, IG_DTYPE_U16);
+    assert_int_equal(m->documents, 4);
+    assert_int_equal(m->sequences, 5);
+    assert_int_equal(m->tokens, 14);
+    assert_int_equal(m->bin_bytes, 28);
+    assert_int_equal(m->idx_bytes, 134);
+    assert_int_equal(m->n_sources, 2);
+    assert_string_equal(m->sources[1], "b.jsonl.zst");
+    ig_shard_close(s);
+    if (ig_shard_verify(ctx, prefix, &err) != IG_OK) fail_msg("%s", err.msg);
+    /* only the three files remain: no temporaries or spills */
+    assert_int_equal(igt_count_entries(dir), 3);
+
+    /* an id that does not fit uint16 is refused and the shard is unchanged */
+    ig_shard_writer *w;
+    assert_int_equal(ig_shard_writer_create(&w, ctx, igt_fmt("%s/big", dir), NULL, &err), IG_OK);
+    int32_t bad[] = {1, 70000};
+    assert_int_equal(ig_shard_writer_add_document(w, bad, 2, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "70000"));
+    assert_int_equal(ig_shard_writer_bin_bytes(w), 0);
+    ig_shard_writer_abort(w);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* int32 ids (vocab >= 65500), many documents of several sequences: crosses every chunk size of
+ * the writer's spills. */
+static void test_roundtrip_i32(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = igt_fmt("%s/i32", dir);
+    assert_int_equal(ig_dtype_for_vocab(65499), IG_DTYPE_U16);
+    assert_int_equal(ig_dtype_for_vocab(65500), IG_DTYPE_I32);
+    ig_shard_writer_opts o = ig_shard_writer_opts_default();
+    o.dtype = ig_dtype_for_vocab(200000);
+    ig_shard_writer *w;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_writer_create(&w, ctx, prefix, &o, &err), IG_OK);
+    const uint64_t n_docs = 70000;
+    int32_t ids[8];
+    uint64_t n_seqs = 0, n_tok = 0;
+    for (uint64_t d = 0; d < n_docs; d++) {
+        int seqs = 1 + (int)(d % 3);
+        for (int q = 0; q < seqs; q++) {
+            size_t len = (d + (uint64_t)q) % 5; /* includes empty sequences */
+            for (size_t k = 0; k < len; k++) ids[k] = (int32_t)(d * 7 + (uint64_t)q * 100003 + k);
+            assert_int_equal(ig_shard_writer_add_sequence(w, ids, len, &err), IG_OK);
+            n_seqs++;
+            n_tok += len;
+        }
+        assert_int_equal(ig_shard_writer_end_document(w, &err), IG_OK);
+    }
+    if (ig_shard_writer_finish(w, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_shard *s;
+    if (ig_shard_open(&s, ctx, prefix, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_shard_dtype(s), IG_DTYPE_I32);
+    assert_int_equal(ig_shard_documents(s), n_docs);
+    assert_int_equal(ig_shard_sequences(s), n_seqs);
+    assert_int_equal(ig_shard_tokens(s), n_tok);
+    assert_int_equal(ig_shard_bin_bytes(s), n_tok * 4);
+    uint64_t seq = 0;
+    for (uint64_t d = 0; d < n_docs; d++) {
+        assert_int_equal(ig_shard_doc_index(s, d), seq);
+        int seqs = 1 + (int)(d % 3);
+        for (int q = 0; q < seqs; q++, seq++) {
+            size_t len = (d + (uint64_t)q) % 5;
+            assert_int_equal(ig_shard_seq_length(s, seq), len);
+            assert_int_equal(ig_shard_read_tokens(s, seq, 0, len, ids, &err), IG_OK);
+            for (size_t k = 0; k < len; k++)
+                assert_int_equal(ids[k], (int32_t)(d * 7 + (uint64_t)q * 100003 + k));
+        }
+    }
+    assert_int_equal(ig_shard_doc_index(s, n_docs), n_seqs);
+    ig_shard_close(s);
+    if (ig_shard_verify(ctx, prefix, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- corruption: every case is IG_ERR_FORMAT naming the field ---- */
+
+typedef struct corruption {
+    const char *name;
+    size_t off; /* byte to change (SIZE_MAX: none) */
+    int is_u64; /* write `value` as u64 / i64 at off; else as one byte */
+    uint64_t value;
+    long idx_len;     /* -1: keep; else truncate the .idx to this length */
+    long bin_delta;   /* bytes added to (or removed from) the .bin */
+    const char *want; /* substring of the message */
+} corruption;
+
+/* golden layout: header 34, lengths at 34 (5 x i32), pointers at 54 (5 x i64), doc index at 94 */
+static const corruption CORRUPTIONS[] = {
+    {"bad magic", 0, 0, 'X', -1, 0, "bad magic"},
+    {"version", 9, 1, 2, -1, 0, "version = 2"},
+    {"dtype", 17, 0, 9, -1, 0, "dtype = 9"},
+    {"dtype zero", 17, 0, 0, -1, 0, "dtype = 0"},
+    {"truncated header", SIZE_MAX, 0, 0, 20, 0, "truncated header"},
+    {"magic only", SIZE_MAX, 0, 0, 5, 0, "truncated header"},
+    {"empty file", SIZE_MAX, 0, 0, 0, 0, "empty file"},
+    {"N too large", 18, 1, 1000, -1, 0, "N = 1000"},
+    {"N huge", 18, 1, UINT64_MAX / 2, -1, 0, "too large"},
+    {"D too large", 26, 1, 1000, -1, 0, "D = 1000"},
+    {"D zero", 26, 1, 0, -1, 0, "D = 0"},
+    {"trailing bytes", SIZE_MAX, 0, 0, 135, 0, "file size is"},
+    {"negative length", 38, 1, 0xffffffffull << 32 | 0xfffffffdull, -1, 0, "lengths[1] = -3"},
+    {"pointer start", 54, 1, 2, -1, 0, "pointers[0] = 2 but expected 0"},
+    {"non-contiguous pointer", 54 + 2 * 8, 1, 16, -1, 0,
+     "pointers[2] = 16 but expected 14 (pointers must be contiguous"},
+    {"doc index start", 94, 1, 1, -1, 0, "document_indices[0] = 1 but expected 0"},
+    {"doc index decreasing", 94 + 2 * 8, 1, 0, -1, 0, "document_indices[2] = 0 is less than"},
+    {"doc index not ending at N", 94 + 4 * 8, 1, 4, -1, 0,
+     "document_indices[4] = 4 but expected N = 5"},
+    {"doc index beyond N", 94 + 3 * 8, 1, 9, -1, 0, "document_indices[3] = 9 is beyond N"},
+    {"bin too long", SIZE_MAX, 0, 0, -1, 2, ".bin size mismatch"},
+    {"bin too short", SIZE_MAX, 0, 0, -1, -2, ".bin size mismatch"},
+};
+
+static void test_corruptions(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    size_t idx_len, bin_len;
+    const char *src = igt_fmt("%s/tests/data/golden/small", igt_source_dir());
+    uint8_t *idx0 = (uint8_t *)igt_read(igt_fmt("%s.idx", src), &idx_len);
+    uint8_t *bin0 = (uint8_t *)igt_read(igt_fmt("%s.bin", src), &bin_len);
+    uint8_t idx[256], bin[64];
+    for (size_t c = 0; c < sizeof CORRUPTIONS / sizeof CORRUPTIONS[0]; c++) {
+        const corruption *k = &CORRUPTIONS[c];
+        memcpy(idx, idx0, idx_len);
+        memset(bin, 0, sizeof bin);
+        memcpy(bin, bin0, bin_len);
+        size_t il = k->idx_len >= 0 ? (size_t)k->idx_len : idx_len;
+        size_t bl = (size_t)((long)bin_len + k->bin_delta);
+        if (k->off != SIZE_MAX) {
+            if (k->is_u64)
+                ig_put_le_u64(idx + k->off, k->value);
+            else
+                idx[k->off] = (uint8_t)k->value;
+        }
+        const char *prefix = igt_fmt("%s/c%zu", dir, c);
+        igt_write(igt_fmt("%s.idx", prefix), idx, il);
+        igt_write(igt_fmt("%s.bin", prefix), bin, bl);
+        ig_shard *s = NULL;
+        ig_err err = {0};
+        ig_status st = ig_shard_open(&s, NULL, prefix, &err);
+        if (st != IG_ERR_FORMAT || !strstr(err.msg, k->want))
+            fail_msg("%s: status %s, message \"%s\" (wanted \"%s\")", k->name, ig_status_str(st),
+                     err.msg, k->want);
+        assert_null(s);
+        /* the file is named in the message */
+        assert_non_null(strstr(err.msg, igt_fmt("c%zu.", c)));
+        /* the in-memory validator agrees */
+        ig_idx_layout lay;
+        assert_int_equal(ig_shard_validate_idx(idx, il, bl, "x.idx", "x.bin", &lay, &err),
+                         IG_ERR_FORMAT);
+        /* and so does verify */
+        assert_int_equal(ig_shard_verify(NULL, prefix, &err), IG_ERR_FORMAT);
+    }
+    /* a missing .bin is not found, naming it */
+    ig_shard *s;
+    ig_err err = {0};
+    igt_write(igt_fmt("%s/lonely.idx", dir), idx0, idx_len);
+    assert_int_equal(ig_shard_open(&s, NULL, igt_fmt("%s/lonely", dir), &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "lonely.bin"));
+    free(idx0);
+    free(bin0);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* The golden message format for a non-contiguous pointer. */
+static void test_validator_message(void **state) {
+    (void)state;
+    /* N = 18 sequences of 3 u16 tokens; pointers[17] = 100 instead of 102 */
+    uint8_t buf[34 + 18 * 12 + 2 * 8];
+    ig_idx_encode_header(buf, IG_DTYPE_U16, 18, 2);
+    for (int i = 0; i < 18; i++) {
+        ig_put_le_u32(buf + 34 + 4 * i, 3);
+        ig_put_le_u64(buf + 34 + 18 * 4 + 8 * i, (uint64_t)(6 * i));
+    }
+    ig_put_le_u64(buf + 34 + 18 * 12, 0);
+    ig_put_le_u64(buf + 34 + 18 * 12 + 8, 18);
+    ig_idx_layout lay;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_validate_idx(buf, sizeof buf, 108, "x.idx", "x.bin", &lay, &err),
+                     IG_OK);
+    assert_int_equal(lay.n, 18);
+    assert_int_equal(lay.tokens, 54);
+    assert_int_equal(lay.max_length, 3);
+    ig_put_le_u64(buf + 34 + 18 * 4 + 8 * 17, 100);
+    assert_int_equal(ig_shard_validate_idx(buf, sizeof buf, 108, "x.idx", "x.bin", &lay, &err),
+                     IG_ERR_FORMAT);
+    assert_non_null(
+        strstr(err.msg, "x.idx: pointers[17] = 100 but expected 102 (pointers must be contiguous"));
+}
+
+/* Pointer arithmetic beyond 4 GiB, without writing 4 GiB. */
+static void test_large_pointers(void **state) {
+    (void)state;
+    int32_t lengths[4] = {INT32_MAX, INT32_MAX, 5, INT32_MAX};
+    int64_t ptrs[4];
+    uint64_t start = 3ull << 30; /* 3 GiB already written by earlier inputs */
+    uint64_t end = ig_idx_fill_pointers(ptrs, lengths, 4, start, 4);
+    assert_true(ptrs[0] == (int64_t)start);
+    assert_true(ptrs[1] == (int64_t)(start + 4ull * INT32_MAX));
+    assert_true(ptrs[2] == (int64_t)(start + 8ull * INT32_MAX));
+    assert_true(ptrs[3] == (int64_t)(start + 8ull * INT32_MAX + 20));
+    assert_true(end == start + 12ull * INT32_MAX + 20);
+    assert_true(end > (1ull << 34));
+    uint8_t h[IG_IDX_HEADER_BYTES];
+    ig_idx_encode_header(h, IG_DTYPE_I32, 1ull << 33, (1ull << 33) + 1);
+    assert_memory_equal(h, "MMIDIDX\0\0\1\0\0\0\0\0\0\0\4", 18);
+    assert_true(ig_le_u64(h + 18) == 1ull << 33);
+    assert_true(ig_le_u64(h + 26) == (1ull << 33) + 1);
+    assert_true(ig_idx_file_size(1ull << 33, 2) == 34 + 12 * (1ull << 33) + 16);
+    /* a header claiming 2^33 sequences over a small buffer is refused, not read */
+    ig_idx_layout lay;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_validate_idx(h, sizeof h, 0, "x.idx", "x.bin", &lay, &err),
+                     IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "N = 8589934592"));
+}
+
+static void test_verify(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = igt_fmt("%s/v", dir);
+    write_golden_docs(ctx, prefix, 0, NULL);
+    ig_err err = {0};
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+
+    /* flip one byte of .bin: the structure is fine, the checksum is not */
+    size_t len;
+    char *bin = igt_read(igt_fmt("%s.bin", prefix), &len);
+    bin[7] ^= 0x40;
+    igt_write(igt_fmt("%s.bin", prefix), bin, len);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_CHECKSUM);
+    assert_non_null(strstr(err.msg, "v.bin: xxh3"));
+    bin[7] ^= 0x40;
+    igt_write(igt_fmt("%s.bin", prefix), bin, len);
+    free(bin);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+
+    /* a manifest describing other data */
+    char *json = igt_read(igt_fmt("%s.json", prefix), &len);
+    char *p = strstr(json, "\"documents\": 4");
+    assert_non_null(p);
+    p[13] = '7';
+    igt_write(igt_fmt("%s.json", prefix), json, len);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "documents = 7"));
+    /* a malformed manifest */
+    igt_write(igt_fmt("%s.json", prefix), "{\"format\": ", 11);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "v.json:1:"));
+    free(json);
+    /* a missing manifest */
+    unlink(igt_fmt("%s.json", prefix));
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "v.json: manifest missing"));
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void test_abort_leaves_nothing(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_shard_writer *w;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_writer_create(&w, NULL, igt_fmt("%s/a", dir), NULL, &err), IG_OK);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(ig_shard_writer_add_document(w, G_D1A, 4, &err), IG_OK);
+    /* while writing, only the temporary .bin is visible (the spills are unlinked) */
+    assert_int_equal(igt_count_entries(dir), 1);
+    ig_shard_writer_abort(w);
+    assert_int_equal(igt_count_entries(dir), 0);
+    ig_shard_writer_abort(NULL);
+    /* an empty shard is a valid shard */
+    assert_int_equal(ig_shard_writer_create(&w, NULL, igt_fmt("%s/e", dir), NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_finish(w, NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_verify(NULL, igt_fmt("%s/e", dir), &err), IG_OK);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void test_no_overwrite(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *prefix = igt_fmt("%s/o", dir);
+    write_golden_docs(NULL, prefix, 0, NULL);
+    ig_shard_writer *w = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, NULL, &err), IG_ERR_EXISTS);
+    assert_null(w);
+    assert_non_null(strstr(err.msg, "--force"));
+    /* only a manifest left over is enough to refuse */
+    unlink(igt_fmt("%s.bin", prefix));
+    unlink(igt_fmt("%s.idx", prefix));
+    assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, NULL, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "o.json"));
+    /* with overwrite: replaced, and the old manifest never outlives the old data */
+    ig_shard_writer_opts o = ig_shard_writer_opts_default();
+    o.overwrite = 1;
+    assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D3, 2, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_finish(w, NULL, &err), IG_OK);
+    ig_shard *s;
+    assert_int_equal(ig_shard_open(&s, NULL, prefix, &err), IG_OK);
+    assert_int_equal(ig_shard_documents(s), 1);
+    assert_int_equal(ig_shard_manifest(s)->documents, 1);
+    ig_shard_close(s);
+    assert_int_equal(ig_shard_verify(NULL, prefix, &err), IG_OK);
+    assert_int_equal(igt_count_entries(dir), 3);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void write_shard(const char *prefix, ig_dtype dt, uint64_t hash, int n_docs, int base) {
+    ig_shard_writer_opts o = ig_shard_writer_opts_default();
+    o.dtype = dt;
+    ig_shard_writer *w;
+    ig_err err = {0};
+    assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+    for (int d = 0; d < n_docs; d++) {
+        int32_t ids[3] = {base + d, base + d + 1, base + d + 2};
+        assert_int_equal(ig_shard_writer_add_sequence(w, ids, 1 + (size_t)(d % 3), &err), IG_OK);
+        if (d % 2) assert_int_equal(ig_shard_writer_add_sequence(w, ids, 2, &err), IG_OK);
+        assert_int_equal(ig_shard_writer_end_document(w, &err), IG_OK);
+    }
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, hash == 1 ? "gpt2" : "cl100k_base");
+    meta.tokenizer_hash = hash;
+    meta.eod_id = -1;
+    assert_int_equal(ig_shard_writer_finish(w, &meta, &err), IG_OK);
+}
+
+static void test_merge(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    char a[512], b[512], c[512], out[512];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    snprintf(c, sizeof c, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/m", dir);
+    write_shard(a, IG_DTYPE_U16, 1, 3, 100);
+    write_shard(b, IG_DTYPE_U16, 1, 4, 200);
+    const char *ins[3] = {a, b, c};
+    ig_err err = {0};
+    ig_merge_opts mo = {0};
+    if (ig_shard_merge(ctx, ins, 2, out, &mo, &err) != IG_OK) fail_msg("%s", err.msg);
+    if (ig_shard_verify(ctx, out, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_shard *sa, *sb, *sm;
+    assert_int_equal(ig_shard_open(&sa, ctx, a, &err), IG_OK);
+    assert_int_equal(ig_shard_open(&sb, ctx, b, &err), IG_OK);
+    assert_int_equal(ig_shard_open(&sm, ctx, out, &err), IG_OK);
+    uint64_t na = ig_shard_sequences(sa), nb = ig_shard_sequences(sb);
+    assert_int_equal(ig_shard_documents(sm), 7);
+    assert_int_equal(ig_shard_sequences(sm), na + nb);
+    assert_int_equal(ig_shard_tokens(sm), ig_shard_tokens(sa) + ig_shard_tokens(sb));
+    /* document indices of b are shifted by a's sequences */
+    for (uint64_t d = 0; d <= 3; d++)
+        assert_int_equal(ig_shard_doc_index(sm, d), ig_shard_doc_index(sa, d));
+    for (uint64_t d = 0; d <= 4; d++)
+        assert_int_equal(ig_shard_doc_index(sm, 3 + d), na + (uint64_t)ig_shard_doc_index(sb, d));
+    /* contents and pointers */
+    for (uint64_t i = 0; i < na + nb; i++) {
+        ig_shard *src = i < na ? sa : sb;
+        uint64_t j = i < na ? i : i - na;
+        int32_t x[4], y[4];
+        int32_t len = ig_shard_seq_length(sm, i);
+        assert_int_equal(len, ig_shard_seq_length(src, j));
+        assert_int_equal(ig_shard_read_tokens(sm, i, 0, (uint64_t)len, x, &err), IG_OK);
+        assert_int_equal(ig_shard_read_tokens(src, j, 0, (uint64_t)len, y, &err), IG_OK);
+        assert_memory_equal(x, y, (size_t)len * sizeof x[0]);
+        int64_t base = i < na ? 0 : (int64_t)ig_shard_bin_bytes(sa);
+        assert_int_equal(ig_shard_seq_pointer(sm, i), base + ig_shard_seq_pointer(src, j));
+    }
+    const ig_manifest *m = ig_shard_manifest(sm);
+    assert_string_equal(m->tokenizer, "gpt2");
+    assert_int_equal(m->tokenizer_hash, 1);
+    assert_int_equal(m->n_sources, 2);
+    ig_shard_close(sa);
+    ig_shard_close(sb);
+    ig_shard_close(sm);
+
+    /* the output exists: refused without overwrite, replaced with it */
+    assert_int_equal(ig_shard_merge(ctx, ins, 2, out, &mo, &err), IG_ERR_EXISTS);
+    mo.overwrite = 1;
+    assert_int_equal(ig_shard_merge(ctx, ins, 1, out, &mo, &err), IG_OK);
+    assert_int_equal(ig_shard_open(&sm, ctx, out, &err), IG_OK);
+    assert_int_equal(ig_shard_documents(sm), 3);
+    ig_shard_close(sm);
+    /* an output that is also an input */
+    assert_int_equal(ig_shard_merge(ctx, ins, 2, a, &mo, &err), IG_ERR_INVALID_ARG);
+
+    /* mixed tokenizers: refused, unless allowed */
+    write_shard(c, IG_DTYPE_U16, 2, 2, 300);
+    mo.overwrite = 1;
+    assert_int_equal(ig_shard_merge(ctx, ins, 3, out, &mo, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "refusing to mix tokenizers"));
+    assert_non_null(strstr(err.msg, "--force"));
+    assert_int_equal(ig_shard_verify(ctx, out, &err), IG_OK); /* the old output is intact */
+    mo.allow_mixed = 1;
+    if (ig_shard_merge(ctx, ins, 3, out, &mo, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_shard_open(&sm, ctx, out, &err), IG_OK);
+    assert_int_equal(ig_shard_documents(sm), 9);
+    assert_string_equal(ig_shard_manifest(sm)->tokenizer, "");
+    assert_int_equal(ig_shard_manifest(sm)->tokenizer_hash, 0);
+    ig_shard_close(sm);
+
+    /* different dtypes: always refused */
+    unlink(igt_fmt("%s.bin", c));
+    unlink(igt_fmt("%s.idx", c));
+    unlink(igt_fmt("%s.json", c));
+    write_shard(c, IG_DTYPE_I32, 1, 2, 300);
+    assert_int_equal(ig_shard_merge(ctx, ins, 3, out, &mo, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "different dtypes"));
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+static void test_dtype_names(void **state) {
+    (void)state;
+    static const struct {
+        ig_dtype dt;
+        size_t size;
+        const char *name;
+    } t[] = {{IG_DTYPE_U8, 1, "uint8"},    {IG_DTYPE_I8, 1, "int8"},   {IG_DTYPE_I16, 2, "int16"},
+             {IG_DTYPE_I32, 4, "int32"},   {IG_DTYPE_I64, 8, "int64"}, {IG_DTYPE_F64, 8, "float64"},
+             {IG_DTYPE_F32, 4, "float32"}, {IG_DTYPE_U16, 2, "uint16"}};
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(t[i].dt, (int)i + 1);
+        assert_int_equal(ig_dtype_size(t[i].dt), t[i].size);
+        assert_string_equal(ig_dtype_name(t[i].dt), t[i].name);
+    }
+    assert_int_equal(ig_dtype_size((ig_dtype)9), 0);
+    assert_string_equal(ig_dtype_name((ig_dtype)0), "unknown");
+}
+
+/* every dtype round-trips through writer and reader */
+static void test_all_dtypes(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    int32_t ids[] = {0, 1, 7, 100, 120};
+    for (int dt = 1; dt <= 8; dt++) {
+        const char *prefix = igt_fmt("%s/d%d", dir, dt);
+        ig_shard_writer_opts o = ig_shard_writer_opts_default();
+        o.dtype = (ig_dtype)dt;
+        ig_shard_writer *w;
+        ig_err err = {0};
+        assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+        assert_int_equal(ig_shard_writer_add_document(w, ids, 5, &err), IG_OK);
+        assert_int_equal(ig_shard_writer_finish(w, NULL, &err), IG_OK);
+        ig_shard *s;
+        assert_int_equal(ig_shard_open(&s, NULL, prefix, &err), IG_OK);
+        int32_t out[5];
+        assert_int_equal(ig_shard_read_tokens(s, 0, 0, 5, out, &err), IG_OK);
+        assert_memory_equal(out, ids, sizeof ids);
+        assert_int_equal(ig_shard_bin_bytes(s), 5 * ig_dtype_size((ig_dtype)dt));
+        ig_shard_close(s);
+    }
+    igt_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_idx),
+        cmocka_unit_test(test_read_megatron_golden),
+        cmocka_unit_test(test_roundtrip_u16),
+        cmocka_unit_test(test_roundtrip_i32),
+        cmocka_unit_test(test_corruptions),
+        cmocka_unit_test(test_validator_message),
+        cmocka_unit_test(test_large_pointers),
+        cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_abort_leaves_nothing),
+        cmocka_unit_test(test_no_overwrite),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_all_dtypes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
