@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libzstd-dev zstd libxxhash-dev libfyaml-dev libjansson-dev libutf8proc-dev
+  libzstd-dev zstd libxxhash-dev libfyaml-dev libjansson-dev libutf8proc-dev unicode-data
   libcmocka-dev libopenmpi-dev openmpi-bin
   libopenblas-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev

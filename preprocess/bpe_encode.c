@@ -1,0 +1,202 @@
+/* bpe_encode.c - ig_encoder (one per thread: merge scratch space and a bounded cache of merged
+ * pre-tokens), encoding with and without special tokens, and decoding.
+ *
+ * The cache maps a pre-token's bytes to its ids, for pieces that needed merging (whole-token
+ * pieces are found in the vocabulary directly). It is a fixed-size open-addressing table over two
+ * arenas; when any of them fills up it is emptied, so memory stays bounded (about 3 MB).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "preprocess/tokenizer_internal.h"
+
+#define CACHE_SLOTS       (1u << 16)
+#define CACHE_MAX_ENTRIES (CACHE_SLOTS / 2)
+#define CACHE_KEY_BYTES   (1u << 20)
+#define CACHE_IDS         (1u << 18)
+#define CACHE_MAX_PIECE   128
+
+typedef struct cache_slot {
+    uint64_t hash;
+    uint32_t koff; /* UINT32_MAX: empty */
+    uint32_t klen;
+    uint32_t ioff;
+    uint32_t nids;
+} cache_slot;
+
+struct ig_encoder {
+    const ig_tokenizer *tok;
+    ig_bpe_scratch sc;
+    cache_slot *slots;
+    uint8_t *keys;
+    uint32_t *ids;
+    size_t n_entries, keys_len, ids_len;
+    size_t *special_at; /* [n_specials] next occurrence (SIZE_MAX: none) during one encode */
+};
+
+static void cache_clear(ig_encoder *e) {
+    memset(e->slots, 0xFF, CACHE_SLOTS * sizeof *e->slots);
+    e->n_entries = e->keys_len = e->ids_len = 0;
+}
+
+ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err) {
+    *out = NULL;
+    ig_encoder *e = calloc(1, sizeof *e);
+    if (!e) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating an encoder");
+    e->tok = tok;
+    e->slots = malloc(CACHE_SLOTS * sizeof *e->slots);
+    e->keys = malloc(CACHE_KEY_BYTES);
+    e->ids = malloc(CACHE_IDS * sizeof *e->ids);
+    e->special_at = calloc(tok->n_specials ? tok->n_specials : 1, sizeof *e->special_at);
+    if (!e->slots || !e->keys || !e->ids || !e->special_at) {
+        ig_encoder_free(e);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating an encoder");
+    }
+    cache_clear(e);
+    *out = e;
+    return IG_OK;
+}
+
+void ig_encoder_free(ig_encoder *e) {
+    if (!e) return;
+    ig_bpe_scratch_free(&e->sc);
+    free(e->slots);
+    free(e->keys);
+    free(e->ids);
+    free(e->special_at);
+    free(e);
+}
+
+static ig_status grow_out(ig_tokens *out, size_t need) {
+    size_t cap = out->cap ? out->cap : 256;
+    while (cap < need) cap *= 2;
+    return ig_tokens_reserve(out, cap);
+}
+
+/* A piece that is not one whole token: from the cache, else merged (and cached). */
+static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {
+    uint64_t h = 0;
+    size_t slot = 0;
+    if (n <= CACHE_MAX_PIECE) {
+        h = ig_tok_hash_bytes(s, n);
+        for (slot = (size_t)h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+            cache_slot *c = &e->slots[slot];
+            if (c->koff == UINT32_MAX) break;
+            if (c->hash == h && c->klen == n && memcmp(e->keys + c->koff, s, n) == 0) {
+                memcpy(out->ids + out->n, e->ids + c->ioff, c->nids * sizeof(uint32_t));
+                out->n += c->nids;
+                return IG_OK;
+            }
+        }
+    }
+    const uint32_t *ids;
+    size_t m = ig_bpe_merge(e->tok, &e->sc, s, n, &ids);
+    if (m == 0) return IG_ERR_NOMEM;
+    memcpy(out->ids + out->n, ids, m * sizeof(uint32_t));
+    out->n += m;
+    if (n > CACHE_MAX_PIECE) return IG_OK;
+    if (e->n_entries >= CACHE_MAX_ENTRIES || e->keys_len + n > CACHE_KEY_BYTES ||
+        e->ids_len + m > CACHE_IDS) {
+        cache_clear(e);
+        for (slot = (size_t)h & (CACHE_SLOTS - 1); e->slots[slot].koff != UINT32_MAX;)
+            slot = (slot + 1) & (CACHE_SLOTS - 1);
+    }
+    cache_slot *c = &e->slots[slot];
+    c->hash = h;
+    c->koff = (uint32_t)e->keys_len;
+    c->klen = (uint32_t)n;
+    c->ioff = (uint32_t)e->ids_len;
+    c->nids = (uint32_t)m;
+    memcpy(e->keys + e->keys_len, s, n);
+    memcpy(e->ids + e->ids_len, ids, m * sizeof(uint32_t));
+    e->keys_len += n;
+    e->ids_len += m;
+    e->n_entries++;
+    return IG_OK;
+}
+
+static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {
+    const ig_tokenizer *t = e->tok;
+    size_t i = 0;
+    while (i < n) {
+        size_t end = ig_pretok_next(&t->pt, s, i, n);
+        size_t len = end - i;
+        if (out->cap - out->n < len && grow_out(out, out->n + len + (n - i) / 4) != IG_OK)
+            return IG_ERR_NOMEM;
+        if (len == 1) {
+            out->ids[out->n++] = (int32_t)t->byte_id[s[i]];
+        } else {
+            uint32_t id = ig_tok_lookup(t, s + i, len);
+            if (id != IG_NO_TOKEN && t->whole_ok[id]) {
+                out->ids[out->n++] = (int32_t)id;
+            } else {
+                ig_status st = encode_merged(e, s + i, len, out);
+                if (st != IG_OK) return st;
+            }
+        }
+        i = end;
+    }
+    return IG_OK;
+}
+
+ig_status ig_encoder_encode(ig_encoder *e, const char *text, size_t len, int flags, ig_tokens *out,
+                            ig_err *err) {
+    const ig_tokenizer *t = e->tok;
+    const uint8_t *s = (const uint8_t *)text;
+    ig_status st = IG_OK;
+    if (!(flags & IG_ENCODE_ALLOW_SPECIAL) || t->n_specials == 0 || len == 0) {
+        st = encode_ordinary(e, s, len, out);
+    } else {
+        for (size_t k = 0; k < t->n_specials; k++) {
+            const uint8_t *f = memmem(s, len, t->specials[k].bytes, t->specials[k].len);
+            e->special_at[k] = f ? (size_t)(f - s) : SIZE_MAX;
+        }
+        size_t pos = 0;
+        for (;;) {
+            /* the leftmost special token (the longest when several start there) */
+            size_t best = SIZE_MAX, best_k = 0;
+            for (size_t k = 0; k < t->n_specials; k++) {
+                const ig_special_tok *sp = &t->specials[k];
+                if (e->special_at[k] < pos) { /* overlapped by the last match: search again */
+                    const uint8_t *f = memmem(s + pos, len - pos, sp->bytes, sp->len);
+                    e->special_at[k] = f ? (size_t)(f - s) : SIZE_MAX;
+                }
+                size_t at = e->special_at[k];
+                if (at < best ||
+                    (at == best && at != SIZE_MAX && sp->len > t->specials[best_k].len))
+                    best = at, best_k = k;
+            }
+            size_t seg_end = best == SIZE_MAX ? len : best;
+            st = encode_ordinary(e, s + pos, seg_end - pos, out);
+            if (st != IG_OK || best == SIZE_MAX) break;
+            if ((st = ig_tokens_push(out, (int32_t)t->specials[best_k].id)) != IG_OK) break;
+            pos = best + t->specials[best_k].len;
+        }
+    }
+    if (st == IG_ERR_NOMEM) return ig_err_set(err, st, "out of memory encoding %zu bytes", len);
+    return st;
+}
+
+ig_status ig_tokenizer_decode(const ig_tokenizer *t, const int32_t *ids, size_t n, char **buf,
+                              size_t *len, size_t *cap, ig_err *err) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || (size_t)id >= t->vocab_size || t->tok_len[id] == IG_NO_TOKEN)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "token id %d (at position %zu) is not in the vocabulary of %s "
+                              "(ids 0..%zu)",
+                              id, i, t->name, t->vocab_size ? t->vocab_size - 1 : 0);
+        uint32_t l = t->tok_len[id];
+        if (*len + l > *cap) {
+            size_t c = *cap ? *cap : 256;
+            while (c < *len + l) c *= 2;
+            char *nb = realloc(*buf, c);
+            if (!nb) return ig_err_set(err, IG_ERR_NOMEM, "out of memory decoding %zu ids", n);
+            *buf = nb;
+            *cap = c;
+        }
+        memcpy(*buf + *len, t->arena + t->tok_off[id], l);
+        *len += l;
+    }
+    return IG_OK;
+}

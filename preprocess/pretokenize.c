@@ -1,0 +1,315 @@
+/* pretokenize.c - the pre-tokenizers of GPT-2 (r50k_base), cl100k_base and o200k_base, written as
+ * hand-made scanners that give exactly the matches of the reference regular expressions (leftmost
+ * alternative first, greedy quantifiers with backtracking), without a regex engine:
+ *
+ *   gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *   cl100k: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   o200k:  [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:C)?|
+ *           [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:C)?|
+ *           \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *
+ * Unicode classes come from utf8proc's general categories; \s is the White_Space property, from
+ * a table generated at build time from unicode-data's PropList.txt (utf8proc lacks it). Both go
+ * into a per-code-point byte table at load, so the hot path is one load per character. Bytes that
+ * are not valid UTF-8 are single "other" characters (neither letter, number nor space).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "preprocess/tokenizer_internal.h"
+
+#include "ig_white_space.h" /* generated: ig_white_space_ranges */
+
+const char *ig_pattern_name(ig_pattern p) {
+    switch (p) {
+    case IG_PAT_GPT2:
+        return "gpt2";
+    case IG_PAT_CL100K:
+        return "cl100k_base";
+    case IG_PAT_O200K:
+        return "o200k_base";
+    }
+    return "?";
+}
+
+static uint8_t class_of(utf8proc_int32_t cp) {
+    uint8_t c = 0;
+    switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LT:
+        c = IG_CL_L | IG_CL_UP;
+        break;
+    case UTF8PROC_CATEGORY_LL:
+        c = IG_CL_L | IG_CL_LO;
+        break;
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+        c = IG_CL_L | IG_CL_UP | IG_CL_LO;
+        break;
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+        c = IG_CL_UP | IG_CL_LO;
+        break;
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
+        c = IG_CL_N;
+        break;
+    default:
+        break;
+    }
+    return c;
+}
+
+ig_status ig_pretok_init(ig_pretok *pt, ig_pattern pattern, ig_err *err) {
+    pt->pattern = pattern;
+    pt->cls = malloc(IG_CP_LIMIT);
+    if (!pt->cls) return ig_err_set(err, IG_ERR_NOMEM, "out of memory for the Unicode class table");
+    for (uint32_t cp = 0; cp < IG_CP_LIMIT; cp++) {
+        /* surrogates never occur in valid UTF-8; they stay "other" */
+        pt->cls[cp] = (cp >= 0xD800 && cp < 0xE000) ? 0 : class_of((utf8proc_int32_t)cp);
+    }
+    size_t n_ws = sizeof ig_white_space_ranges / sizeof ig_white_space_ranges[0];
+    for (size_t i = 0; i < n_ws; i++)
+        for (uint32_t cp = ig_white_space_ranges[i][0]; cp <= ig_white_space_ranges[i][1]; cp++)
+            pt->cls[cp] |= IG_CL_WS;
+    pt->cls['\r'] |= IG_CL_CRLF;
+    pt->cls['\n'] |= IG_CL_CRLF;
+    return IG_OK;
+}
+
+void ig_pretok_free(ig_pretok *pt) {
+    free(pt->cls);
+    pt->cls = NULL;
+}
+
+/* The class of the character at s[i] (i < n) and its length in bytes. */
+static inline uint8_t cls_at(const uint8_t *cls, const uint8_t *s, size_t i, size_t n,
+                             size_t *len) {
+    uint32_t b = s[i];
+    if (b < 0x80) {
+        *len = 1;
+        return cls[b];
+    }
+    uint32_t cp;
+    size_t need;
+    if (b >= 0xC2 && b <= 0xDF) {
+        cp = b & 0x1F, need = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        cp = b & 0x0F, need = 2;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        cp = b & 0x07, need = 3;
+    } else {
+        *len = 1;
+        return 0;
+    }
+    if (i + need >= n) {
+        *len = 1;
+        return 0;
+    }
+    for (size_t k = 1; k <= need; k++) {
+        uint32_t c = s[i + k];
+        if ((c & 0xC0) != 0x80) {
+            *len = 1;
+            return 0;
+        }
+        cp = cp << 6 | (c & 0x3F);
+    }
+    /* overlongs, surrogates and values past U+10FFFF are invalid: one "other" byte */
+    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp >= IG_CP_LIMIT)) ||
+        (cp >= 0xD800 && cp < 0xE000)) {
+        *len = 1;
+        return 0;
+    }
+    *len = need + 1;
+    return cls[cp];
+}
+
+#define IS_OTHER(c) (!((c) & (IG_CL_L | IG_CL_N | IG_CL_WS)))
+
+/* End of the run of characters whose class has any bit of `mask` (want != 0) or none of the bits
+ * of `mask` (want == 0), from i. */
+static inline size_t run_of(const uint8_t *cls, const uint8_t *s, size_t i, size_t n, uint8_t mask,
+                            int want) {
+    while (i < n) {
+        size_t l;
+        uint8_t c = cls_at(cls, s, i, n, &l);
+        if (((c & mask) != 0) != (want != 0)) break;
+        i += l;
+    }
+    return i;
+}
+
+static inline size_t run_letters(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    return run_of(cls, s, i, n, IG_CL_L, 1);
+}
+
+static inline size_t run_other(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    return run_of(cls, s, i, n, IG_CL_L | IG_CL_N | IG_CL_WS, 0);
+}
+
+/* A contraction 's 't 're 've 'm 'll 'd at s[i] == '\''; case-insensitive (with the simple case
+ * folding of the reference engines: 's' also matches U+017F LATIN SMALL LETTER LONG S) or not.
+ * Returns its end, or 0. */
+static inline size_t contraction(const uint8_t *s, size_t i, size_t n, int icase) {
+    if (i + 1 >= n) return 0;
+    uint8_t a = s[i + 1];
+    if (icase && a == 0xC5 && i + 2 < n && s[i + 2] == 0xBF) return i + 3; /* 'ſ */
+    if (icase && a >= 'A' && a <= 'Z') a = (uint8_t)(a + 32);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 >= n) return 0;
+    uint8_t b = s[i + 2];
+    if (icase && b >= 'A' && b <= 'Z') b = (uint8_t)(b + 32);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+}
+
+/* The white-space alternatives shared by the three patterns, at a white-space character s[i]:
+ * (cl100k/o200k only) \s*[\r\n]+, then \s+(?!\S), then \s+. */
+static inline size_t white_space(const uint8_t *cls, const uint8_t *s, size_t i, size_t n,
+                                 int crlf_rule) {
+    size_t j = i, last = i, count = 0, crlf_end = 0;
+    while (j < n) {
+        size_t l;
+        uint8_t c = cls_at(cls, s, j, n, &l);
+        if (!(c & IG_CL_WS)) break;
+        if (c & IG_CL_CRLF) crlf_end = j + l;
+        last = j;
+        j += l;
+        count++;
+    }
+    if (crlf_rule && crlf_end) return crlf_end;
+    if (j == n || count == 1) return j;
+    return last; /* give back the last space: it starts the next pre-token */
+}
+
+static size_t next_gpt2(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    if (s[i] == '\'') {
+        size_t e = contraction(s, i, n, 0);
+        if (e) return e;
+    }
+    size_t l0;
+    uint8_t c = cls_at(cls, s, i, n, &l0);
+    if (s[i] == ' ' && i + 1 < n) {
+        size_t l1;
+        uint8_t c1 = cls_at(cls, s, i + 1, n, &l1);
+        if (c1 & IG_CL_L) return run_letters(cls, s, i + 1 + l1, n);
+        if (c1 & IG_CL_N) return run_of(cls, s, i + 1 + l1, n, IG_CL_N, 1);
+        if (IS_OTHER(c1)) return run_other(cls, s, i + 1 + l1, n);
+    }
+    if (c & IG_CL_L) return run_letters(cls, s, i + l0, n);
+    if (c & IG_CL_N) return run_of(cls, s, i + l0, n, IG_CL_N, 1);
+    if (IS_OTHER(c)) return run_other(cls, s, i + l0, n);
+    return white_space(cls, s, i, n, 0);
+}
+
+/* ` ?[^\s\p{L}\p{N}]+` followed by a run of bytes in `tail` ("\r\n" or "\r\n/"); 0 if no match. */
+static inline size_t punct_run(const uint8_t *cls, const uint8_t *s, size_t i, size_t n, uint8_t c,
+                               size_t l0, int slash) {
+    size_t j;
+    if (IS_OTHER(c)) {
+        j = run_other(cls, s, i + l0, n);
+    } else if (s[i] == ' ' && i + 1 < n) {
+        size_t l1;
+        uint8_t c1 = cls_at(cls, s, i + 1, n, &l1);
+        if (!IS_OTHER(c1)) return 0;
+        j = run_other(cls, s, i + 1 + l1, n);
+    } else {
+        return 0;
+    }
+    while (j < n && (s[j] == '\r' || s[j] == '\n' || (slash && s[j] == '/'))) j++;
+    return j;
+}
+
+/* \p{N}{1,3} from a number at i (its length l0). */
+static inline size_t digits3(const uint8_t *cls, const uint8_t *s, size_t i, size_t n, size_t l0) {
+    size_t j = i + l0;
+    for (int k = 1; k < 3 && j < n; k++) {
+        size_t l;
+        if (!(cls_at(cls, s, j, n, &l) & IG_CL_N)) break;
+        j += l;
+    }
+    return j;
+}
+
+static size_t next_cl100k(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    if (s[i] == '\'') {
+        size_t e = contraction(s, i, n, 1);
+        if (e) return e;
+    }
+    size_t l0;
+    uint8_t c = cls_at(cls, s, i, n, &l0);
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (!(c & (IG_CL_L | IG_CL_N | IG_CL_CRLF)) && i + l0 < n) {
+        size_t l1;
+        if (cls_at(cls, s, i + l0, n, &l1) & IG_CL_L) return run_letters(cls, s, i + l0 + l1, n);
+    }
+    if (c & IG_CL_L) return run_letters(cls, s, i + l0, n);
+    if (c & IG_CL_N) return digits3(cls, s, i, n, l0);
+    size_t e = punct_run(cls, s, i, n, c, l0, 0);
+    if (e) return e;
+    return white_space(cls, s, i, n, 1);
+}
+
+/* o200k's U*W+ (first == 0) or U+W* (first == 1) from s (U: IG_CL_UP, W: IG_CL_LO), with the
+ * optional contraction after it. Returns the end, or 0 when it does not match at s. */
+static inline size_t o200k_word(const uint8_t *cls, const uint8_t *s, size_t p, size_t n,
+                                int upper_first) {
+    size_t j = p, last_w_end = 0;
+    while (j < n) {
+        size_t l;
+        uint8_t c = cls_at(cls, s, j, n, &l);
+        if (!(c & IG_CL_UP)) break;
+        j += l;
+        if (c & IG_CL_LO) last_w_end = j;
+    }
+    size_t e;
+    if (upper_first) {
+        if (j == p) return 0;
+        e = run_of(cls, s, j, n, IG_CL_LO, 1);
+    } else {
+        size_t l;
+        if (j < n && (cls_at(cls, s, j, n, &l) & IG_CL_LO)) {
+            e = run_of(cls, s, j + l, n, IG_CL_LO, 1);
+        } else if (last_w_end) {
+            e = last_w_end; /* U* gives back up to its last W character */
+        } else {
+            return 0;
+        }
+    }
+    if (e < n && s[e] == '\'') {
+        size_t ce = contraction(s, e, n, 1);
+        if (ce) return ce;
+    }
+    return e;
+}
+
+static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    size_t l0;
+    uint8_t c = cls_at(cls, s, i, n, &l0);
+    int prefix = !(c & (IG_CL_L | IG_CL_N | IG_CL_CRLF)) && i + l0 < n;
+    size_t e;
+    for (int alt = 0; alt < 2; alt++) {
+        if (prefix && (e = o200k_word(cls, s, i + l0, n, alt))) return e;
+        if ((e = o200k_word(cls, s, i, n, alt))) return e;
+    }
+    if (c & IG_CL_N) return digits3(cls, s, i, n, l0);
+    e = punct_run(cls, s, i, n, c, l0, 1);
+    if (e) return e;
+    return white_space(cls, s, i, n, 1);
+}
+
+size_t ig_pretok_next(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n) {
+    switch (pt->pattern) {
+    case IG_PAT_GPT2:
+        return next_gpt2(pt->cls, s, i, n);
+    case IG_PAT_CL100K:
+        return next_cl100k(pt->cls, s, i, n);
+    case IG_PAT_O200K:
+        return next_o200k(pt->cls, s, i, n);
+    }
+    return n;
+}

@@ -1,0 +1,160 @@
+/* tokenizer_internal.h - private to preprocess/: the in-memory form of a byte-level BPE tokenizer
+ * shared by the loaders (tokenizer_load.c, tokenizer_hf.c), the pre-tokenizers (pretokenize.c)
+ * and the encoder (bpe.c).
+ *
+ * Every tokenizer form is converted to one representation: token id -> bytes, bytes -> id, and a
+ * pair table (left id, right id) -> (priority, merged id). For Hugging Face merges the priority
+ * is the merge's line; for tiktoken ranks it is the rank of the merged bytes, with one pair entry
+ * for every split of a token into two tokens, which makes the pair-based merge loop exactly
+ * tiktoken's byte_pair_merge.
+ */
+#ifndef INGOT_TOKENIZER_INTERNAL_H
+#define INGOT_TOKENIZER_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "preprocess/preprocess.h"
+
+/* Pre-tokenization schemes: the split patterns of GPT-2 (r50k_base), cl100k_base and o200k_base. */
+typedef enum ig_pattern { IG_PAT_GPT2 = 0, IG_PAT_CL100K, IG_PAT_O200K } ig_pattern;
+
+/* Per-code-point class bits (one byte per code point in ig_pretok.cls). */
+enum {
+    IG_CL_L = 1,     /* \p{L}: Lu Ll Lt Lm Lo */
+    IG_CL_N = 2,     /* \p{N}: Nd Nl No */
+    IG_CL_WS = 4,    /* \s: Unicode White_Space (PropList.txt) */
+    IG_CL_UP = 8,    /* o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
+    IG_CL_LO = 16,   /* o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+    IG_CL_CRLF = 32, /* \r or \n */
+};
+#define IG_CP_LIMIT 0x110000u
+
+typedef struct ig_pretok {
+    ig_pattern pattern;
+    uint8_t *cls; /* [IG_CP_LIMIT] class bits, built at load from utf8proc + White_Space */
+} ig_pretok;
+
+ig_status ig_pretok_init(ig_pretok *pt, ig_pattern pattern, ig_err *err);
+void ig_pretok_free(ig_pretok *pt);
+/* The end of the pre-token that starts at s[i] (i < n); the text ends at n. */
+size_t ig_pretok_next(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n);
+const char *ig_pattern_name(ig_pattern p);
+
+/* bytes -> id: open addressing over ids; tag is the high half of the hash. */
+typedef struct ig_bmap_slot {
+    uint32_t id; /* UINT32_MAX: empty */
+    uint32_t tag;
+} ig_bmap_slot;
+
+/* (left, right) -> (priority, merged id) */
+typedef struct ig_pair_slot {
+    uint64_t key; /* left << 32 | right; UINT64_MAX: empty */
+    uint32_t rank;
+    uint32_t id;
+} ig_pair_slot;
+
+typedef struct ig_special_tok {
+    uint32_t id;
+    const uint8_t *bytes; /* into ig_tokenizer.arena */
+    uint32_t len;
+} ig_special_tok;
+
+#define IG_NO_TOKEN UINT32_MAX
+
+struct ig_tokenizer {
+    ig_ctx *ctx;
+    char name[32];
+    ig_pattern pattern;
+    int from_ranks; /* 1: tiktoken ranks (whole-piece lookup is the rule); 0: merges */
+    ig_pretok pt;
+    uint8_t *arena; /* bytes of every token */
+    size_t arena_len, arena_cap;
+    uint32_t *tok_off;   /* [vocab_size] */
+    uint32_t *tok_len;   /* [vocab_size]; IG_NO_TOKEN: no such id */
+    uint8_t *whole_ok;   /* [vocab_size] 1: a piece equal to this token's bytes encodes to it */
+    uint8_t *is_special; /* [vocab_size] */
+    size_t vocab_size;
+    ig_bmap_slot *bmap; /* ordinary tokens only */
+    size_t bmap_mask;
+    ig_pair_slot *pairs;
+    size_t pairs_mask, n_pairs;
+    uint32_t byte_id[256];
+    ig_special_tok *specials;
+    size_t n_specials;
+    int32_t eod;
+    uint64_t hash;
+};
+
+/* ---- building (tokenizer_load.c) ---- */
+
+/* Starts an empty tokenizer; tokens are then added by id. */
+ig_status ig_tok_begin(ig_tokenizer **out, ig_ctx *ctx, ig_pattern pattern, int from_ranks,
+                       ig_err *err);
+/* Sets token id's bytes (ordinary or special). A second definition of an id is a format error. */
+ig_status ig_tok_set(ig_tokenizer *t, uint32_t id, const void *bytes, size_t len, int special,
+                     const char *where, ig_err *err);
+/* Builds the bytes -> id map over the ordinary tokens set so far. */
+ig_status ig_tok_index(ig_tokenizer *t, const char *where, ig_err *err);
+/* Adds merge (left, right) -> merged with the given priority; an existing pair keeps the first. */
+ig_status ig_tok_add_pair(ig_tokenizer *t, uint32_t left, uint32_t right, uint32_t rank,
+                          uint32_t merged, ig_err *err);
+/* Rank mode: derives the pair table from every split of every token (after ig_tok_index). */
+ig_status ig_tok_pairs_from_ranks(ig_tokenizer *t, ig_err *err);
+/* Checks single bytes, computes whole_ok, the end-of-document id and the hash. */
+ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err);
+
+/* Loaders of the Hugging Face forms (tokenizer_hf.c). */
+ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path, ig_err *err);
+ig_status ig_tok_load_vocab_merges(ig_tokenizer **out, ig_ctx *ctx, const char *vocab_path,
+                                   const char *merges_path, ig_err *err);
+
+/* ---- BPE (bpe.c) ---- */
+
+/* Scratch space for merging one piece; zero-initialise, free with ig_bpe_scratch_free. */
+typedef struct ig_bpe_scratch {
+    uint32_t *id;
+    int32_t *next, *prev;
+    uint64_t *heap; /* (rank << 32 | position) */
+    size_t cap, heap_cap;
+} ig_bpe_scratch;
+
+/* Merges s[0..n) (n >= 1) into ids written to *out_ids (scratch-owned, valid until the next call)
+ * and returns their count, or 0 when out of memory. */
+size_t ig_bpe_merge(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8_t *s, size_t n,
+                    const uint32_t **out_ids);
+void ig_bpe_scratch_free(ig_bpe_scratch *sc);
+
+/* 64-bit hash of a byte string used by the maps. */
+static inline uint64_t ig_tok_hash_bytes(const void *s, size_t n) {
+    return XXH3_64bits(s, n);
+}
+
+/* Looks up an ordinary token's id by its bytes (after ig_tok_index). IG_NO_TOKEN when absent. */
+static inline uint32_t ig_tok_lookup(const ig_tokenizer *t, const uint8_t *s, size_t len) {
+    uint64_t h = ig_tok_hash_bytes(s, len);
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (size_t i = (size_t)h & t->bmap_mask;; i = (i + 1) & t->bmap_mask) {
+        const ig_bmap_slot *b = &t->bmap[i];
+        if (b->id == IG_NO_TOKEN) return IG_NO_TOKEN;
+        if (b->tag == tag && t->tok_len[b->id] == len &&
+            memcmp(t->arena + t->tok_off[b->id], s, len) == 0)
+            return b->id;
+    }
+}
+
+static inline const ig_pair_slot *ig_pair_find(const ig_tokenizer *t, uint32_t l, uint32_t r) {
+    uint64_t key = (uint64_t)l << 32 | r;
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs_mask;
+    for (;;) {
+        const ig_pair_slot *s = &t->pairs[i];
+        if (s->key == key) return s;
+        if (s->key == UINT64_MAX) return NULL;
+        i = (i + 1) & t->pairs_mask;
+    }
+}
+
+#endif

@@ -1,0 +1,406 @@
+/* test_tokenizer.c - the byte-level BPE tokenizers: exact ids against the references of
+ * ../shared/data (every document of the five corpora; GPT-2 through tokenizer.json, through
+ * vocab.json + merges.txt and through r50k_base.tiktoken; cl100k_base and o200k_base through their
+ * .tiktoken files), round trips, special tokens and errors for bad tokenizer files.
+ *
+ * Without ../shared the exact tests still run on the subset in tests/data/tokenizer/ (edge_cases
+ * with its gpt2/cl100k/o200k references, tinyshakespeare's gpt2 reference, cl100k_base.tiktoken)
+ * with the bundled data/gpt2 files.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preprocess/preprocess.h"
+#include "testutil.h"
+
+static ig_tokenizer *load(const char *path, const char *encoding) {
+    ig_tokenizer_opts o = ig_tokenizer_opts_default();
+    o.tiktoken_encoding = encoding;
+    ig_tokenizer *t = NULL;
+    ig_err err = {0};
+    ig_status st = ig_tokenizer_load(&t, NULL, path, &o, &err);
+    if (st != IG_OK) fail_msg("loading %s: %s", path, err.msg);
+    return t;
+}
+
+/* A directory holding only vocab.json + merges.txt (symlinks to gpt2_dir's). */
+static char *vocab_merges_dir(const char *gpt2_dir) {
+    char *d = igt_mkdtemp();
+    assert_int_equal(symlink(igt_fmt("%s/vocab.json", gpt2_dir), igt_fmt("%s/vocab.json", d)), 0);
+    assert_int_equal(symlink(igt_fmt("%s/merges.txt", gpt2_dir), igt_fmt("%s/merges.txt", d)), 0);
+    return d;
+}
+
+/* Reads a reference .bin of little-endian u16 or u32 ids. */
+static uint32_t *read_ids(const char *path, int width, size_t *n) {
+    size_t len;
+    uint8_t *b = (uint8_t *)igt_read(path, &len);
+    *n = len / (size_t)width;
+    uint32_t *ids = malloc((*n + 1) * sizeof *ids);
+    for (size_t i = 0; i < *n; i++)
+        ids[i] = width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8)
+                            : (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                                  (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+    free(b);
+    return ids;
+}
+
+/* Encodes every document of jsonl, appends the end-of-text id, compares with ref; decodes back. */
+static void check_corpus(ig_tokenizer *tok, const char *jsonl, const char *ref, int width) {
+    size_t n_ref, jlen;
+    uint32_t *want = read_ids(ref, width, &n_ref);
+    char *data = igt_read(jsonl, &jlen);
+    ig_encoder *enc = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_encoder_create(&enc, tok, &err), IG_OK);
+    ig_tokens out = {0};
+    char *buf = NULL;
+    size_t blen = 0, bcap = 0, pos = 0, doc = 0, bad = 0;
+    int32_t eod = ig_tokenizer_eod(tok);
+    assert_true(eod >= 0);
+    for (char *line = data; line < data + jlen; doc++) {
+        char *nl = memchr(line, '\n', (size_t)(data + jlen - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(data + jlen - line);
+        json_error_t je;
+        json_t *j = json_loadb(line, ll, JSON_ALLOW_NUL, &je);
+        if (!j) fail_msg("%s:%zu: %s", jsonl, doc + 1, je.text);
+        json_t *text = json_object_get(j, "text");
+        const char *s = json_string_value(text);
+        size_t slen = json_string_length(text);
+        out.n = 0;
+        assert_int_equal(ig_encoder_encode(enc, s, slen, 0, &out, &err), IG_OK);
+        assert_int_equal(ig_tokens_push(&out, eod), IG_OK);
+        size_t k = 0;
+        while (k < out.n && pos + k < n_ref && (uint32_t)out.ids[k] == want[pos + k]) k++;
+        if (k != out.n && bad++ < 3) {
+            print_message("%s: %s doc %zu: id %zu of %zu differs: got %d, want %u\n",
+                          ig_tokenizer_name(tok), jsonl, doc, k, out.n, k < out.n ? out.ids[k] : -1,
+                          pos + k < n_ref ? want[pos + k] : 0);
+        }
+        /* resynchronise on the reference's end of document so later docs are still checked */
+        size_t e = pos;
+        while (e < n_ref && want[e] != (uint32_t)eod) e++;
+        pos = e + 1;
+        blen = 0;
+        assert_int_equal(ig_tokenizer_decode(tok, out.ids, out.n - 1, &buf, &blen, &bcap, &err),
+                         IG_OK);
+        if (blen != slen || (slen && memcmp(buf, s, slen) != 0)) {
+            print_message("%s doc %zu: decode(encode(x)) != x\n", jsonl, doc);
+            bad++;
+        }
+        json_decref(j);
+        line = nl ? nl + 1 : data + jlen;
+    }
+    assert_int_equal(pos, n_ref);
+    if (bad)
+        fail_msg("%s with %s: %zu documents differ from %s", jsonl, ig_tokenizer_name(tok), bad,
+                 ref);
+    ig_tokens_free(&out);
+    free(buf);
+    ig_encoder_free(enc);
+    free(data);
+    free(want);
+}
+
+static const char *k_corpora[] = {"tinyshakespeare", "udhr_multilingual", "c_code", "emoji_test",
+                                  "edge_cases"};
+
+static void check_all_corpora(ig_tokenizer *tok, const char *ref_kind, int width) {
+    const char *sd = igt_shared_data();
+    for (size_t i = 0; i < 5; i++)
+        check_corpus(tok, igt_fmt("%s/text/%s.jsonl", sd, k_corpora[i]),
+                     igt_fmt("%s/tokens/%s.%s", sd, k_corpora[i], ref_kind), width);
+}
+
+/* ---- without ../shared: the bundled GPT-2 files and the tests/data subset ---- */
+
+static void test_bundled_gpt2(void **state) {
+    (void)state;
+    const char *src = igt_source_dir();
+    const char *td = igt_fmt("%s/tests/data/tokenizer", src);
+    ig_tokenizer *a = load(igt_fmt("%s/data/gpt2/tokenizer.json", src), NULL);
+    char *vm = vocab_merges_dir(igt_fmt("%s/data/gpt2", src));
+    ig_tokenizer *b = load(vm, NULL);
+    assert_int_equal(ig_tokenizer_vocab_size(a), 50257);
+    assert_int_equal(ig_tokenizer_eod(a), 50256);
+    assert_int_equal(ig_tokenizer_eod(b), 50256);
+    assert_string_equal(ig_tokenizer_name(a), "gpt2");
+    assert_true(ig_tokenizer_hash(a) == ig_tokenizer_hash(b));
+    char tds[1024];
+    snprintf(tds, sizeof tds, "%s", td);
+    check_corpus(a, igt_fmt("%s/edge_cases.jsonl", tds), igt_fmt("%s/edge_cases.gpt2.u16.bin", tds),
+                 2);
+    check_corpus(b, igt_fmt("%s/edge_cases.jsonl", tds), igt_fmt("%s/edge_cases.gpt2.u16.bin", tds),
+                 2);
+    check_corpus(a, igt_fmt("%s/data/tinyshakespeare.jsonl", src),
+                 igt_fmt("%s/tinyshakespeare.gpt2.u16.bin", tds), 2);
+    ig_tokenizer_free(a);
+    ig_tokenizer_free(b);
+    igt_rmtree(vm);
+    free(vm);
+}
+
+static void test_bundled_cl100k(void **state) {
+    (void)state;
+    const char *td = igt_fmt("%s/tests/data/tokenizer", igt_source_dir());
+    char tds[1024];
+    snprintf(tds, sizeof tds, "%s", td);
+    ig_tokenizer *t = load(igt_fmt("%s/cl100k_base.tiktoken", tds), NULL);
+    assert_int_equal(ig_tokenizer_eod(t), 100257);
+    assert_int_equal(ig_tokenizer_vocab_size(t), 100277);
+    check_corpus(t, igt_fmt("%s/edge_cases.jsonl", tds),
+                 igt_fmt("%s/edge_cases.cl100k.u32.bin", tds), 4);
+    ig_tokenizer_free(t);
+}
+
+/* ---- with ../shared: every corpus ---- */
+
+static void test_shared_gpt2_json(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    ig_tokenizer *t = load(igt_fmt("%s/gpt2/tokenizer.json", igt_shared_data()), NULL);
+    check_all_corpora(t, "gpt2.u16.bin", 2);
+    ig_tokenizer_free(t);
+}
+
+static void test_shared_gpt2_vocab_merges(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    char *vm = vocab_merges_dir(igt_fmt("%s/gpt2", igt_shared_data()));
+    ig_tokenizer *t = load(vm, NULL);
+    check_all_corpora(t, "gpt2.u16.bin", 2);
+    ig_tokenizer_free(t);
+    igt_rmtree(vm);
+    free(vm);
+}
+
+static void test_shared_r50k(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    ig_tokenizer *t = load(igt_fmt("%s/tiktoken/r50k_base.tiktoken", igt_shared_data()), NULL);
+    assert_int_equal(ig_tokenizer_eod(t), 50256);
+    check_all_corpora(t, "gpt2.u16.bin", 2);
+    ig_tokenizer_free(t);
+}
+
+static void test_shared_cl100k(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    ig_tokenizer *t = load(igt_fmt("%s/tiktoken/cl100k_base.tiktoken", igt_shared_data()), NULL);
+    check_all_corpora(t, "cl100k.u32.bin", 4);
+    ig_tokenizer_free(t);
+}
+
+static void test_shared_o200k(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    ig_tokenizer *t = load(igt_fmt("%s/tiktoken/o200k_base.tiktoken", igt_shared_data()), NULL);
+    assert_int_equal(ig_tokenizer_eod(t), 199999);
+    check_all_corpora(t, "o200k.u32.bin", 4);
+    ig_tokenizer_free(t);
+}
+
+static void test_shared_whole_file(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    const char *sd = igt_shared_data();
+    ig_tokenizer *t = load(igt_fmt("%s/gpt2/tokenizer.json", sd), NULL);
+    size_t len, n_ref;
+    char *text = igt_read(igt_fmt("%s/text/tinyshakespeare.txt", sd), &len);
+    uint32_t *want = read_ids(igt_fmt("%s/tokens/tinyshakespeare.txt.gpt2.u16.bin", sd), 2, &n_ref);
+    ig_encoder *enc = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_encoder_create(&enc, t, &err), IG_OK);
+    ig_tokens out = {0};
+    assert_int_equal(ig_encoder_encode(enc, text, len, 0, &out, &err), IG_OK);
+    assert_int_equal(out.n, n_ref);
+    for (size_t i = 0; i < n_ref; i++)
+        if ((uint32_t)out.ids[i] != want[i])
+            fail_msg("id %zu: got %d, want %u", i, out.ids[i], want[i]);
+    ig_tokens_free(&out);
+    ig_encoder_free(enc);
+    free(want);
+    free(text);
+    ig_tokenizer_free(t);
+}
+
+/* ---- special tokens, odd bytes, long pieces ---- */
+
+static void encode(ig_tokenizer *t, const char *s, size_t n, int flags, ig_tokens *out) {
+    ig_encoder *enc = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_encoder_create(&enc, t, &err), IG_OK);
+    out->n = 0;
+    assert_int_equal(ig_encoder_encode(enc, s, n, flags, out, &err), IG_OK);
+    ig_encoder_free(enc);
+}
+
+static void roundtrip(ig_tokenizer *t, const char *s, size_t n) {
+    ig_tokens out = {0};
+    encode(t, s, n, 0, &out);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    ig_err err = {0};
+    assert_int_equal(ig_tokenizer_decode(t, out.ids, out.n, &buf, &len, &cap, &err), IG_OK);
+    assert_int_equal(len, n);
+    if (n) assert_memory_equal(buf, s, n);
+    free(buf);
+    ig_tokens_free(&out);
+}
+
+static void test_special_tokens(void **state) {
+    (void)state;
+    ig_tokenizer *t = load(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), NULL);
+    const char *s = "Hello<|endoftext|> world<|endoftext|>";
+    ig_tokens out = {0};
+    encode(t, s, strlen(s), 0, &out);
+    for (size_t i = 0; i < out.n; i++) assert_int_not_equal(out.ids[i], 50256);
+    size_t plain = out.n;
+    encode(t, s, strlen(s), IG_ENCODE_ALLOW_SPECIAL, &out);
+    /* "Hello" <eot> " world" <eot> */
+    assert_int_equal(out.n, 4);
+    assert_int_equal(out.ids[0], 15496);
+    assert_int_equal(out.ids[1], 50256);
+    assert_int_equal(out.ids[2], 995);
+    assert_int_equal(out.ids[3], 50256);
+    assert_true(plain > 4);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    ig_err err = {0};
+    assert_int_equal(ig_tokenizer_decode(t, out.ids, out.n, &buf, &len, &cap, &err), IG_OK);
+    assert_int_equal(len, strlen(s));
+    assert_memory_equal(buf, s, len);
+    int32_t bad = 50257;
+    assert_int_equal(ig_tokenizer_decode(t, &bad, 1, &buf, &len, &cap, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "50257"));
+    free(buf);
+    ig_tokens_free(&out);
+    ig_tokenizer_free(t);
+}
+
+static void test_odd_bytes_and_long_pieces(void **state) {
+    (void)state;
+    ig_tokenizer *t = load(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), NULL);
+    uint64_t x = 88172645463325252ull;
+    char buf[4096];
+    for (int round = 0; round < 200; round++) { /* random bytes, invalid UTF-8 included */
+        size_t n = (size_t)(round * 37 % 4000) + 1;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            static const char alphabet[] = " aZ'\t\n\xc3\xa9\xe2\x80\x8b"
+                                           "1.";
+            buf[i] = round % 2 ? (char)x : alphabet[x % 14];
+        }
+        roundtrip(t, buf, n);
+    }
+    /* long pieces take the heap merge path; they must equal the array path's result */
+    memset(buf, '*', sizeof buf);
+    roundtrip(t, buf, sizeof buf);
+    ig_tokens a = {0}, b = {0};
+    encode(t, buf, 4000, 0, &a);
+    encode(t, buf, 80, 0, &b); /* 80 = 50 x 80/50: the same pattern, short path */
+    assert_true(a.n > 0 && b.n > 0);
+    assert_int_equal(a.ids[0], b.ids[0]);
+    ig_tokens_free(&a);
+    ig_tokens_free(&b);
+    roundtrip(t, "", 0);
+    ig_tokenizer_free(t);
+}
+
+/* ---- bad tokenizer files ---- */
+
+static void write_str(const char *path, const char *s) {
+    igt_write(path, s, strlen(s));
+}
+
+static ig_status try_load(const char *path, const char *encoding, ig_err *err) {
+    ig_tokenizer_opts o = ig_tokenizer_opts_default();
+    o.tiktoken_encoding = encoding;
+    ig_tokenizer *t = NULL;
+    ig_err_clear(err);
+    ig_status st = ig_tokenizer_load(&t, NULL, path, &o, err);
+    assert_true(st != IG_OK || t != NULL);
+    ig_tokenizer_free(t);
+    return st;
+}
+
+static void test_bad_files(void **state) {
+    (void)state;
+    char *d = igt_mkdtemp();
+    ig_err err = {0};
+    char p[1024];
+    snprintf(p, sizeof p, "%s/missing.json", d);
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, p));
+
+    /* truncated tokenizer.json: file:line:column */
+    size_t len;
+    char *json = igt_read(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), &len);
+    snprintf(p, sizeof p, "%s/tokenizer.json", d);
+    igt_write(p, json, len / 2);
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, p));
+    assert_non_null(strstr(err.msg, "malformed JSON"));
+    assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT); /* the directory finds it */
+    free(json);
+    unlink(p);
+
+    /* a directory with vocab.json only */
+    char *vocab = igt_read(igt_fmt("%s/data/gpt2/vocab.json", igt_source_dir()), &len);
+    igt_write(igt_fmt("%s/vocab.json", d), vocab, len);
+    assert_int_equal(try_load(d, NULL, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "merges.txt"));
+
+    /* bad merges lines */
+    const char *mp = igt_fmt("%s/merges.txt", d);
+    char mpath[1024];
+    snprintf(mpath, sizeof mpath, "%s", mp);
+    write_str(mpath, "#version: 0.2\n\xc4\xa0 t\nthree parts here\n");
+    assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, igt_fmt("%s:3:", mpath)));
+    write_str(mpath, "#version: 0.2\n\xc4\xa0 t\nqqqzzz xyzw\n");
+    assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, igt_fmt("%s:3:", mpath)));
+    assert_non_null(strstr(err.msg, "not in the vocabulary"));
+    free(vocab);
+
+    /* bad base64 and bad rank lines in a .tiktoken file */
+    snprintf(p, sizeof p, "%s/cl100k_base.tiktoken", d);
+    write_str(p, "IQ== 0\nIg== 1\n!!!! 2\n");
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, igt_fmt("%s:3:", p)));
+    write_str(p, "IQ== 0\nIg== x\n");
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, igt_fmt("%s:2:", p)));
+    /* valid lines but not all 256 bytes */
+    write_str(p, "IQ== 0\nIg== 1\n");
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "256"));
+    /* unknown encoding name */
+    snprintf(p, sizeof p, "%s/mystery.tiktoken", d);
+    write_str(p, "IQ== 0\n");
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "mystery"));
+    igt_rmtree(d);
+    free(d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bundled_gpt2),
+        cmocka_unit_test(test_bundled_cl100k),
+        cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_odd_bytes_and_long_pieces),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_shared_gpt2_json),
+        cmocka_unit_test(test_shared_gpt2_vocab_merges),
+        cmocka_unit_test(test_shared_r50k),
+        cmocka_unit_test(test_shared_cl100k),
+        cmocka_unit_test(test_shared_o200k),
+        cmocka_unit_test(test_shared_whole_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
