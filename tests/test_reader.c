@@ -1,0 +1,853 @@
+/* test_reader.c - the document readers: input expansion, .jsonl / .jsonl.zst / .txt record
+ * readers, JSON line parsing (fast path and jansson agree), UTF-8 validation, and every kind of
+ * bad input with its exact file:line message. The shared corpora are checked when present; the
+ * inline fixtures always run. */
+#include "testutil.h"
+
+#include "preprocess/preprocess.h"
+#include "preprocess/reader_internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+static const char *const KEY_TEXT[] = {"text"};
+static const char *const CORPORA[] = {"tinyshakespeare", "udhr_multilingual", "c_code",
+                                      "emoji_test", "edge_cases"};
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+typedef struct docs {
+    size_t n, cap;
+    char **text; /* copies (NUL-terminated; may hold NULs) */
+    size_t *len;
+    uint64_t *line;
+} docs;
+
+static void docs_push(docs *d, const char *t, size_t len, uint64_t line) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 64;
+        d->text = realloc(d->text, d->cap * sizeof *d->text);
+        d->len = realloc(d->len, d->cap * sizeof *d->len);
+        d->line = realloc(d->line, d->cap * sizeof *d->line);
+        assert_non_null(d->text);
+        assert_non_null(d->len);
+        assert_non_null(d->line);
+    }
+    char *c = malloc(len + 1);
+    assert_non_null(c);
+    if (len) memcpy(c, t, len);
+    c[len] = 0;
+    d->text[d->n] = c;
+    d->len[d->n] = len;
+    d->line[d->n] = line;
+    d->n++;
+}
+
+static void docs_free(docs *d) {
+    for (size_t i = 0; i < d->n; i++) free(d->text[i]);
+    free(d->text);
+    free(d->len);
+    free(d->line);
+    memset(d, 0, sizeof *d);
+}
+
+/* Reads and parses every record of an open reader (key: keys[key_index]). Stops at the first
+ * error and returns it (err filled); *bytes_in gets the reader's count at the end. */
+static ig_status drain(ig_record_reader *r, const char *name, ig_input_kind kind,
+                       const char *const *keys, size_t nk, size_t key_index, docs *out,
+                       ig_err *err) {
+    for (;;) {
+        ig_record rec;
+        int has = 0;
+        ig_status st = ig_record_reader_next(r, &rec, &has, err);
+        if (st != IG_OK) return st;
+        if (!has) return IG_OK;
+        ig_doc doc;
+        st = ig_record_parse(&rec, kind, name, keys, nk, &doc, err);
+        if (st != IG_OK) return st;
+        docs_push(out, doc.text[key_index], doc.len[key_index], rec.line);
+        ig_doc_release(&doc);
+    }
+}
+
+static ig_status read_docs(const char *path, ig_input_kind kind, docs *out, ig_err *err) {
+    ig_record_reader *r = NULL;
+    ig_status st = ig_record_reader_open(&r, path, kind, err);
+    if (st != IG_OK) return st;
+    st = drain(r, path, kind, KEY_TEXT, 1, 0, out, err);
+    ig_record_reader_close(r);
+    return st;
+}
+
+/* Expects reading path to fail with status and a message starting with prefix and containing
+ * `contains` (either may be NULL). */
+static void expect_fail(const char *path, ig_input_kind kind, ig_status status, const char *prefix,
+                        const char *contains) {
+    docs d = {0};
+    ig_err err = {0};
+    ig_status st = read_docs(path, kind, &d, &err);
+    docs_free(&d);
+    if (st != status) fail_msg("%s: expected status %d, got %d (%s)", path, status, st, err.msg);
+    if (prefix && strncmp(err.msg, prefix, strlen(prefix)) != 0)
+        fail_msg("message \"%s\" does not start with \"%s\"", err.msg, prefix);
+    if (contains && !strstr(err.msg, contains))
+        fail_msg("message \"%s\" does not contain \"%s\"", err.msg, contains);
+}
+
+static void write_str(const char *path, const char *s) {
+    igt_write(path, s, strlen(s));
+}
+
+static void *zstd_compress(const void *src, size_t n, size_t *out_len) {
+    size_t cap = ZSTD_compressBound(n);
+    void *dst = malloc(cap);
+    assert_non_null(dst);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    assert_non_null(cc);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 3);
+    size_t z = ZSTD_compress2(cc, dst, cap, src, n);
+    assert_false(ZSTD_isError(z));
+    ZSTD_freeCCtx(cc);
+    *out_len = z;
+    return dst;
+}
+
+/* ---- shared corpora ---------------------------------------------------------------------- */
+
+static size_t num_docs_of(const char *name) {
+    const char *p = igt_fmt("%s/tokens/%s.gpt2.json", igt_shared_data(), name);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j) fail_msg("%s: %s", p, je.text);
+    json_t *v = json_object_get(j, "num_docs");
+    assert_true(json_is_integer(v));
+    size_t n = (size_t)json_integer_value(v);
+    json_decref(j);
+    return n;
+}
+
+static void test_corpora_jsonl_zst_txt(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    for (size_t c = 0; c < sizeof CORPORA / sizeof *CORPORA; c++) {
+        const char *base = igt_fmt("%s/text/%s", igt_shared_data(), CORPORA[c]);
+        char *jsonl = strdup(igt_fmt("%s.jsonl", base));
+        char *zst = strdup(igt_fmt("%s.jsonl.zst", base));
+        char *txt = strdup(igt_fmt("%s.txt", base));
+        docs a = {0}, b = {0};
+        ig_err err = {0};
+        if (read_docs(jsonl, ig_input_kind_of(jsonl, 0), &a, &err) != IG_OK)
+            fail_msg("%s", err.msg);
+        if (read_docs(zst, ig_input_kind_of(zst, 0), &b, &err) != IG_OK) fail_msg("%s", err.msg);
+        assert_int_equal(a.n, num_docs_of(CORPORA[c]));
+        assert_int_equal(a.n, b.n);
+        size_t total = 0;
+        for (size_t i = 0; i < a.n; i++) {
+            assert_int_equal(a.len[i], b.len[i]);
+            assert_memory_equal(a.text[i], b.text[i], a.len[i] ? a.len[i] : 1);
+            assert_int_equal(a.line[i], i + 1); /* one document per line, no blank lines */
+            size_t bad;
+            assert_true(ig_utf8_valid(a.text[i], a.len[i], &bad));
+            total += a.len[i] + (i ? 2 : 0);
+        }
+        /* NAME.txt is the documents joined with "\n\n" */
+        size_t tlen;
+        char *t = igt_read(txt, &tlen);
+        assert_int_equal(total, tlen);
+        size_t o = 0;
+        for (size_t i = 0; i < a.n; i++) {
+            if (i) {
+                assert_memory_equal(t + o, "\n\n", 2);
+                o += 2;
+            }
+            if (a.len[i]) assert_memory_equal(t + o, a.text[i], a.len[i]);
+            o += a.len[i];
+        }
+        /* and read as a whole-file .txt document it is exactly those bytes */
+        docs w = {0};
+        if (read_docs(txt, IG_INPUT_TXT, &w, &err) != IG_OK) fail_msg("%s", err.msg);
+        assert_int_equal(w.n, 1);
+        assert_int_equal(w.len[0], tlen);
+        assert_memory_equal(w.text[0], t, tlen);
+        free(t);
+        docs_free(&w);
+        docs_free(&a);
+        docs_free(&b);
+        free(jsonl);
+        free(zst);
+        free(txt);
+    }
+}
+
+/* Every corpus line: the fast path handles it, and jansson decodes it to the same bytes. */
+static void test_corpora_fast_path_matches_jansson(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    for (size_t c = 0; c < sizeof CORPORA / sizeof *CORPORA; c++) {
+        const char *path = igt_fmt("%s/text/%s.jsonl", igt_shared_data(), CORPORA[c]);
+        ig_record_reader *r;
+        ig_err err = {0};
+        assert_int_equal(ig_record_reader_open(&r, path, IG_INPUT_JSONL, &err), IG_OK);
+        size_t n = 0;
+        for (;;) {
+            ig_record rec;
+            int has;
+            assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
+            if (!has) break;
+            ig_doc f, j;
+            if (ig_record_parse_json(&rec, path, KEY_TEXT, 1, IG_JSON_FAST_ONLY, &f, &err))
+                fail_msg("%s", err.msg);
+            if (ig_record_parse_json(&rec, path, KEY_TEXT, 1, IG_JSON_JANSSON, &j, &err))
+                fail_msg("%s", err.msg);
+            assert_int_equal(f.len[0], j.len[0]);
+            if (f.len[0]) assert_memory_equal(f.text[0], j.text[0], f.len[0]);
+            ig_doc_release(&f);
+            ig_doc_release(&j);
+            n++;
+        }
+        assert_int_equal(n, num_docs_of(CORPORA[c]));
+        ig_record_reader_close(r);
+    }
+}
+
+/* ---- inline fixtures --------------------------------------------------------------------- */
+
+static char *g_dir;
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = igt_mkdtemp();
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    igt_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static void test_escapes_and_surrogates(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/esc.jsonl", g_dir);
+    write_str(p, "{\"text\": \"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u0041\\u00e9\\u20AC\\u0000z\"}\n"
+                 "{\"text\":\"\\ud83d\\ude0d|\\uD83D\\uDE0D|\\udbff\\udfff\"}\n"
+                 "{\"text\":\"raw \xe2\x80\xa8 \xf0\x9f\x98\x8d \x7f\"}\n"
+                 "{\"text\":\"\"}\n");
+    docs d = {0};
+    ig_err err = {0};
+    if (read_docs(p, IG_INPUT_JSONL, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 4);
+    static const char want0[] = "a\"b\\c/d\b\f\n\r\tA\xc3\xa9\xe2\x82\xac\0z";
+    assert_int_equal(d.len[0], sizeof want0 - 1);
+    assert_memory_equal(d.text[0], want0, sizeof want0 - 1);
+    static const char want1[] = "\xf0\x9f\x98\x8d|\xf0\x9f\x98\x8d|\xf4\x8f\xbf\xbf";
+    assert_int_equal(d.len[1], sizeof want1 - 1);
+    assert_memory_equal(d.text[1], want1, sizeof want1 - 1);
+    assert_string_equal(d.text[2], "raw \xe2\x80\xa8 \xf0\x9f\x98\x8d \x7f");
+    assert_int_equal(d.len[3], 0);
+    docs_free(&d);
+}
+
+static void test_bad_json_lines(void **state) {
+    (void)state;
+    static const struct {
+        const char *line2; /* line 1 is always good */
+        const char *contains;
+    } cases[] = {
+        {"{\"text\":\"\\ud83d\"}", "malformed JSON"},        /* lone high surrogate */
+        {"{\"text\":\"\\ude0d\"}", "malformed JSON"},        /* lone low surrogate */
+        {"{\"text\":\"\\ud83d\\u0041\"}", "malformed JSON"}, /* high + non-low */
+        {"{\"text\": \"abc\"", "malformed JSON"},            /* unterminated object */
+        {"{\"text\": \"abc\"} x", "malformed JSON"},         /* trailing garbage */
+        {"{\"text\": \"a\tb\"}", "malformed JSON"},          /* raw control character */
+        {"{\"text\": \"\\x\"}", "malformed JSON"},           /* bad escape */
+        {"{\"text\": 'a'}", "malformed JSON"},
+        {"{\"text\": 1e999}", "malformed JSON"}, /* jansson: real overflow */
+        {"[\"text\"]", "expected a JSON object per line, got an array"},
+        {"\"text\"", "expected a JSON object per line, got a string"},
+        {"{\"body\":\"x\",\"id\":3}", "missing key 'text' (keys present: 'body', 'id')"},
+        {"{}", "missing key 'text' (keys present: none)"},
+        {"{\"text\": 12}", "key 'text' is a number, expected a string"},
+        {"{\"text\": null}", "key 'text' is null, expected a string"},
+        {"{\"text\": [\"a\"]}", "key 'text' is an array, expected a string"},
+        {"{\"text\": {\"a\":1}}", "key 'text' is an object, expected a string"},
+        {"{\"text\": true}", "key 'text' is a boolean, expected a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *p = igt_fmt("%s/bad%zu.jsonl", g_dir, i);
+        char *content = NULL;
+        assert_true(
+            asprintf(&content, "{\"text\":\"ok\"}\n%s\n{\"text\":\"ok\"}\n", cases[i].line2) > 0);
+        write_str(p, content);
+        free(content);
+        expect_fail(p, IG_INPUT_JSONL, IG_ERR_FORMAT, igt_fmt("%s:2:", p), cases[i].contains);
+    }
+    /* the column of a JSON syntax error is jansson's (1-based, in characters) */
+    const char *p = igt_fmt("%s/col.jsonl", g_dir);
+    write_str(p, "\n\n{\"text\": \"abc\",}\n");
+    expect_fail(p, IG_INPUT_JSONL, IG_ERR_FORMAT, igt_fmt("%s:3:16: malformed JSON", p), NULL);
+}
+
+static void test_invalid_utf8(void **state) {
+    (void)state;
+    static const struct {
+        const char *bytes;
+        size_t at; /* 1-based byte of the line: {"text":" is 9 bytes */
+    } cases[] = {
+        {"\xc0\xaf", 10},         /* overlong '/' */
+        {"\xe0\x80\xaf", 10},     /* overlong 3-byte */
+        {"\xed\xa0\x80", 10},     /* encoded surrogate U+D800 */
+        {"\xf4\x90\x80\x80", 10}, /* above U+10FFFF */
+        {"\xe2\x82", 10},         /* truncated sequence (then the quote) */
+        {"\x80", 10},             /* stray continuation byte */
+        {"\xff", 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *p = igt_fmt("%s/u%zu.jsonl", g_dir, i);
+        char *content = NULL;
+        assert_true(asprintf(&content, "{\"text\":\"a\"}\n\n{\"text\":\"%s\"}\n", cases[i].bytes) >
+                    0);
+        write_str(p, content);
+        free(content);
+        expect_fail(p, IG_INPUT_JSONL, IG_ERR_FORMAT,
+                    igt_fmt("%s:3: invalid UTF-8 at byte %zu of the line", p, cases[i].at), NULL);
+    }
+    /* a whole-file .txt: the byte offset in the file */
+    const char *t = igt_fmt("%s/bad.txt", g_dir);
+    write_str(t, "hello\nwor\xffld");
+    expect_fail(t, IG_INPUT_TXT, IG_ERR_FORMAT, igt_fmt("%s: invalid UTF-8 at byte offset 9", t),
+                "0xFF");
+    /* .txt lines: the line and the byte within it */
+    expect_fail(t, IG_INPUT_TXT_LINES, IG_ERR_FORMAT,
+                igt_fmt("%s:2: invalid UTF-8 at byte 4 of the line", t), NULL);
+}
+
+static void test_utf8_valid(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        int ok;
+        size_t bad;
+    } cases[] = {
+        {"", 1, 0},
+        {"plain ascii text that is longer than sixteen bytes", 1, 0},
+        {"\xc2\x80\xdf\xbf", 1, 0},
+        {"\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf", 1, 0},
+        {"\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", 1, 0},
+        {"0123456789abcdefghijklmnopqrstuvwxyz0\xc1\xbf", 0, 37},
+        {"0123456789abcdefghijklmnopqrstuvwxyz0\xe0\x9f\xbf", 0, 37},
+        {"ab\xed\xa0\x80", 0, 2},
+        {"ab\xed\xbf\xbf", 0, 2},
+        {"\xf4\x90\x80\x80", 0, 0},
+        {"\xf5\x80\x80\x80", 0, 0},
+        {"\xf0\x8f\xbf\xbf", 0, 0},
+        {"abc\xe2\x82", 0, 3},
+        {"abc\xf0\x9f\x98", 0, 3},
+        {"\xc3\xa9\x80", 0, 2},
+        {"\xe2\x28\xa1", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t bad = 999;
+        int ok = ig_utf8_valid(cases[i].s, strlen(cases[i].s), &bad);
+        if (ok != cases[i].ok) fail_msg("case %zu: got %d", i, ok);
+        if (!ok && bad != cases[i].bad) fail_msg("case %zu: bad offset %zu", i, bad);
+    }
+    /* a NUL is valid UTF-8 */
+    size_t bad;
+    assert_true(ig_utf8_valid("a\0b", 3, &bad));
+}
+
+static void test_blank_lines_crlf_last_line(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/blank.jsonl", g_dir);
+    write_str(p,
+              "\xef\xbb\xbf\n  \n{\"text\":\"a\"}\r\n\t\r\n{\"text\":\"b\"}\r\n\n{\"text\":\"c\"}");
+    docs d = {0};
+    ig_err err = {0};
+    if (read_docs(p, IG_INPUT_JSONL, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 3);
+    assert_string_equal(d.text[0], "a");
+    assert_string_equal(d.text[1], "b");
+    assert_string_equal(d.text[2], "c");
+    assert_int_equal(d.line[0], 3);
+    assert_int_equal(d.line[1], 5);
+    assert_int_equal(d.line[2], 7);
+    docs_free(&d);
+    /* byte offsets of the records */
+    ig_record_reader *r;
+    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    ig_record rec;
+    int has;
+    assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
+    assert_int_equal(rec.byte_offset, 7);
+    assert_int_equal(rec.len, 13); /* {"text":"a"} and the \r */
+    ig_record_reader_close(r);
+    /* an empty file has no records */
+    const char *e = igt_fmt("%s/empty.jsonl", g_dir);
+    write_str(e, "");
+    assert_int_equal(read_docs(e, IG_INPUT_JSONL, &d, &err), IG_OK);
+    assert_int_equal(d.n, 0);
+}
+
+static void test_multiple_keys(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/keys.jsonl", g_dir);
+    write_str(p,
+              "{\"title\":\"T1\",\"n\":-1.5e3,\"ok\":true,\"x\":null,\"id\":12,\"text\":\"B1\"}\n"
+              "{\"text\":\"B2\",\"meta\":{\"a\":[1,2]},\"title\":\"T2\"}\n");
+    const char *keys[] = {"text", "title"};
+    ig_record_reader *r;
+    ig_err err = {0};
+    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    docs t = {0}, ti = {0};
+    for (;;) {
+        ig_record rec;
+        int has;
+        assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
+        if (!has) break;
+        ig_doc doc;
+        if (ig_record_parse(&rec, IG_INPUT_JSONL, p, keys, 2, &doc, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(doc.n_texts, 2);
+        docs_push(&t, doc.text[0], doc.len[0], rec.line);
+        docs_push(&ti, doc.text[1], doc.len[1], rec.line);
+        ig_doc_release(&doc);
+    }
+    ig_record_reader_close(r);
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.text[0], "B1");
+    assert_string_equal(ti.text[0], "T1");
+    assert_string_equal(t.text[1], "B2");
+    assert_string_equal(ti.text[1], "T2");
+    docs_free(&t);
+    docs_free(&ti);
+}
+
+/* A 3 MB line straddles the 1 MiB read buffers, plain and compressed. */
+static void test_long_line_and_zst(void **state) {
+    (void)state;
+    size_t n = 3u << 20;
+    char *line = malloc(n + 64);
+    assert_non_null(line);
+    size_t o = (size_t)sprintf(line, "{\"text\":\"");
+    size_t body = 0;
+    while (o < n) {
+        if (body % 1000 == 999) {
+            memcpy(line + o, "\\u00e9", 6);
+            o += 6;
+        } else {
+            line[o++] = (char)('a' + body % 26);
+        }
+        body++;
+    }
+    o += (size_t)sprintf(line + o, "\"}\n");
+    char *file = malloc(3 * o);
+    assert_non_null(file);
+    memcpy(file, "{\"text\":\"first\"}\n", 17);
+    memcpy(file + 17, line, o);
+    memcpy(file + 17 + o, "{\"text\":\"last\"}", 15);
+    size_t flen = 17 + o + 15;
+    const char *p = igt_fmt("%s/long.jsonl", g_dir);
+    igt_write(p, file, flen);
+    size_t zlen;
+    void *z = zstd_compress(file, flen, &zlen);
+    char *pz = strdup(igt_fmt("%s/long.jsonl.zst", g_dir));
+    igt_write(pz, z, zlen);
+
+    docs a = {0}, b = {0};
+    ig_err err = {0};
+    if (read_docs(p, IG_INPUT_JSONL, &a, &err) != IG_OK) fail_msg("%s", err.msg);
+    if (read_docs(pz, IG_INPUT_JSONL_ZST, &b, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(a.n, 3);
+    assert_int_equal(b.n, 3);
+    assert_int_equal(a.len[1], body + body / 1000); /* each \u00e9 is two bytes */
+    assert_int_equal(a.len[1], b.len[1]);
+    assert_memory_equal(a.text[1], b.text[1], a.len[1]);
+    assert_memory_equal(a.text[1] + 999, "\xc3\xa9", 2);
+    assert_string_equal(a.text[2], "last");
+    assert_int_equal(b.line[2], 3);
+
+    /* bytes_in reaches the (compressed) file size */
+    ig_record_reader *r;
+    assert_int_equal(ig_record_reader_open(&r, pz, IG_INPUT_JSONL_ZST, &err), IG_OK);
+    docs c = {0};
+    assert_int_equal(drain(r, pz, IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &c, &err), IG_OK);
+    assert_int_equal(ig_record_reader_bytes_in(r), zlen);
+    ig_record_reader_close(r);
+    docs_free(&c);
+
+    /* a record limit names the line */
+    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    ig_record_reader_set_max_record(r, 1u << 20);
+    ig_status st = drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &c, &err);
+    assert_int_equal(st, IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, igt_fmt("%s:2: record longer than", p)));
+    ig_record_reader_close(r);
+    docs_free(&c);
+
+    /* the same bytes from memory */
+    assert_int_equal(ig_record_reader_open_mem(&r, "mem.zst", z, zlen, IG_INPUT_JSONL_ZST, &err),
+                     IG_OK);
+    assert_int_equal(drain(r, "mem", IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &c, &err), IG_OK);
+    assert_int_equal(c.n, 3);
+    assert_memory_equal(c.text[1], a.text[1], a.len[1]);
+    ig_record_reader_close(r);
+    docs_free(&c);
+
+    /* truncated: the error names the compressed offset where the data ended */
+    const char *pt = igt_fmt("%s/trunc.jsonl.zst", g_dir);
+    igt_write(pt, z, zlen - 7);
+    expect_fail(pt, IG_INPUT_JSONL_ZST, IG_ERR_FORMAT, pt,
+                igt_fmt("truncated zstd data at compressed byte offset %zu", zlen - 7));
+    /* corrupt: flipped bytes in the middle */
+    unsigned char *zc = z;
+    for (size_t i = zlen / 2; i < zlen / 2 + 16; i++) zc[i] ^= 0x5A;
+    const char *pc = igt_fmt("%s/corrupt.jsonl.zst", g_dir);
+    igt_write(pc, z, zlen);
+    expect_fail(pc, IG_INPUT_JSONL_ZST, IG_ERR_FORMAT, pc,
+                "corrupt or truncated zstd data at "
+                "compressed byte offset");
+    /* not zstd at all, and empty */
+    const char *pn = igt_fmt("%s/notzstd.zst", g_dir);
+    write_str(pn, "{\"text\":\"a\"}\n");
+    expect_fail(pn, IG_INPUT_JSONL_ZST, IG_ERR_FORMAT, pn, "offset 0");
+    const char *pe = igt_fmt("%s/empty.zst", g_dir);
+    write_str(pe, "");
+    expect_fail(pe, IG_INPUT_JSONL_ZST, IG_ERR_FORMAT, pe, "offset 0");
+
+    /* two concatenated frames read as one stream */
+    size_t z1, z2;
+    void *f1 = zstd_compress("{\"text\":\"x\"}\n", 13, &z1);
+    void *f2 = zstd_compress("{\"text\":\"y\"}\n", 13, &z2);
+    char both[256];
+    memcpy(both, f1, z1);
+    memcpy(both + z1, f2, z2);
+    const char *p2 = igt_fmt("%s/two.zst", g_dir);
+    igt_write(p2, both, z1 + z2);
+    docs t = {0};
+    if (read_docs(p2, IG_INPUT_JSONL_ZST, &t, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.text[1], "y");
+    assert_int_equal(t.line[1], 2);
+    docs_free(&t);
+    free(f1);
+    free(f2);
+
+    docs_free(&a);
+    docs_free(&b);
+    free(z);
+    free(pz);
+    free(file);
+    free(line);
+}
+
+static void test_txt_modes(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/doc.txt", g_dir);
+    write_str(p, "first\r\n\nsecond line\n\r\n  \nlast");
+    docs d = {0};
+    ig_err err = {0};
+    if (read_docs(p, IG_INPUT_TXT_LINES, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 4);
+    assert_string_equal(d.text[0], "first");
+    assert_string_equal(d.text[1], "second line");
+    assert_string_equal(d.text[2], "  ");
+    assert_string_equal(d.text[3], "last");
+    assert_int_equal(d.line[0], 1);
+    assert_int_equal(d.line[1], 3);
+    assert_int_equal(d.line[2], 5);
+    assert_int_equal(d.line[3], 6);
+    docs_free(&d);
+    if (read_docs(p, IG_INPUT_TXT, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.text[0], "first\r\n\nsecond line\n\r\n  \nlast");
+    docs_free(&d);
+    /* an empty .txt file is one empty document */
+    const char *e = igt_fmt("%s/empty.txt", g_dir);
+    write_str(e, "");
+    if (read_docs(e, IG_INPUT_TXT, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.len[0], 0);
+    docs_free(&d);
+}
+
+static void test_stdin(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/stdin.jsonl", g_dir);
+    write_str(p, "{\"text\":\"from stdin\"}\n{\"text\":\"2\"}\n");
+    int saved = dup(0);
+    int fd = open(p, O_RDONLY);
+    assert_true(saved >= 0 && fd >= 0);
+    assert_int_equal(dup2(fd, 0), 0);
+    close(fd);
+    docs d = {0};
+    ig_err err = {0};
+    ig_status st = read_docs("-", ig_input_kind_of("-", 0), &d, &err);
+    dup2(saved, 0);
+    close(saved);
+    if (st != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.text[0], "from stdin");
+    docs_free(&d);
+    expect_fail(igt_fmt("%s/nope.jsonl", g_dir), IG_INPUT_JSONL, IG_ERR_NOT_FOUND,
+                "cannot open input", "No such file");
+}
+
+static void test_expand_inputs(void **state) {
+    (void)state;
+    const char *root = igt_fmt("%s/tree", g_dir);
+    char *r = strdup(root);
+    assert_int_equal(mkdir(r, 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/sub", r), 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/sub/deeper", r), 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/empty", r), 0755), 0);
+    const char *files[] = {"b.jsonl",          "a.jsonl", "sub/c.txt",     "sub/b.jsonl.zst",
+                           "sub/deeper/z.zst", "x.bin",   ".hidden.jsonl", "sub/notes.md"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        write_str(igt_fmt("%s/%s", r, files[i]), "{}\n");
+    char **list;
+    size_t n;
+    ig_err err = {0};
+    const char *in1[] = {r};
+    assert_int_equal(ig_expand_inputs(in1, 1, &list, &n, &err), IG_OK);
+    assert_int_equal(n, 5);
+    assert_string_equal(list[0], igt_fmt("%s/a.jsonl", r));
+    assert_string_equal(list[1], igt_fmt("%s/b.jsonl", r));
+    assert_string_equal(list[2], igt_fmt("%s/sub/b.jsonl.zst", r));
+    assert_string_equal(list[3], igt_fmt("%s/sub/c.txt", r));
+    assert_string_equal(list[4], igt_fmt("%s/sub/deeper/z.zst", r));
+    ig_input_list_free(list, n);
+
+    /* argument order is kept; duplicates (any spelling) are dropped; "-" passes through */
+    char *g = strdup(igt_fmt("%s/sub/*.txt", r));
+    char *a2 = strdup(igt_fmt("%s/./a.jsonl", r));
+    char *b1 = strdup(igt_fmt("%s/b.jsonl", r));
+    char *pat = strdup(igt_fmt("%s/*.jsonl", r));
+    const char *in2[] = {b1, g, "-", r, a2, pat};
+    assert_int_equal(ig_expand_inputs(in2, 6, &list, &n, &err), IG_OK);
+    assert_int_equal(n, 6);
+    assert_string_equal(list[0], b1);
+    assert_string_equal(list[1], igt_fmt("%s/sub/c.txt", r));
+    assert_string_equal(list[2], "-");
+    assert_string_equal(list[3], igt_fmt("%s/a.jsonl", r));
+    assert_string_equal(list[4], igt_fmt("%s/sub/b.jsonl.zst", r));
+    assert_string_equal(list[5], igt_fmt("%s/sub/deeper/z.zst", r));
+    ig_input_list_free(list, n);
+
+    /* an explicit file is taken whatever its name */
+    const char *in3[] = {igt_fmt("%s/x.bin", r)};
+    assert_int_equal(ig_expand_inputs(in3, 1, &list, &n, &err), IG_OK);
+    assert_int_equal(n, 1);
+    ig_input_list_free(list, n);
+
+    /* inputs that match nothing are named */
+    char *missing = strdup(igt_fmt("%s/missing.jsonl", r));
+    const char *in4[] = {r, missing};
+    assert_int_equal(ig_expand_inputs(in4, 2, &list, &n, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, missing));
+    assert_null(list);
+    char *nomatch = strdup(igt_fmt("%s/*.parquet", r));
+    const char *in5[] = {nomatch};
+    assert_int_equal(ig_expand_inputs(in5, 1, &list, &n, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, nomatch));
+    char *empty = strdup(igt_fmt("%s/empty", r));
+    const char *in6[] = {empty};
+    assert_int_equal(ig_expand_inputs(in6, 1, &list, &n, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, empty));
+
+    assert_int_equal(ig_input_kind_of("a.jsonl", 0), IG_INPUT_JSONL);
+    assert_int_equal(ig_input_kind_of("a.json", 0), IG_INPUT_JSONL);
+    assert_int_equal(ig_input_kind_of("-", 1), IG_INPUT_JSONL);
+    assert_int_equal(ig_input_kind_of("a.jsonl.zst", 0), IG_INPUT_JSONL_ZST);
+    assert_int_equal(ig_input_kind_of("a.ZST", 0), IG_INPUT_JSONL_ZST);
+    assert_int_equal(ig_input_kind_of("a.txt", 0), IG_INPUT_TXT);
+    assert_int_equal(ig_input_kind_of("a.txt", 1), IG_INPUT_TXT_LINES);
+    free(empty);
+    free(nomatch);
+    free(missing);
+    free(pat);
+    free(b1);
+    free(a2);
+    free(g);
+    free(r);
+}
+
+/* ---- the fast path against jansson on generated lines ------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
+static uint32_t rnd(uint32_t n) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng % n);
+}
+
+static const char *const PIECES[] = {"{",
+                                     "}",
+                                     "\"text\"",
+                                     "\"title\"",
+                                     ":",
+                                     ",",
+                                     " ",
+                                     "\"",
+                                     "\\",
+                                     "\\u",
+                                     "d83d",
+                                     "\\ude0d",
+                                     "\\ud83d",
+                                     "\\u0000",
+                                     "00e9",
+                                     "\\n",
+                                     "\\\"",
+                                     "\\/",
+                                     "\\x",
+                                     "abc",
+                                     "\xc3\xa9",
+                                     "\xf0\x9f\x98\x8d",
+                                     "\t",
+                                     "\r",
+                                     "\n",
+                                     "1",
+                                     "-0",
+                                     "0.5e-3",
+                                     "123456789012345678",
+                                     "1234567890123456789",
+                                     "1e400",
+                                     "true",
+                                     "null",
+                                     "fals",
+                                     "[",
+                                     "]",
+                                     "\x01",
+                                     "01",
+                                     "\xe2\x80\xa8"};
+
+static void test_fast_path_agrees_with_jansson(void **state) {
+    (void)state;
+    const char *keys[] = {"text", "title"};
+    size_t fast_ok = 0;
+    for (int iter = 0; iter < 200000; iter++) {
+        char line[512];
+        size_t o = 0;
+        int mode = rnd(3);
+        if (mode == 0) { /* mostly valid objects */
+            o += (size_t)snprintf(line, sizeof line, "{\"text\": \"");
+            int k = (int)rnd(6);
+            for (int i = 0; i < k; i++) {
+                const char *s = PIECES[6 + rnd(sizeof PIECES / sizeof *PIECES - 6)];
+                if (o + strlen(s) + 40 < sizeof line) o += (size_t)sprintf(line + o, "%s", s);
+            }
+            o += (size_t)sprintf(line + o, "\", \"n\": %s, \"title\": \"t\"}", PIECES[25 + rnd(9)]);
+        } else {
+            int k = 1 + (int)rnd(14);
+            for (int i = 0; i < k; i++) {
+                const char *s = PIECES[rnd(sizeof PIECES / sizeof *PIECES)];
+                if (o + strlen(s) + 1 < sizeof line) o += (size_t)sprintf(line + o, "%s", s);
+            }
+        }
+        if (mode == 2 && o > 0) line[rnd((uint32_t)o)] = (char)rnd(256); /* a random byte */
+        ig_record rec = {line, o, 1, 0};
+        size_t nk = 1 + rnd(2);
+        ig_doc f, j;
+        ig_err ef = {0}, ej = {0};
+        ig_status sf = ig_record_parse_json(&rec, "g", keys, nk, IG_JSON_FAST_ONLY, &f, &ef);
+        ig_status sj = ig_record_parse_json(&rec, "g", keys, nk, IG_JSON_JANSSON, &j, &ej);
+        if (sf == IG_OK) {
+            fast_ok++;
+            if (sj != IG_OK) fail_msg("fast path accepted what jansson rejects: %s", ej.msg);
+            for (size_t k = 0; k < nk; k++) {
+                assert_int_equal(f.len[k], j.len[k]);
+                if (f.len[k]) assert_memory_equal(f.text[k], j.text[k], f.len[k]);
+            }
+        } else if (sf == IG_ERR_FORMAT) { /* invalid UTF-8: reported before either parser */
+            assert_int_equal(sj, IG_ERR_FORMAT);
+            assert_string_equal(ef.msg, ej.msg);
+        } else {
+            assert_int_equal(sf, IG_ERR_UNSUPPORTED);
+        }
+        ig_doc_release(&f);
+        ig_doc_release(&j);
+        /* the default mode behaves exactly as jansson, messages included */
+        ig_doc a;
+        ig_err ea = {0};
+        ig_status sa = ig_record_parse_json(&rec, "g", keys, nk, IG_JSON_AUTO, &a, &ea);
+        assert_int_equal(sa, sj);
+        if (sa != IG_OK) assert_string_equal(ea.msg, ej.msg);
+        ig_doc_release(&a);
+    }
+    assert_true(fast_ok > 10000); /* the generator does reach the fast path */
+}
+
+/* Parsing is thread-safe: workers parse concurrently (first jansson use included). */
+typedef struct par_job {
+    const char *buf;
+    size_t len;
+    int mode;
+    uint64_t sum;
+} par_job;
+
+static void *parse_all(void *arg) {
+    par_job *j = arg;
+    ig_record_reader *r;
+    ig_err err = {0};
+    if (ig_record_reader_open_mem(&r, "par", j->buf, j->len, IG_INPUT_JSONL, &err)) return NULL;
+    for (;;) {
+        ig_record rec;
+        int has;
+        if (ig_record_reader_next(r, &rec, &has, &err) || !has) break;
+        ig_doc doc;
+        if (ig_record_parse_json(&rec, "par", KEY_TEXT, 1, (ig_json_mode)j->mode, &doc, &err))
+            break;
+        j->sum += ig_xxh3_64(doc.text[0], doc.len[0]) ^ rec.line;
+        ig_doc_release(&doc);
+    }
+    ig_record_reader_close(r);
+    return NULL;
+}
+
+static void test_parallel_parse(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_non_null(m);
+    for (int i = 0; i < 3000; i++)
+        fprintf(m, "{\"id\": %d, \"text\": \"doc %d \\u00e9\\ud83d\\ude0d %s\"}\n", i, i,
+                i % 3 ? "plain" : "more");
+    fclose(m);
+    par_job jobs[8];
+    pthread_t th[8];
+    for (int t = 0; t < 8; t++) {
+        jobs[t] = (par_job){buf, len, t % 2 ? IG_JSON_JANSSON : IG_JSON_AUTO, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, parse_all, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 8; t++) pthread_join(th[t], NULL);
+    assert_true(jobs[0].sum != 0);
+    for (int t = 1; t < 8; t++) assert_true(jobs[t].sum == jobs[0].sum);
+    free(buf);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_corpora_jsonl_zst_txt),
+        cmocka_unit_test(test_corpora_fast_path_matches_jansson),
+        cmocka_unit_test(test_escapes_and_surrogates),
+        cmocka_unit_test(test_bad_json_lines),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_utf8_valid),
+        cmocka_unit_test(test_blank_lines_crlf_last_line),
+        cmocka_unit_test(test_multiple_keys),
+        cmocka_unit_test(test_long_line_and_zst),
+        cmocka_unit_test(test_txt_modes),
+        cmocka_unit_test(test_stdin),
+        cmocka_unit_test(test_expand_inputs),
+        cmocka_unit_test(test_fast_path_agrees_with_jansson),
+        cmocka_unit_test(test_parallel_parse),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
