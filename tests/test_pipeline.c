@@ -1,0 +1,387 @@
+/* test_pipeline.c - the text pipeline end to end: exact shards against the reference token ids,
+ * byte-identical output for any worker count, sharding, dedup, bad input, and what is left
+ * behind by failures and earlier runs. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "dataset/dataset.h"
+#include "preprocess/preprocess.h"
+
+static ig_ctx *g_ctx;
+static ig_tokenizer *g_gpt2;
+
+static int setup(void **state) {
+    (void)state;
+    ig_err err = {0};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 2;
+    o.log_level = IG_LOG_ERROR;
+    if (ig_ctx_create(&g_ctx, &o, &err) != IG_OK) return -1;
+    const char *dir = igt_fmt("%s/data/gpt2", igt_source_dir());
+    if (ig_tokenizer_load(&g_gpt2, g_ctx, dir, NULL, &err) != IG_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ig_tokenizer_free(g_gpt2);
+    ig_ctx_free(g_ctx);
+    return 0;
+}
+
+/* Runs the pipeline over inputs with the given worker count; returns the status. */
+static ig_status run(const char *const *inputs, size_t n, const char *out, int workers,
+                     ig_preprocess_opts *extra, ig_preprocess_stats *st, ig_err *err) {
+    ig_preprocess_opts o = extra ? *extra : ig_preprocess_opts_default();
+    o.inputs = inputs;
+    o.n_inputs = n;
+    o.output_prefix = out;
+    if (!o.tokenizer) o.tokenizer = g_gpt2;
+    o.workers = workers;
+    ig_preprocess_stats local = {0};
+    ig_status s = ig_preprocess_text(g_ctx, &o, st ? st : &local, err);
+    if (!st) ig_preprocess_stats_clear(&local);
+    return s;
+}
+
+static void assert_same_file(const char *a, const char *b) {
+    size_t la, lb;
+    char *da = igt_read(a, &la), *db = igt_read(b, &lb);
+    if (la != lb) fail_msg("%s has %zu bytes, %s has %zu", a, la, b, lb);
+    if (memcmp(da, db, la) != 0) {
+        size_t i = 0;
+        while (da[i] == db[i]) i++;
+        fail_msg("%s and %s differ at byte %zu", a, b, i);
+    }
+    free(da);
+    free(db);
+}
+
+/* The shard of each shared corpus, read as .jsonl and as .jsonl.zst, is byte-for-byte the
+ * reference GPT-2 ids (u16, each document followed by <|endoftext|>). */
+static void test_exact_against_reference(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    const char *corpora[] = {"tinyshakespeare", "udhr_multilingual", "c_code", "emoji_test",
+                             "edge_cases"};
+    char *dir = igt_mkdtemp();
+    for (size_t c = 0; c < 5; c++) {
+        for (int zst = 0; zst < 2; zst++) {
+            const char *in =
+                igt_fmt("%s/text/%s.jsonl%s", igt_shared_data(), corpora[c], zst ? ".zst" : "");
+            const char *out = igt_fmt("%s/%s%d", dir, corpora[c], zst);
+            ig_err err = {0};
+            ig_preprocess_opts o = ig_preprocess_opts_default();
+            o.append_eod = 1;
+            ig_preprocess_stats st = {0};
+            ig_status s = run(&in, 1, out, 2, &o, &st, &err);
+            if (s != IG_OK) fail_msg("%s: %s", in, err.msg);
+            assert_same_file(igt_fmt("%s.bin", out),
+                             igt_fmt("%s/tokens/%s.gpt2.u16.bin", igt_shared_data(), corpora[c]));
+            assert_int_equal(st.docs_read, st.docs_written);
+            ig_preprocess_stats_clear(&st);
+            assert_int_equal(ig_shard_verify(g_ctx, out, &err), IG_OK);
+        }
+    }
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* cl100k through a .tiktoken file: int32 shards equal the u32 reference ids. */
+static void test_exact_cl100k(void **state) {
+    (void)state;
+    IGT_REQUIRE_SHARED();
+    ig_err err = {0};
+    ig_tokenizer *tok = NULL;
+    const char *path = igt_fmt("%s/tiktoken/cl100k_base.tiktoken", igt_shared_data());
+    if (ig_tokenizer_load(&tok, g_ctx, path, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/text/udhr_multilingual.jsonl.zst", igt_shared_data());
+    const char *out = igt_fmt("%s/udhr", dir);
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.tokenizer = tok;
+    o.append_eod = 1;
+    if (run(&in, 1, out, 2, &o, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_same_file(igt_fmt("%s.bin", out),
+                     igt_fmt("%s/tokens/udhr_multilingual.cl100k.u32.bin", igt_shared_data()));
+    ig_shard *sh = NULL;
+    assert_int_equal(ig_shard_open(&sh, g_ctx, out, &err), IG_OK);
+    assert_int_equal(ig_shard_dtype(sh), IG_DTYPE_I32);
+    assert_int_equal(ig_shard_documents(sh), 96);
+    ig_shard_close(sh);
+    ig_tokenizer_free(tok);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* The bundled corpus with 1, 2 and 3 workers gives identical .bin, .idx and manifests. */
+static void test_deterministic_across_workers(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/data/tinyshakespeare.jsonl", igt_source_dir());
+    ig_err err = {0};
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.append_eod = 1;
+    o.tokenizer_path = "data/gpt2";
+    for (int w = 1; w <= 3; w++) {
+        ig_preprocess_stats st = {0};
+        const char *out = igt_fmt("%s/w%d", dir, w);
+        if (run(&in, 1, out, w, &o, &st, &err) != IG_OK) fail_msg("%s", err.msg);
+        assert_int_equal(st.docs_written, 7222);
+        assert_int_equal(st.tokens, 330807);
+        ig_preprocess_stats_clear(&st);
+    }
+    for (int w = 2; w <= 3; w++)
+        for (int e = 0; e < 2; e++) {
+            const char *ext = e ? ".idx" : ".bin";
+            assert_same_file(igt_fmt("%s/w1%s", dir, ext), igt_fmt("%s/w%d%s", dir, w, ext));
+        }
+    ig_manifest m1 = {0}, m3 = {0};
+    assert_int_equal(ig_manifest_read(&m1, igt_fmt("%s/w1", dir), &err), IG_OK);
+    assert_int_equal(ig_manifest_read(&m3, igt_fmt("%s/w3", dir), &err), IG_OK);
+    assert_true(m1.bin_xxh3 == m3.bin_xxh3 && m1.idx_xxh3 == m3.idx_xxh3);
+    assert_int_equal(m1.documents, 7222);
+    assert_string_equal(m1.tokenizer, "gpt2");
+    ig_manifest_clear(&m1);
+    ig_manifest_clear(&m3);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* --shard-size splits at document boundaries; the shards together are the unsplit output. */
+static void test_shard_size(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/data/tinyshakespeare.jsonl", igt_source_dir());
+    ig_err err = {0};
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.append_eod = 1;
+    if (run(&in, 1, igt_fmt("%s/whole", dir), 2, &o, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    o.shard_size = 200000; /* bytes of .bin: 661,614 in all -> 4 shards */
+    ig_preprocess_stats st = {0};
+    if (run(&in, 1, igt_fmt("%s/part", dir), 2, &o, &st, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.shards, 4);
+    size_t whole_len;
+    char *whole = igt_read(igt_fmt("%s/whole.bin", dir), &whole_len);
+    size_t pos = 0;
+    uint64_t docs = 0;
+    for (size_t i = 0; i < st.n_shard_prefixes; i++) {
+        assert_string_equal(st.shard_prefixes[i], igt_fmt("%s/part_%05zu", dir, i));
+        assert_int_equal(ig_shard_verify(g_ctx, st.shard_prefixes[i], &err), IG_OK);
+        size_t len;
+        char *part = igt_read(igt_fmt("%s.bin", st.shard_prefixes[i]), &len);
+        assert_true(pos + len <= whole_len);
+        assert_memory_equal(part, whole + pos, len);
+        pos += len;
+        free(part);
+        ig_shard *sh = NULL;
+        assert_int_equal(ig_shard_open(&sh, g_ctx, st.shard_prefixes[i], &err), IG_OK);
+        docs += ig_shard_documents(sh);
+        /* every shard ends with a whole document: its last token is <|endoftext|> */
+        int32_t last;
+        uint64_t n = ig_shard_sequences(sh);
+        assert_int_equal(ig_shard_read_tokens(sh, n - 1,
+                                              (uint64_t)ig_shard_seq_length(sh, n - 1) - 1, 1,
+                                              &last, &err),
+                         IG_OK);
+        assert_int_equal(last, 50256);
+        ig_shard_close(sh);
+    }
+    assert_int_equal(pos, whole_len);
+    assert_int_equal(docs, 7222);
+    free(whole);
+    ig_preprocess_stats_clear(&st);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* --dedup exact drops repeated texts and counts them; several keys give one output each. */
+static void test_dedup_and_keys(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/in.jsonl", dir);
+    const char *text = "{\"text\": \"hello world\", \"title\": \"a\"}\n"
+                       "{\"text\": \"second\", \"title\": \"b\"}\n"
+                       "{\"text\": \"hello world\", \"title\": \"a\"}\n"
+                       "{\"text\": \"hello world\", \"title\": \"c\"}\n";
+    igt_write(in, text, strlen(text));
+    ig_err err = {0};
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.dedup_exact = 1;
+    ig_preprocess_stats st = {0};
+    if (run(&in, 1, igt_fmt("%s/d", dir), 1, &o, &st, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_read, 4);
+    assert_int_equal(st.docs_duplicate, 2);
+    assert_int_equal(st.docs_written, 2);
+    ig_preprocess_stats_clear(&st);
+
+    static const char *const keys[] = {"text", "title"};
+    o.json_keys = keys;
+    o.n_keys = 2;
+    if (run(&in, 1, igt_fmt("%s/k", dir), 2, &o, &st, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_duplicate, 1); /* both fields together decide */
+    assert_int_equal(st.n_shard_prefixes, 2);
+    assert_string_equal(st.shard_prefixes[0], igt_fmt("%s/k_text", dir));
+    assert_string_equal(st.shard_prefixes[1], igt_fmt("%s/k_title", dir));
+    ig_shard *sh = NULL;
+    assert_int_equal(ig_shard_open(&sh, g_ctx, st.shard_prefixes[1], &err), IG_OK);
+    assert_int_equal(ig_shard_documents(sh), 3);
+    ig_shard_close(sh);
+    ig_preprocess_stats_clear(&st);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* A bad record fails the run with file:line and leaves nothing; --on-error skip counts it. */
+static void test_bad_input(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/bad.jsonl", dir);
+    const char *text = "{\"text\": \"fine\"}\n"
+                       "{\"text\": \"also fine\"}\n"
+                       "{\"text\": broken\n"
+                       "{\"other\": \"no text key\"}\n"
+                       "{\"text\": 42}\n"
+                       "{\"text\": \"ok \\ud83d\\ude0d\"}\n";
+    igt_write(in, text, strlen(text));
+    ig_err err = {0};
+    ig_status s = run(&in, 1, igt_fmt("%s/out", dir), 2, NULL, NULL, &err);
+    assert_int_equal(s, IG_ERR_FORMAT);
+    if (!strstr(err.msg, "bad.jsonl:3")) fail_msg("message lacks file:line: %s", err.msg);
+    assert_non_null(strstr(err.msg, "--on-error skip"));
+    assert_int_equal(igt_count_entries(dir), 1); /* only the input: nothing else left */
+
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.on_error = IG_ON_ERROR_SKIP;
+    ig_preprocess_stats st = {0};
+    if (run(&in, 1, igt_fmt("%s/out", dir), 2, &o, &st, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_read, 6);
+    assert_int_equal(st.docs_skipped, 3);
+    assert_int_equal(st.docs_written, 3);
+    assert_int_equal(st.n_reported, 3);
+    assert_non_null(strstr(st.reported[0], "bad.jsonl:3"));
+    assert_non_null(strstr(st.reported[1], "bad.jsonl:4"));
+    assert_non_null(strstr(st.reported[2], "bad.jsonl:5"));
+    ig_preprocess_stats_clear(&st);
+    assert_int_equal(ig_shard_verify(g_ctx, igt_fmt("%s/out", dir), &err), IG_OK);
+
+    /* a corrupt .zst is fatal even with skip, and names the file */
+    const char *zin = igt_fmt("%s/trunc.jsonl.zst", dir);
+    size_t bound = ZSTD_compressBound(strlen(text));
+    char *z = malloc(bound);
+    size_t zn = ZSTD_compress(z, bound, text, strlen(text), 3);
+    assert_false(ZSTD_isError(zn));
+    igt_write(zin, z, zn - 5);
+    free(z);
+    s = run(&zin, 1, igt_fmt("%s/z", dir), 2, &o, NULL, &err);
+    assert_int_equal(s, IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "trunc.jsonl.zst"));
+    assert_false(ig_file_exists(igt_fmt("%s/z.bin", dir)));
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* No overwrite without --force; --force replaces; an incomplete earlier output (data without a
+ * manifest, as a killed run leaves it) is replaced without --force. */
+static void test_existing_outputs(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *in = igt_fmt("%s/in.jsonl", dir);
+    const char *one = "{\"text\": \"one\"}\n";
+    igt_write(in, one, strlen(one));
+    const char *out = igt_fmt("%s/o", dir);
+    ig_err err = {0};
+    assert_int_equal(run(&in, 1, out, 1, NULL, NULL, &err), IG_OK);
+    size_t before_len;
+    char *before = igt_read(igt_fmt("%s.bin", out), &before_len);
+    const char *two = "{\"text\": \"two words\"}\n";
+    igt_write(in, two, strlen(two));
+    assert_int_equal(run(&in, 1, out, 1, NULL, NULL, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "--force"));
+    size_t same_len;
+    char *same = igt_read(igt_fmt("%s.bin", out), &same_len);
+    assert_int_equal(before_len, same_len);
+    free(same);
+    free(before);
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.overwrite = 1;
+    if (run(&in, 1, out, 1, &o, NULL, &err) != IG_OK) fail_msg("--force: %s", err.msg);
+    assert_int_equal(ig_shard_verify(g_ctx, out, &err), IG_OK);
+
+    /* what a killed run leaves: data without a manifest and a temporary of a dead process */
+    const char *k = igt_fmt("%s/killed", dir);
+    igt_write(igt_fmt("%s.bin", k), "junk", 4);
+    igt_write(igt_fmt("%s_00003.idx", k), "junk", 4);
+    igt_write(igt_fmt("%s.bin.tmp.999999999.0", k), "junk", 4);
+    assert_int_equal(ig_shard_verify(g_ctx, k, &err) == IG_OK, 0);
+    assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_verify(g_ctx, k, &err), IG_OK);
+    assert_false(ig_file_exists(igt_fmt("%s_00003.idx", k)));
+    assert_false(ig_file_exists(igt_fmt("%s.bin.tmp.999999999.0", k)));
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* .txt inputs: whole files or lines; a directory expands to its files in sorted order. */
+static void test_txt_inputs(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    char *sub = strdup(igt_fmt("%s/in", dir));
+    assert_int_equal(mkdir(sub, 0755), 0);
+    igt_write(igt_fmt("%s/b.txt", sub), "second file\nline two\n", 21);
+    igt_write(igt_fmt("%s/a.txt", sub), "first file", 10);
+    ig_err err = {0};
+    const char *inputs[] = {sub};
+    ig_preprocess_stats st = {0};
+    if (run(inputs, 1, igt_fmt("%s/docs", dir), 2, NULL, &st, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(st.files, 2);
+    assert_int_equal(st.docs_written, 2);
+    ig_preprocess_stats_clear(&st);
+    ig_preprocess_opts o = ig_preprocess_opts_default();
+    o.txt_lines = 1;
+    if (run(inputs, 1, igt_fmt("%s/lines", dir), 2, &o, &st, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_written, 3);
+    ig_preprocess_stats_clear(&st);
+    /* the first document of "docs" is a.txt: "first file" */
+    ig_shard *sh = NULL;
+    assert_int_equal(ig_shard_open(&sh, g_ctx, igt_fmt("%s/docs", dir), &err), IG_OK);
+    int32_t ids[8];
+    int32_t n = ig_shard_seq_length(sh, 0);
+    assert_true(n > 0 && n <= 8);
+    assert_int_equal(ig_shard_read_tokens(sh, 0, 0, (uint64_t)n, ids, &err), IG_OK);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    assert_int_equal(ig_tokenizer_decode(g_gpt2, ids, (size_t)n - 1, &buf, &len, &cap, &err),
+                     IG_OK);
+    assert_int_equal(len, 10);
+    assert_memory_equal(buf, "first file", 10);
+    free(buf);
+    ig_shard_close(sh);
+    free(sub);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_against_reference),
+        cmocka_unit_test(test_exact_cl100k),
+        cmocka_unit_test(test_deterministic_across_workers),
+        cmocka_unit_test(test_shard_size),
+        cmocka_unit_test(test_dedup_and_keys),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_existing_outputs),
+        cmocka_unit_test(test_txt_inputs),
+    };
+    return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);
+}
