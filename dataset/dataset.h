@@ -145,6 +145,27 @@ typedef struct ig_merge_opts {
 ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs,
                          const char *out_prefix, const ig_merge_opts *opts, ig_err *err);
 
+/* --- shard lists --- */
+
+/* A shard list, PREFIX.shards.json, is one manifest over several shards that live in the same
+ * directory (the output of a sharded or multi-process preprocess run): their names, documents,
+ * tokens and the checksums of their manifests' data. Wherever ingot takes a shard prefix it also
+ * takes a list's prefix, which stands for all of its shards in order. */
+
+/* Writes PREFIX.shards.json over the given shard prefixes (each must have its manifest, and all
+ * must share PREFIX's directory). Atomic. */
+ig_status ig_shard_list_write(const char *prefix, const char *const *shards, size_t n,
+                              int overwrite, ig_err *err);
+/* Expands prefix into shard prefixes: the list's shards when PREFIX.shards.json exists (checked:
+ * format, version, entries), else prefix itself. *out is malloc'd strings; free with
+ * ig_shard_list_free. */
+ig_status ig_shard_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err);
+void ig_shard_list_free(char **list, size_t n);
+/* Verifies every shard of a list (ig_shard_verify) and that each still matches what the list
+ * recorded (documents, tokens, .bin checksum). For a plain prefix, ig_shard_verify. *n_shards
+ * is set to the number of shards checked. */
+ig_status ig_shard_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
+
 /* ==== GPT sample index, splits and blends (DESIGN 4) ======================================== */
 /* Megatron-Core semantics, exactly: for the same sequence lengths, seq_len, num_samples and seed,
  * the document, sample and shuffle indices are those of Megatron-Core's GPTDataset, and a blend's

@@ -632,6 +632,62 @@ static void test_all_dtypes(void **state) {
     free(dir);
 }
 
+/* A shard list names several shards by one prefix: expand gives them in order, verify checks
+ * each and that none was replaced; a plain prefix expands to itself; a bad list is an error. */
+static void test_shard_list(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    char a[512], b[512], list[512];
+    snprintf(a, sizeof a, "%s/out_00000", dir);
+    snprintf(b, sizeof b, "%s/out_00001", dir);
+    snprintf(list, sizeof list, "%s/out", dir);
+    write_shard(a, IG_DTYPE_U16, 1, 5, 10);
+    write_shard(b, IG_DTYPE_U16, 1, 7, 20);
+    const char *shards[] = {a, b};
+    ig_err err = {0};
+    assert_int_equal(ig_shard_list_write(list, shards, 2, 0, &err), IG_OK);
+    assert_int_equal(ig_shard_list_write(list, shards, 2, 0, &err), IG_ERR_EXISTS);
+    char **names = NULL;
+    size_t n = 0;
+    assert_int_equal(ig_shard_list_expand(list, &names, &n, &err), IG_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[0], a);
+    assert_string_equal(names[1], b);
+    ig_shard_list_free(names, n);
+    size_t checked = 0;
+    assert_int_equal(ig_shard_list_verify(NULL, list, &checked, &err), IG_OK);
+    assert_int_equal(checked, 2);
+    /* a plain prefix stands for itself */
+    assert_int_equal(ig_shard_list_expand(a, &names, &n, &err), IG_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(names[0], a);
+    ig_shard_list_free(names, n);
+    /* a shard outside the list's directory is refused */
+    const char *outside[] = {"/tmp/elsewhere"};
+    assert_int_equal(ig_shard_list_write(list, outside, 1, 1, &err), IG_ERR_INVALID_ARG);
+    /* a shard replaced after the list was written: its own checks pass, the list's do not */
+    const char *exts[] = {".bin", ".idx", ".json"};
+    for (int e = 0; e < 3; e++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s%s", b, exts[e]);
+        assert_int_equal(unlink(path), 0);
+    }
+    write_shard(b, IG_DTYPE_U16, 1, 3, 90);
+    assert_int_equal(ig_shard_verify(NULL, b, &err), IG_OK);
+    assert_int_equal(ig_shard_list_verify(NULL, list, &checked, &err), IG_ERR_CHECKSUM);
+    assert_non_null(strstr(err.msg, "replaced"));
+    /* a malformed list names itself */
+    char lpath[600];
+    snprintf(lpath, sizeof lpath, "%s.shards.json", list);
+    igt_write(lpath, "{\"format\": \"ingot-shard-list\", \"version\": 1, \"shards\": []}", 58);
+    assert_int_equal(ig_shard_list_expand(list, &names, &n, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "shards.json"));
+    igt_write(lpath, "{\"format\": \"x\"", 15);
+    assert_int_equal(ig_shard_list_expand(list, &names, &n, &err), IG_ERR_FORMAT);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_idx),
@@ -647,6 +703,7 @@ int main(void) {
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_all_dtypes),
+        cmocka_unit_test(test_shard_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
