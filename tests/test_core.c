@@ -242,6 +242,7 @@ static void par_fn(void *arg, size_t i, int worker) {
     atomic_store(&p->used[worker], 1);
     volatile unsigned spin = 0;
     for (int k = 0; k < 200; k++) spin += (unsigned)k;
+    (void)spin;
     atomic_fetch_add(&p->sum, (unsigned long long)i);
     atomic_store(&p->busy[worker], 0);
 }

@@ -6,6 +6,20 @@
 #include "cmd/cmd.h"
 
 const ig_command ig_commands[] = {
+    {"tokenize", "print the token ids of text on stdin", ig_usage_tokenize, ig_cmd_tokenize},
+    {"detokenize", "print the text of token ids on stdin", ig_usage_detokenize, ig_cmd_detokenize},
+    {"preprocess", "tokenize corpora into Megatron-compatible token shards", ig_usage_preprocess,
+     ig_cmd_preprocess},
+    {"inspect", "show what a token shard holds, or one document", ig_usage_inspect, ig_cmd_inspect},
+    {"verify", "check token shards: structure, manifest and checksums", ig_usage_verify,
+     ig_cmd_verify},
+    {"merge", "concatenate token shards into one", ig_usage_merge, ig_cmd_merge},
+    {"blend", "show what a weighted blend of shards draws from each source", ig_usage_blend,
+     ig_cmd_blend},
+    {"samples", "print the micro-batches a data-parallel rank would get", ig_usage_samples,
+     ig_cmd_samples},
+    {"config", "check a YAML config and print it with overrides applied", ig_usage_config,
+     ig_cmd_config},
     {"help", "show help for ingot or one command", ig_usage_help, ig_cmd_help_cmd},
     {"version", "print the version", ig_usage_version, ig_cmd_version},
 };

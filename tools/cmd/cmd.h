@@ -51,5 +51,22 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_version[];
 extern const char ig_usage_help[];
 extern const char ig_usage_config[];
+int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_preprocess[];
+int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_verify(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_merge(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_inspect[];
+extern const char ig_usage_verify[];
+extern const char ig_usage_merge[];
+
+int ig_cmd_tokenize(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_detokenize(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_tokenize[];
+extern const char ig_usage_detokenize[];
+int ig_cmd_blend(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_samples(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_blend[];
+extern const char ig_usage_samples[];
 
 #endif

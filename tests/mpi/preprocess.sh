@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# preprocess.sh (MPI) - under mpirun -np 3, ranks split the input files, each writes its own
+# shards, and rank 0 writes one manifest (OUT.shards.json) over all of them; the documents of
+# all shards add up to the inputs'.
+set -u
+ING=${IG_INGOT:?IG_INGOT is not set}
+SRC=${IG_SOURCE_DIR:?}
+command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 failed=0
+check() { local name=$1; shift; if "$@"; then pass=$((pass + 1)); else failed=$((failed + 1)); echo "FAIL: $name"; fi; }
+root=()
+[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+
+# four inputs of different sizes, split out of the bundled corpus
+mkdir "$T/in"
+head -n 3000 "$SRC/data/tinyshakespeare.jsonl" >"$T/in/a.jsonl"
+sed -n '3001,5000p' "$SRC/data/tinyshakespeare.jsonl" >"$T/in/b.jsonl"
+sed -n '5001,6500p' "$SRC/data/tinyshakespeare.jsonl" >"$T/in/c.jsonl"
+sed -n '6501,$p' "$SRC/data/tinyshakespeare.jsonl" >"$T/in/d.jsonl"
+
+mpirun "${root[@]}" --oversubscribe -np 3 "$ING" preprocess text --input "$T/in" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --append-eod --workers 1 --quiet \
+  >"$T/log" 2>&1
+rc=$?
+check "mpirun preprocess exit 0" test $rc -eq 0
+[ $rc -eq 0 ] || cat "$T/log"
+check "rank 0 wrote the shard list" test -f "$T/out.shards.json"
+for r in 0 1 2; do
+  check "rank $r shard verifies" "$ING" verify "$T/out_r000$r"
+done
+docs=$(grep -o '"documents": [0-9]*' "$T/out.shards.json" | head -n 1 | grep -o '[0-9]*$')
+check "all 7222 documents are in the shards (got $docs)" test "$docs" = 7222
+
+# the same run again without --force is refused (exit 1) and with --force succeeds
+mpirun "${root[@]}" --oversubscribe -np 3 "$ING" preprocess text --input "$T/in" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --quiet >"$T/log" 2>&1
+check "rerun without --force fails" test $? -ne 0
+
+echo "mpi_preprocess: $pass passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,41 @@
+// tiktoken_bench.mjs - the peer for bench_tokenizer: single-thread encode throughput of OpenAI's
+// tiktoken (npm package `tiktoken`, the WASM build of the Rust implementation) on the same text.
+//
+// Run it:
+//   npm install --prefix DIR tiktoken
+//   NODE_PATH=DIR/node_modules node tiktoken_bench.mjs FILE ENCODING [SECONDS]
+// FILE is encoded as one text with encode_ordinary (no special tokens), repeatedly for about
+// SECONDS (default 1). ENCODING: gpt2, r50k_base, cl100k_base or o200k_base. Prints one JSON line:
+//   {"bench":"tiktoken","encoding":...,"file":...,"mb_per_s":...,"tokens_per_s":...}
+import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+
+const require = createRequire(path.join(process.cwd(), "noop.js"));
+const { get_encoding } = require("tiktoken");
+
+const [file, encoding = "gpt2", secondsArg = "1"] = process.argv.slice(2);
+if (!file) {
+  console.error("usage: node tiktoken_bench.mjs FILE ENCODING [SECONDS]");
+  process.exit(2);
+}
+const text = readFileSync(file, "utf8");
+const bytes = Buffer.byteLength(text, "utf8");
+const enc = get_encoding(encoding);
+enc.encode_ordinary(text); // warm up
+const seconds = Number(secondsArg);
+let rounds = 0;
+let tokens = 0;
+const t0 = process.hrtime.bigint();
+let el = 0;
+do {
+  tokens += enc.encode_ordinary(text).length;
+  rounds++;
+  el = Number(process.hrtime.bigint() - t0) / 1e9;
+} while (el < seconds);
+enc.free();
+console.log(JSON.stringify({
+  bench: "tiktoken", encoding, file: path.basename(file), threads: 1,
+  mb_per_s: Number(((bytes * rounds) / el / 1e6).toFixed(2)),
+  tokens_per_s: Math.round(tokens / el),
+}));

@@ -1,0 +1,192 @@
+/* tokenize.c - `ingot tokenize` (text on stdin -> ids on stdout) and `ingot detokenize` (ids on
+ * stdin -> text bytes on stdout): thin wrappers over ig_tokenizer_load / ig_encoder_encode /
+ * ig_tokenizer_decode, handy for checking a tokenizer by hand or from scripts. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "preprocess/preprocess.h"
+
+const char ig_usage_tokenize[] =
+    "usage: ingot tokenize --tokenizer PATH [--tiktoken-encoding NAME] [--allow-special]\n"
+    "                      [--append-eod] [--json]\n\n"
+    "Reads text on stdin and prints its token ids, separated by spaces, with a newline at the "
+    "end.\n\n"
+    "options:\n"
+    "  --tokenizer PATH          tokenizer.json, a directory holding tokenizer.json or\n"
+    "                            vocab.json + merges.txt, or a .tiktoken file\n"
+    "  --tiktoken-encoding NAME  r50k_base (gpt2), cl100k_base or o200k_base; default: from\n"
+    "                            the .tiktoken file name\n"
+    "  --allow-special           encode special-token strings (<|endoftext|>) as their ids;\n"
+    "                            by default they are plain text\n"
+    "  --append-eod              append the end-of-document id\n"
+    "  --json                    print a JSON array of ids instead\n\n"
+    "examples:\n"
+    "  echo 'Hello world' | ingot tokenize --tokenizer data/gpt2\n"
+    "  ingot tokenize --tokenizer cl100k_base.tiktoken --append-eod < doc.txt\n";
+
+const char ig_usage_detokenize[] =
+    "usage: ingot detokenize --tokenizer PATH [--tiktoken-encoding NAME]\n\n"
+    "Reads token ids (decimal, separated by white space) on stdin and writes the bytes they\n"
+    "stand for to stdout. An id outside the vocabulary is an error (exit 1).\n\n"
+    "options:\n"
+    "  --tokenizer PATH          as for ingot tokenize\n"
+    "  --tiktoken-encoding NAME  as for ingot tokenize\n\n"
+    "examples:\n"
+    "  echo '15496 995' | ingot detokenize --tokenizer data/gpt2\n"
+    "  ingot tokenize --tokenizer data/gpt2 < a.txt | ingot detokenize --tokenizer data/gpt2\n";
+
+enum { OPT_TOKENIZER = 256, OPT_ENCODING, OPT_ALLOW_SPECIAL, OPT_APPEND_EOD, OPT_JSON };
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) free(buf);
+            buf = nb, cap *= 2;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+typedef struct tok_args {
+    const char *tokenizer, *encoding;
+    int allow_special, append_eod, json;
+} tok_args;
+
+static int parse(const ig_command *cmd, int argc, char **argv, tok_args *a, int full) {
+    static const struct option opts[] = {
+        {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
+        {"tiktoken-encoding", required_argument, NULL, OPT_ENCODING},
+        {"allow-special", no_argument, NULL, OPT_ALLOW_SPECIAL},
+        {"append-eod", no_argument, NULL, OPT_APPEND_EOD},
+        {"json", no_argument, NULL, OPT_JSON},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_TOKENIZER:
+            a->tokenizer = optarg;
+            break;
+        case OPT_ENCODING:
+            a->encoding = optarg;
+            break;
+        case OPT_ALLOW_SPECIAL:
+        case OPT_APPEND_EOD:
+        case OPT_JSON:
+            if (!full) return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            if (c == OPT_ALLOW_SPECIAL) a->allow_special = 1;
+            if (c == OPT_APPEND_EOD) a->append_eod = 1;
+            if (c == OPT_JSON) a->json = 1;
+            break;
+        default:
+            return ig_cmd_usage_error(cmd, "unknown option or missing value: '%s'",
+                                      argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return ig_cmd_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!a->tokenizer) return ig_cmd_usage_error(cmd, "--tokenizer PATH is required");
+    return -1;
+}
+
+static int load(const tok_args *a, ig_tokenizer **tok) {
+    ig_err err = {0};
+    ig_tokenizer_opts o = ig_tokenizer_opts_default();
+    o.tiktoken_encoding = a->encoding;
+    if (ig_tokenizer_load(tok, NULL, a->tokenizer, &o, &err) != IG_OK) return ig_cmd_fail(&err);
+    return -1;
+}
+
+int ig_cmd_tokenize(const ig_command *cmd, int argc, char **argv) {
+    tok_args a;
+    int rc = parse(cmd, argc, argv, &a, 1);
+    if (rc >= 0) return rc;
+    ig_tokenizer *tok = NULL;
+    if ((rc = load(&a, &tok)) >= 0) return rc;
+    size_t len;
+    char *text = read_stdin(&len);
+    ig_err err = {0};
+    ig_encoder *enc = NULL;
+    ig_tokens out = {0};
+    rc = IG_EXIT_OK;
+    if (!text) {
+        rc = ig_cmd_failf("out of memory reading stdin");
+    } else if (ig_encoder_create(&enc, tok, &err) != IG_OK ||
+               ig_encoder_encode(enc, text, len, a.allow_special ? IG_ENCODE_ALLOW_SPECIAL : 0,
+                                 &out, &err) != IG_OK) {
+        rc = ig_cmd_fail(&err);
+    } else if (a.append_eod && ig_tokenizer_eod(tok) < 0) {
+        rc = ig_cmd_failf("%s has no end-of-document token for --append-eod", a.tokenizer);
+    } else {
+        if (a.append_eod && ig_tokens_push(&out, ig_tokenizer_eod(tok)) != IG_OK)
+            rc = ig_cmd_failf("out of memory");
+        if (a.json) putchar('[');
+        for (size_t i = 0; i < out.n && rc == IG_EXIT_OK; i++)
+            printf(a.json ? "%s%d" : "%s%d", i ? (a.json ? "," : " ") : "", out.ids[i]);
+        printf(a.json ? "]\n" : "\n");
+        if (fflush(stdout) != 0) rc = ig_cmd_failf("writing stdout failed");
+    }
+    ig_tokens_free(&out);
+    ig_encoder_free(enc);
+    free(text);
+    ig_tokenizer_free(tok);
+    return rc;
+}
+
+int ig_cmd_detokenize(const ig_command *cmd, int argc, char **argv) {
+    tok_args a;
+    int rc = parse(cmd, argc, argv, &a, 0);
+    if (rc >= 0) return rc;
+    ig_tokenizer *tok = NULL;
+    if ((rc = load(&a, &tok)) >= 0) return rc;
+    size_t len;
+    char *text = read_stdin(&len);
+    ig_tokens ids = {0};
+    rc = IG_EXIT_OK;
+    if (!text) rc = ig_cmd_failf("out of memory reading stdin");
+    for (size_t i = 0; text && i < len && rc == IG_EXIT_OK;) {
+        if (strchr(" \t\r\n\f\v", text[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        long long v = 0;
+        while (j < len && text[j] >= '0' && text[j] <= '9' && v <= INT32_MAX)
+            v = v * 10 + (text[j++] - '0');
+        if (j == i || v > INT32_MAX || (j < len && !strchr(" \t\r\n\f\v", text[j]))) {
+            size_t e = i;
+            while (e < len && !strchr(" \t\r\n\f\v", text[e]) && e - i < 40) e++;
+            rc = ig_cmd_failf("stdin: expected a token id (a decimal number), got '%.*s'",
+                              (int)(e - i), text + i);
+        } else if (ig_tokens_push(&ids, (int32_t)v) != IG_OK) {
+            rc = ig_cmd_failf("out of memory");
+        }
+        i = j;
+    }
+    char *buf = NULL;
+    size_t blen = 0, bcap = 0;
+    ig_err err = {0};
+    if (rc == IG_EXIT_OK) {
+        if (ig_tokenizer_decode(tok, ids.ids, ids.n, &buf, &blen, &bcap, &err) != IG_OK)
+            rc = ig_cmd_fail(&err);
+        else if (fwrite(buf, 1, blen, stdout) != blen || fflush(stdout) != 0)
+            rc = ig_cmd_failf("writing stdout failed");
+    }
+    free(buf);
+    ig_tokens_free(&ids);
+    free(text);
+    ig_tokenizer_free(tok);
+    return rc;
+}
