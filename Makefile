@@ -1,19 +1,21 @@
 # ingot - convenience wrapper around CMake. See README.md.
 #   make deps        install missing Debian packages (apt-get)
 #   make build       configure and build build/ingot (-Wall -Wextra -Werror)
-#   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan
+#   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan and
+#                    the threaded ones (core pool, pipeline, loader) under TSan
 #   make quickstart  the main job on the bundled data in data/
 #   make bench       benchmark programs (figures as ratios against references)
 #   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan quickstart bench fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart bench fuzz clean format
 
 all: build
 
@@ -28,12 +30,19 @@ build: deps $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-asan
 
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DIG_SANITIZE=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+TSAN_TESTS = test_core test_pipeline test_loader
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_TSAN=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '^($(subst $(eval) ,|,$(TSAN_TESTS)))$$'
 
 quickstart: build
 	@bash tools/quickstart.sh $(BUILD)
@@ -50,4 +59,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
