@@ -3,7 +3,8 @@
  * Each argument is a file, a directory, a glob pattern or "-" (stdin). Arguments keep the order
  * the user gave them; what one directory or glob expands to is sorted bytewise (strcmp, not the
  * locale), so the same tree gives the same order, and so the same shards, on every machine.
- * Directories are searched recursively for .jsonl, .jsonl.zst, .zst, .json and .txt files; entries
+ * Directories are searched recursively for .jsonl, .jsonl.zst, .zst and .txt files (not .json:
+ * a directory often holds manifests or dataset_info.json beside the data); entries
  * whose names start with '.' (editor and rsync temporaries) and symbolic links to directories
  * (which could loop) are skipped. A file named twice, by the same or another spelling, is kept
  * once, at its first position. An argument that yields no file is an error naming it.
@@ -55,8 +56,7 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 static int is_input_name(const char *name) {
-    return ends_with(name, ".jsonl") || ends_with(name, ".zst") || ends_with(name, ".txt") ||
-           ends_with(name, ".json");
+    return ends_with(name, ".jsonl") || ends_with(name, ".zst") || ends_with(name, ".txt");
 }
 
 ig_input_kind ig_input_kind_of(const char *path, int txt_lines) {
@@ -140,8 +140,8 @@ static ig_status expand_one(const char *in, str_list *out, ig_err *err) {
         if (st != IG_OK) return st;
         if (out->n == first)
             return ig_err_set(err, IG_ERR_NOT_FOUND,
-                              "input directory %s holds no .jsonl, .jsonl.zst, .zst, .json or "
-                              ".txt files",
+                              "input directory %s holds no .jsonl, .jsonl.zst, .zst or .txt "
+                              "files",
                               in);
         return IG_OK;
     }

@@ -83,7 +83,7 @@ typedef enum ig_input_kind {
     IG_INPUT_TXT_LINES, /* .txt with txt_lines: each non-empty line is one document */
 } ig_input_kind;
 
-/* Expands inputs (files, directories searched recursively for .jsonl/.jsonl.zst/.zst/.json/.txt,
+/* Expands inputs (files, directories searched recursively for .jsonl/.jsonl.zst/.zst/.txt,
  * globs, "-") into a de-duplicated list of files. Arguments keep their order; the files one
  * directory or glob yields are sorted bytewise (strcmp), so the order is the same on every machine.
  * Hidden entries ('.' names) and symlinked directories are skipped inside directories; an explicit

@@ -171,11 +171,24 @@ static ig_status raw_next(ig_record_reader *r, ig_err *err) {
     }
 }
 
+/* zstd reports damage when it decodes the block holding it, so the offset is where decoding
+ * stopped; the range of compressed bytes it was reading and the decompressed bytes already
+ * produced locate the damage more closely. */
 static ig_status zstd_error(ig_record_reader *r, const char *why, ig_err *err) {
+    unsigned long long at = r->bytes_in + r->in_pos, end = r->bytes_in + r->in_len;
+    unsigned long long good = r->win_off + r->win_len;
+    if (end > at)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: corrupt or truncated zstd data at compressed byte offset %llu "
+                          "(in the bytes %llu..%llu being decoded; %llu bytes decompressed "
+                          "intact before it): %s (check the file with `zstd -t`; re-download or "
+                          "re-compress it)",
+                          r->path, at, at, end, good, why);
     return ig_err_set(err, IG_ERR_FORMAT,
-                      "%s: corrupt or truncated zstd data at compressed byte offset %llu: %s "
-                      "(check the file with `zstd -t`; re-download or re-compress it)",
-                      r->path, (unsigned long long)(r->bytes_in + r->in_pos), why);
+                      "%s: corrupt or truncated zstd data at compressed byte offset %llu (%llu "
+                      "bytes decompressed intact before it): %s (check the file with `zstd -t`; "
+                      "re-download or re-compress it)",
+                      r->path, at, good, why);
 }
 
 /* Refills the decompressed window (win_pos == win_len on entry). Sets eof at the end. */
@@ -207,7 +220,8 @@ static ig_status fill_window(ig_record_reader *r, ig_err *err) {
             }
         }
         ZSTD_inBuffer zin = {r->in_chunk, r->in_len, r->in_pos};
-        ZSTD_outBuffer zout = {r->out, READ_BUF_SIZE, 0};
+        /* about one zstd block per call, so that on damage in_pos is near the bad block */
+        ZSTD_outBuffer zout = {r->out, ZSTD_DStreamOutSize(), 0};
         size_t ret = ZSTD_decompressStream(r->zd, &zout, &zin);
         if (ZSTD_isError(ret)) {
             r->in_pos = zin.pos;

@@ -56,6 +56,23 @@ check "skip: exit 0" test $? -eq 0
 check "skip: counted" grep -q "1 skipped" "$T/out"
 check "skip: reported" grep -q "bad.jsonl:2" "$T/err"
 
+# a damaged .zst: the error names the file and a compressed offset near the damage
+if command -v zstd >/dev/null; then
+  zstd -q -c "$SRC/data/tinyshakespeare.jsonl" >"$T/c.jsonl.zst"
+  printf 'GARBAGE!' | dd of="$T/c.jsonl.zst" bs=1 seek=200000 conv=notrunc 2>/dev/null
+  "$ING" preprocess text --input "$T/c.jsonl.zst" --tokenizer "$SRC/data/gpt2" \
+    --output-prefix "$T/cz" --quiet --on-error skip 2>"$T/err"
+  check "corrupt zst: exit 1" test $? -eq 1
+  off=$(grep -o 'compressed byte offset [0-9]*' "$T/err" | grep -o '[0-9]*$')
+  check "corrupt zst: offset $off within one block before byte 200000" \
+    test "${off:-0}" -le 200000 -a "${off:-0}" -ge $((200000 - 131072))
+  check "corrupt zst: no output" test ! -e "$T/cz.bin"
+fi
+"$ING" preprocess text --input x --tokenizer y --output-prefix z --json-key a --json-key a \
+  >/dev/null 2>"$T/err"
+check "--json-key twice: exit 2" test $? -eq 2
+check "--json-key twice: says so" grep -q "given twice" "$T/err"
+
 # 4. SIGKILL at random moments: never a complete-looking output; a rerun succeeds
 for i in $(seq 40); do cat "$SRC/data/tinyshakespeare.jsonl"; done >"$T/big.jsonl"
 for attempt in 1 2 3 4 5; do

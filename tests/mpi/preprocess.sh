@@ -38,5 +38,21 @@ mpirun "${root[@]}" --oversubscribe -np 3 "$ING" preprocess text --input "$T/in"
   --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --quiet >"$T/log" 2>&1
 check "rerun without --force fails" test $? -ne 0
 
+# one rank fails on a bad record: the run fails, no rank's shard is left complete, and after the
+# input is fixed the same command (without --force) succeeds
+mkdir "$T/bad"
+cp "$T/in/a.jsonl" "$T/bad/a.jsonl"
+printf '{"text": "fine"}\n{"text": broken\n' >"$T/bad/b.jsonl"
+mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/bad" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --workers 1 --quiet >"$T/log" 2>&1
+check "a failing rank fails the run" test $? -ne 0
+check "the failing rank names file:line" grep -q "b.jsonl:2" "$T/log"
+check "no shard of the failed run verifies" test -z "$(ls "$T"/bo*.json 2>/dev/null)"
+printf '{"text": "fine"}\n{"text": "fixed"}\n' >"$T/bad/b.jsonl"
+mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/bad" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --workers 1 --quiet >"$T/log" 2>&1
+check "the rerun after fixing the input succeeds" test $? -eq 0
+check "the rerun verifies" "$ING" verify "$T/bo"
+
 echo "mpi_preprocess: $pass passed, $failed failed"
 [ $failed -eq 0 ]

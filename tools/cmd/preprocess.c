@@ -209,6 +209,9 @@ static int parse_args(const ig_command *cmd, int argc, char **argv, pp_args *a) 
         case OPT_JSON_KEY:
             if (a->n_keys == IG_MAX_JSON_KEYS)
                 return ig_cmd_usage_error(cmd, "at most %d --json-key values", IG_MAX_JSON_KEYS);
+            for (size_t k = 0; k < a->n_keys; k++)
+                if (!strcmp(a->keys[k], optarg))
+                    return ig_cmd_usage_error(cmd, "--json-key '%s' is given twice", optarg);
             a->keys[a->n_keys++] = optarg;
             break;
         case OPT_APPEND_EOD:
@@ -294,6 +297,17 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
 }
 
 #ifdef IG_HAVE_MPI
+/* Removes the shards this rank wrote, manifests first so that nothing is left that verifies. */
+static void remove_outputs(const ig_preprocess_stats *st) {
+    static const char *const exts[] = {".json", ".bin", ".idx"};
+    for (int e = 0; e < 3; e++)
+        for (size_t i = 0; i < st->n_shard_prefixes; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s%s", st->shard_prefixes[i], exts[e]);
+            remove(path);
+        }
+}
+
 /* Gathers every rank's shard prefixes on rank 0 (newline-separated). */
 static ig_status gather_prefixes(const ig_preprocess_stats *st, int rank, int world, char ***out,
                                  size_t *n_out, ig_err *err) {
@@ -401,6 +415,7 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
             s = ig_shard_list_write(a.output, (const char *const *)list, n, a.o.overwrite, &err);
         else if (s == IG_OK && !all_ok)
             s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
+        if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
         for (size_t i = 0; i < n; i++) free(list[i]);
         free(list);
     }
