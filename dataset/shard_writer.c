@@ -243,6 +243,24 @@ ig_status ig_shard_writer_add_sequence(ig_shard_writer *w, const int32_t *ids, s
                           "a sequence of %zu tokens is longer than Megatron's limit of %d "
                           "(lengths are int32)",
                           n, INT32_MAX);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (w->dtype == IG_DTYPE_U16 && n <= CHUNK_ITEMS) {
+        /* the usual case (GPT-2-sized vocabularies, documents of one chunk): check and convert in
+         * one pass; nothing is written unless every id fits */
+        uint32_t any = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v = (uint32_t)ids[i];
+            uint16_t v16 = (uint16_t)v;
+            any |= v;
+            memcpy(w->buf + 2 * i, &v16, 2);
+        }
+        if ((any >> 16) == 0) {
+            ig_status st = ig_shard_writer_put_bytes(w, w->buf, 2 * n, err);
+            if (st != IG_OK) return st;
+            return ig_shard_writer_put_length(w, (int32_t)n, err);
+        }
+    }
+#endif
     int64_t lo, hi;
     dtype_range(w->dtype, &lo, &hi);
     /* check everything first: a rejected sequence leaves the shard unchanged */

@@ -5,6 +5,10 @@
  * both GPT-2's encoder.py / Hugging Face BPE over merge ranks and tiktoken's byte_pair_merge over
  * token ranks. Short pieces use a flat array scan (fast for the usual few bytes); long ones (runs
  * of symbols in code, long words in some scripts) use a linked list and a min-heap, O(n log n).
+ *
+ * Pair lookups dominate merging. The first ones (single bytes) come from the tokenizer's dense
+ * byte-pair table; the rest go through a small per-thread cache, since the shared pair table of a
+ * tiktoken encoding is tens of MB and each probe there is a cache miss.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +18,14 @@
 #define SMALL_PIECE 64 /* array scan below this many bytes, heap above */
 #define NO_RANK     UINT32_MAX
 
+#define PAIR_CACHE_SLOTS ((size_t)1 << IG_PAIR_CACHE_BITS)
+
 static int scratch_reserve(ig_bpe_scratch *sc, size_t n) {
+    if (!sc->pair_cache) {
+        sc->pair_cache = malloc(PAIR_CACHE_SLOTS * sizeof *sc->pair_cache);
+        if (!sc->pair_cache) return 0;
+        memset(sc->pair_cache, 0xFF, PAIR_CACHE_SLOTS * sizeof *sc->pair_cache);
+    }
     if (n <= sc->cap) return 1;
     size_t cap = sc->cap ? sc->cap : 256;
     while (cap < n) cap *= 2;
@@ -34,40 +45,81 @@ void ig_bpe_scratch_free(ig_bpe_scratch *sc) {
     free(sc->next);
     free(sc->prev);
     free(sc->heap);
+    free(sc->pair_cache);
     memset(sc, 0, sizeof *sc);
 }
 
-static inline uint32_t pair_rank(const ig_tokenizer *t, uint32_t l, uint32_t r, uint32_t *merged) {
-    const ig_pair_slot *p = ig_pair_find(t, l, r);
-    if (!p) return NO_RANK;
-    *merged = p->id;
-    return p->rank;
+static inline uint32_t pair_rank(const ig_tokenizer *t, ig_bpe_scratch *sc, uint32_t l, uint32_t r,
+                                 uint32_t *merged) {
+    uint64_t key = (uint64_t)l << 32 | r;
+    ig_pair_cache_slot *c =
+        &sc->pair_cache[(key * 0x9E3779B97F4A7C15ull) >> (64 - IG_PAIR_CACHE_BITS)];
+    if (c->key != key) {
+        const ig_pair_slot *p = ig_pair_find(t, l, r);
+        c->key = key;
+        c->rank = p ? p->rank : NO_RANK;
+        c->id = p ? p->id : 0;
+    }
+    *merged = c->id;
+    return c->rank;
 }
 
+/* The rank of the pair of single bytes (a, b), and its merged id. */
+static inline uint32_t byte_pair_rank(const ig_tokenizer *t, uint8_t a, uint8_t b,
+                                      uint32_t *merged) {
+    uint64_t v = t->byte_pairs[(size_t)a << 8 | b];
+    *merged = (uint32_t)v;
+    return (uint32_t)(v >> 32);
+}
+
+/* The first index of the lowest of r[0..m) (m >= 1). Four running minima keep the loop free of
+ * a single dependency chain; the index is found by a second, usually short, pass. */
+static inline size_t first_min(const uint32_t *r, size_t m, uint32_t *min) {
+    if (m < 8) { /* the usual short piece */
+        size_t k = 0;
+        for (size_t i = 1; i < m; i++)
+            if (r[i] < r[k]) k = i;
+        *min = r[k];
+        return k;
+    }
+    uint32_t a = r[0], b = a, c = a, d = a;
+    size_t i = 1;
+    for (; i + 4 <= m; i += 4) {
+        a = r[i] < a ? r[i] : a;
+        b = r[i + 1] < b ? r[i + 1] : b;
+        c = r[i + 2] < c ? r[i + 2] : c;
+        d = r[i + 3] < d ? r[i + 3] : d;
+    }
+    for (; i < m; i++) a = r[i] < a ? r[i] : a;
+    a = b < a ? b : a;
+    c = d < c ? d : c;
+    a = c < a ? c : a;
+    *min = a;
+    size_t k = 0;
+    while (r[k] != a) k++;
+    return k;
+}
+
+/* Arrays kept compact (merged parts are removed by shifting): the scan for the lowest rank is a
+ * tight pass over contiguous memory rather than a walk along a linked list. */
 static size_t merge_small(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8_t *s, size_t n) {
     uint32_t *id = sc->id;
-    uint32_t rank[SMALL_PIECE], res[SMALL_PIECE];
-    uint8_t next[SMALL_PIECE]; /* linked list over the parts; n marks the end */
-    for (size_t i = 0; i < n; i++) id[i] = t->byte_id[s[i]], next[i] = (uint8_t)(i + 1);
-    for (size_t i = 0; i + 1 < n; i++) rank[i] = pair_rank(t, id[i], id[i + 1], &res[i]);
-    rank[n - 1] = NO_RANK;
+    uint32_t rank[SMALL_PIECE], res[SMALL_PIECE]; /* of the pair (id[i], id[i + 1]) */
+    for (size_t i = 0; i < n; i++) id[i] = t->byte_id[s[i]];
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = byte_pair_rank(t, s[i], s[i + 1], &res[i]);
     size_t m = n;
     while (m > 1) {
-        uint32_t best = NO_RANK;
-        size_t k = 0, kprev = n;
-        for (size_t i = 0, prev = n; i < n; prev = i, i = next[i])
-            if (rank[i] < best) best = rank[i], k = i, kprev = prev;
+        uint32_t best;
+        size_t k = first_min(rank, m - 1, &best);
         if (best == NO_RANK) break;
-        size_t j = next[k];
         id[k] = res[k];
-        next[k] = next[j];
+        for (size_t i = k + 1; i + 1 < m; i++) id[i] = id[i + 1];
+        for (size_t i = k + 1; i + 2 < m; i++) rank[i] = rank[i + 1], res[i] = res[i + 1];
         m--;
-        if (kprev < n) rank[kprev] = pair_rank(t, id[kprev], id[k], &res[kprev]);
-        rank[k] = next[k] < n ? pair_rank(t, id[k], id[next[k]], &res[k]) : NO_RANK;
+        if (k > 0) rank[k - 1] = pair_rank(t, sc, id[k - 1], id[k], &res[k - 1]);
+        if (k + 1 < m) rank[k] = pair_rank(t, sc, id[k], id[k + 1], &res[k]);
     }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i = next[i]) id[o++] = id[i];
-    return o;
+    return m;
 }
 
 /* min-heap of (rank << 32 | position): the lowest rank, then the leftmost position */
@@ -115,7 +167,7 @@ static size_t merge_large(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8
     }
     uint32_t merged;
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = pair_rank(t, id[i], id[i + 1], &merged);
+        uint32_t r = byte_pair_rank(t, s[i], s[i + 1], &merged);
         if (r != NO_RANK) heap_push(heap, &hn, (uint64_t)r << 32 | i);
     }
     size_t m = n;
@@ -125,18 +177,18 @@ static size_t merge_large(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8
         int32_t i = (int32_t)(uint32_t)top;
         int32_t j = next[i];
         /* stale entries: i was absorbed (prev/next no longer consistent) or its pair changed */
-        if (id[i] == IG_NO_TOKEN || j < 0 || pair_rank(t, id[i], id[j], &merged) != r) continue;
+        if (id[i] == IG_NO_TOKEN || j < 0 || pair_rank(t, sc, id[i], id[j], &merged) != r) continue;
         id[i] = merged;
         id[j] = IG_NO_TOKEN;
         next[i] = next[j];
         if (next[j] >= 0) prev[next[j]] = i;
         m--;
         if (prev[i] >= 0) {
-            uint32_t pr = pair_rank(t, id[prev[i]], id[i], &merged);
+            uint32_t pr = pair_rank(t, sc, id[prev[i]], id[i], &merged);
             if (pr != NO_RANK) heap_push(heap, &hn, (uint64_t)pr << 32 | (uint32_t)prev[i]);
         }
         if (next[i] >= 0) {
-            uint32_t nr = pair_rank(t, id[i], id[next[i]], &merged);
+            uint32_t nr = pair_rank(t, sc, id[i], id[next[i]], &merged);
             if (nr != NO_RANK) heap_push(heap, &hn, (uint64_t)nr << 32 | (uint32_t)i);
         }
     }

@@ -73,12 +73,12 @@ static ig_status grow_out(ig_tokens *out, size_t need) {
     return ig_tokens_reserve(out, cap);
 }
 
-/* A piece that is not one whole token: from the cache, else merged (and cached). */
-static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {
-    uint64_t h = 0;
+/* A piece that is not one whole token (h: its ig_tok_hash_bytes): from the cache, else merged
+ * (and cached). */
+static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, uint64_t h,
+                               ig_tokens *out) {
     size_t slot = 0;
     if (n <= CACHE_MAX_PIECE) {
-        h = ig_tok_hash_bytes(s, n);
         for (slot = (size_t)h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
             cache_slot *c = &e->slots[slot];
             if (c->koff == UINT32_MAX) break;
@@ -117,20 +117,25 @@ static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, ig_tok
 
 static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {
     const ig_tokenizer *t = e->tok;
-    size_t i = 0;
+    size_t i = 0, ends[256], n_ends = 0, k = 0;
     while (i < n) {
-        size_t end = ig_pretok_next(&t->pt, s, i, n);
+        if (k == n_ends) {
+            n_ends = ig_pretok_split(&t->pt, s, i, n, ends, sizeof ends / sizeof ends[0]);
+            k = 0;
+        }
+        size_t end = ends[k++];
         size_t len = end - i;
         if (out->cap - out->n < len && grow_out(out, out->n + len + (n - i) / 4) != IG_OK)
             return IG_ERR_NOMEM;
         if (len == 1) {
             out->ids[out->n++] = (int32_t)t->byte_id[s[i]];
         } else {
-            uint32_t id = ig_tok_lookup(t, s + i, len);
+            uint64_t h = ig_tok_hash_bytes(s + i, len);
+            uint32_t id = ig_tok_lookup_hashed(t, s + i, len, h);
             if (id != IG_NO_TOKEN && t->whole_ok[id]) {
                 out->ids[out->n++] = (int32_t)id;
             } else {
-                ig_status st = encode_merged(e, s + i, len, out);
+                ig_status st = encode_merged(e, s + i, len, h, out);
                 if (st != IG_OK) return st;
             }
         }

@@ -134,7 +134,12 @@ static inline uint8_t cls_at(const uint8_t *cls, const uint8_t *s, size_t i, siz
  * of `mask` (want == 0), from i. */
 static inline size_t run_of(const uint8_t *cls, const uint8_t *s, size_t i, size_t n, uint8_t mask,
                             int want) {
+    int stop = !want; /* an ASCII byte with (class & mask) != 0 equal to this ends the run */
     while (i < n) {
+        while (s[i] < 0x80) { /* ASCII, most text: one table load per byte */
+            if (((cls[s[i]] & mask) != 0) == stop) return i;
+            if (++i == n) return i;
+        }
         size_t l;
         uint8_t c = cls_at(cls, s, i, n, &l);
         if (((c & mask) != 0) != (want != 0)) break;
@@ -300,6 +305,23 @@ static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t 
     e = punct_run(cls, s, i, n, c, l0, 1);
     if (e) return e;
     return white_space(cls, s, i, n, 1);
+}
+
+size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n, size_t *ends,
+                       size_t max) {
+    size_t k = 0;
+    switch (pt->pattern) {
+    case IG_PAT_GPT2:
+        for (; i < n && k < max; k++) ends[k] = i = next_gpt2(pt->cls, s, i, n);
+        break;
+    case IG_PAT_CL100K:
+        for (; i < n && k < max; k++) ends[k] = i = next_cl100k(pt->cls, s, i, n);
+        break;
+    case IG_PAT_O200K:
+        for (; i < n && k < max; k++) ends[k] = i = next_o200k(pt->cls, s, i, n);
+        break;
+    }
+    return k;
 }
 
 size_t ig_pretok_next(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n) {

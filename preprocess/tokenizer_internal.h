@@ -42,6 +42,11 @@ ig_status ig_pretok_init(ig_pretok *pt, ig_pattern pattern, ig_err *err);
 void ig_pretok_free(ig_pretok *pt);
 /* The end of the pre-token that starts at s[i] (i < n); the text ends at n. */
 size_t ig_pretok_next(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n);
+/* The ends of up to max consecutive pre-tokens from s[i] (text ending at n) into ends; returns how
+ * many (0 only when i == n). One call per run of pieces keeps the per-piece dispatch out of the
+ * encoder's loop. */
+size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n, size_t *ends,
+                       size_t max);
 const char *ig_pattern_name(ig_pattern p);
 
 /* bytes -> id: open addressing over ids; tag is the high half of the hash. */
@@ -83,6 +88,9 @@ struct ig_tokenizer {
     ig_pair_slot *pairs;
     size_t pairs_mask, n_pairs;
     uint32_t byte_id[256];
+    /* [65536] the pair of single-byte tokens (a, b) at a << 8 | b, as (rank << 32 | merged id);
+     * UINT64_MAX: no such pair. Built by ig_tok_finish; every merge starts with these. */
+    uint64_t *byte_pairs;
     ig_special_tok *specials;
     size_t n_specials;
     int32_t eod;
@@ -114,12 +122,23 @@ ig_status ig_tok_load_vocab_merges(ig_tokenizer **out, ig_ctx *ctx, const char *
 
 /* ---- BPE (bpe.c) ---- */
 
-/* Scratch space for merging one piece; zero-initialise, free with ig_bpe_scratch_free. */
+/* A direct-mapped cache of pair-table lookups (hits and misses) in front of the shared pair
+ * table, which for the tiktoken encodings holds millions of entries and misses the CPU caches. */
+#define IG_PAIR_CACHE_BITS 13
+typedef struct ig_pair_cache_slot {
+    uint64_t key;  /* left << 32 | right; UINT64_MAX: empty */
+    uint32_t rank; /* UINT32_MAX: no such pair */
+    uint32_t id;
+} ig_pair_cache_slot;
+
+/* Scratch space for merging one piece; zero-initialise, free with ig_bpe_scratch_free. One per
+ * thread: it also holds that thread's pair cache. */
 typedef struct ig_bpe_scratch {
     uint32_t *id;
     int32_t *next, *prev;
     uint64_t *heap; /* (rank << 32 | position) */
     size_t cap, heap_cap;
+    ig_pair_cache_slot *pair_cache; /* [1 << IG_PAIR_CACHE_BITS] */
 } ig_bpe_scratch;
 
 /* Merges s[0..n) (n >= 1) into ids written to *out_ids (scratch-owned, valid until the next call)
@@ -133,9 +152,10 @@ static inline uint64_t ig_tok_hash_bytes(const void *s, size_t n) {
     return XXH3_64bits(s, n);
 }
 
-/* Looks up an ordinary token's id by its bytes (after ig_tok_index). IG_NO_TOKEN when absent. */
-static inline uint32_t ig_tok_lookup(const ig_tokenizer *t, const uint8_t *s, size_t len) {
-    uint64_t h = ig_tok_hash_bytes(s, len);
+/* Looks up an ordinary token's id by its bytes, given h = ig_tok_hash_bytes(s, len) (after
+ * ig_tok_index). IG_NO_TOKEN when absent. */
+static inline uint32_t ig_tok_lookup_hashed(const ig_tokenizer *t, const uint8_t *s, size_t len,
+                                            uint64_t h) {
     uint32_t tag = (uint32_t)(h >> 32);
     for (size_t i = (size_t)h & t->bmap_mask;; i = (i + 1) & t->bmap_mask) {
         const ig_bmap_slot *b = &t->bmap[i];
@@ -144,6 +164,11 @@ static inline uint32_t ig_tok_lookup(const ig_tokenizer *t, const uint8_t *s, si
             memcmp(t->arena + t->tok_off[b->id], s, len) == 0)
             return b->id;
     }
+}
+
+/* Looks up an ordinary token's id by its bytes (after ig_tok_index). IG_NO_TOKEN when absent. */
+static inline uint32_t ig_tok_lookup(const ig_tokenizer *t, const uint8_t *s, size_t len) {
+    return ig_tok_lookup_hashed(t, s, len, ig_tok_hash_bytes(s, len));
 }
 
 static inline const ig_pair_slot *ig_pair_find(const ig_tokenizer *t, uint32_t l, uint32_t r) {

@@ -224,6 +224,12 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
                               "vocabulary needs all 256 single bytes",
                               where, b);
     }
+    t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs);
+    if (!t->byte_pairs) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t ab = 0; ab < 65536; ab++) {
+        const ig_pair_slot *p = ig_pair_find(t, t->byte_id[ab >> 8], t->byte_id[ab & 255]);
+        t->byte_pairs[ab] = p ? (uint64_t)p->rank << 32 | p->id : UINT64_MAX;
+    }
     size_t n_sp = 0;
     for (size_t id = 0; id < vs; id++) n_sp += t->is_special[id];
     t->specials = calloc(n_sp ? n_sp : 1, sizeof *t->specials);
@@ -468,6 +474,7 @@ void ig_tokenizer_free(ig_tokenizer *t) {
     free(t->tok_off);
     free(t->tok_len);
     free(t->whole_ok);
+    free(t->byte_pairs);
     free(t->is_special);
     free(t->bmap);
     free(t->pairs);
