@@ -24,9 +24,15 @@
 /* Small batches keep every worker busy to the end of a run (the last batch is the tail each
  * worker waits on) and the writer close behind the workers; the handoff costs a few lock
  * operations per batch, nothing next to tokenizing 256 KiB. */
-#define BATCH_BYTES     (1u << 18)
-#define BATCH_DOCS      1024
-#define POOL_PER_WORKER 4 /* batches in flight per worker: reading ahead and writing behind */
+#define BATCH_BYTES (1u << 18)
+#define BATCH_DOCS  1024
+/* Record bytes in flight (read, not yet written) above which the reader waits: with documents of
+ * tens of MB, the batch count alone would not bound memory. One batch may always be in flight. */
+#define INFLIGHT_BYTES ((uint64_t)32 << 20)
+/* A batch buffer that grew past this for a huge record goes back to its usual size. */
+#define BATCH_SHRINK_BYTES (4 * (size_t)BATCH_BYTES)
+#define TOKENS_SHRINK_IDS  ((size_t)1 << 21)
+#define POOL_PER_WORKER    4 /* batches in flight per worker: reading ahead and writing behind */
 
 typedef struct batch {
     uint64_t seq;
@@ -43,6 +49,7 @@ typedef struct batch {
     char **msg;       /* [cap]: why a record is bad, NULL when good */
     uint64_t text_bytes;
     uint64_t bytes_in; /* input bytes consumed while filling this batch */
+    uint64_t pushed;   /* bytes counted in pipeline.inflight */
     struct batch *next;
 } batch;
 
@@ -70,6 +77,7 @@ typedef struct pipeline {
     pthread_cond_t cv_free, cv_todo, cv_done;
     batch *pool;
     size_t pool_n;
+    uint64_t inflight; /* bytes of the batches pushed and not yet given back */
     batch *free_list, *todo_head, *todo_tail, *done;
     int reader_done;
     uint64_t n_batches;
@@ -125,7 +133,8 @@ static void fail(pipeline *p, ig_status status, const ig_err *e) {
 
 static batch *take_free(pipeline *p) {
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && !p->free_list) pthread_cond_wait(&p->cv_free, &p->mu);
+    while (!p->stop && (!p->free_list || p->inflight >= INFLIGHT_BYTES))
+        pthread_cond_wait(&p->cv_free, &p->mu);
     batch *b = p->stop ? NULL : p->free_list;
     if (b) p->free_list = b->next;
     pthread_mutex_unlock(&p->mu);
@@ -133,6 +142,17 @@ static batch *take_free(pipeline *p) {
 }
 
 static void give_free(pipeline *p, batch *b) {
+    uint64_t pushed = b->pushed;
+    b->pushed = 0;
+    if (b->bcap > BATCH_SHRINK_BYTES) {
+        char *nb = realloc(b->buf, BATCH_BYTES + (BATCH_BYTES >> 2));
+        if (nb) {
+            b->buf = nb;
+            b->bcap = BATCH_BYTES + (BATCH_BYTES >> 2);
+        }
+    }
+    for (size_t k = 0; k < p->n_keys; k++)
+        if (b->toks[k].cap > TOKENS_SHRINK_IDS) ig_tokens_free(&b->toks[k]);
     b->n = b->len = 0;
     b->text_bytes = b->bytes_in = 0;
     for (size_t k = 0; k < p->n_keys; k++) b->toks[k].n = 0;
@@ -141,6 +161,7 @@ static void give_free(pipeline *p, batch *b) {
         b->msg[i] = NULL;
     }
     pthread_mutex_lock(&p->mu);
+    p->inflight -= pushed;
     b->next = p->free_list;
     p->free_list = b;
     pthread_cond_signal(&p->cv_free);
@@ -151,6 +172,8 @@ static void push_todo(pipeline *p, batch *b) {
     pthread_mutex_lock(&p->mu);
     b->seq = p->n_batches++;
     b->next = NULL;
+    b->pushed = b->len;
+    p->inflight += b->len;
     if (p->todo_tail)
         p->todo_tail->next = b;
     else
@@ -441,8 +464,10 @@ static ig_status write_batch(pipeline *p, batch *b, size_t *tok_pos, ig_err *err
         int keep = 1;
         if (b->msg[i]) {
             if (p->o->on_error == IG_ON_ERROR_FAIL)
-                return ig_err_set(err, IG_ERR_FORMAT,
-                                  "%s (use --on-error skip to skip bad documents)", b->msg[i]);
+                return ig_err_set(err, IG_ERR_FORMAT, "%s%s", b->msg[i],
+                                  strstr(b->msg[i], "--on-error skip")
+                                      ? ""
+                                      : " (use --on-error skip to skip bad documents)");
             if (st->n_reported < IG_PREPROCESS_MAX_REPORTED)
                 snprintf(st->reported[st->n_reported++], sizeof st->reported[0], "%s", b->msg[i]);
             st->docs_skipped++;

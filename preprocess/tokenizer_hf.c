@@ -9,6 +9,7 @@
  * the result of a merge (GPT-2's <|endoftext|>) are the special tokens, which is what the
  * tokenizer.json form lists as added_tokens, so both forms give the same tokenizer and hash.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,18 +212,24 @@ static ig_status pre_tokenizer_pattern(json_t *pre, const char *path, ig_pattern
                       path);
 }
 
+/* Parses the JSON file at path; errors say whether it could not be opened (and why) or where
+ * it is malformed, and what it should have been. */
+static ig_status load_json(const char *path, const char *what, json_t **out, ig_err *err) {
+    json_error_t jerr;
+    *out = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (*out) return IG_OK;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ig_err_errno(err, errno, "cannot open %s (expected %s)", path, what);
+    fclose(f);
+    return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed JSON (%s): expected %s", path,
+                      jerr.line, jerr.column, jerr.text, what);
+}
+
 ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path, ig_err *err) {
     *out = NULL;
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (!ig_file_exists(path))
-            return ig_err_set(err, IG_ERR_NOT_FOUND,
-                              "%s: no such file: expected a Hugging Face tokenizer.json", path);
-        return ig_err_set(err, IG_ERR_FORMAT,
-                          "%s:%d:%d: malformed JSON (%s): expected a Hugging Face tokenizer.json",
-                          path, jerr.line, jerr.column, jerr.text);
-    }
+    json_t *root = NULL;
+    ig_status lst = load_json(path, "a Hugging Face tokenizer.json", &root, err);
+    if (lst != IG_OK) return lst;
     ig_tokenizer *t = NULL;
     merge_src *ms = NULL;
     ig_status st;
@@ -295,17 +302,9 @@ done:
 ig_status ig_tok_load_vocab_merges(ig_tokenizer **out, ig_ctx *ctx, const char *vocab_path,
                                    const char *merges_path, ig_err *err) {
     *out = NULL;
-    json_error_t jerr;
-    json_t *vocab = json_load_file(vocab_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!vocab) {
-        if (!ig_file_exists(vocab_path))
-            return ig_err_set(err, IG_ERR_NOT_FOUND,
-                              "%s: no such file: expected a GPT-2 vocab.json", vocab_path);
-        return ig_err_set(
-            err, IG_ERR_FORMAT,
-            "%s:%d:%d: malformed JSON (%s): expected a GPT-2 vocab.json (token -> id)", vocab_path,
-            jerr.line, jerr.column, jerr.text);
-    }
+    json_t *vocab = NULL;
+    ig_status lst = load_json(vocab_path, "a GPT-2 vocab.json (token -> id)", &vocab, err);
+    if (lst != IG_OK) return lst;
     ig_tokenizer *t = NULL;
     merge_src *ms = NULL;
     uint8_t *reached = NULL;

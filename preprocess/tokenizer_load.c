@@ -269,6 +269,7 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
 typedef struct tiktoken_encoding {
     const char *name;
     ig_pattern pattern;
+    size_t n_ranks; /* the file holds ranks 0..n_ranks-1, one per line */
     struct {
         const char *text;
         uint32_t id;
@@ -276,16 +277,17 @@ typedef struct tiktoken_encoding {
 } tiktoken_encoding;
 
 static const tiktoken_encoding k_encodings[] = {
-    {"r50k_base", IG_PAT_GPT2, {{"<|endoftext|>", 50256}}},
-    {"gpt2", IG_PAT_GPT2, {{"<|endoftext|>", 50256}}},
+    {"r50k_base", IG_PAT_GPT2, 50256, {{"<|endoftext|>", 50256}}},
+    {"gpt2", IG_PAT_GPT2, 50256, {{"<|endoftext|>", 50256}}},
     {"cl100k_base",
      IG_PAT_CL100K,
+     100256,
      {{"<|endoftext|>", 100257},
       {"<|fim_prefix|>", 100258},
       {"<|fim_middle|>", 100259},
       {"<|fim_suffix|>", 100260},
       {"<|endofprompt|>", 100276}}},
-    {"o200k_base", IG_PAT_O200K, {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+    {"o200k_base", IG_PAT_O200K, 199998, {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
 };
 
 static int b64_val(uint8_t c) {
@@ -384,6 +386,13 @@ static ig_status load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path
                             path, line);
             goto done;
         }
+        if (rank >= enc->n_ranks) {
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s:%zu: rank %llu is outside %s's ranks 0..%zu: is this file of "
+                            "another encoding? (pass --tiktoken-encoding NAME)",
+                            path, line, (unsigned long long)rank, enc->name, enc->n_ranks - 1);
+            goto done;
+        }
         char where[1100];
         snprintf(where, sizeof where, "%s:%zu", path, line);
         st = ig_tok_set(t, (uint32_t)rank, buf, (size_t)blen, 0, where, err);
@@ -393,6 +402,13 @@ static ig_status load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path
     if (n_tokens == 0) {
         st = ig_err_set(err, IG_ERR_FORMAT, "%s: no tokens: expected 'BASE64_TOKEN RANK' lines",
                         path);
+        goto done;
+    }
+    if (n_tokens != enc->n_ranks) {
+        st = ig_err_set(err, IG_ERR_FORMAT,
+                        "%s: %zu ranks, but %s has %zu: the file is truncated or of another "
+                        "encoding (pass --tiktoken-encoding NAME)",
+                        path, n_tokens, enc->name, enc->n_ranks);
         goto done;
     }
     for (size_t i = 0; i < 6 && enc->specials[i].text; i++) {

@@ -375,10 +375,25 @@ static void test_bad_files(void **state) {
     write_str(p, "IQ== 0\nIg== x\n");
     assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, igt_fmt("%s:2:", p)));
-    /* valid lines but not all 256 bytes */
+    /* valid lines, but far fewer ranks than the encoding has */
     write_str(p, "IQ== 0\nIg== 1\n");
     assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "256"));
+    assert_non_null(strstr(err.msg, "2 ranks, but cl100k_base has 100256"));
+    /* a real rank file cut at a line boundary, and one given the wrong encoding */
+    size_t full_len;
+    char *full = igt_read(igt_fmt("%s/tests/data/tokenizer/cl100k_base.tiktoken", igt_source_dir()),
+                          &full_len);
+    size_t cut = 0;
+    for (int lines = 0; lines < 50000; cut++) lines += full[cut] == '\n';
+    igt_write(p, full, cut);
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "50000 ranks"));
+    assert_non_null(strstr(err.msg, "truncated"));
+    snprintf(p, sizeof p, "%s/o200k_base.tiktoken", d);
+    igt_write(p, full, full_len);
+    assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "o200k_base has 199998"));
+    free(full);
     /* unknown encoding name */
     snprintf(p, sizeof p, "%s/mystery.tiktoken", d);
     write_str(p, "IQ== 0\n");

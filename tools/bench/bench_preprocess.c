@@ -9,6 +9,7 @@
  *   --repeat K      the input is the corpora repeated K times (default 1), for runs long enough
  *                   that thread start-up does not count; repeated text also warms the encoders'
  *                   caches, so report K = 1 beside it (and compare K = 1 with tiktoken)
+ *   --huge-mb M     also preprocess 8 documents of M MB each with 2 workers and report peak RSS
  *   --big-gb G      also preprocess a G GB input (the corpora repeated) with 2 workers and report
  *                   peak RSS (VmHWM); 0 skips it (default 0)
  *   --corpus FILE   where to write the concatenated corpus (for a peer tool to read the same)
@@ -95,7 +96,7 @@ int main(int argc, char **argv) {
     if (!data) data = default_data;
     const char *tok_path = default_tok, *corpus_out = NULL;
     int runs = 5, repeat = 1;
-    double big_gb = 0;
+    double big_gb = 0, huge_mb = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
@@ -107,11 +108,13 @@ int main(int argc, char **argv) {
             repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--big-gb") && i + 1 < argc)
             big_gb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--huge-mb") && i + 1 < argc)
+            huge_mb = atof(argv[++i]);
         else if (!strcmp(argv[i], "--corpus") && i + 1 < argc)
             corpus_out = argv[++i];
         else {
             fprintf(stderr, "usage: bench_preprocess [--data DIR] [--tokenizer T] [--runs N] "
-                            "[--repeat K] [--big-gb G] [--corpus FILE]\n");
+                            "[--repeat K] [--big-gb G] [--huge-mb M] [--corpus FILE]\n");
             return 2;
         }
     }
@@ -220,6 +223,41 @@ int main(int argc, char **argv) {
         printf("RESULT big_peak_rss_mb=%.1f\n", (double)after / 1024);
         ig_preprocess_stats_clear(&st);
         unlink(big);
+    }
+    if (huge_mb > 0) {
+        /* 8 documents of huge_mb MB each: memory must stay bounded by bytes in flight, not by
+         * the number of batches */
+        char huge[4200];
+        snprintf(huge, sizeof huge, "%s/huge.jsonl", dir);
+        FILE *hf = fopen(huge, "wb");
+        size_t len;
+        char *buf = NULL;
+        if (!hf || ig_read_file(corpus, &buf, &len, &err) != IG_OK) return 1;
+        size_t want = (size_t)(huge_mb * 1e6);
+        char *text = malloc(want + 1);
+        if (!text) return 1;
+        /* letters and spaces of the corpus, so the line is one valid JSON string */
+        size_t n = 0;
+        for (size_t i = 0; n < want; i = (i + 1) % len)
+            if ((buf[i] >= 'a' && buf[i] <= 'z') || buf[i] == ' ') text[n++] = buf[i];
+        for (int d = 0; d < 8; d++) {
+            fprintf(hf, "{\"text\": \"");
+            fwrite(text + d, 1, want - (size_t)d, hf);
+            fprintf(hf, "\"}\n");
+        }
+        fclose(hf);
+        free(text);
+        free(buf);
+        int reset = reset_hwm();
+        ig_preprocess_stats st = {0};
+        if (run_once(ctx, tok, huge, out, 2, &st) != 0) return 1;
+        long after = vm_hwm_kb();
+        printf("8 documents of %.0f MB, 2 workers: %.1f MB/s, peak RSS %.1f MB%s\n", huge_mb,
+               (double)st.text_bytes / 1e6 / st.seconds, (double)after / 1024,
+               reset ? " (the peak could not be reset)" : "");
+        printf("RESULT huge_docs_peak_rss_mb=%.1f\n", (double)after / 1024);
+        ig_preprocess_stats_clear(&st);
+        unlink(huge);
     }
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

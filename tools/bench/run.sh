@@ -19,7 +19,7 @@ echo "== tokenizer throughput (single thread)"
 
 echo
 echo "== preprocess throughput (read + parse + tokenize + write), 1 and 2 workers"
-"$B/bench_preprocess" --data "$DATA" --corpus "$OUT/corpus.jsonl" --big-gb "${BIG_GB:-2}" \
+"$B/bench_preprocess" --data "$DATA" --corpus "$OUT/corpus.jsonl" --big-gb "${BIG_GB:-2}" --huge-mb 40 \
   | tee "$OUT/pre.txt"
 
 # tiktoken (npm, the WASM build of OpenAI's tiktoken) on the same documents, single core
