@@ -428,7 +428,7 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     free(a.sets);
     ig_config_free(a.cfg);
     /* report before MPI_Finalize: mpirun may end the other processes once one exits non-zero */
-    int rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
+    rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
     fflush(stdout);
     fflush(stderr);
 #ifdef IG_HAVE_MPI
