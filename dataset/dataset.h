@@ -179,7 +179,8 @@ ig_status ig_shard_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards
 
 /* The sequences of several shards back to back (shard 0's first), as one dataset: global
  * sequence g of shard k is local sequence g - first(k). Shards must share a token dtype. Read-only
- * and safe to share between threads. */
+ * and safe to share between threads. A prefix with a shard list (PREFIX.shards.json) stands for
+ * all of its shards, in order. */
 typedef struct ig_dataset ig_dataset;
 
 ig_status ig_dataset_open(ig_dataset **out, ig_ctx *ctx, const char *const *prefixes, size_t n,

@@ -5,6 +5,7 @@
  */
 #include "dataset/sampling_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct ig_dataset {
@@ -27,10 +28,39 @@ void ig_dataset_close(ig_dataset *ds) {
     ig_free(ctx, ds);
 }
 
+static ig_status open_shards(ig_dataset **out, ig_ctx *ctx, const char *const *prefixes, size_t n,
+                             ig_err *err);
+
+/* Expands shard lists (PREFIX.shards.json) into their shards, then opens them all as one. */
 ig_status ig_dataset_open(ig_dataset **out, ig_ctx *ctx, const char *const *prefixes, size_t n,
                           ig_err *err) {
     *out = NULL;
     if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no shard prefixes given");
+    char **all = NULL;
+    size_t n_all = 0;
+    ig_status st = IG_OK;
+    for (size_t k = 0; k < n && st == IG_OK; k++) {
+        char **list = NULL;
+        size_t m = 0;
+        if ((st = ig_shard_list_expand(prefixes[k], &list, &m, err)) != IG_OK) break;
+        char **grown = realloc(all, (n_all + m) * sizeof *grown);
+        if (!grown) {
+            ig_shard_list_free(list, m);
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        all = grown;
+        memcpy(all + n_all, list, m * sizeof *list);
+        n_all += m;
+        free(list);
+    }
+    if (st == IG_OK) st = open_shards(out, ctx, (const char *const *)all, n_all, err);
+    ig_shard_list_free(all, n_all);
+    return st;
+}
+
+static ig_status open_shards(ig_dataset **out, ig_ctx *ctx, const char *const *prefixes, size_t n,
+                             ig_err *err) {
     ig_dataset *ds = ig_calloc(ctx, 1, sizeof *ds);
     if (!ds) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ds->ctx = ctx;

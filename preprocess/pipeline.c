@@ -597,13 +597,13 @@ static void for_each_output(const char *base, const char *const *exts, size_t n_
 /* Refuses to replace a complete earlier output without --force (removing it whole with
  * --force), and removes what a killed run left: data without a manifest, dead temporaries. */
 static ig_status prepare_outputs(pipeline *p, ig_err *err) {
-    static const char *const manifest[] = {".json"};
+    static const char *const manifest[] = {".json", ".shards.json"};
     static const char *const data[] = {".bin", ".idx"};
     static const char *const temps[] = {".*.tmp.*"};
     for (size_t k = 0; k < p->n_keys; k++) {
         const char *base = p->outs[k].base;
         scan found = {.ctx = p->ctx};
-        for_each_output(base, manifest, 1, note_match, &found);
+        for_each_output(base, manifest, 2, note_match, &found);
         if (found.n && !p->o->overwrite)
             return ig_err_set(err, IG_ERR_EXISTS,
                               "%s exists: a complete output is already there (use --force to "
@@ -611,7 +611,7 @@ static ig_status prepare_outputs(pipeline *p, ig_err *err) {
                               found.first);
         scan debris = {.ctx = p->ctx};
         if (found.n) {
-            for_each_output(base, manifest, 1, remove_file, &debris); /* manifests first */
+            for_each_output(base, manifest, 2, remove_file, &debris); /* manifests first */
         } else {
             for_each_output(base, data, 2, note_match, &debris);
             if (debris.n)
@@ -822,11 +822,22 @@ out:
     for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
         for (size_t i = 0; s == IG_OK && i < p.outs[k].n_pending; i++)
             s = ig_manifest_write(&p.outs[k].pending[i], p.outs[k].prefixes[i], 1, err);
+    /* a sharded output gets a shard list, so that OUT names all of it (under mpirun, rank 0
+     * writes one list over every rank's shards instead) */
+    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
+        if (opts->shard_size && opts->world == 1)
+            s = ig_shard_list_write(p.outs[k].base, (const char *const *)p.outs[k].prefixes,
+                                    p.outs[k].n_prefixes, 1, err);
     for (size_t k = 0; p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
         for (size_t i = 0; i < ok->n_prefixes; i++) {
             if (s != IG_OK) {
                 static const char *const exts[] = {".json", ".bin", ".idx"};
+                if (i == 0) {
+                    char path[4096];
+                    snprintf(path, sizeof path, "%s.shards.json", ok->base);
+                    if (opts->shard_size && opts->world == 1) unlink(path);
+                }
                 for (int e = 0; e < 3; e++) {
                     char path[4096];
                     snprintf(path, sizeof path, "%s%s", ok->prefixes[i], exts[e]);

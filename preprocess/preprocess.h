@@ -203,8 +203,9 @@ typedef struct ig_preprocess_stats {
 void ig_preprocess_stats_clear(ig_preprocess_stats *st);
 
 /* Reads, tokenizes and writes the inputs as token shards. Output names: OUT when one key and
- * one shard; OUT_KEY with several keys; OUT[_KEY]_NNNNN with shard_size; "_rRRRR" before NNNNN
- * when world > 1. The output bytes are identical for any worker count. Memory stays bounded
+ * one shard; OUT_KEY with several keys; OUT[_KEY]_NNNNN with shard_size, plus the shard list
+ * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN when world > 1 (the caller then
+ * writes one shard list over all ranks). The output bytes are identical for any worker count. Memory stays bounded
  * (batches in flight are limited; only the dedup set grows, 16 bytes per document).
  * An error stops the run and removes every temporary; nothing that looks complete is left: the
  * manifests (which verify requires) are written only after every shard of the run is complete.

@@ -160,7 +160,9 @@ static void test_deterministic_across_workers(void **state) {
 static void test_shard_size(void **state) {
     (void)state;
     char *dir = igt_mkdtemp();
-    const char *in = igt_fmt("%s/data/tinyshakespeare.jsonl", igt_source_dir());
+    /* igt_fmt's buffers rotate: keep the input path in memory of its own */
+    char *in_path = strdup(igt_fmt("%s/data/tinyshakespeare.jsonl", igt_source_dir()));
+    const char *in = in_path;
     ig_err err = {0};
     ig_preprocess_opts o = ig_preprocess_opts_default();
     o.append_eod = 1;
@@ -197,7 +199,30 @@ static void test_shard_size(void **state) {
     }
     assert_int_equal(pos, whole_len);
     assert_int_equal(docs, 7222);
+    /* the shard list names them all by the one prefix */
+    char **names = NULL;
+    size_t n_names = 0;
+    assert_int_equal(ig_shard_list_expand(igt_fmt("%s/part", dir), &names, &n_names, &err), IG_OK);
+    assert_int_equal(n_names, st.n_shard_prefixes);
+    for (size_t i = 0; i < n_names; i++) assert_string_equal(names[i], st.shard_prefixes[i]);
+    ig_shard_list_free(names, n_names);
+    size_t checked = 0;
+    assert_int_equal(ig_shard_list_verify(g_ctx, igt_fmt("%s/part", dir), &checked, &err), IG_OK);
+    assert_int_equal(checked, 4);
+    /* a dataset opened by the list's prefix holds every shard, in order */
+    ig_dataset *ds = NULL;
+    const char *list_prefix = igt_fmt("%s/part", dir);
+    assert_int_equal(ig_dataset_open(&ds, g_ctx, &list_prefix, 1, &err), IG_OK);
+    assert_int_equal(ig_dataset_num_shards(ds), 4);
+    assert_int_equal(ig_dataset_documents(ds), 7222);
+    assert_int_equal(ig_dataset_tokens(ds), 330807);
+    ig_dataset_close(ds);
+    /* the list counts as a complete output: no rerun over it without --force */
+    ig_preprocess_stats again = {0};
+    assert_int_equal(run(&in, 1, igt_fmt("%s/part", dir), 2, &o, &again, &err), IG_ERR_EXISTS);
+    ig_preprocess_stats_clear(&again);
     free(whole);
+    free(in_path);
     ig_preprocess_stats_clear(&st);
     igt_rmtree(dir);
     free(dir);

@@ -40,9 +40,9 @@ void igt_rmtree(const char *path) {
 }
 
 const char *igt_fmt(const char *fmt, ...) {
-    static char bufs[8][4096];
+    static char bufs[64][4096];
     static int slot;
-    char *b = bufs[slot++ & 7];
+    char *b = bufs[slot++ & 63];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(b, 4096, fmt, ap);

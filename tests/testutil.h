@@ -32,7 +32,8 @@ const char *igt_ingot(void);
 char *igt_mkdtemp(void);
 void igt_rmtree(const char *path);
 
-/* snprintf into a static rotating buffer (8 slots): handy for building paths in tests. */
+/* snprintf into a static rotating buffer (64 slots: a result is overwritten 64 calls later, so
+ * strdup what must live longer): handy for building paths in tests. */
 const char *igt_fmt(const char *fmt, ...) IG_PRINTF(1, 2);
 
 /* Reads a whole file (test fails when it cannot). Caller frees. */

@@ -35,8 +35,10 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
     echo "== tiktoken (npm) on the same documents, gpt2 encoding, single core"
     # the same documents as text (NAME.txt is NAME.jsonl's documents joined by blank lines)
     cat "$DATA"/text/*.txt >"$OUT/corpus.txt"
-    tik=$(NODE_PATH="$NODE_DIR/node_modules" node "$SRC/tools/bench/tiktoken_bench.mjs" \
-      "$OUT/corpus.txt" gpt2 3 | tee /dev/stderr | grep -o '"mb_per_s": *[0-9.]*' | grep -o '[0-9.]*$')
+    line=$(NODE_PATH="$NODE_DIR/node_modules" node "$SRC/tools/bench/tiktoken_bench.mjs" \
+      "$OUT/corpus.txt" gpt2 3)
+    echo "$line"
+    tik=$(grep -o '"mb_per_s": *[0-9.]*' <<<"$line" | grep -o '[0-9.]*$')
   fi
 fi
 w1=$(grep -o 'preprocess_w1_mbps=[0-9.]*' "$OUT/pre.txt" | cut -d= -f2)

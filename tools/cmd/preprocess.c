@@ -297,6 +297,31 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
 }
 
 #ifdef IG_HAVE_MPI
+/* Rank 0: one shard list per JSON key (OUT, or OUT_KEY with several keys) over every rank's
+ * shards of that key, which are named OUT[_KEY]_rRRRR... */
+static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err) {
+    size_t n_keys = a->n_keys ? a->n_keys : 1;
+    const char **mine = calloc(n ? n : 1, sizeof *mine);
+    if (!mine) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = IG_OK;
+    for (size_t k = 0; k < n_keys && st == IG_OK; k++) {
+        char base[4096], lead[4200];
+        if (n_keys > 1)
+            snprintf(base, sizeof base, "%s_%s", a->output, a->keys[k]);
+        else
+            snprintf(base, sizeof base, "%s", a->output);
+        snprintf(lead, sizeof lead, "%s_r", base);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!strncmp(all[i], lead, strlen(lead)) &&
+                strspn(all[i] + strlen(lead), "0123456789_") == strlen(all[i] + strlen(lead)))
+                mine[m++] = all[i];
+        st = ig_shard_list_write(base, mine, m, a->o.overwrite, err);
+    }
+    free(mine);
+    return st;
+}
+
 /* Removes the shards this rank wrote, manifests first so that nothing is left that verifies. */
 static void remove_outputs(const ig_preprocess_stats *st) {
     static const char *const exts[] = {".json", ".bin", ".idx"};
@@ -370,10 +395,16 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     ig_preprocess_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
     int world = ctx ? ig_ctx_world(ctx) : 1, rank = ctx ? ig_ctx_rank(ctx) : 0;
-    char list_path[4096];
-    snprintf(list_path, sizeof list_path, "%s.shards.json", a.output);
-    if (s == IG_OK && world > 1 && !a.o.overwrite && ig_file_exists(list_path))
-        s = ig_err_set(&err, IG_ERR_EXISTS, "%s exists (use --force to replace it)", list_path);
+    for (size_t k = 0; s == IG_OK && world > 1 && !a.o.overwrite && k < (a.n_keys ? a.n_keys : 1);
+         k++) {
+        char list_path[4096];
+        if (a.n_keys > 1)
+            snprintf(list_path, sizeof list_path, "%s_%s.shards.json", a.output, a.keys[k]);
+        else
+            snprintf(list_path, sizeof list_path, "%s.shards.json", a.output);
+        if (ig_file_exists(list_path))
+            s = ig_err_set(&err, IG_ERR_EXISTS, "%s exists (use --force to replace it)", list_path);
+    }
 #ifdef IG_HAVE_MPI
     if (world > 1) MPI_Init(NULL, NULL);
 #endif
@@ -412,7 +443,7 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
             gather_prefixes(&none, rank, world, &list, &n, &ignore);
         }
         if (s == IG_OK && rank == 0 && all_ok)
-            s = ig_shard_list_write(a.output, (const char *const *)list, n, a.o.overwrite, &err);
+            s = write_lists(&a, list, n, &err);
         else if (s == IG_OK && !all_ok)
             s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
         if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
