@@ -186,11 +186,16 @@ ig_status ig_tokenizer_decode(const ig_tokenizer *t, const int32_t *ids, size_t 
                               size_t *len, size_t *cap, ig_err *err) {
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || (size_t)id >= t->vocab_size || t->tok_len[id] == IG_NO_TOKEN)
+        if (id < 0 || (size_t)id >= t->vocab_size)
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "token id %d (at position %zu) is not in the vocabulary of %s "
                               "(ids 0..%zu)",
                               id, i, t->name, t->vocab_size ? t->vocab_size - 1 : 0);
+        if (t->tok_len[id] == IG_NO_TOKEN)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "token id %d (at position %zu) is unassigned in %s: no token has "
+                              "that id",
+                              id, i, t->name);
         uint32_t l = t->tok_len[id];
         if (*len + l > *cap) {
             size_t c = *cap ? *cap : 256;
