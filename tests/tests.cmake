@@ -32,6 +32,7 @@ foreach(src ${IG_UNIT_TESTS})
 endforeach()
 
 file(GLOB IG_CLI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli/*.sh)
+list(REMOVE_ITEM IG_CLI_TESTS ${CMAKE_SOURCE_DIR}/tests/cli/lib.sh) # helpers the scripts source
 foreach(src ${IG_CLI_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_test(NAME cli_${name} COMMAND bash ${src})

@@ -2,35 +2,8 @@
 # basics.sh - end-to-end checks of the ingot program's contract: exit codes (0 ok, 1 runtime
 # error, 2 usage error), help and version output, and `ingot config` error messages.
 set -u
-
-IG_INGOT=${IG_INGOT:?IG_INGOT must name the ingot program}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ingot-cli-basics-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-passed=0
-failed=0
-fail() {
-    echo "FAIL: $*" >&2
-    failed=$((failed + 1))
-}
-pass() {
-    passed=$((passed + 1))
-}
-
-# run NAME EXPECTED_RC CMD... : runs CMD capturing stdout/stderr into $out/$err, checks the code
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    out=$(cat "$tmp/out")
-    err=$(cat "$tmp/err")
-    if [ "$rc" -ne "$want" ]; then
-        fail "$name: exit $rc, expected $want (stderr: $err)"
-        return 1
-    fi
-    return 0
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin basics
 
 if run "--help" 0 "$IG_INGOT" --help; then
     if grep -q "config" <<<"$out" && grep -q "version" <<<"$out"; then pass
@@ -67,9 +40,9 @@ if run "missing file" 1 "$IG_INGOT" config check /nonexistent.yaml; then
     else fail "missing file: stderr was '$err'"; fi
 fi
 
-printf 'preprocess:\n  input: a.jsonl\n  workrs: 4\n' >"$tmp/bad.yaml"
-if run "unknown key" 1 "$IG_INGOT" config check "$tmp/bad.yaml"; then
-    if grep -q "^ingot: error: $tmp/bad.yaml:3: unknown key 'preprocess.workrs'" <<<"$err"; then pass
+printf 'preprocess:\n  input: a.jsonl\n  workrs: 4\n' >"$T/bad.yaml"
+if run "unknown key" 1 "$IG_INGOT" config check "$T/bad.yaml"; then
+    if grep -q "^ingot: error: $T/bad.yaml:3: unknown key 'preprocess.workrs'" <<<"$err"; then pass
     else fail "unknown key: stderr was '$err'"; fi
 fi
 
@@ -84,5 +57,4 @@ if run "bad --set" 1 "$IG_INGOT" config show --set preprocess.workers=many; then
     else fail "bad --set: stderr was '$err'"; fi
 fi
 
-echo "basics: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+ig_end

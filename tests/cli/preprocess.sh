@@ -3,14 +3,9 @@
 # run killed with SIGKILL at random moments never leaves an output that `ingot verify` accepts,
 # while a rerun succeeds.
 set -u
-ING=${IG_INGOT:?IG_INGOT is not set}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin preprocess
 SRC=${IG_SOURCE_DIR:?}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 failed=0
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 
 # 1. the bundled corpus: exit 0, summary, a shard that verifies
 "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" --tokenizer "$SRC/data/gpt2" \
@@ -85,7 +80,7 @@ for attempt in 1 2 3 4 5; do
   wait $pid 2>/dev/null
   force=()
   if ls "$T"/k_*.json >/dev/null 2>&1; then
-    ok # the run reached its final step (manifests) before the kill
+    pass # the run reached its final step (manifests) before the kill
     force=(--force)
   else
     n_ok=0
@@ -106,5 +101,4 @@ for attempt in 1 2 3 4 5; do
   check "no temporaries left after rerun $attempt" test -z "$(ls "$T" | grep '\.tmp\.')"
 done
 
-echo "preprocess: $pass passed, $failed failed"
-[ $failed -eq 0 ]
+ig_end

@@ -5,12 +5,11 @@
 # with another dp), the infinite stream past the end of the blend, and exit codes (2 usage, 1
 # runtime).
 # The shard is made with `ingot preprocess text` from data/tinyshakespeare.jsonl.
+# It stops at the first failure (die, from lib.sh) and prints "ok" when every check held.
 set -u
-ING=${IG_INGOT:?IG_INGOT is not set}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin samples
 SRC=${IG_SOURCE_DIR:?IG_SOURCE_DIR is not set}
-T=$(mktemp -d "${TMPDIR:-/tmp}/ingot-samples-XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
 if ! "$ING" help preprocess >/dev/null 2>&1; then
     echo "skipped: this ingot has no 'preprocess' command to make a shard"; exit 77
@@ -19,7 +18,7 @@ if [ ! -f "$SRC/data/tinyshakespeare.jsonl" ] || [ ! -d "$SRC/data/gpt2" ]; then
     echo "skipped: data/tinyshakespeare.jsonl or data/gpt2 is missing"; exit 77
 fi
 "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" --tokenizer "$SRC/data/gpt2" \
-    --output-prefix "$T/shk" --append-eod --quiet || fail "preprocess"
+    --output-prefix "$T/shk" --append-eod --quiet || die "preprocess"
 
 # A blend of N=60 samples (the block size): 20 steps of G=8 cross into blocks 1 and 2.
 DATA=(--seq-len 24 --samples 60 --seed 7 --split 95,5 --quiet 0.6 "$T/shk" 0.4 "$T/shk")
@@ -35,12 +34,12 @@ per_step() {
 }
 
 "$ING" samples "${DATA[@]}" --dp 1 --micro-batch 4 --grad-accum 2 --start 0 --steps 20 \
-    --tokens > "$T/dp1.txt" || fail "samples dp=1"
-[ "$(wc -l < "$T/dp1.txt")" = 40 ] || fail "dp=1: expected 40 micro-batches"
+    --tokens > "$T/dp1.txt" || die "samples dp=1"
+[ "$(wc -l < "$T/dp1.txt")" = 40 ] || die "dp=1: expected 40 micro-batches"
 per_step < "$T/dp1.txt" > "$T/dp1.steps"
 # the global stream: step s holds samples [8s, 8s+8) in order
 awk '{ n = split($2, a, ","); for (j = 1; j <= n; j++) if (a[j] != $1 * 8 + j - 1) exit 1 }' \
-    "$T/dp1.steps" || fail "dp=1: step s does not hold samples [8s, 8s+8)"
+    "$T/dp1.steps" || die "dp=1: step s does not hold samples [8s, 8s+8)"
 
 # dp=2 (B=2, A=2) and dp=4 (B=1, A=2), one process per rank
 for dp in 2 4; do
@@ -49,56 +48,56 @@ for dp in 2 4; do
     for ((r = 0; r < dp; r++)); do
         "$ING" samples "${DATA[@]}" --dp "$dp" --rank "$r" --micro-batch "$B" --grad-accum 2 \
             --start 0 --steps 20 --tokens --prefetch $((r % 3)) >> "$T/dp$dp.txt" \
-            || fail "samples dp=$dp rank=$r"
+            || die "samples dp=$dp rank=$r"
     done
     per_step < "$T/dp$dp.txt" > "$T/dp$dp.steps"
     cmp -s "$T/dp1.steps" "$T/dp$dp.steps" \
-        || { diff "$T/dp1.steps" "$T/dp$dp.steps" | head -5; fail "dp-union: dp=$dp != dp=1"; }
+        || { diff "$T/dp1.steps" "$T/dp$dp.steps" | head -5; die "dp-union: dp=$dp != dp=1"; }
     # --rank all prints the same lines in (step, micro, rank) order
     "$ING" samples "${DATA[@]}" --dp "$dp" --rank all --micro-batch "$B" --grad-accum 2 \
-        --start 0 --steps 20 --tokens > "$T/all$dp.txt" || fail "samples --rank all"
+        --start 0 --steps 20 --tokens > "$T/all$dp.txt" || die "samples --rank all"
     sort -s -t' ' -k1.6n -k3.7n -k2.6n "$T/dp$dp.txt" | cmp -s - "$T/all$dp.txt" \
-        || fail "--rank all differs from the per-rank runs (dp=$dp)"
+        || die "--rank all differs from the per-rank runs (dp=$dp)"
 done
 
 # infinite: blocks 1 and 2 (samples 60..159) are new orders of the same samples
 sed 's/^[^ ]* [^ ]* //' "$T/dp1.steps" | tr '|' '\n' | sed '/^$/d' > "$T/rows.txt"
-[ "$(wc -l < "$T/rows.txt")" = 160 ] || fail "expected 160 rows"
+[ "$(wc -l < "$T/rows.txt")" = 160 ] || die "expected 160 rows"
 sed -n '1,60p' "$T/rows.txt" > "$T/b0"; sed -n '61,120p' "$T/rows.txt" > "$T/b1"
-cmp -s "$T/b0" "$T/b1" && fail "block 1 repeats block 0's order"
-[ "$(sort "$T/b0" | uniq | wc -l)" -gt 30 ] || fail "block 0 has too few distinct samples"
+cmp -s "$T/b0" "$T/b1" && die "block 1 repeats block 0's order"
+[ "$(sort "$T/b0" | uniq | wc -l)" -gt 30 ] || die "block 0 has too few distinct samples"
 
 # resume: --start 7 --steps 13 is the tail of the run from 0 (hashes and ids), with dp=1 and
 # with dp=2
 "$ING" samples "${DATA[@]}" --dp 1 --micro-batch 4 --grad-accum 2 --start 0 --steps 20 \
-    > "$T/full.txt" || fail "samples full"
+    > "$T/full.txt" || die "samples full"
 "$ING" samples "${DATA[@]}" --dp 1 --micro-batch 4 --grad-accum 2 --start 7 --steps 13 \
-    > "$T/tail.txt" || fail "samples --start 7"
-tail -n 26 "$T/full.txt" | cmp -s - "$T/tail.txt" || fail "resume at step 7 differs from the tail"
+    > "$T/tail.txt" || die "samples --start 7"
+tail -n 26 "$T/full.txt" | cmp -s - "$T/tail.txt" || die "resume at step 7 differs from the tail"
 "$ING" samples "${DATA[@]}" --dp 2 --rank all --micro-batch 2 --grad-accum 2 --start 7 \
-    --steps 13 --tokens > "$T/tail2.txt" || fail "samples dp=2 --start 7"
+    --steps 13 --tokens > "$T/tail2.txt" || die "samples dp=2 --start 7"
 per_step < "$T/tail2.txt" | cmp -s - <(tail -n 13 "$T/dp1.steps") \
-    || fail "resume at step 7 with dp=2 differs from dp=1's tail"
+    || die "resume at step 7 with dp=2 differs from dp=1's tail"
 
 # a prefix alone (no blend) works, and `ingot blend` reports both forms
 "$ING" samples --seq-len 32 --samples 100 --quiet --micro-batch 3 --steps 2 "$T/shk" \
-    | grep -q '^step=1 rank=0 micro=0 ids=3,4,5 xxh3=' || fail "samples over a single prefix"
-"$ING" blend "${DATA[@]}" > "$T/blend.txt" || fail "blend"
-grep -q '0.6000' "$T/blend.txt" && grep -q '0.4000' "$T/blend.txt" || fail "blend table"
-"$ING" blend "${DATA[@]}" --json | grep -q '"drawn": 36' || fail "blend --json: 36 drawn"
+    | grep -q '^step=1 rank=0 micro=0 ids=3,4,5 xxh3=' || die "samples over a single prefix"
+"$ING" blend "${DATA[@]}" > "$T/blend.txt" || die "blend"
+grep -q '0.6000' "$T/blend.txt" && grep -q '0.4000' "$T/blend.txt" || die "blend table"
+"$ING" blend "${DATA[@]}" --json | grep -q '"drawn": 36' || die "blend --json: 36 drawn"
 
 # exit codes: 2 for usage errors, 1 for runtime errors
 "$ING" samples --seq-len 24 --samples 60 --bogus "$T/shk" >/dev/null 2>&1; [ $? = 2 ] \
-    || fail "unknown option: expected exit 2"
-"$ING" samples --samples 60 "$T/shk" >/dev/null 2>&1; [ $? = 2 ] || fail "no --seq-len: exit 2"
+    || die "unknown option: expected exit 2"
+"$ING" samples --samples 60 "$T/shk" >/dev/null 2>&1; [ $? = 2 ] || die "no --seq-len: exit 2"
 "$ING" samples --seq-len 24 --samples 60 --dp 2 --rank 2 "$T/shk" >/dev/null 2>&1; [ $? = 2 ] \
-    || fail "--rank >= --dp: expected exit 2"
+    || die "--rank >= --dp: expected exit 2"
 "$ING" blend --seq-len 24 --samples 60 0.5 "$T/shk" 0.5 >/dev/null 2>&1; [ $? = 2 ] \
-    || fail "odd data list: expected exit 2"
+    || die "odd data list: expected exit 2"
 "$ING" blend --seq-len 24 --samples 60 "$T/nope" >/dev/null 2>&1; [ $? = 1 ] \
-    || fail "missing shard: expected exit 1"
+    || die "missing shard: expected exit 1"
 "$ING" blend --seq-len 24 --samples 60 -- -1 "$T/shk" 1 "$T/shk" >/dev/null 2>&1; [ $? = 2 ] \
-    || fail "negative weight: expected exit 2"
+    || die "negative weight: expected exit 2"
 "$ING" samples --seq-len 10000000 --samples 60 "$T/shk" >/dev/null 2>&1; [ $? = 1 ] \
-    || fail "seq_len longer than the data: expected exit 1"
+    || die "seq_len longer than the data: expected exit 1"
 echo "ok"

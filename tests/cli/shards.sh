@@ -3,45 +3,16 @@
 # shard (tests/data/golden/small.{bin,idx,json}, built by make_small.py as Megatron writes it):
 # output, exit codes (0 ok, 1 runtime error, 2 usage error) and the exact problems reported.
 set -u
-
-IG_INGOT=${IG_INGOT:?IG_INGOT must name the ingot program}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin shards
 SRC=${IG_SOURCE_DIR:?IG_SOURCE_DIR must name the checkout}
 GOLD="$SRC/tests/data/golden/small"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ingot-cli-shards-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-passed=0
-failed=0
-fail() {
-    echo "FAIL: $*" >&2
-    failed=$((failed + 1))
-}
-pass() { passed=$((passed + 1)); }
-
-# run NAME EXPECTED_RC CMD... : runs CMD with stdout/stderr in $out/$err and checks the exit code
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    out=$(cat "$tmp/out")
-    err=$(cat "$tmp/err")
-    if [ "$rc" -ne "$want" ]; then
-        fail "$name: exit $rc, expected $want (stdout: $out; stderr: $err)"
-        return 1
-    fi
-    return 0
-}
-# expect NAME TEXT HAYSTACK : HAYSTACK contains TEXT (fixed string)
-expect() {
-    if grep -qF -- "$2" <<<"$3"; then pass; else fail "$1: '$2' not in: $3"; fi
-}
 copy_shard() { cp "$1.bin" "$2.bin" && cp "$1.idx" "$2.idx" && { [ ! -f "$1.json" ] || cp "$1.json" "$2.json"; }; }
 
-copy_shard "$GOLD" "$tmp/a"
+copy_shard "$GOLD" "$T/a"
 
 # ---- inspect ----
-if run "inspect" 0 "$IG_INGOT" inspect "$tmp/a"; then
+if run "inspect" 0 "$IG_INGOT" inspect "$T/a"; then
     expect "inspect documents" "documents:   4" "$out"
     expect "inspect sequences" "sequences:   5" "$out"
     expect "inspect tokens" "tokens:      14" "$out"
@@ -49,14 +20,14 @@ if run "inspect" 0 "$IG_INGOT" inspect "$tmp/a"; then
     expect "inspect tokenizer" "gpt2 (hash" "$out"
     expect "inspect doc length" "min 1, mean 3.50, max 8 tokens" "$out"
 fi
-if run "inspect --json" 0 "$IG_INGOT" inspect --json "$tmp/a"; then
+if run "inspect --json" 0 "$IG_INGOT" inspect --json "$T/a"; then
     if /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["documents"]==4 and d["tokens"]==14 and d["dtype"]=="uint16" and d["tokenizer"]["name"]=="gpt2" and d["document_length"]["max"]==8, d' <<<"$out"
     then pass; else fail "inspect --json: $out"; fi
 fi
-if run "inspect --doc" 0 "$IG_INGOT" inspect "$tmp/a" --doc 1; then
+if run "inspect --doc" 0 "$IG_INGOT" inspect "$T/a" --doc 1; then
     [ "$out" = $'464 3797 3332 13\n1550 262 2603 13' ] && pass || fail "inspect --doc 1 printed '$out'"
 fi
-if run "inspect --doc --json" 0 "$IG_INGOT" inspect "$tmp/a" --doc 0 --json; then
+if run "inspect --doc --json" 0 "$IG_INGOT" inspect "$T/a" --doc 0 --json; then
     expect "inspect --doc --json" '"sequences"' "$out"
     expect "inspect --doc --json ids" "15496" "$out"
 fi
@@ -64,51 +35,51 @@ fi
 if run "inspect --decode (manifest)" 0 "$IG_INGOT" inspect "$GOLD" --doc 1 --decode; then
     [ "$out" = "The cat sat. On the mat." ] && pass || fail "--decode printed '$out'"
 fi
-if run "inspect --decode --tokenizer" 0 "$IG_INGOT" inspect "$tmp/a" --doc 0 --decode --tokenizer "$SRC/data/gpt2"; then
+if run "inspect --decode --tokenizer" 0 "$IG_INGOT" inspect "$T/a" --doc 0 --decode --tokenizer "$SRC/data/gpt2"; then
     [ "$out" = "Hello world!" ] && pass || fail "--decode --tokenizer printed '$out'"
 fi
-run "inspect no such doc" 1 "$IG_INGOT" inspect "$tmp/a" --doc 4 && expect "no such doc" "document 4 does not exist" "$err"
-run "inspect missing" 1 "$IG_INGOT" inspect "$tmp/missing" && expect "inspect missing" "missing.idx is missing" "$err"
+run "inspect no such doc" 1 "$IG_INGOT" inspect "$T/a" --doc 4 && expect "no such doc" "document 4 does not exist" "$err"
+run "inspect missing" 1 "$IG_INGOT" inspect "$T/missing" && expect "inspect missing" "missing.idx is missing" "$err"
 run "inspect no prefix" 2 "$IG_INGOT" inspect && expect "inspect no prefix" "usage: ingot inspect" "$err"
-run "inspect bad option" 2 "$IG_INGOT" inspect "$tmp/a" --bogus && expect "inspect bad option" "unknown option '--bogus'" "$err"
-run "inspect bad --doc" 2 "$IG_INGOT" inspect "$tmp/a" --doc x && expect "inspect bad --doc" "--doc expects" "$err"
-run "inspect --decode without --doc" 2 "$IG_INGOT" inspect "$tmp/a" --decode && pass
+run "inspect bad option" 2 "$IG_INGOT" inspect "$T/a" --bogus && expect "inspect bad option" "unknown option '--bogus'" "$err"
+run "inspect bad --doc" 2 "$IG_INGOT" inspect "$T/a" --doc x && expect "inspect bad --doc" "--doc expects" "$err"
+run "inspect --decode without --doc" 2 "$IG_INGOT" inspect "$T/a" --decode && pass
 run "inspect --help" 0 "$IG_INGOT" inspect --help && expect "inspect --help" "examples:" "$out"
 
 # ---- verify ----
-if run "verify ok" 0 "$IG_INGOT" verify "$tmp/a" "$GOLD"; then
-    expect "verify ok line" "$tmp/a: ok (4 docs, 14 tokens)" "$out"
+if run "verify ok" 0 "$IG_INGOT" verify "$T/a" "$GOLD"; then
+    expect "verify ok line" "$T/a: ok (4 docs, 14 tokens)" "$out"
     expect "verify summary" "verified 2 shards: 2 ok, 0 failed" "$out"
 fi
-run "verify by extension" 0 "$IG_INGOT" verify "$tmp/a.idx" && pass
-copy_shard "$GOLD" "$tmp/flip"
-printf '\xff' | dd of="$tmp/flip.bin" bs=1 seek=3 conv=notrunc 2>/dev/null
-run "verify flipped byte" 1 "$IG_INGOT" verify "$tmp/flip" && expect "verify flipped byte" "flip.bin: xxh3 is" "$err"
-copy_shard "$GOLD" "$tmp/noman" && rm "$tmp/noman.json"
-run "verify no manifest" 1 "$IG_INGOT" verify "$tmp/noman" && expect "verify no manifest" "noman.json: manifest missing" "$err"
-copy_shard "$GOLD" "$tmp/trunc" && head -c 26 "$GOLD.bin" >"$tmp/trunc.bin"
-run "verify truncated bin" 1 "$IG_INGOT" verify "$tmp/trunc" && expect "verify truncated bin" ".bin size mismatch" "$err"
-copy_shard "$GOLD" "$tmp/ptr"
-printf '\x07' | dd of="$tmp/ptr.idx" bs=1 seek=$((54 + 8)) conv=notrunc 2>/dev/null
-run "verify bad pointer" 1 "$IG_INGOT" verify "$tmp/ptr" &&
+run "verify by extension" 0 "$IG_INGOT" verify "$T/a.idx" && pass
+copy_shard "$GOLD" "$T/flip"
+printf '\xff' | dd of="$T/flip.bin" bs=1 seek=3 conv=notrunc 2>/dev/null
+run "verify flipped byte" 1 "$IG_INGOT" verify "$T/flip" && expect "verify flipped byte" "flip.bin: xxh3 is" "$err"
+copy_shard "$GOLD" "$T/noman" && rm "$T/noman.json"
+run "verify no manifest" 1 "$IG_INGOT" verify "$T/noman" && expect "verify no manifest" "noman.json: manifest missing" "$err"
+copy_shard "$GOLD" "$T/trunc" && head -c 26 "$GOLD.bin" >"$T/trunc.bin"
+run "verify truncated bin" 1 "$IG_INGOT" verify "$T/trunc" && expect "verify truncated bin" ".bin size mismatch" "$err"
+copy_shard "$GOLD" "$T/ptr"
+printf '\x07' | dd of="$T/ptr.idx" bs=1 seek=$((54 + 8)) conv=notrunc 2>/dev/null
+run "verify bad pointer" 1 "$IG_INGOT" verify "$T/ptr" &&
     expect "verify bad pointer" "ptr.idx: pointers[1] = 7 but expected 6 (pointers must be contiguous" "$err"
-if run "verify one bad of three" 1 "$IG_INGOT" verify "$tmp/a" "$tmp/flip" "$GOLD"; then
+if run "verify one bad of three" 1 "$IG_INGOT" verify "$T/a" "$T/flip" "$GOLD"; then
     expect "verify mixed summary" "verified 3 shards: 2 ok, 1 failed" "$out"
-    expect "verify names the bad one" "$tmp/flip: FAILED" "$err"
+    expect "verify names the bad one" "$T/flip: FAILED" "$err"
 fi
 run "verify nothing" 2 "$IG_INGOT" verify && pass
 
 # ---- merge ----
-copy_shard "$GOLD" "$tmp/b"
-if run "merge" 0 "$IG_INGOT" merge --output "$tmp/m" "$tmp/a" "$tmp/b"; then
-    expect "merge summary" "merged 2 shards into $tmp/m: 8 docs, 28 tokens" "$out"
+copy_shard "$GOLD" "$T/b"
+if run "merge" 0 "$IG_INGOT" merge --output "$T/m" "$T/a" "$T/b"; then
+    expect "merge summary" "merged 2 shards into $T/m: 8 docs, 28 tokens" "$out"
 fi
-run "merged verifies" 0 "$IG_INGOT" verify "$tmp/m" && expect "merged verify" "ok (8 docs, 28 tokens)" "$out"
-if run "merged doc 5" 0 "$IG_INGOT" inspect "$tmp/m" --doc 5; then
+run "merged verifies" 0 "$IG_INGOT" verify "$T/m" && expect "merged verify" "ok (8 docs, 28 tokens)" "$out"
+if run "merged doc 5" 0 "$IG_INGOT" inspect "$T/m" --doc 5; then
     [ "$out" = $'464 3797 3332 13\n1550 262 2603 13' ] && pass || fail "merged doc 5 is '$out'"
 fi
 # the merged .idx is exactly what Megatron's builder would write for the documents twice
-if /usr/bin/python3 - "$tmp/m.idx" <<'PY'
+if /usr/bin/python3 - "$T/m.idx" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read()
 assert d[:9] == b"MMIDIDX\x00\x00" and struct.unpack_from("<QBQQ", d, 9) == (1, 8, 10, 9)
@@ -121,22 +92,21 @@ assert docs == (0, 1, 3, 4, 5, 6, 8, 9, 10), docs
 assert len(d) == 154 + 72
 PY
 then pass; else fail "merged .idx layout"; fi
-run "merge exists" 1 "$IG_INGOT" merge --output "$tmp/m" "$tmp/a" && expect "merge exists" "use --force" "$err"
-run "merge --force" 0 "$IG_INGOT" merge --force --output "$tmp/m" "$tmp/a" && expect "merge --force" "1 shard into" "$out"
+run "merge exists" 1 "$IG_INGOT" merge --output "$T/m" "$T/a" && expect "merge exists" "use --force" "$err"
+run "merge --force" 0 "$IG_INGOT" merge --force --output "$T/m" "$T/a" && expect "merge --force" "1 shard into" "$out"
 # a shard of another tokenizer (same data; only the manifest's hash differs, so it still verifies)
-copy_shard "$GOLD" "$tmp/c"
-sed -i 's/"tokenizer_hash": "[0-9a-f]*"/"tokenizer_hash": "00000000deadbeef"/; s/"tokenizer": "gpt2"/"tokenizer": "other"/' "$tmp/c.json"
-run "other tokenizer verifies" 0 "$IG_INGOT" verify "$tmp/c" && pass
-run "merge mixed" 1 "$IG_INGOT" merge --output "$tmp/x" "$tmp/a" "$tmp/c" &&
+copy_shard "$GOLD" "$T/c"
+sed -i 's/"tokenizer_hash": "[0-9a-f]*"/"tokenizer_hash": "00000000deadbeef"/; s/"tokenizer": "gpt2"/"tokenizer": "other"/' "$T/c.json"
+run "other tokenizer verifies" 0 "$IG_INGOT" verify "$T/c" && pass
+run "merge mixed" 1 "$IG_INGOT" merge --output "$T/x" "$T/a" "$T/c" &&
     expect "merge mixed" "refusing to mix tokenizers (use --force" "$err"
-[ ! -e "$tmp/x.bin" ] && [ ! -e "$tmp/x.idx" ] && [ ! -e "$tmp/x.json" ] && pass || fail "refused merge left files"
-run "merge mixed --allow-mixed" 0 "$IG_INGOT" merge --allow-mixed --output "$tmp/x" "$tmp/a" "$tmp/c" && pass
-run "merge bad input" 1 "$IG_INGOT" merge --output "$tmp/y" "$tmp/a" "$tmp/ptr" && expect "merge bad input" "pointers[1]" "$err"
-[ ! -e "$tmp/y.bin" ] && pass || fail "a failed merge left $tmp/y.bin"
-run "merge no output" 2 "$IG_INGOT" merge "$tmp/a" && expect "merge no output" "--output OUT is required" "$err"
-run "merge no inputs" 2 "$IG_INGOT" merge --output "$tmp/z" && pass
-run "merge bad option" 2 "$IG_INGOT" merge --output "$tmp/z" --bogus "$tmp/a" && pass
+[ ! -e "$T/x.bin" ] && [ ! -e "$T/x.idx" ] && [ ! -e "$T/x.json" ] && pass || fail "refused merge left files"
+run "merge mixed --allow-mixed" 0 "$IG_INGOT" merge --allow-mixed --output "$T/x" "$T/a" "$T/c" && pass
+run "merge bad input" 1 "$IG_INGOT" merge --output "$T/y" "$T/a" "$T/ptr" && expect "merge bad input" "pointers[1]" "$err"
+[ ! -e "$T/y.bin" ] && pass || fail "a failed merge left $T/y.bin"
+run "merge no output" 2 "$IG_INGOT" merge "$T/a" && expect "merge no output" "--output OUT is required" "$err"
+run "merge no inputs" 2 "$IG_INGOT" merge --output "$T/z" && pass
+run "merge bad option" 2 "$IG_INGOT" merge --output "$T/z" --bogus "$T/a" && pass
 run "merge --help" 0 "$IG_INGOT" merge --help && expect "merge --help" "examples:" "$out"
 
-echo "shards: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+ig_end

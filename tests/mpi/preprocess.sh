@@ -3,13 +3,10 @@
 # shards, and rank 0 writes one manifest (OUT.shards.json) over all of them; the documents of
 # all shards add up to the inputs'.
 set -u
-ING=${IG_INGOT:?IG_INGOT is not set}
+. "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
+ig_begin mpi_preprocess
 SRC=${IG_SOURCE_DIR:?}
 command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 failed=0
-check() { local name=$1; shift; if "$@"; then pass=$((pass + 1)); else failed=$((failed + 1)); echo "FAIL: $name"; fi; }
 root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 
@@ -54,5 +51,4 @@ mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/bad
 check "the rerun after fixing the input succeeds" test $? -eq 0
 check "the rerun verifies" "$ING" verify "$T/bo"
 
-echo "mpi_preprocess: $pass passed, $failed failed"
-[ $failed -eq 0 ]
+ig_end
