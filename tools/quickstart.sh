@@ -20,6 +20,6 @@ if "$ING" help blend >/dev/null 2>&1; then
     "$ING" blend --seq-len 256 --samples 2000 --split 90,10,0 1 "$OUT/shakespeare"
   step "the first global step as 2 data-parallel ranks would see it" \
     "$ING" samples --seq-len 256 --samples 2000 --dp 2 --rank 0 --micro-batch 2 --start 0 \
-    --steps 1 --hash 1 "$OUT/shakespeare"
+    --steps 1 --hash "$OUT/shakespeare"
 fi
 printf '\nquickstart: done. Outputs are in %s/\n' "$OUT"
