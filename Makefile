@@ -30,6 +30,7 @@ build: deps $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@bash tools/report-skips.sh $(BUILD)
 	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-asan
 
