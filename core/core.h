@@ -125,8 +125,8 @@ void ig_ctx_set_log_level(ig_ctx *ctx, ig_log_level level);
 
 void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) IG_PRINTF(3, 4);
 #define ig_debug(ctx, ...) ig_log((ctx), IG_LOG_DEBUG, __VA_ARGS__)
-#define ig_info(ctx, ...) ig_log((ctx), IG_LOG_INFO, __VA_ARGS__)
-#define ig_warn(ctx, ...) ig_log((ctx), IG_LOG_WARN, __VA_ARGS__)
+#define ig_info(ctx, ...)  ig_log((ctx), IG_LOG_INFO, __VA_ARGS__)
+#define ig_warn(ctx, ...)  ig_log((ctx), IG_LOG_WARN, __VA_ARGS__)
 
 /* Allocation through the context's allocator. ig_alloc/ig_calloc/ig_realloc return NULL on
  * failure (the caller reports IG_ERR_NOMEM); ig_free(ctx, NULL) is a no-op. ig_calloc checks
@@ -189,8 +189,7 @@ ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *er
  * overwrite == 0, create fails with IG_ERR_EXISTS when PATH exists. Not thread-safe. */
 typedef struct ig_atomic_file ig_atomic_file;
 
-ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
-                                ig_err *err);
+ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite, ig_err *err);
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err);
 FILE *ig_atomic_file_stream(ig_atomic_file *af); /* the stdio stream of the temporary */
 const char *ig_atomic_file_temp_path(const ig_atomic_file *af);
@@ -226,14 +225,14 @@ double ig_now(void);
 typedef struct ig_progress ig_progress;
 
 typedef struct ig_progress_opts {
-    const char *label;    /* e.g. "preprocess" */
-    const char *unit;     /* e.g. "docs" */
-    uint64_t total;       /* 0 when unknown: no percentage and no ETA */
-    int bytes;            /* 1: count is bytes, shown as MB and MB/s */
-    FILE *out;            /* default stderr */
-    int force_tty;        /* -1: detect with isatty; 0: plain lines; 1: redraw in place */
-    double interval;      /* seconds between plain lines; default 5 */
-    int disabled;         /* 1: print nothing (--quiet) */
+    const char *label; /* e.g. "preprocess" */
+    const char *unit;  /* e.g. "docs" */
+    uint64_t total;    /* 0 when unknown: no percentage and no ETA */
+    int bytes;         /* 1: count is bytes, shown as MB and MB/s */
+    FILE *out;         /* default stderr */
+    int force_tty;     /* -1: detect with isatty; 0: plain lines; 1: redraw in place */
+    double interval;   /* seconds between plain lines; default 5 */
+    int disabled;      /* 1: print nothing (--quiet) */
 } ig_progress_opts;
 
 ig_progress_opts ig_progress_opts_default(void);
@@ -252,7 +251,7 @@ void ig_progress_finish(ig_progress *p);
 typedef enum ig_cfg_type { IG_CFG_INT, IG_CFG_FLOAT, IG_CFG_BOOL, IG_CFG_STRING } ig_cfg_type;
 
 typedef struct ig_cfg_key {
-    const char *path;        /* dotted path, e.g. "model.n_layer" */
+    const char *path; /* dotted path, e.g. "model.n_layer" */
     ig_cfg_type type;
     const char *default_val; /* textual default, parsed as if it came from --set */
     const char *help;        /* one line */

@@ -13,8 +13,8 @@ typedef struct pool_job {
     ig_parallel_fn fn;
     void *arg;
     size_t n;
-    size_t next;     /* next index to hand out; guarded by the pool mutex */
-    size_t done;     /* indices finished */
+    size_t next; /* next index to hand out; guarded by the pool mutex */
+    size_t done; /* indices finished */
     unsigned long generation;
 } pool_job;
 
@@ -52,8 +52,8 @@ static void default_free(void *user, void *ptr) {
 }
 
 ig_ctx_opts ig_ctx_opts_default(void) {
-    return (ig_ctx_opts){.log_level = IG_LOG_INFO, .threads = 0, .rank = 0, .world = 1,
-                         .seed = 1234};
+    return (ig_ctx_opts){
+        .log_level = IG_LOG_INFO, .threads = 0, .rank = 0, .world = 1, .seed = 1234};
 }
 
 /* Runs job items until none are left. Called with ctx->mu held; returns with it held. */
@@ -104,9 +104,9 @@ ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err) {
     if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "rank %d is not in a world of %d", o.rank,
                           o.world);
-    ig_allocator a = o.allocator ? *o.allocator
-                                 : (ig_allocator){default_alloc, default_realloc, default_free,
-                                                  NULL};
+    ig_allocator a = o.allocator
+                         ? *o.allocator
+                         : (ig_allocator){default_alloc, default_realloc, default_free, NULL};
     ig_ctx *ctx = a.alloc(a.user, sizeof *ctx);
     if (!ctx) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the context");
     memset(ctx, 0, sizeof *ctx);
@@ -193,11 +193,16 @@ void ig_ctx_set_log_level(ig_ctx *ctx, ig_log_level level) {
 
 static const char *level_name(ig_log_level level) {
     switch (level) {
-    case IG_LOG_DEBUG: return "debug";
-    case IG_LOG_INFO: return "info";
-    case IG_LOG_WARN: return "warning";
-    case IG_LOG_ERROR: return "error";
-    default: return "log";
+    case IG_LOG_DEBUG:
+        return "debug";
+    case IG_LOG_INFO:
+        return "info";
+    case IG_LOG_WARN:
+        return "warning";
+    case IG_LOG_ERROR:
+        return "error";
+    default:
+        return "log";
     }
 }
 

@@ -147,8 +147,7 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
         ig_atomic_file_abort(af);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    snprintf(af->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(),
-             atomic_fetch_add(&tmp_counter, 1));
+    snprintf(af->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1));
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         ig_status st = ig_err_errno(err, errno, "cannot create %s", af->tmp);
@@ -194,7 +193,8 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     } else if (fsync(fileno(af->f)) != 0) {
         st = ig_err_errno(err, errno, "cannot fsync %s", af->tmp);
     }
-    if (fclose(af->f) != 0 && st == IG_OK) st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
+    if (fclose(af->f) != 0 && st == IG_OK)
+        st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
     af->f = NULL;
     if (st == IG_OK && !af->overwrite) {
         /* link() fails if the target appeared meanwhile: never clobber without --force */

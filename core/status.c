@@ -42,7 +42,7 @@ ig_status ig_err_set(ig_err *err, ig_status status, const char *fmt, ...) {
 }
 
 ig_status ig_err_errno(ig_err *err, int errno_value, const char *fmt, ...) {
-    ig_status status = errno_value == ENOMEM ? IG_ERR_NOMEM
+    ig_status status = errno_value == ENOMEM   ? IG_ERR_NOMEM
                        : errno_value == ENOENT ? IG_ERR_NOT_FOUND
                        : errno_value == EEXIST ? IG_ERR_EXISTS
                                                : IG_ERR_IO;

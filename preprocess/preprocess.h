@@ -156,7 +156,6 @@ void ig_doc_release(ig_doc *doc);
  * *bad_offset is the offset of the first bad byte. */
 int ig_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 
-
 /* ---- the text pipeline --------------------------------------------------------------------- */
 
 typedef enum ig_on_error { IG_ON_ERROR_FAIL = 0, IG_ON_ERROR_SKIP } ig_on_error;
@@ -205,11 +204,12 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
 /* Reads, tokenizes and writes the inputs as token shards. Output names: OUT when one key and
  * one shard; OUT_KEY with several keys; OUT[_KEY]_NNNNN with shard_size, plus the shard list
  * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN when world > 1 (the caller then
- * writes one shard list over all ranks). The output bytes are identical for any worker count. Memory stays bounded
- * (batches in flight are limited; only the dedup set grows, 16 bytes per document).
- * An error stops the run and removes every temporary; nothing that looks complete is left: the
- * manifests (which verify requires) are written only after every shard of the run is complete.
- * Stale temporaries and manifest-less .bin/.idx of an earlier killed run are removed first. */
+ * writes one shard list over all ranks). The output bytes are identical for any worker count.
+ * Memory stays bounded (batches in flight are limited; only the dedup set grows, 16 bytes per
+ * document). An error stops the run and removes every temporary; nothing that looks complete is
+ * left: the manifests (which verify requires) are written only after every shard of the run is
+ * complete. Stale temporaries and manifest-less .bin/.idx of an earlier killed run are removed
+ * first. */
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 

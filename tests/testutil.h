@@ -19,12 +19,12 @@ const char *igt_shared_data(void);
 const char *igt_ingot(void);
 
 /* Skips the current test, printing why, when ../shared/data is absent. Use at the top of a test. */
-#define IGT_REQUIRE_SHARED()                                                                      \
-    do {                                                                                          \
-        if (!igt_shared_data()) {                                                                 \
-            print_message("skipped: ../shared/data is not present beside the checkout\n");       \
-            skip();                                                                               \
-        }                                                                                         \
+#define IGT_REQUIRE_SHARED()                                                                       \
+    do {                                                                                           \
+        if (!igt_shared_data()) {                                                                  \
+            print_message("skipped: ../shared/data is not present beside the checkout\n");         \
+            skip();                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* A fresh empty directory under $TMPDIR (or /tmp); returns a heap path. Remove it with
