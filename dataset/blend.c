@@ -165,6 +165,13 @@ static ig_status blend_indices(ig_blend *b, const double *w, const char *dir, ig
             return IG_OK;
         }
     }
+    if (b->size > (SIZE_MAX - 1) / sizeof(int64_t)) {
+        ig_icache_unlock(fd);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a blend of %llu samples is larger than memory can address: ask for "
+                          "fewer samples",
+                          (unsigned long long)b->size);
+    }
     b->heap_source = ig_alloc(b->ctx, b->size * sizeof(int16_t) + 1);
     b->heap_sample = ig_alloc(b->ctx, b->size * sizeof(int64_t) + 1);
     int64_t *used = ig_alloc(b->ctx, b->n * sizeof(int64_t));

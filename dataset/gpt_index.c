@@ -174,6 +174,19 @@ static void build_part(void *arg, size_t part, int worker) {
     }
 }
 
+/* 1 when the document, sample and shuffle indices of E epochs over n_docs sequences and ns
+ * samples have sizes that 64-bit (and size_t) arithmetic can hold: an absurd num_samples must be
+ * an error, never a wrapped, too-short allocation. */
+static int index_fits(uint64_t E, uint64_t n_docs, uint64_t ns) {
+    uint64_t n_doc, doc_bytes, sample_bytes, shuffle_bytes;
+    return !__builtin_mul_overflow(E, n_docs, &n_doc) &&
+           !__builtin_mul_overflow(n_doc, (uint64_t)sizeof(int32_t), &doc_bytes) &&
+           ns < UINT64_MAX &&
+           !__builtin_mul_overflow(ns + 1, (uint64_t)2 * sizeof(int64_t), &sample_bytes) &&
+           !__builtin_mul_overflow(ns, (uint64_t)sizeof(int64_t), &shuffle_bytes) &&
+           doc_bytes <= SIZE_MAX && sample_bytes <= SIZE_MAX && shuffle_bytes <= SIZE_MAX;
+}
+
 static ig_status build_arrays(ig_gpt_index *idx, const int32_t *all_lengths, ig_err *err) {
     const uint64_t n_docs = idx->seq_end - idx->seq_begin;
     const uint64_t E = idx->epochs, T = idx->tokens_per_epoch;
@@ -185,7 +198,7 @@ static ig_status build_arrays(ig_gpt_index *idx, const int32_t *all_lengths, ig_
         uint64_t from_final = idx->requested - sans; /* >= 0 by the choice of E */
         idx->separate = (int64_t)from_final < (int64_t)(0.80 * (double)per_epoch);
     }
-    idx->n_doc = E * n_docs;
+    idx->n_doc = E * n_docs; /* checked by index_fits */
     idx->heap_doc = ig_alloc(idx->ctx, idx->n_doc * sizeof(int32_t));
     idx->heap_sample = ig_alloc(idx->ctx, (idx->num_samples + 1) * 2 * sizeof(int64_t));
     idx->heap_shuffle = ig_alloc(idx->ctx, (idx->num_samples ? idx->num_samples : 1) * 8);
@@ -341,6 +354,16 @@ ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq
     idx->tokens_per_epoch = tokens;
     idx->epochs = ig_gpt_num_epochs(tokens, opts->seq_len, opts->num_samples);
     idx->num_samples = ig_gpt_sample_count(tokens, opts->seq_len, idx->epochs);
+    if (!index_fits(idx->epochs, end - begin, idx->num_samples)) {
+        ig_status big =
+            ig_err_set(err, IG_ERR_INVALID_ARG,
+                       "%s: %llu samples over %llu sequences (%llu epochs) need an "
+                       "index larger than memory can address: ask for fewer samples",
+                       name, (unsigned long long)idx->num_samples,
+                       (unsigned long long)(end - begin), (unsigned long long)idx->epochs);
+        ig_free(ctx, idx);
+        return big;
+    }
     idx->key = ig_gpt_index_compute_key(seq_lengths, begin, end, opts->seq_len, opts->num_samples,
                                         opts->seed);
     idx->lengths = ig_alloc(ctx, (end - begin) * sizeof(int32_t));

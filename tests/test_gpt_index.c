@@ -339,6 +339,9 @@ static void test_errors(void **state) {
     expect_gpt_error(lengths, 4, 100, 10, "longer than the data");
     expect_gpt_error(lengths, 4, 1, 10, "seq_len");
     expect_gpt_error(lengths, 4, 8, 0, "num_samples");
+    /* sizes that would wrap 64-bit arithmetic are refused, never allocated short */
+    int32_t ones[6] = {1, 1, 1, 1, 1, 1};
+    expect_gpt_error(ones, 6, 2, 2305843009213693951ULL, "larger than memory can address");
 
     /* Blends: weights <= 0, and a split that leaves a part empty. */
     ig_blend_source bs[2] = {{.weight = 1.0, .seq_lengths = lengths, .n_seqs = 4, .name = "a"},
