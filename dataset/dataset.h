@@ -45,6 +45,10 @@ typedef struct ig_manifest {
     char **sources; /* input files (owned; ig_manifest_clear frees) */
     size_t n_sources;
     char json_key[64]; /* the JSON key the text came from ("" for .txt) */
+    /* The preprocess output this shard belongs to: a file-name prefix in the shard's directory
+     * ("" for shards not written by preprocess). While OUTPUT.incomplete exists beside it, the
+     * run writing that output has not finished, and the shard is refused (ig_shard_open). */
+    char output[256];
     char tool_version[32];
 } ig_manifest;
 
@@ -144,6 +148,16 @@ typedef struct ig_merge_opts {
 } ig_merge_opts;
 ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs,
                          const char *out_prefix, const ig_merge_opts *opts, ig_err *err);
+
+/* --- run markers --- */
+
+/* A preprocess run writes BASE.incomplete before it commits any file of the output BASE and
+ * removes it once every shard, manifest and shard list of it is written: the one commit point
+ * of an output made of several files. A marker left behind means a killed run: its files are
+ * refused by ig_shard_open / ig_shard_list_expand, and the next run may remove them. */
+ig_status ig_run_marker_create(const char *base, ig_err *err);
+ig_status ig_run_marker_remove(const char *base, ig_err *err);
+int ig_run_marker_exists(const char *base);
 
 /* --- shard lists --- */
 

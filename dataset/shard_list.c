@@ -6,7 +6,9 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LIST_FORMAT  "ingot-shard-list"
 #define LIST_VERSION 1
@@ -81,6 +83,45 @@ ig_status ig_shard_list_write(const char *prefix, const char *const *shards, siz
     return st;
 }
 
+/* ---- run markers ---- */
+
+static char *marker_path(const char *base) {
+    size_t n = strlen(base) + sizeof ".incomplete";
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s.incomplete", base);
+    return p;
+}
+
+ig_status ig_run_marker_create(const char *base, ig_err *err) {
+    char *path = marker_path(base);
+    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    char text[128];
+    int n = snprintf(text, sizeof text, "{\"format\": \"ingot-run-marker\", \"pid\": %ld}\n",
+                     (long)getpid());
+    ig_status st = ig_write_file_atomic(path, text, (size_t)n, 1, err);
+    free(path);
+    return st;
+}
+
+ig_status ig_run_marker_remove(const char *base, ig_err *err) {
+    char *path = marker_path(base);
+    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = IG_OK;
+    if (unlink(path) != 0 && errno != ENOENT)
+        st = ig_err_errno(err, errno, "cannot remove %s", path);
+    else
+        st = ig_fsync_parent_dir(path, err);
+    free(path);
+    return st;
+}
+
+int ig_run_marker_exists(const char *base) {
+    char *path = marker_path(base);
+    int yes = path && ig_file_exists(path);
+    free(path);
+    return yes;
+}
+
 void ig_shard_list_free(char **list, size_t n) {
     if (!list) return;
     for (size_t i = 0; i < n; i++) free(list[i]);
@@ -125,6 +166,11 @@ static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_
 ig_status ig_shard_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
     *out = NULL;
     *n = 0;
+    if (ig_run_marker_exists(prefix))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s is the output of an unfinished preprocess run (%s.incomplete "
+                          "exists): the run was killed or is still going; rerun it",
+                          prefix, prefix);
     char *path = list_path(prefix);
     if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     if (!ig_file_exists(path)) {

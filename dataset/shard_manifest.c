@@ -64,6 +64,7 @@ static json_t *manifest_to_json(const ig_manifest *m) {
     bad |= json_object_set_new(o, "idx_xxh3", hex_string(m->idx_xxh3));
     bad |= json_object_set_new(o, "sources", src);
     bad |= json_object_set_new(o, "json_key", json_string(m->json_key));
+    if (m->output[0]) bad |= json_object_set_new(o, "output", json_string(m->output));
     bad |= json_object_set_new(o, "tool_version", json_string(m->tool_version));
     if (bad) {
         json_decref(o);
@@ -171,6 +172,15 @@ static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path,
                           "%s: dtype_code = %" PRIu64 " is not a known dtype code (1..8)", path,
                           dtype);
     m->dtype = (ig_dtype)dtype;
+    json_t *output = json_object_get(o, "output"); /* optional */
+    if (output) {
+        if (!json_is_string(output) || strchr(json_string_value(output), '/') ||
+            strlen(json_string_value(output)) >= sizeof m->output)
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s: output must be a file-name prefix (no '/', < %zu bytes)", path,
+                              sizeof m->output);
+        snprintf(m->output, sizeof m->output, "%s", json_string_value(output));
+    }
     json_t *src = json_object_get(o, "sources");
     if (!json_is_array(src)) return field_missing(path, "sources", "an array of strings", err);
     for (size_t i = 0; i < json_array_size(src); i++) {

@@ -424,6 +424,7 @@ ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *met
             memcpy(out->tokenizer, meta->tokenizer, sizeof out->tokenizer);
             memcpy(out->tokenizer_path, meta->tokenizer_path, sizeof out->tokenizer_path);
             memcpy(out->json_key, meta->json_key, sizeof out->json_key);
+            memcpy(out->output, meta->output, sizeof out->output);
             out->tokenizer_hash = meta->tokenizer_hash;
             out->vocab_size = meta->vocab_size;
             out->eod_id = meta->eod_id;

@@ -12,7 +12,7 @@
 #include "preprocess/preprocess.h"
 
 #include <errno.h>
-#include <glob.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -87,6 +87,7 @@ typedef struct pipeline {
     ig_progress *progress;
 
     out_key *outs;
+    size_t n_marked;  /* outputs [0, n_marked) have this run's marker */
     ig_manifest meta; /* tokenizer fields, shared by every shard */
     /* dedup: open addressing over 128-bit hashes, (0,0) marks empty */
     ig_hash128 *seen;
@@ -107,6 +108,8 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st) {
     if (!st) return;
     for (size_t i = 0; i < st->n_shard_prefixes; i++) free(st->shard_prefixes[i]);
     free(st->shard_prefixes);
+    for (size_t i = 0; i < st->n_outputs; i++) free(st->outputs[i]);
+    free(st->outputs);
     memset(st, 0, sizeof *st);
 }
 
@@ -423,6 +426,10 @@ static ig_status close_shard(pipeline *p, out_key *ok, ig_err *err) {
     if (!np) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ok->pending = np;
     memset(&np[ok->n_pending], 0, sizeof *np);
+    /* the manifest names the output, whose run marker must be gone for the shard to count */
+    const char *slash = strrchr(ok->base, '/');
+    snprintf(p->meta.output, sizeof p->meta.output, "%s", slash ? slash + 1 : ok->base);
+    snprintf(p->meta.json_key, sizeof p->meta.json_key, "%s", p->keys[ok - p->outs]);
     ig_status st = ig_shard_writer_finish_data(ok->w, &p->meta, &np[ok->n_pending], err);
     ok->w = NULL;
     if (st != IG_OK) return st;
@@ -551,12 +558,33 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
 
 /* ---- outputs of earlier runs ---------------------------------------------------------------- */
 
-/* Globs pattern; calls fn(path) for each match. */
-static void for_each_match(const char *pattern, void (*fn)(const char *, void *), void *arg) {
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) == 0)
-        for (size_t i = 0; i < g.gl_pathc; i++) fn(g.gl_pathv[i], arg);
-    globfree(&g);
+/* What a file in the output's directory is to output stem S: S[_NNNNN] followed by a manifest
+ * (.json, .shards.json) or data (.bin, .idx) extension, or a temporary of one of those, of the
+ * run marker or of the writer's length spill (... .tmp.*). Matched literally: a prefix may hold
+ * glob characters. */
+enum { OUT_MANIFEST = 1, OUT_DATA = 2, OUT_TEMP = 4 };
+
+static int output_kind(const char *name, const char *stem) {
+    size_t sl = strlen(stem);
+    if (strncmp(name, stem, sl) != 0) return 0;
+    const char *rest = name + sl;
+    if (rest[0] == '_' && strspn(rest + 1, "0123456789") == 5) rest += 6;
+    static const struct {
+        const char *ext;
+        int kind;
+    } exts[] = {{".shards.json", OUT_MANIFEST},
+                {".json", OUT_MANIFEST},
+                {".bin", OUT_DATA},
+                {".idx", OUT_DATA},
+                {".incomplete", 0},
+                {".spill", 0}}; /* the shard writer's length spill (unlinked once open) */
+    for (size_t e = 0; e < sizeof exts / sizeof exts[0]; e++) {
+        size_t el = strlen(exts[e].ext);
+        if (strncmp(rest, exts[e].ext, el) != 0) continue;
+        if (rest[el] == '\0') return exts[e].kind;
+        if (strncmp(rest + el, ".tmp.", 5) == 0) return OUT_TEMP;
+    }
+    return 0;
 }
 
 typedef struct scan {
@@ -575,51 +603,66 @@ static void remove_file(const char *path, void *arg) {
     /* temporaries carry the writer's pid: leave those of a live process alone */
     const char *t = strstr(path, ".tmp.");
     if (t) {
-        long pid = strtol(t + 5, NULL, 10);
-        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) return;
+        /* "...tmp.PID.N" (an atomic writer's); other temporaries (mkstemp's) name no process */
+        char *end = NULL;
+        long pid = strtol(t + 5, &end, 10);
+        int named = end != t + 5 && *end == '.';
+        if (named && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) return;
     }
     if (unlink(path) == 0) ig_debug(s->ctx, "removed %s", path);
 }
 
-/* Calls fn on every file of output base with one of the extensions: BASE.EXT and
- * BASE_NNNNN.EXT. */
-static void for_each_output(const char *base, const char *const *exts, size_t n_exts,
-                            void (*fn)(const char *, void *), void *arg) {
-    char pat[2048];
-    for (size_t e = 0; e < n_exts; e++) {
-        snprintf(pat, sizeof pat, "%s%s", base, exts[e]);
-        for_each_match(pat, fn, arg);
-        snprintf(pat, sizeof pat, "%s_[0-9][0-9][0-9][0-9][0-9]%s", base, exts[e]);
-        for_each_match(pat, fn, arg);
+/* Calls fn on every file of output base whose kind is in kinds. */
+static void for_each_output(const char *base, int kinds, void (*fn)(const char *, void *),
+                            void *arg) {
+    const char *slash = strrchr(base, '/');
+    char dir[4096];
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - base) + 1, base);
+    else
+        snprintf(dir, sizeof dir, "./");
+    const char *stem = slash ? slash + 1 : base;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!(output_kind(e->d_name, stem) & kinds)) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s%s", slash ? dir : "", e->d_name);
+        fn(path, arg);
     }
+    closedir(d);
 }
 
-/* Refuses to replace a complete earlier output without --force (removing it whole with
- * --force), and removes what a killed run left: data without a manifest, dead temporaries. */
+/* Existing outputs: a complete one (no run marker) is not replaced without --force (with it,
+ * it is removed whole, manifests first); the files of a run that never finished (its marker
+ * is there) are removed, as are dead temporaries. Then every output gets its run marker, before
+ * this run commits anything. */
 static ig_status prepare_outputs(pipeline *p, ig_err *err) {
-    static const char *const manifest[] = {".json", ".shards.json"};
-    static const char *const data[] = {".bin", ".idx"};
-    static const char *const temps[] = {".*.tmp.*"};
+    p->n_marked = 0;
     for (size_t k = 0; k < p->n_keys; k++) {
         const char *base = p->outs[k].base;
+        if (ig_run_marker_exists(base)) continue;
         scan found = {.ctx = p->ctx};
-        for_each_output(base, manifest, 2, note_match, &found);
+        for_each_output(base, OUT_MANIFEST | OUT_DATA, note_match, &found);
         if (found.n && !p->o->overwrite)
             return ig_err_set(err, IG_ERR_EXISTS,
-                              "%s exists: a complete output is already there (use --force to "
-                              "replace it)",
+                              "%s exists: an output is already there (use --force to replace "
+                              "it)",
                               found.first);
-        scan debris = {.ctx = p->ctx};
-        if (found.n) {
-            for_each_output(base, manifest, 2, remove_file, &debris); /* manifests first */
-        } else {
-            for_each_output(base, data, 2, note_match, &debris);
-            if (debris.n)
-                ig_warn(p->ctx, "removing the incomplete output of an earlier run (%s)",
-                        debris.first);
-        }
-        for_each_output(base, data, 2, remove_file, &debris);
-        for_each_output(base, temps, 1, remove_file, &debris);
+    }
+    for (size_t k = 0; k < p->n_keys; k++) {
+        const char *base = p->outs[k].base;
+        scan s = {.ctx = p->ctx};
+        if (ig_run_marker_exists(base))
+            ig_warn(p->ctx, "removing the output of an unfinished earlier run (%s.incomplete)",
+                    base);
+        for_each_output(base, OUT_MANIFEST, remove_file, &s); /* manifests first */
+        for_each_output(base, OUT_DATA, remove_file, &s);
+        for_each_output(base, OUT_TEMP, remove_file, &s);
+        ig_status st = ig_run_marker_create(base, err);
+        if (st != IG_OK) return st;
+        p->n_marked = k + 1;
     }
     return IG_OK;
 }
@@ -808,8 +851,8 @@ out:
         ig_progress_finish(p.progress);
         p.progress = NULL;
     }
-    /* finish the open shards, then write every manifest: only now does the output count as
-     * complete. On failure, remove everything this run made. */
+    /* finish the open shards, write every manifest and shard list, and only then remove the
+     * run markers: the one commit point of the output. On failure, remove all this run made. */
     for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
         if (!ok->w && ok->n_prefixes == 0) s = open_shard(&p, ok, err); /* no documents */
@@ -828,34 +871,38 @@ out:
         if (opts->shard_size && opts->world == 1)
             s = ig_shard_list_write(p.outs[k].base, (const char *const *)p.outs[k].prefixes,
                                     p.outs[k].n_prefixes, 1, err);
-    for (size_t k = 0; p.outs && k < p.n_keys; k++) {
+    if (s != IG_OK) {
+        /* the outputs that got a marker are this run's alone: remove them whole */
+        for (size_t k = 0; k < p.n_marked; k++) {
+            scan sc = {.ctx = ctx};
+            for_each_output(p.outs[k].base, OUT_MANIFEST, remove_file, &sc);
+            for_each_output(p.outs[k].base, OUT_DATA, remove_file, &sc);
+            ig_run_marker_remove(p.outs[k].base, NULL);
+        }
+    }
+    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
-        for (size_t i = 0; i < ok->n_prefixes; i++) {
-            if (s != IG_OK) {
-                static const char *const exts[] = {".json", ".bin", ".idx"};
-                if (i == 0) {
-                    char path[4096];
-                    snprintf(path, sizeof path, "%s.shards.json", ok->base);
-                    if (opts->shard_size && opts->world == 1) unlink(path);
-                }
-                for (int e = 0; e < 3; e++) {
-                    char path[4096];
-                    snprintf(path, sizeof path, "%s%s", ok->prefixes[i], exts[e]);
-                    unlink(path);
-                }
-                continue;
-            }
+        for (size_t i = 0; s == IG_OK && i < ok->n_prefixes; i++) {
             char **np = realloc(st->shard_prefixes, (st->n_shard_prefixes + 1) * sizeof *np);
             if (!np) {
                 s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-                continue;
+                break;
             }
             st->shard_prefixes = np;
             st->shard_prefixes[st->n_shard_prefixes++] = ok->prefixes[i];
             ok->prefixes[i] = NULL;
             st->shards++;
         }
+        char **no = realloc(st->outputs, (st->n_outputs + 1) * sizeof *no);
+        if (s == IG_OK && !no) s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        if (no) {
+            st->outputs = no;
+            st->outputs[st->n_outputs++] = ok->base;
+            ok->base = NULL;
+        }
     }
+    for (size_t k = 0; s == IG_OK && !opts->keep_markers && k < st->n_outputs; k++)
+        s = ig_run_marker_remove(st->outputs[k], err);
     for (size_t k = 0; p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
         for (size_t i = 0; i < ok->n_pending; i++) ig_manifest_clear(&ok->pending[i]);

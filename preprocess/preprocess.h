@@ -181,6 +181,8 @@ typedef struct ig_preprocess_opts {
     int progress;                  /* show a progress bar on stderr */
     int rank, world;               /* this process's share of the inputs (files round-robin by
                                       size); world > 1 puts "_rRRRR" into the shard names */
+    int keep_markers;              /* leave the run markers (BASE.incomplete) of a successful run
+                                      for the caller to remove (mpirun: after the shard list) */
 } ig_preprocess_opts;
 
 ig_preprocess_opts ig_preprocess_opts_default(void);
@@ -197,6 +199,8 @@ typedef struct ig_preprocess_stats {
     char reported[IG_PREPROCESS_MAX_REPORTED][512];
     char **shard_prefixes; /* the shards written, in order (owned; ig_preprocess_stats_clear) */
     size_t n_shard_prefixes;
+    char **outputs; /* the output bases (OUT, OUT_KEY, ..._rRRRR): what the markers are named by */
+    size_t n_outputs;
 } ig_preprocess_stats;
 
 void ig_preprocess_stats_clear(ig_preprocess_stats *st);
@@ -206,10 +210,12 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN when world > 1 (the caller then
  * writes one shard list over all ranks). The output bytes are identical for any worker count.
  * Memory stays bounded (batches in flight are limited; only the dedup set grows, 16 bytes per
- * document). An error stops the run and removes every temporary; nothing that looks complete is
- * left: the manifests (which verify requires) are written only after every shard of the run is
- * complete. Stale temporaries and manifest-less .bin/.idx of an earlier killed run are removed
- * first. */
+ * document). The run commits through a marker: BASE.incomplete is written for every output
+ * before any of its files, and removed once all its shards, manifests and shard lists are
+ * written, so a run killed at any moment leaves an output that ig_shard_open and verify refuse.
+ * An existing output is not replaced without opts.overwrite (--force), which removes it when the
+ * run starts; the files of an unfinished earlier run (its marker is there) are removed without
+ * it. An error stops the run and removes everything it wrote. */
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 

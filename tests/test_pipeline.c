@@ -341,16 +341,54 @@ static void test_existing_outputs(void **state) {
     if (run(&in, 1, out, 1, &o, NULL, &err) != IG_OK) fail_msg("--force: %s", err.msg);
     assert_int_equal(ig_shard_verify(g_ctx, out, &err), IG_OK);
 
-    /* what a killed run leaves: data without a manifest and a temporary of a dead process */
-    const char *k = igt_fmt("%s/killed", dir);
-    igt_write(igt_fmt("%s.bin", k), "junk", 4);
+    /* shards nobody can vouch for (no manifest, no run marker: e.g. Megatron's) are never
+     * deleted without --force */
+    char *f = strdup(igt_fmt("%s/foreign", dir));
+    igt_write(igt_fmt("%s.bin", f), "data", 4);
+    igt_write(igt_fmt("%s.idx", f), "index", 5);
+    assert_int_equal(run(&in, 1, f, 1, NULL, NULL, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "--force"));
+    assert_true(ig_file_exists(igt_fmt("%s.bin", f)) && ig_file_exists(igt_fmt("%s.idx", f)));
+    assert_false(ig_run_marker_exists(f));
+
+    /* what a killed run leaves: its run marker, a shard with its manifest, data of another, a
+     * temporary of a dead process. Its shards are refused; a rerun removes it all. */
+    char *k = strdup(igt_fmt("%s/killed", dir));
+    char *k0 = strdup(igt_fmt("%s_00000", k));
+    o = ig_preprocess_opts_default();
+    o.shard_size = 1;
+    if (run(&in, 1, k, 1, &o, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_shard_verify(g_ctx, k0, &err), IG_OK);
+    assert_int_equal(ig_run_marker_create(k, &err), IG_OK); /* as if killed before the end */
     igt_write(igt_fmt("%s_00003.idx", k), "junk", 4);
     igt_write(igt_fmt("%s.bin.tmp.999999999.0", k), "junk", 4);
-    assert_int_equal(ig_shard_verify(g_ctx, k, &err) == IG_OK, 0);
-    assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_verify(g_ctx, k0, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "unfinished"));
+    size_t checked = 0;
+    assert_int_equal(ig_shard_list_verify(g_ctx, k, &checked, &err), IG_ERR_FORMAT);
+    ig_dataset *ds = NULL;
+    assert_int_equal(ig_dataset_open(&ds, g_ctx, (const char *const *)&k, 1, &err), IG_ERR_FORMAT);
+    assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_OK); /* no --force needed */
     assert_int_equal(ig_shard_verify(g_ctx, k, &err), IG_OK);
+    assert_false(ig_run_marker_exists(k));
     assert_false(ig_file_exists(igt_fmt("%s_00003.idx", k)));
+    assert_false(ig_file_exists(igt_fmt("%s.json", k0)));
+    assert_false(ig_file_exists(igt_fmt("%s.shards.json", k)));
     assert_false(ig_file_exists(igt_fmt("%s.bin.tmp.999999999.0", k)));
+
+    /* glob characters in the prefix are literal: nothing else is matched, let alone removed */
+    char *g = strdup(igt_fmt("%s/out[1]", dir));
+    igt_write(igt_fmt("%s/out1.bin", dir), "precious", 8);
+    igt_write(igt_fmt("%s/out1.json", dir), "precious", 8);
+    assert_int_equal(run(&in, 1, g, 1, NULL, NULL, &err), IG_OK);
+    assert_int_equal(run(&in, 1, g, 1, NULL, NULL, &err), IG_ERR_EXISTS);
+    assert_true(ig_file_exists(igt_fmt("%s/out1.bin", dir)));
+    assert_true(ig_file_exists(igt_fmt("%s/out1.json", dir)));
+    assert_int_equal(ig_shard_verify(g_ctx, g, &err), IG_OK);
+    free(g);
+    free(k0);
+    free(k);
+    free(f);
     igt_rmtree(dir);
     free(dir);
 }

@@ -79,8 +79,9 @@ for attempt in 1 2 3 4 5; do
   kill -9 $pid 2>/dev/null
   wait $pid 2>/dev/null
   force=()
-  if ls "$T"/k_*.json >/dev/null 2>&1; then
-    pass # the run reached its final step (manifests) before the kill
+  if [ -e "$T/k.shards.json" ] && [ ! -e "$T/k.incomplete" ]; then
+    # the run committed (its marker was removed) before the kill: then it is whole
+    check "finished run $attempt verifies" "$ING" verify "$T/k"
     force=(--force)
   else
     n_ok=0
@@ -89,6 +90,7 @@ for attempt in 1 2 3 4 5; do
       "$ING" verify "${idx%.idx}" >/dev/null 2>&1 && n_ok=$((n_ok + 1))
     done
     check "killed run $attempt: verify rejects every shard" test $n_ok -eq 0
+    if "$ING" verify "$T/k" >/dev/null 2>&1; then fail "killed run $attempt: verify k passes"; else pass; fi
   fi
   "$ING" preprocess text --input "$T/big.jsonl" --tokenizer "$SRC/data/gpt2" \
     --output-prefix "$T/k" --shard-size 500KB --workers 2 --quiet "${force[@]}" >/dev/null 2>"$T/err"
@@ -98,6 +100,8 @@ for attempt in 1 2 3 4 5; do
     "$ING" verify "${m%.json}" >/dev/null 2>&1 || n_bad=$((n_bad + 1))
   done
   check "rerun after kill $attempt verifies" test $n_bad -eq 0
+  check "rerun after kill $attempt: the list verifies" "$ING" verify "$T/k"
+  check "rerun after kill $attempt: no marker left" test ! -e "$T/k.incomplete"
   check "no temporaries left after rerun $attempt" test -z "$(ls "$T" | grep '\.tmp\.')"
 done
 

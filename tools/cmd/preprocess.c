@@ -297,6 +297,48 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
 }
 
 #ifdef IG_HAVE_MPI
+/* The shard list of JSON key k under mpirun: OUT, or OUT_KEY with several keys. */
+static void list_base(const pp_args *a, size_t k, char *buf, size_t cap) {
+    if (a->n_keys > 1)
+        snprintf(buf, cap, "%s_%s", a->output, a->keys[k]);
+    else
+        snprintf(buf, cap, "%s", a->output);
+}
+
+/* Rank 0, before the run: an existing shard list is not replaced without --force; one left by
+ * an unfinished run (its marker is there) is removed; then each list base gets its marker. */
+static ig_status prepare_lists(const pp_args *a, ig_err *err) {
+    size_t n_keys = a->n_keys ? a->n_keys : 1;
+    char base[4096], path[4200];
+    for (size_t k = 0; k < n_keys; k++) {
+        list_base(a, k, base, sizeof base);
+        snprintf(path, sizeof path, "%s.shards.json", base);
+        if (ig_file_exists(path) && !ig_run_marker_exists(base) && !a->o.overwrite)
+            return ig_err_set(err, IG_ERR_EXISTS, "%s exists (use --force to replace it)", path);
+    }
+    for (size_t k = 0; k < n_keys; k++) {
+        list_base(a, k, base, sizeof base);
+        snprintf(path, sizeof path, "%s.shards.json", base);
+        remove(path);
+        ig_status st = ig_run_marker_create(base, err);
+        if (st != IG_OK) return st;
+    }
+    return IG_OK;
+}
+
+/* Rank 0, after every rank removed its markers: drops the lists' markers (or, when the run
+ * failed, the lists and their markers). */
+static void finish_lists(const pp_args *a, int ok) {
+    size_t n_keys = a->n_keys ? a->n_keys : 1;
+    char base[4096], path[4200];
+    for (size_t k = 0; k < n_keys; k++) {
+        list_base(a, k, base, sizeof base);
+        snprintf(path, sizeof path, "%s.shards.json", base);
+        if (!ok) remove(path);
+        ig_run_marker_remove(base, NULL);
+    }
+}
+
 /* Rank 0: one shard list per JSON key (OUT, or OUT_KEY with several keys) over every rank's
  * shards of that key, which are named OUT[_KEY]_rRRRR... */
 static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err) {
@@ -306,17 +348,14 @@ static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err
     ig_status st = IG_OK;
     for (size_t k = 0; k < n_keys && st == IG_OK; k++) {
         char base[4096], lead[4200];
-        if (n_keys > 1)
-            snprintf(base, sizeof base, "%s_%s", a->output, a->keys[k]);
-        else
-            snprintf(base, sizeof base, "%s", a->output);
+        list_base(a, k, base, sizeof base);
         snprintf(lead, sizeof lead, "%s_r", base);
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
             if (!strncmp(all[i], lead, strlen(lead)) &&
                 strspn(all[i] + strlen(lead), "0123456789_") == strlen(all[i] + strlen(lead)))
                 mine[m++] = all[i];
-        st = ig_shard_list_write(base, mine, m, a->o.overwrite, err);
+        st = ig_shard_list_write(base, mine, m, 1, err); /* prepare_lists cleared the way */
     }
     free(mine);
     return st;
@@ -395,18 +434,14 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     ig_preprocess_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
     int world = ctx ? ig_ctx_world(ctx) : 1, rank = ctx ? ig_ctx_rank(ctx) : 0;
-    for (size_t k = 0; s == IG_OK && world > 1 && !a.o.overwrite && k < (a.n_keys ? a.n_keys : 1);
-         k++) {
-        char list_path[4096];
-        if (a.n_keys > 1)
-            snprintf(list_path, sizeof list_path, "%s_%s.shards.json", a.output, a.keys[k]);
-        else
-            snprintf(list_path, sizeof list_path, "%s.shards.json", a.output);
-        if (ig_file_exists(list_path))
-            s = ig_err_set(&err, IG_ERR_EXISTS, "%s exists (use --force to replace it)", list_path);
-    }
 #ifdef IG_HAVE_MPI
     if (world > 1) MPI_Init(NULL, NULL);
+    int lists_prepared = 0; /* rank 0 owns the lists' markers (and may remove the lists) */
+    if (s == IG_OK && world > 1 && rank == 0) {
+        s = prepare_lists(&a, &err);
+        lists_prepared = s == IG_OK;
+    }
+    a.o.keep_markers = world > 1; /* removed once rank 0's shard lists exist */
 #endif
     if (s == IG_OK) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();
@@ -442,13 +477,18 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
             ig_err ignore = {0};
             gather_prefixes(&none, rank, world, &list, &n, &ignore);
         }
-        if (s == IG_OK && rank == 0 && all_ok)
-            s = write_lists(&a, list, n, &err);
-        else if (s == IG_OK && !all_ok)
-            s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
-        if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
+        if (s == IG_OK && rank == 0 && all_ok) s = write_lists(&a, list, n, &err);
         for (size_t i = 0; i < n; i++) free(list[i]);
         free(list);
+        /* the output is complete once the lists exist: only then do the markers go */
+        ok = s == IG_OK;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+        if (s == IG_OK && !all_ok)
+            s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
+        if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
+        for (size_t i = 0; i < st.n_outputs; i++) ig_run_marker_remove(st.outputs[i], NULL);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (lists_prepared) finish_lists(&a, all_ok);
     }
 #endif
     if (s == IG_OK && !a.flags.quiet) print_summary(&st, rank, world);
