@@ -217,6 +217,12 @@ static ig_status fill(ig_loader *ld, uint64_t k, int32_t *tokens, uint64_t *ids,
             }
         }
         const ig_sample_source *src = &(*held)->src;
+        int32_t *rows = tokens + (size_t)j * ld->row;
+        if (src->get_rows && src->get_rows(src->self, i, n, rows, err) == IG_OK) {
+            j += n;
+            continue;
+        }
+        ig_err_clear(err); /* get_rows failed (or is absent): get tells which sample fails */
         for (uint32_t t = 0; t < n; t++) {
             ig_status st = src->get(src->self, i + t, tokens + (size_t)(j + t) * ld->row, err);
             if (st != IG_OK)
@@ -227,6 +233,25 @@ static ig_status fill(ig_loader *ld, uint64_t k, int32_t *tokens, uint64_t *ids,
         j += n;
     }
     return IG_OK;
+}
+
+/* Whether the waiting consumer should wake up (call with the lock held). It sleeps until the
+ * batch it needs and the wake_at - 1 after it are filled, or the loader failed, rather than until
+ * the one batch: when the consumer is faster than the workers (a wake-up per batch costs two
+ * context switches, as long as filling a batch) it then wakes once per several batches, while
+ * the workers keep filling the rest of the ring. Those batches do come: while the consumer waits
+ * it holds no slot, and it has woken idle workers unless fewer than wake_at slots are free, i.e.
+ * unless at least wake_at batches are already being filled. */
+static int consumer_may_go(const ig_loader *ld) {
+    const uint64_t depth = (uint64_t)ld->depth;
+    for (uint64_t t = 0; t < (uint64_t)ld->wake_at; t++) {
+        uint64_t k = ld->next_out + t;
+        const slot *s = &ld->slots[k % depth];
+        if (k >= ld->next_claim || s->k != k || s->state == SLOT_FILLING)
+            return t > 0 && ld->failed;
+        if (s->state == SLOT_ERROR) return 1;
+    }
+    return 1;
 }
 
 static void *worker_main(void *arg) {
@@ -258,7 +283,7 @@ static void *worker_main(void *arg) {
             s->err.status = st;
             ld->failed = 1;
         }
-        if (ld->consumer_waiting && k == ld->next_out) pthread_cond_signal(&ld->cv_ready);
+        if (ld->consumer_waiting && consumer_may_go(ld)) pthread_cond_signal(&ld->cv_ready);
     }
     pthread_mutex_unlock(&ld->mu);
     if (held) block_release(ld, held);
@@ -468,9 +493,9 @@ ig_status ig_loader_next(ig_loader *ld, ig_batch *out, ig_err *err) {
         (ld->depth - in_use >= (uint64_t)ld->wake_at || ld->next_claim <= ld->next_out))
         pthread_cond_broadcast(&ld->cv_work);
     slot *s = &ld->slots[ld->next_out % (uint64_t)ld->depth];
-    while (!(s->k == ld->next_out && (s->state == SLOT_READY || s->state == SLOT_ERROR))) {
+    if (!(s->k == ld->next_out && (s->state == SLOT_READY || s->state == SLOT_ERROR))) {
         ld->consumer_waiting = 1;
-        pthread_cond_wait(&ld->cv_ready, &ld->mu);
+        while (!consumer_may_go(ld)) pthread_cond_wait(&ld->cv_ready, &ld->mu);
         ld->consumer_waiting = 0;
     }
     if (s->state == SLOT_ERROR) {

@@ -48,6 +48,10 @@ typedef struct ig_sample_source {
     uint64_t (*num_samples)(void *self);
     /* Writes sample i (i < num_samples) to out[0 .. seq_len]. */
     ig_status (*get)(void *self, uint64_t i, int32_t *out, ig_err *err);
+    /* Optional (may be NULL): writes samples i .. i + n - 1 (i + n <= num_samples) to n consecutive
+     * rows of seq_len + 1 tokens at out, exactly as n calls of get would; faster when the source
+     * can read ahead. On an error the loader reads the rows again with get to tell which failed. */
+    ig_status (*get_rows)(void *self, uint64_t i, uint32_t n, int32_t *out, ig_err *err);
     void (*free)(void *self);
     void *self;
     uint32_t seq_len; /* tokens per sample, minus the one shared with the next sample */
