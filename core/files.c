@@ -197,12 +197,22 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
         st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
     af->f = NULL;
     if (st == IG_OK && !af->overwrite) {
-        /* link() fails if the target appeared meanwhile: never clobber without --force */
+        /* never clobber without --force, even a target that appeared meanwhile: link() fails
+         * on an existing name; where hard links are not supported, renameat2's NOREPLACE */
         if (link(af->tmp, af->path) != 0) {
-            if (errno == EEXIST)
+            int e = errno;
+            if (e != EEXIST &&
+                renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_NOREPLACE) == 0)
+                e = 0;
+            else if (e != EEXIST)
+                e = errno;
+            if (e == EEXIST)
                 st = ig_err_set(err, IG_ERR_EXISTS, "%s already exists (use --force)", af->path);
-            else if (rename(af->tmp, af->path) != 0)
-                st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
+            else if (e != 0)
+                st = ig_err_errno(err, e,
+                                  "cannot create %s without replacing it (this file system "
+                                  "supports neither link nor RENAME_NOREPLACE; use --force)",
+                                  af->path);
         }
     } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
         st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);

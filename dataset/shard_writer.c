@@ -443,9 +443,12 @@ ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *met
         out->bin_xxh3 = ig_xxh3_stream_digest(w->bin_hash);
         out->idx_xxh3 = ig_xxh3_stream_digest(o.hash);
     }
-    /* an old manifest must never sit beside new data, even if we are killed mid-commit */
+    /* an old manifest must never sit beside new data, nor an old .idx beside the new .bin, even
+     * if we are killed mid-commit: remove both before the new files go in */
     if (st == IG_OK && w->overwrite && unlink(w->json_path) != 0 && errno != ENOENT)
         st = ig_err_errno(err, errno, "cannot remove the old manifest %s", w->json_path);
+    if (st == IG_OK && w->overwrite && unlink(w->idx_path) != 0 && errno != ENOENT)
+        st = ig_err_errno(err, errno, "cannot remove the old index %s", w->idx_path);
     if (st == IG_OK) {
         st = ig_atomic_file_commit(w->bin, err);
         w->bin = NULL;

@@ -100,4 +100,9 @@ grep -q '0.6000' "$T/blend.txt" && grep -q '0.4000' "$T/blend.txt" || die "blend
     || die "negative weight: expected exit 2"
 "$ING" samples --seq-len 10000000 --samples 60 "$T/shk" >/dev/null 2>&1; [ $? = 1 ] \
     || die "seq_len longer than the data: expected exit 1"
+"$ING" samples --seq-len 24 --samples 60 --micro-batch 4 --start 9223372036854775807 "$T/shk" \
+    >/dev/null 2>&1; [ $? = 2 ] || die "a --start past 2^64 samples: expected exit 2"
+"$ING" blend --seq-len 2 --samples 2305843009213693951 "$T/shk" >/dev/null 2>"$T/err"; [ $? = 1 ] \
+    || die "an index too large to address: expected exit 1"
+grep -q "larger than memory can address" "$T/err" || die "an index too large: the message"
 echo "ok"

@@ -163,6 +163,17 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
         ig_data_args_free(&a);
         return rc;
     }
+    uint64_t G_check, start_samples, span;
+    if (__builtin_mul_overflow((uint64_t)s.micro_batch * s.dp, (uint64_t)s.grad_accum, &G_check) ||
+        __builtin_mul_overflow(s.start, G_check, &start_samples) ||
+        __builtin_mul_overflow((uint64_t)s.steps, G_check, &span) ||
+        __builtin_add_overflow(start_samples, span, &start_samples)) {
+        ig_data_args_free(&a);
+        return ig_cmd_usage_error(cmd,
+                                  "--start %llu with a global batch of %llu samples is "
+                                  "past 2^64 samples",
+                                  (unsigned long long)s.start, (unsigned long long)G_check);
+    }
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_data_stream *ds = NULL;
