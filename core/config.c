@@ -61,24 +61,33 @@ static size_t enclosing_group(const ig_config *cfg, const char *path) {
     return best;
 }
 
+/* Whether key i lies under the group prefix[0..plen) (plen 0: the top level) and is the first
+ * key, in schema order, of its direct child there; *c and *clen name that child. */
+static int first_of_child(const ig_config *cfg, size_t i, const char *prefix, size_t plen,
+                          const char **c, size_t *clen) {
+    size_t skip = plen ? plen + 1 : 0;
+    const char *p = cfg->keys[i].path;
+    if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.')) return 0;
+    *c = p + skip;
+    *clen = strcspn(*c, ".");
+    for (size_t j = 0; j < i; j++) {
+        const char *q = cfg->keys[j].path;
+        if (plen && (strncmp(q, prefix, plen) != 0 || q[plen] != '.')) continue;
+        if (strncmp(q + skip, *c, *clen) == 0 && (q[skip + *clen] == '.' || !q[skip + *clen]))
+            return 0;
+    }
+    return 1;
+}
+
 /* Writes the direct children of a group ("n_layer, n_head, optim") into buf. */
 static void list_children(const ig_config *cfg, const char *prefix, size_t plen, char *buf,
                           size_t cap) {
     size_t n = 0;
     buf[0] = '\0';
-    size_t skip = plen ? plen + 1 : 0;
     for (size_t i = 0; i < cfg->n; i++) {
-        const char *p = cfg->keys[i].path;
-        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.')) continue;
-        const char *c = p + skip;
-        size_t clen = strcspn(c, ".");
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const char *q = cfg->keys[j].path;
-            if (plen && (strncmp(q, prefix, plen) != 0 || q[plen] != '.')) continue;
-            seen = strncmp(q + skip, c, clen) == 0 && (q[skip + clen] == '.' || !q[skip + clen]);
-        }
-        if (seen) continue;
+        const char *c;
+        size_t clen;
+        if (!first_of_child(cfg, i, prefix, plen, &c, &clen)) continue;
         int w = snprintf(buf + n, cap - n, "%s%.*s", n ? ", " : "", (int)clen, c);
         if (w < 0 || (size_t)w >= cap - n) {
             if (cap > 5) strcpy(buf + cap - 5, ", ..");
@@ -663,22 +672,14 @@ static size_t put_value(FILE *out, const ig_config *cfg, size_t i) {
  * order the schema declares them (a group appears where its first key is declared). */
 static void dump_group(const ig_config *cfg, FILE *out, int origins, const char *prefix,
                        size_t plen, int depth) {
-    size_t skip = plen ? plen + 1 : 0;
     for (size_t i = 0; i < cfg->n; i++) {
-        const char *p = cfg->keys[i].path;
-        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.')) continue;
-        const char *c = p + skip;
-        size_t clen = strcspn(c, ".");
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const char *q = cfg->keys[j].path;
-            if (plen && (strncmp(q, prefix, plen) != 0 || q[plen] != '.')) continue;
-            seen = strncmp(q + skip, c, clen) == 0 && (q[skip + clen] == '.' || !q[skip + clen]);
-        }
-        if (seen) continue;
+        const char *c;
+        size_t clen;
+        if (!first_of_child(cfg, i, prefix, plen, &c, &clen)) continue;
         if (c[clen] == '.') {
             fprintf(out, "%*s%.*s:\n", depth * 2, "", (int)clen, c);
-            dump_group(cfg, out, origins, p, skip + clen, depth + 1);
+            const char *p = cfg->keys[i].path;
+            dump_group(cfg, out, origins, p, (size_t)(c - p) + clen, depth + 1);
             continue;
         }
         int w = fprintf(out, "%*s%.*s: ", depth * 2, "", (int)clen, c);
