@@ -215,12 +215,20 @@ static ig_status pre_tokenizer_pattern(json_t *pre, const char *path, ig_pattern
 /* Parses the JSON file at path; errors say whether it could not be opened (and why) or where
  * it is malformed, and what it should have been. */
 static ig_status load_json(const char *path, const char *what, json_t **out, ig_err *err) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    /* read whole, then parse from memory: jansson's file reader goes a character at a time */
+    if (ig_read_file(path, &text, &len, NULL) != IG_OK) {
+        FILE *f = fopen(path, "rb");
+        int e = f ? EIO : errno;
+        if (f) fclose(f);
+        return ig_err_errno(err, e, "cannot open %s (expected %s)", path, what);
+    }
     json_error_t jerr;
-    *out = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (*out) return IG_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ig_err_errno(err, errno, "cannot open %s (expected %s)", path, what);
-    fclose(f);
     return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed JSON (%s): expected %s", path,
                       jerr.line, jerr.column, jerr.text, what);
 }
