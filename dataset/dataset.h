@@ -151,13 +151,19 @@ ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs
 
 /* --- run markers --- */
 
-/* A preprocess run writes BASE.incomplete before it commits any file of the output BASE and
- * removes it once every shard, manifest and shard list of it is written: the one commit point
- * of an output made of several files. A marker left behind means a killed run: its files are
- * refused by ig_shard_open / ig_shard_list_expand, and the next run may remove them. */
+/* A preprocess run writes OUT.incomplete (OUT: its --output-prefix) before it commits any file
+ * and removes it once every shard, manifest and shard list of it is written: the one commit
+ * point of an output made of several files (keys, shards, ranks). A marker left behind means a
+ * killed run: its files are refused by ig_shard_open / ig_shard_list_expand, and the next run
+ * may remove them. The marker records the writer's pid and host. */
 ig_status ig_run_marker_create(const char *base, ig_err *err);
 ig_status ig_run_marker_remove(const char *base, ig_err *err);
 int ig_run_marker_exists(const char *base);
+/* The pid of a live process on this host that owns BASE's marker (a run still going), else 0. */
+long ig_run_marker_live(const char *base);
+/* 1 when a marker covers the shard or list prefix: PREFIX itself, or PREFIX with up to four
+ * trailing "_PART"s removed, has one; its base goes to base[cap]. */
+int ig_run_marker_covering(const char *prefix, char *base, size_t cap);
 
 /* --- shard lists --- */
 

@@ -61,20 +61,26 @@ ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err 
     if (has_json) {
         if ((st = ig_manifest_read(&s->manifest, prefix, err)) != IG_OK) goto done;
         s->has_manifest = 1;
-        if (s->manifest.output[0]) {
-            /* the output's run marker sits beside the shard */
+    }
+    {
+        /* the shards of a run that has not finished (killed, or still going) are refused, also
+         * before their manifests exist: the run's marker is named after the command's output
+         * prefix, which the shard name extends (OUT[_KEY][_rRRRR][_NNNNN]) */
+        char base[4096] = "";
+        int covered = ig_run_marker_covering(prefix, base, sizeof base);
+        if (!covered && s->has_manifest && s->manifest.output[0]) {
             const char *slash = strrchr(prefix, '/');
             int dl = slash ? (int)(slash - prefix) + 1 : 0;
-            char base[4096];
             snprintf(base, sizeof base, "%.*s%s", dl, prefix, s->manifest.output);
-            if (ig_run_marker_exists(base)) {
-                st = ig_err_set(err, IG_ERR_FORMAT,
-                                "%s belongs to the output %s of an unfinished preprocess run "
-                                "(%s.incomplete exists): the run was killed or is still going; "
-                                "rerun it",
-                                prefix, base, base);
-                goto done;
-            }
+            covered = ig_run_marker_exists(base);
+        }
+        if (covered) {
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s belongs to the output %s of an unfinished preprocess run "
+                            "(%s.incomplete exists): the run was killed or is still going; "
+                            "rerun it",
+                            prefix, base, base);
+            goto done;
         }
     }
 done:

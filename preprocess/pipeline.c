@@ -87,7 +87,6 @@ typedef struct pipeline {
     ig_progress *progress;
 
     out_key *outs;
-    size_t n_marked;  /* outputs [0, n_marked) have this run's marker */
     ig_manifest meta; /* tokenizer fields, shared by every shard */
     /* dedup: open addressing over 128-bit hashes, (0,0) marks empty */
     ig_hash128 *seen;
@@ -108,8 +107,6 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st) {
     if (!st) return;
     for (size_t i = 0; i < st->n_shard_prefixes; i++) free(st->shard_prefixes[i]);
     free(st->shard_prefixes);
-    for (size_t i = 0; i < st->n_outputs; i++) free(st->outputs[i]);
-    free(st->outputs);
     memset(st, 0, sizeof *st);
 }
 
@@ -450,7 +447,7 @@ static ig_status open_shard(pipeline *p, out_key *ok, ig_err *err) {
     ok->prefixes[ok->n_prefixes++] = name;
     ig_shard_writer_opts wo = ig_shard_writer_opts_default();
     wo.dtype = ig_dtype_for_vocab(ig_tokenizer_vocab_size(p->o->tokenizer));
-    wo.overwrite = 1; /* existing outputs were checked (and --force honoured) before the run */
+    wo.overwrite = 0; /* prepare cleared the way: a name that appears now is another writer's */
     return ig_shard_writer_create(&ok->w, p->ctx, name, &wo, err);
 }
 
@@ -558,7 +555,17 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
 
 /* ---- outputs of earlier runs ---------------------------------------------------------------- */
 
-/* What a file in the output's directory is to output stem S: S[_NNNNN] followed by a manifest
+/* The stem of key k's files: OUT, or OUT_KEY when there are several keys. */
+static void output_stem(const char *out, const char *const *keys, size_t n_keys, size_t k,
+                        char *buf, size_t cap) {
+    if (n_keys > 1)
+        snprintf(buf, cap, "%s_%s", out, keys[k]);
+    else
+        snprintf(buf, cap, "%s", out);
+}
+
+/* What a file in the output's directory is to output stem S: S[_rRRRR][_NNNNN] followed by a
+ * manifest
  * (.json, .shards.json) or data (.bin, .idx) extension, or a temporary of one of those, of the
  * run marker or of the writer's length spill (... .tmp.*). Matched literally: a prefix may hold
  * glob characters. */
@@ -568,6 +575,7 @@ static int output_kind(const char *name, const char *stem) {
     size_t sl = strlen(stem);
     if (strncmp(name, stem, sl) != 0) return 0;
     const char *rest = name + sl;
+    if (rest[0] == '_' && rest[1] == 'r' && strspn(rest + 2, "0123456789") == 4) rest += 6;
     if (rest[0] == '_' && strspn(rest + 1, "0123456789") == 5) rest += 6;
     static const struct {
         const char *ext;
@@ -634,37 +642,64 @@ static void for_each_output(const char *base, int kinds, void (*fn)(const char *
     closedir(d);
 }
 
-/* Existing outputs: a complete one (no run marker) is not replaced without --force (with it,
- * it is removed whole, manifests first); the files of a run that never finished (its marker
- * is there) are removed, as are dead temporaries. Then every output gets its run marker, before
- * this run commits anything. */
-static ig_status prepare_outputs(pipeline *p, ig_err *err) {
-    p->n_marked = 0;
-    for (size_t k = 0; k < p->n_keys; k++) {
-        const char *base = p->outs[k].base;
-        if (ig_run_marker_exists(base)) continue;
-        scan found = {.ctx = p->ctx};
-        for_each_output(base, OUT_MANIFEST | OUT_DATA, note_match, &found);
-        if (found.n && !p->o->overwrite)
-            return ig_err_set(err, IG_ERR_EXISTS,
-                              "%s exists: an output is already there (use --force to replace "
-                              "it)",
-                              found.first);
+/* Existing outputs of this command (every key, every rank): a run still going is not
+ * disturbed; a complete output is not replaced without --force (with it, it is removed whole,
+ * manifests and lists first); the files of a run that never finished (its marker is there) are
+ * removed, as are dead temporaries. Then the command's marker is written, before anything is
+ * committed. */
+ig_status ig_preprocess_prepare(ig_ctx *ctx, const ig_preprocess_opts *o, ig_err *err) {
+    static const char *const default_keys[] = {"text"};
+    const char *const *keys = o->n_keys ? o->json_keys : default_keys;
+    size_t n_keys = o->n_keys ? o->n_keys : 1;
+    const char *out = o->output_prefix;
+    if (!out || !*out)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given (--output-prefix)");
+    long live = ig_run_marker_live(out);
+    if (live)
+        return ig_err_set(err, IG_ERR_EXISTS,
+                          "a preprocess run (pid %ld) is writing %s right now (%s.incomplete); "
+                          "wait for it or stop it",
+                          live, out, out);
+    int unfinished = ig_run_marker_exists(out);
+    char stem[4096];
+    scan found = {.ctx = ctx};
+    for (size_t k = 0; k < n_keys; k++) {
+        output_stem(out, keys, n_keys, k, stem, sizeof stem);
+        for_each_output(stem, OUT_MANIFEST | OUT_DATA, note_match, &found);
     }
-    for (size_t k = 0; k < p->n_keys; k++) {
-        const char *base = p->outs[k].base;
-        scan s = {.ctx = p->ctx};
-        if (ig_run_marker_exists(base))
-            ig_warn(p->ctx, "removing the output of an unfinished earlier run (%s.incomplete)",
-                    base);
-        for_each_output(base, OUT_MANIFEST, remove_file, &s); /* manifests first */
-        for_each_output(base, OUT_DATA, remove_file, &s);
-        for_each_output(base, OUT_TEMP, remove_file, &s);
-        ig_status st = ig_run_marker_create(base, err);
-        if (st != IG_OK) return st;
-        p->n_marked = k + 1;
+    if (found.n && !unfinished && !o->overwrite)
+        return ig_err_set(err, IG_ERR_EXISTS,
+                          "%s exists: an output is already there (use --force to replace it)",
+                          found.first);
+    if (unfinished)
+        ig_warn(ctx, "removing the output of an unfinished earlier run (%s.incomplete)", out);
+    scan s = {.ctx = ctx};
+    for (size_t k = 0; k < n_keys; k++) {
+        output_stem(out, keys, n_keys, k, stem, sizeof stem);
+        for_each_output(stem, OUT_MANIFEST, remove_file, &s); /* manifests and lists first */
+        for_each_output(stem, OUT_DATA, remove_file, &s);
+        for_each_output(stem, OUT_TEMP, remove_file, &s);
     }
-    return IG_OK;
+    for_each_output(out, OUT_TEMP, remove_file, &s); /* the marker's own, with several keys */
+    return ig_run_marker_create(out, err);
+}
+
+ig_status ig_preprocess_commit(const ig_preprocess_opts *o, ig_err *err) {
+    return ig_run_marker_remove(o->output_prefix, err);
+}
+
+/* Removes every file of the command's output (after a failure, when it is this run's alone). */
+static void remove_all_outputs(ig_ctx *ctx, const ig_preprocess_opts *o) {
+    static const char *const default_keys[] = {"text"};
+    const char *const *keys = o->n_keys ? o->json_keys : default_keys;
+    size_t n_keys = o->n_keys ? o->n_keys : 1;
+    char stem[4096];
+    scan s = {.ctx = ctx};
+    for (size_t k = 0; k < n_keys; k++) {
+        output_stem(o->output_prefix, keys, n_keys, k, stem, sizeof stem);
+        for_each_output(stem, OUT_MANIFEST, remove_file, &s);
+        for_each_output(stem, OUT_DATA, remove_file, &s);
+    }
 }
 
 /* ---- setup ---------------------------------------------------------------------------------- */
@@ -788,6 +823,7 @@ ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
     size_t n_all = 0;
     pthread_t reader, *workers = NULL;
     int reader_started = 0, n_started = 0;
+    int owns_output = 0; /* this call prepared the output and holds its marker */
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv_free, NULL);
     pthread_cond_init(&p.cv_todo, NULL);
@@ -797,7 +833,10 @@ ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
     if ((s = pick_files(&p, all, n_all, err)) != IG_OK) goto out;
     st->files = p.n_files;
     if ((s = make_outputs(&p, err)) != IG_OK) goto out;
-    if ((s = prepare_outputs(&p, err)) != IG_OK) goto out;
+    if (!opts->prepared) {
+        if ((s = ig_preprocess_prepare(ctx, opts, err)) != IG_OK) goto out;
+        owns_output = 1;
+    }
 
     p.n_workers = opts->workers > 0 ? opts->workers : ig_ctx_threads(ctx);
     if (p.n_workers > 256) p.n_workers = 256;
@@ -864,22 +903,13 @@ out:
     }
     for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
         for (size_t i = 0; s == IG_OK && i < p.outs[k].n_pending; i++)
-            s = ig_manifest_write(&p.outs[k].pending[i], p.outs[k].prefixes[i], 1, err);
+            s = ig_manifest_write(&p.outs[k].pending[i], p.outs[k].prefixes[i], 0, err);
     /* a sharded output gets a shard list, so that OUT names all of it (under mpirun, rank 0
      * writes one list over every rank's shards instead) */
     for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
         if (opts->shard_size && opts->world == 1)
             s = ig_shard_list_write(p.outs[k].base, (const char *const *)p.outs[k].prefixes,
-                                    p.outs[k].n_prefixes, 1, err);
-    if (s != IG_OK) {
-        /* the outputs that got a marker are this run's alone: remove them whole */
-        for (size_t k = 0; k < p.n_marked; k++) {
-            scan sc = {.ctx = ctx};
-            for_each_output(p.outs[k].base, OUT_MANIFEST, remove_file, &sc);
-            for_each_output(p.outs[k].base, OUT_DATA, remove_file, &sc);
-            ig_run_marker_remove(p.outs[k].base, NULL);
-        }
-    }
+                                    p.outs[k].n_prefixes, 0, err);
     for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
         for (size_t i = 0; s == IG_OK && i < ok->n_prefixes; i++) {
@@ -893,16 +923,36 @@ out:
             ok->prefixes[i] = NULL;
             st->shards++;
         }
-        char **no = realloc(st->outputs, (st->n_outputs + 1) * sizeof *no);
-        if (s == IG_OK && !no) s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        if (no) {
-            st->outputs = no;
-            st->outputs[st->n_outputs++] = ok->base;
-            ok->base = NULL;
+    }
+    /* the one commit point: the marker goes once everything above is in place */
+    if (s == IG_OK && owns_output) s = ig_preprocess_commit(opts, err);
+    if (s != IG_OK) {
+        if (owns_output) {
+            /* everything under the command's output is this run's alone: remove it whole */
+            remove_all_outputs(ctx, opts);
+            ig_run_marker_remove(opts->output_prefix, NULL);
+        } else {
+            /* the caller owns the marker (mpirun): remove just the shards this rank made */
+            for (size_t k = 0; p.outs && k < p.n_keys; k++)
+                for (size_t i = 0; i < p.outs[k].n_prefixes; i++) {
+                    static const char *const exts[] = {".json", ".bin", ".idx"};
+                    for (int e = 0; e < 3; e++) {
+                        char path[4096];
+                        if (!p.outs[k].prefixes[i]) continue;
+                        snprintf(path, sizeof path, "%s%s", p.outs[k].prefixes[i], exts[e]);
+                        unlink(path);
+                    }
+                }
+            for (size_t i = 0; i < st->n_shard_prefixes; i++) {
+                static const char *const exts[] = {".json", ".bin", ".idx"};
+                for (int e = 0; e < 3; e++) {
+                    char path[4096];
+                    snprintf(path, sizeof path, "%s%s", st->shard_prefixes[i], exts[e]);
+                    unlink(path);
+                }
+            }
         }
     }
-    for (size_t k = 0; s == IG_OK && !opts->keep_markers && k < st->n_outputs; k++)
-        s = ig_run_marker_remove(st->outputs[k], err);
     for (size_t k = 0; p.outs && k < p.n_keys; k++) {
         out_key *ok = &p.outs[k];
         for (size_t i = 0; i < ok->n_pending; i++) ig_manifest_clear(&ok->pending[i]);

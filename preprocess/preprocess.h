@@ -181,8 +181,8 @@ typedef struct ig_preprocess_opts {
     int progress;                  /* show a progress bar on stderr */
     int rank, world;               /* this process's share of the inputs (files round-robin by
                                       size); world > 1 puts "_rRRRR" into the shard names */
-    int keep_markers;              /* leave the run markers (BASE.incomplete) of a successful run
-                                      for the caller to remove (mpirun: after the shard list) */
+    int prepared;                  /* the caller ran ig_preprocess_prepare and will run
+                                      ig_preprocess_commit (mpirun: rank 0 for all ranks) */
 } ig_preprocess_opts;
 
 ig_preprocess_opts ig_preprocess_opts_default(void);
@@ -199,8 +199,6 @@ typedef struct ig_preprocess_stats {
     char reported[IG_PREPROCESS_MAX_REPORTED][512];
     char **shard_prefixes; /* the shards written, in order (owned; ig_preprocess_stats_clear) */
     size_t n_shard_prefixes;
-    char **outputs; /* the output bases (OUT, OUT_KEY, ..._rRRRR): what the markers are named by */
-    size_t n_outputs;
 } ig_preprocess_stats;
 
 void ig_preprocess_stats_clear(ig_preprocess_stats *st);
@@ -216,6 +214,14 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * An existing output is not replaced without opts.overwrite (--force), which removes it when the
  * run starts; the files of an unfinished earlier run (its marker is there) are removed without
  * it. An error stops the run and removes everything it wrote. */
+/* The two ends of a run's commit, for callers that coordinate several processes (the run does
+ * both itself unless opts.prepared): prepare refuses a run still going on the same output and a
+ * complete output without opts.overwrite, removes the files of an unfinished earlier run (or,
+ * with overwrite, the old output: every key and rank), and writes OUT.incomplete; commit removes
+ * it, after which the output counts as complete. */
+ig_status ig_preprocess_prepare(ig_ctx *ctx, const ig_preprocess_opts *opts, ig_err *err);
+ig_status ig_preprocess_commit(const ig_preprocess_opts *opts, ig_err *err);
+
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "dataset/dataset.h"
@@ -375,6 +378,30 @@ static void test_existing_outputs(void **state) {
     assert_false(ig_file_exists(igt_fmt("%s.json", k0)));
     assert_false(ig_file_exists(igt_fmt("%s.shards.json", k)));
     assert_false(ig_file_exists(igt_fmt("%s.bin.tmp.999999999.0", k)));
+
+    /* a marker whose process is alive on this host is a run still going: left alone */
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    assert_true(child > 0);
+    char host[256];
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    char marker[512];
+    int ml = snprintf(marker, sizeof marker,
+                      "{\"format\": \"ingot-run-marker\", \"host\": \"%s\", \"pid\": %ld}", host,
+                      (long)child);
+    igt_write(igt_fmt("%s.incomplete", k), marker, (size_t)ml);
+    assert_int_equal(ig_run_marker_live(k), (long)child);
+    assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "right now"));
+    assert_true(ig_file_exists(igt_fmt("%s.bin", k))); /* its files are untouched */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_int_equal(ig_run_marker_live(k), 0); /* now it is a killed run's: cleaned up */
+    assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_verify(g_ctx, k, &err), IG_OK);
 
     /* glob characters in the prefix are literal: nothing else is matched, let alone removed */
     char *g = strdup(igt_fmt("%s/out[1]", dir));

@@ -35,6 +35,14 @@ mpirun "${root[@]}" --oversubscribe -np 3 "$ING" preprocess text --input "$T/in"
   --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --quiet >"$T/log" 2>&1
 check "rerun without --force fails" test $? -ne 0
 
+# --force with fewer ranks replaces the output whole: no shard of the old third rank is left
+mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/in" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --workers 1 --quiet --force >"$T/log" 2>&1
+check "-np 2 --force over an -np 3 output succeeds" test $? -eq 0
+check "no shard of rank 2 is left" test -z "$(ls "$T" | grep '^out_r0002')"
+check "the new output verifies" "$ING" verify "$T/out"
+check "no marker is left" test ! -e "$T/out.incomplete"
+
 # one rank fails on a bad record: the run fails, no rank's shard is left complete, and after the
 # input is fixed the same command (without --force) succeeds
 mkdir "$T/bad"

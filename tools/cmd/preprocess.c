@@ -305,37 +305,14 @@ static void list_base(const pp_args *a, size_t k, char *buf, size_t cap) {
         snprintf(buf, cap, "%s", a->output);
 }
 
-/* Rank 0, before the run: an existing shard list is not replaced without --force; one left by
- * an unfinished run (its marker is there) is removed; then each list base gets its marker. */
-static ig_status prepare_lists(const pp_args *a, ig_err *err) {
+/* Rank 0, after a failed run: removes the shard lists it may have written. */
+static void remove_lists(const pp_args *a) {
     size_t n_keys = a->n_keys ? a->n_keys : 1;
     char base[4096], path[4200];
-    for (size_t k = 0; k < n_keys; k++) {
-        list_base(a, k, base, sizeof base);
-        snprintf(path, sizeof path, "%s.shards.json", base);
-        if (ig_file_exists(path) && !ig_run_marker_exists(base) && !a->o.overwrite)
-            return ig_err_set(err, IG_ERR_EXISTS, "%s exists (use --force to replace it)", path);
-    }
     for (size_t k = 0; k < n_keys; k++) {
         list_base(a, k, base, sizeof base);
         snprintf(path, sizeof path, "%s.shards.json", base);
         remove(path);
-        ig_status st = ig_run_marker_create(base, err);
-        if (st != IG_OK) return st;
-    }
-    return IG_OK;
-}
-
-/* Rank 0, after every rank removed its markers: drops the lists' markers (or, when the run
- * failed, the lists and their markers). */
-static void finish_lists(const pp_args *a, int ok) {
-    size_t n_keys = a->n_keys ? a->n_keys : 1;
-    char base[4096], path[4200];
-    for (size_t k = 0; k < n_keys; k++) {
-        list_base(a, k, base, sizeof base);
-        snprintf(path, sizeof path, "%s.shards.json", base);
-        if (!ok) remove(path);
-        ig_run_marker_remove(base, NULL);
     }
 }
 
@@ -355,7 +332,7 @@ static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err
             if (!strncmp(all[i], lead, strlen(lead)) &&
                 strspn(all[i] + strlen(lead), "0123456789_") == strlen(all[i] + strlen(lead)))
                 mine[m++] = all[i];
-        st = ig_shard_list_write(base, mine, m, 1, err); /* prepare_lists cleared the way */
+        st = ig_shard_list_write(base, mine, m, 0, err); /* prepare cleared the way */
     }
     free(mine);
     return st;
@@ -434,14 +411,28 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     ig_preprocess_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
     int world = ctx ? ig_ctx_world(ctx) : 1, rank = ctx ? ig_ctx_rank(ctx) : 0;
-#ifdef IG_HAVE_MPI
-    if (world > 1) MPI_Init(NULL, NULL);
-    int lists_prepared = 0; /* rank 0 owns the lists' markers (and may remove the lists) */
-    if (s == IG_OK && world > 1 && rank == 0) {
-        s = prepare_lists(&a, &err);
-        lists_prepared = s == IG_OK;
+    a.o.output_prefix = a.output;
+    if (a.n_keys) {
+        a.o.json_keys = a.keys;
+        a.o.n_keys = a.n_keys;
     }
-    a.o.keep_markers = world > 1; /* removed once rank 0's shard lists exist */
+#ifdef IG_HAVE_MPI
+    /* Under mpirun, rank 0 prepares the output for all ranks (refusing a complete one without
+     * --force, clearing the way, writing the one marker) before anyone writes, and commits it
+     * after everyone succeeded and the shard lists exist. */
+    int prepared = 0; /* rank 0: it holds the marker */
+    if (world > 1) {
+        MPI_Init(NULL, NULL);
+        int ok = s == IG_OK;
+        if (rank == 0 && ok) {
+            s = ig_preprocess_prepare(ctx, &a.o, &err);
+            ok = prepared = s == IG_OK;
+        }
+        MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (s == IG_OK && !ok)
+            s = ig_err_set(&err, IG_ERR_CANCELLED, "rank 0 could not prepare the output");
+        a.o.prepared = 1;
+    }
 #endif
     if (s == IG_OK) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();
@@ -451,11 +442,6 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     if (s == IG_OK) {
         a.o.inputs = a.inputs;
         a.o.n_inputs = a.n_inputs;
-        a.o.output_prefix = a.output;
-        if (a.n_keys) {
-            a.o.json_keys = a.keys;
-            a.o.n_keys = a.n_keys;
-        }
         a.o.tokenizer = tok;
         a.o.tokenizer_path = a.tokenizer;
         a.o.progress = !a.flags.quiet;
@@ -480,15 +466,19 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
         if (s == IG_OK && rank == 0 && all_ok) s = write_lists(&a, list, n, &err);
         for (size_t i = 0; i < n; i++) free(list[i]);
         free(list);
-        /* the output is complete once the lists exist: only then do the markers go */
+        /* the output is complete once the lists exist: only then does the marker go */
         ok = s == IG_OK;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
         if (s == IG_OK && !all_ok)
             s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
         if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
-        for (size_t i = 0; i < st.n_outputs; i++) ig_run_marker_remove(st.outputs[i], NULL);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (lists_prepared) finish_lists(&a, all_ok);
+        if (prepared && all_ok) {
+            s = ig_preprocess_commit(&a.o, &err);
+        } else if (prepared) {
+            remove_lists(&a);
+            ig_preprocess_commit(&a.o, NULL); /* nothing of the run is left */
+        }
     }
 #endif
     if (s == IG_OK && !a.flags.quiet) print_summary(&st, rank, world);
