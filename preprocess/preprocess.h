@@ -208,12 +208,11 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN when world > 1 (the caller then
  * writes one shard list over all ranks). The output bytes are identical for any worker count.
  * Memory stays bounded (batches in flight are limited; only the dedup set grows, 16 bytes per
- * document). The run commits through a marker: BASE.incomplete is written for every output
- * before any of its files, and removed once all its shards, manifests and shard lists are
- * written, so a run killed at any moment leaves an output that ig_shard_open and verify refuse.
- * An existing output is not replaced without opts.overwrite (--force), which removes it when the
- * run starts; the files of an unfinished earlier run (its marker is there) are removed without
- * it. An error stops the run and removes everything it wrote. */
+ * document). The run commits through one marker, OUT.incomplete, written before any file and
+ * removed once all shards, manifests and shard lists of every key are written, so a run killed
+ * at any moment leaves an output that ig_shard_open and verify refuse (see ig_preprocess_prepare
+ * for what an existing output meets). An error stops the run and removes everything it wrote. */
+
 /* The two ends of a run's commit, for callers that coordinate several processes (the run does
  * both itself unless opts.prepared): prepare refuses a run still going on the same output and a
  * complete output without opts.overwrite, removes the files of an unfinished earlier run (or,
