@@ -53,9 +53,10 @@ size_t ig_tokenizer_vocab_size(const ig_tokenizer *tok);
 int32_t ig_tokenizer_eod(const ig_tokenizer *tok);
 /* "gpt2", "cl100k_base", "o200k_base", ...: the pre-tokenization scheme and vocabulary name. */
 const char *ig_tokenizer_name(const ig_tokenizer *tok);
-/* Identity: xxh3 over the vocabulary, merges/ranks, pattern and special tokens. Two tokenizers
- * that encode identically from equivalent files (tokenizer.json vs vocab.json+merges.txt) have
- * the same hash. */
+/* What the ids mean: xxh3 over every id's bytes and which ids are special (not the merges or
+ * the pre-tokenization). Tokenizers whose ids mean the same bytes have the same hash, so shards
+ * made with GPT-2's tokenizer.json, its vocab.json + merges.txt and r50k_base.tiktoken can be
+ * merged and blended together; manifests record it. */
 uint64_t ig_tokenizer_hash(const ig_tokenizer *tok);
 
 typedef struct ig_encoder ig_encoder;

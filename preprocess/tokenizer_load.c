@@ -164,40 +164,22 @@ ig_status ig_tok_pairs_from_ranks(ig_tokenizer *t, ig_err *err) {
     return IG_OK;
 }
 
-static int cmp_pair_rank(const void *a, const void *b) {
-    const ig_pair_slot *x = a, *y = b;
-    return x->rank < y->rank ? -1 : x->rank > y->rank;
-}
-
+/* The meaning of the ids: every id's bytes and whether it is special. Not the merges, the
+ * pattern or the name: shards whose ids mean the same bytes can be merged and blended, whichever
+ * file form (tokenizer.json, vocab.json + merges.txt, r50k_base.tiktoken) made them. */
 static void compute_hash(ig_tokenizer *t) {
     XXH3_state_t *h = XXH3_createState();
     if (!h) return;
     XXH3_64bits_reset(h);
-    const char *magic = "ingot-bpe-1";
+    const char *magic = "ingot-vocab-1";
     XXH3_64bits_update(h, magic, strlen(magic));
-    XXH3_64bits_update(h, t->name, strlen(t->name));
-    uint32_t hdr[2] = {(uint32_t)t->from_ranks, (uint32_t)t->vocab_size};
-    XXH3_64bits_update(h, hdr, sizeof hdr);
+    uint32_t vs = (uint32_t)t->vocab_size;
+    XXH3_64bits_update(h, &vs, sizeof vs);
     for (size_t id = 0; id < t->vocab_size; id++) {
         uint32_t rec[3] = {(uint32_t)id, t->tok_len[id], t->is_special[id]};
         XXH3_64bits_update(h, rec, sizeof rec);
         if (t->tok_len[id] != IG_NO_TOKEN)
             XXH3_64bits_update(h, t->arena + t->tok_off[id], t->tok_len[id]);
-    }
-    if (!t->from_ranks) { /* the merges, in priority order */
-        size_t n = 0;
-        ig_pair_slot *list = malloc((t->n_pairs + 1) * sizeof *list);
-        if (list) {
-            for (size_t i = 0; i <= t->pairs_mask && t->pairs; i++)
-                if (t->pairs[i].key != UINT64_MAX) list[n++] = t->pairs[i];
-            qsort(list, n, sizeof *list, cmp_pair_rank);
-            for (size_t i = 0; i < n; i++) {
-                uint32_t rec[3] = {(uint32_t)(list[i].key >> 32), (uint32_t)list[i].key,
-                                   list[i].id};
-                XXH3_64bits_update(h, rec, sizeof rec);
-            }
-            free(list);
-        }
     }
     t->hash = XXH3_64bits_digest(h);
     XXH3_freeState(h);

@@ -183,6 +183,15 @@ static void test_shared_r50k(void **state) {
     ig_tokenizer *t = load(igt_fmt("%s/tiktoken/r50k_base.tiktoken", igt_shared_data()), NULL);
     assert_int_equal(ig_tokenizer_eod(t), 50256);
     check_all_corpora(t, "gpt2.u16.bin", 2);
+    /* the same ids as GPT-2's tokenizer.json: the same identity (shards merge and blend); a
+     * different vocabulary: another */
+    ig_tokenizer *json = load(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), NULL);
+    assert_true(ig_tokenizer_hash(t) == ig_tokenizer_hash(json));
+    ig_tokenizer *cl =
+        load(igt_fmt("%s/tests/data/tokenizer/cl100k_base.tiktoken", igt_source_dir()), NULL);
+    assert_true(ig_tokenizer_hash(cl) != ig_tokenizer_hash(json));
+    ig_tokenizer_free(cl);
+    ig_tokenizer_free(json);
     ig_tokenizer_free(t);
 }
 
