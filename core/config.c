@@ -38,9 +38,11 @@ struct ig_config {
 
 /* ---- schema lookups ------------------------------------------------------------------------ */
 
+/* Lengths are compared first: path may hold a NUL (a quoted YAML key), and a schema path is
+ * never read past its end. */
 static long find_key(const ig_config *cfg, const char *path, size_t len) {
     for (size_t i = 0; i < cfg->n; i++)
-        if (strncmp(cfg->keys[i].path, path, len) == 0 && cfg->keys[i].path[len] == '\0')
+        if (strlen(cfg->keys[i].path) == len && memcmp(cfg->keys[i].path, path, len) == 0)
             return (long)i;
     return -1;
 }
@@ -48,8 +50,10 @@ static long find_key(const ig_config *cfg, const char *path, size_t len) {
 /* 1 when some key lives under "prefix." (prefix of length len). */
 static int is_group(const ig_config *cfg, const char *prefix, size_t len) {
     if (len == 0) return 1;
-    for (size_t i = 0; i < cfg->n; i++)
-        if (strncmp(cfg->keys[i].path, prefix, len) == 0 && cfg->keys[i].path[len] == '.') return 1;
+    for (size_t i = 0; i < cfg->n; i++) {
+        const char *p = cfg->keys[i].path;
+        if (strlen(p) > len && p[len] == '.' && memcmp(p, prefix, len) == 0) return 1;
+    }
     return 0;
 }
 
@@ -390,7 +394,7 @@ static ig_status walk(const ig_config *cfg, struct fy_node *map, const char *pre
         where(loc, sizeof loc, name, kline);
         size_t klen = 0;
         const char *ktext = key && fy_node_is_scalar(key) ? fy_node_get_scalar(key, &klen) : NULL;
-        if (!ktext || klen == 0)
+        if (!ktext || klen == 0 || memchr(ktext, '\0', klen))
             return ig_err_set(err, IG_ERR_CONFIG, "%s: keys must be plain names%s%.*s%s", loc,
                               plen ? " (under '" : "", (int)plen, prefix, plen ? "')" : "");
         size_t flen = plen + (plen ? 1 : 0) + klen;

@@ -30,8 +30,6 @@ struct ig_ctx {
     pthread_cond_t work_cv;
     pthread_cond_t done_cv;
     pthread_mutex_t run_mu; /* one ig_parallel_for at a time */
-    pthread_t runner;       /* thread running the current job, for inline nesting */
-    int running;
     pool_job job;
     int stop;
 
@@ -56,13 +54,26 @@ ig_ctx_opts ig_ctx_opts_default(void) {
         .log_level = IG_LOG_INFO, .threads = 0, .rank = 0, .world = 1, .seed = 1234};
 }
 
+/* The pool (and worker id) whose job item this thread is running, if any: a nested
+ * ig_parallel_for from inside an item runs inline on the same worker id. Thread-local, not
+ * global: each thread has its own, and it only ever names a context while inside one of its
+ * items. */
+static _Thread_local const ig_ctx *tl_pool;
+static _Thread_local int tl_worker;
+
 /* Runs job items until none are left. Called with ctx->mu held; returns with it held. */
 static void pool_drain(ig_ctx *ctx, int worker) {
     pool_job *job = &ctx->job;
     while (job->fn && job->next < job->n) {
         size_t i = job->next++;
         pthread_mutex_unlock(&ctx->mu);
+        const ig_ctx *outer = tl_pool;
+        int outer_worker = tl_worker;
+        tl_pool = ctx;
+        tl_worker = worker;
         job->fn(job->arg, i, worker);
+        tl_pool = outer;
+        tl_worker = outer_worker;
         pthread_mutex_lock(&ctx->mu);
         if (++job->done == job->n) pthread_cond_broadcast(&ctx->done_cv);
     }
@@ -252,25 +263,22 @@ char *ig_strdup(ig_ctx *ctx, const char *s) {
 
 void ig_parallel_for(ig_ctx *ctx, size_t n, ig_parallel_fn fn, void *arg) {
     if (n == 0) return;
-    int nested = 0;
-    pthread_mutex_lock(&ctx->mu);
-    nested = ctx->running && pthread_equal(ctx->runner, pthread_self());
-    pthread_mutex_unlock(&ctx->mu);
-    if (ctx->threads <= 1 || n == 1 || nested) {
+    if (tl_pool == ctx) { /* called from inside one of this pool's items: inline, same worker */
+        for (size_t i = 0; i < n; i++) fn(arg, i, tl_worker);
+        return;
+    }
+    if (ctx->threads <= 1 || n == 1) {
         for (size_t i = 0; i < n; i++) fn(arg, i, 0);
         return;
     }
     pthread_mutex_lock(&ctx->run_mu);
     pthread_mutex_lock(&ctx->mu);
-    ctx->running = 1;
-    ctx->runner = pthread_self();
     unsigned long gen = ctx->job.generation + 1;
     ctx->job = (pool_job){.fn = fn, .arg = arg, .n = n, .generation = gen};
     pthread_cond_broadcast(&ctx->work_cv);
     pool_drain(ctx, 0);
     while (ctx->job.done < ctx->job.n) pthread_cond_wait(&ctx->done_cv, &ctx->mu);
     ctx->job.fn = NULL;
-    ctx->running = 0;
     pthread_mutex_unlock(&ctx->mu);
     pthread_mutex_unlock(&ctx->run_mu);
 }

@@ -70,9 +70,11 @@ static ig_status set_vocab(ig_tokenizer *t, json_t *vocab, json_t *added, const 
     size_t cap = 0;
     ig_status st = IG_OK;
     json_object_foreach(vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0) {
+        /* checked before any narrowing: an id of 2^32 + 5 must not become 5 */
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= (json_int_t)1 << 30) {
             st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: vocabulary entry \"%s\": expected a non-negative integer id",
+                            "%s: vocabulary entry \"%s\": expected an integer id in [0, 2^30)",
                             where, key);
             break;
         }
@@ -98,10 +100,11 @@ static ig_status set_vocab(ig_tokenizer *t, json_t *vocab, json_t *added, const 
     json_t *tok;
     json_array_foreach(added, i, tok) {
         json_t *id = json_object_get(tok, "id"), *content = json_object_get(tok, "content");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || !json_is_string(content))
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= (json_int_t)1 << 30 || !json_is_string(content))
             return ig_err_set(err, IG_ERR_FORMAT,
                               "%s: added_tokens[%zu]: expected an object with an integer \"id\" "
-                              "and a string \"content\"",
+                              "in [0, 2^30) and a string \"content\"",
                               where, i);
         uint32_t tid = (uint32_t)json_integer_value(id);
         const char *c = json_string_value(content);
@@ -199,6 +202,20 @@ static ig_status pre_tokenizer_pattern(json_t *pre, const char *path, ig_pattern
             json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
         const char *t0 = json_string_value(json_object_get(split, "type"));
         const char *t1 = json_string_value(json_object_get(bl, "type"));
+        /* as cl100k/o200k tokenizer.json files have it: the Split isolates the matches (not
+         * removed, not inverted), and ByteLevel only maps bytes (use_regex false: Hugging Face
+         * would split again with GPT-2's pattern otherwise) */
+        const char *behavior = json_string_value(json_object_get(split, "behavior"));
+        int plain_split = (!behavior || !strcmp(behavior, "Isolated")) &&
+                          !json_is_true(json_object_get(split, "invert"));
+        int bytes_only = json_is_false(json_object_get(bl, "use_regex"));
+        if (json_array_size(list) == 2 && pat && t0 && t1 && !strcmp(t0, "Split") &&
+            !strcmp(t1, "ByteLevel") && !json_is_true(json_object_get(bl, "add_prefix_space")) &&
+            (!plain_split || !bytes_only))
+            return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                              "%s: pre_tokenizer Split must have behavior \"Isolated\" and no "
+                              "invert, and the ByteLevel after it \"use_regex\": false",
+                              path);
         if (json_array_size(list) == 2 && pat && t0 && t1 && !strcmp(t0, "Split") &&
             !strcmp(t1, "ByteLevel") && !json_is_true(json_object_get(bl, "add_prefix_space"))) {
             if (!strcmp(pat, k_pat_cl100k)) return *out = IG_PAT_CL100K, IG_OK;
@@ -250,6 +267,26 @@ ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path,
                         "%s: expected a BPE model: \"model\" with a \"vocab\" object and a "
                         "\"merges\" array%s%s",
                         path, mtype ? "; found model type " : "", mtype ? mtype : "");
+        goto done;
+    }
+    /* BPE options that change the encoding and that ingot does not implement */
+    json_t *dropout = json_object_get(model, "dropout");
+    const char *csp = json_string_value(json_object_get(model, "continuing_subword_prefix"));
+    const char *ews = json_string_value(json_object_get(model, "end_of_word_suffix"));
+    const char *unsupported =
+        dropout && !json_is_null(dropout) &&
+                !(json_is_number(dropout) && json_number_value(dropout) == 0.0)
+            ? "dropout"
+        : csp && *csp                                           ? "continuing_subword_prefix"
+        : ews && *ews                                           ? "end_of_word_suffix"
+        : json_is_true(json_object_get(model, "byte_fallback")) ? "byte_fallback"
+        : json_is_true(json_object_get(model, "ignore_merges")) ? "ignore_merges"
+                                                                : NULL;
+    if (unsupported) {
+        st = ig_err_set(err, IG_ERR_UNSUPPORTED,
+                        "%s: model.%s is set, which ingot does not support (GPT-2, cl100k and "
+                        "o200k leave it unset)",
+                        path, unsupported);
         goto done;
     }
     json_t *norm = json_object_get(root, "normalizer");

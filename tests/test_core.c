@@ -271,6 +271,36 @@ static void test_parallel_for(void **state) {
     ig_ctx_free(ctx);
 }
 
+/* Items that themselves call ig_parallel_for (from pool workers too) run the inner loop inline,
+ * on their own worker id, instead of waiting for the pool they are part of. */
+typedef struct nest_state {
+    ig_ctx *ctx;
+    par_state inner;
+} nest_state;
+
+static void nest_outer(void *arg, size_t i, int worker) {
+    (void)i;
+    (void)worker;
+    nest_state *ns = arg;
+    ig_parallel_for(ns->ctx, 100, par_fn, &ns->inner);
+}
+
+static void test_parallel_for_nested(void **state) {
+    (void)state;
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 4;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, &o, NULL), IG_OK);
+    nest_state *ns = calloc(1, sizeof *ns);
+    ns->ctx = ctx;
+    ig_parallel_for(ctx, 64, nest_outer, ns);
+    assert_int_equal(atomic_load(&ns->inner.sum), 64ULL * (100 * 99 / 2));
+    assert_int_equal(atomic_load(&ns->inner.bad_worker), 0);
+    assert_int_equal(atomic_load(&ns->inner.collisions), 0); /* worker ids stay unique */
+    free(ns);
+    ig_ctx_free(ctx);
+}
+
 static void test_rng_deterministic(void **state) {
     (void)state;
     ig_ctx_opts o = ig_ctx_opts_default();
@@ -726,6 +756,12 @@ static void test_config_errors(void **state) {
     assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
     assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "default");
 
+    /* a quoted key holding a NUL is not a name (and never matches a real key's prefix) */
+    assert_int_equal(load(cfg, "model:\n  \"n_layer\\0x\": 5\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:2:"));
+    assert_non_null(strstr(err.msg, "plain names"));
+    assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
+
     assert_int_equal(load(cfg, "trian:\n  lr: 1\n", &err), IG_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "x.yaml:1:"));
     assert_non_null(strstr(err.msg, "'trian'"));
@@ -889,6 +925,7 @@ int main(void) {
         cmocka_unit_test(test_ctx_bad_options),
         cmocka_unit_test(test_ctx_failing_allocator),
         cmocka_unit_test(test_parallel_for),
+        cmocka_unit_test(test_parallel_for_nested),
         cmocka_unit_test(test_rng_deterministic),
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),

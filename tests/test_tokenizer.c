@@ -345,6 +345,36 @@ static void test_bad_files(void **state) {
     assert_int_equal(try_load(p, NULL, &err), IG_ERR_NOT_FOUND);
     assert_non_null(strstr(err.msg, p));
 
+    /* tokenizer.json options that change the encoding and are not implemented are refused */
+    {
+        size_t jl;
+        char *full = igt_read(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), &jl);
+        const char *edits[][2] = {
+            {"\"dropout\":null", "\"dropout\":0.5"},
+            {"\"continuing_subword_prefix\":\"\"", "\"continuing_subword_prefix\":\"##\""},
+            {"\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+             "\"trim_offsets\":true}",
+             "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+             "\"pattern\":{\"Regex\":\"\\\\s+\"},\"behavior\":\"Removed\",\"invert\":true},"
+             "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}]}"},
+        };
+        for (size_t e = 0; e < 3; e++) {
+            char *at = strstr(full, edits[e][0]);
+            assert_non_null(at);
+            size_t ol = strlen(edits[e][0]), nl = strlen(edits[e][1]), pre = (size_t)(at - full);
+            char *edited = malloc(jl + nl + 1);
+            memcpy(edited, full, pre);
+            memcpy(edited + pre, edits[e][1], nl);
+            memcpy(edited + pre + nl, at + ol, jl - pre - ol);
+            snprintf(p, sizeof p, "%s/edited.json", d);
+            igt_write(p, edited, jl - ol + nl);
+            assert_int_equal(try_load(p, NULL, &err), IG_ERR_UNSUPPORTED);
+            free(edited);
+        }
+        unlink(p);
+        free(full);
+    }
+
     /* truncated tokenizer.json: file:line:column */
     size_t len;
     char *json = igt_read(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), &len);
@@ -374,6 +404,19 @@ static void test_bad_files(void **state) {
     assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, igt_fmt("%s:3:", mpath)));
     assert_non_null(strstr(err.msg, "not in the vocabulary"));
+    /* an id past 2^32 is refused, not narrowed into another valid id */
+    write_str(mpath, "#version: 0.2\n\xc4\xa0 t\n");
+    char *big = strstr(vocab, "\"<|endoftext|>\": 50256");
+    assert_non_null(big);
+    size_t head = (size_t)(big - vocab) + strlen("\"<|endoftext|>\": ");
+    char *edited = malloc(len + 16);
+    memcpy(edited, vocab, head);
+    int w = sprintf(edited + head, "4295017552");
+    memcpy(edited + head + w, vocab + head + 5, len - head - 5);
+    igt_write(igt_fmt("%s/vocab.json", d), edited, len - 5 + (size_t)w);
+    assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "2^30"));
+    free(edited);
     free(vocab);
 
     /* bad base64 and bad rank lines in a .tiktoken file */

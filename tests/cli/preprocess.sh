@@ -63,6 +63,14 @@ if command -v zstd >/dev/null; then
     test "${off:-0}" -le 200000 -a "${off:-0}" -ge $((200000 - 131072))
   check "corrupt zst: no output" test ! -e "$T/cz.bin"
 fi
+# a missing value is not filled with the next option: "--output-prefix --force" is an error
+(cd "$T" && "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
+  --tokenizer "$SRC/data/gpt2" --output-prefix --force >/dev/null 2>"$T/err")
+check "--output-prefix --force: exit 2" test $? -eq 2
+check "--output-prefix --force: says the value is missing" grep -q "needs a value" "$T/err"
+check "--output-prefix --force: no file named --force" test ! -e "$T/--force.bin"
+(cd "$T" && "$ING" merge --output --force "$T/ts" >/dev/null 2>&1)
+check "merge --output --force: exit 2" test $? -eq 2
 "$ING" preprocess text --input x --tokenizer y --output-prefix z --json-key a --json-key a \
   >/dev/null 2>"$T/err"
 check "--json-key twice: exit 2" test $? -eq 2

@@ -118,7 +118,7 @@ int ig_cmd_blend(const ig_command *cmd, int argc, char **argv) {
     int json = 0, c, rc = IG_EXIT_OK;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+    while ((c = ig_cmd_getopt(argc, argv, ":", long_opts)) != -1) {
         int r = ig_data_args_option(cmd, &a, c, optarg);
         if (r == 1) continue;
         if (r != 0) return r;

@@ -40,6 +40,12 @@ typedef struct ig_common_flags {
 /* Creates the context from the common flags (and the MPI rank when run under mpirun). */
 ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);
 
+/* getopt_long, except that a required value which is the next word and starts with "--" is
+ * reported as missing (':'), with argv[optind - 1] naming the option: "--output --force" must not
+ * write a file called "--force". */
+struct option;
+int ig_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts);
+
 /* Parses a non-negative integer option value; on failure prints a usage error and returns 0. */
 int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out);
 

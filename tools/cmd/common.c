@@ -1,6 +1,8 @@
 /* common.c - helpers shared by the subcommands: error printing, the context from common flags,
  * option value parsing. */
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +59,22 @@ ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err) {
     return ig_ctx_create(out, &o, err);
 }
 
+int ig_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts) {
+    int c = getopt_long(argc, argv, optstring, longopts, NULL);
+    /* a value given as the next word that is itself an option ("--output --force") is a
+     * missing value, not a file named "--force"; "--output=--force" still means it */
+    if (c != -1 && c != '?' && c != ':' && optarg && optind >= 1 && optarg == argv[optind - 1] &&
+        strncmp(optarg, "--", 2) == 0) {
+        optind--; /* argv[optind - 1] names the option whose value is missing */
+        return ':';
+    }
+    return c;
+}
+
 int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out) {
     char *end;
     errno = 0;
-    if (!s || !*s || *s == '-') goto bad;
+    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) goto bad;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end) goto bad;
     *out = v;

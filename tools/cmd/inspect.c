@@ -19,9 +19,9 @@ const char ig_usage_inspect[] =
     "       ingot inspect PREFIX --doc N [--decode [--tokenizer T]] [--json]\n"
     "\n"
     "Shows what the token shard PREFIX.bin + PREFIX.idx holds (or every shard of the shard list\n"
-    "PREFIX.shards.json): documents, sequences, tokens,\n"
-    "dtype, file sizes, the tokenizer recorded in the manifest PREFIX.json (name, hash, path)\n"
-    "and the minimum, mean and maximum document length in tokens. The index is validated first.\n"
+    "PREFIX.shards.json): documents, sequences, tokens, dtype, file sizes, the tokenizer\n"
+    "recorded in the manifest PREFIX.json (name, hash, path) and the minimum, mean and maximum\n"
+    "document length in tokens. The index is validated first.\n"
     "\n"
     "options:\n"
     "  --json           print JSON instead of text\n"
@@ -249,7 +249,7 @@ int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
     optind = 1;
     int c;
     /* ":" reports a missing value as ':'; GNU getopt lets options follow the PREFIX */
-    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
         switch (c) {
         case 'j':
             as_json = 1;

@@ -132,12 +132,17 @@ static int apply_config(const ig_command *cmd, pp_args *a) {
     const char *v;
     if (!a->n_inputs && *(v = ig_config_string(c, "preprocess.input")))
         a->inputs[a->n_inputs++] = v;
-    if (!a->given[OPT_TOKENIZER]) a->tokenizer = ig_config_string(c, "preprocess.tokenizer");
+    /* an empty string in the config means unset: the checks after this report what is missing */
+    if (!a->given[OPT_TOKENIZER] && *(v = ig_config_string(c, "preprocess.tokenizer")))
+        a->tokenizer = v;
     if (!a->given[OPT_OUTPUT] && *(v = ig_config_string(c, "preprocess.output_prefix")))
         a->output = v;
     if (!a->given[OPT_JSON_KEY]) {
         a->keys[0] = ig_config_string(c, "preprocess.json_key");
         a->n_keys = 1;
+        if (!*a->keys[0])
+            return ig_cmd_failf("%s: preprocess.json_key is empty: name the JSON field of the text",
+                                ig_config_origin(c, "preprocess.json_key"));
     }
     if (!a->given[OPT_APPEND_EOD]) a->o.append_eod = ig_config_bool(c, "preprocess.append_eod");
     if (!a->given[OPT_ALLOW_SPECIAL])
@@ -185,7 +190,7 @@ static int parse_args(const ig_command *cmd, int argc, char **argv, pp_args *a) 
     optind = 1;
     int c;
     uint64_t v;
-    while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+    while ((c = ig_cmd_getopt(argc, argv, ":", long_opts)) != -1) {
         if (c > 0 && c <= OPT_SET) a->given[c] = 1;
         switch (c) {
         case OPT_CONFIG:

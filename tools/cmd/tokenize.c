@@ -75,7 +75,7 @@ static int parse(const ig_command *cmd, int argc, char **argv, tok_args *a, int 
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = ig_cmd_getopt(argc, argv, "", opts)) != -1) {
         switch (c) {
         case OPT_TOKENIZER:
             a->tokenizer = optarg;

@@ -48,7 +48,7 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
         switch (c) {
         case 'q':
             flags.quiet = 1;
