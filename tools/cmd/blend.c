@@ -124,10 +124,8 @@ int ig_cmd_blend(const ig_command *cmd, int argc, char **argv) {
         if (r != 0) return r;
         if (c == OPT_JSON) {
             json = 1;
-        } else if (c == ':') {
-            return ig_cmd_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         } else {
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     if ((rc = ig_data_args_finish(cmd, &a, argc - optind, argv + optind)) != 0) {

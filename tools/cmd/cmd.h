@@ -46,6 +46,10 @@ ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);
 struct option;
 int ig_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts);
 
+/* The usage error (exit 2) for what ig_cmd_getopt returned that no option matched: ':' (a value
+ * is missing) or anything else (an unknown option). */
+int ig_cmd_bad_option(const ig_command *cmd, int c, char **argv);
+
 /* Parses a non-negative integer option value; on failure prints a usage error and returns 0. */
 int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out);
 

@@ -71,6 +71,13 @@ int ig_cmd_getopt(int argc, char **argv, const char *optstring, const struct opt
     return c;
 }
 
+int ig_cmd_bad_option(const ig_command *cmd, int c, char **argv) {
+    if (c == ':') return ig_cmd_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+    if (c == '?' && optopt && optopt < 256)
+        return ig_cmd_usage_error(cmd, "unknown option '-%c'", optopt);
+    return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+}
+
 int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out) {
     char *end;
     errno = 0;

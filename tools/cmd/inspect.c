@@ -270,11 +270,8 @@ int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
         case 'v':
             flags.verbose = 1;
             break;
-        case ':':
-            return ig_cmd_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
         default:
-            if (optopt) return ig_cmd_usage_error(cmd, "unknown option '-%c'", optopt);
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     if (argc - optind > 1)

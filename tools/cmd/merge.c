@@ -57,11 +57,8 @@ int ig_cmd_merge(const ig_command *cmd, int argc, char **argv) {
         case 'q':
             flags.quiet = 1;
             break;
-        case ':':
-            return ig_cmd_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
         default:
-            if (optopt) return ig_cmd_usage_error(cmd, "unknown option '-%c'", optopt);
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     if (!out || !*out) return ig_cmd_usage_error(cmd, "--output OUT is required");

@@ -261,10 +261,8 @@ static int parse_args(const ig_command *cmd, int argc, char **argv, pp_args *a) 
         case OPT_VERBOSE:
             a->flags.verbose = 1;
             break;
-        case ':':
-            return ig_cmd_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     for (int i = optind; i < argc; i++) a->inputs[a->n_inputs++] = argv[i];

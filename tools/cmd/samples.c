@@ -133,10 +133,8 @@ static int parse(const ig_command *cmd, int argc, char **argv, ig_data_args *a, 
         case OPT_TOKENS:
             s->tokens = 1;
             continue;
-        case ':':
-            return ig_cmd_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
         if (!ig_cmd_parse_u64(cmd, name, optarg, dst)) return IG_EXIT_USAGE;
     }

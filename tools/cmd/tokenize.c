@@ -92,8 +92,7 @@ static int parse(const ig_command *cmd, int argc, char **argv, tok_args *a, int 
             if (c == OPT_JSON) a->json = 1;
             break;
         default:
-            return ig_cmd_usage_error(cmd, "unknown option or missing value: '%s'",
-                                      argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) return ig_cmd_usage_error(cmd, "unexpected argument '%s'", argv[optind]);

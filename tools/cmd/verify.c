@@ -54,8 +54,7 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
             flags.quiet = 1;
             break;
         default:
-            if (optopt) return ig_cmd_usage_error(cmd, "unknown option '-%c'", optopt);
-            return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return ig_cmd_bad_option(cmd, c, argv);
         }
     }
     if (optind >= argc) return ig_cmd_usage_error(cmd, "expected at least one shard PREFIX");
