@@ -196,6 +196,28 @@ static int parse_float(const char *s, double *out) {
     return 1;
 }
 
+/* Offset of the first byte of s[0..n) that is not part of well-formed UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF), or -1 when s is all UTF-8. */
+static long utf8_bad_offset(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t m = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
+        if (m == 0 || m > n - i) return (long)i;
+        for (size_t k = 1; k < m; k++)
+            if ((p[i + k] & 0xC0) != 0x80) return (long)i;
+        if ((c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] > 0x9F) ||
+            (c == 0xF0 && p[i + 1] < 0x90) || (c == 0xF4 && p[i + 1] > 0x8F))
+            return (long)i;
+        i += m;
+    }
+    return -1;
+}
+
 /* Parses text as key k's type into *out (a string value is a fresh heap copy). On failure writes
  * "expected TYPE, got 'TEXT'" into why and returns 0. */
 static int parse_value(const ig_cfg_key *k, const char *text, cfg_val *out, char *why, size_t cap) {
@@ -222,7 +244,15 @@ static int parse_value(const ig_cfg_key *k, const char *text, cfg_val *out, char
     case IG_CFG_BOOL:
         ok = parse_bool(text, &out->b);
         break;
-    case IG_CFG_STRING:
+    case IG_CFG_STRING: {
+        /* YAML is UTF-8: a value a document could not hold (from --set) would make a dump that
+         * does not load again */
+        long bad = utf8_bad_offset(text, strlen(text));
+        if (bad >= 0) {
+            snprintf(why, cap, "expected a UTF-8 string, got byte 0x%02X at offset %ld",
+                     (unsigned)(unsigned char)text[bad], bad);
+            return 0;
+        }
         out->s = strdup(text);
         if (!out->s) {
             snprintf(why, cap, "out of memory");
@@ -230,6 +260,7 @@ static int parse_value(const ig_cfg_key *k, const char *text, cfg_val *out, char
         }
         ok = 1;
         break;
+    }
     }
     if (!ok) {
         if (*text)
@@ -494,6 +525,19 @@ static int is_blank_yaml(const char *text, size_t len) {
 ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
                                 ig_err *err) {
     if (!name) name = "<config>";
+    /* YAML is UTF-8, and libfyaml 0.7 loops forever on some invalid bytes (e.g. "%\xC3", a
+     * directive cut short): check before parsing */
+    long bad = utf8_bad_offset(text, len);
+    if (bad >= 0) {
+        int line = 1, col = 1;
+        for (long i = 0; i < bad; i++) {
+            col++;
+            if (text[i] == '\n') line++, col = 1;
+        }
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s:%d:%d: not UTF-8 text (byte 0x%02X): save the file as UTF-8", name,
+                          line, col, (unsigned)(unsigned char)text[bad]);
+    }
     diag_sink sink = {.len = 0};
     struct fy_diag_cfg dcfg;
     fy_diag_cfg_default(&dcfg);

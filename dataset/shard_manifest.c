@@ -122,10 +122,9 @@ static ig_status get_hex(json_t *o, const char *path, const char *key, uint64_t 
     char hex[32];
     ig_status st = get_str(o, path, key, hex, sizeof hex, err);
     if (st != IG_OK) return st;
-    char *end = NULL;
-    if (strlen(hex) != 16) goto bad;
-    *out = strtoull(hex, &end, 16);
-    if (*end) goto bad;
+    /* exactly 16 lowercase hex digits, as written: no sign, spaces or 0x (strtoull takes those) */
+    if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16) goto bad;
+    *out = strtoull(hex, NULL, 16);
     return IG_OK;
 bad:
     return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" = \"%s\" is not 16 hex digits", path,

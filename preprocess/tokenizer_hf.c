@@ -72,9 +72,9 @@ static ig_status set_vocab(ig_tokenizer *t, json_t *vocab, json_t *added, const 
     json_object_foreach(vocab, key, val) {
         /* checked before any narrowing: an id of 2^32 + 5 must not become 5 */
         if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= (json_int_t)1 << 30) {
+            json_integer_value(val) >= (json_int_t)IG_TOK_ID_LIMIT) {
             st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: vocabulary entry \"%s\": expected an integer id in [0, 2^30)",
+                            "%s: vocabulary entry \"%s\": expected an integer id in [0, 2^24)",
                             where, key);
             break;
         }
@@ -101,10 +101,10 @@ static ig_status set_vocab(ig_tokenizer *t, json_t *vocab, json_t *added, const 
     json_array_foreach(added, i, tok) {
         json_t *id = json_object_get(tok, "id"), *content = json_object_get(tok, "content");
         if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= (json_int_t)1 << 30 || !json_is_string(content))
+            json_integer_value(id) >= (json_int_t)IG_TOK_ID_LIMIT || !json_is_string(content))
             return ig_err_set(err, IG_ERR_FORMAT,
                               "%s: added_tokens[%zu]: expected an object with an integer \"id\" "
-                              "in [0, 2^30) and a string \"content\"",
+                              "in [0, 2^24) and a string \"content\"",
                               where, i);
         uint32_t tid = (uint32_t)json_integer_value(id);
         const char *c = json_string_value(content);

@@ -69,6 +69,9 @@ typedef struct ig_special_tok {
 } ig_special_tok;
 
 #define IG_NO_TOKEN UINT32_MAX
+/* Token ids are below 2^24: room for any real vocabulary (o200k_base has 200019 ids), while an id
+ * mistyped into a file cannot make the loader allocate gigabytes for its per-id tables. */
+#define IG_TOK_ID_LIMIT ((uint32_t)1 << 24)
 
 struct ig_tokenizer {
     ig_ctx *ctx;

@@ -50,7 +50,7 @@ static ig_status grow_ids(ig_tokenizer *t, size_t need, ig_err *err) {
 
 ig_status ig_tok_set(ig_tokenizer *t, uint32_t id, const void *bytes, size_t len, int special,
                      const char *where, ig_err *err) {
-    if (id >= (1u << 30))
+    if (id >= IG_TOK_ID_LIMIT)
         return ig_err_set(err, IG_ERR_FORMAT, "%s: token id %u is out of range", where, id);
     if (len == 0 || len > (1u << 20))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: token %u has %s bytes", where, id,

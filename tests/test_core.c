@@ -916,6 +916,59 @@ static void test_config_dump_round_trip(void **state) {
     ig_config_free(cfg);
 }
 
+/* Found by fuzz_config: --set took a string value that is not UTF-8, which `config show` then
+ * dumped into a YAML document that libfyaml refuses to load again. */
+static void test_config_set_rejects_invalid_utf8(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    ig_err err = {0};
+    const char *bad[] = {"model.name=\x8c", "model.name=ab\xc3", "model.name=\xed\xa0\x80",
+                         "model.name=\xc0\xaf", "model.name=\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        if (ig_config_set(cfg, bad[i], &err) != IG_ERR_CONFIG)
+            fail_msg("--set with invalid UTF-8 #%zu should fail", i);
+        assert_non_null(strstr(err.msg, "expected a UTF-8 string"));
+    }
+    assert_string_equal(ig_config_string(cfg, "model.name"), "gpt");
+    assert_int_equal(ig_config_set(cfg, "model.name=caf\xc3\xa9 \xf0\x9f\x98\x80", &err), IG_OK);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(ig_config_dump(cfg, f, &err), IG_OK);
+    fclose(f);
+    ig_config *back = new_config();
+    if (ig_config_load_string(back, text, len, "dump", &err) != IG_OK)
+        fail_msg("%s\n%s", err.msg, text);
+    assert_string_equal(ig_config_string(back, "model.name"), "caf\xc3\xa9 \xf0\x9f\x98\x80");
+    free(text);
+    ig_config_free(back);
+    ig_config_free(cfg);
+}
+
+/* Found by fuzz_config: libfyaml 0.7 never returns on some invalid UTF-8 (a directive cut short
+ * by a stray byte), so the loader checks the encoding first and names the line and column. */
+static void test_config_load_rejects_invalid_utf8(void **state) {
+    (void)state;
+    ig_config *cfg = new_config();
+    ig_err err = {0};
+    const char *bad[] = {"%\xc3", "%\xee\x00\xff", "%Y\xff", "seed: 1\nmodel:\n  name: \xff\n"};
+    const size_t lens[] = {2, 4, 3, 0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        size_t n = lens[i] ? lens[i] : strlen(bad[i]);
+        if (ig_config_load_string(cfg, bad[i], n, "x.yaml", &err) != IG_ERR_CONFIG)
+            fail_msg("invalid UTF-8 #%zu should fail", i);
+        assert_non_null(strstr(err.msg, "not UTF-8"));
+    }
+    assert_non_null(strstr(err.msg, "x.yaml:3:9:"));
+    assert_string_equal(ig_config_string(cfg, "model.name"), "gpt");
+    assert_int_equal(load(cfg, "model:\n  name: \"caf\xc3\xa9\"\n", &err), IG_OK);
+    assert_string_equal(ig_config_string(cfg, "model.name"), "caf\xc3\xa9");
+    ig_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_set_and_errno),
@@ -938,6 +991,8 @@ int main(void) {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_config_dump_round_trip),
+        cmocka_unit_test(test_config_set_rejects_invalid_utf8),
+        cmocka_unit_test(test_config_load_rejects_invalid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -632,6 +632,30 @@ static void test_all_dtypes(void **state) {
     free(dir);
 }
 
+/* Manifest checksums are exactly 16 lowercase hex digits: no sign, spaces or 0x. */
+static void test_manifest_hex_strict(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    size_t len;
+    char *text = igt_read(igt_fmt("%s/tests/data/golden/small.json", igt_source_dir()), &len);
+    char *at = strstr(text, "\"bin_xxh3\": \"");
+    assert_non_null(at);
+    at += strlen("\"bin_xxh3\": \"");
+    const char *bad[] = {" -00000000000001", "0x00000000000ff0", "00000000000000FF"};
+    for (int i = 0; i < 3; i++) {
+        memcpy(at, bad[i], 16);
+        igt_write(igt_fmt("%s/m.json", dir), text, len);
+        ig_manifest m = {0};
+        ig_err err = {0};
+        assert_int_equal(ig_manifest_read(&m, igt_fmt("%s/m", dir), &err), IG_ERR_FORMAT);
+        assert_non_null(strstr(err.msg, "16 hex digits"));
+        ig_manifest_clear(&m);
+    }
+    free(text);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 /* A shard list names several shards by one prefix: expand gives them in order, verify checks
  * each and that none was replaced; a plain prefix expands to itself; a bad list is an error. */
 static void test_shard_list(void **state) {
@@ -704,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_all_dtypes),
         cmocka_unit_test(test_shard_list),
+        cmocka_unit_test(test_manifest_hex_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -415,7 +415,7 @@ static void test_bad_files(void **state) {
     memcpy(edited + head + w, vocab + head + 5, len - head - 5);
     igt_write(igt_fmt("%s/vocab.json", d), edited, len - 5 + (size_t)w);
     assert_int_equal(try_load(d, NULL, &err), IG_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "2^30"));
+    assert_non_null(strstr(err.msg, "2^24"));
     free(edited);
     free(vocab);
 
@@ -455,19 +455,47 @@ static void test_bad_files(void **state) {
     free(d);
 }
 
+/* Found by fuzz_tokenizer: one large id in a tokenizer.json (an added token at 1000000000) made
+ * the loader allocate its per-id tables for every id up to it, gigabytes from a one-line edit.
+ * Ids are limited to [0, 2^24), which holds any real vocabulary. */
+static void test_huge_token_id(void **state) {
+    (void)state;
+    char *d = igt_mkdtemp();
+    size_t len;
+    char *json = igt_read(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), &len);
+    const char *from = "\"added_tokens\":[{\"id\":50256";
+    char *at = strstr(json, from);
+    assert_non_null(at);
+    size_t pre = (size_t)(at - json) + strlen(from) - 5;
+    const char *ids[] = {"16777216", "1000000000"};
+    char p[1024];
+    snprintf(p, sizeof p, "%s/tokenizer.json", d);
+    for (size_t i = 0; i < 2; i++) {
+        size_t il = strlen(ids[i]);
+        char *edited = malloc(len + il);
+        memcpy(edited, json, pre);
+        memcpy(edited + pre, ids[i], il);
+        memcpy(edited + pre + il, json + pre + 5, len - pre - 5);
+        igt_write(p, edited, len - 5 + il);
+        ig_err err = {0};
+        assert_int_equal(try_load(p, NULL, &err), IG_ERR_FORMAT);
+        assert_non_null(strstr(err.msg, "added_tokens[0]"));
+        assert_non_null(strstr(err.msg, "2^24"));
+        free(edited);
+    }
+    free(json);
+    igt_rmtree(d);
+    free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bundled_gpt2),
-        cmocka_unit_test(test_bundled_cl100k),
-        cmocka_unit_test(test_special_tokens),
-        cmocka_unit_test(test_odd_bytes_and_long_pieces),
-        cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_shared_gpt2_json),
-        cmocka_unit_test(test_shared_gpt2_vocab_merges),
-        cmocka_unit_test(test_shared_r50k),
-        cmocka_unit_test(test_shared_cl100k),
-        cmocka_unit_test(test_shared_o200k),
-        cmocka_unit_test(test_shared_whole_file),
+        cmocka_unit_test(test_bundled_gpt2),     cmocka_unit_test(test_bundled_cl100k),
+        cmocka_unit_test(test_special_tokens),   cmocka_unit_test(test_odd_bytes_and_long_pieces),
+        cmocka_unit_test(test_bad_files),        cmocka_unit_test(test_huge_token_id),
+        cmocka_unit_test(test_shared_gpt2_json), cmocka_unit_test(test_shared_gpt2_vocab_merges),
+        cmocka_unit_test(test_shared_r50k),      cmocka_unit_test(test_shared_cl100k),
+        cmocka_unit_test(test_shared_o200k),     cmocka_unit_test(test_shared_whole_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
