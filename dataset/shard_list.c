@@ -84,6 +84,15 @@ ig_status ig_shard_list_write(const char *prefix, const char *const *shards, siz
     return st;
 }
 
+void ig_shard_remove(const char *prefix) {
+    static const char *const exts[] = {".json", ".bin", ".idx"};
+    for (int e = 0; e < 3; e++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s", prefix, exts[e]);
+        unlink(path);
+    }
+}
+
 /* ---- run markers ---- */
 
 static char *marker_path(const char *base) {

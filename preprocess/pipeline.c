@@ -934,23 +934,10 @@ out:
         } else {
             /* the caller owns the marker (mpirun): remove just the shards this rank made */
             for (size_t k = 0; p.outs && k < p.n_keys; k++)
-                for (size_t i = 0; i < p.outs[k].n_prefixes; i++) {
-                    static const char *const exts[] = {".json", ".bin", ".idx"};
-                    for (int e = 0; e < 3; e++) {
-                        char path[4096];
-                        if (!p.outs[k].prefixes[i]) continue;
-                        snprintf(path, sizeof path, "%s%s", p.outs[k].prefixes[i], exts[e]);
-                        unlink(path);
-                    }
-                }
-            for (size_t i = 0; i < st->n_shard_prefixes; i++) {
-                static const char *const exts[] = {".json", ".bin", ".idx"};
-                for (int e = 0; e < 3; e++) {
-                    char path[4096];
-                    snprintf(path, sizeof path, "%s%s", st->shard_prefixes[i], exts[e]);
-                    unlink(path);
-                }
-            }
+                for (size_t i = 0; i < p.outs[k].n_prefixes; i++)
+                    if (p.outs[k].prefixes[i]) ig_shard_remove(p.outs[k].prefixes[i]);
+            for (size_t i = 0; i < st->n_shard_prefixes; i++)
+                ig_shard_remove(st->shard_prefixes[i]);
         }
     }
     for (size_t k = 0; p.outs && k < p.n_keys; k++) {

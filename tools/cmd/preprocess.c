@@ -343,13 +343,7 @@ static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err
 
 /* Removes the shards this rank wrote, manifests first so that nothing is left that verifies. */
 static void remove_outputs(const ig_preprocess_stats *st) {
-    static const char *const exts[] = {".json", ".bin", ".idx"};
-    for (int e = 0; e < 3; e++)
-        for (size_t i = 0; i < st->n_shard_prefixes; i++) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s%s", st->shard_prefixes[i], exts[e]);
-            remove(path);
-        }
+    for (size_t i = 0; i < st->n_shard_prefixes; i++) ig_shard_remove(st->shard_prefixes[i]);
 }
 
 /* Gathers every rank's shard prefixes on rank 0 (newline-separated). */
