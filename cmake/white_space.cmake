@@ -15,5 +15,5 @@ add_custom_command(
     -P ${CMAKE_SOURCE_DIR}/cmake/gen_white_space.cmake
   DEPENDS ${IG_PROPLIST} ${CMAKE_SOURCE_DIR}/cmake/gen_white_space.cmake
   COMMENT "Generating White_Space table from ${IG_PROPLIST}")
-target_sources(libingot PRIVATE ${IG_GENERATED_DIR}/ig_white_space.h)
-target_include_directories(libingot PRIVATE ${IG_GENERATED_DIR})
+target_sources(ingot_preprocess PRIVATE ${IG_GENERATED_DIR}/ig_white_space.h)
+target_include_directories(ingot_preprocess PRIVATE ${IG_GENERATED_DIR})

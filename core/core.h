@@ -50,10 +50,17 @@ const char *ig_status_str(ig_status status);
 #define IG_ERR_MSG_MAX 1024
 
 /* An error buffer: the status of the failure and a message with its context. Zero-initialise it
- * (`ig_err err = {0};`); pass NULL to a function when you do not want the message. */
+ * (`ig_err err = {0};`); pass NULL to a function when you do not want the message.
+ *
+ * A failure that a setting would avoid names it in fix_option, by its option name ("on_error",
+ * "overwrite", "allow_mixed"), and the value to give it in fix_value (NULL for a switch to turn
+ * on): the library never names a command-line flag, and each front end says it in its own terms
+ * (`--on-error skip` on the command line, `on_error: skip` in a config file). */
 typedef struct ig_err {
     ig_status status;
     char msg[IG_ERR_MSG_MAX];
+    const char *fix_option; /* static string, or NULL */
+    const char *fix_value;  /* static string, or NULL */
 } ig_err;
 
 /* Records a failure in err (which may be NULL) and returns status, so that a function can say
@@ -64,12 +71,19 @@ ig_status ig_err_setv(ig_err *err, ig_status status, const char *fmt, va_list ap
 /* Like ig_err_set, and appends ": " and strerror(errno_value). */
 ig_status ig_err_errno(ig_err *err, int errno_value, const char *fmt, ...) IG_PRINTF(3, 4);
 
-/* Prepends context ("reading shard X: ") to the message already in err; keeps its status and
- * returns it. A no-op when err is NULL. */
-ig_status ig_err_prefix(ig_err *err, const char *fmt, ...) IG_PRINTF(2, 3);
+/* Prepends context and ": " to the message already in err ("reading shard X" gives "reading
+ * shard X: <message>"), and returns status (which err keeps), so that a caller can say
+ * `if (st != IG_OK) return ig_err_prefix(err, st, "reading shard %s", path);`. With err NULL it
+ * only returns status. */
+ig_status ig_err_prefix(ig_err *err, ig_status status, const char *fmt, ...) IG_PRINTF(3, 4);
 
 /* Clears err back to IG_OK with an empty message. */
 void ig_err_clear(ig_err *err);
+
+/* Records the option (and value) that would avoid the failure in err (see ig_err); returns
+ * err's status (IG_ERR_INTERNAL when err is NULL, which callers should not rely on). The strings
+ * must be static. ig_err_set and ig_err_errno clear them; ig_err_prefix keeps them. */
+ig_status ig_err_fix(ig_err *err, const char *option, const char *value);
 
 /* ---- allocator ----------------------------------------------------------------------------- */
 
@@ -213,6 +227,11 @@ int ig_file_exists(const char *path);
 ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err);
 /* Formats bytes as "1.23 GB" into buf. Returns buf. */
 char *ig_format_bytes(double bytes, char *buf, size_t cap);
+
+/* madvise(MADV_HUGEPAGE) over the whole pages of a large array that will be written and read at
+ * random (fewer TLB misses and page faults): a hint, ignored where unsupported and for arrays
+ * under 4 MiB. Call it before the first touch. */
+void ig_advise_hugepages(void *p, size_t n);
 
 /* Monotonic time in seconds. */
 double ig_now(void);

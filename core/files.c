@@ -134,9 +134,10 @@ static atomic_uint tmp_counter;
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
                                 ig_err *err) {
     *out = NULL;
-    if (!overwrite && ig_file_exists(path))
-        return ig_err_set(err, IG_ERR_EXISTS, "%s already exists (use --force to overwrite it)",
-                          path);
+    if (!overwrite && ig_file_exists(path)) {
+        ig_err_set(err, IG_ERR_EXISTS, "%s already exists", path);
+        return ig_err_fix(err, "overwrite", NULL);
+    }
     ig_atomic_file *af = calloc(1, sizeof *af);
     if (!af) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     af->overwrite = overwrite;
@@ -197,8 +198,8 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
         st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
     af->f = NULL;
     if (st == IG_OK && !af->overwrite) {
-        /* never clobber without --force, even a target that appeared meanwhile: link() fails
-         * on an existing name; where hard links are not supported, renameat2's NOREPLACE */
+        /* never clobber unless asked to overwrite, even a target that appeared meanwhile: link()
+         * fails on an existing name; where hard links are not supported, renameat2's NOREPLACE */
         if (link(af->tmp, af->path) != 0) {
             int e = errno;
             if (e != EEXIST &&
@@ -206,13 +207,16 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
                 e = 0;
             else if (e != EEXIST)
                 e = errno;
-            if (e == EEXIST)
-                st = ig_err_set(err, IG_ERR_EXISTS, "%s already exists (use --force)", af->path);
-            else if (e != 0)
-                st = ig_err_errno(err, e,
-                                  "cannot create %s without replacing it (this file system "
-                                  "supports neither link nor RENAME_NOREPLACE; use --force)",
-                                  af->path);
+            if (e == EEXIST) {
+                ig_err_set(err, IG_ERR_EXISTS, "%s already exists", af->path);
+                st = ig_err_fix(err, "overwrite", NULL);
+            } else if (e != 0) {
+                ig_err_errno(err, e,
+                             "cannot create %s without replacing it (this file system supports "
+                             "neither link nor RENAME_NOREPLACE)",
+                             af->path);
+                st = ig_err_fix(err, "overwrite", NULL);
+            }
         }
     } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
         st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
@@ -291,4 +295,18 @@ char *ig_format_bytes(double bytes, char *buf, size_t cap) {
     else
         snprintf(buf, cap, "%.2f %s", bytes, units[u]);
     return buf;
+}
+
+void ig_advise_hugepages(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    long ps = sysconf(_SC_PAGESIZE);
+    if (!p || ps <= 0 || n < ((size_t)1 << 22)) return;
+    uintptr_t page = (uintptr_t)ps;
+    uintptr_t b = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+    if (e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
 }

@@ -29,6 +29,7 @@ ig_status ig_err_setv(ig_err *err, ig_status status, const char *fmt, va_list ap
     if (err) {
         err->status = status;
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        err->fix_option = err->fix_value = NULL;
     }
     return status;
 }
@@ -56,8 +57,8 @@ ig_status ig_err_errno(ig_err *err, int errno_value, const char *fmt, ...) {
     return status;
 }
 
-ig_status ig_err_prefix(ig_err *err, const char *fmt, ...) {
-    if (!err) return IG_ERR_INTERNAL;
+ig_status ig_err_prefix(ig_err *err, ig_status status, const char *fmt, ...) {
+    if (!err) return status;
     char prefix[IG_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -75,11 +76,20 @@ ig_status ig_err_prefix(ig_err *err, const char *fmt, ...) {
         memcpy(err->msg + plen + 2, old, olen);
         err->msg[plen + 2 + olen] = '\0';
     }
-    return err->status;
+    err->status = status;
+    return status;
 }
 
 void ig_err_clear(ig_err *err) {
     if (!err) return;
     err->status = IG_OK;
     err->msg[0] = '\0';
+    err->fix_option = err->fix_value = NULL;
+}
+
+ig_status ig_err_fix(ig_err *err, const char *option, const char *value) {
+    if (!err) return IG_ERR_INTERNAL;
+    err->fix_option = option;
+    err->fix_value = value;
+    return err->status;
 }

@@ -7,7 +7,7 @@
  * holds sum_d ceil(N * w[d]) samples: sample s comes from the source whose achieved count lags its
  * target w[d] * max(s, 1) the most (first maximum wins), and is that source's next sample.
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -15,40 +15,6 @@
 #define BLEND_FORMAT      1
 #define BLEND_KIND        "blend"
 #define BLEND_MAX_SOURCES 32767 /* Megatron's dataset index is int16 */
-
-/* ---- numpy arithmetic ---------------------------------------------------------------------- */
-
-/* numpy's pairwise summation (the float64 add reduction): plain loop below 8 elements, eight
- * accumulators up to 128, halves (rounded to multiples of 8) above. */
-static double pairwise_sum(const double *a, size_t n) {
-    if (n < 8) {
-        double res = -0.0;
-        for (size_t i = 0; i < n; i++) res += a[i];
-        return res;
-    }
-    if (n <= 128) {
-        double r[8];
-        size_t i;
-        for (int k = 0; k < 8; k++) r[k] = a[k];
-        for (i = 8; i < n - (n % 8); i += 8)
-            for (int k = 0; k < 8; k++) r[k] += a[i + k];
-        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++) res += a[i];
-        return res;
-    }
-    size_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
-}
-
-double ig_numpy_sum_f64(const double *a, size_t n) {
-    return 0.0 + pairwise_sum(a, n);
-}
-
-void ig_normalize_weights(const double *w, size_t n, double *out) {
-    double sum = ig_numpy_sum_f64(w, n);
-    for (size_t i = 0; i < n; i++) out[i] = w[i] / sum;
-}
 
 void ig_blend_build_indices(const double *weights, size_t n, uint64_t size, int64_t *used,
                             int16_t *source, int64_t *sample) {
@@ -264,7 +230,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         b->dataset[k] = src->dataset;
         st = ig_split_range(&opts->split, opts->part, n_seqs, &in->seq_begin, &in->seq_end, err);
         if (st != IG_OK) {
-            ig_err_prefix(err, "blend source %zu (%s): ", k + 1, name);
+            ig_err_prefix(err, st, "blend source %zu (%s)", k + 1, name);
             goto fail;
         }
         ig_gpt_index_opts go = ig_gpt_index_opts_default();
@@ -277,7 +243,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         go.name = name;
         st = ig_gpt_index_build(&b->index[k], ctx, lengths, n_seqs, &go, err);
         if (st != IG_OK) {
-            ig_err_prefix(err, "blend source %zu: ", k + 1);
+            ig_err_prefix(err, st, "blend source %zu", k + 1);
             goto fail;
         }
         in->built = ig_gpt_index_num_samples(b->index[k]);

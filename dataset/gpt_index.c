@@ -16,12 +16,10 @@
  * Speed: the shuffles and the walk over the shuffled document index are random memory accesses,
  * so both prefetch a fixed distance ahead; the arrays get transparent huge pages.
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #define GPT_INDEX_FORMAT 1 /* bump when the layout or the semantics of the cache change */
 #define GPT_KIND         "gpt"
@@ -128,22 +126,6 @@ uint64_t ig_gpt_index_compute_key(const int32_t *lengths, uint64_t begin, uint64
     return h;
 }
 
-/* The index arrays are written and swapped at random: transparent huge pages cut the TLB misses
- * and page faults. A hint only (ignored where unsupported); called before the first touch. */
-void ig_advise_huge(void *p, size_t n) {
-#ifdef MADV_HUGEPAGE
-    long ps = sysconf(_SC_PAGESIZE);
-    if (!p || ps <= 0 || n < ((size_t)1 << 22)) return;
-    uintptr_t page = (uintptr_t)ps;
-    uintptr_t b = ((uintptr_t)p + page - 1) & ~(page - 1);
-    uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
-    if (e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 /* ---- building ------------------------------------------------------------------------------ */
 
 typedef struct build_job {
@@ -206,9 +188,9 @@ static ig_status build_arrays(ig_gpt_index *idx, const int32_t *all_lengths, ig_
         return ig_err_set(err, IG_ERR_NOMEM,
                           "out of memory for a GPT index of %llu samples (%llu documents)",
                           (unsigned long long)idx->num_samples, (unsigned long long)idx->n_doc);
-    ig_advise_huge(idx->heap_doc, idx->n_doc * sizeof(int32_t));
-    ig_advise_huge(idx->heap_sample, (idx->num_samples + 1) * 2 * sizeof(int64_t));
-    ig_advise_huge(idx->heap_shuffle, idx->num_samples * sizeof(int64_t));
+    ig_advise_hugepages(idx->heap_doc, idx->n_doc * sizeof(int32_t));
+    ig_advise_hugepages(idx->heap_sample, (idx->num_samples + 1) * 2 * sizeof(int64_t));
+    ig_advise_hugepages(idx->heap_shuffle, idx->num_samples * sizeof(int64_t));
     idx->doc = idx->heap_doc;
     idx->sample = idx->heap_sample;
     idx->shuffle = idx->heap_shuffle;
@@ -335,7 +317,7 @@ ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq
     if (tokens < (uint64_t)opts->seq_len + 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "%s: seq_len %u is longer than the data: sequences [%llu, %llu) hold "
-                          "only %llu tokens, one sample needs %llu; use a smaller --seq-len or "
+                          "only %llu tokens, one sample needs %llu; use a smaller seq_len or "
                           "more data",
                           name, opts->seq_len, (unsigned long long)begin, (unsigned long long)end,
                           (unsigned long long)tokens, (unsigned long long)opts->seq_len + 1);

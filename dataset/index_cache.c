@@ -11,7 +11,7 @@
  *
  * The arrays are stored in host byte order; ingot supports little-endian hosts only.
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -205,10 +205,10 @@ ig_status ig_icache_store(const char *dir, const char *kind, uint64_t key,
     }
     if (st != IG_OK) {
         ig_atomic_file_abort(af);
-        return ig_err_prefix(err, "writing index cache %s: ", path);
+        return ig_err_prefix(err, st, "writing index cache %s", path);
     }
     st = ig_atomic_file_commit(af, err);
-    if (st != IG_OK) return ig_err_prefix(err, "writing index cache %s: ", path);
+    if (st != IG_OK) return ig_err_prefix(err, st, "writing index cache %s", path);
     return IG_OK;
 }
 

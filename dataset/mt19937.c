@@ -8,7 +8,7 @@
  * The random positions depend only on the generator, never on the array, so they are drawn a
  * fixed distance ahead and prefetched; the swaps still happen in exactly numpy's order.
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #define MT_M        397
 #define MT_MATRIX_A 0x9908b0dfu

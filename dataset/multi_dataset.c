@@ -3,7 +3,7 @@
  * adds the global numbering and an aligned copy of all sequence lengths, which the GPT index
  * reads (the .idx arrays themselves are unaligned).
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +93,7 @@ static ig_status open_shards(ig_dataset **out, ig_ctx *ctx, const char *const *p
                         (unsigned long long)ds->first[n]);
         goto fail;
     }
-    ig_advise_huge(ds->lengths, ds->first[n] * sizeof(int32_t));
+    ig_advise_hugepages(ds->lengths, ds->first[n] * sizeof(int32_t));
     for (size_t k = 0; k < n; k++) {
         const ig_shard *s = ds->shards[k];
         int32_t *dst = ds->lengths + ds->first[k];

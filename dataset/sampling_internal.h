@@ -94,9 +94,6 @@ void ig_icache_unlock(int fd);
 
 /* ---- helpers shared by gpt_index.c and blend.c ------------------------------------------- */
 
-/* madvise(MADV_HUGEPAGE) over the whole pages of a large array (a hint; before first touch). */
-void ig_advise_huge(void *p, size_t n);
-
 /* The xxh3 of what determines a GPT index (see ig_gpt_index_key). */
 uint64_t ig_gpt_index_compute_key(const int32_t *lengths, uint64_t begin, uint64_t end,
                                   uint32_t seq_len, uint64_t num_samples, uint32_t seed);

@@ -4,10 +4,12 @@
  * The validator works on an in-memory buffer so that the reader (on a mapped file) and the fuzz
  * target (on arbitrary bytes) share it. It checks every invariant Megatron's IndexedDataset relies
  * on, and its messages name the file, the field and the index of the first bad entry, because a
- * shard that is "a bit wrong" silently trains a model on the wrong tokens.
+ * shard that is "a bit wrong" silently trains a model on the wrong tokens. Also: removing a
+ * shard's files in a safe order.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "shard_internal.h"
 
@@ -211,4 +213,13 @@ ig_status ig_shard_validate_idx(const uint8_t *idx, size_t idx_len, uint64_t bin
     out->pointers_off = IG_IDX_HEADER_BYTES + (size_t)n * 4;
     out->doc_index_off = out->pointers_off + (size_t)n * 8;
     return IG_OK;
+}
+
+void ig_shard_remove(const char *prefix) {
+    static const char *const exts[] = {".json", ".bin", ".idx"};
+    for (int e = 0; e < 3; e++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s", prefix, exts[e]);
+        unlink(path);
+    }
 }

@@ -23,7 +23,7 @@ static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_mer
         const char *p = ig_shard_prefix(in[i]);
         if (strcmp(p, out_prefix) == 0)
             return ig_err_set(err, IG_ERR_INVALID_ARG,
-                              "the output %s is also an input; choose another --output", p);
+                              "the output %s is also an input; choose another output prefix", p);
         if (ig_shard_dtype(in[i]) != ig_shard_dtype(in[0]))
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "cannot merge %s (dtype %s) with %s (dtype %s): shards of "
@@ -45,12 +45,11 @@ static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_mer
             char a[17], b[17];
             ig_hash64_hex(first->tokenizer_hash, a);
             ig_hash64_hex(m->tokenizer_hash, b);
-            return ig_err_set(err, IG_ERR_INVALID_ARG,
-                              "%s was made with tokenizer \"%s\" (hash %s) but %s with \"%s\" "
-                              "(hash %s): refusing to mix tokenizers (use --force to merge "
-                              "anyway)",
-                              ig_shard_prefix(in[first_i]), first->tokenizer, a, p, m->tokenizer,
-                              b);
+            ig_err_set(err, IG_ERR_INVALID_ARG,
+                       "%s was made with tokenizer \"%s\" (hash %s) but %s with \"%s\" (hash "
+                       "%s): refusing to mix tokenizers",
+                       ig_shard_prefix(in[first_i]), first->tokenizer, a, p, m->tokenizer, b);
+            return ig_err_fix(err, "allow_mixed", NULL);
         }
     }
     return IG_OK;
@@ -128,7 +127,7 @@ ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs
     }
     for (size_t i = 0; i < n_inputs && st == IG_OK; i++) {
         st = append_shard(w, in[i], err);
-        if (st != IG_OK) ig_err_prefix(err, "merging %s into %s", inputs[i], out_prefix);
+        if (st != IG_OK) ig_err_prefix(err, st, "merging %s into %s", inputs[i], out_prefix);
     }
     if (st == IG_OK) {
         st = ig_shard_writer_finish(w, &meta, err);

@@ -102,9 +102,8 @@ ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char 
         const char *paths[3] = {w->bin_path, w->idx_path, w->json_path};
         for (int i = 0; i < 3; i++) {
             if (ig_file_exists(paths[i])) {
-                ig_status st =
-                    ig_err_set(err, IG_ERR_EXISTS,
-                               "%s already exists (use --force to overwrite it)", paths[i]);
+                ig_err_set(err, IG_ERR_EXISTS, "%s already exists", paths[i]);
+                ig_status st = ig_err_fix(err, "overwrite", NULL);
                 ig_shard_writer_abort(w);
                 return st;
             }

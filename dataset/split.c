@@ -3,7 +3,7 @@
  * the contiguous sequences [round(bookend[p] * n), round(bookend[p+1] * n)) with Python's round
  * (half to even). A part with weight 0 does not exist (Megatron builds no dataset for it).
  */
-#include "dataset/sampling_internal.h"
+#include "sampling_internal.h"
 
 #include <errno.h>
 #include <math.h>

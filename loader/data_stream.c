@@ -123,7 +123,7 @@ static ig_status build(const ig_data_stream *st, uint32_t seed, ig_blend **blend
         uint64_t begin, end;
         ig_status s =
             ig_split_range(&o->split, o->part, ig_dataset_sequences(st->ds[0]), &begin, &end, err);
-        if (s != IG_OK) return ig_err_prefix(err, "%s", o->prefixes[0]);
+        if (s != IG_OK) return ig_err_prefix(err, s, "%s", o->prefixes[0]);
         io.seq_begin = begin;
         io.seq_end = end;
         return ig_gpt_index_build_dataset(idx, st->ctx, st->ds[0], &io, err); /* names it */
@@ -422,14 +422,16 @@ static ig_status check_tokenizers(const ig_data_stream *st, ig_err *err) {
                 continue;
             }
             if (strcmp(m->tokenizer, first->tokenizer) != 0 ||
-                m->tokenizer_hash != first->tokenizer_hash)
-                return ig_err_set(err, IG_ERR_INVALID_ARG,
-                                  "%s was made with tokenizer '%s' (hash %016llx) but %s with "
-                                  "'%s' (hash %016llx): their token ids do not mean the same; "
-                                  "re-tokenize, or pass --allow-mixed if this is intended",
-                                  ig_shard_prefix(sh), m->tokenizer,
-                                  (unsigned long long)m->tokenizer_hash, first_prefix,
-                                  first->tokenizer, (unsigned long long)first->tokenizer_hash);
+                m->tokenizer_hash != first->tokenizer_hash) {
+                ig_err_set(err, IG_ERR_INVALID_ARG,
+                           "%s was made with tokenizer '%s' (hash %016llx) but %s with '%s' "
+                           "(hash %016llx): their token ids do not mean the same; re-tokenize, or "
+                           "allow mixed tokenizers if this is intended",
+                           ig_shard_prefix(sh), m->tokenizer, (unsigned long long)m->tokenizer_hash,
+                           first_prefix, first->tokenizer,
+                           (unsigned long long)first->tokenizer_hash);
+                return ig_err_fix(err, "allow_mixed", NULL);
+            }
         }
     return IG_OK;
 }

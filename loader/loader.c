@@ -165,7 +165,8 @@ static ig_status block_acquire(ig_loader *ld, uint64_t b, block_entry **out, ig_
             st = check_block(ld, b, &src, err);
             if (st != IG_OK) free_source(&src);
         } else {
-            ig_err_prefix(err, "building block %llu of the sample stream", (unsigned long long)b);
+            ig_err_prefix(err, st, "building block %llu of the sample stream",
+                          (unsigned long long)b);
         }
 
         pthread_mutex_lock(&ld->mu);
@@ -226,7 +227,8 @@ static ig_status fill(ig_loader *ld, uint64_t k, int32_t *tokens, uint64_t *ids,
         for (uint32_t t = 0; t < n; t++) {
             ig_status st = src->get(src->self, i + t, tokens + (size_t)(j + t) * ld->row, err);
             if (st != IG_OK)
-                return ig_err_prefix(err, "reading global sample %llu (block %llu, sample %llu)",
+                return ig_err_prefix(err, st,
+                                     "reading global sample %llu (block %llu, sample %llu)",
                                      (unsigned long long)(g + t), (unsigned long long)b,
                                      (unsigned long long)(i + t));
         }
@@ -321,7 +323,7 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
 
     ig_sample_source b0 = {0};
     st = o.make_block(o.block_user, 0, &b0, err);
-    if (st != IG_OK) return ig_err_prefix(err, "building block 0 of the sample stream");
+    if (st != IG_OK) return ig_err_prefix(err, st, "building block 0 of the sample stream");
     if (!b0.num_samples || !b0.get) {
         free_source(&b0);
         return ig_err_set(err, IG_ERR_INTERNAL, "loader: block 0 has no num_samples or get");
@@ -331,7 +333,7 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
         free_source(&b0);
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "loader: the sample source is empty (0 samples); check the data "
-                          "prefixes, the split and --samples");
+                          "prefixes, the split and the number of samples");
     }
     uint64_t per_micro = (uint64_t)o.micro_batch * o.dp;
     if (start) {

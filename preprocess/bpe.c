@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preprocess/tokenizer_internal.h"
+#include "tokenizer_internal.h"
 
 #define SMALL_PIECE 64 /* array scan below this many bytes, heap above */
 #define NO_RANK     UINT32_MAX

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preprocess/tokenizer_internal.h"
+#include "tokenizer_internal.h"
 
 #define CACHE_SLOTS       (1u << 16)
 #define CACHE_MAX_ENTRIES (CACHE_SLOTS / 2)

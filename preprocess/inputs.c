@@ -222,8 +222,7 @@ ig_status ig_expand_inputs(const char *const *inputs, size_t n_inputs, char ***o
                            ig_err *err) {
     *out = NULL;
     *n_out = 0;
-    if (n_inputs == 0 || !inputs)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "no inputs given (use --input PATH)");
+    if (n_inputs == 0 || !inputs) return ig_err_set(err, IG_ERR_INVALID_ARG, "no inputs given");
     str_list l = {0};
     for (size_t i = 0; i < n_inputs; i++) {
         if (!inputs[i] || !*inputs[i]) {

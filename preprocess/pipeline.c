@@ -10,6 +10,7 @@
  * moment leaves no shard that `ingot verify` accepts.
  */
 #include "preprocess/preprocess.h"
+#include "output_internal.h"
 
 #include <errno.h>
 #include <dirent.h>
@@ -92,15 +93,14 @@ typedef struct pipeline {
     ig_hash128 *seen;
     size_t seen_cap, seen_n;
     ig_preprocess_stats *st;
+    int rank, world; /* of opts->comm */
+    ig_output_spec spec;
 } pipeline;
 
 ig_preprocess_opts ig_preprocess_opts_default(void) {
     static const char *const default_keys[] = {"text"};
-    return (ig_preprocess_opts){.json_keys = default_keys,
-                                .n_keys = 1,
-                                .append_eod = 1,
-                                .on_error = IG_ON_ERROR_FAIL,
-                                .world = 1};
+    return (ig_preprocess_opts){
+        .json_keys = default_keys, .n_keys = 1, .append_eod = 1, .on_error = IG_ON_ERROR_FAIL};
 }
 
 void ig_preprocess_stats_clear(ig_preprocess_stats *st) {
@@ -467,11 +467,10 @@ static ig_status write_batch(pipeline *p, batch *b, size_t *tok_pos, ig_err *err
         st->docs_read++;
         int keep = 1;
         if (b->msg[i]) {
-            if (p->o->on_error == IG_ON_ERROR_FAIL)
-                return ig_err_set(err, IG_ERR_FORMAT, "%s%s", b->msg[i],
-                                  strstr(b->msg[i], "--on-error skip")
-                                      ? ""
-                                      : " (use --on-error skip to skip bad documents)");
+            if (p->o->on_error == IG_ON_ERROR_FAIL) {
+                ig_err_set(err, IG_ERR_FORMAT, "%s", b->msg[i]);
+                return ig_err_fix(err, "on_error", "skip");
+            }
             if (st->n_reported < IG_PREPROCESS_MAX_REPORTED)
                 snprintf(st->reported[st->n_reported++], sizeof st->reported[0], "%s", b->msg[i]);
             st->docs_skipped++;
@@ -553,155 +552,6 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
     return st;
 }
 
-/* ---- outputs of earlier runs ---------------------------------------------------------------- */
-
-/* The stem of key k's files: OUT, or OUT_KEY when there are several keys. */
-static void output_stem(const char *out, const char *const *keys, size_t n_keys, size_t k,
-                        char *buf, size_t cap) {
-    if (n_keys > 1)
-        snprintf(buf, cap, "%s_%s", out, keys[k]);
-    else
-        snprintf(buf, cap, "%s", out);
-}
-
-/* What a file in the output's directory is to output stem S: S[_rRRRR][_NNNNN] followed by a
- * manifest
- * (.json, .shards.json) or data (.bin, .idx) extension, or a temporary of one of those, of the
- * run marker or of the writer's length spill (... .tmp.*). Matched literally: a prefix may hold
- * glob characters. */
-enum { OUT_MANIFEST = 1, OUT_DATA = 2, OUT_TEMP = 4 };
-
-static int output_kind(const char *name, const char *stem) {
-    size_t sl = strlen(stem);
-    if (strncmp(name, stem, sl) != 0) return 0;
-    const char *rest = name + sl;
-    if (rest[0] == '_' && rest[1] == 'r' && strspn(rest + 2, "0123456789") == 4) rest += 6;
-    if (rest[0] == '_' && strspn(rest + 1, "0123456789") == 5) rest += 6;
-    static const struct {
-        const char *ext;
-        int kind;
-    } exts[] = {{".shards.json", OUT_MANIFEST},
-                {".json", OUT_MANIFEST},
-                {".bin", OUT_DATA},
-                {".idx", OUT_DATA},
-                {".incomplete", 0},
-                {".spill", 0}}; /* the shard writer's length spill (unlinked once open) */
-    for (size_t e = 0; e < sizeof exts / sizeof exts[0]; e++) {
-        size_t el = strlen(exts[e].ext);
-        if (strncmp(rest, exts[e].ext, el) != 0) continue;
-        if (rest[el] == '\0') return exts[e].kind;
-        if (strncmp(rest + el, ".tmp.", 5) == 0) return OUT_TEMP;
-    }
-    return 0;
-}
-
-typedef struct scan {
-    ig_ctx *ctx;
-    int n;            /* matches seen */
-    char first[1024]; /* the first of them */
-} scan;
-
-static void note_match(const char *path, void *arg) {
-    scan *s = arg;
-    if (s->n++ == 0) snprintf(s->first, sizeof s->first, "%s", path);
-}
-
-static void remove_file(const char *path, void *arg) {
-    scan *s = arg;
-    /* temporaries carry the writer's pid: leave those of a live process alone */
-    const char *t = strstr(path, ".tmp.");
-    if (t) {
-        /* "...tmp.PID.N" (an atomic writer's); other temporaries (mkstemp's) name no process */
-        char *end = NULL;
-        long pid = strtol(t + 5, &end, 10);
-        int named = end != t + 5 && *end == '.';
-        if (named && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) return;
-    }
-    if (unlink(path) == 0) ig_debug(s->ctx, "removed %s", path);
-}
-
-/* Calls fn on every file of output base whose kind is in kinds. */
-static void for_each_output(const char *base, int kinds, void (*fn)(const char *, void *),
-                            void *arg) {
-    const char *slash = strrchr(base, '/');
-    char dir[4096];
-    if (slash)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - base) + 1, base);
-    else
-        snprintf(dir, sizeof dir, "./");
-    const char *stem = slash ? slash + 1 : base;
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!(output_kind(e->d_name, stem) & kinds)) continue;
-        char path[8192];
-        snprintf(path, sizeof path, "%s%s", slash ? dir : "", e->d_name);
-        fn(path, arg);
-    }
-    closedir(d);
-}
-
-/* Existing outputs of this command (every key, every rank): a run still going is not
- * disturbed; a complete output is not replaced without --force (with it, it is removed whole,
- * manifests and lists first); the files of a run that never finished (its marker is there) are
- * removed, as are dead temporaries. Then the command's marker is written, before anything is
- * committed. */
-ig_status ig_preprocess_prepare(ig_ctx *ctx, const ig_preprocess_opts *o, ig_err *err) {
-    static const char *const default_keys[] = {"text"};
-    const char *const *keys = o->n_keys ? o->json_keys : default_keys;
-    size_t n_keys = o->n_keys ? o->n_keys : 1;
-    const char *out = o->output_prefix;
-    if (!out || !*out)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given (--output-prefix)");
-    long live = ig_run_marker_live(out);
-    if (live)
-        return ig_err_set(err, IG_ERR_EXISTS,
-                          "a preprocess run (pid %ld) is writing %s right now (%s.incomplete); "
-                          "wait for it or stop it",
-                          live, out, out);
-    int unfinished = ig_run_marker_exists(out);
-    char stem[4096];
-    scan found = {.ctx = ctx};
-    for (size_t k = 0; k < n_keys; k++) {
-        output_stem(out, keys, n_keys, k, stem, sizeof stem);
-        for_each_output(stem, OUT_MANIFEST | OUT_DATA, note_match, &found);
-    }
-    if (found.n && !unfinished && !o->overwrite)
-        return ig_err_set(err, IG_ERR_EXISTS,
-                          "%s exists: an output is already there (use --force to replace it)",
-                          found.first);
-    if (unfinished)
-        ig_warn(ctx, "removing the output of an unfinished earlier run (%s.incomplete)", out);
-    scan s = {.ctx = ctx};
-    for (size_t k = 0; k < n_keys; k++) {
-        output_stem(out, keys, n_keys, k, stem, sizeof stem);
-        for_each_output(stem, OUT_MANIFEST, remove_file, &s); /* manifests and lists first */
-        for_each_output(stem, OUT_DATA, remove_file, &s);
-        for_each_output(stem, OUT_TEMP, remove_file, &s);
-    }
-    for_each_output(out, OUT_TEMP, remove_file, &s); /* the marker's own, with several keys */
-    return ig_run_marker_create(out, err);
-}
-
-ig_status ig_preprocess_commit(const ig_preprocess_opts *o, ig_err *err) {
-    return ig_run_marker_remove(o->output_prefix, err);
-}
-
-/* Removes every file of the command's output (after a failure, when it is this run's alone). */
-static void remove_all_outputs(ig_ctx *ctx, const ig_preprocess_opts *o) {
-    static const char *const default_keys[] = {"text"};
-    const char *const *keys = o->n_keys ? o->json_keys : default_keys;
-    size_t n_keys = o->n_keys ? o->n_keys : 1;
-    char stem[4096];
-    scan s = {.ctx = ctx};
-    for (size_t k = 0; k < n_keys; k++) {
-        output_stem(o->output_prefix, keys, n_keys, k, stem, sizeof stem);
-        for_each_output(stem, OUT_MANIFEST, remove_file, &s);
-        for_each_output(stem, OUT_DATA, remove_file, &s);
-    }
-}
-
 /* ---- setup ---------------------------------------------------------------------------------- */
 
 static uint64_t file_size(const char *path) {
@@ -712,7 +562,7 @@ static uint64_t file_size(const char *path) {
 /* Deals the files out to ranks: largest first to the least loaded rank (ties: lowest rank), so
  * every rank computes the same split; each rank keeps its files in input order. */
 static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) {
-    int world = p->o->world > 0 ? p->o->world : 1;
+    int world = p->world;
     p->files = calloc(n_all ? n_all : 1, sizeof *p->files);
     p->kinds = calloc(n_all ? n_all : 1, sizeof *p->kinds);
     size_t *order = calloc(n_all ? n_all : 1, sizeof *order);
@@ -745,7 +595,7 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
         load[best] += sizes[order[i]] + 1;
     }
     for (size_t i = 0; i < n_all; i++) {
-        if (owner[i] != p->o->rank) continue;
+        if (owner[i] != p->rank) continue;
         p->kinds[p->n_files] = ig_input_kind_of(all[i], p->o->txt_lines);
         p->files[p->n_files++] = all[i];
         all[i] = NULL;
@@ -763,7 +613,7 @@ static ig_status make_outputs(pipeline *p, ig_err *err) {
     if (!p->outs) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < p->n_keys; k++) {
         char rank[32] = "";
-        if (p->o->world > 1) snprintf(rank, sizeof rank, "_r%04d", p->o->rank);
+        if (p->world > 1) snprintf(rank, sizeof rank, "_r%04d", p->rank);
         int rc = p->n_keys > 1
                      ? asprintf(&p->outs[k].base, "%s_%s%s", p->o->output_prefix, p->keys[k], rank)
                      : asprintf(&p->outs[k].base, "%s%s", p->o->output_prefix, rank);
@@ -787,131 +637,104 @@ static ig_status make_outputs(pipeline *p, ig_err *err) {
 static ig_status check_opts(const ig_preprocess_opts *o, ig_err *err) {
     if (!o->tokenizer) return ig_err_set(err, IG_ERR_INVALID_ARG, "no tokenizer given");
     if (!o->output_prefix || !*o->output_prefix)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given (--output-prefix)");
-    if (o->n_inputs == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no input given (--input)");
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
+    if (o->n_inputs == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no input given");
     if (o->n_keys > IG_MAX_JSON_KEYS)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "at most %d --json-key values",
-                          IG_MAX_JSON_KEYS);
-    if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "rank %d outside a world of %d", o->rank,
-                          o->world);
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "at most %d JSON keys", IG_MAX_JSON_KEYS);
     if (o->append_eod && ig_tokenizer_eod(o->tokenizer) < 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
-                          "--append-eod: the tokenizer has no end-of-document token");
+                          "appending end-of-document tokens: the tokenizer has none");
     for (size_t i = 0; i < o->n_keys; i++)
         for (size_t j = 0; j < i; j++)
             if (!strcmp(o->json_keys[i], o->json_keys[j]))
-                return ig_err_set(err, IG_ERR_INVALID_ARG, "--json-key '%s' is given twice",
+                return ig_err_set(err, IG_ERR_INVALID_ARG, "JSON key '%s' is given twice",
                                   o->json_keys[i]);
     return IG_OK;
 }
 
-ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
-                             ig_preprocess_stats *stats, ig_err *err) {
-    static const char *const default_keys[] = {"text"};
-    ig_preprocess_stats local;
-    ig_preprocess_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
-    ig_status s = check_opts(opts, err);
-    if (s != IG_OK) return s;
-
-    pipeline p = {.ctx = ctx, .o = opts, .st = st};
-    p.keys = opts->n_keys ? opts->json_keys : default_keys;
-    p.n_keys = opts->n_keys ? opts->n_keys : 1;
-    double t0 = ig_now();
+/* Everything before the output is touched: the inputs (this rank's share), the output names,
+ * the batch pool. */
+static ig_status setup(pipeline *p, ig_err *err) {
     char **all = NULL;
     size_t n_all = 0;
-    pthread_t reader, *workers = NULL;
-    int reader_started = 0, n_started = 0;
-    int owns_output = 0; /* this call prepared the output and holds its marker */
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv_free, NULL);
-    pthread_cond_init(&p.cv_todo, NULL);
-    pthread_cond_init(&p.cv_done, NULL);
+    ig_status s = ig_expand_inputs(p->o->inputs, p->o->n_inputs, &all, &n_all, err);
+    if (s == IG_OK) s = pick_files(p, all, n_all, err);
+    ig_input_list_free(all, n_all);
+    if (s != IG_OK) return s;
+    p->st->files = p->n_files;
+    if ((s = make_outputs(p, err)) != IG_OK) return s;
+    p->n_workers = p->o->workers > 0 ? p->o->workers : ig_ctx_threads(p->ctx);
+    if (p->n_workers > 256) p->n_workers = 256;
+    p->pool_n = (size_t)p->n_workers * POOL_PER_WORKER + 2;
+    p->pool = calloc(p->pool_n, sizeof *p->pool);
+    if (!p->pool) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->pool_n; i++) {
+        if (!batch_init(&p->pool[i], p->n_keys))
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory allocating batches");
+        p->pool[i].next = p->free_list;
+        p->free_list = &p->pool[i];
+    }
+    return IG_OK;
+}
 
-    if ((s = ig_expand_inputs(opts->inputs, opts->n_inputs, &all, &n_all, err)) != IG_OK) goto out;
-    if ((s = pick_files(&p, all, n_all, err)) != IG_OK) goto out;
-    st->files = p.n_files;
-    if ((s = make_outputs(&p, err)) != IG_OK) goto out;
-    if (!opts->prepared) {
-        if ((s = ig_preprocess_prepare(ctx, opts, err)) != IG_OK) goto out;
-        owns_output = 1;
-    }
-
-    p.n_workers = opts->workers > 0 ? opts->workers : ig_ctx_threads(ctx);
-    if (p.n_workers > 256) p.n_workers = 256;
-    p.pool_n = (size_t)p.n_workers * POOL_PER_WORKER + 2;
-    p.pool = calloc(p.pool_n, sizeof *p.pool);
-    if (!p.pool) {
-        s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < p.pool_n; i++) {
-        if (!batch_init(&p.pool[i], p.n_keys)) {
-            s = ig_err_set(err, IG_ERR_NOMEM, "out of memory allocating batches");
-            goto out;
-        }
-        p.pool[i].next = p.free_list;
-        p.free_list = &p.pool[i];
-    }
-    if (opts->progress) {
+/* The reader, the workers and the writer (this thread), until the inputs are done or one of
+ * them fails. */
+static ig_status run_threads(pipeline *p, ig_err *err) {
+    ig_status s = IG_OK;
+    if (p->o->progress) {
         ig_progress_opts po = ig_progress_opts_default();
         po.label = "preprocess";
         po.bytes = 1;
-        for (size_t f = 0; f < p.n_files; f++) po.total += file_size(p.files[f]);
-        if ((s = ig_progress_create(&p.progress, &po, err)) != IG_OK) goto out;
+        for (size_t f = 0; f < p->n_files; f++) po.total += file_size(p->files[f]);
+        if ((s = ig_progress_create(&p->progress, &po, err)) != IG_OK) return s;
     }
-
-    workers = calloc((size_t)p.n_workers, sizeof *workers);
+    pthread_t reader, *workers = calloc((size_t)p->n_workers, sizeof *workers);
+    int reader_started = 0, n_started = 0;
     if (!workers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if (pthread_create(&reader, NULL, reader_main, &p) != 0) {
+    } else if (pthread_create(&reader, NULL, reader_main, p) != 0) {
         s = ig_err_set(err, IG_ERR_IO, "cannot start the reader thread");
-        goto out;
+    } else {
+        reader_started = 1;
+        for (; n_started < p->n_workers; n_started++)
+            if (pthread_create(&workers[n_started], NULL, worker_main, p) != 0) {
+                ig_err e;
+                ig_err_set(&e, IG_ERR_IO, "cannot start worker thread %d", n_started);
+                fail(p, IG_ERR_IO, &e);
+                break;
+            }
+        s = run_writer(p, err);
+        if (s != IG_OK) fail(p, s, err);
     }
-    reader_started = 1;
-    for (; n_started < p.n_workers; n_started++)
-        if (pthread_create(&workers[n_started], NULL, worker_main, &p) != 0) {
-            ig_err e;
-            ig_err_set(&e, IG_ERR_IO, "cannot start worker thread %d", n_started);
-            fail(&p, IG_ERR_IO, &e);
-            break;
-        }
-    s = run_writer(&p, err);
-    if (s != IG_OK) fail(&p, s, err);
-
-out:
     if (reader_started) pthread_join(reader, NULL);
     for (int i = 0; i < n_started; i++) pthread_join(workers[i], NULL);
     free(workers);
-    if (p.progress) {
-        ig_progress_finish(p.progress);
-        p.progress = NULL;
+    ig_progress_finish(p->progress);
+    p->progress = NULL;
+    return s;
+}
+
+/* Finishes the open shards and writes every manifest (and, alone, every shard list); the shard
+ * names move to the stats. */
+static ig_status finish_shards(pipeline *p, ig_err *err) {
+    ig_status s = IG_OK;
+    for (size_t k = 0; s == IG_OK && k < p->n_keys; k++) {
+        out_key *ok = &p->outs[k];
+        if (!ok->w && ok->n_prefixes == 0) s = open_shard(p, ok, err); /* no documents */
+        if (s == IG_OK) s = close_shard(p, ok, err);
     }
-    /* finish the open shards, write every manifest and shard list, and only then remove the
-     * run markers: the one commit point of the output. On failure, remove all this run made. */
-    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++) {
-        out_key *ok = &p.outs[k];
-        if (!ok->w && ok->n_prefixes == 0) s = open_shard(&p, ok, err); /* no documents */
-        if (s == IG_OK) s = close_shard(&p, ok, err);
-    }
-    for (size_t k = 0; p.outs && k < p.n_keys; k++) {
-        ig_shard_writer_abort(p.outs[k].w);
-        p.outs[k].w = NULL;
-    }
-    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
-        for (size_t i = 0; s == IG_OK && i < p.outs[k].n_pending; i++)
-            s = ig_manifest_write(&p.outs[k].pending[i], p.outs[k].prefixes[i], 0, err);
-    /* a sharded output gets a shard list, so that OUT names all of it (under mpirun, rank 0
+    for (size_t k = 0; s == IG_OK && k < p->n_keys; k++)
+        for (size_t i = 0; s == IG_OK && i < p->outs[k].n_pending; i++)
+            s = ig_manifest_write(&p->outs[k].pending[i], p->outs[k].prefixes[i], 0, err);
+    /* a sharded output gets a shard list, so that OUT names all of it (with several ranks, rank 0
      * writes one list over every rank's shards instead) */
-    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++)
-        if (opts->shard_size && opts->world == 1)
-            s = ig_shard_list_write(p.outs[k].base, (const char *const *)p.outs[k].prefixes,
-                                    p.outs[k].n_prefixes, 0, err);
-    for (size_t k = 0; s == IG_OK && p.outs && k < p.n_keys; k++) {
-        out_key *ok = &p.outs[k];
+    for (size_t k = 0; s == IG_OK && k < p->n_keys; k++)
+        if (p->o->shard_size && p->world == 1)
+            s = ig_shard_list_write(p->outs[k].base, (const char *const *)p->outs[k].prefixes,
+                                    p->outs[k].n_prefixes, 0, err);
+    ig_preprocess_stats *st = p->st;
+    for (size_t k = 0; s == IG_OK && k < p->n_keys; k++) {
+        out_key *ok = &p->outs[k];
         for (size_t i = 0; s == IG_OK && i < ok->n_prefixes; i++) {
             char **np = realloc(st->shard_prefixes, (st->n_shard_prefixes + 1) * sizeof *np);
             if (!np) {
@@ -924,43 +747,103 @@ out:
             st->shards++;
         }
     }
-    /* the one commit point: the marker goes once everything above is in place */
-    if (s == IG_OK && owns_output) s = ig_preprocess_commit(opts, err);
-    if (s != IG_OK) {
-        if (owns_output) {
-            /* everything under the command's output is this run's alone: remove it whole */
-            remove_all_outputs(ctx, opts);
-            ig_run_marker_remove(opts->output_prefix, NULL);
-        } else {
-            /* the caller owns the marker (mpirun): remove just the shards this rank made */
-            for (size_t k = 0; p.outs && k < p.n_keys; k++)
-                for (size_t i = 0; i < p.outs[k].n_prefixes; i++)
-                    if (p.outs[k].prefixes[i]) ig_shard_remove(p.outs[k].prefixes[i]);
-            for (size_t i = 0; i < st->n_shard_prefixes; i++)
-                ig_shard_remove(st->shard_prefixes[i]);
-        }
-    }
-    for (size_t k = 0; p.outs && k < p.n_keys; k++) {
-        out_key *ok = &p.outs[k];
+    return s;
+}
+
+/* Removes the shards this rank wrote (after a failure under several ranks). */
+static void remove_own_shards(pipeline *p) {
+    for (size_t k = 0; p->outs && k < p->n_keys; k++)
+        for (size_t i = 0; i < p->outs[k].n_prefixes; i++)
+            if (p->outs[k].prefixes[i]) ig_shard_remove(p->outs[k].prefixes[i]);
+    for (size_t i = 0; i < p->st->n_shard_prefixes; i++) ig_shard_remove(p->st->shard_prefixes[i]);
+}
+
+static void pipeline_free(pipeline *p) {
+    for (size_t k = 0; p->outs && k < p->n_keys; k++) {
+        out_key *ok = &p->outs[k];
+        ig_shard_writer_abort(ok->w);
         for (size_t i = 0; i < ok->n_pending; i++) ig_manifest_clear(&ok->pending[i]);
         free(ok->pending);
         for (size_t i = 0; i < ok->n_prefixes; i++) free(ok->prefixes[i]);
         free(ok->prefixes);
         free(ok->base);
     }
-    free(p.outs);
-    ig_manifest_clear(&p.meta);
-    for (size_t i = 0; p.pool && i < p.pool_n; i++) batch_free(&p.pool[i], p.n_keys);
-    free(p.pool);
-    free(p.seen);
-    for (size_t f = 0; f < p.n_files; f++) free(p.files[f]);
-    free(p.files);
-    free(p.kinds);
-    ig_input_list_free(all, n_all);
-    pthread_mutex_destroy(&p.mu);
-    pthread_cond_destroy(&p.cv_free);
-    pthread_cond_destroy(&p.cv_todo);
-    pthread_cond_destroy(&p.cv_done);
+    free(p->outs);
+    ig_manifest_clear(&p->meta);
+    for (size_t i = 0; p->pool && i < p->pool_n; i++) batch_free(&p->pool[i], p->n_keys);
+    free(p->pool);
+    free(p->seen);
+    for (size_t f = 0; f < p->n_files; f++) free(p->files[f]);
+    free(p->files);
+    free(p->kinds);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_free);
+    pthread_cond_destroy(&p->cv_todo);
+    pthread_cond_destroy(&p->cv_done);
+}
+
+static const char *const text_data_exts[] = {".bin", ".idx", NULL};
+
+ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
+                             ig_preprocess_stats *stats, ig_err *err) {
+    static const char *const default_keys[] = {"text"};
+    ig_preprocess_stats local;
+    ig_preprocess_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    ig_status s = check_opts(opts, err);
+    if (s != IG_OK) return s;
+
+    double t0 = ig_now();
+    pipeline p = {.ctx = ctx, .o = opts, .st = st, .rank = 0, .world = 1};
+    if (opts->comm) {
+        p.rank = ig_comm_rank(opts->comm);
+        p.world = ig_comm_size(opts->comm);
+    }
+    int multi = p.world > 1;
+    p.keys = opts->n_keys ? opts->json_keys : default_keys;
+    p.n_keys = opts->n_keys ? opts->n_keys : 1;
+    p.spec = (ig_output_spec){.prefix = opts->output_prefix,
+                              .keys = p.keys,
+                              .n_keys = p.n_keys,
+                              .data_exts = text_data_exts,
+                              .overwrite = opts->overwrite};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv_free, NULL);
+    pthread_cond_init(&p.cv_todo, NULL);
+    pthread_cond_init(&p.cv_done, NULL);
+
+    /* nothing of the output is touched before every rank knows its inputs */
+    s = setup(&p, err);
+    if (multi) {
+        int all_ok = 0;
+        ig_err cerr = {0};
+        ig_status cs = ig_comm_all_ok(opts->comm, s == IG_OK, &all_ok, &cerr);
+        if (s == IG_OK && cs != IG_OK) s = cs, *err = cerr;
+        if (s == IG_OK && !all_ok)
+            s = ig_err_set(err, IG_ERR_CANCELLED, "another rank failed; see its message");
+        if (s == IG_OK) s = ig_output_prepare_ranks(ctx, opts->comm, &p.spec, err);
+        if (s == IG_OK) {
+            s = run_threads(&p, err);
+            if (s == IG_OK) s = finish_shards(&p, err);
+            if (s != IG_OK) remove_own_shards(&p);
+            ig_err lerr = {0};
+            ig_status ls = ig_output_commit_ranks(ctx, opts->comm, &p.spec, s == IG_OK,
+                                                  (const char *const *)st->shard_prefixes,
+                                                  st->n_shard_prefixes, s == IG_OK ? err : &lerr);
+            if (s == IG_OK) s = ls;
+        }
+    } else {
+        if (s == IG_OK) s = ig_output_prepare(ctx, &p.spec, err);
+        if (s == IG_OK) {
+            s = run_threads(&p, err);
+            if (s == IG_OK) s = finish_shards(&p, err);
+            /* the one commit point: the marker goes once everything above is in place */
+            if (s == IG_OK) s = ig_output_commit(&p.spec, err);
+            /* everything under the command's output is this run's alone: remove it whole */
+            if (s != IG_OK) ig_output_discard(ctx, &p.spec);
+        }
+    }
+    pipeline_free(&p);
     st->seconds = ig_now() - t0;
     return s;
 }

@@ -6,6 +6,7 @@
 #define INGOT_PREPROCESS_H
 
 #include "core/core.h"
+#include "comm/comm.h"
 #include "dataset/dataset.h"
 
 #ifdef __cplusplus
@@ -180,10 +181,10 @@ typedef struct ig_preprocess_opts {
     ig_on_error on_error;          /* bad records: fail (default) or skip and count */
     int overwrite;                 /* --force */
     int progress;                  /* show a progress bar on stderr */
-    int rank, world;               /* this process's share of the inputs (files round-robin by
-                                      size); world > 1 puts "_rRRRR" into the shard names */
-    int prepared;                  /* the caller ran ig_preprocess_prepare and will run
-                                      ig_preprocess_commit (mpirun: rank 0 for all ranks) */
+    ig_comm *comm; /* NULL: this process alone. With several ranks, each takes a share of the
+                      input files (by size, largest first to the least loaded rank), writes
+                      shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of
+                      them; every rank must call with the same options */
 } ig_preprocess_opts;
 
 ig_preprocess_opts ig_preprocess_opts_default(void);
@@ -206,22 +207,18 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
 
 /* Reads, tokenizes and writes the inputs as token shards. Output names: OUT when one key and
  * one shard; OUT_KEY with several keys; OUT[_KEY]_NNNNN with shard_size, plus the shard list
- * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN when world > 1 (the caller then
- * writes one shard list over all ranks). The output bytes are identical for any worker count.
+ * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN with several ranks (rank 0 then
+ * writes one shard list over all of them). The output bytes are identical for any worker count.
  * Memory stays bounded (batches in flight are limited; only the dedup set grows, 16 bytes per
- * document). The run commits through one marker, OUT.incomplete, written before any file and
- * removed once all shards, manifests and shard lists of every key are written, so a run killed
- * at any moment leaves an output that ig_shard_open and verify refuse (see ig_preprocess_prepare
- * for what an existing output meets). An error stops the run and removes everything it wrote. */
-
-/* The two ends of a run's commit, for callers that coordinate several processes (the run does
- * both itself unless opts.prepared): prepare refuses a run still going on the same output and a
- * complete output without opts.overwrite, removes the files of an unfinished earlier run (or,
- * with overwrite, the old output: every key and rank), and writes OUT.incomplete; commit removes
- * it, after which the output counts as complete. */
-ig_status ig_preprocess_prepare(ig_ctx *ctx, const ig_preprocess_opts *opts, ig_err *err);
-ig_status ig_preprocess_commit(const ig_preprocess_opts *opts, ig_err *err);
-
+ * document).
+ *
+ * The run commits through one marker, OUT.incomplete, written before any file and removed once
+ * all shards, manifests and shard lists of every key (and rank) are written, so a run killed at
+ * any moment leaves an output that ig_shard_open and verify refuse. Before it starts, a run still
+ * going on the same output is refused (IG_ERR_EXISTS), as is a complete output unless
+ * opts.overwrite (with it, the old output is removed whole: every key and rank); the files of an
+ * unfinished earlier run are removed. An error stops the run and removes everything it wrote,
+ * on every rank. */
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 

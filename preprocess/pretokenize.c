@@ -18,7 +18,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "preprocess/tokenizer_internal.h"
+#include "tokenizer_internal.h"
 
 #include "ig_white_space.h" /* generated: ig_white_space_ranges */
 

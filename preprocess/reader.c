@@ -9,7 +9,7 @@
  * Line numbers count every '\n' of the (decompressed) input, blank lines included, so that a
  * message "FILE:LINE" points at the line an editor shows. Offsets are in decompressed bytes.
  */
-#include "preprocess/reader_internal.h"
+#include "reader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

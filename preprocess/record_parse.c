@@ -12,7 +12,7 @@
  * accepts, and decodes them to the same bytes; tests/test_reader.c and the fuzz target check this
  * against jansson.
  */
-#include "preprocess/reader_internal.h"
+#include "reader_internal.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -51,12 +51,11 @@ static ig_status bad_utf8(const ig_record *rec, ig_input_kind kind, const char *
         return ig_err_set(
             err, IG_ERR_FORMAT,
             "%s: invalid UTF-8 at byte offset %llu (bytes from there: %s); re-encode the file as "
-            "UTF-8 or skip it with --on-error skip",
+            "UTF-8",
             path, (unsigned long long)(rec->byte_offset + bad), bytes);
     return ig_err_set(err, IG_ERR_FORMAT,
                       "%s:%llu: invalid UTF-8 at byte %zu of the line (bytes from there: %s); "
-                      "re-encode the input "
-                      "as UTF-8 or skip bad lines with --on-error skip",
+                      "re-encode the input as UTF-8",
                       path, (unsigned long long)rec->line, bad + 1, bytes);
 }
 
@@ -367,9 +366,7 @@ static ig_status jansson_parse(const ig_record *rec, const char *path, const cha
         if (!v) {
             char present[256];
             list_keys(root, present, sizeof present);
-            st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s:%llu: missing key '%s' (keys present: %s); choose the key with "
-                            "--json-key",
+            st = ig_err_set(err, IG_ERR_FORMAT, "%s:%llu: missing key '%s' (keys present: %s)",
                             path, (unsigned long long)rec->line, keys[k], present);
             goto fail;
         }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "preprocess/tokenizer_internal.h"
+#include "tokenizer_internal.h"
 
 /* Split patterns of a Sequence[Split, ByteLevel(use_regex=false)] pre-tokenizer that we know. */
 static const char k_pat_cl100k[] =

@@ -100,7 +100,7 @@ struct ig_tokenizer {
     uint64_t hash;
 };
 
-/* ---- building (tokenizer_load.c) ---- */
+/* ---- building (tokenizer_build.c) ---- */
 
 /* Starts an empty tokenizer; tokens are then added by id. */
 ig_status ig_tok_begin(ig_tokenizer **out, ig_ctx *ctx, ig_pattern pattern, int from_ranks,
@@ -117,11 +117,15 @@ ig_status ig_tok_add_pair(ig_tokenizer *t, uint32_t left, uint32_t right, uint32
 ig_status ig_tok_pairs_from_ranks(ig_tokenizer *t, ig_err *err);
 /* Checks single bytes, computes whole_ok, the end-of-document id and the hash. */
 ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err);
+/* ig_tokenizer_free (public) frees a tokenizer at any stage of building. */
 
 /* Loaders of the Hugging Face forms (tokenizer_hf.c). */
 ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path, ig_err *err);
 ig_status ig_tok_load_vocab_merges(ig_tokenizer **out, ig_ctx *ctx, const char *vocab_path,
                                    const char *merges_path, ig_err *err);
+/* The .tiktoken loader (tokenizer_tiktoken.c); encoding NULL: from the file name. */
+ig_status ig_tok_load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path,
+                               const char *encoding, ig_err *err);
 
 /* ---- BPE (bpe.c) ---- */
 

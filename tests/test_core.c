@@ -30,11 +30,22 @@ static void test_err_set_and_errno(void **state) {
     assert_int_equal(ig_err_errno(&err, EACCES, "x"), IG_ERR_IO);
 
     ig_err_set(&err, IG_ERR_CHECKSUM, "xxh3 mismatch");
-    assert_int_equal(ig_err_prefix(&err, "reading shard %s", "s0"), IG_ERR_CHECKSUM);
+    assert_int_equal(ig_err_prefix(&err, IG_ERR_CHECKSUM, "reading shard %s", "s0"),
+                     IG_ERR_CHECKSUM);
     assert_string_equal(err.msg, "reading shard s0: xxh3 mismatch");
     assert_int_equal(err.status, IG_ERR_CHECKSUM);
 
-    /* a NULL buffer is allowed everywhere */
+    /* the option that would avoid a failure travels with it through prefixes, not past a set */
+    assert_int_equal(ig_err_fix(&err, "overwrite", NULL), IG_ERR_CHECKSUM);
+    ig_err_prefix(&err, IG_ERR_EXISTS, "writing x");
+    assert_string_equal(err.fix_option, "overwrite");
+    assert_int_equal(err.status, IG_ERR_EXISTS);
+    ig_err_set(&err, IG_ERR_IO, "y");
+    assert_null(err.fix_option);
+    assert_null(err.fix_value);
+
+    /* a NULL buffer is allowed everywhere; a prefix without a buffer still returns the status */
+    assert_int_equal(ig_err_prefix(NULL, IG_ERR_CHECKSUM, "context"), IG_ERR_CHECKSUM);
     assert_int_equal(ig_err_set(NULL, IG_ERR_IO, "x"), IG_ERR_IO);
     assert_int_equal(ig_err_errno(NULL, ENOENT, "x"), IG_ERR_NOT_FOUND);
     ig_err_clear(NULL);
@@ -59,11 +70,11 @@ static void test_err_truncation(void **state) {
 
     /* prefixing a full message keeps the prefix and stays terminated */
     ig_err_set(&err, IG_ERR_FORMAT, "%s", long_text);
-    ig_err_prefix(&err, "context");
+    ig_err_prefix(&err, err.status, "context");
     assert_true(strlen(err.msg) < IG_ERR_MSG_MAX);
     assert_memory_equal(err.msg, "context: xxx", 12);
     /* a prefix longer than the buffer is cut too */
-    ig_err_prefix(&err, "%s", long_text);
+    ig_err_prefix(&err, err.status, "%s", long_text);
     assert_true(strlen(err.msg) < IG_ERR_MSG_MAX);
     assert_int_equal(err.status, IG_ERR_FORMAT);
 }

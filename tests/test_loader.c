@@ -570,7 +570,7 @@ static void test_data_stream(void **state) {
     pre[1] = c;
     o.weights = w;
     assert_int_equal(ig_data_stream_open(&ds, ctx, &o, &err), IG_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.msg, "--allow-mixed"));
+    assert_string_equal(err.fix_option, "allow_mixed");
     o.allow_mixed = 1;
     assert_int_equal(ig_data_stream_open(&ds, ctx, &o, &err), IG_OK);
     ig_data_stream_close(ds);

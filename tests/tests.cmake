@@ -11,13 +11,20 @@ set(IG_TEST_ENV
 if(EXISTS ${IG_SHARED_DATA_DIR}/README.md)
   list(APPEND IG_TEST_ENV "IG_SHARED_DATA=${IG_SHARED_DATA_DIR}")
 endif()
+if(IG_HAVE_CUDA)
+  list(APPEND IG_TEST_ENV "IG_CUDA_BUILT=1")
+endif()
 if(IG_SANITIZE)
   list(APPEND IG_TEST_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 endif()
 
+# Tests may include private headers (to check a piece against its oracle): they alone get the
+# source root on their include path.
 add_library(igtest STATIC ${CMAKE_SOURCE_DIR}/tests/testutil.c)
-target_link_libraries(igtest PUBLIC libingot PkgConfig::CMOCKA)
+target_link_libraries(igtest PUBLIC ingot_all PkgConfig::CMOCKA PkgConfig::JANSSON)
+target_include_directories(igtest PUBLIC ${CMAKE_SOURCE_DIR})
+target_compile_definitions(igtest PUBLIC IG_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
 file(GLOB IG_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
 foreach(src ${IG_UNIT_TESTS})

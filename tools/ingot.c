@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/cmd.h"
+#include "cmd.h"
 
 const ig_command ig_commands[] = {
     {"tokenize", "print the token ids of text on stdin", ig_usage_tokenize, ig_cmd_tokenize},

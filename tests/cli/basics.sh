@@ -13,6 +13,13 @@ fi
 if run "--version" 0 "$IG_INGOT" --version; then
     if grep -Eq '^ingot [0-9]+\.[0-9]+\.[0-9]+' <<<"$out"; then pass
     else fail "--version printed '$out'"; fi
+    # the second line is the CUDA backend: compiled for sm_80 and sm_90 when nvcc was found, and
+    # the device the runtime sees (or why none: this machine may have no GPU)
+    if [ "${IG_CUDA_BUILT:-0}" = 1 ]; then
+        expect "--version: CUDA built for sm_80 and sm_90" "CUDA: built for sm_80 sm_90" "$out"
+    else
+        expect "--version: CUDA not built" "CUDA: not built" "$out"
+    fi
 fi
 
 if run "help config" 0 "$IG_INGOT" help config; then

@@ -99,7 +99,7 @@ copy_shard "$GOLD" "$T/c"
 sed -i 's/"tokenizer_hash": "[0-9a-f]*"/"tokenizer_hash": "00000000deadbeef"/; s/"tokenizer": "gpt2"/"tokenizer": "other"/' "$T/c.json"
 run "other tokenizer verifies" 0 "$IG_INGOT" verify "$T/c" && pass
 run "merge mixed" 1 "$IG_INGOT" merge --output "$T/x" "$T/a" "$T/c" &&
-    expect "merge mixed" "refusing to mix tokenizers (use --force" "$err"
+    expect "merge mixed" "refusing to mix tokenizers (use --allow-mixed)" "$err"
 [ ! -e "$T/x.bin" ] && [ ! -e "$T/x.idx" ] && [ ! -e "$T/x.json" ] && pass || fail "refused merge left files"
 run "merge mixed --allow-mixed" 0 "$IG_INGOT" merge --allow-mixed --output "$T/x" "$T/a" "$T/c" && pass
 run "merge bad input" 1 "$IG_INGOT" merge --output "$T/y" "$T/a" "$T/ptr" && expect "merge bad input" "pointers[1]" "$err"

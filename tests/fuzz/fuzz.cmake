@@ -1,6 +1,6 @@
 # fuzz.cmake - libFuzzer targets (included by CMakeLists.txt when -DIG_FUZZ=ON; needs clang:
 # `make fuzz` configures build-fuzz with CC=clang). Every tests/fuzz/fuzz_*.c becomes an
-# executable in BUILD/fuzz/ linked with -fsanitize=fuzzer,address,undefined; libingot itself is
+# executable in BUILD/fuzz/ linked with -fsanitize=fuzzer,address,undefined; the libraries are
 # compiled with -fsanitize=fuzzer-no-link,address,undefined so that the coverage of the library
 # code guides the fuzzer and its bugs crash. Run them with tests/fuzz/run.sh BUILD SECONDS.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -9,10 +9,12 @@ if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
 endif()
 
 set(IG_FUZZ_SAN address,undefined)
-target_compile_options(libingot PRIVATE -fsanitize=fuzzer-no-link,${IG_FUZZ_SAN}
-  -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-# everything that links libingot (tests, the ingot program) needs the sanitizer runtimes
-target_link_options(libingot INTERFACE -fsanitize=${IG_FUZZ_SAN})
+foreach(lib ingot_core ingot_dataset ingot_loader ingot_comm ingot_preprocess ingot_kernels)
+  target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link,${IG_FUZZ_SAN}
+    -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  # everything that links the library (tests, the ingot program) needs the sanitizer runtimes
+  target_link_options(${lib} INTERFACE -fsanitize=${IG_FUZZ_SAN})
+endforeach()
 
 file(GLOB IG_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
 foreach(src ${IG_FUZZ_TARGETS})
@@ -21,7 +23,8 @@ foreach(src ${IG_FUZZ_TARGETS})
   target_compile_options(${name} PRIVATE -fsanitize=fuzzer,${IG_FUZZ_SAN}
     -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   target_link_options(${name} PRIVATE -fsanitize=fuzzer,${IG_FUZZ_SAN})
-  target_link_libraries(${name} PRIVATE libingot)
+  target_link_libraries(${name} PRIVATE ingot_all)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
 endforeach()
 

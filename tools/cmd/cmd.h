@@ -26,7 +26,8 @@ const ig_command *ig_command_find(const char *name);
 int ig_cmd_help(const ig_command *cmd);
 /* Prints "ingot CMD: MESSAGE" and the usage to stderr; returns 2. */
 int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) IG_PRINTF(2, 3);
-/* Prints "ingot: error: MESSAGE" (the message of err) to stderr; returns 1. */
+/* Prints "ingot: error: MESSAGE" (the message of err, and "(use --FLAG VALUE)" when err names
+ * an option that would avoid the failure) to stderr; returns 1. */
 int ig_cmd_fail(const ig_err *err);
 int ig_cmd_failf(const char *fmt, ...) IG_PRINTF(1, 2);
 

@@ -1,4 +1,4 @@
-/* config.c - `ingot config`: checks a YAML config against a command's schema and prints the
+/* cmd_config.c - `ingot config`: checks a YAML config against a command's schema and prints the
  * resolved configuration (defaults, then the file, then --set overrides), each value annotated
  * with where it came from. Useful before a long run: a typo fails here in a second, with the file
  * and line, instead of after an hour. */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "schemas.h"
+#include "cmd_schemas.h"
 
 const char ig_usage_config[] =
     "usage: ingot config show [--schema NAME] [FILE] [--set KEY=VALUE]...\n"

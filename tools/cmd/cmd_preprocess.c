@@ -1,4 +1,4 @@
-/* preprocess.c - `ingot preprocess text`: corpora to Megatron-compatible token shards.
+/* cmd_preprocess.c - `ingot preprocess text`: corpora to Megatron-compatible token shards.
  *
  * Thin over ig_preprocess_text. Under mpirun each rank takes its share of the input files and
  * writes its own shards; rank 0 then writes OUT.shards.json, one manifest over all of them. */
@@ -7,13 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef IG_HAVE_MPI
-#include <mpi.h>
-#endif
-
 #include "cmd.h"
-#include "schemas.h"
+#include "cmd_schemas.h"
 #include "dataset/dataset.h"
+#include "comm/comm.h"
 #include "preprocess/preprocess.h"
 
 const char ig_usage_preprocess[] =
@@ -299,96 +296,6 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
     }
 }
 
-#ifdef IG_HAVE_MPI
-/* The shard list of JSON key k under mpirun: OUT, or OUT_KEY with several keys. */
-static void list_base(const pp_args *a, size_t k, char *buf, size_t cap) {
-    if (a->n_keys > 1)
-        snprintf(buf, cap, "%s_%s", a->output, a->keys[k]);
-    else
-        snprintf(buf, cap, "%s", a->output);
-}
-
-/* Rank 0, after a failed run: removes the shard lists it may have written. */
-static void remove_lists(const pp_args *a) {
-    size_t n_keys = a->n_keys ? a->n_keys : 1;
-    char base[4096], path[4200];
-    for (size_t k = 0; k < n_keys; k++) {
-        list_base(a, k, base, sizeof base);
-        snprintf(path, sizeof path, "%s.shards.json", base);
-        remove(path);
-    }
-}
-
-/* Rank 0: one shard list per JSON key (OUT, or OUT_KEY with several keys) over every rank's
- * shards of that key, which are named OUT[_KEY]_rRRRR... */
-static ig_status write_lists(const pp_args *a, char **all, size_t n, ig_err *err) {
-    size_t n_keys = a->n_keys ? a->n_keys : 1;
-    const char **mine = calloc(n ? n : 1, sizeof *mine);
-    if (!mine) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st = IG_OK;
-    for (size_t k = 0; k < n_keys && st == IG_OK; k++) {
-        char base[4096], lead[4200];
-        list_base(a, k, base, sizeof base);
-        snprintf(lead, sizeof lead, "%s_r", base);
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!strncmp(all[i], lead, strlen(lead)) &&
-                strspn(all[i] + strlen(lead), "0123456789_") == strlen(all[i] + strlen(lead)))
-                mine[m++] = all[i];
-        st = ig_shard_list_write(base, mine, m, 0, err); /* prepare cleared the way */
-    }
-    free(mine);
-    return st;
-}
-
-/* Removes the shards this rank wrote, manifests first so that nothing is left that verifies. */
-static void remove_outputs(const ig_preprocess_stats *st) {
-    for (size_t i = 0; i < st->n_shard_prefixes; i++) ig_shard_remove(st->shard_prefixes[i]);
-}
-
-/* Gathers every rank's shard prefixes on rank 0 (newline-separated). */
-static ig_status gather_prefixes(const ig_preprocess_stats *st, int rank, int world, char ***out,
-                                 size_t *n_out, ig_err *err) {
-    size_t len = 0;
-    for (size_t i = 0; i < st->n_shard_prefixes; i++) len += strlen(st->shard_prefixes[i]) + 1;
-    char *mine = malloc(len + 1), *p = mine;
-    if (!mine) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < st->n_shard_prefixes; i++)
-        p += sprintf(p, "%s\n", st->shard_prefixes[i]);
-    int my_len = (int)len, *lens = NULL, *displs = NULL;
-    char *all = NULL;
-    if (rank == 0) {
-        lens = calloc((size_t)world, sizeof *lens);
-        displs = calloc((size_t)world, sizeof *displs);
-    }
-    MPI_Gather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    int total = 0;
-    if (rank == 0) {
-        for (int r = 0; r < world; r++) {
-            displs[r] = total;
-            total += lens[r];
-        }
-        all = calloc((size_t)total + 1, 1);
-    }
-    MPI_Gatherv(mine, my_len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD);
-    free(mine);
-    free(lens);
-    free(displs);
-    *out = NULL;
-    *n_out = 0;
-    if (rank != 0) return IG_OK;
-    size_t n = 0;
-    for (int i = 0; i < total; i++) n += all[i] == '\n';
-    char **list = calloc(n + 1, sizeof *list);
-    char *save = NULL;
-    for (char *tok = strtok_r(all, "\n", &save); tok && list; tok = strtok_r(NULL, "\n", &save))
-        list[(*n_out)++] = strdup(tok);
-    free(all);
-    *out = list;
-    return list ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-}
-#endif
-
 int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...'");
@@ -404,93 +311,44 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     }
     ig_err err = {0};
     ig_ctx *ctx = NULL;
+    ig_comm *comm = NULL;
     ig_tokenizer *tok = NULL;
     ig_preprocess_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
-    int world = ctx ? ig_ctx_world(ctx) : 1, rank = ctx ? ig_ctx_rank(ctx) : 0;
-    a.o.output_prefix = a.output;
-    if (a.n_keys) {
-        a.o.json_keys = a.keys;
-        a.o.n_keys = a.n_keys;
-    }
-#ifdef IG_HAVE_MPI
-    /* Under mpirun, rank 0 prepares the output for all ranks (refusing a complete one without
-     * --force, clearing the way, writing the one marker) before anyone writes, and commits it
-     * after everyone succeeded and the shard lists exist. */
-    int prepared = 0; /* rank 0: it holds the marker */
-    if (world > 1) {
-        MPI_Init(NULL, NULL);
-        int ok = s == IG_OK;
-        if (rank == 0 && ok) {
-            s = ig_preprocess_prepare(ctx, &a.o, &err);
-            ok = prepared = s == IG_OK;
-        }
-        MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (s == IG_OK && !ok)
-            s = ig_err_set(&err, IG_ERR_CANCELLED, "rank 0 could not prepare the output");
-        a.o.prepared = 1;
-    }
-#endif
+    /* under a launcher (mpirun, srun) the ranks split the inputs; alone, comm has one rank */
+    if (s == IG_OK) s = ig_comm_world(&comm, ctx, &err);
+    int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
     if (s == IG_OK) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();
         to.tiktoken_encoding = a.tiktoken;
         s = ig_tokenizer_load(&tok, ctx, a.tokenizer, &to, &err);
     }
     if (s == IG_OK) {
+        a.o.output_prefix = a.output;
+        if (a.n_keys) {
+            a.o.json_keys = a.keys;
+            a.o.n_keys = a.n_keys;
+        }
         a.o.inputs = a.inputs;
         a.o.n_inputs = a.n_inputs;
         a.o.tokenizer = tok;
         a.o.tokenizer_path = a.tokenizer;
         a.o.progress = !a.flags.quiet;
-        a.o.rank = rank;
-        a.o.world = world;
+        a.o.comm = comm;
         s = ig_preprocess_text(ctx, &a.o, &st, &err);
     }
-#ifdef IG_HAVE_MPI
-    if (world > 1) {
-        /* every rank learns whether all succeeded; rank 0 then lists the shards of all */
-        int ok = s == IG_OK, all_ok = 0;
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-        char **list = NULL;
-        size_t n = 0;
-        if (s == IG_OK)
-            s = gather_prefixes(&st, rank, world, &list, &n, &err);
-        else {
-            ig_preprocess_stats none = {0};
-            ig_err ignore = {0};
-            gather_prefixes(&none, rank, world, &list, &n, &ignore);
-        }
-        if (s == IG_OK && rank == 0 && all_ok) s = write_lists(&a, list, n, &err);
-        for (size_t i = 0; i < n; i++) free(list[i]);
-        free(list);
-        /* the output is complete once the lists exist: only then does the marker go */
-        ok = s == IG_OK;
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-        if (s == IG_OK && !all_ok)
-            s = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
-        if (!all_ok) remove_outputs(&st); /* all or nothing: no rank's shards stay complete */
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (prepared && all_ok) {
-            s = ig_preprocess_commit(&a.o, &err);
-        } else if (prepared) {
-            remove_lists(&a);
-            ig_preprocess_commit(&a.o, NULL); /* nothing of the run is left */
-        }
-    }
-#endif
     if (s == IG_OK && !a.flags.quiet) print_summary(&st, rank, world);
     ig_preprocess_stats_clear(&st);
     ig_tokenizer_free(tok);
-    ig_ctx_free(ctx);
     free(a.inputs);
     free(a.sets);
     ig_config_free(a.cfg);
-    /* report before MPI_Finalize: mpirun may end the other processes once one exits non-zero */
+    /* report before the communicator goes: mpirun may end the other processes once one exits
+     * non-zero */
     rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
     fflush(stdout);
     fflush(stderr);
-#ifdef IG_HAVE_MPI
-    if (world > 1) MPI_Finalize();
-#endif
+    ig_comm_free(comm);
+    ig_ctx_free(ctx);
     return rc;
 }

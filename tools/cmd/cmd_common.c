@@ -1,4 +1,4 @@
-/* common.c - helpers shared by the subcommands: error printing, the context from common flags,
+/* cmd_common.c - helpers shared by the subcommands: error printing, the context from common flags,
  * option value parsing. */
 #include <ctype.h>
 #include <errno.h>
@@ -26,8 +26,26 @@ int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) {
     return IG_EXIT_USAGE;
 }
 
+/* The flag of a library option (ig_err.fix_option): "on_error" is --on-error, except where a
+ * command's flag has another name. */
+static void option_flag(const char *option, char *buf, size_t cap) {
+    static const char *const renamed[][2] = {{"overwrite", "force"}};
+    for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
+        if (!strcmp(option, renamed[i][0])) option = renamed[i][1];
+    size_t n = (size_t)snprintf(buf, cap, "--%s", option);
+    for (size_t i = 2; i < n && i < cap; i++)
+        if (buf[i] == '_') buf[i] = '-';
+}
+
 int ig_cmd_fail(const ig_err *err) {
-    fprintf(stderr, "ingot: error: %s\n", err->msg[0] ? err->msg : ig_status_str(err->status));
+    fprintf(stderr, "ingot: error: %s", err->msg[0] ? err->msg : ig_status_str(err->status));
+    if (err->fix_option) {
+        char flag[128];
+        option_flag(err->fix_option, flag, sizeof flag);
+        fprintf(stderr, " (use %s%s%s)", flag, err->fix_value ? " " : "",
+                err->fix_value ? err->fix_value : "");
+    }
+    fputc('\n', stderr);
     return IG_EXIT_FAIL;
 }
 

@@ -1,10 +1,11 @@
-/* data_args.c - the data arguments shared by `ingot blend` and `ingot samples` (data_args.h). */
+/* cmd_data_args.c - the data arguments shared by `ingot blend` and `ingot samples` (data_args.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_args.h"
+#include "cmd_data_args.h"
 
 void ig_data_args_init(ig_data_args *a) {
     memset(a, 0, sizeof *a);

@@ -1,4 +1,4 @@
-/* schemas.h - private to the ingot program: the configuration schemas (typed key tables) that
+/* cmd_schemas.h - private to the ingot program: the configuration schemas (typed key tables) that
  * subcommands load YAML configs against, and a lookup by name for `ingot config --schema`. */
 #ifndef INGOT_SCHEMAS_H
 #define INGOT_SCHEMAS_H

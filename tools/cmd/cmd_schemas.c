@@ -1,9 +1,9 @@
-/* schemas.c - the configuration schemas of the ingot program. Each is a table of typed keys with
- * defaults; a YAML config or a --set override that names a key not listed here is an error, so
+/* cmd_schemas.c - the configuration schemas of the ingot program. Each is a table of typed keys
+ * with defaults; a YAML config or a --set override that names a key not listed here is an error, so
  * adding an option to a command means adding its key here. */
 #include <string.h>
 
-#include "schemas.h"
+#include "cmd_schemas.h"
 
 const ig_cfg_key ig_schema_preprocess[] = {
     {"preprocess.input", IG_CFG_STRING, "", "input files or globs (.jsonl, .jsonl.zst, .txt)"},

@@ -1,4 +1,4 @@
-/* merge.c - `ingot merge --output OUT IN...`: concatenates token shards into one, as Megatron's
+/* cmd_merge.c - `ingot merge --output OUT IN...`: concatenates token shards into one, as Megatron's
  * merge_datasets.py does, streaming and with 64-bit pointers. Thin over ig_shard_merge. */
 #include <getopt.h>
 #include <inttypes.h>

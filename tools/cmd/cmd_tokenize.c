@@ -1,4 +1,4 @@
-/* tokenize.c - `ingot tokenize` (text on stdin -> ids on stdout) and `ingot detokenize` (ids on
+/* cmd_tokenize.c - `ingot tokenize` (text on stdin -> ids on stdout) and `ingot detokenize` (ids on
  * stdin -> text bytes on stdout): thin wrappers over ig_tokenizer_load / ig_encoder_encode /
  * ig_tokenizer_decode, handy for checking a tokenizer by hand or from scripts. */
 #include <getopt.h>

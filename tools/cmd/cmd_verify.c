@@ -1,4 +1,4 @@
-/* verify.c - `ingot verify PREFIX...`: the complete check of token shards (structure, manifest,
+/* cmd_verify.c - `ingot verify PREFIX...`: the complete check of token shards (structure, manifest,
  * xxh3 checksums). Prints "PREFIX: ok (N docs, T tokens)" per good shard and the exact problem
  * for each bad one; exit 1 when any fails. Thin over ig_shard_verify. */
 #include <getopt.h>

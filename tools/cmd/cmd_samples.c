@@ -1,4 +1,4 @@
-/* samples.c - `ingot samples`: the micro-batches a data-parallel rank would see, one line each
+/* cmd_samples.c - `ingot samples`: the micro-batches a data-parallel rank would see, one line each
  * (step, rank, micro-batch, global sample ids, xxh3 of the tokens), for debugging and tests of
  * the distributed proxy sampler and of resume. Thin over ig_data_stream + ig_loader
  * (loader.h). */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_args.h"
+#include "cmd_data_args.h"
 
 const char ig_usage_samples[] =
     "usage: ingot samples --seq-len L --samples N --dp D --rank R --micro-batch B\n"

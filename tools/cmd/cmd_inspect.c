@@ -1,4 +1,4 @@
-/* inspect.c - `ingot inspect PREFIX`: what a token shard holds (documents, sequences, tokens,
+/* cmd_inspect.c - `ingot inspect PREFIX`: what a token shard holds (documents, sequences, tokens,
  * dtype, file sizes, tokenizer from the manifest, document length statistics), or one document's
  * ids or text. Thin over dataset.h (and preprocess.h for --decode). */
 #include <getopt.h>

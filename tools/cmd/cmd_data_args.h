@@ -1,4 +1,4 @@
-/* data_args.h - private to the ingot program: the data arguments that `ingot blend` and
+/* cmd_data_args.h - private to the ingot program: the data arguments that `ingot blend` and
  * `ingot samples` share (Megatron's --data-path list, --seq-len, --samples, --seed, --split,
  * --split-index, --cache-dir, --allow-mixed), parsed into ig_data_opts. */
 #ifndef INGOT_CMD_DATA_ARGS_H

@@ -1,5 +1,5 @@
-/* blend.c - `ingot blend`: what a blend of shard prefixes (Megatron's --data-path) will draw from
- * each source: target weight, achieved fraction, samples drawn, samples its index was built
+/* cmd_blend.c - `ingot blend`: what a blend of shard prefixes (Megatron's --data-path) will draw
+ * from each source: target weight, achieved fraction, samples drawn, samples its index was built
  * for, and epochs (a source drawn for more than one epoch is repeated). Thin over
  * ig_data_stream_open (loader.h). */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "data_args.h"
+#include "cmd_data_args.h"
 
 const char ig_usage_blend[] =
     "usage: ingot blend --seq-len L --samples N [options] W1 P1 [W2 P2 ...]\n"

@@ -1,0 +1,178 @@
+/* comm.c - the communicator interface: argument checks, then the backend's operation. Which
+ * backend the world communicator gets is decided here, from the launcher's environment. */
+#include "comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t ig_comm_type_size(ig_comm_type t) {
+    return ig_comm_elem_size(t);
+}
+
+static int env_int(const char *name, int *out) {
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > (1 << 24)) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* The launcher's rank and size (OpenMPI's mpirun, or a PMI launcher: MPICH, Slurm's pmi2);
+ * 0 when this process was not started by one. */
+static int launched(int *rank, int *size) {
+    if (env_int("OMPI_COMM_WORLD_SIZE", size) && env_int("OMPI_COMM_WORLD_RANK", rank)) return 1;
+    if (env_int("PMI_SIZE", size) && env_int("PMI_RANK", rank)) return 1;
+    int r;
+    if (env_int("PMIX_RANK", &r)) { /* PMIx (srun --mpi=pmix): the size comes from MPI */
+        *rank = r;
+        *size = 0;
+        return 1;
+    }
+    return 0;
+}
+
+void ig_comm_launch_info(int *rank, int *size) {
+    int r = 0, s = 1;
+    if (!launched(&r, &s) || s < 1 || r >= s) r = 0, s = 1;
+    *rank = r;
+    *size = s;
+}
+
+ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, ig_err *err) {
+    *out = NULL;
+    int rank = 0, size = 1;
+    if (!launched(&rank, &size) || size == 1) return ig_comm_single(out, ctx, err);
+    if (!ig_comm_mpi_available())
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "started by a launcher as rank %d of %d processes, but this ingot was "
+                          "built without MPI: install libopenmpi-dev and rebuild (make build)",
+                          rank, size);
+    return ig_comm_mpi_world(out, ctx, err);
+}
+
+void ig_comm_free(ig_comm *c) {
+    if (!c) return;
+    if (c->ops && c->ops->destroy) c->ops->destroy(c);
+    ig_free(c->ctx, c);
+}
+
+int ig_comm_rank(const ig_comm *c) {
+    return c->rank;
+}
+int ig_comm_size(const ig_comm *c) {
+    return c->size;
+}
+const char *ig_comm_backend(const ig_comm *c) {
+    return c->ops->name;
+}
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+
+static ig_status check_buf(const ig_comm *c, const char *what, const void *buf, size_t count,
+                           ig_comm_type t, size_t times, ig_err *err) {
+    size_t es = ig_comm_type_size(t), bytes;
+    if (!es) return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: unknown element type %d", what, t);
+    if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, times, &bytes))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: %zu elements overflow the address space",
+                          what, count);
+    if (count && !buf)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: NULL buffer for %zu elements", what, count);
+    (void)c;
+    return IG_OK;
+}
+
+static ig_status check_rank(const ig_comm *c, const char *what, const char *role, int r,
+                            ig_err *err) {
+    if (r < 0 || r >= c->size)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: %s %d is not a rank of a group of %d", what,
+                          role, r, c->size);
+    return IG_OK;
+}
+
+static ig_status check_op(const char *what, ig_comm_op op, ig_err *err) {
+    if ((unsigned)op >= IG_COMM_OP_COUNT)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: unknown reduction %d", what, op);
+    return IG_OK;
+}
+
+/* ---- operations ------------------------------------------------------------------------------ */
+
+ig_status ig_comm_split(ig_comm *c, int color, int key, ig_comm **out, ig_err *err) {
+    *out = NULL;
+    if (color < 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "comm split: color must be >= 0, got %d", color);
+    return c->ops->split(c, color, key, out, err);
+}
+
+ig_status ig_comm_barrier(ig_comm *c, ig_err *err) {
+    return c->ops->barrier(c, err);
+}
+
+ig_status ig_comm_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type type, int root,
+                        ig_err *err) {
+    ig_status st = check_buf(c, "broadcast", buf, count, type, 1, err);
+    if (st == IG_OK) st = check_rank(c, "broadcast", "root", root, err);
+    return st != IG_OK ? st : c->ops->bcast(c, buf, count, type, root, err);
+}
+
+ig_status ig_comm_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_comm_op op, ig_err *err) {
+    ig_status st = check_buf(c, "all-reduce", send, count, type, 1, err);
+    if (st == IG_OK) st = check_buf(c, "all-reduce", recv, count, type, 1, err);
+    if (st == IG_OK) st = check_op("all-reduce", op, err);
+    return st != IG_OK ? st : c->ops->allreduce(c, send, recv, count, type, op, err);
+}
+
+ig_status ig_comm_allgather(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_err *err) {
+    ig_status st = check_buf(c, "all-gather", send, count, type, 1, err);
+    if (st == IG_OK) st = check_buf(c, "all-gather", recv, count, type, (size_t)c->size, err);
+    return st != IG_OK ? st : c->ops->allgather(c, send, recv, count, type, err);
+}
+
+ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                 ig_comm_type type, ig_comm_op op, ig_err *err) {
+    ig_status st = check_buf(c, "reduce-scatter", send, count, type, (size_t)c->size, err);
+    if (st == IG_OK) st = check_buf(c, "reduce-scatter", recv, count, type, 1, err);
+    if (st == IG_OK) st = check_op("reduce-scatter", op, err);
+    return st != IG_OK ? st : c->ops->reduce_scatter(c, send, recv, count, type, op, err);
+}
+
+ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
+                       int tag, ig_err *err) {
+    ig_status st = check_buf(c, "send", buf, count, type, 1, err);
+    if (st == IG_OK) st = check_rank(c, "send", "peer", peer, err);
+    if (st == IG_OK && peer == c->rank)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "send: rank %d sends to itself", peer);
+    if (st == IG_OK && tag < 0) st = ig_err_set(err, IG_ERR_INVALID_ARG, "send: tag %d < 0", tag);
+    return st != IG_OK ? st : c->ops->send(c, buf, count, type, peer, tag, err);
+}
+
+ig_status ig_comm_recv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
+                       ig_err *err) {
+    ig_status st = check_buf(c, "receive", buf, count, type, 1, err);
+    if (st == IG_OK) st = check_rank(c, "receive", "peer", peer, err);
+    if (st == IG_OK && peer == c->rank)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "receive: rank %d receives from itself", peer);
+    if (st == IG_OK && tag < 0)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "receive: tag %d < 0", tag);
+    return st != IG_OK ? st : c->ops->recv(c, buf, count, type, peer, tag, err);
+}
+
+ig_status ig_comm_all_ok(ig_comm *c, int ok, int *all_ok, ig_err *err) {
+    int32_t v = ok ? 1 : 0, r = 0;
+    ig_status st = ig_comm_allreduce(c, &v, &r, 1, IG_COMM_I32, IG_COMM_MIN, err);
+    *all_ok = st == IG_OK && r == 1;
+    return st;
+}
+
+ig_status ig_comm_gather_bytes(ig_comm *c, const void *data, size_t len, int root, void **out,
+                               size_t *out_len, size_t *lens, ig_err *err) {
+    *out = NULL;
+    *out_len = 0;
+    ig_status st = check_buf(c, "gather", data, len, IG_COMM_U8, 1, err);
+    if (st == IG_OK) st = check_rank(c, "gather", "root", root, err);
+    return st != IG_OK ? st : c->ops->gather_bytes(c, data, len, root, out, out_len, lens, err);
+}

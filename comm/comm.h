@@ -1,0 +1,104 @@
+/* comm.h - the public API of ingot's communicator: the one interface every multi-process part of
+ * ingot (the preprocess commit protocol, the trainer's tensor, pipeline and data parallelism)
+ * talks through. Backends: a single-process one (always), MPI (when ingot is built with MPI and
+ * started by mpirun, srun or another PMI launcher) and, later, NCCL for device buffers.
+ *
+ * A communicator is a group of processes ("ranks", 0 .. size-1). Collectives must be called by
+ * every rank of the group, in the same order, with matching counts. Every call checks its
+ * result: a failure of the transport is an ig_status with the backend's message, never an abort.
+ * Buffers are host memory; counts are in elements of the given type.
+ *
+ * Thread-safety: one thread at a time per communicator (the trainer's main thread).
+ */
+#ifndef INGOT_COMM_H
+#define INGOT_COMM_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ig_comm_type {
+    IG_COMM_U8 = 0,
+    IG_COMM_I32,
+    IG_COMM_I64,
+    IG_COMM_U64,
+    IG_COMM_F32,
+    IG_COMM_F64,
+    IG_COMM_TYPE_COUNT
+} ig_comm_type;
+
+typedef enum ig_comm_op { IG_COMM_SUM = 0, IG_COMM_MAX, IG_COMM_MIN, IG_COMM_OP_COUNT } ig_comm_op;
+
+size_t ig_comm_type_size(ig_comm_type t); /* bytes per element; 0 for an unknown type */
+
+typedef struct ig_comm ig_comm;
+
+/* The communicator of every process of this job. Started by a launcher (mpirun, srun --mpi=pmix,
+ * ...: found from its environment), it is an MPI communicator over all of them, and MPI is
+ * initialised here; otherwise it is a single-process communicator (size 1, no MPI). A launcher's
+ * job with more than one process in a build without MPI is IG_ERR_UNSUPPORTED, with a message
+ * saying so. ig_comm_free of the world communicator finalises MPI: free every communicator split
+ * from it first. */
+ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, ig_err *err);
+
+/* A communicator of this process alone (size 1), whatever the launcher. */
+ig_status ig_comm_single(ig_comm **out, ig_ctx *ctx, ig_err *err);
+
+/* Frees c (and, for the world communicator, shuts the backend down). NULL is a no-op. */
+void ig_comm_free(ig_comm *c);
+
+int ig_comm_rank(const ig_comm *c);
+int ig_comm_size(const ig_comm *c);
+const char *ig_comm_backend(const ig_comm *c); /* "single" or "mpi" */
+
+/* The launcher's view of this process without starting a communicator: *rank and *size from its
+ * environment (0 and 1 when not launched by one). For logs and for splitting work before MPI is
+ * needed. */
+void ig_comm_launch_info(int *rank, int *size);
+
+/* Splits c into groups (MPI_Comm_split): ranks passing the same color form one communicator,
+ * ordered by key (ties by rank in c). Collective over c. Free the result with ig_comm_free. */
+ig_status ig_comm_split(ig_comm *c, int color, int key, ig_comm **out, ig_err *err);
+
+ig_status ig_comm_barrier(ig_comm *c, ig_err *err);
+
+/* buf[0..count) of root is copied to every rank's buf. */
+ig_status ig_comm_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type type, int root,
+                        ig_err *err);
+
+/* recv[i] = op over ranks of send[i], on every rank. send == recv reduces in place. The result is
+ * the same on every rank (bit for bit). */
+ig_status ig_comm_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_comm_op op, ig_err *err);
+
+/* recv[r*count .. (r+1)*count) = rank r's send[0..count), on every rank. */
+ig_status ig_comm_allgather(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_err *err);
+
+/* Each rank's send[0..size*count) is reduced elementwise over ranks; rank r receives the part
+ * [r*count, (r+1)*count) of the result in recv[0..count). */
+ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                 ig_comm_type type, ig_comm_op op, ig_err *err);
+
+/* Point to point: count elements to / from rank peer of c with a tag (>= 0). Blocking. */
+ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
+                       int tag, ig_err *err);
+ig_status ig_comm_recv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
+                       ig_err *err);
+
+/* Whether every rank passes ok != 0: a logical AND over c (collective). */
+ig_status ig_comm_all_ok(ig_comm *c, int ok, int *all_ok, ig_err *err);
+
+/* Gathers every rank's bytes on root: *out (root only, NULL elsewhere; allocated through the
+ * context the communicator was made with, free with ig_free) holds rank 0's
+ * bytes, then rank 1's, ...; lens (root only; may be NULL) receives size lengths. */
+ig_status ig_comm_gather_bytes(ig_comm *c, const void *data, size_t len, int root, void **out,
+                               size_t *out_len, size_t *lens, ig_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INGOT_COMM_H */

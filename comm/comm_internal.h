@@ -1,0 +1,61 @@
+/* comm_internal.h - private to comm/: the table of operations a communicator backend fills in,
+ * and the constructors of the backends. comm.c checks every argument before it reaches a
+ * backend, so backends may trust counts, types, roots and peers. */
+#ifndef INGOT_COMM_INTERNAL_H
+#define INGOT_COMM_INTERNAL_H
+
+#include "comm.h"
+
+typedef struct ig_comm_ops {
+    const char *name;
+    ig_status (*split)(ig_comm *c, int color, int key, ig_comm **out, ig_err *err);
+    ig_status (*barrier)(ig_comm *c, ig_err *err);
+    ig_status (*bcast)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int root, ig_err *err);
+    ig_status (*allreduce)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                           ig_comm_op op, ig_err *err);
+    ig_status (*allgather)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                           ig_err *err);
+    ig_status (*reduce_scatter)(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type t, ig_comm_op op, ig_err *err);
+    ig_status (*send)(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                      ig_err *err);
+    ig_status (*recv)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                      ig_err *err);
+    /* root receives the concatenation into out (malloc'd) and the lengths into lens[size] */
+    ig_status (*gather_bytes)(ig_comm *c, const void *data, size_t len, int root, void **out,
+                              size_t *out_len, size_t *lens, ig_err *err);
+    void (*destroy)(ig_comm *c); /* frees impl (and shuts the backend down for the world) */
+} ig_comm_ops;
+
+struct ig_comm {
+    const ig_comm_ops *ops;
+    ig_ctx *ctx;
+    int rank, size;
+    int is_world; /* freeing it shuts the backend down */
+    void *impl;   /* the backend's state */
+};
+
+/* Allocates a communicator shell through ctx (NULL on failure). Inline, with the element sizes,
+ * so that the backends need nothing from comm.c (which calls them). */
+static inline ig_comm *ig_comm_alloc(ig_ctx *ctx, const ig_comm_ops *ops, int rank, int size) {
+    ig_comm *c = (ig_comm *)ig_calloc(ctx, 1, sizeof *c);
+    if (!c) return NULL;
+    c->ops = ops;
+    c->ctx = ctx;
+    c->rank = rank;
+    c->size = size;
+    return c;
+}
+
+static inline size_t ig_comm_elem_size(ig_comm_type t) {
+    static const size_t sizes[IG_COMM_TYPE_COUNT] = {1, 4, 8, 8, 4, 8};
+    return (unsigned)t < IG_COMM_TYPE_COUNT ? sizes[t] : 0;
+}
+
+/* The MPI backend (backends/comm_mpi.c, or backends/comm_nompi.c without MPI): initialises MPI
+ * when needed and returns the world communicator. */
+ig_status ig_comm_mpi_world(ig_comm **out, ig_ctx *ctx, ig_err *err);
+/* 1 when this build has the MPI backend. */
+int ig_comm_mpi_available(void);
+
+#endif
