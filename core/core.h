@@ -87,14 +87,19 @@ ig_status ig_err_fix(ig_err *err, const char *option, const char *value);
 
 /* ---- allocator ----------------------------------------------------------------------------- */
 
-/* A pluggable allocator. Tests inject failing allocators through it. Functions must behave as
- * malloc/realloc/free do (free(NULL) a no-op). */
+/* A pluggable allocator: all of ingot's library memory comes from it, so tests inject failing
+ * allocators through it. alloc returns size bytes aligned to align (a power of two, at least 16;
+ * kernels ask for 64) or NULL; realloc behaves as realloc(3) for blocks allocated with align 16;
+ * free(NULL) is a no-op. */
 typedef struct ig_allocator {
-    void *(*alloc)(void *user, size_t size);
+    void *(*alloc)(void *user, size_t size, size_t align);
     void *(*realloc)(void *user, void *ptr, size_t size);
     void (*free)(void *user, void *ptr);
     void *user;
 } ig_allocator;
+
+#define IG_ALIGN_DEFAULT 16 /* what ig_alloc gives */
+#define IG_ALIGN_KERNEL  64 /* a cache line: what compute buffers get */
 
 /* ---- context ------------------------------------------------------------------------------- */
 
@@ -115,17 +120,18 @@ typedef struct ig_ctx_opts {
     ig_log_fn log_fn;              /* NULL: write "ingot: LEVEL: msg" lines to stderr */
     void *log_user;                /* passed to log_fn */
     const ig_allocator *allocator; /* NULL: malloc/realloc/free; copied, must outlive nothing */
-    int threads;                   /* worker threads of the pool; 0: number of online CPUs */
-    int rank;                      /* this process's rank among `world` (0 when alone) */
-    int world;                     /* number of processes (1 when alone) */
-    uint64_t seed;                 /* seed of the context's RNG */
+    int threads;                   /* threads of the pool, the caller's included; 0: online CPUs */
+    int spin_us; /* how long idle pool threads spin before sleeping; default 50; 0 with more
+                    threads than cores (oversubscribed mpirun) */
+    int rank;    /* this process's rank among `world` (0 when alone) */
+    int world;   /* number of processes (1 when alone) */
 } ig_ctx_opts;
 
 ig_ctx_opts ig_ctx_opts_default(void);
 
-/* The context: logger, allocator, thread pool, rank and RNG. Everything that would otherwise be a
- * global lives here, so two contexts in one process never collide. A context may be shared by
- * threads for logging and allocation; the pool runs one job at a time. */
+/* The context: logger, allocator, thread pool and rank. Everything that would otherwise be a global
+ * lives here, so two contexts in one process never collide. A context may be shared by threads
+ * for logging, allocation and parallel loops. */
 typedef struct ig_ctx ig_ctx;
 
 ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err);
@@ -144,21 +150,55 @@ void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) IG_PRINTF(3, 
 
 /* Allocation through the context's allocator. ig_alloc/ig_calloc/ig_realloc return NULL on
  * failure (the caller reports IG_ERR_NOMEM); ig_free(ctx, NULL) is a no-op. ig_calloc checks
- * n*size for overflow. */
+ * n*size for overflow. ig_alloc_aligned aligns to align (a power of two >= 16; IG_ALIGN_KERNEL
+ * for compute buffers); such a block must not be passed to ig_realloc. */
 void *ig_alloc(ig_ctx *ctx, size_t size);
+void *ig_alloc_aligned(ig_ctx *ctx, size_t size, size_t align);
 void *ig_calloc(ig_ctx *ctx, size_t n, size_t size);
 void *ig_realloc(ig_ctx *ctx, void *ptr, size_t size);
 void ig_free(ig_ctx *ctx, void *ptr);
 char *ig_strdup(ig_ctx *ctx, const char *s);
 
-/* Runs fn(arg, i, worker) for i in [0, n) on the context's thread pool and waits for all of them.
- * `worker` is in [0, ig_ctx_threads(ctx)) and is unique among concurrently running calls, so it
- * can index per-thread scratch space. Calls from inside fn run inline. */
+/* Runs fn(arg, begin, end, worker) over [0, n) cut into chunks of grain items ([0, grain),
+ * [grain, 2*grain), ...; the last may be shorter) on the context's pool, the calling thread
+ * included, and returns when all are done. The chunks depend on n and grain only, never on the
+ * thread count, so work that keeps one result per chunk is the same for any thread count.
+ * `worker` is in [0, ig_ctx_threads(ctx)) and unique among the threads running this call's
+ * chunks: it can index per-thread scratch. Several threads may call at once (the calls share the
+ * pool); a call from inside a chunk runs inline. Overhead: about a microsecond per call while the
+ * pool is busy (tools/bench/bench_pool). */
+typedef void (*ig_range_fn)(void *arg, size_t begin, size_t end, int worker);
+void ig_parallel_range(ig_ctx *ctx, size_t n, size_t grain, ig_range_fn fn, void *arg);
+
+/* ig_parallel_range with chunks of one item: fn(arg, i, worker) for each i in [0, n). */
 typedef void (*ig_parallel_fn)(void *arg, size_t i, int worker);
 void ig_parallel_for(ig_ctx *ctx, size_t n, ig_parallel_fn fn, void *arg);
 
-/* The context's deterministic RNG (xoshiro256**), seeded by opts.seed. Not thread-safe. */
-uint64_t ig_ctx_rand_u64(ig_ctx *ctx);
+/* ---- counter-based random numbers (rng.c) ------------------------------------------------ */
+
+/* Philox4x32-10, as Random123 and cuRAND define it: four 32-bit words from a 128-bit counter and a
+ * 64-bit key. Stateless and thread-safe. */
+void ig_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* Random numbers keyed by (seed, name) and indexed by element: element i of the tensor NAME draws
+ * from counter i (normals: pair i/2) under the key, so any slice of any tensor can be drawn by any
+ * rank or thread, alone, with the same bits. Nothing is stateful: there is no generator to save. */
+typedef struct ig_rng_key {
+    uint32_t k[2];
+} ig_rng_key;
+
+/* The key of (seed, name): xxh3 of both (name may be NULL). */
+ig_rng_key ig_rng_key_make(uint64_t seed, const char *name);
+/* The four words of counter i. */
+void ig_rng_u32x4(ig_rng_key key, uint64_t i, uint32_t out[4]);
+/* A uniform double in [0, 1) (53 bits) for element i. */
+double ig_rng_uniform(ig_rng_key key, uint64_t i);
+/* A standard normal for element i: Box-Muller on counter i/2, cos for even i, sin for odd. */
+double ig_rng_normal(ig_rng_key key, uint64_t i);
+/* out[k] = mean + std * ig_rng_normal(key, first + k) for k < n, in float, on the context's pool
+ * (ctx may be NULL: this thread). Any split of [first, first + n) gives the same numbers. */
+void ig_rng_fill_normal(ig_ctx *ctx, ig_rng_key key, uint64_t first, size_t n, float mean,
+                        float std, float *out);
 
 /* ---- hashing (xxHash) ---------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
-/* ctx.c - the context: logger, allocator, thread pool, rank and RNG. Everything that would
+/* ctx.c - the context: logger, allocator, thread pool (pool.c) and rank. Everything that would
  * otherwise be process-global state lives in an ig_ctx. */
 #include "core/core.h"
+#include "pool_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -9,36 +10,19 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct pool_job {
-    ig_parallel_fn fn;
-    void *arg;
-    size_t n;
-    size_t next; /* next index to hand out; guarded by the pool mutex */
-    size_t done; /* indices finished */
-    unsigned long generation;
-} pool_job;
-
 struct ig_ctx {
     ig_ctx_opts opts;
     ig_allocator allocator;
     pthread_mutex_t log_mu;
-
-    /* thread pool: workers 1..threads-1; the caller of ig_parallel_for is worker 0 */
     int threads;
-    pthread_t *workers;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;
-    pthread_cond_t done_cv;
-    pthread_mutex_t run_mu; /* one ig_parallel_for at a time */
-    pool_job job;
-    int stop;
-
-    uint64_t rng[4];
+    ig_pool *pool;
 };
 
-static void *default_alloc(void *user, size_t size) {
+static void *default_alloc(void *user, size_t size, size_t align) {
     (void)user;
-    return malloc(size ? size : 1);
+    if (align <= 16) return malloc(size ? size : 1);
+    void *p = NULL;
+    return posix_memalign(&p, align, size ? size : 1) == 0 ? p : NULL;
 }
 static void *default_realloc(void *user, void *ptr, size_t size) {
     (void)user;
@@ -51,54 +35,7 @@ static void default_free(void *user, void *ptr) {
 
 ig_ctx_opts ig_ctx_opts_default(void) {
     return (ig_ctx_opts){
-        .log_level = IG_LOG_INFO, .threads = 0, .rank = 0, .world = 1, .seed = 1234};
-}
-
-/* The pool (and worker id) whose job item this thread is running, if any: a nested
- * ig_parallel_for from inside an item runs inline on the same worker id. Thread-local, not
- * global: each thread has its own, and it only ever names a context while inside one of its
- * items. */
-static _Thread_local const ig_ctx *tl_pool;
-static _Thread_local int tl_worker;
-
-/* Runs job items until none are left. Called with ctx->mu held; returns with it held. */
-static void pool_drain(ig_ctx *ctx, int worker) {
-    pool_job *job = &ctx->job;
-    while (job->fn && job->next < job->n) {
-        size_t i = job->next++;
-        pthread_mutex_unlock(&ctx->mu);
-        const ig_ctx *outer = tl_pool;
-        int outer_worker = tl_worker;
-        tl_pool = ctx;
-        tl_worker = worker;
-        job->fn(job->arg, i, worker);
-        tl_pool = outer;
-        tl_worker = outer_worker;
-        pthread_mutex_lock(&ctx->mu);
-        if (++job->done == job->n) pthread_cond_broadcast(&ctx->done_cv);
-    }
-}
-
-typedef struct worker_arg {
-    ig_ctx *ctx;
-    int id;
-} worker_arg;
-
-static void *pool_worker(void *p) {
-    worker_arg wa = *(worker_arg *)p;
-    free(p);
-    ig_ctx *ctx = wa.ctx;
-    unsigned long seen = 0;
-    pthread_mutex_lock(&ctx->mu);
-    for (;;) {
-        while (!ctx->stop && (ctx->job.generation == seen || ctx->job.next >= ctx->job.n))
-            pthread_cond_wait(&ctx->work_cv, &ctx->mu);
-        if (ctx->stop) break;
-        seen = ctx->job.generation;
-        pool_drain(ctx, wa.id);
-    }
-    pthread_mutex_unlock(&ctx->mu);
-    return NULL;
+        .log_level = IG_LOG_INFO, .threads = 0, .spin_us = 50, .rank = 0, .world = 1};
 }
 
 static long online_cpus(void) {
@@ -112,13 +49,16 @@ ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err) {
     if (o.threads < 0 || o.threads > 1024)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "threads must be in [0, 1024], got %d",
                           o.threads);
+    if (o.spin_us < 0 || o.spin_us > 1000000)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "spin_us must be in [0, 10^6], got %d",
+                          o.spin_us);
     if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "rank %d is not in a world of %d", o.rank,
                           o.world);
     ig_allocator a = o.allocator
                          ? *o.allocator
                          : (ig_allocator){default_alloc, default_realloc, default_free, NULL};
-    ig_ctx *ctx = a.alloc(a.user, sizeof *ctx);
+    ig_ctx *ctx = a.alloc(a.user, sizeof *ctx, 64);
     if (!ctx) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the context");
     memset(ctx, 0, sizeof *ctx);
     ctx->opts = o;
@@ -126,42 +66,10 @@ ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err) {
     ctx->allocator = a;
     ctx->threads = o.threads ? o.threads : (int)online_cpus();
     pthread_mutex_init(&ctx->log_mu, NULL);
-    pthread_mutex_init(&ctx->mu, NULL);
-    pthread_mutex_init(&ctx->run_mu, NULL);
-    pthread_cond_init(&ctx->work_cv, NULL);
-    pthread_cond_init(&ctx->done_cv, NULL);
-
-    /* splitmix64 expands the seed into the xoshiro state */
-    uint64_t z = o.seed;
-    for (int i = 0; i < 4; i++) {
-        z += 0x9e3779b97f4a7c15ULL;
-        uint64_t x = z;
-        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-        ctx->rng[i] = x ^ (x >> 31);
-    }
-
-    if (ctx->threads > 1) {
-        ctx->workers = a.alloc(a.user, sizeof(pthread_t) * (size_t)ctx->threads);
-        if (!ctx->workers) {
-            ig_ctx_free(ctx);
-            return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the thread pool");
-        }
-        for (int i = 1; i < ctx->threads; i++) {
-            worker_arg *wa = malloc(sizeof *wa);
-            if (!wa) {
-                ctx->threads = i;
-                ig_ctx_free(ctx);
-                return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the thread pool");
-            }
-            *wa = (worker_arg){ctx, i};
-            if (pthread_create(&ctx->workers[i], NULL, pool_worker, wa) != 0) {
-                free(wa);
-                ctx->threads = i;
-                ig_ctx_free(ctx);
-                return ig_err_set(err, IG_ERR_IO, "cannot start pool thread %d", i);
-            }
-        }
+    ig_status st = ig_pool_create(&ctx->pool, ctx, ctx->threads, o.spin_us, &ctx->allocator, err);
+    if (st != IG_OK) {
+        ig_ctx_free(ctx);
+        return st;
     }
     *out = ctx;
     return IG_OK;
@@ -169,19 +77,8 @@ ig_status ig_ctx_create(ig_ctx **out, const ig_ctx_opts *opts, ig_err *err) {
 
 void ig_ctx_free(ig_ctx *ctx) {
     if (!ctx) return;
-    if (ctx->workers) {
-        pthread_mutex_lock(&ctx->mu);
-        ctx->stop = 1;
-        pthread_cond_broadcast(&ctx->work_cv);
-        pthread_mutex_unlock(&ctx->mu);
-        for (int i = 1; i < ctx->threads; i++) pthread_join(ctx->workers[i], NULL);
-        ctx->allocator.free(ctx->allocator.user, ctx->workers);
-    }
+    ig_pool_free(ctx->pool, &ctx->allocator);
     pthread_mutex_destroy(&ctx->log_mu);
-    pthread_mutex_destroy(&ctx->mu);
-    pthread_mutex_destroy(&ctx->run_mu);
-    pthread_cond_destroy(&ctx->work_cv);
-    pthread_cond_destroy(&ctx->done_cv);
     ig_allocator a = ctx->allocator;
     a.free(a.user, ctx);
 }
@@ -236,7 +133,13 @@ void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) {
 }
 
 void *ig_alloc(ig_ctx *ctx, size_t size) {
-    return ctx->allocator.alloc(ctx->allocator.user, size);
+    return ctx->allocator.alloc(ctx->allocator.user, size, IG_ALIGN_DEFAULT);
+}
+
+void *ig_alloc_aligned(ig_ctx *ctx, size_t size, size_t align) {
+    if (align < IG_ALIGN_DEFAULT) align = IG_ALIGN_DEFAULT;
+    if (align & (align - 1)) return NULL;
+    return ctx->allocator.alloc(ctx->allocator.user, size, align);
 }
 
 void *ig_calloc(ig_ctx *ctx, size_t n, size_t size) {
@@ -261,43 +164,23 @@ char *ig_strdup(ig_ctx *ctx, const char *s) {
     return p;
 }
 
+void ig_parallel_range(ig_ctx *ctx, size_t n, size_t grain, ig_range_fn fn, void *arg) {
+    ig_pool_run(ctx->pool, n, grain, fn, arg);
+}
+
+typedef struct for_each {
+    ig_parallel_fn fn;
+    void *arg;
+} for_each;
+
+static void for_each_range(void *arg, size_t begin, size_t end, int worker) {
+    const for_each *f = arg;
+    for (size_t i = begin; i < end; i++) f->fn(f->arg, i, worker);
+}
+
 void ig_parallel_for(ig_ctx *ctx, size_t n, ig_parallel_fn fn, void *arg) {
-    if (n == 0) return;
-    if (tl_pool == ctx) { /* called from inside one of this pool's items: inline, same worker */
-        for (size_t i = 0; i < n; i++) fn(arg, i, tl_worker);
-        return;
-    }
-    if (ctx->threads <= 1 || n == 1) {
-        for (size_t i = 0; i < n; i++) fn(arg, i, 0);
-        return;
-    }
-    pthread_mutex_lock(&ctx->run_mu);
-    pthread_mutex_lock(&ctx->mu);
-    unsigned long gen = ctx->job.generation + 1;
-    ctx->job = (pool_job){.fn = fn, .arg = arg, .n = n, .generation = gen};
-    pthread_cond_broadcast(&ctx->work_cv);
-    pool_drain(ctx, 0);
-    while (ctx->job.done < ctx->job.n) pthread_cond_wait(&ctx->done_cv, &ctx->mu);
-    ctx->job.fn = NULL;
-    pthread_mutex_unlock(&ctx->mu);
-    pthread_mutex_unlock(&ctx->run_mu);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t ig_ctx_rand_u64(ig_ctx *ctx) {
-    uint64_t *s = ctx->rng;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    for_each f = {fn, arg};
+    ig_parallel_range(ctx, n, 1, for_each_range, &f);
 }
 
 double ig_now(void) {

@@ -4,6 +4,8 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,14 +171,17 @@ typedef struct budget_alloc {
     int failures;
 } budget_alloc;
 
-static void *budget_malloc(void *user, size_t size) {
+static void *budget_malloc(void *user, size_t size, size_t align) {
     budget_alloc *b = user;
     if (b->budget <= 0) {
         b->failures++;
         return NULL;
     }
     b->budget--;
-    return malloc(size ? size : 1);
+    void *p = NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)
+               ? NULL
+               : p;
 }
 static void *budget_realloc(void *user, void *ptr, size_t size) {
     budget_alloc *b = user;
@@ -212,8 +217,8 @@ static void test_ctx_failing_allocator(void **state) {
     assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_ERR_NOMEM);
     assert_null(ctx);
 
-    /* enough for the context alone: later allocations fail cleanly */
-    b = (budget_alloc){.budget = 1};
+    /* enough for the context alone (itself and its pool): later allocations fail cleanly */
+    b = (budget_alloc){.budget = 2};
     o.threads = 1;
     assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
     assert_null(ig_alloc(ctx, 64));
@@ -312,17 +317,144 @@ static void test_parallel_for_nested(void **state) {
     ig_ctx_free(ctx);
 }
 
-static void test_rng_deterministic(void **state) {
+/* ig_parallel_range: every item exactly once, chunks as n and grain say (not as the thread count
+ * says), worker ids unique within a call, several callers at once, aligned allocation. */
+typedef struct range_state {
+    atomic_int *hits;      /* [n] */
+    atomic_int busy[4];    /* a worker id inside a chunk right now */
+    atomic_int collisions; /* two threads with one worker id at once */
+    atomic_int bad;        /* a chunk that is not [k*grain, min(n, (k+1)*grain)) */
+    size_t n, grain;
+} range_state;
+
+static void range_fn(void *arg, size_t b, size_t e, int worker) {
+    range_state *r = arg;
+    if (worker < 0 || worker >= 4 || b % r->grain != 0 ||
+        e != (b + r->grain < r->n ? b + r->grain : r->n)) {
+        atomic_fetch_add(&r->bad, 1);
+        return;
+    }
+    if (atomic_exchange(&r->busy[worker], 1) != 0) atomic_fetch_add(&r->collisions, 1);
+    for (size_t i = b; i < e; i++) atomic_fetch_add(&r->hits[i], 1);
+    atomic_store(&r->busy[worker], 0);
+}
+
+typedef struct caller_arg {
+    ig_ctx *ctx;
+    int failures;
+} caller_arg;
+
+static void *range_caller(void *arg) {
+    caller_arg *c = arg;
+    for (int round = 0; round < 200; round++) {
+        range_state r = {.n = 1000 + (size_t)round, .grain = 7};
+        r.hits = calloc(r.n, sizeof *r.hits);
+        ig_parallel_range(c->ctx, r.n, r.grain, range_fn, &r);
+        for (size_t i = 0; i < r.n; i++) c->failures += atomic_load(&r.hits[i]) != 1;
+        c->failures += atomic_load(&r.bad) + atomic_load(&r.collisions);
+        free(r.hits);
+    }
+    return NULL;
+}
+
+static void test_parallel_range(void **state) {
     (void)state;
     ig_ctx_opts o = ig_ctx_opts_default();
-    o.threads = 1;
-    o.seed = 42;
-    ig_ctx *a, *b;
-    assert_int_equal(ig_ctx_create(&a, &o, NULL), IG_OK);
-    assert_int_equal(ig_ctx_create(&b, &o, NULL), IG_OK);
-    for (int i = 0; i < 100; i++) assert_int_equal(ig_ctx_rand_u64(a), ig_ctx_rand_u64(b));
-    ig_ctx_free(a);
-    ig_ctx_free(b);
+    o.threads = 4;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, &o, NULL), IG_OK);
+    static const size_t ns[] = {1, 6, 7, 8, 100, 12345};
+    static const size_t grains[] = {1, 3, 7, 64, 100000};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++) {
+            range_state r = {.n = ns[a], .grain = grains[g]};
+            r.hits = calloc(r.n, sizeof *r.hits);
+            ig_parallel_range(ctx, r.n, r.grain, range_fn, &r);
+            for (size_t i = 0; i < r.n; i++) assert_int_equal(atomic_load(&r.hits[i]), 1);
+            assert_int_equal(atomic_load(&r.bad), 0);
+            assert_int_equal(atomic_load(&r.collisions), 0);
+            free(r.hits);
+        }
+    /* three threads calling at once share the pool; each call still sees all its items once */
+    pthread_t t[3];
+    caller_arg ca[3];
+    for (int i = 0; i < 3; i++) {
+        ca[i] = (caller_arg){ctx, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, range_caller, &ca[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(ca[i].failures, 0);
+    }
+    /* aligned allocations for kernels */
+    for (size_t al = 16; al <= 4096; al *= 2) {
+        void *p = ig_alloc_aligned(ctx, 100, al);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % al, 0);
+        ig_free(ctx, p);
+    }
+    assert_null(ig_alloc_aligned(ctx, 100, 48)); /* not a power of two */
+    ig_ctx_free(ctx);
+}
+
+/* ---- counter-based random numbers ---------------------------------------------------------- */
+
+/* Philox4x32-10 against the known-answer vectors of Random123 (kat_vectors). */
+static void test_philox_known_answers(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t ctr[4], key[2], want[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{~0u, ~0u, ~0u, ~0u}, {~0u, ~0u}, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+        uint32_t out[4];
+        ig_philox4x32(kat[i].ctr, kat[i].key, out);
+        for (int w = 0; w < 4; w++) assert_int_equal(out[w], kat[i].want[w]);
+    }
+}
+
+/* Keyed draws: the same (seed, name, index) gives the same number on any split and thread count;
+ * other seeds or names give others; the normals look normal. */
+static void test_rng_keyed(void **state) {
+    (void)state;
+    ig_rng_key k = ig_rng_key_make(1234, "transformer.h.0.attn.c_attn.weight");
+    ig_rng_key k2 = ig_rng_key_make(1234, "transformer.h.1.attn.c_attn.weight");
+    ig_rng_key k3 = ig_rng_key_make(1235, "transformer.h.0.attn.c_attn.weight");
+    assert_true(k.k[0] != k2.k[0] || k.k[1] != k2.k[1]);
+    assert_true(k.k[0] != k3.k[0] || k.k[1] != k3.k[1]);
+    enum { N = 200001 };
+    float *all = malloc(N * sizeof *all), *part = malloc(N * sizeof *part);
+    ig_rng_fill_normal(NULL, k, 0, N, 0.0f, 1.0f, all);
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 4;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, &o, NULL), IG_OK);
+    /* any split (odd starts included) and the pool give the same bits */
+    size_t cuts[] = {0, 1, 2, 77, 1001, 65536, 65537, 150000, N};
+    for (size_t c = 0; c + 1 < sizeof cuts / sizeof cuts[0]; c++)
+        ig_rng_fill_normal(c % 2 ? ctx : NULL, k, cuts[c], cuts[c + 1] - cuts[c], 0.0f, 1.0f,
+                           part + cuts[c]);
+    assert_memory_equal(all, part, N * sizeof *all);
+    for (size_t i = 0; i < N; i += 997) assert_true(all[i] == (float)ig_rng_normal(k, i));
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < N; i++) sum += all[i], sq += (double)all[i] * all[i];
+    double mean = sum / N, var = sq / N - mean * mean;
+    assert_true(fabs(mean) < 0.01);
+    assert_true(fabs(var - 1.0) < 0.01);
+    /* mean and std are applied */
+    ig_rng_fill_normal(ctx, k, 0, 1000, 0.5f, 0.02f, part);
+    for (size_t i = 0; i < 1000; i++) assert_true(fabsf(part[i] - (0.5f + 0.02f * all[i])) < 1e-6f);
+    double u = ig_rng_uniform(k, 7);
+    assert_true(u >= 0.0 && u < 1.0);
+    assert_true(u == ig_rng_uniform(k, 7) && u != ig_rng_uniform(k, 8));
+    ig_ctx_free(ctx);
+    free(all);
+    free(part);
 }
 
 /* ---- hashing ------------------------------------------------------------------------------- */
@@ -990,7 +1122,9 @@ int main(void) {
         cmocka_unit_test(test_ctx_failing_allocator),
         cmocka_unit_test(test_parallel_for),
         cmocka_unit_test(test_parallel_for_nested),
-        cmocka_unit_test(test_rng_deterministic),
+        cmocka_unit_test(test_parallel_range),
+        cmocka_unit_test(test_philox_known_answers),
+        cmocka_unit_test(test_rng_keyed),
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),
         cmocka_unit_test(test_atomic_file),

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/core.h"
 #include "dataset/dataset.h"
@@ -66,7 +65,6 @@ int main(int argc, char **argv) {
     ig_err err = {0};
     ig_ctx_opts co = ig_ctx_opts_default();
     co.threads = threads;
-    co.seed = 42;
     if (ig_ctx_create(&ctx, &co, &err) != IG_OK) {
         fprintf(stderr, "bench_index: %s\n", err.msg);
         return 1;
@@ -77,11 +75,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* As ig_dataset_open's array of lengths: huge pages for the random reads of the walk. */
-    size_t page = 4096;
-    uintptr_t lb = ((uintptr_t)lengths + page - 1) & ~(uintptr_t)(page - 1);
-    uintptr_t le = ((uintptr_t)lengths + n_seqs * sizeof *lengths) & ~(uintptr_t)(page - 1);
-    if (le > lb) (void)madvise((void *)lb, le - lb, MADV_HUGEPAGE);
-    for (uint64_t i = 0; i < n_seqs; i++) lengths[i] = (int32_t)(1 + ig_ctx_rand_u64(ctx) % 2000);
+    ig_advise_hugepages(lengths, n_seqs * sizeof *lengths);
+    ig_rng_key key = ig_rng_key_make(42, "bench_index lengths");
+    for (uint64_t i = 0; i < n_seqs; i++) {
+        uint32_t w[4];
+        ig_rng_u32x4(key, i, w);
+        lengths[i] = (int32_t)(1 + w[0] % 2000);
+    }
 
     double bw = memcpy_bandwidth();
     double fresh = fresh_memset_bandwidth();

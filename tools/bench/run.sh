@@ -5,6 +5,10 @@
 set -uo pipefail
 B=${1:-build}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+
+echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
+"$B/bench_pool"
+echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then
   echo "bench: skipped: the shared corpora are not at $DATA (set IG_SHARED_DATA)"
