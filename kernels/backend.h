@@ -1,9 +1,34 @@
-/* backend.h - the public API of ingot's compute backends (kernels/). The trainer's operation
- * table grows here; for now it answers what this build and machine can compute on: whether the
- * CUDA backend is compiled in and which device the CUDA runtime sees.
+/* backend.h - the public API of ingot's compute backends (kernels/): a small table of operations
+ * over memory the backend owns, which the trainer's model code calls and never looks behind
+ * (ggml's backend interface in spirit). kernels/cpu/ fills it with a plain reference kernel and a
+ * fast kernel per operation; kernels/cuda/ fills it on the GPU and is checked against the CPU
+ * reference. Model code includes this header only.
  *
- * Model code includes this header only, never a backend's: kernels/cpu/ and kernels/cuda/ sit
- * behind it, and the CUDA one is built only when nvcc is found (kernels/nocuda/ stands in). */
+ * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
+ * CPU they are host addresses, on a GPU device addresses. Model code does arithmetic on them
+ * (offsets in elements of the backend's types, see ig_backend_act_size) but never dereferences
+ * them; ig_backend_upload / ig_backend_download copy between host and backend memory.
+ *
+ * Types. Parameters, gradients and activations ("act" tensors, void *) have the backend's
+ * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. LayerNorm statistics, losses,
+ * the optimizer's moments and master weights are always fp32 (float *). Token ids are int32.
+ *
+ * Layouts (row-major, as Hugging Face GPT-2 stores them):
+ *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); the tied embedding used as the
+ *   output layer is [Vp, C] and logits = x @ W^T (IG_W_OUT_IN);
+ *   qkv is [B, T, 3C]: q, k, v, each [NH, hs] per token (hs = C / NH);
+ *   N = B * T rows wherever a kernel works per token.
+ *
+ * Accumulation. Parameter gradients (dW, db, dwte, dwpe, LayerNorm dw/db) are added to (+=), so
+ * micro-batches accumulate; kernels say where an input gradient is overwritten or added.
+ *
+ * Determinism. For the same inputs every kernel gives the same bits whatever the thread count:
+ * reductions are split by fixed chunks and combined in a fixed order, never by atomics.
+ *
+ * Thread-safety. One thread drives a backend; the CPU backend parallelises inside each kernel
+ * through the context's pool. Kernels may run asynchronously (a GPU queue): ig_backend_sync waits
+ * and reports an error raised meanwhile. The CPU backend runs synchronously.
+ */
 #ifndef INGOT_KERNELS_BACKEND_H
 #define INGOT_KERNELS_BACKEND_H
 
@@ -12,6 +37,142 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ==== backends ============================================================================== */
+
+typedef enum ig_backend_kind { IG_BACKEND_CPU = 0, IG_BACKEND_CUDA } ig_backend_kind;
+
+typedef enum ig_act_type { IG_ACT_F32 = 0, IG_ACT_BF16 } ig_act_type;
+
+typedef struct ig_backend_opts {
+    ig_backend_kind kind; /* default IG_BACKEND_CPU */
+    int reference;        /* CPU: the plain reference kernels instead of the fast ones */
+    ig_act_type act_type; /* default IG_ACT_F32 (the CPU backend supports only it) */
+    int device;           /* CUDA: the device ordinal */
+} ig_backend_opts;
+
+ig_backend_opts ig_backend_opts_default(void);
+
+typedef struct ig_backend ig_backend;
+
+/* IG_ERR_UNSUPPORTED for a kind this build or machine cannot run (CUDA without nvcc or device),
+ * naming why. The CPU backend threads through ctx's pool. */
+ig_status ig_backend_create(ig_backend **out, ig_ctx *ctx, const ig_backend_opts *opts,
+                            ig_err *err);
+void ig_backend_free(ig_backend *be); /* NULL is a no-op */
+
+const char *ig_backend_name(const ig_backend *be); /* "cpu", "cpu-reference", "cuda" */
+ig_backend_kind ig_backend_kind_of(const ig_backend *be);
+ig_act_type ig_backend_act_type(const ig_backend *be);
+size_t ig_backend_act_size(const ig_backend *be); /* bytes per act element: 4 or 2 */
+
+/* ==== memory ================================================================================ */
+
+/* A zeroed buffer of bytes, aligned to 256 bytes. IG_ERR_NOMEM names the bytes asked for and,
+ * where the backend knows it, what is free. */
+ig_status ig_backend_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err);
+void ig_backend_release(ig_backend *be, void *p); /* NULL is a no-op */
+ig_status ig_backend_upload(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
+ig_status ig_backend_download(ig_backend *be, void *dst, const void *src, size_t bytes,
+                              ig_err *err);
+ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err);
+/* Host fp32 <-> backend act type (a copy, or a conversion to bf16 with round-to-nearest-even). */
+ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n,
+                                ig_err *err);
+ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
+                                  ig_err *err);
+/* Waits for queued kernels; returns an error a kernel raised meanwhile. */
+ig_status ig_backend_sync(ig_backend *be, ig_err *err);
+
+/* ==== operations ============================================================================= */
+
+typedef enum ig_w_layout {
+    IG_W_IN_OUT = 0, /* W is [in, out]: y = x @ W (Hugging Face Conv1D) */
+    IG_W_OUT_IN      /* W is [out, in]: y = x @ W^T (nn.Linear, the tied embedding as lm head) */
+} ig_w_layout;
+
+/* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. tokens: [B, T] in backend memory. */
+void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
+                               const void *wpe, int B, int T, int C);
+/* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:]. Deterministic: rows of dwte
+ * hit by several tokens are summed in (b, t) order. */
+void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
+                                const int32_t *tokens, int B, int T, int C);
+
+/* out = (inp - mean) * rstd * w + b per row of C; mean and rstd [N] saved for backward (eps
+ * 1e-5, biased variance, as torch.nn.LayerNorm). */
+void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                 const void *inp, const void *w, const void *b, int N, int C);
+/* residual = a + b_in, then out = LayerNorm(residual): the residual add fused into the next
+ * LayerNorm. residual, mean, rstd are kept for backward. */
+void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
+                                          float *rstd, const void *a, const void *b_in,
+                                          const void *w, const void *b, int N, int C);
+/* dinp += d LayerNorm / d inp (added: dinp is the residual stream's gradient), dw += , db += . */
+void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db,
+                                  const void *dout, const void *inp, const void *w,
+                                  const float *mean, const float *rstd, int N, int C);
+
+/* out[N, OC] = inp[N, C] @ W (+ bias[OC] when bias is not NULL); W as layout says. */
+void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                              ig_w_layout layout, const void *bias, int N, int C, int OC);
+/* dinp[N, C] = dout @ W^T (overwritten; skipped when dinp is NULL); dw += inp^T @ dout (in W's
+ * layout); dbias += column sums of dout (skipped when dbias is NULL). */
+void ig_kernel_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                               const void *inp, const void *w, ig_w_layout layout, int N, int C,
+                               int OC);
+
+/* out = gelu(inp + bias), GeLU with the tanh approximation (GPT-2's "gelu_new"). inp is kept (the
+ * backward recomputes gelu from it). */
+void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, const void *bias,
+                                 int N, int C);
+/* dinp = dout * gelu'(inp + bias) (overwritten); dbias += column sums of dinp. */
+void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
+                                  const void *inp, const void *bias, int N, int C);
+
+/* Causal self-attention with the scale (1/sqrt(hs)), mask and softmax fused: out [B, T, C] (heads
+ * concatenated) from qkv [B, T, 3C]. Tiled with an online softmax: no [T, T] matrix is stored.
+ * lse [B, NH, T] (log-sum-exp of each query's scaled scores) is kept for backward. doc: NULL, or
+ * [B, T] document ids in backend memory: query t attends key s only when s <= t and
+ * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens). */
+void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                                 const int32_t *doc, int B, int T, int C, int NH);
+/* dqkv [B, T, 3C] (overwritten) from dout [B, T, C], recomputing the probabilities from qkv and
+ * lse; out is the forward's output. */
+void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
+                                  const void *out, const float *lse, const int32_t *doc, int B,
+                                  int T, int C, int NH);
+/* Attention of Tq new queries over a cache of keys and values (sampling with a KV cache): q
+ * [B, Tq, C] at positions pos0 .. pos0 + Tq - 1, k and v [B, Tmax, C] holding positions
+ * 0 .. pos0 + Tq - 1; query i attends positions 0 .. pos0 + i. out [B, Tq, C]. */
+void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
+                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH);
+
+/* Softmax and cross-entropy over the first V of Vp logit columns (the padded columns are
+ * ignored), forward and backward in one pass over each row, no probability tensor: losses[i] =
+ * -log softmax(logits[i, :V])[targets[i]]. When dloss is not NULL the logits are overwritten by
+ * their gradient: dloss[i] * (softmax - onehot(targets[i])) on the first V columns, 0 on the
+ * padded ones (dloss[i] = 0 masks row i). targets[i] in [0, V). */
+void ig_kernel_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
+                            const float *dloss, int N, int V, int Vp);
+
+/* AdamW on n parameters (one tensor or a run of tensors with the same weight decay), as
+ * torch.optim.AdamW: g = grads * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr * (m / (1-b1^t) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * p), with t = step >= 1.
+ * master: NULL when params are fp32 (they are updated in place), else the fp32 master copy, which
+ * is updated and rounded into params. */
+void ig_kernel_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                     float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, float grad_scale, int step);
+
+/* Sum of squares of n act elements, in double, for the global gradient norm: synchronous, the
+ * result on the host. Deterministic (fixed chunks, fixed order). */
+double ig_kernel_sum_squares(ig_backend *be, const void *x, size_t n);
+
+/* x[i] *= s for n act elements. */
+void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s);
+
+/* ==== the CUDA device (kernels/cuda/, built when nvcc is found) =============================== */
 
 /* What the CUDA runtime reports. Filled by ig_cuda_query; never fails. */
 typedef struct ig_cuda_info {
