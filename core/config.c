@@ -1,6 +1,8 @@
-/* config.c - typed, schema-checked configuration from YAML files and `--set a.b=c` overrides.
+/* config.c - typed, schema-checked configuration from YAML files, `--set a.b=c` overrides and
+ * command-line flags (values, binding and output are in config_value.c).
  *
- * The program declares every key it knows (dotted path, type, default) in an ig_cfg_key table.
+ * Each module declares the keys it knows (dotted path, type, default, flag, bound field) in an
+ * ig_cfg_key table beside its options struct; a configuration holds one or more such tables.
  * Nested YAML mappings map onto dotted paths ("model: {n_layer: 12}" sets "model.n_layer"; a
  * dotted key "model.n_layer: 12" works too). Anything the schema does not know is an error rather
  * than silently ignored, because a misspelt key in a training config otherwise costs a run.
@@ -11,7 +13,7 @@
  *
  * A load either applies completely or not at all: values are parsed into a pending set first and
  * copied into the configuration only when the whole document checked out. */
-#include "core/core.h"
+#include "config_internal.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -22,27 +24,13 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct cfg_val {
-    int64_t i;
-    double f;
-    int b;
-    char *s; /* IG_CFG_STRING only; heap */
-} cfg_val;
-
-struct ig_config {
-    const ig_cfg_key *keys; /* borrowed; outlives the config */
-    size_t n;
-    cfg_val *vals;  /* [n] */
-    char **origins; /* [n] heap strings: "default", "FILE:LINE", "--set" */
-};
-
 /* ---- schema lookups ------------------------------------------------------------------------ */
 
 /* Lengths are compared first: path may hold a NUL (a quoted YAML key), and a schema path is
  * never read past its end. */
 static long find_key(const ig_config *cfg, const char *path, size_t len) {
     for (size_t i = 0; i < cfg->n; i++)
-        if (strlen(cfg->keys[i].path) == len && memcmp(cfg->keys[i].path, path, len) == 0)
+        if (strlen(cfg->keys[i]->path) == len && memcmp(cfg->keys[i]->path, path, len) == 0)
             return (long)i;
     return -1;
 }
@@ -51,7 +39,7 @@ static long find_key(const ig_config *cfg, const char *path, size_t len) {
 static int is_group(const ig_config *cfg, const char *prefix, size_t len) {
     if (len == 0) return 1;
     for (size_t i = 0; i < cfg->n; i++) {
-        const char *p = cfg->keys[i].path;
+        const char *p = cfg->keys[i]->path;
         if (strlen(p) > len && p[len] == '.' && memcmp(p, prefix, len) == 0) return 1;
     }
     return 0;
@@ -70,12 +58,12 @@ static size_t enclosing_group(const ig_config *cfg, const char *path) {
 static int first_of_child(const ig_config *cfg, size_t i, const char *prefix, size_t plen,
                           const char **c, size_t *clen) {
     size_t skip = plen ? plen + 1 : 0;
-    const char *p = cfg->keys[i].path;
+    const char *p = cfg->keys[i]->path;
     if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.')) return 0;
     *c = p + skip;
     *clen = strcspn(*c, ".");
     for (size_t j = 0; j < i; j++) {
-        const char *q = cfg->keys[j].path;
+        const char *q = cfg->keys[j]->path;
         if (plen && (strncmp(q, prefix, plen) != 0 || q[plen] != '.')) continue;
         if (strncmp(q + skip, *c, *clen) == 0 && (q[skip + *clen] == '.' || !q[skip + *clen]))
             return 0;
@@ -131,7 +119,7 @@ static const char *did_you_mean(const ig_config *cfg, const char *path) {
     const char *last = strrchr(path, '.');
     last = last ? last + 1 : path;
     for (size_t i = 0; i < cfg->n; i++) {
-        const char *k = cfg->keys[i].path;
+        const char *k = cfg->keys[i]->path;
         const char *klast = strrchr(k, '.');
         klast = klast ? klast + 1 : k;
         size_t d = strcmp(klast, last) == 0 ? 1 : edit_distance(path, k);
@@ -155,177 +143,122 @@ static void unknown_key_msg(const ig_config *cfg, const char *path, char *buf, s
         snprintf(buf, cap, "unknown key '%s' (%sknown top-level keys: %s)", path, hint, children);
 }
 
-/* ---- values -------------------------------------------------------------------------------- */
-
-static const char *type_name(ig_cfg_type t) {
-    switch (t) {
-    case IG_CFG_INT:
-        return "an integer";
-    case IG_CFG_FLOAT:
-        return "a number";
-    case IG_CFG_BOOL:
-        return "a boolean (true/false)";
-    case IG_CFG_STRING:
-        return "a string";
-    }
-    return "a value";
-}
-
-static int parse_bool(const char *s, int *out) {
-    static const char *const yes[] = {"true", "yes", "on", "1"};
-    static const char *const no[] = {"false", "no", "off", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) return *out = 1, 1;
-        if (strcasecmp(s, no[i]) == 0) return *out = 0, 1;
-    }
-    return 0;
-}
-
-static int parse_float(const char *s, double *out) {
-    const char *p = s;
-    double sign = 1;
-    if (*p == '+' || *p == '-') sign = *p++ == '-' ? -1 : 1;
-    if (strcasecmp(p, ".inf") == 0) return *out = sign * INFINITY, 1;
-    if (strcasecmp(s, ".nan") == 0) return *out = NAN, 1;
-    if (!*s || isspace((unsigned char)*s)) return 0;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || errno == ERANGE) return 0;
-    *out = v;
-    return 1;
-}
-
-/* Offset of the first byte of s[0..n) that is not part of well-formed UTF-8 (no overlong forms,
- * surrogates or code points past U+10FFFF), or -1 when s is all UTF-8. */
-static long utf8_bad_offset(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t m = c < 0x80                 ? 1
-                   : c >= 0xC2 && c <= 0xDF ? 2
-                   : c >= 0xE0 && c <= 0xEF ? 3
-                   : c >= 0xF0 && c <= 0xF4 ? 4
-                                            : 0;
-        if (m == 0 || m > n - i) return (long)i;
-        for (size_t k = 1; k < m; k++)
-            if ((p[i + k] & 0xC0) != 0x80) return (long)i;
-        if ((c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] > 0x9F) ||
-            (c == 0xF0 && p[i + 1] < 0x90) || (c == 0xF4 && p[i + 1] > 0x8F))
-            return (long)i;
-        i += m;
-    }
-    return -1;
-}
-
-/* Parses text as key k's type into *out (a string value is a fresh heap copy). On failure writes
- * "expected TYPE, got 'TEXT'" into why and returns 0. */
-static int parse_value(const ig_cfg_key *k, const char *text, cfg_val *out, char *why, size_t cap) {
-    memset(out, 0, sizeof *out);
-    int ok = 0;
-    switch (k->type) {
-    case IG_CFG_INT: {
-        if (!*text || isspace((unsigned char)*text)) break;
-        char *end;
-        errno = 0;
-        long long v = strtoll(text, &end, 10);
-        if (*end) break;
-        if (errno == ERANGE) {
-            snprintf(why, cap, "integer '%.60s' is out of range", text);
-            return 0;
-        }
-        out->i = v;
-        ok = 1;
-        break;
-    }
-    case IG_CFG_FLOAT:
-        ok = parse_float(text, &out->f);
-        break;
-    case IG_CFG_BOOL:
-        ok = parse_bool(text, &out->b);
-        break;
-    case IG_CFG_STRING: {
-        /* YAML is UTF-8: a value a document could not hold (from --set) would make a dump that
-         * does not load again */
-        long bad = utf8_bad_offset(text, strlen(text));
-        if (bad >= 0) {
-            snprintf(why, cap, "expected a UTF-8 string, got byte 0x%02X at offset %ld",
-                     (unsigned)(unsigned char)text[bad], bad);
-            return 0;
-        }
-        out->s = strdup(text);
-        if (!out->s) {
-            snprintf(why, cap, "out of memory");
-            return 0;
-        }
-        ok = 1;
-        break;
-    }
-    }
-    if (!ok) {
-        if (*text)
-            snprintf(why, cap, "expected %s, got '%.60s%s'", type_name(k->type), text,
-                     strlen(text) > 60 ? "..." : "");
-        else
-            snprintf(why, cap, "expected %s, got an empty value", type_name(k->type));
-    }
-    return ok;
-}
-
 /* ---- create / free / getters --------------------------------------------------------------- */
 
 ig_status ig_config_create(ig_config **out, const ig_cfg_key *keys, size_t n_keys, ig_err *err) {
     *out = NULL;
     ig_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a configuration");
-    cfg->keys = keys;
-    cfg->n = n_keys;
-    cfg->vals = calloc(n_keys ? n_keys : 1, sizeof *cfg->vals);
-    cfg->origins = calloc(n_keys ? n_keys : 1, sizeof *cfg->origins);
-    if (!cfg->vals || !cfg->origins) {
+    ig_status st = ig_config_add_keys(cfg, keys, n_keys, err);
+    if (st != IG_OK) {
         ig_config_free(cfg);
-        return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a configuration");
-    }
-    for (size_t i = 0; i < n_keys; i++) {
-        const ig_cfg_key *k = &keys[i];
-        if (!k->path || !*k->path || k->path[0] == '.' || k->path[strlen(k->path) - 1] == '.' ||
-            strstr(k->path, "..") || find_key(cfg, k->path, strlen(k->path)) != (long)i ||
-            is_group(cfg, k->path, strlen(k->path))) {
-            ig_config_free(cfg);
-            return ig_err_set(err, IG_ERR_INVALID_ARG,
-                              "configuration schema: key %zu ('%s') is empty, malformed, "
-                              "duplicated or also used as a group",
-                              i, k->path ? k->path : "(null)");
-        }
-        char why[256];
-        if (!parse_value(k, k->default_val ? k->default_val : (k->type == IG_CFG_STRING ? "" : "0"),
-                         &cfg->vals[i], why, sizeof why)) {
-            ig_config_free(cfg);
-            return ig_err_set(err, IG_ERR_INVALID_ARG, "configuration schema: default of '%s': %s",
-                              k->path, why);
-        }
-        cfg->origins[i] = strdup("default");
-        if (!cfg->origins[i]) {
-            ig_config_free(cfg);
-            return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a configuration");
-        }
+        return st;
     }
     *out = cfg;
     return IG_OK;
 }
 
+/* A flag name of key k into buf, or NULL when it has none. */
+const char *ig_config_flag_name(const ig_cfg_key *k, char *buf, size_t cap) {
+    if (k->flag && !*k->flag) return NULL;
+    const char *f = k->flag;
+    if (!f) {
+        const char *dot = strrchr(k->path, '.');
+        f = dot ? dot + 1 : k->path;
+    }
+    snprintf(buf, cap, "%s", f);
+    for (char *p = buf; *p; p++)
+        if (*p == '_') *p = '-';
+    return buf;
+}
+
+ig_status ig_config_add_keys(ig_config *cfg, const ig_cfg_key *keys, size_t n_keys, ig_err *err) {
+    size_t n0 = cfg->n, n = n0 + n_keys;
+    const ig_cfg_key **nk = realloc(cfg->keys, (n ? n : 1) * sizeof *nk);
+    if (nk) cfg->keys = nk;
+    cfg_val *nv = nk ? realloc(cfg->vals, (n ? n : 1) * sizeof *nv) : NULL;
+    if (nv) cfg->vals = nv;
+    char **no = nv ? realloc(cfg->origins, (n ? n : 1) * sizeof *no) : NULL;
+    if (no) cfg->origins = no;
+    if (!nk || !nv || !no)
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a configuration");
+    for (size_t i = 0; i < n_keys; i++) {
+        cfg->keys[n0 + i] = &keys[i];
+        memset(&cfg->vals[n0 + i], 0, sizeof cfg->vals[0]);
+        cfg->origins[n0 + i] = NULL;
+    }
+    cfg->n = n;
+    ig_status st = IG_OK;
+    for (size_t i = n0; i < n && st == IG_OK; i++) {
+        const ig_cfg_key *k = cfg->keys[i];
+        char why[512], fa[128], fb[128];
+        if (!k->path || !*k->path || k->path[0] == '.' || k->path[strlen(k->path) - 1] == '.' ||
+            strstr(k->path, "..") || find_key(cfg, k->path, strlen(k->path)) != (long)i ||
+            is_group(cfg, k->path, strlen(k->path))) {
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "configuration schema: key %zu ('%s') is empty, malformed, "
+                            "duplicated or also used as a group",
+                            i, k->path ? k->path : "(null)");
+        } else if ((k->type == IG_CFG_ENUM && (!k->choices || !k->choices[0])) ||
+                   (k->type == IG_CFG_LIST && k->size && k->count_offset == k->offset)) {
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "configuration schema: '%s' lacks its choices or its count", k->path);
+        } else if (!ig_cfg_parse_default(k, &cfg->vals[i], why, sizeof why)) {
+            st = ig_err_set(err, IG_ERR_INVALID_ARG, "configuration schema: default of '%s': %s",
+                            k->path, why);
+        } else if (!(cfg->origins[i] = strdup("default"))) {
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a configuration");
+        }
+        /* two keys with one flag would make the command line ambiguous */
+        const char *f = st == IG_OK ? ig_config_flag_name(k, fa, sizeof fa) : NULL;
+        for (size_t j = 0; f && j < i && st == IG_OK; j++) {
+            const char *g = ig_config_flag_name(cfg->keys[j], fb, sizeof fb);
+            if (g && !strcmp(f, g))
+                st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                                "configuration schema: '%s' and '%s' both have the flag --%s",
+                                cfg->keys[j]->path, k->path, f);
+        }
+    }
+    if (st != IG_OK) { /* the config stays as it was */
+        for (size_t i = n0; i < n; i++) {
+            ig_cfg_val_free(&cfg->vals[i]);
+            free(cfg->origins[i]);
+        }
+        cfg->n = n0;
+    }
+    return st;
+}
+
 void ig_config_free(ig_config *cfg) {
     if (!cfg) return;
-    for (size_t i = 0; cfg->vals && i < cfg->n; i++) free(cfg->vals[i].s);
+    for (size_t i = 0; cfg->vals && i < cfg->n; i++) ig_cfg_val_free(&cfg->vals[i]);
     for (size_t i = 0; cfg->origins && i < cfg->n; i++) free(cfg->origins[i]);
+    free(cfg->keys);
     free(cfg->vals);
     free(cfg->origins);
     free(cfg);
 }
 
-/* Replaces key i's value and origin (takes ownership of v->s and origin). */
+size_t ig_config_n_keys(const ig_config *cfg) {
+    return cfg->n;
+}
+
+const ig_cfg_key *ig_config_key(const ig_config *cfg, size_t i) {
+    return i < cfg->n ? cfg->keys[i] : NULL;
+}
+
+const ig_cfg_key *ig_config_key_of_flag(const ig_config *cfg, const char *flag) {
+    char buf[128];
+    for (size_t i = 0; i < cfg->n; i++) {
+        const char *f = ig_config_flag_name(cfg->keys[i], buf, sizeof buf);
+        if (f && !strcmp(f, flag)) return cfg->keys[i];
+    }
+    return NULL;
+}
+
+/* Replaces key i's value and origin (takes ownership of both). */
 static void assign(ig_config *cfg, size_t i, cfg_val *v, char *origin) {
-    free(cfg->vals[i].s);
+    ig_cfg_val_free(&cfg->vals[i]);
     cfg->vals[i] = *v;
     free(cfg->origins[i]);
     cfg->origins[i] = origin;
@@ -334,7 +267,7 @@ static void assign(ig_config *cfg, size_t i, cfg_val *v, char *origin) {
 static const cfg_val *lookup(const ig_config *cfg, const char *path, ig_cfg_type type) {
     long i = cfg ? find_key(cfg, path, strlen(path)) : -1;
     assert(i >= 0 && "ig_config: unknown key");
-    if (i < 0 || cfg->keys[i].type != type) {
+    if (i < 0 || cfg->keys[i]->type != type) {
         assert(0 && "ig_config: key read with the wrong type");
         return NULL;
     }
@@ -361,10 +294,30 @@ const char *ig_config_string(const ig_config *cfg, const char *path) {
     return v && v->s ? v->s : "";
 }
 
+int ig_config_enum(const ig_config *cfg, const char *path) {
+    const cfg_val *v = lookup(cfg, path, IG_CFG_ENUM);
+    return v ? (int)v->i : 0;
+}
+
+uint64_t ig_config_size(const ig_config *cfg, const char *path) {
+    const cfg_val *v = lookup(cfg, path, IG_CFG_SIZE);
+    return v ? v->u : 0;
+}
+
+const char *const *ig_config_list(const ig_config *cfg, const char *path, size_t *n) {
+    const cfg_val *v = lookup(cfg, path, IG_CFG_LIST);
+    *n = v ? v->n_items : 0;
+    return v ? (const char *const *)v->items : NULL;
+}
+
 const char *ig_config_origin(const ig_config *cfg, const char *path) {
     long i = cfg ? find_key(cfg, path, strlen(path)) : -1;
     assert(i >= 0 && "ig_config: unknown key");
     return i >= 0 ? cfg->origins[i] : "unknown";
+}
+
+int ig_config_is_set(const ig_config *cfg, const char *path) {
+    return strcmp(ig_config_origin(cfg, path), "default") != 0;
 }
 
 /* ---- YAML loading -------------------------------------------------------------------------- */
@@ -377,7 +330,7 @@ typedef struct pending {
 
 static void pending_free(pending *pd, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if (pd->origins && pd->origins[i]) free(pd->vals[i].s);
+        if (pd->origins && pd->origins[i]) ig_cfg_val_free(&pd->vals[i]);
         if (pd->origins) free(pd->origins[i]);
     }
     free(pd->vals);
@@ -412,6 +365,40 @@ static void where(char *buf, size_t cap, const char *name, int line) {
         snprintf(buf, cap, "%s", name);
 }
 
+/* Parses the YAML node val (NULL: an empty value) as key k's value: a scalar, or for a list a
+ * sequence of scalars. 1 on success, 0 with why filled, -1 out of memory. */
+static int parse_node(const ig_cfg_key *k, struct fy_node *val, cfg_val *out, char *why,
+                      size_t cap) {
+    char tn[256];
+    if (val && fy_node_is_sequence(val) && k->type == IG_CFG_LIST) {
+        size_t n = (size_t)fy_node_sequence_item_count(val), i = 0;
+        const char **items = calloc(n ? n : 1, sizeof *items);
+        if (!items) return -1;
+        void *it = NULL;
+        struct fy_node *item;
+        int ok = 1;
+        while ((item = fy_node_sequence_iterate(val, &it)) && ok) {
+            if (!fy_node_is_scalar(item)) {
+                snprintf(why, cap, "expected a list of strings, got %s in it", node_kind(item));
+                ok = 0;
+            } else if (!(items[i++] = fy_node_get_scalar0(item))) {
+                ok = -1;
+            }
+        }
+        if (ok == 1) ok = ig_cfg_parse_items(k, items, i, out, why, cap);
+        free(items);
+        return ok;
+    }
+    if (val && !fy_node_is_scalar(val)) {
+        snprintf(why, cap, "expected %s, got %s", ig_cfg_type_name(k, tn, sizeof tn),
+                 node_kind(val));
+        return 0;
+    }
+    const char *text = val ? fy_node_get_scalar0(val) : "";
+    if (!text) return -1;
+    return ig_cfg_parse_value(k, text, out, why, cap);
+}
+
 /* Checks one mapping whose keys live under prefix (length plen, "" at the top level) and records
  * the values it sets in pd. */
 static ig_status walk(const ig_config *cfg, struct fy_node *map, const char *prefix, size_t plen,
@@ -436,31 +423,26 @@ static ig_status walk(const ig_config *cfg, struct fy_node *map, const char *pre
         long idx = find_key(cfg, full, flen);
         ig_status st = IG_OK;
         if (idx >= 0) {
-            const ig_cfg_key *k = &cfg->keys[idx];
+            const ig_cfg_key *k = cfg->keys[idx];
             int vline = val && fy_node_is_scalar(val) ? node_line(val) : 0;
             where(loc, sizeof loc, name, vline ? vline : kline);
-            if (val && !fy_node_is_scalar(val)) {
-                st = ig_err_set(err, IG_ERR_CONFIG, "%s: %s: expected %s, got %s", loc, full,
-                                type_name(k->type), node_kind(val));
+            char why[512];
+            cfg_val v;
+            int r = parse_node(k, val, &v, why, sizeof why);
+            if (r < 0) {
+                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", name);
+            } else if (r == 0) {
+                st = ig_err_set(err, IG_ERR_CONFIG, "%s: %s: %s", loc, full, why);
             } else {
-                const char *text = val ? fy_node_get_scalar0(val) : "";
-                char why[256];
-                cfg_val v;
-                if (!text) {
+                char *origin = strdup(loc);
+                if (!origin) {
+                    ig_cfg_val_free(&v);
                     st = ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", name);
-                } else if (!parse_value(k, text, &v, why, sizeof why)) {
-                    st = ig_err_set(err, IG_ERR_CONFIG, "%s: %s: %s", loc, full, why);
                 } else {
-                    char *origin = strdup(loc);
-                    if (!origin) {
-                        free(v.s);
-                        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", name);
-                    } else {
-                        if (pd->origins[idx]) free(pd->vals[idx].s);
-                        free(pd->origins[idx]);
-                        pd->vals[idx] = v;
-                        pd->origins[idx] = origin;
-                    }
+                    if (pd->origins[idx]) ig_cfg_val_free(&pd->vals[idx]);
+                    free(pd->origins[idx]);
+                    pd->vals[idx] = v;
+                    pd->origins[idx] = origin;
                 }
             }
         } else if (is_group(cfg, full, flen)) {
@@ -527,7 +509,7 @@ ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, co
     if (!name) name = "<config>";
     /* YAML is UTF-8, and libfyaml 0.7 loops forever on some invalid bytes (e.g. "%\xC3", a
      * directive cut short): check before parsing */
-    long bad = utf8_bad_offset(text, len);
+    long bad = ig_cfg_utf8_bad_offset(text, len);
     if (bad >= 0) {
         int line = 1, col = 1;
         for (long i = 0; i < bad; i++) {
@@ -607,114 +589,120 @@ ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err) {
 
 /* ---- overrides ----------------------------------------------------------------------------- */
 
+/* A list value given inline ("[a, b]", YAML flow syntax) parsed through libfyaml. */
+static int parse_flow_list(const ig_cfg_key *k, const char *text, cfg_val *out, char *why,
+                           size_t cap) {
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL;
+    dcfg.output_fn = NULL;
+    dcfg.colorize = false;
+    dcfg.level = FYET_ERROR;
+    struct fy_diag *diag = fy_diag_create(&dcfg);
+    if (!diag) return -1;
+    fy_diag_set_collect_errors(diag, true);
+    struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT | FYPCF_JSON_NONE,
+                                .diag = diag};
+    int r = 0;
+    struct fy_document *fyd = fy_document_build_from_string(&pcfg, text, strlen(text));
+    struct fy_node *root = fyd ? fy_document_root(fyd) : NULL;
+    if (root && fy_node_is_sequence(root))
+        r = parse_node(k, root, out, why, cap);
+    else
+        snprintf(why, cap, "expected a list like [a, b], got '%.60s'", text);
+    fy_document_destroy(fyd);
+    fy_diag_destroy(diag);
+    return r;
+}
+
+/* Finds key path (an error naming origin when it is unknown or a group). */
+static long key_for(const ig_config *cfg, const char *path, size_t len, const char *origin,
+                    ig_err *err) {
+    long idx = find_key(cfg, path, len);
+    if (idx >= 0) return idx;
+    char why[900];
+    if (is_group(cfg, path, len)) {
+        list_children(cfg, path, len, why, sizeof why);
+        ig_err_set(err, IG_ERR_CONFIG,
+                   "%s: '%.*s' is a group of keys, not a key (keys under it: %s)", origin, (int)len,
+                   path, why);
+    } else {
+        char *p = strndup(path, len);
+        unknown_key_msg(cfg, p ? p : "", why, sizeof why);
+        free(p);
+        ig_err_set(err, IG_ERR_CONFIG, "%s: %s", origin, why);
+    }
+    return -1;
+}
+
+/* Parses text for key idx (lists: inline "[a, b]" or one item; with append, onto the items
+ * already there) and assigns it with origin. */
+static ig_status set_key(ig_config *cfg, size_t idx, const char *text, const char *origin,
+                         const char *where, int append, ig_err *err) {
+    const ig_cfg_key *k = cfg->keys[idx];
+    char why[900];
+    cfg_val v;
+    int r;
+    if (k->type == IG_CFG_LIST && !append && text[0] == '[') {
+        r = parse_flow_list(k, text, &v, why, sizeof why);
+    } else if (k->type == IG_CFG_LIST && append && cfg->origins[idx][0] == '-' &&
+               strcmp(cfg->origins[idx], "--set") != 0) {
+        /* a repeated flag: this item after the ones the earlier flags gave */
+        const cfg_val *cur = &cfg->vals[idx];
+        const char **items = calloc(cur->n_items + 1, sizeof *items);
+        if (!items) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < cur->n_items; i++) items[i] = cur->items[i];
+        items[cur->n_items] = text;
+        r = ig_cfg_parse_items(k, items, cur->n_items + 1, &v, why, sizeof why);
+        free(items);
+    } else {
+        r = ig_cfg_parse_value(k, text, &v, why, sizeof why);
+    }
+    if (r < 0) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (r == 0) return ig_err_set(err, IG_ERR_CONFIG, "%s: %s: %s", where, k->path, why);
+    char *o = strdup(origin);
+    if (!o) {
+        ig_cfg_val_free(&v);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    assign(cfg, idx, &v, o);
+    return IG_OK;
+}
+
 ig_status ig_config_set(ig_config *cfg, const char *assignment, ig_err *err) {
     const char *eq = strchr(assignment, '=');
+    char where[600];
+    snprintf(where, sizeof where, "--set '%.500s'", assignment);
     if (!eq)
         return ig_err_set(err, IG_ERR_CONFIG,
-                          "--set '%s': expected KEY=VALUE (e.g. --set preprocess.workers=8)",
-                          assignment);
+                          "%s: expected KEY=VALUE (e.g. --set preprocess.workers=8)", where);
     const char *k0 = assignment, *k1 = eq;
     while (k0 < k1 && isspace((unsigned char)*k0)) k0++;
     while (k1 > k0 && isspace((unsigned char)k1[-1])) k1--;
     size_t klen = (size_t)(k1 - k0);
-    if (klen == 0)
-        return ig_err_set(err, IG_ERR_CONFIG, "--set '%s': the key before '=' is empty",
-                          assignment);
-    char *key = strndup(k0, klen);
+    if (klen == 0) return ig_err_set(err, IG_ERR_CONFIG, "%s: the key before '=' is empty", where);
     const char *v0 = eq + 1, *v1 = eq + 1 + strlen(eq + 1);
     while (v0 < v1 && isspace((unsigned char)*v0)) v0++;
     while (v1 > v0 && isspace((unsigned char)v1[-1])) v1--;
     /* a quoted value is a YAML quoted scalar: drop the quotes */
     if (v1 - v0 >= 2 && (*v0 == '"' || *v0 == '\'') && v1[-1] == *v0) v0++, v1--;
+    long idx = key_for(cfg, k0, klen, where, err);
+    if (idx < 0) return IG_ERR_CONFIG;
     char *text = strndup(v0, (size_t)(v1 - v0));
-    char *origin = strdup("--set");
-    ig_status st = IG_OK;
-    if (!key || !text || !origin) {
-        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    } else {
-        long idx = find_key(cfg, key, klen);
-        char why[900];
-        cfg_val v;
-        if (idx < 0 && is_group(cfg, key, klen)) {
-            list_children(cfg, key, klen, why, sizeof why);
-            st = ig_err_set(err, IG_ERR_CONFIG,
-                            "--set '%s': '%s' is a group of keys, not a key (keys under it: %s)",
-                            assignment, key, why);
-        } else if (idx < 0) {
-            unknown_key_msg(cfg, key, why, sizeof why);
-            st = ig_err_set(err, IG_ERR_CONFIG, "--set '%s': %s", assignment, why);
-        } else if (!parse_value(&cfg->keys[idx], text, &v, why, sizeof why)) {
-            st = ig_err_set(err, IG_ERR_CONFIG, "--set '%s': %s: %s", assignment, key, why);
-        } else {
-            assign(cfg, (size_t)idx, &v, origin);
-            origin = NULL;
-        }
-    }
-    free(key);
+    if (!text) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = set_key(cfg, (size_t)idx, text, "--set", where, 0, err);
     free(text);
-    free(origin);
     return st;
 }
 
+ig_status ig_config_set_text(ig_config *cfg, const char *path, const char *text, const char *origin,
+                             int append, ig_err *err) {
+    long idx = key_for(cfg, path, strlen(path), origin, err);
+    if (idx < 0) return IG_ERR_CONFIG;
+    return set_key(cfg, (size_t)idx, text, origin, origin, append, err);
+}
+
 /* ---- dump ---------------------------------------------------------------------------------- */
-
-/* Writes s as a YAML double-quoted scalar; returns the number of characters written. */
-static size_t put_quoted(FILE *out, const char *s) {
-    size_t n = 1;
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            n += (size_t)fprintf(out, "\\\"");
-            break;
-        case '\\':
-            n += (size_t)fprintf(out, "\\\\");
-            break;
-        case '\n':
-            n += (size_t)fprintf(out, "\\n");
-            break;
-        case '\t':
-            n += (size_t)fprintf(out, "\\t");
-            break;
-        case '\r':
-            n += (size_t)fprintf(out, "\\r");
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                n += (size_t)fprintf(out, "\\x%02x", *p);
-            else
-                fputc(*p, out), n++;
-        }
-    }
-    fputc('"', out);
-    return n + 1;
-}
-
-/* Writes key i's value as YAML; returns the number of characters written. */
-static size_t put_value(FILE *out, const ig_config *cfg, size_t i) {
-    const cfg_val *v = &cfg->vals[i];
-    switch (cfg->keys[i].type) {
-    case IG_CFG_INT:
-        return (size_t)fprintf(out, "%lld", (long long)v->i);
-    case IG_CFG_BOOL:
-        return (size_t)fprintf(out, "%s", v->b ? "true" : "false");
-    case IG_CFG_STRING:
-        return put_quoted(out, v->s ? v->s : "");
-    case IG_CFG_FLOAT: {
-        char buf[64];
-        if (isnan(v->f))
-            snprintf(buf, sizeof buf, ".nan");
-        else if (isinf(v->f))
-            snprintf(buf, sizeof buf, "%s.inf", v->f < 0 ? "-" : "");
-        else {
-            snprintf(buf, sizeof buf, "%.17g", v->f);
-            if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
-        }
-        return (size_t)fprintf(out, "%s", buf);
-    }
-    }
-    return 0;
-}
 
 /* Writes the keys under the group path[0..plen) (plen 0: the top level) at depth `depth`, in the
  * order the schema declares them (a group appears where its first key is declared). */
@@ -726,12 +714,12 @@ static void dump_group(const ig_config *cfg, FILE *out, int origins, const char 
         if (!first_of_child(cfg, i, prefix, plen, &c, &clen)) continue;
         if (c[clen] == '.') {
             fprintf(out, "%*s%.*s:\n", depth * 2, "", (int)clen, c);
-            const char *p = cfg->keys[i].path;
+            const char *p = cfg->keys[i]->path;
             dump_group(cfg, out, origins, p, (size_t)(c - p) + clen, depth + 1);
             continue;
         }
         int w = fprintf(out, "%*s%.*s: ", depth * 2, "", (int)clen, c);
-        size_t col = (w > 0 ? (size_t)w : 0) + put_value(out, cfg, i);
+        size_t col = (w > 0 ? (size_t)w : 0) + ig_cfg_put_value(out, cfg, i);
         if (origins) fprintf(out, "%*s# %s", col < 40 ? (int)(40 - col) : 1, "", cfg->origins[i]);
         fputc('\n', out);
     }
@@ -750,4 +738,16 @@ ig_status ig_config_dump(const ig_config *cfg, FILE *out, ig_err *err) {
 
 ig_status ig_config_dump_origins(const ig_config *cfg, FILE *out, ig_err *err) {
     return dump(cfg, out, 1, err);
+}
+
+uint64_t ig_config_hash(const ig_config *cfg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return 0;
+    dump_group(cfg, f, 0, "", 0, 0);
+    fclose(f);
+    uint64_t h = ig_xxh3_64(buf, len);
+    free(buf);
+    return h;
 }

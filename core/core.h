@@ -304,38 +304,117 @@ void ig_progress_finish(ig_progress *p);
 
 /* ---- configuration (YAML via libfyaml) ----------------------------------------------------- */
 
-/* A typed configuration schema: the program declares the keys it knows with their types and
- * defaults; a YAML file and `--set a.b=c` overrides are checked against it. An unknown key, a
- * wrong type or a YAML syntax error is reported with file:line and the key's dotted path. */
-typedef enum ig_cfg_type { IG_CFG_INT, IG_CFG_FLOAT, IG_CFG_BOOL, IG_CFG_STRING } ig_cfg_type;
+/* A typed configuration schema, declared once per module beside the options struct it fills: each
+ * key has a dotted path (its YAML key, also what `--set path=value` names), a type, a default and
+ * a line of help, and may name a command-line flag and a field of the struct. A YAML file, `--set`
+ * overrides and the flags then all fill the same field through the one table: an option is
+ * written once. An unknown key, a wrong type or a value out of range is reported with file:line
+ * (or the flag) and the key's dotted path, with a did-you-mean. */
+typedef enum ig_cfg_type {
+    IG_CFG_INT,
+    IG_CFG_FLOAT,
+    IG_CFG_BOOL,
+    IG_CFG_STRING,
+    IG_CFG_ENUM, /* one of `choices` by name; bound as an int holding its index */
+    IG_CFG_SIZE, /* a byte size: "1GB" (10^9), "512MiB" (2^29), "4096"; bound as a uint64_t */
+    IG_CFG_LIST  /* strings: a YAML sequence (or one scalar), or `--set k=[a, b]`; bound as a
+                    const char *const * with a size_t count; a repeated flag appends */
+} ig_cfg_type;
 
 typedef struct ig_cfg_key {
     const char *path; /* dotted path, e.g. "model.n_layer" */
     ig_cfg_type type;
-    const char *default_val; /* textual default, parsed as if it came from --set */
+    const char *default_val; /* text, parsed as if it came from --set (lists: "a,b"; "" empty) */
     const char *help;        /* one line */
+    /* The command-line flag, without dashes: NULL gives the path's last component with '_' as
+     * '-' ("n_layer" -> --n-layer); "" means no flag (config only). */
+    const char *flag;
+    /* The field the value is bound to (ig_config_bind): size 0 means not bound. */
+    size_t offset, size;
+    int is_signed;              /* an integer field's signedness */
+    size_t count_offset;        /* IG_CFG_LIST: the size_t count beside the array */
+    const char *const *choices; /* IG_CFG_ENUM: the names, NULL-terminated */
+    double min, max;            /* IG_CFG_INT/FLOAT/SIZE: allowed range when min < max */
 } ig_cfg_key;
+
+/* A key bound to nothing (read with the getters below). */
+#define IG_KEY(p, t, d, h)                                                                         \
+    { .path = (p), .type = (t), .default_val = (d), .help = (h) }
+
+/* Key declarations bound to field F of struct T (_Generic reads the field's signedness). */
+#define IG_CFG_FIELD_(T, F) offsetof(T, F), sizeof(((T *)0)->F)
+#define IG_CFG_SIGNED_(T, F)                                                                       \
+    _Generic((((T *)0)->F), unsigned char : 0, unsigned short : 0, unsigned int : 0,               \
+             unsigned long : 0, unsigned long long : 0, default : 1)
+#define IG_KEY_INT(path, T, F, def, lo, hi, help)                                                  \
+    {                                                                                              \
+        path, IG_CFG_INT, def, help, NULL, IG_CFG_FIELD_(T, F), IG_CFG_SIGNED_(T, F), 0, NULL, lo, \
+            hi                                                                                     \
+    }
+#define IG_KEY_FLOAT(path, T, F, def, lo, hi, help)                                                \
+    { path, IG_CFG_FLOAT, def, help, NULL, IG_CFG_FIELD_(T, F), 1, 0, NULL, lo, hi }
+#define IG_KEY_BOOL(path, T, F, def, help)                                                         \
+    { path, IG_CFG_BOOL, def, help, NULL, IG_CFG_FIELD_(T, F), 1, 0, NULL, 0, 0 }
+#define IG_KEY_STRING(path, T, F, def, help)                                                       \
+    { path, IG_CFG_STRING, def, help, NULL, IG_CFG_FIELD_(T, F), 0, 0, NULL, 0, 0 }
+#define IG_KEY_ENUM(path, T, F, def, choices, help)                                                \
+    { path, IG_CFG_ENUM, def, help, NULL, IG_CFG_FIELD_(T, F), 1, 0, choices, 0, 0 }
+#define IG_KEY_SIZE(path, T, F, def, help)                                                         \
+    { path, IG_CFG_SIZE, def, help, NULL, IG_CFG_FIELD_(T, F), 0, 0, NULL, 0, 0 }
+#define IG_KEY_LIST(path, T, F, N, def, help)                                                      \
+    { path, IG_CFG_LIST, def, help, NULL, IG_CFG_FIELD_(T, F), 0, offsetof(T, N), NULL, 0, 0 }
 
 typedef struct ig_config ig_config;
 
 /* Creates a configuration with every key at its default. keys must outlive the config. */
 ig_status ig_config_create(ig_config **out, const ig_cfg_key *keys, size_t n_keys, ig_err *err);
+/* Adds another table of keys (another module's, or a program's own) at their defaults: one
+ * configuration over several schemas. The same checks as create. */
+ig_status ig_config_add_keys(ig_config *cfg, const ig_cfg_key *keys, size_t n_keys, ig_err *err);
 void ig_config_free(ig_config *cfg);
 /* Loads a YAML file of nested mappings over the current values. */
 ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err);
 /* Loads YAML text (name is used in messages in place of a file name). */
 ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
                                 ig_err *err);
-/* Applies one "a.b=c" override (the value is parsed as a YAML scalar of the key's type). */
+/* Applies one "a.b=c" override (the value is parsed as a YAML scalar of the key's type; a list
+ * takes a flow sequence "[a, b]" or one item). */
 ig_status ig_config_set(ig_config *cfg, const char *assignment, ig_err *err);
+/* Sets key `path` from text, recording origin (e.g. "--workers") for messages and
+ * ig_config_origin; with append, a list key gets the item appended (the first append after the
+ * default or a file replaces the list: flags given on the command line are the list). */
+ig_status ig_config_set_text(ig_config *cfg, const char *path, const char *text, const char *origin,
+                             int append, ig_err *err);
+
+/* Writes every key of table (one given to create or add_keys) that is bound into the struct at
+ * dst. Strings and lists point into cfg: it must outlive their use. */
+ig_status ig_config_bind(const ig_config *cfg, const ig_cfg_key *table, size_t n, void *dst,
+                         ig_err *err);
+
+/* The keys, in the order they were declared (every table's). */
+size_t ig_config_n_keys(const ig_config *cfg);
+const ig_cfg_key *ig_config_key(const ig_config *cfg, size_t i);
+/* The key of a command-line flag (without dashes), or NULL. */
+const ig_cfg_key *ig_config_key_of_flag(const ig_config *cfg, const char *flag);
+/* A key's flag ("n-layer" for model.n_layer unless declared otherwise), or NULL when it has
+ * none; written into buf. */
+const char *ig_config_flag_name(const ig_cfg_key *k, char *buf, size_t cap);
 
 /* Getters: the key must be declared with that type (a programmer error otherwise: asserts). */
 int64_t ig_config_int(const ig_config *cfg, const char *path);
 double ig_config_float(const ig_config *cfg, const char *path);
 int ig_config_bool(const ig_config *cfg, const char *path);
 const char *ig_config_string(const ig_config *cfg, const char *path); /* owned by cfg */
-/* Where the current value came from: "default", "FILE:LINE" or "--set". Owned by cfg. */
+int ig_config_enum(const ig_config *cfg, const char *path);           /* the choice's index */
+uint64_t ig_config_size(const ig_config *cfg, const char *path);
+const char *const *ig_config_list(const ig_config *cfg, const char *path, size_t *n);
+/* Where the current value came from: "default", "FILE:LINE", "--set" or a flag. Owned by cfg. */
 const char *ig_config_origin(const ig_config *cfg, const char *path);
+/* 1 when the key is not at its default (set by a file, --set or a flag). */
+int ig_config_is_set(const ig_config *cfg, const char *path);
+/* xxh3 of the whole configuration as dumped (every value, not the origins): two processes with
+ * the same hash run the same configuration. */
+uint64_t ig_config_hash(const ig_config *cfg);
 /* Writes the whole configuration as YAML (nested mappings) to out. */
 ig_status ig_config_dump(const ig_config *cfg, FILE *out, ig_err *err);
 /* Like ig_config_dump, with a comment after each value naming its origin ("# default",

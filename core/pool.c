@@ -9,7 +9,8 @@
  * left. A call from inside a chunk (of this pool) runs inline. Idle workers spin for a short while
  * (opts.spin_us) before they sleep on a condition variable, so back-to-back calls (a kernel's
  * layers) cost a few hundred nanoseconds instead of a wake-up each; with more threads than cores
- * (mpirun --oversubscribe), set spin_us to 0.
+ * (mpirun --oversubscribe), set spin_us to 0. The threads start on the first call that can use
+ * them: a program that never runs a parallel loop never starts one.
  */
 #include "core/core.h"
 
@@ -43,7 +44,8 @@ struct ig_pool {
     int threads;       /* including the caller's: pool threads are 1 .. threads - 1 */
     int spin_us;
     pthread_t *tids;
-    int started;
+    int started;         /* pool threads running (1 .. started) */
+    atomic_int launched; /* the threads were started (or starting them failed) */
     pthread_mutex_t mu;
     pthread_cond_t cv_work; /* a job was published, or stop */
     pthread_cond_t cv_done; /* a job lost its last attached thread */
@@ -158,6 +160,7 @@ ig_status ig_pool_create(ig_pool **out, const ig_ctx *ctx, int threads, int spin
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
+    atomic_init(&p->launched, threads <= 1);
     *out = p;
     if (threads <= 1) return IG_OK;
     p->tids = a->alloc(a->user, sizeof(pthread_t) * (size_t)threads, 16);
@@ -166,17 +169,27 @@ ig_status ig_pool_create(ig_pool **out, const ig_ctx *ctx, int threads, int spin
         *out = NULL;
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the thread pool");
     }
-    for (int i = 1; i < threads; i++) {
-        worker_arg *wa = malloc(sizeof *wa);
-        if (!wa || (*wa = (worker_arg){p, i}, pthread_create(&p->tids[i], NULL, worker_main, wa))) {
-            free(wa);
-            ig_pool_free(p, a);
-            *out = NULL;
-            return ig_err_set(err, wa ? IG_ERR_IO : IG_ERR_NOMEM, "cannot start pool thread %d", i);
-        }
-        p->started = i;
-    }
     return IG_OK;
+}
+
+/* Starts the pool threads on first use. When the system refuses a thread, the pool runs with
+ * those it has (the caller's work never depends on how many there are). */
+static void launch(ig_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    if (!atomic_load_explicit(&p->launched, memory_order_relaxed)) {
+        for (int i = 1; i < p->threads; i++) {
+            worker_arg *wa = malloc(sizeof *wa);
+            if (!wa) break;
+            *wa = (worker_arg){p, i};
+            if (pthread_create(&p->tids[i], NULL, worker_main, wa) != 0) {
+                free(wa);
+                break;
+            }
+            p->started = i;
+        }
+        atomic_store_explicit(&p->launched, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 void ig_pool_free(ig_pool *p, const ig_allocator *a) {
@@ -204,7 +217,8 @@ void ig_pool_run(ig_pool *p, size_t n, size_t grain, ig_range_fn fn, void *arg) 
         }
         return;
     }
-    if (p->threads <= 1 || chunks == 1) {
+    if (!atomic_load_explicit(&p->launched, memory_order_acquire)) launch(p);
+    if (p->started == 0 || chunks == 1) {
         const ig_pool *outer = tl_pool;
         int outer_worker = tl_worker;
         tl_pool = p;

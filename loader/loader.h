@@ -145,6 +145,38 @@ typedef struct ig_data_opts {
 
 ig_data_opts ig_data_opts_default(void);
 
+/* The data options as configuration keys ("data:": path, seed, split, split_index, surplus,
+ * cache_dir, allow_mixed; see ig_cfg_key), in the text form a config file or a command line gives;
+ * ig_data_config_resolve turns them into ig_data_opts. */
+typedef struct ig_data_config {
+    const char *const *path; /* "P", or "W1", "P1", "W2", "P2", ... */
+    size_t n_path;
+    uint32_t seed;
+    const char *split; /* "969,30,1" */
+    int part;          /* ig_split_part */
+    double surplus;
+    const char *cache_dir; /* "" for none */
+    int allow_mixed;
+} ig_data_config;
+
+extern const ig_cfg_key ig_data_keys[];
+extern const size_t ig_data_n_keys;
+
+/* ig_data_opts from a data config (whose strings it points into), with their arrays. */
+typedef struct ig_data_resolved {
+    ig_data_opts opts;
+    int weighted;          /* the path had weights (a blend), even of one source */
+    const char **prefixes; /* owned */
+    double *weights;       /* owned */
+} ig_data_resolved;
+
+/* Parses the path (ig_data_parse_paths) and the split; seq_len and num_samples come from the
+ * caller (a command line, or the trainer's model and steps). Errors name what is wrong. Free the
+ * result with ig_data_resolved_free. */
+ig_status ig_data_config_resolve(const ig_data_config *c, uint32_t seq_len, uint64_t num_samples,
+                                 ig_data_resolved *out, ig_err *err);
+void ig_data_resolved_free(ig_data_resolved *r);
+
 /* Parses Megatron's --data-path list: `P` (one prefix alone: *weighted = 0) or `W1 P1 W2 P2 ...`
  * (weights are numbers; *weighted = 1). prefixes and weights must have room for n entries; the
  * prefixes point into args. Errors name the offending argument. */

@@ -141,9 +141,8 @@ static batch *take_free(pipeline *p) {
     return b;
 }
 
-static void give_free(pipeline *p, batch *b) {
-    uint64_t pushed = b->pushed;
-    b->pushed = 0;
+/* Empties a batch for reuse (and shrinks what a huge record grew). */
+static void batch_reset(pipeline *p, batch *b) {
     if (b->bcap > BATCH_SHRINK_BYTES) {
         char *nb = realloc(b->buf, BATCH_BYTES + (BATCH_BYTES >> 2));
         if (nb) {
@@ -160,6 +159,12 @@ static void give_free(pipeline *p, batch *b) {
         free(b->msg[i]);
         b->msg[i] = NULL;
     }
+}
+
+static void give_free(pipeline *p, batch *b) {
+    uint64_t pushed = b->pushed;
+    b->pushed = 0;
+    batch_reset(p, b);
     pthread_mutex_lock(&p->mu);
     p->inflight -= pushed;
     b->next = p->free_list;
@@ -499,6 +504,58 @@ static ig_status write_batch(pipeline *p, batch *b, size_t *tok_pos, ig_err *err
     return IG_OK;
 }
 
+/* Counts bytes into the progress bar and, at most twice a second (or when final), updates its
+ * documents and token rate. */
+static void show_progress(pipeline *p, uint64_t bytes, double t0, double *last, int final) {
+    if (!p->progress) return;
+    if (bytes) ig_progress_add(p->progress, bytes);
+    double now = ig_now();
+    if (!final && now - *last <= 0.5) return;
+    char extra[128];
+    snprintf(extra, sizeof extra, "%llu docs, %.2f Mtok/s", (unsigned long long)p->st->docs_read,
+             (double)p->st->tokens / 1e6 / (now - t0 > 1e-9 ? now - t0 : 1e-9));
+    ig_progress_set_extra(p->progress, extra);
+    *last = now;
+}
+
+/* With one thread: read, tokenize and write batch by batch on the calling thread (the same
+ * batches as the threaded pipeline, so the same output). */
+static ig_status run_inline(pipeline *p, ig_err *err) {
+    size_t tok_pos[IG_MAX_JSON_KEYS];
+    double t0 = ig_now(), last = 0;
+    ig_encoder *enc = NULL;
+    ig_status st = ig_encoder_create(&enc, p->o->tokenizer, err);
+    batch *b = p->free_list;
+    for (size_t f = 0; st == IG_OK && f < p->n_files; f++) {
+        ig_record_reader *r = NULL;
+        if ((st = ig_record_reader_open(&r, p->files[f], p->kinds[f], err)) != IG_OK) break;
+        uint64_t consumed = 0;
+        for (int more = 1; st == IG_OK && more;) {
+            ig_record rec;
+            int has = 0;
+            if ((st = ig_record_reader_next(r, &rec, &has, err)) != IG_OK) break;
+            if (has) {
+                b->file = f;
+                if ((st = batch_append(b, &rec, err)) != IG_OK) break;
+            }
+            more = has;
+            if (b->n == 0 || (has && b->n < b->cap && b->len < BATCH_BYTES)) continue;
+            uint64_t now = ig_record_reader_bytes_in(r);
+            b->bytes_in = now - consumed;
+            consumed = now;
+            st = tokenize_batch(p, enc, b, err);
+            if (st == IG_OK) st = write_batch(p, b, tok_pos, err);
+            show_progress(p, b->bytes_in, t0, &last, 0);
+            batch_reset(p, b);
+        }
+        if (st == IG_OK) show_progress(p, ig_record_reader_bytes_in(r) - consumed, t0, &last, 0);
+        ig_record_reader_close(r);
+    }
+    show_progress(p, 0, t0, &last, 1);
+    ig_encoder_free(enc);
+    return st;
+}
+
 static ig_status run_writer(pipeline *p, ig_err *err) {
     size_t tok_pos[IG_MAX_JSON_KEYS];
     uint64_t next = 0;
@@ -521,30 +578,12 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
         pthread_mutex_unlock(&p->mu);
         if (!b) break;
         ig_status st = write_batch(p, b, tok_pos, err);
-        if (p->progress) {
-            ig_progress_add(p->progress, b->bytes_in);
-            double now = ig_now();
-            if (now - last > 0.5) {
-                char extra[128];
-                snprintf(extra, sizeof extra, "%llu docs, %.2f Mtok/s",
-                         (unsigned long long)p->st->docs_read,
-                         (double)p->st->tokens / 1e6 / (now - t0 > 1e-9 ? now - t0 : 1e-9));
-                ig_progress_set_extra(p->progress, extra);
-                last = now;
-            }
-        }
+        show_progress(p, b->bytes_in, t0, &last, 0);
         give_free(p, b);
         if (st != IG_OK) return st;
         next++;
     }
-    if (p->progress) {
-        char extra[128];
-        double dt = ig_now() - t0;
-        snprintf(extra, sizeof extra, "%llu docs, %.2f Mtok/s",
-                 (unsigned long long)p->st->docs_read,
-                 (double)p->st->tokens / 1e6 / (dt > 1e-9 ? dt : 1e-9));
-        ig_progress_set_extra(p->progress, extra);
-    }
+    show_progress(p, 0, t0, &last, 1);
     pthread_mutex_lock(&p->mu);
     ig_status st = p->fail;
     if (st != IG_OK) *err = p->ferr;
@@ -663,9 +702,10 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if (s != IG_OK) return s;
     p->st->files = p->n_files;
     if ((s = make_outputs(p, err)) != IG_OK) return s;
-    p->n_workers = p->o->workers > 0 ? p->o->workers : ig_ctx_threads(p->ctx);
-    if (p->n_workers > 256) p->n_workers = 256;
-    p->pool_n = (size_t)p->n_workers * POOL_PER_WORKER + 2;
+    int threads = p->o->threads > 0 ? p->o->threads : ig_ctx_threads(p->ctx);
+    if (threads > 257) threads = 257;
+    p->n_workers = threads - 1; /* and the reader; 0: all on the calling thread */
+    p->pool_n = p->n_workers ? (size_t)p->n_workers * POOL_PER_WORKER + 2 : 1;
     p->pool = calloc(p->pool_n, sizeof *p->pool);
     if (!p->pool) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < p->pool_n; i++) {
@@ -678,7 +718,7 @@ static ig_status setup(pipeline *p, ig_err *err) {
 }
 
 /* The reader, the workers and the writer (this thread), until the inputs are done or one of
- * them fails. */
+ * them fails; with no workers, everything on this thread. */
 static ig_status run_threads(pipeline *p, ig_err *err) {
     ig_status s = IG_OK;
     if (p->o->progress) {
@@ -687,6 +727,12 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         po.bytes = 1;
         for (size_t f = 0; f < p->n_files; f++) po.total += file_size(p->files[f]);
         if ((s = ig_progress_create(&p->progress, &po, err)) != IG_OK) return s;
+    }
+    if (p->n_workers == 0) {
+        s = run_inline(p, err);
+        ig_progress_finish(p->progress);
+        p->progress = NULL;
+        return s;
     }
     pthread_t reader, *workers = calloc((size_t)p->n_workers, sizeof *workers);
     int reader_started = 0, n_started = 0;

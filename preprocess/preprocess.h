@@ -175,19 +175,27 @@ typedef struct ig_preprocess_opts {
     int append_eod;                /* append the tokenizer's end-of-document id */
     int allow_special;             /* special-token strings in the text are special tokens */
     int txt_lines;                 /* .txt: a document per line instead of per file */
-    int workers;                   /* tokenizing threads; 0: the context's thread count */
-    uint64_t shard_size;           /* .bin bytes per shard (split at documents); 0: one shard */
-    int dedup_exact;               /* drop documents whose text's XXH3-128 was seen before */
-    ig_on_error on_error;          /* bad records: fail (default) or skip and count */
-    int overwrite;                 /* --force */
-    int progress;                  /* show a progress bar on stderr */
-    ig_comm *comm; /* NULL: this process alone. With several ranks, each takes a share of the
-                      input files (by size, largest first to the least loaded rank), writes
-                      shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of
-                      them; every rank must call with the same options */
+    int threads; /* threads the run may use, all of them together: 1 reads, tokenizes and writes
+                    on the calling thread; N >= 2 starts one reader and N - 1 tokenizing workers
+                    (the calling thread writes); 0: the context's thread count */
+    uint64_t shard_size;  /* .bin bytes per shard (split at documents); 0: one shard */
+    int dedup_exact;      /* drop documents whose text's XXH3-128 was seen before */
+    ig_on_error on_error; /* bad records: fail (default) or skip and count */
+    int overwrite;        /* replace an existing complete output */
+    int progress;         /* show a progress bar on stderr */
+    ig_comm *comm;        /* NULL: this process alone. With several ranks, each takes a share of the
+                             input files (by size, largest first to the least loaded rank), writes
+                             shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of
+                             them; every rank must call with the same options */
 } ig_preprocess_opts;
 
 ig_preprocess_opts ig_preprocess_opts_default(void);
+
+/* The configuration keys of the fields above (section "preprocess:"; see ig_cfg_key), to bind a
+ * YAML config, --set overrides and flags into an ig_preprocess_opts (ig_config_bind). The
+ * tokenizer, comm, progress and workers are the caller's. */
+extern const ig_cfg_key ig_preprocess_keys[];
+extern const size_t ig_preprocess_n_keys;
 
 typedef struct ig_preprocess_stats {
     uint64_t files;

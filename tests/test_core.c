@@ -801,14 +801,21 @@ static void test_progress_threads_and_modes(void **state) {
 /* ---- configuration ------------------------------------------------------------------------- */
 
 static const ig_cfg_key test_keys[] = {
-    {"model.n_layer", IG_CFG_INT, "12", "layers"},
-    {"model.n_head", IG_CFG_INT, "12", "heads"},
-    {"model.dropout", IG_CFG_FLOAT, "0.1", "dropout"},
-    {"model.name", IG_CFG_STRING, "gpt", "name"},
-    {"train.lr", IG_CFG_FLOAT, "3e-4", "learning rate"},
-    {"train.amp", IG_CFG_BOOL, "false", "mixed precision"},
-    {"train.optim.beta1", IG_CFG_FLOAT, "0.9", "AdamW beta1"},
-    {"seed", IG_CFG_INT, "1234", "seed"},
+    IG_KEY("model.n_layer", IG_CFG_INT, "12", "layers"),
+    IG_KEY("model.n_head", IG_CFG_INT, "12", "heads"),
+    IG_KEY("model.dropout", IG_CFG_FLOAT, "0.1", "dropout"),
+    IG_KEY("model.name", IG_CFG_STRING, "gpt", "name"),
+    IG_KEY("train.lr", IG_CFG_FLOAT, "3e-4", "learning rate"),
+    IG_KEY("train.amp", IG_CFG_BOOL, "false", "mixed precision"),
+    IG_KEY("train.optim.beta1", IG_CFG_FLOAT, "0.9", "AdamW beta1"),
+    IG_KEY("seed", IG_CFG_INT, "1234", "seed"),
+    {.path = "train.schedule",
+     .type = IG_CFG_ENUM,
+     .default_val = "cosine",
+     .help = "schedule",
+     .choices = (const char *const[]){"cosine", "linear", "constant", NULL}},
+    IG_KEY("data.shard_size", IG_CFG_SIZE, "1GiB", "bytes"),
+    IG_KEY("data.paths", IG_CFG_LIST, "a.jsonl,b \"q\".jsonl", "inputs"),
 };
 #define N_TEST_KEYS (sizeof test_keys / sizeof test_keys[0])
 
@@ -957,14 +964,134 @@ static void test_config_errors(void **state) {
 
     /* bad schemas are refused */
     ig_config *bad = NULL;
-    const ig_cfg_key dup_keys[] = {{"a.b", IG_CFG_INT, "1", ""}, {"a.b", IG_CFG_INT, "2", ""}};
+    const ig_cfg_key dup_keys[] = {IG_KEY("a.b", IG_CFG_INT, "1", ""),
+                                   IG_KEY("a.b", IG_CFG_INT, "2", "")};
     assert_int_equal(ig_config_create(&bad, dup_keys, 2, &err), IG_ERR_INVALID_ARG);
-    const ig_cfg_key leaf_group[] = {{"a", IG_CFG_INT, "1", ""}, {"a.b", IG_CFG_INT, "2", ""}};
+    const ig_cfg_key leaf_group[] = {IG_KEY("a", IG_CFG_INT, "1", ""),
+                                     IG_KEY("a.b", IG_CFG_INT, "2", "")};
     assert_int_equal(ig_config_create(&bad, leaf_group, 2, &err), IG_ERR_INVALID_ARG);
-    const ig_cfg_key bad_default[] = {{"a", IG_CFG_BOOL, "perhaps", ""}};
+    const ig_cfg_key bad_default[] = {IG_KEY("a", IG_CFG_BOOL, "perhaps", "")};
     assert_int_equal(ig_config_create(&bad, bad_default, 1, &err), IG_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "perhaps"));
     assert_null(bad);
+}
+
+/* Keys bound to a struct (one table per module), flags, lists, enums, sizes and ranges: a YAML
+ * file, --set and flags fill the same fields through the same checks. */
+typedef struct bound_opts {
+    int layers;
+    uint32_t heads;
+    int64_t seed;
+    double lr;
+    float beta;
+    int amp;
+    const char *name;
+    int mode;
+    uint64_t shard;
+    const char *const *inputs;
+    size_t n_inputs;
+} bound_opts;
+
+static const char *const modes[] = {"fail", "skip", NULL};
+static const ig_cfg_key bound_keys[] = {
+    IG_KEY_INT("model.n_layer", bound_opts, layers, "12", 1, 1000, "layers"),
+    IG_KEY_INT("model.n_head", bound_opts, heads, "12", 0, 0, "heads"),
+    IG_KEY_INT("seed", bound_opts, seed, "-3", 0, 0, "seed"),
+    IG_KEY_FLOAT("optim.lr", bound_opts, lr, "6e-4", 0, 10, "learning rate"),
+    IG_KEY_FLOAT("optim.beta1", bound_opts, beta, "0.9", 0, 0, "beta1"),
+    IG_KEY_BOOL("train.amp", bound_opts, amp, "false", "bf16"),
+    IG_KEY_STRING("model.name", bound_opts, name, "gpt", "name"),
+    IG_KEY_ENUM("data.on_error", bound_opts, mode, "fail", modes, "bad records"),
+    IG_KEY_SIZE("data.shard_size", bound_opts, shard, "0", "shard size"),
+    IG_KEY_LIST("data.input", bound_opts, inputs, n_inputs, "x.jsonl", "inputs"),
+};
+
+static void test_config_bind(void **state) {
+    (void)state;
+    ig_config *cfg = NULL;
+    ig_err err = {0};
+    size_t nk = sizeof bound_keys / sizeof bound_keys[0];
+    if (ig_config_create(&cfg, bound_keys, nk, &err) != IG_OK) fail_msg("%s", err.msg);
+    bound_opts o;
+    memset(&o, 0xAB, sizeof o);
+    assert_int_equal(ig_config_bind(cfg, bound_keys, nk, &o, &err), IG_OK);
+    assert_int_equal(o.layers, 12);
+    assert_int_equal(o.seed, -3);
+    assert_true(o.lr == 6e-4 && o.beta == 0.9f && o.amp == 0 && o.mode == 0 && o.shard == 0);
+    assert_string_equal(o.name, "gpt");
+    assert_int_equal(o.n_inputs, 1);
+    assert_string_equal(o.inputs[0], "x.jsonl");
+
+    const char *yaml = "model: {n_layer: 24, name: big}\n"
+                       "optim:\n  lr: 0.001\n"
+                       "data:\n  on_error: skip\n  shard_size: 2MiB\n"
+                       "  input: [a.jsonl, \"b, c.jsonl\"]\n";
+    if (load(cfg, yaml, &err) != IG_OK) fail_msg("%s", err.msg);
+    /* flags: a repeated list flag appends to the flags before it, replacing the file's list */
+    assert_int_equal(ig_config_set_text(cfg, "data.input", "f1", "--input", 1, &err), IG_OK);
+    assert_int_equal(ig_config_set_text(cfg, "data.input", "f2", "--input", 1, &err), IG_OK);
+    assert_int_equal(ig_config_set_text(cfg, "train.amp", "true", "--amp", 1, &err), IG_OK);
+    assert_int_equal(ig_config_set(cfg, "model.n_head=16", &err), IG_OK);
+    assert_int_equal(ig_config_bind(cfg, bound_keys, nk, &o, &err), IG_OK);
+    assert_int_equal(o.layers, 24);
+    assert_int_equal(o.heads, 16);
+    assert_string_equal(o.name, "big");
+    assert_true(o.lr == 0.001 && o.mode == 1 && o.amp == 1 && o.shard == 2u << 20);
+    assert_int_equal(o.n_inputs, 2);
+    assert_string_equal(o.inputs[0], "f1");
+    assert_string_equal(o.inputs[1], "f2");
+    assert_string_equal(ig_config_origin(cfg, "data.input"), "--input");
+    assert_true(ig_config_is_set(cfg, "data.on_error"));
+    assert_false(ig_config_is_set(cfg, "seed"));
+    /* --set takes a list inline; a YAML file takes a sequence */
+    assert_int_equal(ig_config_set(cfg, "data.input=[p, 'q r']", &err), IG_OK);
+    size_t n;
+    const char *const *l = ig_config_list(cfg, "data.input", &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[1], "q r");
+    load(cfg, "data:\n  input: [a.jsonl, \"b, c.jsonl\"]\n", &err);
+    l = ig_config_list(cfg, "data.input", &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[1], "b, c.jsonl");
+
+    /* ranges, choices and sizes are checked wherever the value comes from */
+    assert_int_equal(load(cfg, "model:\n  n_layer: 0\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "x.yaml:2: model.n_layer: must be in [1, 1000], got 0"));
+    assert_int_equal(ig_config_set_text(cfg, "optim.lr", "11", "--lr", 1, &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "--lr: optim.lr: must be in [0, 10], got 11"));
+    assert_int_equal(ig_config_set(cfg, "data.on_error=ignore", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "expected one of fail, skip, got 'ignore'"));
+    assert_int_equal(ig_config_set(cfg, "data.shard_size=lots", &err), IG_ERR_CONFIG);
+    assert_int_equal(load(cfg, "data:\n  input: [[a]]\n", &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "list of strings"));
+    /* a value that does not fit the bound field is refused when binding */
+    assert_int_equal(ig_config_set(cfg, "model.n_head=-1", &err), IG_OK);
+    assert_int_equal(ig_config_bind(cfg, bound_keys, nk, &o, &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "model.n_head"));
+    assert_int_equal(ig_config_set(cfg, "model.n_head=8", &err), IG_OK);
+
+    /* flags: the last component, '_' as '-'; a key of a flag */
+    char buf[64];
+    assert_string_equal(ig_config_flag_name(&bound_keys[0], buf, sizeof buf), "n-layer");
+    assert_ptr_equal(ig_config_key_of_flag(cfg, "on-error"), &bound_keys[7]);
+    assert_null(ig_config_key_of_flag(cfg, "nope"));
+
+    /* the hash follows the values, not their origins */
+    uint64_t h1 = ig_config_hash(cfg);
+    assert_int_equal(ig_config_set(cfg, "model.n_head=8", &err), IG_OK);
+    assert_true(ig_config_hash(cfg) == h1);
+    assert_int_equal(ig_config_set(cfg, "model.n_head=9", &err), IG_OK);
+    assert_true(ig_config_hash(cfg) != h1);
+
+    /* a second table: keys and flags must not collide with the first's */
+    static const ig_cfg_key extra[] = {IG_KEY("extra.k", IG_CFG_INT, "1", "k")};
+    static const ig_cfg_key clash[] = {IG_KEY("other.n_layer", IG_CFG_INT, "1", "same flag")};
+    assert_int_equal(ig_config_add_keys(cfg, extra, 1, &err), IG_OK);
+    assert_int_equal(ig_config_int(cfg, "extra.k"), 1);
+    assert_int_equal(ig_config_add_keys(cfg, clash, 1, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "--n-layer"));
+    assert_int_equal(ig_config_n_keys(cfg), nk + 1);
+    ig_config_free(cfg);
 }
 
 static void test_config_set(void **state) {
@@ -1042,6 +1169,20 @@ static void test_config_dump_round_trip(void **state) {
         case IG_CFG_STRING:
             assert_string_equal(ig_config_string(back, k), ig_config_string(cfg, k));
             break;
+        case IG_CFG_ENUM:
+            assert_int_equal(ig_config_enum(back, k), ig_config_enum(cfg, k));
+            break;
+        case IG_CFG_SIZE:
+            assert_true(ig_config_size(back, k) == ig_config_size(cfg, k));
+            break;
+        case IG_CFG_LIST: {
+            size_t na, nb;
+            const char *const *la = ig_config_list(back, k, &na), *const *lb =
+                                                                      ig_config_list(cfg, k, &nb);
+            assert_int_equal(na, nb);
+            for (size_t j = 0; j < na; j++) assert_string_equal(la[j], lb[j]);
+            break;
+        }
         }
     }
     free(text);
@@ -1134,6 +1275,7 @@ int main(void) {
         cmocka_unit_test(test_progress_threads_and_modes),
         cmocka_unit_test(test_config_defaults_and_load),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_bind),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_config_dump_round_trip),
         cmocka_unit_test(test_config_set_rejects_invalid_utf8),

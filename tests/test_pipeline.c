@@ -40,15 +40,16 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* Runs the pipeline over inputs with the given worker count; returns the status. */
-static ig_status run(const char *const *inputs, size_t n, const char *out, int workers,
+/* Runs the pipeline over inputs with the given thread count (1: all on this thread; N: a reader and
+ * N - 1 tokenizing workers); returns the status. */
+static ig_status run(const char *const *inputs, size_t n, const char *out, int threads,
                      ig_preprocess_opts *extra, ig_preprocess_stats *st, ig_err *err) {
     ig_preprocess_opts o = extra ? *extra : ig_preprocess_opts_default();
     o.inputs = inputs;
     o.n_inputs = n;
     o.output_prefix = out;
     if (!o.tokenizer) o.tokenizer = g_gpt2;
-    o.workers = workers;
+    o.threads = threads;
     ig_preprocess_stats local = {0};
     ig_status s = ig_preprocess_text(g_ctx, &o, st ? st : &local, err);
     if (!st) ig_preprocess_stats_clear(&local);

@@ -54,13 +54,13 @@ if run "unknown key" 1 "$IG_INGOT" config check "$T/bad.yaml"; then
 fi
 
 if run "config show" 0 "$IG_INGOT" config show "${IG_SOURCE_DIR:-.}/configs/preprocess_tinyshakespeare.yaml" \
-    --set preprocess.workers=3; then
-    if grep -Eq '^  workers: 3 +# --set$' <<<"$out" && grep -q 'input: "data/tinyshakespeare.jsonl"' <<<"$out"; then pass
+    --set threads=3; then
+    if grep -Eq '^threads: 3 +# --set$' <<<"$out" && grep -q 'input: \["data/tinyshakespeare.jsonl"\]' <<<"$out"; then pass
     else fail "config show printed: $out"; fi
 fi
 
-if run "bad --set" 1 "$IG_INGOT" config show --set preprocess.workers=many; then
-    if grep -q "preprocess.workers=many" <<<"$err"; then pass
+if run "bad --set" 1 "$IG_INGOT" config show --set threads=many; then
+    if grep -q "threads=many" <<<"$err"; then pass
     else fail "bad --set: stderr was '$err'"; fi
 fi
 

@@ -14,9 +14,9 @@ SRC=${IG_SOURCE_DIR:?}
 head -n 3000 "$SRC/data/tinyshakespeare.jsonl" | sed 's/^{"text": \(.*\)}$/{"text": \1, "title": \1}/' \
     >"$T/two.jsonl"
 one=("$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" --tokenizer "$SRC/data/gpt2"
-    --output-prefix "$T/o" --shard-size 300KB --workers 2 --quiet)
+    --output-prefix "$T/o" --shard-size 300KB --threads 2 --quiet)
 two=("$ING" preprocess text --input "$T/two.jsonl" --json-key text --json-key title
-    --tokenizer "$SRC/data/gpt2" --output-prefix "$T/o" --shard-size 100KB --workers 2 --quiet)
+    --tokenizer "$SRC/data/gpt2" --output-prefix "$T/o" --shard-size 100KB --threads 2 --quiet)
 pp() { if [ "$keys" = 1 ]; then "${one[@]}" "$@"; else "${two[@]}" "$@"; fi; }
 
 killed=0

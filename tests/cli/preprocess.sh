@@ -81,7 +81,7 @@ for i in $(seq 40); do cat "$SRC/data/tinyshakespeare.jsonl"; done >"$T/big.json
 for attempt in 1 2 3 4 5; do
   rm -f "$T"/k*
   "$ING" preprocess text --input "$T/big.jsonl" --tokenizer "$SRC/data/gpt2" \
-    --output-prefix "$T/k" --shard-size 500KB --workers 2 --quiet >/dev/null 2>&1 &
+    --output-prefix "$T/k" --shard-size 500KB --threads 2 --quiet >/dev/null 2>&1 &
   pid=$!
   sleep "0.$((RANDOM % 9 + 1))"
   kill -9 $pid 2>/dev/null
@@ -101,7 +101,7 @@ for attempt in 1 2 3 4 5; do
     if "$ING" verify "$T/k" >/dev/null 2>&1; then fail "killed run $attempt: verify k passes"; else pass; fi
   fi
   "$ING" preprocess text --input "$T/big.jsonl" --tokenizer "$SRC/data/gpt2" \
-    --output-prefix "$T/k" --shard-size 500KB --workers 2 --quiet "${force[@]}" >/dev/null 2>"$T/err"
+    --output-prefix "$T/k" --shard-size 500KB --threads 2 --quiet "${force[@]}" >/dev/null 2>"$T/err"
   check "rerun after kill $attempt succeeds" test $? -eq 0
   n_bad=0
   for m in "$T"/k_*.json; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # preprocess_edge.sh - the edge cases of issue 3 as a demanding user meets them on the command
 # line: empty inputs, directories and globs without matches, stdin, several --json-key values,
-# --txt-mode lines, truncated .zst, tiny --shard-size, byte-identical output for any --workers,
+# --txt-mode lines, truncated .zst, tiny --shard-size, byte-identical output for any --threads,
 # every kind of bad record (exit 1, file:line, nothing left; --on-error skip counts and reports
 # the first ten), inspect/verify/merge corner cases, tokenizer files that are missing, unreadable
 # or malformed, special tokens, detokenize errors, --help of every command and exit codes 0/1/2.
@@ -127,13 +127,15 @@ check "--force: stale shards removed" test -z "$(ls one_* 2>/dev/null)"
 check_rc "--force: new output verifies" 0 "$ING" verify one
 check_rc "bad --shard-size" 2 pp --input forty.jsonl --tokenizer "$G" --output-prefix bs --shard-size 1xB
 check_rc "negative --shard-size" 2 pp --input forty.jsonl --tokenizer "$G" --output-prefix bs --shard-size -5
-check_rc "--workers 0" 2 pp --input forty.jsonl --tokenizer "$G" --output-prefix bw --workers 0
+check_rc "--threads -1" 2 pp --input forty.jsonl --tokenizer "$G" --output-prefix bw --threads -1
+check_rc "--threads 1025" 2 pp --input forty.jsonl --tokenizer "$G" --output-prefix bw --threads 1025 &&
+    expect "--threads 1025: says the range" "must be in [0, 1024]" "$err"
 
 head -n 3000 "$TS" >part.jsonl
 cat part.jsonl part.jsonl >dup.jsonl # the same documents twice: dedup drops the second copy
 for w in 1 3; do
     check_rc "workers $w" 0 pp --input dup.jsonl --input "$TS" --tokenizer "$G" --output-prefix w$w \
-        --workers $w --append-eod --shard-size 300KB --dedup exact
+        --threads $w --append-eod --shard-size 300KB --dedup exact
 done
 n1=$(ls w1_* | wc -l)
 check "workers: several shards" test "$n1" -gt 3
@@ -148,7 +150,7 @@ for f in w1_*; do
 done
 pass
 "$ING" preprocess text --input dup.jsonl --tokenizer "$G" --output-prefix dd --dedup exact \
-    --workers 2 >"$T/.out" 2>/dev/null
+    --threads 2 >"$T/.out" 2>/dev/null
 # the distinct texts of part.jsonl (it has repeated documents of its own)
 uniq=$(/usr/bin/python3 -c 'import json,sys; print(len({json.loads(l)["text"] for l in open(sys.argv[1])}))' part.jsonl)
 expect "dedup: counted" "6000 documents read, $uniq written, 0 skipped, $((6000 - uniq)) duplicate" "$(cat "$T/.out")"

@@ -17,17 +17,17 @@ static void check(int ok) {
 }
 
 static const ig_cfg_key k_keys[] = {
-    {"name", IG_CFG_STRING, "run", "a top-level string"},
-    {"model.n_layer", IG_CFG_INT, "12", "an int in a group"},
-    {"model.dropout", IG_CFG_FLOAT, "0.1", "a float in a group"},
-    {"model.bias", IG_CFG_BOOL, "true", "a bool in a group"},
-    {"model.attn.kind", IG_CFG_STRING, "causal", "a string two levels down"},
-    {"model.attn.heads", IG_CFG_INT, "-4", "an int two levels down"},
-    {"optim.lr", IG_CFG_FLOAT, "6e-4", "a float"},
-    {"optim.betas.b1", IG_CFG_FLOAT, ".inf", "a float default of .inf"},
-    {"optim.fused", IG_CFG_BOOL, "no", "a bool"},
-    {"data.path", IG_CFG_STRING, "", "an empty default"},
-    {"steps", IG_CFG_INT, "0", "a top-level int"},
+    IG_KEY("name", IG_CFG_STRING, "run", "a top-level string"),
+    IG_KEY("model.n_layer", IG_CFG_INT, "12", "an int in a group"),
+    IG_KEY("model.dropout", IG_CFG_FLOAT, "0.1", "a float in a group"),
+    IG_KEY("model.bias", IG_CFG_BOOL, "true", "a bool in a group"),
+    IG_KEY("model.attn.kind", IG_CFG_STRING, "causal", "a string two levels down"),
+    IG_KEY("model.attn.heads", IG_CFG_INT, "-4", "an int two levels down"),
+    IG_KEY("optim.lr", IG_CFG_FLOAT, "6e-4", "a float"),
+    IG_KEY("optim.betas.b1", IG_CFG_FLOAT, ".inf", "a float default of .inf"),
+    IG_KEY("optim.fused", IG_CFG_BOOL, "no", "a bool"),
+    IG_KEY("data.path", IG_CFG_STRING, "", "an empty default"),
+    IG_KEY("steps", IG_CFG_INT, "0", "a top-level int"),
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 

@@ -18,7 +18,7 @@ sed -n '5001,6500p' "$SRC/data/tinyshakespeare.jsonl" >"$T/in/c.jsonl"
 sed -n '6501,$p' "$SRC/data/tinyshakespeare.jsonl" >"$T/in/d.jsonl"
 
 mpirun "${root[@]}" --oversubscribe -np 3 "$ING" preprocess text --input "$T/in" \
-  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --append-eod --workers 1 --quiet \
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --append-eod --threads 1 --quiet \
   >"$T/log" 2>&1
 rc=$?
 check "mpirun preprocess exit 0" test $rc -eq 0
@@ -37,7 +37,7 @@ check "rerun without --force fails" test $? -ne 0
 
 # --force with fewer ranks replaces the output whole: no shard of the old third rank is left
 mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/in" \
-  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --workers 1 --quiet --force >"$T/log" 2>&1
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/out" --threads 1 --quiet --force >"$T/log" 2>&1
 check "-np 2 --force over an -np 3 output succeeds" test $? -eq 0
 check "no shard of rank 2 is left" test -z "$(ls "$T" | grep '^out_r0002')"
 check "the new output verifies" "$ING" verify "$T/out"
@@ -49,13 +49,13 @@ mkdir "$T/bad"
 cp "$T/in/a.jsonl" "$T/bad/a.jsonl"
 printf '{"text": "fine"}\n{"text": broken\n' >"$T/bad/b.jsonl"
 mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/bad" \
-  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --workers 1 --quiet >"$T/log" 2>&1
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --threads 1 --quiet >"$T/log" 2>&1
 check "a failing rank fails the run" test $? -ne 0
 check "the failing rank names file:line" grep -q "b.jsonl:2" "$T/log"
 check "no shard of the failed run verifies" test -z "$(ls "$T"/bo*.json 2>/dev/null)"
 printf '{"text": "fine"}\n{"text": "fixed"}\n' >"$T/bad/b.jsonl"
 mpirun "${root[@]}" --oversubscribe -np 2 "$ING" preprocess text --input "$T/bad" \
-  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --workers 1 --quiet >"$T/log" 2>&1
+  --tokenizer "$SRC/data/gpt2" --output-prefix "$T/bo" --threads 1 --quiet >"$T/log" 2>&1
 check "the rerun after fixing the input succeeds" test $? -eq 0
 check "the rerun verifies" "$ING" verify "$T/bo"
 

@@ -78,7 +78,7 @@ static int run_once(ig_ctx *ctx, const ig_tokenizer *tok, const char *in, const 
     o.n_inputs = 1;
     o.output_prefix = out;
     o.tokenizer = tok;
-    o.workers = workers;
+    o.threads = workers + 1; /* the workers and the reader */
     o.overwrite = 1;
     ig_err err = {0};
     if (ig_preprocess_text(ctx, &o, st, &err) != IG_OK) {

@@ -31,12 +31,40 @@ int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) IG_PRINTF(2,
 int ig_cmd_fail(const ig_err *err);
 int ig_cmd_failf(const char *fmt, ...) IG_PRINTF(1, 2);
 
-/* Flags every command accepts: --threads N, --quiet, --verbose. */
+/* Flags every command accepts: --threads N, --quiet, --verbose (keys threads, quiet, verbose:
+ * ig_cmd_common_keys). */
 typedef struct ig_common_flags {
     int threads;
     int quiet;
     int verbose;
 } ig_common_flags;
+
+extern const ig_cfg_key ig_cmd_common_keys[];
+extern const size_t ig_cmd_n_common_keys;
+
+/* A command's options: tables of configuration keys, each bound into a struct (dst; NULL: not
+ * bound), whose flags make the command line (see cmd_options.c). */
+typedef struct ig_cmd_table {
+    const ig_cfg_key *keys;
+    size_t n;
+    void *dst;
+} ig_cmd_table;
+
+typedef struct ig_cmd_spec {
+    const ig_cmd_table *tables;
+    size_t n_tables;
+    const char *const (*aliases)[2]; /* {"workers", "threads"}: --workers means --threads */
+    size_t n_aliases;
+    int config; /* --config FILE and --set KEY=VALUE are accepted */
+} ig_cmd_spec;
+
+/* Parses argv (argv[0] is the command's name) against spec: the --config file first, then the
+ * flags and --set in order; then binds every table into its struct. On success returns -1 with
+ * *cfg (which the bound strings point into: free it after them) and *first_positional (the index
+ * of the first non-option argument; getopt moved them all to the end). Otherwise prints why
+ * (usage error 2 for a bad flag; 1 for a bad config file or --set) and returns the exit code. */
+int ig_cmd_parse(const ig_command *cmd, int argc, char **argv, const ig_cmd_spec *spec,
+                 ig_config **cfg, int *first_positional);
 
 /* Creates the context from the common flags (and the MPI rank when run under mpirun). */
 ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);

@@ -26,12 +26,12 @@ const char ig_usage_blend[] =
     "  ingot blend --seq-len 2048 --samples 1000000 --cache-dir cache --json 0.7 out/web 0.3 "
     "out/code\n";
 
-enum { OPT_JSON = IG_DATA_OPT_END };
+typedef struct blend_args {
+    int json;
+} blend_args;
 
-static const struct option long_opts[] = {
-    IG_DATA_LONG_OPTS,
-    {"json", no_argument, NULL, OPT_JSON},
-    {NULL, 0, NULL, 0},
+static const ig_cfg_key blend_keys[] = {
+    IG_KEY_BOOL("blend.json", blend_args, json, "false", "one JSON object instead of the table"),
 };
 
 typedef struct row {
@@ -44,8 +44,8 @@ static void print_table(const ig_data_args *a, const ig_data_stream *ds, const r
     char key[17];
     ig_hash64_hex(ig_data_stream_key(ds), key);
     printf("%s: %llu samples of %u+1 tokens, seed %u, split %s (%s), key %s\n",
-           a->weighted ? "blend" : "dataset", (unsigned long long)ig_data_stream_num_samples(ds),
-           a->o.seq_len, a->o.seed, a->split_text, ig_data_args_part(a), key);
+           a->r.weighted ? "blend" : "dataset", (unsigned long long)ig_data_stream_num_samples(ds),
+           a->r.opts.seq_len, a->r.opts.seed, a->dc.split, ig_data_args_part(a), key);
     printf("%-3s %8s %9s %12s %12s %12s %7s  %s\n", "#", "weight", "achieved", "drawn", "index",
            "sequences", "epochs", "prefix");
     for (size_t k = 0; k < n; k++) {
@@ -72,10 +72,10 @@ static int print_json(const ig_data_args *a, const ig_data_stream *ds, const row
                             (json_int_t)s->seq_end, "repeated", s->epochs > 1));
     }
     json_t *root = json_pack(
-        "{s:b, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o}", "blend", a->weighted, "seq_len",
-        (json_int_t)a->o.seq_len, "samples_requested", (json_int_t)a->o.num_samples, "samples",
-        (json_int_t)ig_data_stream_num_samples(ds), "seed", (json_int_t)a->o.seed, "split",
-        a->split_text, "split_part", ig_data_args_part(a), "key", key, "sources", srcs);
+        "{s:b, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o}", "blend", a->r.weighted, "seq_len",
+        (json_int_t)a->r.opts.seq_len, "samples_requested", (json_int_t)a->r.opts.num_samples,
+        "samples", (json_int_t)ig_data_stream_num_samples(ds), "seed", (json_int_t)a->r.opts.seed,
+        "split", a->dc.split, "split_part", ig_data_args_part(a), "key", key, "sources", srcs);
     if (!root) return ig_cmd_failf("cannot build the JSON output");
     char *text = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
@@ -89,20 +89,20 @@ static int print_json(const ig_data_args *a, const ig_data_stream *ds, const row
  * everything. */
 static void collect(const ig_data_args *a, const ig_data_stream *ds, row *rows) {
     const ig_blend *b = ig_data_stream_blend(ds);
-    for (size_t k = 0; k < a->o.n; k++) {
-        rows[k].prefix = a->o.prefixes[k];
+    for (size_t k = 0; k < a->r.opts.n; k++) {
+        rows[k].prefix = a->r.opts.prefixes[k];
         if (b) {
             rows[k].info = ig_blend_source_stats(b, k);
             continue;
         }
         const ig_gpt_index *idx = ig_data_stream_index(ds);
         uint64_t begin, end;
-        ig_split_range(&a->o.split, a->o.part, ig_dataset_sequences(ig_data_stream_dataset(ds, 0)),
-                       &begin, &end, NULL);
+        ig_split_range(&a->r.opts.split, a->r.opts.part,
+                       ig_dataset_sequences(ig_data_stream_dataset(ds, 0)), &begin, &end, NULL);
         uint64_t built = ig_gpt_index_num_samples(idx);
         rows[k].info = (ig_blend_source_info){.weight = 1,
-                                              .target = a->o.num_samples,
-                                              .requested = a->o.num_samples,
+                                              .target = a->r.opts.num_samples,
+                                              .requested = a->r.opts.num_samples,
                                               .built = built,
                                               .drawn = built,
                                               .achieved = 1,
@@ -114,43 +114,33 @@ static void collect(const ig_data_args *a, const ig_data_stream *ds, row *rows) 
 
 int ig_cmd_blend(const ig_command *cmd, int argc, char **argv) {
     ig_data_args a;
-    ig_data_args_init(&a);
-    int json = 0, c, rc = IG_EXIT_OK;
-    opterr = 0;
-    optind = 1;
-    while ((c = ig_cmd_getopt(argc, argv, ":", long_opts)) != -1) {
-        int r = ig_data_args_option(cmd, &a, c, optarg);
-        if (r == 1) continue;
-        if (r != 0) return r;
-        if (c == OPT_JSON) {
-            json = 1;
-        } else {
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    if ((rc = ig_data_args_finish(cmd, &a, argc - optind, argv + optind)) != 0) {
+    blend_args ba = {0};
+    ig_cmd_table own = {blend_keys, sizeof blend_keys / sizeof blend_keys[0], &ba};
+    int rc = ig_data_args_parse(cmd, argc, argv, &a, &own, 1);
+    if (rc >= 0) {
         ig_data_args_free(&a);
         return rc;
     }
+    rc = IG_EXIT_OK;
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_data_stream *ds = NULL;
     row *rows = NULL;
     if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK ||
-        ig_data_stream_open(&ds, ctx, &a.o, &err) != IG_OK) {
+        ig_data_stream_open(&ds, ctx, &a.r.opts, &err) != IG_OK) {
         rc = ig_cmd_fail(&err);
         goto done;
     }
-    rows = calloc(a.o.n, sizeof *rows);
+    rows = calloc(a.r.opts.n, sizeof *rows);
     if (!rows) {
         rc = ig_cmd_failf("out of memory");
         goto done;
     }
     collect(&a, ds, rows);
-    if (json) {
-        rc = print_json(&a, ds, rows, a.o.n);
+    if (ba.json) {
+        rc = print_json(&a, ds, rows, a.r.opts.n);
     } else {
-        print_table(&a, ds, rows, a.o.n);
+        print_table(&a, ds, rows, a.r.opts.n);
     }
 done:
     free(rows);

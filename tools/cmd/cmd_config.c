@@ -27,7 +27,7 @@ const char ig_usage_config[] =
     "\n"
     "examples:\n"
     "  ingot config show\n"
-    "  ingot config show configs/preprocess_tinyshakespeare.yaml --set preprocess.workers=8\n"
+    "  ingot config show configs/preprocess_tinyshakespeare.yaml --set threads=8\n"
     "  ingot config check configs/preprocess_tinyshakespeare.yaml\n"
     "  ingot config check --schema preprocess my.yaml --set preprocess.on_error=skip\n";
 
@@ -81,13 +81,14 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
         }
     }
     if (rc < 0 && !show && !file) rc = ig_cmd_usage_error(cmd, "check needs a FILE");
-    const ig_schema *schema = rc < 0 ? ig_schema_find(schema_name) : NULL;
+    ig_schema sch;
+    const ig_schema *schema = rc < 0 && ig_schema_get(schema_name, &sch) ? &sch : NULL;
     if (rc < 0 && !schema) {
         char names[256] = "";
         size_t n = 0;
-        for (size_t s = 0; s < ig_n_schemas && n < sizeof names; s++) {
+        for (size_t s = 0; ig_schema_names[s] && n < sizeof names; s++) {
             int w =
-                snprintf(names + n, sizeof names - n, "%s%s", s ? ", " : "", ig_schemas[s].name);
+                snprintf(names + n, sizeof names - n, "%s%s", s ? ", " : "", ig_schema_names[s]);
             n += w > 0 ? (size_t)w : 0;
         }
         rc = ig_cmd_usage_error(cmd, "unknown schema '%s' (known: %s)", schema_name, names);
@@ -99,7 +100,7 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
 
     ig_err err = {0};
     ig_config *cfg = NULL;
-    ig_status st = ig_config_create(&cfg, schema->keys, schema->n_keys, &err);
+    ig_status st = ig_schema_config(schema, &cfg, &err);
     if (st == IG_OK && file) st = ig_config_load_file(cfg, file, &err);
     for (int s = 0; st == IG_OK && s < n_sets; s++) st = ig_config_set(cfg, sets[s], &err);
     if (st == IG_OK) {

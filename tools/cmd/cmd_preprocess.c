@@ -2,7 +2,6 @@
  *
  * Thin over ig_preprocess_text. Under mpirun each rank takes its share of the input files and
  * writes its own shards; rank 0 then writes OUT.shards.json, one manifest over all of them. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,215 +58,58 @@ const char ig_usage_preprocess[] =
     "  mpirun -np 4 ingot preprocess text --input corpus/ --tokenizer data/gpt2 \\\n"
     "      --output-prefix out/web --append-eod\n";
 
-enum {
-    OPT_INPUT = 256,
-    OPT_TOKENIZER,
-    OPT_TIKTOKEN,
-    OPT_OUTPUT,
-    OPT_JSON_KEY,
-    OPT_APPEND_EOD,
-    OPT_ALLOW_SPECIAL,
-    OPT_TXT_MODE,
-    OPT_WORKERS,
-    OPT_SHARD_SIZE,
-    OPT_DEDUP,
-    OPT_ON_ERROR,
-    OPT_FORCE,
-    OPT_QUIET,
-    OPT_VERBOSE,
-    OPT_CONFIG,
-    OPT_SET,
-};
-
-static const struct option long_opts[] = {
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
-    {"tiktoken-encoding", required_argument, NULL, OPT_TIKTOKEN},
-    {"output-prefix", required_argument, NULL, OPT_OUTPUT},
-    {"json-key", required_argument, NULL, OPT_JSON_KEY},
-    {"append-eod", no_argument, NULL, OPT_APPEND_EOD},
-    {"allow-special", no_argument, NULL, OPT_ALLOW_SPECIAL},
-    {"txt-mode", required_argument, NULL, OPT_TXT_MODE},
-    {"workers", required_argument, NULL, OPT_WORKERS},
-    {"shard-size", required_argument, NULL, OPT_SHARD_SIZE},
-    {"dedup", required_argument, NULL, OPT_DEDUP},
-    {"on-error", required_argument, NULL, OPT_ON_ERROR},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"set", required_argument, NULL, OPT_SET},
-    {NULL, 0, NULL, 0},
-};
-
-/* Everything the command parsed; arrays point into argv. */
+/* Everything the command parsed: the pipeline's options (bound by the preprocess module's keys),
+ * the tokenizer to load and the common flags. Strings point into cfg. */
 typedef struct pp_args {
-    const char **inputs;
-    size_t n_inputs;
-    const char *keys[IG_MAX_JSON_KEYS];
-    size_t n_keys;
-    const char *tokenizer, *tiktoken, *output;
     ig_preprocess_opts o;
+    const char *tokenizer, *tiktoken;
     ig_common_flags flags;
-    const char *config;
-    const char **sets;
-    size_t n_sets;
-    char given[OPT_SET + 1]; /* which options the command line set */
-    ig_config *cfg;          /* from --config / --set, or NULL */
+    const char **inputs; /* the configured inputs, then the positional arguments (owned array) */
+    ig_config *cfg;
 } pp_args;
 
-/* Fills every setting the command line left unset from the config (--config, --set). */
-static int apply_config(const ig_command *cmd, pp_args *a) {
-    if (!a->config && !a->n_sets) return -1;
-    ig_err err = {0};
-    ig_status s = ig_config_create(&a->cfg, ig_schema_preprocess, ig_schema_preprocess_n, &err);
-    if (s == IG_OK && a->config) s = ig_config_load_file(a->cfg, a->config, &err);
-    for (size_t i = 0; s == IG_OK && i < a->n_sets; i++)
-        s = ig_config_set(a->cfg, a->sets[i], &err);
-    if (s != IG_OK) return ig_cmd_fail(&err);
-    const ig_config *c = a->cfg;
-    const char *v;
-    if (!a->n_inputs && *(v = ig_config_string(c, "preprocess.input")))
-        a->inputs[a->n_inputs++] = v;
-    /* an empty string in the config means unset: the checks after this report what is missing */
-    if (!a->given[OPT_TOKENIZER] && *(v = ig_config_string(c, "preprocess.tokenizer")))
-        a->tokenizer = v;
-    if (!a->given[OPT_OUTPUT] && *(v = ig_config_string(c, "preprocess.output_prefix")))
-        a->output = v;
-    if (!a->given[OPT_JSON_KEY]) {
-        a->keys[0] = ig_config_string(c, "preprocess.json_key");
-        a->n_keys = 1;
-        if (!*a->keys[0])
-            return ig_cmd_failf("%s: preprocess.json_key is empty: name the JSON field of the text",
-                                ig_config_origin(c, "preprocess.json_key"));
-    }
-    if (!a->given[OPT_APPEND_EOD]) a->o.append_eod = ig_config_bool(c, "preprocess.append_eod");
-    if (!a->given[OPT_ALLOW_SPECIAL])
-        a->o.allow_special = ig_config_bool(c, "preprocess.allow_special");
-    if (!a->given[OPT_WORKERS]) {
-        int64_t w = ig_config_int(c, "preprocess.workers");
-        if (w < 0 || w > 256)
-            return ig_cmd_failf("%s: preprocess.workers must be in [0, 256], got %lld",
-                                ig_config_origin(c, "preprocess.workers"), (long long)w);
-        a->o.workers = (int)w;
-    }
-    if (!a->given[OPT_SHARD_SIZE] && ig_parse_size(ig_config_string(c, "preprocess.shard_size"),
-                                                   &a->o.shard_size, &err) != IG_OK)
-        return ig_cmd_failf("%s: preprocess.shard_size: %s",
-                            ig_config_origin(c, "preprocess.shard_size"), err.msg);
-    struct {
-        int opt;
-        const char *key, *a, *b;
-        int *out;
-    } choices[] = {
-        {OPT_DEDUP, "preprocess.dedup", "none", "exact", &a->o.dedup_exact},
-        {OPT_ON_ERROR, "preprocess.on_error", "fail", "skip", (int *)&a->o.on_error},
-        {OPT_TXT_MODE, "preprocess.txt_mode", "doc", "lines", &a->o.txt_lines},
-    };
-    for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++) {
-        if (a->given[choices[i].opt]) continue;
-        v = ig_config_string(c, choices[i].key);
-        if (strcmp(v, choices[i].a) && strcmp(v, choices[i].b))
-            return ig_cmd_failf("%s: %s must be %s or %s, got '%s'",
-                                ig_config_origin(c, choices[i].key), choices[i].key, choices[i].a,
-                                choices[i].b, v);
-        *choices[i].out = !strcmp(v, choices[i].b);
-    }
-    (void)cmd;
-    return -1;
-}
+const ig_cfg_key ig_preprocess_cli_keys[] = {
+    IG_KEY_STRING("preprocess.tokenizer", pp_args, tokenizer, "",
+                  "tokenizer.json, a directory with it or vocab.json + merges.txt, or a .tiktoken "
+                  "file"),
+    IG_KEY_STRING("preprocess.tiktoken_encoding", pp_args, tiktoken, "",
+                  "r50k_base|gpt2|cl100k_base|o200k_base for a .tiktoken file (default: its name)"),
+};
+const size_t ig_preprocess_n_cli_keys =
+    sizeof ig_preprocess_cli_keys / sizeof ig_preprocess_cli_keys[0];
+
+static const char *const aliases[][2] = {{"workers", "threads"}};
 
 static int parse_args(const ig_command *cmd, int argc, char **argv, pp_args *a) {
     a->o = ig_preprocess_opts_default();
-    a->o.append_eod = 0;
-    a->inputs = calloc((size_t)argc + 2, sizeof *a->inputs);
-    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
-    if (!a->inputs || !a->sets) return ig_cmd_failf("out of memory");
-    opterr = 0;
-    optind = 1;
-    int c;
-    uint64_t v;
-    while ((c = ig_cmd_getopt(argc, argv, ":", long_opts)) != -1) {
-        if (c > 0 && c <= OPT_SET) a->given[c] = 1;
-        switch (c) {
-        case OPT_CONFIG:
-            a->config = optarg;
-            break;
-        case OPT_SET:
-            a->sets[a->n_sets++] = optarg;
-            break;
-        case OPT_INPUT:
-            a->inputs[a->n_inputs++] = optarg;
-            break;
-        case OPT_TOKENIZER:
-            a->tokenizer = optarg;
-            break;
-        case OPT_TIKTOKEN:
-            a->tiktoken = optarg;
-            break;
-        case OPT_OUTPUT:
-            a->output = optarg;
-            break;
-        case OPT_JSON_KEY:
-            if (a->n_keys == IG_MAX_JSON_KEYS)
-                return ig_cmd_usage_error(cmd, "at most %d --json-key values", IG_MAX_JSON_KEYS);
-            for (size_t k = 0; k < a->n_keys; k++)
-                if (!strcmp(a->keys[k], optarg))
-                    return ig_cmd_usage_error(cmd, "--json-key '%s' is given twice", optarg);
-            a->keys[a->n_keys++] = optarg;
-            break;
-        case OPT_APPEND_EOD:
-            a->o.append_eod = 1;
-            break;
-        case OPT_ALLOW_SPECIAL:
-            a->o.allow_special = 1;
-            break;
-        case OPT_TXT_MODE:
-            if (strcmp(optarg, "doc") && strcmp(optarg, "lines"))
-                return ig_cmd_usage_error(cmd, "--txt-mode expects doc or lines, got '%s'", optarg);
-            a->o.txt_lines = !strcmp(optarg, "lines");
-            break;
-        case OPT_WORKERS:
-            if (!ig_cmd_parse_u64(cmd, "--workers", optarg, &v)) return IG_EXIT_USAGE;
-            if (v < 1 || v > 256)
-                return ig_cmd_usage_error(cmd, "--workers must be in [1, 256], got %s", optarg);
-            a->o.workers = (int)v;
-            break;
-        case OPT_SHARD_SIZE: {
-            ig_err e = {0};
-            if (ig_parse_size(optarg, &a->o.shard_size, &e) != IG_OK)
-                return ig_cmd_usage_error(cmd, "--shard-size: %s", e.msg);
-            break;
-        }
-        case OPT_DEDUP:
-            if (strcmp(optarg, "exact") && strcmp(optarg, "none"))
-                return ig_cmd_usage_error(cmd, "--dedup expects exact or none, got '%s'", optarg);
-            a->o.dedup_exact = !strcmp(optarg, "exact");
-            break;
-        case OPT_ON_ERROR:
-            if (strcmp(optarg, "fail") && strcmp(optarg, "skip"))
-                return ig_cmd_usage_error(cmd, "--on-error expects fail or skip, got '%s'", optarg);
-            a->o.on_error = !strcmp(optarg, "skip") ? IG_ON_ERROR_SKIP : IG_ON_ERROR_FAIL;
-            break;
-        case OPT_FORCE:
-            a->o.overwrite = 1;
-            break;
-        case OPT_QUIET:
-            a->flags.quiet = 1;
-            break;
-        case OPT_VERBOSE:
-            a->flags.verbose = 1;
-            break;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    for (int i = optind; i < argc; i++) a->inputs[a->n_inputs++] = argv[i];
-    int rc = apply_config(cmd, a);
+    ig_cmd_table tables[] = {
+        {ig_cmd_common_keys, ig_cmd_n_common_keys, &a->flags},
+        {ig_preprocess_keys, ig_preprocess_n_keys, &a->o},
+        {ig_preprocess_cli_keys, ig_preprocess_n_cli_keys, a},
+    };
+    ig_cmd_spec spec = {tables, 3, aliases, 1, 1};
+    int first = 0;
+    int rc = ig_cmd_parse(cmd, argc, argv, &spec, &a->cfg, &first);
     if (rc >= 0) return rc;
-    if (a->n_inputs == 0) return ig_cmd_usage_error(cmd, "no input: give --input PATH");
-    if (!a->tokenizer) return ig_cmd_usage_error(cmd, "no tokenizer: give --tokenizer T");
-    if (!a->output) return ig_cmd_usage_error(cmd, "no output: give --output-prefix OUT");
+    /* arguments after the options are inputs too */
+    size_t n = a->o.n_inputs + (size_t)(argc - first);
+    a->inputs = calloc(n ? n : 1, sizeof *a->inputs);
+    if (!a->inputs) return ig_cmd_failf("out of memory");
+    for (size_t i = 0; i < a->o.n_inputs; i++) a->inputs[i] = a->o.inputs[i];
+    for (int i = first; i < argc; i++) a->inputs[a->o.n_inputs++] = argv[i];
+    a->o.inputs = a->inputs;
+    if (a->o.n_inputs == 0) return ig_cmd_usage_error(cmd, "no input: give --input PATH");
+    if (!*a->tokenizer) return ig_cmd_usage_error(cmd, "no tokenizer: give --tokenizer T");
+    if (!*a->o.output_prefix) return ig_cmd_usage_error(cmd, "no output: give --output-prefix OUT");
+    if (a->o.n_keys == 0) return ig_cmd_usage_error(cmd, "no JSON key: give --json-key K");
+    if (a->o.n_keys > IG_MAX_JSON_KEYS)
+        return ig_cmd_usage_error(cmd, "at most %d --json-key values", IG_MAX_JSON_KEYS);
+    for (size_t i = 0; i < a->o.n_keys; i++) {
+        if (!*a->o.json_keys[i]) return ig_cmd_usage_error(cmd, "--json-key is empty");
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(a->o.json_keys[i], a->o.json_keys[j]))
+                return ig_cmd_usage_error(cmd, "--json-key '%s' is given twice", a->o.json_keys[i]);
+    }
     return -1;
 }
 
@@ -305,7 +147,6 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     int rc = parse_args(cmd, argc - 1, argv + 1, &a);
     if (rc >= 0) {
         free(a.inputs);
-        free(a.sets);
         ig_config_free(a.cfg);
         return rc;
     }
@@ -320,17 +161,10 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
     if (s == IG_OK) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();
-        to.tiktoken_encoding = a.tiktoken;
+        to.tiktoken_encoding = *a.tiktoken ? a.tiktoken : NULL;
         s = ig_tokenizer_load(&tok, ctx, a.tokenizer, &to, &err);
     }
     if (s == IG_OK) {
-        a.o.output_prefix = a.output;
-        if (a.n_keys) {
-            a.o.json_keys = a.keys;
-            a.o.n_keys = a.n_keys;
-        }
-        a.o.inputs = a.inputs;
-        a.o.n_inputs = a.n_inputs;
         a.o.tokenizer = tok;
         a.o.tokenizer_path = a.tokenizer;
         a.o.progress = !a.flags.quiet;
@@ -341,7 +175,6 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     ig_preprocess_stats_clear(&st);
     ig_tokenizer_free(tok);
     free(a.inputs);
-    free(a.sets);
     ig_config_free(a.cfg);
     /* report before the communicator goes: mpirun may end the other processes once one exits
      * non-zero */

@@ -39,36 +39,28 @@ const char ig_usage_samples[] =
     "      --grad-accum 4 --start 100 --steps 2 0.7 out/web 0.3 out/code\n"
     "  ingot samples --seq-len 16 --samples 10 --micro-batch 1 --tokens out/shakespeare\n";
 
-enum {
-    OPT_DP = IG_DATA_OPT_END,
-    OPT_RANK,
-    OPT_MICRO_BATCH,
-    OPT_GRAD_ACCUM,
-    OPT_START,
-    OPT_STEPS,
-    OPT_HASH,
-    OPT_TOKENS,
-    OPT_PREFETCH,
-};
-
-static const struct option long_opts[] = {
-    IG_DATA_LONG_OPTS,
-    {"dp", required_argument, NULL, OPT_DP},
-    {"rank", required_argument, NULL, OPT_RANK},
-    {"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},
-    {"grad-accum", required_argument, NULL, OPT_GRAD_ACCUM},
-    {"start", required_argument, NULL, OPT_START},
-    {"steps", required_argument, NULL, OPT_STEPS},
-    {"hash", no_argument, NULL, OPT_HASH},
-    {"tokens", no_argument, NULL, OPT_TOKENS},
-    {"prefetch", required_argument, NULL, OPT_PREFETCH},
-    {NULL, 0, NULL, 0},
-};
-
 typedef struct samples_args {
-    uint64_t dp, rank, micro_batch, grad_accum, start, steps, prefetch;
-    int all_ranks, tokens;
+    uint64_t dp, micro_batch, grad_accum, start, steps;
+    int prefetch, tokens, hash;
+    const char *rank; /* a number, or "all" */
 } samples_args;
+
+static const ig_cfg_key samples_keys[] = {
+    IG_KEY_INT("samples.dp", samples_args, dp, "0", 0, 65536,
+               "data-parallel size; 0: 1, or the number of processes under mpirun"),
+    IG_KEY_STRING("samples.rank", samples_args, rank, "0", "the rank, < dp, or all"),
+    IG_KEY_INT("samples.micro_batch", samples_args, micro_batch, "1", 1, 1048576,
+               "samples per micro-batch"),
+    IG_KEY_INT("samples.grad_accum", samples_args, grad_accum, "1", 1, 1048576,
+               "micro-batches per step and rank"),
+    IG_KEY_INT("samples.start", samples_args, start, "0", 0, 0, "first step"),
+    IG_KEY_INT("samples.steps", samples_args, steps, "1", 0, 0, "steps to print"),
+    IG_KEY_BOOL("samples.tokens", samples_args, tokens, "false", "also print the tokens"),
+    IG_KEY_BOOL("samples.hash", samples_args, hash, "true",
+                "print the xxh3 of each micro-batch (always done)"),
+    IG_KEY_INT("samples.prefetch", samples_args, prefetch, "2", 0, 64,
+               "loader threads per rank (0: none)"),
+};
 
 static void print_batch(const ig_batch *b, int tokens) {
     printf("step=%llu rank=%u micro=%u ids=", (unsigned long long)b->step, b->rank, b->micro);
@@ -89,75 +81,30 @@ static void print_batch(const ig_batch *b, int tokens) {
     putchar('\n');
 }
 
-static int parse(const ig_command *cmd, int argc, char **argv, ig_data_args *a, samples_args *s) {
-    *s = (samples_args){.dp = 1, .micro_batch = 1, .grad_accum = 1, .steps = 1, .prefetch = 2};
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = ig_cmd_getopt(argc, argv, ":", long_opts)) != -1) {
-        int r = ig_data_args_option(cmd, a, c, optarg);
-        if (r == 1) continue;
-        if (r != 0) return r;
-        uint64_t *dst = NULL;
-        const char *name = NULL;
-        switch (c) {
-        case OPT_DP:
-            dst = &s->dp, name = "--dp";
-            break;
-        case OPT_MICRO_BATCH:
-            dst = &s->micro_batch, name = "--micro-batch";
-            break;
-        case OPT_GRAD_ACCUM:
-            dst = &s->grad_accum, name = "--grad-accum";
-            break;
-        case OPT_START:
-            dst = &s->start, name = "--start";
-            break;
-        case OPT_STEPS:
-            dst = &s->steps, name = "--steps";
-            break;
-        case OPT_PREFETCH:
-            dst = &s->prefetch, name = "--prefetch";
-            break;
-        case OPT_RANK:
-            if (!strcmp(optarg, "all")) {
-                s->all_ranks = 1;
-                continue;
-            }
-            s->all_ranks = 0;
-            dst = &s->rank, name = "--rank";
-            break;
-        case OPT_HASH:
-            s->tokens = 0;
-            continue;
-        case OPT_TOKENS:
-            s->tokens = 1;
-            continue;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-        if (!ig_cmd_parse_u64(cmd, name, optarg, dst)) return IG_EXIT_USAGE;
-    }
-    if (s->dp < 1 || s->dp > 65536) return ig_cmd_usage_error(cmd, "--dp must be in [1, 65536]");
-    if (s->rank >= s->dp)
+static int parse(const ig_command *cmd, int argc, char **argv, ig_data_args *a, samples_args *s,
+                 int *all_ranks, uint64_t *rank) {
+    memset(s, 0, sizeof *s);
+    ig_cmd_table own = {samples_keys, sizeof samples_keys / sizeof samples_keys[0], s};
+    int rc = ig_data_args_parse(cmd, argc, argv, a, &own, 1);
+    if (rc >= 0) return rc;
+    if (s->dp == 0) s->dp = 1;
+    *all_ranks = !strcmp(s->rank, "all");
+    if (!*all_ranks && !ig_cmd_parse_u64(cmd, "--rank", s->rank, rank)) return IG_EXIT_USAGE;
+    if (!*all_ranks && *rank >= s->dp)
         return ig_cmd_usage_error(cmd, "--rank %llu is out of range for --dp %llu",
-                                  (unsigned long long)s->rank, (unsigned long long)s->dp);
-    if (s->micro_batch < 1 || s->micro_batch > (1u << 20))
-        return ig_cmd_usage_error(cmd, "--micro-batch must be in [1, 2^20]");
-    if (s->grad_accum < 1 || s->grad_accum > (1u << 20))
-        return ig_cmd_usage_error(cmd, "--grad-accum must be in [1, 2^20]");
-    if (s->prefetch > 64) return ig_cmd_usage_error(cmd, "--prefetch must be <= 64");
-    if (s->all_ranks && s->dp > 256)
+                                  (unsigned long long)*rank, (unsigned long long)s->dp);
+    if (*all_ranks && s->dp > 256)
         return ig_cmd_usage_error(cmd, "--rank all supports --dp up to 256");
-    return ig_data_args_finish(cmd, a, argc - optind, argv + optind);
+    return -1;
 }
 
 int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
     ig_data_args a;
     samples_args s;
-    ig_data_args_init(&a);
-    int rc = parse(cmd, argc, argv, &a, &s);
-    if (rc != 0) {
+    int all_ranks = 0;
+    uint64_t rank = 0;
+    int rc = parse(cmd, argc, argv, &a, &s, &all_ranks, &rank);
+    if (rc >= 0) {
         ig_data_args_free(&a);
         return rc;
     }
@@ -175,14 +122,14 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_data_stream *ds = NULL;
-    uint32_t n_loaders = s.all_ranks ? (uint32_t)s.dp : 1;
+    uint32_t n_loaders = all_ranks ? (uint32_t)s.dp : 1;
     ig_loader **lds = calloc(n_loaders, sizeof *lds);
     if (!lds) {
         ig_data_args_free(&a);
         return ig_cmd_failf("out of memory");
     }
     if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK ||
-        ig_data_stream_open(&ds, ctx, &a.o, &err) != IG_OK)
+        ig_data_stream_open(&ds, ctx, &a.r.opts, &err) != IG_OK)
         goto fail;
     uint64_t G = s.micro_batch * s.dp * s.grad_accum;
     ig_loader_state start = {.consumed_samples = s.start * G, .index_key = ig_data_stream_key(ds)};
@@ -193,8 +140,8 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
         lo.micro_batch = (uint32_t)s.micro_batch;
         lo.grad_accum = (uint32_t)s.grad_accum;
         lo.dp = (uint32_t)s.dp;
-        lo.rank = s.all_ranks ? i : (uint32_t)s.rank;
-        lo.prefetch_threads = (int)s.prefetch;
+        lo.rank = all_ranks ? i : (uint32_t)rank;
+        lo.prefetch_threads = s.prefetch;
         lo.prefetch_depth = 4;
         if (ig_loader_create(&lds[i], ctx, &lo, &start, &err) != IG_OK) goto fail;
     }

@@ -1,35 +1,39 @@
-/* cmd_schemas.c - the configuration schemas of the ingot program. Each is a table of typed keys
- * with defaults; a YAML config or a --set override that names a key not listed here is an error, so
- * adding an option to a command means adding its key here. */
+/* cmd_schemas.c - the configuration schemas of the ingot program, by name: each is the tables of
+ * keys its command binds (see cmd_options.c), so `ingot config check --schema preprocess F`
+ * checks F exactly as `ingot preprocess text --config F` would read it. */
 #include <string.h>
 
 #include "cmd_schemas.h"
+#include "preprocess/preprocess.h"
 
-const ig_cfg_key ig_schema_preprocess[] = {
-    {"preprocess.input", IG_CFG_STRING, "", "input files or globs (.jsonl, .jsonl.zst, .txt)"},
-    {"preprocess.tokenizer", IG_CFG_STRING, "data/gpt2",
-     "tokenizer: a directory or a tokenizer.json / vocab.json / .tiktoken file"},
-    {"preprocess.output_prefix", IG_CFG_STRING, "", "writes PREFIX.bin, PREFIX.idx, PREFIX.json"},
-    {"preprocess.json_key", IG_CFG_STRING, "text", "the JSON field holding the document text"},
-    {"preprocess.append_eod", IG_CFG_BOOL, "false", "append the end-of-document token"},
-    {"preprocess.workers", IG_CFG_INT, "0", "tokenizer threads; 0: one per CPU"},
-    {"preprocess.shard_size", IG_CFG_STRING, "0", "split output into shards of this size; 0: one"},
-    {"preprocess.dedup", IG_CFG_STRING, "none", "drop duplicate documents: none or exact"},
-    {"preprocess.on_error", IG_CFG_STRING, "fail", "bad input records: fail or skip"},
-    {"preprocess.txt_mode", IG_CFG_STRING, "doc", ".txt inputs: doc (one document) or lines"},
-    {"preprocess.allow_special", IG_CFG_BOOL, "false",
-     "encode special-token text (e.g. <|endoftext|>) as the special token"},
-};
-const size_t ig_schema_preprocess_n = sizeof ig_schema_preprocess / sizeof ig_schema_preprocess[0];
+const char *const ig_schema_names[] = {"preprocess", NULL};
 
-const ig_schema ig_schemas[] = {
-    {"preprocess", ig_schema_preprocess,
-     sizeof ig_schema_preprocess / sizeof ig_schema_preprocess[0]},
-};
-const size_t ig_n_schemas = sizeof ig_schemas / sizeof ig_schemas[0];
+int ig_schema_get(const char *name, ig_schema *out) {
+    memset(out, 0, sizeof *out);
+    ig_cmd_table *t = out->tables;
+    if (strcmp(name, "preprocess") == 0) {
+        t[0] = (ig_cmd_table){ig_cmd_common_keys, ig_cmd_n_common_keys, NULL};
+        t[1] = (ig_cmd_table){ig_preprocess_keys, ig_preprocess_n_keys, NULL};
+        t[2] = (ig_cmd_table){ig_preprocess_cli_keys, ig_preprocess_n_cli_keys, NULL};
+        out->n_tables = 3;
+    } else {
+        return 0;
+    }
+    out->name = name;
+    return 1;
+}
 
-const ig_schema *ig_schema_find(const char *name) {
-    for (size_t i = 0; i < ig_n_schemas; i++)
-        if (strcmp(ig_schemas[i].name, name) == 0) return &ig_schemas[i];
-    return NULL;
+ig_status ig_schema_config(const ig_schema *s, ig_config **out, ig_err *err) {
+    *out = NULL;
+    ig_config *cfg = NULL;
+    ig_status st = IG_OK;
+    for (size_t t = 0; t < s->n_tables && st == IG_OK; t++)
+        st = t == 0 ? ig_config_create(&cfg, s->tables[0].keys, s->tables[0].n, err)
+                    : ig_config_add_keys(cfg, s->tables[t].keys, s->tables[t].n, err);
+    if (st != IG_OK) {
+        ig_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return IG_OK;
 }

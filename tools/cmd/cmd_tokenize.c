@@ -1,7 +1,6 @@
 /* cmd_tokenize.c - `ingot tokenize` (text on stdin -> ids on stdout) and `ingot detokenize` (ids on
  * stdin -> text bytes on stdout): thin wrappers over ig_tokenizer_load / ig_encoder_encode /
  * ig_tokenizer_decode, handy for checking a tokenizer by hand or from scripts. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +37,6 @@ const char ig_usage_detokenize[] =
     "  echo '15496 995' | ingot detokenize --tokenizer data/gpt2\n"
     "  ingot tokenize --tokenizer data/gpt2 < a.txt | ingot detokenize --tokenizer data/gpt2\n";
 
-enum { OPT_TOKENIZER = 256, OPT_ENCODING, OPT_ALLOW_SPECIAL, OPT_APPEND_EOD, OPT_JSON };
-
 static char *read_stdin(size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
@@ -60,50 +57,42 @@ static char *read_stdin(size_t *len) {
 typedef struct tok_args {
     const char *tokenizer, *encoding;
     int allow_special, append_eod, json;
+    ig_common_flags flags;
+    ig_config *cfg; /* the strings point into it */
 } tok_args;
 
+/* tokenize's keys; detokenize takes the first two */
+static const ig_cfg_key tok_keys[] = {
+    {"tokenizer.path", IG_CFG_STRING, "",
+     "tokenizer.json, a directory with it or vocab.json + merges.txt, or a .tiktoken file",
+     "tokenizer", IG_CFG_FIELD_(tok_args, tokenizer), 0, 0, NULL, 0, 0},
+    {"tokenizer.tiktoken_encoding", IG_CFG_STRING, "",
+     "r50k_base (gpt2), cl100k_base or o200k_base (default: from the .tiktoken file name)",
+     "tiktoken-encoding", IG_CFG_FIELD_(tok_args, encoding), 0, 0, NULL, 0, 0},
+    IG_KEY_BOOL("tokenizer.allow_special", tok_args, allow_special, "false",
+                "encode special-token strings (<|endoftext|>) as their ids"),
+    IG_KEY_BOOL("tokenizer.append_eod", tok_args, append_eod, "false",
+                "append the end-of-document id"),
+    IG_KEY_BOOL("tokenizer.json", tok_args, json, "false", "print a JSON array of ids"),
+};
+
 static int parse(const ig_command *cmd, int argc, char **argv, tok_args *a, int full) {
-    static const struct option opts[] = {
-        {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
-        {"tiktoken-encoding", required_argument, NULL, OPT_ENCODING},
-        {"allow-special", no_argument, NULL, OPT_ALLOW_SPECIAL},
-        {"append-eod", no_argument, NULL, OPT_APPEND_EOD},
-        {"json", no_argument, NULL, OPT_JSON},
-        {NULL, 0, NULL, 0},
-    };
     memset(a, 0, sizeof *a);
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = ig_cmd_getopt(argc, argv, "", opts)) != -1) {
-        switch (c) {
-        case OPT_TOKENIZER:
-            a->tokenizer = optarg;
-            break;
-        case OPT_ENCODING:
-            a->encoding = optarg;
-            break;
-        case OPT_ALLOW_SPECIAL:
-        case OPT_APPEND_EOD:
-        case OPT_JSON:
-            if (!full) return ig_cmd_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
-            if (c == OPT_ALLOW_SPECIAL) a->allow_special = 1;
-            if (c == OPT_APPEND_EOD) a->append_eod = 1;
-            if (c == OPT_JSON) a->json = 1;
-            break;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    if (optind < argc) return ig_cmd_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!a->tokenizer) return ig_cmd_usage_error(cmd, "--tokenizer PATH is required");
+    ig_cmd_table t[] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &a->flags},
+                        {tok_keys, full ? sizeof tok_keys / sizeof tok_keys[0] : 2, a}};
+    ig_cmd_spec spec = {t, 2, NULL, 0, 0};
+    int first = 0;
+    int rc = ig_cmd_parse(cmd, argc, argv, &spec, &a->cfg, &first);
+    if (rc >= 0) return rc;
+    if (first < argc) return ig_cmd_usage_error(cmd, "unexpected argument '%s'", argv[first]);
+    if (!*a->tokenizer) return ig_cmd_usage_error(cmd, "--tokenizer PATH is required");
     return -1;
 }
 
 static int load(const tok_args *a, ig_tokenizer **tok) {
     ig_err err = {0};
     ig_tokenizer_opts o = ig_tokenizer_opts_default();
-    o.tiktoken_encoding = a->encoding;
+    o.tiktoken_encoding = *a->encoding ? a->encoding : NULL;
     if (ig_tokenizer_load(tok, NULL, a->tokenizer, &o, &err) != IG_OK) return ig_cmd_fail(&err);
     return -1;
 }
@@ -111,9 +100,12 @@ static int load(const tok_args *a, ig_tokenizer **tok) {
 int ig_cmd_tokenize(const ig_command *cmd, int argc, char **argv) {
     tok_args a;
     int rc = parse(cmd, argc, argv, &a, 1);
-    if (rc >= 0) return rc;
     ig_tokenizer *tok = NULL;
-    if ((rc = load(&a, &tok)) >= 0) return rc;
+    if (rc < 0) rc = load(&a, &tok);
+    if (rc >= 0) {
+        ig_config_free(a.cfg);
+        return rc;
+    }
     size_t len;
     char *text = read_stdin(&len);
     ig_err err = {0};
@@ -141,15 +133,19 @@ int ig_cmd_tokenize(const ig_command *cmd, int argc, char **argv) {
     ig_encoder_free(enc);
     free(text);
     ig_tokenizer_free(tok);
+    ig_config_free(a.cfg);
     return rc;
 }
 
 int ig_cmd_detokenize(const ig_command *cmd, int argc, char **argv) {
     tok_args a;
     int rc = parse(cmd, argc, argv, &a, 0);
-    if (rc >= 0) return rc;
     ig_tokenizer *tok = NULL;
-    if ((rc = load(&a, &tok)) >= 0) return rc;
+    if (rc < 0) rc = load(&a, &tok);
+    if (rc >= 0) {
+        ig_config_free(a.cfg);
+        return rc;
+    }
     size_t len;
     char *text = read_stdin(&len);
     ig_tokens ids = {0};
@@ -187,5 +183,6 @@ int ig_cmd_detokenize(const ig_command *cmd, int argc, char **argv) {
     ig_tokens_free(&ids);
     free(text);
     ig_tokenizer_free(tok);
+    ig_config_free(a.cfg);
     return rc;
 }
