@@ -164,6 +164,23 @@ static ig_status blend_indices(ig_blend *b, const double *w, const char *dir, ig
     return IG_OK;
 }
 
+/* One source's GPT index, built on a pool thread. */
+typedef struct build_one {
+    ig_ctx *ctx;
+    const int32_t *lengths;
+    uint64_t n_seqs;
+    ig_gpt_index_opts go;
+    ig_gpt_index **out;
+    ig_status st;
+    ig_err err;
+} build_one;
+
+static void build_source(void *arg, size_t k, int worker) {
+    (void)worker;
+    build_one *j = (build_one *)arg + k;
+    j->st = ig_gpt_index_build(j->out, j->ctx, j->lengths, j->n_seqs, &j->go, &j->err);
+}
+
 ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sources, size_t n,
                          const ig_blend_opts *opts, ig_err *err) {
     *out = NULL;
@@ -210,8 +227,15 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     for (size_t k = 0; k < n; k++) raw[k] = sources[k].weight;
     ig_normalize_weights(raw, n, w);
 
-    /* Per-source sizes, then each source's GPT index over its split range. */
+    /* Per-source sizes and split ranges, then each source's GPT index over its range: the
+     * indices are independent, so they are built at once on the context's pool (one source per
+     * thread; errors are reported for the first failing source, in order). */
     const double N = (double)opts->num_samples;
+    build_one *jobs = ig_calloc(ctx, n, sizeof *jobs);
+    if (!jobs) {
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     for (size_t k = 0; k < n; k++) {
         ig_blend_source_info *in = &b->info[k];
         const ig_blend_source *src = &sources[k];
@@ -219,8 +243,6 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
                            : src->dataset && ig_dataset_num_shards(src->dataset)
                                ? ig_shard_prefix(ig_dataset_shard(src->dataset, 0))
                                : "(unnamed)";
-        const int32_t *lengths =
-            src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;
         uint64_t n_seqs = src->dataset ? ig_dataset_sequences(src->dataset) : src->n_seqs;
         in->weight = w[k];
         double target = ceil(N * w[k]);
@@ -231,23 +253,34 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         st = ig_split_range(&opts->split, opts->part, n_seqs, &in->seq_begin, &in->seq_end, err);
         if (st != IG_OK) {
             ig_err_prefix(err, st, "blend source %zu (%s)", k + 1, name);
+            ig_free(ctx, jobs);
             goto fail;
         }
-        ig_gpt_index_opts go = ig_gpt_index_opts_default();
-        go.seq_len = opts->seq_len;
-        go.num_samples = in->requested ? in->requested : 1;
-        go.seed = opts->seed;
-        go.seq_begin = in->seq_begin;
-        go.seq_end = in->seq_end;
-        go.cache_dir = opts->cache_dir;
-        go.name = name;
-        st = ig_gpt_index_build(&b->index[k], ctx, lengths, n_seqs, &go, err);
-        if (st != IG_OK) {
-            ig_err_prefix(err, st, "blend source %zu", k + 1);
-            goto fail;
+        build_one *j = &jobs[k];
+        j->ctx = ctx;
+        j->lengths = src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;
+        j->n_seqs = n_seqs;
+        j->go = ig_gpt_index_opts_default();
+        j->go.seq_len = opts->seq_len;
+        j->go.num_samples = in->requested ? in->requested : 1;
+        j->go.seed = opts->seed;
+        j->go.seq_begin = in->seq_begin;
+        j->go.seq_end = in->seq_end;
+        j->go.cache_dir = opts->cache_dir;
+        j->go.name = name;
+        j->out = &b->index[k];
+    }
+    ig_parallel_for(ctx, n, build_source, jobs);
+    for (size_t k = 0; k < n && st == IG_OK; k++)
+        if (jobs[k].st != IG_OK) {
+            if (err) *err = jobs[k].err;
+            st = ig_err_prefix(err, jobs[k].st, "blend source %zu", k + 1);
         }
-        in->built = ig_gpt_index_num_samples(b->index[k]);
-        in->epochs = ig_gpt_index_num_epochs(b->index[k]);
+    ig_free(ctx, jobs);
+    if (st != IG_OK) goto fail;
+    for (size_t k = 0; k < n; k++) {
+        b->info[k].built = ig_gpt_index_num_samples(b->index[k]);
+        b->info[k].epochs = ig_gpt_index_num_epochs(b->index[k]);
     }
 
     b->key = blend_key(b, opts->surplus);
@@ -267,7 +300,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
                             (unsigned long long)in->built, opts->surplus);
             goto fail;
         }
-        if (in->epochs > 1)
+        if (in->epochs > 1 && !opts->quiet)
             ig_warn(ctx,
                     "blend source %zu (%s): weight %.4f asks for %llu samples, more than one "
                     "epoch of its data: it is repeated over %llu epochs",

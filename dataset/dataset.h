@@ -329,6 +329,7 @@ typedef struct ig_blend_opts {
     ig_split_part part;    /* which part of it; default IG_SPLIT_TRAIN */
     double surplus;        /* Megatron mid_level_dataset_surplus; default 0.005 */
     const char *cache_dir; /* as ig_gpt_index_opts */
+    int quiet;             /* no warnings about the blend's shape (a rebuild with another seed) */
 } ig_blend_opts;
 
 ig_blend_opts ig_blend_opts_default(void);

@@ -137,7 +137,38 @@ typedef struct build_job {
     ig_err err;
 } build_job;
 
-static void build_part(void *arg, size_t part, int worker) {
+/* Phase 1, item 0: the document index, shuffled by the seeded generator; item 1 meanwhile
+ * touches the sample and shuffle arrays (first-touch page faults off the critical path) and
+ * fills the shuffle index with the identity. */
+static void build_phase1(void *arg, size_t part, int worker) {
+    (void)worker;
+    build_job *job = arg;
+    ig_gpt_index *idx = job->idx;
+    double t0 = ig_now();
+    if (part == 0) {
+        const uint64_t n_docs = idx->seq_end - idx->seq_begin, E = idx->epochs;
+        int32_t *doc = idx->heap_doc;
+        for (uint64_t e = 0; e < E; e++)
+            for (uint64_t k = 0; k < n_docs; k++)
+                doc[e * n_docs + k] = (int32_t)(idx->seq_begin + k);
+        if (idx->separate) {
+            ig_mt19937_shuffle_i32(job->mt, doc, (E - 1) * n_docs);
+            ig_mt19937_shuffle_i32(job->mt, doc + (E - 1) * n_docs, n_docs);
+        } else {
+            ig_mt19937_shuffle_i32(job->mt, doc, idx->n_doc);
+        }
+        idx->t_doc = ig_now() - t0;
+    } else {
+        memset(idx->heap_sample, 0, (idx->num_samples + 1) * 2 * sizeof(int64_t));
+        int64_t *sh = idx->heap_shuffle;
+        for (uint64_t i = 0; i < idx->num_samples; i++) sh[i] = (int64_t)i;
+        idx->t_shuffle = ig_now() - t0;
+    }
+}
+
+/* Phase 2: the sample index (a walk over the shuffled documents, item 0) and the shuffle index
+ * (the rest of the random stream, item 1) depend only on the document index: built at once. */
+static void build_phase2(void *arg, size_t part, int worker) {
     (void)worker;
     build_job *job = arg;
     ig_gpt_index *idx = job->idx;
@@ -148,11 +179,10 @@ static void build_part(void *arg, size_t part, int worker) {
         idx->t_sample = ig_now() - t0;
     } else {
         int64_t *sh = idx->heap_shuffle;
-        for (uint64_t i = 0; i < idx->num_samples; i++) sh[i] = (int64_t)i;
         ig_mt19937_shuffle_i64(job->mt, sh, job->shuffle_first);
         ig_mt19937_shuffle_i64(job->mt, sh + job->shuffle_first,
                                idx->num_samples - job->shuffle_first);
-        idx->t_shuffle = ig_now() - t0;
+        idx->t_shuffle += ig_now() - t0;
     }
 }
 
@@ -195,26 +225,12 @@ static ig_status build_arrays(ig_gpt_index *idx, const int32_t *all_lengths, ig_
     idx->sample = idx->heap_sample;
     idx->shuffle = idx->heap_shuffle;
 
-    double t0 = ig_now();
-    int32_t *doc = idx->heap_doc;
-    for (uint64_t e = 0; e < E; e++)
-        for (uint64_t k = 0; k < n_docs; k++) doc[e * n_docs + k] = (int32_t)(idx->seq_begin + k);
     ig_mt19937 mt;
     ig_mt19937_seed(&mt, idx->seed);
-    if (idx->separate) {
-        ig_mt19937_shuffle_i32(&mt, doc, (E - 1) * n_docs);
-        ig_mt19937_shuffle_i32(&mt, doc + (E - 1) * n_docs, n_docs);
-    } else {
-        ig_mt19937_shuffle_i32(&mt, doc, idx->n_doc);
-    }
-    idx->t_doc = ig_now() - t0;
-
     build_job job = {.idx = idx, .mt = &mt, .all_lengths = all_lengths, .st = IG_OK};
     job.shuffle_first = idx->separate ? sans : idx->num_samples;
-    /* Sequentially: run concurrently, the two page-fault their fresh arrays into the same
-     * address space and contend on it (measured slower with tools/bench/bench_index). */
-    build_part(&job, 0, 0);
-    if (job.st == IG_OK) build_part(&job, 1, 0);
+    ig_parallel_for(idx->ctx, 2, build_phase1, &job);
+    ig_parallel_for(idx->ctx, 2, build_phase2, &job);
     if (job.st != IG_OK) {
         if (err) *err = job.err;
         return job.st;

@@ -18,7 +18,7 @@
 static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_merge_opts *o,
                               const char *out_prefix, ig_err *err) {
     const ig_manifest *first = NULL;
-    size_t first_i = 0;
+    size_t first_i = 0, unknown = 0, first_unknown = 0;
     for (size_t i = 0; i < n; i++) {
         const char *p = ig_shard_prefix(in[i]);
         if (strcmp(p, out_prefix) == 0)
@@ -32,10 +32,7 @@ static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_mer
                               ig_dtype_name(ig_shard_dtype(in[i])));
         const ig_manifest *m = ig_shard_manifest(in[i]);
         if (!m || m->tokenizer_hash == 0) {
-            ig_warn(ctx,
-                    "%s: no manifest with a tokenizer hash; cannot check that it was made "
-                    "with the same tokenizer as the other inputs",
-                    p);
+            if (unknown++ == 0) first_unknown = i;
             continue;
         }
         if (!first) {
@@ -52,6 +49,13 @@ static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_mer
             return ig_err_fix(err, "allow_mixed", NULL);
         }
     }
+    /* one warning, and only when there is something to compare with */
+    if (unknown && n > 1)
+        ig_warn(ctx,
+                "%s%s: no manifest with a tokenizer hash; cannot check that %s made with the "
+                "same tokenizer as the other inputs",
+                ig_shard_prefix(in[first_unknown]), unknown > 1 ? " (and other inputs)" : "",
+                unknown > 1 ? "they were" : "it was");
     return IG_OK;
 }
 

@@ -108,7 +108,9 @@ ig_status ig_data_parse_paths(char *const *args, size_t n, const char **prefixes
 /* ---- building a block
  * ---------------------------------------------------------------------------- */
 
-static ig_status build(const ig_data_stream *st, uint32_t seed, ig_blend **blend,
+/* Builds a block's index with the given seed; block 0 (first) also warns about the data's shape
+ * (sources repeated for several epochs), which every later block shares. */
+static ig_status build(const ig_data_stream *st, uint32_t seed, int first, ig_blend **blend,
                        ig_gpt_index **idx, ig_err *err) {
     *blend = NULL;
     *idx = NULL;
@@ -141,6 +143,7 @@ static ig_status build(const ig_data_stream *st, uint32_t seed, ig_blend **blend
     bo.part = o->part;
     bo.surplus = o->surplus;
     bo.cache_dir = o->cache_dir;
+    bo.quiet = !first;
     ig_status s = ig_blend_build(blend, st->ctx, src, o->n, &bo, err);
     ig_free(st->ctx, src);
     return s;
@@ -387,7 +390,7 @@ ig_status ig_data_stream_make_block(void *stream, uint64_t block, ig_sample_sour
         uint32_t seed = ig_data_block_seed(st->o.seed, block);
         ig_debug(st->ctx, "building block %llu of the sample stream (seed %u)",
                  (unsigned long long)block, seed);
-        ig_status s = build(st, seed, &b->blend, &b->idx, err);
+        ig_status s = build(st, seed, 0, &b->blend, &b->idx, err);
         if (s != IG_OK) {
             ig_free(st->ctx, b);
             return s;
@@ -501,7 +504,7 @@ ig_status ig_data_stream_open(ig_data_stream **out, ig_ctx *ctx, const ig_data_o
     st->o.weights = st->weights;
     st->o.cache_dir = st->cache_dir;
     if (s == IG_OK && !opts->allow_mixed) s = check_tokenizers(st, err);
-    if (s == IG_OK) s = build(st, opts->seed, &st->blend, &st->idx, err);
+    if (s == IG_OK) s = build(st, opts->seed, 1, &st->blend, &st->idx, err);
     if (s != IG_OK) {
         ig_data_stream_close(st);
         return s;

@@ -280,13 +280,17 @@ if [ "$(id -u)" -eq 0 ]; then
     if command -v setpriv >/dev/null; then as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups); fi
 fi
 if [ "$(id -u)" -ne 0 ] || [ ${#as_other[@]} -gt 0 ]; then
-    mkdir -p nr && chmod 755 "$T" nr && cp "$G/vocab.json" "$G/merges.txt" nr/ && chmod 644 nr/vocab.json
+    # the other user runs its own copy of the program and the tokenizer from $T: the checkout
+    # may sit where that user cannot reach (a clone under /root, a private mktemp -d)
+    mkdir -p nr tk && chmod 755 "$T" nr tk && cp "$G/vocab.json" "$G/merges.txt" nr/ &&
+        cp "$G/vocab.json" "$G/merges.txt" tk/ && cp "$ING" "$T/ingot-copy" &&
+        chmod 644 nr/vocab.json tk/* && chmod 755 "$T/ingot-copy"
     chmod 000 nr/merges.txt
-    check_rc "unreadable merges.txt" 1 "${as_other[@]}" "$ING" tokenize --tokenizer "$T/nr" < <(echo hi) &&
+    check_rc "unreadable merges.txt" 1 "${as_other[@]}" "$T/ingot-copy" tokenize --tokenizer "$T/nr" < <(echo hi) &&
         expect "unreadable merges.txt: names it" "nr/merges.txt: Permission denied" "$err"
     cp two.jsonl nr/in.jsonl && chmod 000 nr/in.jsonl && chmod 777 nr
-    check_rc "unreadable input" 1 "${as_other[@]}" "$ING" preprocess text --quiet --input "$T/nr/in.jsonl" \
-        --tokenizer "$G" --output-prefix "$T/nr/o" && expect "unreadable input: names it" "in.jsonl: Permission denied" "$err"
+    check_rc "unreadable input" 1 "${as_other[@]}" "$T/ingot-copy" preprocess text --quiet --input "$T/nr/in.jsonl" \
+        --tokenizer "$T/tk" --output-prefix "$T/nr/o" && expect "unreadable input: names it" "in.jsonl: Permission denied" "$err"
 else
     echo "note: running as root without setpriv; the unreadable-file cases are left out"
 fi

@@ -79,6 +79,16 @@ tail -n 26 "$T/full.txt" | cmp -s - "$T/tail.txt" || die "resume at step 7 diffe
 per_step < "$T/tail2.txt" | cmp -s - <(tail -n 13 "$T/dp1.steps") \
     || die "resume at step 7 with dp=2 differs from dp=1's tail"
 
+# a source repeated over several epochs is warned about once, not again for every later block of
+# the stream (the 60-sample blocks here are rebuilt past sample 60)
+head -n 20 "$SRC/data/tinyshakespeare.jsonl" >"$T/tiny.jsonl"
+"$ING" preprocess text --input "$T/tiny.jsonl" --tokenizer "$SRC/data/gpt2" \
+    --output-prefix "$T/tiny" --append-eod --quiet || die "preprocess tiny"
+"$ING" samples --seq-len 24 --samples 60 --seed 7 0.9 "$T/tiny" 0.1 "$T/shk" --micro-batch 40 \
+    --steps 4 >/dev/null 2>"$T/rep.err" || die "samples over a repeated source"
+n=$(grep -c "repeated over" "$T/rep.err")
+[ "$n" = 1 ] || die "the repetition warning was printed $n times (expected once)"
+
 # a prefix alone (no blend) works, and `ingot blend` reports both forms
 "$ING" samples --seq-len 32 --samples 100 --quiet --micro-batch 3 --steps 2 "$T/shk" \
     | grep -q '^step=1 rank=0 micro=0 ids=3,4,5 xxh3=' || die "samples over a single prefix"

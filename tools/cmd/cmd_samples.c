@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd_data_args.h"
+#include "comm/comm.h"
 
 const char ig_usage_samples[] =
     "usage: ingot samples --seq-len L --samples N --dp D --rank R --micro-batch B\n"
@@ -20,9 +21,10 @@ const char ig_usage_samples[] =
     "where G are global sample ids of the infinite stream (past the end of the blend it continues\n"
     "with a reshuffled block) and HASH is the xxh3 of the micro-batch's int32 tokens [B, L+1].\n"
     "Per step, the union over ranks of (micro, rank) in order is samples [S*G, (S+1)*G),\n"
-    "G = B * D * A, whatever D is.\n"
+    "G = B * D * A, whatever D is. Under mpirun -np D each process is one rank (--dp and --rank\n"
+    "come from the launcher) and rank 0 prints every rank's lines in (step, micro, rank) order.\n"
     "\n" IG_DATA_USAGE "batches:\n"
-    "  --dp D                  data-parallel size (default 1)\n"
+    "  --dp D                  data-parallel size (default 1; under mpirun: the processes)\n"
     "  --rank R                the rank, < D, or 'all' for every rank in order (default 0)\n"
     "  --micro-batch B         samples per micro-batch (default 1)\n"
     "  --grad-accum A          micro-batches per step and rank (default 1)\n"
@@ -37,7 +39,9 @@ const char ig_usage_samples[] =
     "      --start 0 --steps 3 out/shakespeare\n"
     "  ingot samples --seq-len 2048 --samples 100000 --dp 8 --rank all --micro-batch 2 \\\n"
     "      --grad-accum 4 --start 100 --steps 2 0.7 out/web 0.3 out/code\n"
-    "  ingot samples --seq-len 16 --samples 10 --micro-batch 1 --tokens out/shakespeare\n";
+    "  ingot samples --seq-len 16 --samples 10 --micro-batch 1 --tokens out/shakespeare\n"
+    "  mpirun -np 4 ingot samples --seq-len 128 --samples 1000 --micro-batch 2 --steps 3 \\\n"
+    "      0.7 out/web 0.3 out/code\n";
 
 typedef struct samples_args {
     uint64_t dp, micro_batch, grad_accum, start, steps;
@@ -62,23 +66,52 @@ static const ig_cfg_key samples_keys[] = {
                "loader threads per rank (0: none)"),
 };
 
-static void print_batch(const ig_batch *b, int tokens) {
-    printf("step=%llu rank=%u micro=%u ids=", (unsigned long long)b->step, b->rank, b->micro);
+static void print_batch(FILE *out, const ig_batch *b, int tokens) {
+    fprintf(out, "step=%llu rank=%u micro=%u ids=", (unsigned long long)b->step, b->rank, b->micro);
     for (uint32_t j = 0; j < b->micro_batch; j++)
-        printf("%s%llu", j ? "," : "", (unsigned long long)b->sample_ids[j]);
+        fprintf(out, "%s%llu", j ? "," : "", (unsigned long long)b->sample_ids[j]);
     size_t row = (size_t)b->seq_len + 1;
     char hex[17];
     ig_hash64_hex(ig_xxh3_64(b->tokens, (size_t)b->micro_batch * row * sizeof(int32_t)), hex);
-    printf(" xxh3=%s", hex);
+    fprintf(out, " xxh3=%s", hex);
     if (tokens) {
-        printf(" tokens=");
+        fprintf(out, " tokens=");
         for (uint32_t j = 0; j < b->micro_batch; j++) {
-            if (j) putchar('|');
+            if (j) fputc('|', out);
             for (size_t t = 0; t < row; t++)
-                printf("%s%d", t ? " " : "", (int)b->tokens[j * row + t]);
+                fprintf(out, "%s%d", t ? " " : "", (int)b->tokens[j * row + t]);
         }
     }
-    putchar('\n');
+    fputc('\n', out);
+}
+
+/* Under a launcher: this rank's micro-batches of one step (A lines) go to rank 0, which prints
+ * every rank's in (micro, rank) order, as --rank all does in one process. */
+static ig_status gather_step(ig_comm *comm, ig_ctx *ctx, const char *lines, size_t len,
+                             uint64_t grad_accum, ig_err *err) {
+    int world = ig_comm_size(comm);
+    size_t *lens = calloc((size_t)world, sizeof *lens);
+    void *all = NULL;
+    size_t all_len = 0;
+    if (!lens) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_comm_gather_bytes(comm, lines, len, 0, &all, &all_len, lens, err);
+    if (st == IG_OK && ig_comm_rank(comm) == 0) {
+        const char **at = calloc((size_t)world, sizeof *at);
+        if (!at) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        for (int r = 0, off = 0; at && r < world; off += (int)lens[r], r++)
+            at[r] = (const char *)all + off;
+        for (uint64_t m = 0; at && m < grad_accum; m++)
+            for (int r = 0; r < world; r++) {
+                const char *nl = memchr(at[r], '\n', (size_t)((const char *)all + all_len - at[r]));
+                if (!nl) continue;
+                fwrite(at[r], 1, (size_t)(nl - at[r]) + 1, stdout);
+                at[r] = nl + 1;
+            }
+        free(at);
+    }
+    ig_free(ctx, all);
+    free(lens);
+    return st;
 }
 
 static int parse(const ig_command *cmd, int argc, char **argv, ig_data_args *a, samples_args *s,
@@ -87,13 +120,13 @@ static int parse(const ig_command *cmd, int argc, char **argv, ig_data_args *a, 
     ig_cmd_table own = {samples_keys, sizeof samples_keys / sizeof samples_keys[0], s};
     int rc = ig_data_args_parse(cmd, argc, argv, a, &own, 1);
     if (rc >= 0) return rc;
-    if (s->dp == 0) s->dp = 1;
+    uint64_t dp = s->dp ? s->dp : 1;
     *all_ranks = !strcmp(s->rank, "all");
     if (!*all_ranks && !ig_cmd_parse_u64(cmd, "--rank", s->rank, rank)) return IG_EXIT_USAGE;
-    if (!*all_ranks && *rank >= s->dp)
+    if (!*all_ranks && *rank >= dp)
         return ig_cmd_usage_error(cmd, "--rank %llu is out of range for --dp %llu",
-                                  (unsigned long long)*rank, (unsigned long long)s->dp);
-    if (*all_ranks && s->dp > 256)
+                                  (unsigned long long)*rank, (unsigned long long)dp);
+    if (*all_ranks && dp > 256)
         return ig_cmd_usage_error(cmd, "--rank all supports --dp up to 256");
     return -1;
 }
@@ -108,29 +141,47 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
         ig_data_args_free(&a);
         return rc;
     }
+    ig_err err = {0};
+    ig_ctx *ctx = NULL;
+    ig_data_stream *ds = NULL;
+    uint32_t n_loaders = 0;
+    ig_loader **lds = NULL;
+    ig_comm *comm = NULL;
+    if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK || ig_comm_world(&comm, ctx, &err) != IG_OK)
+        goto fail;
+    /* under a launcher each process is one data-parallel rank, and rank 0 prints them all */
+    int multi = ig_comm_size(comm) > 1;
+    if (multi) {
+        if ((s.dp && s.dp != (uint64_t)ig_comm_size(comm)) ||
+            ig_config_is_set(a.cfg, "samples.rank")) {
+            ig_err_set(&err, IG_ERR_INVALID_ARG,
+                       "under a launcher the %d processes are the data-parallel ranks: give "
+                       "neither --rank nor a --dp other than %d",
+                       ig_comm_size(comm), ig_comm_size(comm));
+            goto fail;
+        }
+        s.dp = (uint64_t)ig_comm_size(comm);
+        rank = (uint64_t)ig_comm_rank(comm);
+    }
+    if (s.dp == 0) s.dp = 1;
     uint64_t G_check, start_samples, span;
     if (__builtin_mul_overflow((uint64_t)s.micro_batch * s.dp, (uint64_t)s.grad_accum, &G_check) ||
         __builtin_mul_overflow(s.start, G_check, &start_samples) ||
         __builtin_mul_overflow((uint64_t)s.steps, G_check, &span) ||
         __builtin_add_overflow(start_samples, span, &start_samples)) {
-        ig_data_args_free(&a);
-        return ig_cmd_usage_error(cmd,
-                                  "--start %llu with a global batch of %llu samples is "
-                                  "past 2^64 samples",
-                                  (unsigned long long)s.start, (unsigned long long)G_check);
+        rc = ig_cmd_usage_error(cmd,
+                                "--start %llu with a global batch of %llu samples is past 2^64 "
+                                "samples",
+                                (unsigned long long)s.start, (unsigned long long)G_check);
+        goto done;
     }
-    ig_err err = {0};
-    ig_ctx *ctx = NULL;
-    ig_data_stream *ds = NULL;
-    uint32_t n_loaders = all_ranks ? (uint32_t)s.dp : 1;
-    ig_loader **lds = calloc(n_loaders, sizeof *lds);
+    n_loaders = all_ranks ? (uint32_t)s.dp : 1;
+    lds = calloc(n_loaders, sizeof *lds);
     if (!lds) {
-        ig_data_args_free(&a);
-        return ig_cmd_failf("out of memory");
-    }
-    if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK ||
-        ig_data_stream_open(&ds, ctx, &a.r.opts, &err) != IG_OK)
+        ig_err_set(&err, IG_ERR_NOMEM, "out of memory");
         goto fail;
+    }
+    if (ig_data_stream_open(&ds, ctx, &a.r.opts, &err) != IG_OK) goto fail;
     uint64_t G = s.micro_batch * s.dp * s.grad_accum;
     ig_loader_state start = {.consumed_samples = s.start * G, .index_key = ig_data_stream_key(ds)};
     for (uint32_t i = 0; i < n_loaders; i++) {
@@ -145,13 +196,30 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
         lo.prefetch_depth = 4;
         if (ig_loader_create(&lds[i], ctx, &lo, &start, &err) != IG_OK) goto fail;
     }
-    for (uint64_t step = 0; step < s.steps; step++)
-        for (uint64_t m = 0; m < s.grad_accum; m++)
-            for (uint32_t i = 0; i < n_loaders; i++) {
+    for (uint64_t step = 0; step < s.steps; step++) {
+        char *lines = NULL;
+        size_t len = 0;
+        FILE *out = multi ? open_memstream(&lines, &len) : stdout;
+        ig_status st = out ? IG_OK : ig_err_set(&err, IG_ERR_NOMEM, "out of memory");
+        for (uint64_t m = 0; st == IG_OK && m < s.grad_accum; m++)
+            for (uint32_t i = 0; st == IG_OK && i < n_loaders; i++) {
                 ig_batch b;
-                if (ig_loader_next(lds[i], &b, &err) != IG_OK) goto fail;
-                print_batch(&b, s.tokens);
+                if ((st = ig_loader_next(lds[i], &b, &err)) == IG_OK)
+                    print_batch(out, &b, s.tokens);
             }
+        if (multi && out) fclose(out);
+        if (multi) {
+            int all_ok = 0;
+            ig_err cerr = {0};
+            if (ig_comm_all_ok(comm, st == IG_OK, &all_ok, &cerr) != IG_OK && st == IG_OK)
+                st = IG_ERR_IO, err = cerr;
+            if (st == IG_OK && !all_ok)
+                st = ig_err_set(&err, IG_ERR_CANCELLED, "another rank failed; see its message");
+            if (st == IG_OK) st = gather_step(comm, ctx, lines, len, s.grad_accum, &err);
+        }
+        free(lines);
+        if (st != IG_OK) goto fail;
+    }
     if (fflush(stdout) != 0) {
         ig_err_errno(&err, errno, "writing the output");
         goto fail;
@@ -161,9 +229,11 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
 fail:
     rc = ig_cmd_fail(&err);
 done:
-    for (uint32_t i = 0; i < n_loaders; i++) ig_loader_free(lds[i]);
+    for (uint32_t i = 0; lds && i < n_loaders; i++) ig_loader_free(lds[i]);
     free(lds);
     ig_data_stream_close(ds);
+    fflush(stdout);
+    ig_comm_free(comm);
     ig_ctx_free(ctx);
     ig_data_args_free(&a);
     return rc;
