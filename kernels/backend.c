@@ -243,8 +243,7 @@ void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s) {
     if (n) be->ops->scale(be, x, n, s);
 }
 
-/* ---- the CUDA runtime, in words ----------------------------------------------------------------
- */
+/* ---- the CUDA runtime, in words -------------------------------------------------------------- */
 
 char *ig_cuda_describe(char *buf, size_t cap) {
     ig_cuda_info ci;

@@ -26,7 +26,7 @@
 
 #include "kernels/backend.h"
 
-/* ---- fixtures ------------------------------------------------------------------------------- */
+/* ---- fixtures -------------------------------------------------------------------------------- */
 
 #define NTHREADS 4
 static const int thread_counts[NTHREADS] = {1, 2, 3, 8};
@@ -69,7 +69,7 @@ static int teardown(void **state) {
 /* the fast backend on 2 threads: the one compared with the reference */
 #define FAST(f) ((f)->fast[1])
 
-/* ---- helpers -------------------------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------------------------- */
 
 static float *talloc(fixture *f, size_t n) {
     void *p = NULL;
@@ -146,7 +146,7 @@ static double dot_d(const float *a, const float *b, size_t n) {
 #define FD_H     1e-2f
 #define FD_PROBE 12 /* elements of each input probed by finite differences */
 
-/* ---- backend and memory --------------------------------------------------------------------- */
+/* ---- backend and memory ---------------------------------------------------------------------- */
 
 static void test_backend_basics(void **state) {
     fixture *f = *state;
@@ -189,7 +189,7 @@ static void test_backend_basics(void **state) {
     assert_non_null(strstr(ig_cuda_describe(buf, sizeof buf), "CUDA"));
 }
 
-/* ---- encoder -------------------------------------------------------------------------------- */
+/* ---- encoder --------------------------------------------------------------------------------- */
 
 static void test_encoder(void **state) {
     fixture *f = *state;
@@ -238,7 +238,7 @@ static void test_encoder(void **state) {
     tfree(f, dte1), tfree(f, dpe1), tfree(f, dte2), tfree(f, dpe2);
 }
 
-/* ---- LayerNorm ------------------------------------------------------------------------------ */
+/* ---- LayerNorm ------------------------------------------------------------------------------- */
 
 static void test_layernorm(void **state) {
     fixture *f = *state;
@@ -322,7 +322,7 @@ static void test_layernorm(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
-/* ---- matmul --------------------------------------------------------------------------------- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 static void matmul_case(fixture *f, int N, int C, int OC, ig_w_layout layout, int with_bias,
                         int with_dinp) {
@@ -420,7 +420,7 @@ static void test_matmul_fd(void **state) {
     }
 }
 
-/* ---- GeLU ----------------------------------------------------------------------------------- */
+/* ---- GeLU ------------------------------------------------------------------------------------ */
 
 static void test_gelu(void **state) {
     fixture *f = *state;
@@ -486,11 +486,9 @@ static void test_gelu(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
-/* ---- attention ------------------------------------------------------------------------------ */
+/* ---- attention ------------------------------------------------------------------------------- */
 
-static void test_attention(void **state) {
-    fixture *f = *state;
-    int B = 2, T = 70, NH = 3, C = 24; /* two query and key blocks, a ragged last one */
+static void attention_case(fixture *f, int B, int T, int NH, int C) {
     size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = talloc(f, nqkv), *o1 = talloc(f, no), *o2 = talloc(f, no);
     float *l1 = talloc(f, nl), *l2 = talloc(f, nl);
@@ -520,6 +518,12 @@ static void test_attention(void **state) {
     }
     float *all[] = {qkv, o1, o2, l1, l2, dout, d1, d2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+static void test_attention(void **state) {
+    fixture *f = *state;
+    attention_case(f, 2, 70, 3, 24);   /* head size 8: the plain loops; a ragged second block */
+    attention_case(f, 1, 130, 2, 128); /* head size 64: the register-blocked loops, 3 blocks */
 }
 
 static void test_attention_fd(void **state) {
@@ -613,7 +617,7 @@ static void test_attention_documents(void **state) {
 /* the KV-cache form equals the training attention at the same positions */
 static void test_attention_cached(void **state) {
     fixture *f = *state;
-    int B = 2, T = 100, NH = 4, C = 32, Tmax = 128;
+    int B = 2, T = 100, NH = 2, C = 128, Tmax = 128; /* head size 64 */
     size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
     float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, (size_t)B * NH * T);
     fill(qkv, nqkv, 70, -2, 2);
@@ -655,7 +659,7 @@ static void test_attention_cached(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
-/* ---- cross-entropy -------------------------------------------------------------------------- */
+/* ---- cross-entropy --------------------------------------------------------------------------- */
 
 static void test_crossentropy(void **state) {
     fixture *f = *state;
@@ -729,7 +733,7 @@ static void test_crossentropy(void **state) {
     tfree(f, tg), tfree(f, tg2);
 }
 
-/* ---- optimizer ------------------------------------------------------------------------------ */
+/* ---- optimizer ------------------------------------------------------------------------------- */
 
 #include "tests/data/golden/kernels/adamw_golden.h"
 

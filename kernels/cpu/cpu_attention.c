@@ -194,7 +194,7 @@ static void doc_range(const att_job *j, int b, int p0, int p1, int32_t *lo, int3
 }
 
 /* Qs[r][d] = scale * q[i0 + r][d] for nr rows (and dO rows when dout is given) */
-static inline void load_q(const att_job *j, int b, int h, int i0, int nr, float *Qs, float *dO) {
+IG_CPU_INLINE void load_q(const att_job *j, int b, int h, int i0, int nr, float *Qs, float *dO) {
     int hs = j->hs;
     for (int r = 0; r < nr; r++) {
         const float *q = j->q + b * j->q_bstride + (size_t)(i0 + r) * j->q_stride + (size_t)h * hs;
@@ -209,7 +209,7 @@ static inline void load_q(const att_job *j, int b, int h, int i0, int nr, float 
 
 /* x[c][d] rows (when x is not NULL) and xT[d][c] (transposed, ATT_BC wide, zero past nc; when
  * xT is not NULL) of nc keys from key j0, of k or v */
-static inline void load_kv(const att_job *j, const float *src, int b, int h, int j0, int nc,
+IG_CPU_INLINE void load_kv(const att_job *j, const float *src, int b, int h, int j0, int nc,
                            float *x, float *xT) {
     int hs = j->hs;
     for (int c = 0; c < nc; c++) {
@@ -223,21 +223,31 @@ static inline void load_kv(const att_job *j, const float *src, int b, int h, int
 }
 
 /* S[r][c] = A[r] . BT[:, c] for nr x nc (BT transposed, ATT_BC wide), each a sum over d in order */
-static inline void tile_dot(float *S, const float *A, const float *BT, int nr, int nc, int hs) {
+IG_CPU_INLINE void tile_dot(float *S, const float *A, const float *BT, int nr, int nc, int hs) {
     for (int r = 0; r < nr; r++) {
         float acc[ATT_BC] = {0};
-        const float *a = A + r * hs;
-        for (int d = 0; d < hs; d++) {
-            float ad = a[d];
-            const float *bt = BT + d * ATT_BC;
-            for (int c = 0; c < ATT_BC; c++) acc[c] += ad * bt[c];
-        }
+        ig_cpu_acc64(acc, A + r * hs, 1, BT, ATT_BC, hs);
         memcpy(S + r * ATT_BC, acc, (size_t)nc * sizeof *acc);
     }
 }
 
+/* acc[0..hs) += sum over i < n, in order, of coef[i * cs] * rows[i * hs + 0..hs): registers for
+ * hs = 64 (every GPT-2 size), the plain loop otherwise; the same bits either way */
+IG_CPU_INLINE void acc_rows(float *acc, const float *coef, size_t cs, const float *rows, int hs,
+                            int n) {
+    if (hs == 64) {
+        ig_cpu_acc64(acc, coef, cs, rows, 64, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float c = coef[(size_t)i * cs];
+        const float *r = rows + (size_t)i * hs;
+        for (int d = 0; d < hs; d++) acc[d] += c * r[d];
+    }
+}
+
 /* masked entries of S become -INFINITY: query r at position pq0 + r, key c at position j0 + c */
-static inline void tile_mask(const att_job *j, int b, float *S, int pq0, int nr, int j0, int nc) {
+IG_CPU_INLINE void tile_mask(const att_job *j, int b, float *S, int pq0, int nr, int j0, int nc) {
     const int32_t *doc = j->doc ? j->doc + (size_t)b * j->Tk : NULL;
     for (int r = 0; r < nr; r++) {
         int tq = pq0 + r;
@@ -282,25 +292,16 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
                 continue;
             }
             float mnew = bm > m[r] ? bm : m[r];
-            float alpha = expf(m[r] - mnew), sum = 0;
-            for (int c = 0; c < nc; c++) {
-                s[c] = expf(s[c] - mnew);
-                sum += s[c];
-            }
+            float alpha = ig_cpu_expf(m[r] - mnew), sum = 0;
+            for (int c = 0; c < nc; c++) s[c] = ig_cpu_expf(s[c] - mnew); /* masked: 0 */
+            for (int c = 0; c < nc; c++) sum += s[c];
             l[r] = l[r] * alpha + sum;
             m[r] = mnew;
             float *o = O + r * hs;
             for (int d = 0; d < hs; d++) o[d] *= alpha;
         }
-        for (int r = 0; r < nr; r++) { /* O += P V */
-            float *o = O + r * hs;
-            const float *p = S + r * ATT_BC;
-            for (int c = 0; c < nc; c++) {
-                float pc = p[c];
-                const float *vc = V + c * hs;
-                for (int d = 0; d < hs; d++) o[d] += pc * vc[d];
-            }
-        }
+        for (int r = 0; r < nr; r++) /* O += P V */
+            acc_rows(O + r * hs, S + r * ATT_BC, 1, V, hs, nc);
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->out + b * j->o_bstride + (size_t)(i0 + r) * j->o_stride + (size_t)h * hs;
@@ -396,14 +397,14 @@ static void att_D_chunk(void *arg, size_t b0, size_t e, int worker) {
 
 /* P = exp(S - lse) (masked: 0) and dS = P (dP - D) for a tile; S holds the scores, dP the
  * products dO . V; P replaces S, dS replaces dP */
-static inline void tile_p_ds(const att_job *j, int b, int h, float *S, float *dP, int i0, int nr,
+IG_CPU_INLINE void tile_p_ds(const att_job *j, int b, int h, float *S, float *dP, int i0, int nr,
                              int j0, int nc) {
     const float *lse = j->lse + ((size_t)b * j->NH + h) * j->Tq + i0;
     const float *D = j->D + ((size_t)b * j->NH + h) * j->Tq + i0;
     for (int r = 0; r < nr; r++) {
         float *s = S + r * ATT_BC, *dp = dP + r * ATT_BC;
         for (int c = 0; c < nc; c++) {
-            float p = s[c] == -INFINITY ? 0.0f : expf(s[c] - lse[r]);
+            float p = ig_cpu_expf(s[c] - lse[r]); /* masked (-inf): 0 */
             s[c] = p;
             dp[c] = p * (dp[c] - D[r]);
         }
@@ -439,15 +440,8 @@ static void att_bwd_kv_item(void *arg, size_t item, int worker) {
         tile_dot(dP, dO, vT, nr, nc, hs);
         tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
         for (int c = 0; c < nc; c++) { /* dV[c] += P[:, c]^T dO, dK[c] += dS[:, c]^T Qs */
-            float *dv = dV + c * hs, *dk = dK + c * hs;
-            for (int r = 0; r < nr; r++) {
-                float p = S[r * ATT_BC + c], ds = dP[r * ATT_BC + c];
-                const float *go = dO + r * hs, *q = Qs + r * hs;
-                for (int d = 0; d < hs; d++) {
-                    dv[d] += p * go[d];
-                    dk[d] += ds * q[d];
-                }
-            }
+            acc_rows(dV + c * hs, S + c, ATT_BC, dO, hs, nr);
+            acc_rows(dK + c * hs, dP + c, ATT_BC, Qs, hs, nr);
         }
     }
     for (int c = 0; c < nc; c++) {
@@ -484,15 +478,8 @@ static void att_bwd_q_item(void *arg, size_t item, int worker) {
         tile_mask(j, b, S, i0, nr, j0, nc);
         tile_dot(dP, dO, vT, nr, nc, hs);
         tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-        for (int r = 0; r < nr; r++) { /* dQ[r] += dS[r, :] K */
-            float *dq = dQ + r * hs;
-            const float *ds = dP + r * ATT_BC;
-            for (int c = 0; c < nc; c++) {
-                float x = ds[c];
-                const float *kc = K + c * hs;
-                for (int d = 0; d < hs; d++) dq[d] += x * kc[d];
-            }
-        }
+        for (int r = 0; r < nr; r++) /* dQ[r] += dS[r, :] K */
+            acc_rows(dQ + r * hs, dP + r * ATT_BC, 1, K, hs, nc);
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->dq + b * j->q_bstride + (size_t)(i0 + r) * j->q_stride + (size_t)h * hs;

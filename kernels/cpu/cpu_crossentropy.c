@@ -3,9 +3,9 @@
  * its logits overwritten by their gradient, all while the row is in cache; no probability tensor
  * exists. Padded columns (V <= j < Vp) are never read, and get a zero gradient.
  *
- * Rows are independent: the fast kernel runs them on the pool, each summed in fixed lanes (max in
- * 16 float lanes, the sum of exponentials in 8 double lanes), so a row's bits do not depend on
- * which thread took it.
+ * Rows are independent: the fast kernel runs them on the pool, each reduced in 16 fixed lanes
+ * (ig_cpu_max, ig_cpu_sum_exp: the sum in double, the exponentials by the vectorisable
+ * ig_cpu_expf), so a row's bits do not depend on which thread took it or on the CPU.
  *
  * Shapes: logits [N, Vp], targets [N] in [0, V), losses [N], dloss NULL or [N].
  */
@@ -45,9 +45,6 @@ typedef struct ce_job {
     int V, Vp;
 } ce_job;
 
-#define CE_MAX_LANES 16
-#define CE_SUM_LANES 8
-
 IG_CPU_CLONES
 static void ce_chunk(void *arg, size_t b, size_t e, int worker) {
     (void)worker;
@@ -55,30 +52,17 @@ static void ce_chunk(void *arg, size_t b, size_t e, int worker) {
     int V = j->V;
     for (size_t i = b; i < e; i++) {
         float *x = j->logits + i * j->Vp;
-        float mx[CE_MAX_LANES];
-        for (int k = 0; k < CE_MAX_LANES; k++) mx[k] = -INFINITY;
-        int c = 0;
-        for (; c + CE_MAX_LANES <= V; c += CE_MAX_LANES)
-            for (int k = 0; k < CE_MAX_LANES; k++) mx[k] = x[c + k] > mx[k] ? x[c + k] : mx[k];
-        for (; c < V; c++) mx[0] = x[c] > mx[0] ? x[c] : mx[0];
-        float m = mx[0];
-        for (int k = 1; k < CE_MAX_LANES; k++) m = mx[k] > m ? mx[k] : m;
-
-        double s[CE_SUM_LANES] = {0};
-        for (c = 0; c + CE_SUM_LANES <= V; c += CE_SUM_LANES)
-            for (int k = 0; k < CE_SUM_LANES; k++) s[k] += expf(x[c + k] - m);
-        for (; c < V; c++) s[0] += expf(x[c] - m);
-        double sum = 0;
-        for (int k = 0; k < CE_SUM_LANES; k++) sum += s[k];
+        float m = ig_cpu_max(x, V);
+        double sum = ig_cpu_sum_exp(x, V, m, NULL, 0.0f);
 
         int t = j->targets[i];
         double lse = m + log(sum);
         j->losses[i] = (float)(lse - x[t]);
         if (!j->dloss) continue;
         float dl = j->dloss[i], scale = (float)(dl / sum);
-        for (c = 0; c < V; c++) x[c] = expf(x[c] - m) * scale;
+        ig_cpu_sum_exp(x, V, m, x, scale);
         x[t] -= dl;
-        for (c = V; c < j->Vp; c++) x[c] = 0.0f;
+        for (int c = V; c < j->Vp; c++) x[c] = 0.0f;
     }
 }
 

@@ -4,6 +4,8 @@
  * gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
  * gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
  *
+ * The fast kernels compute 0.5 (1 + tanh(u)) as sigmoid(2u) = 1 / (1 + exp(-2u)) with the
+ * vectorisable ig_cpu_expf (no cancellation near 0, and libm's tanhf is a call per element).
  * The fast backward goes over chunks of columns, each computing its dinp columns row by row and
  * summing them (in double, in row order) into dbias: one pass, and the bias gradient's order never
  * depends on the thread count.
@@ -74,10 +76,10 @@ static void gelu_fwd_chunk(void *arg, size_t b, size_t e, int worker) {
     for (size_t n = b; n < e; n++) {
         const float *x = j->inp + n * C;
         float *o = j->out + n * C;
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < C; c++) { /* 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)) */
             float v = x[c] + j->bias[c];
             float u = (float)GELU_K * (v + (float)GELU_A * v * v * v);
-            o[c] = 0.5f * v * (1.0f + tanhf(u));
+            o[c] = v / (1.0f + ig_cpu_expf(-2.0f * u));
         }
     }
 }
@@ -102,10 +104,12 @@ static void gelu_bwd_chunk(void *arg, size_t b, size_t e, int worker) {
             const float *x = j->inp + off, *d = j->dout + off;
             float *di = j->dinp + off;
             for (int k = 0; k < cw; k++) {
+                /* with sg = 0.5 (1 + tanh(u)) = sigmoid(2u): 0.5 (1 - tanh(u)^2) = 2 sg (1 - sg) */
                 float v = x[k] + bias[k];
-                float t = tanhf((float)GELU_K * (v + (float)GELU_A * v * v * v));
-                float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * (float)GELU_K *
-                                                  (1.0f + 3.0f * (float)GELU_A * v * v);
+                float u = (float)GELU_K * (v + (float)GELU_A * v * v * v);
+                float sg = 1.0f / (1.0f + ig_cpu_expf(-2.0f * u));
+                float g = sg + 2.0f * v * sg * (1.0f - sg) * (float)GELU_K *
+                                   (1.0f + 3.0f * (float)GELU_A * v * v);
                 di[k] = d[k] * g;
                 s[k] += di[k];
             }

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../backend_internal.h"
 
@@ -31,8 +32,117 @@
 #define IG_CPU_CLONES
 #endif
 
-/* ---- helpers (cpu_backend.c, cpu_gemm.c) ------------------------------------------------------
- */
+/* Helpers of the hot loops are always inlined, so that they are compiled for the caller's clone
+ * (a helper left out of line would run the baseline code). */
+#if defined(__GNUC__)
+#define IG_CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define IG_CPU_INLINE static inline
+#endif
+
+/* exp(x) in float, written so that loops over it vectorise (libm's expf is a call per element):
+ * 2^n p(r) with r = x - n ln2 in [-ln2/2, ln2/2] (ln2 split in two for an exact product) and p
+ * the degree-7 Taylor polynomial; at most 1e-7 relative error (1 ulp) over the float range. 0 for
+ * x below -87.3 (e^-87.3 is the smallest normal float) and for -inf, e^88.7 for anything larger
+ * than 88.7, NaN for NaN. */
+IG_CPU_INLINE float ig_cpu_expf(float x) {
+    float c = x > -87.3f ? x : -87.3f; /* NaN goes to -87.3 here, and is put back below */
+    c = c < 88.7f ? c : 88.7f;
+    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = c - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } s = {((int32_t)n + 127) * (1 << 23)};
+    float y = p * s.f;
+    y = x > -87.3f ? y : 0.0f;
+    return x == x ? y : x;
+}
+
+/* Fixed 16-lane reductions with GCC/clang vector types (lowered to whatever the clone's ISA
+ * has): the lanes are part of the arithmetic, so the result is the same on every CPU. Vectors
+ * never cross a function boundary (that would change the ABI between clones). */
+typedef float ig_cpu_f16 __attribute__((vector_size(64)));
+typedef double ig_cpu_d16 __attribute__((vector_size(128)));
+typedef int32_t ig_cpu_i16 __attribute__((vector_size(64)));
+
+/* max of x[0..n), n >= 1: 16 lanes over the multiples of 16, then the lanes in order, then the
+ * tail; NaNs are skipped (as by a > m ? a : m) */
+IG_CPU_INLINE float ig_cpu_max(const float *x, int n) {
+    float m = x[0];
+    int c = 0;
+    if (n >= 16) {
+        ig_cpu_f16 mv, v;
+        memcpy(&mv, x, sizeof mv);
+        for (c = 16; c + 16 <= n; c += 16) {
+            memcpy(&v, x + c, sizeof v);
+            ig_cpu_i16 gt = v > mv; /* -1 where v wins */
+            ig_cpu_i16 a, b;
+            memcpy(&a, &v, sizeof a), memcpy(&b, &mv, sizeof b);
+            a = (a & gt) | (b & ~gt);
+            memcpy(&mv, &a, sizeof mv);
+        }
+        m = mv[0];
+        for (int k = 1; k < 16; k++) m = mv[k] > m ? mv[k] : m;
+    }
+    for (; c < n; c++) m = x[c] > m ? x[c] : m;
+    return m;
+}
+
+/* sum of exp(x[i] - sub) for i < n, in double: 16 lanes over the multiples of 16, then the lanes
+ * in order, then the tail; with y not NULL, y[i] = exp(x[i] - sub) * mul as well */
+IG_CPU_INLINE double ig_cpu_sum_exp(const float *x, int n, float sub, float *y, float mul) {
+    ig_cpu_d16 acc = {0};
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        float e[16];
+        for (int k = 0; k < 16; k++) e[k] = ig_cpu_expf(x[c + k] - sub);
+        ig_cpu_f16 v;
+        memcpy(&v, e, sizeof v);
+        acc += __builtin_convertvector(v, ig_cpu_d16);
+        if (y)
+            for (int k = 0; k < 16; k++) y[c + k] = e[k] * mul;
+    }
+    double s = 0;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; c < n; c++) {
+        float e = ig_cpu_expf(x[c] - sub);
+        s += e;
+        if (y) y[c] = e * mul;
+    }
+    return s;
+}
+
+/* acc[0..64) += sum over i < n, in order, of coef[i * cs] * rows[i * rs + 0..64): the row of
+ * 64 accumulators stays in four 16-lane registers for the whole sum. Each lane does what the plain
+ * loop `for i: acc[k] += coef[i * cs] * rows[i * rs + k]` does, so the bits are the same. */
+IG_CPU_INLINE void ig_cpu_acc64(float *acc, const float *coef, size_t cs, const float *rows,
+                                size_t rs, int n) {
+    ig_cpu_f16 a0, a1, a2, a3, v;
+    memcpy(&a0, acc, sizeof a0), memcpy(&a1, acc + 16, sizeof a1);
+    memcpy(&a2, acc + 32, sizeof a2), memcpy(&a3, acc + 48, sizeof a3);
+    for (int i = 0; i < n; i++) {
+        float c = coef[(size_t)i * cs];
+        const float *r = rows + (size_t)i * rs;
+        memcpy(&v, r, sizeof v), a0 += c * v;
+        memcpy(&v, r + 16, sizeof v), a1 += c * v;
+        memcpy(&v, r + 32, sizeof v), a2 += c * v;
+        memcpy(&v, r + 48, sizeof v), a3 += c * v;
+    }
+    memcpy(acc, &a0, sizeof a0), memcpy(acc + 16, &a1, sizeof a1);
+    memcpy(acc + 32, &a2, sizeof a2), memcpy(acc + 48, &a3, sizeof a3);
+}
+
+/* ---- helpers (cpu_backend.c, cpu_gemm.c) ----------------------------------------------------- */
 
 /* Scratch for one kernel call: bytes from the context's allocator (64-byte aligned), or NULL
  * after raising IG_ERR_NOMEM on the backend (the kernel then returns without writing). */

@@ -92,7 +92,7 @@ typedef struct ln_job {
 } ln_job;
 
 /* sum of x[0..C) in double, in LN_LANES lanes added up in lane order */
-static inline double lane_sum(const float *x, int C) {
+IG_CPU_INLINE double lane_sum(const float *x, int C) {
     double s[LN_LANES] = {0};
     int c = 0;
     for (; c + LN_LANES <= C; c += LN_LANES)
@@ -103,7 +103,7 @@ static inline double lane_sum(const float *x, int C) {
     return t;
 }
 
-static inline double lane_sqdev(const float *x, float m, int C) {
+IG_CPU_INLINE double lane_sqdev(const float *x, float m, int C) {
     double s[LN_LANES] = {0};
     int c = 0;
     for (; c + LN_LANES <= C; c += LN_LANES)
@@ -117,7 +117,7 @@ static inline double lane_sqdev(const float *x, float m, int C) {
     return t;
 }
 
-static inline void ln_row(float *out, float *mean, float *rstd, const float *x, const float *w,
+IG_CPU_INLINE void ln_row(float *out, float *mean, float *rstd, const float *x, const float *w,
                           const float *b, int C) {
     double md = lane_sum(x, C) / C;
     float m = (float)md;
