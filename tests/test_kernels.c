@@ -189,6 +189,59 @@ static void test_backend_basics(void **state) {
     assert_non_null(strstr(ig_cuda_describe(buf, sizeof buf), "CUDA"));
 }
 
+/* an allocator that fails on demand */
+typedef struct flaky {
+    int fail;
+} flaky;
+
+static void *flaky_alloc(void *user, size_t size, size_t align) {
+    void *p = NULL;
+    if (((flaky *)user)->fail) return NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) ? NULL : p;
+}
+
+static void *flaky_realloc(void *user, void *ptr, size_t size) {
+    return ((flaky *)user)->fail ? NULL : realloc(ptr, size);
+}
+
+static void flaky_free(void *user, void *ptr) {
+    (void)user;
+    free(ptr);
+}
+
+/* a kernel that cannot get scratch memory writes nothing and says so at the next sync */
+static void test_backend_nomem(void **state) {
+    (void)state;
+    flaky fl = {0};
+    ig_allocator a = {flaky_alloc, flaky_realloc, flaky_free, &fl};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 2;
+    o.allocator = &a;
+    ig_ctx *ctx = NULL;
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
+    int B = 1, T = 5, C = 8, NH = 2;
+    void *qkv = NULL, *out = NULL, *lse = NULL, *big = NULL;
+    assert_int_equal(ig_backend_alloc(be, (size_t)T * 3 * C * 4, &qkv, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)T * C * 4, &out, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)NH * T * 4, &lse, &err), IG_OK);
+    fl.fail = 1;
+    assert_int_equal(ig_backend_alloc(be, 1 << 20, &big, &err), IG_ERR_NOMEM);
+    assert_null(big);
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    fl.fail = 0;
+    assert_int_equal(ig_backend_sync(be, &err), IG_ERR_NOMEM);
+    assert_non_null(strstr(err.msg, "attention_forward"));
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK); /* reported once */
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK);
+    ig_backend_release(be, qkv), ig_backend_release(be, out), ig_backend_release(be, lse);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+}
+
 /* ---- encoder --------------------------------------------------------------------------------- */
 
 static void test_encoder(void **state) {
@@ -278,6 +331,12 @@ static void test_layernorm(void **state) {
     float *o3 = talloc(f, n);
     ig_kernel_layernorm_forward(FAST(f), o3, m2, r2, res2, w, b, N, C);
     check_same(o2, o3, n * 4, "residual_layernorm_forward = add then layernorm");
+    /* in place (residual == a: the residual stream updated where it lies) */
+    float *inplace = tdup(f, x, n);
+    ig_kernel_residual_layernorm_forward(FAST(f), inplace, o3, m2, r2, inplace, a2, w, b, N, C);
+    check_same(inplace, res2, n * 4, "residual_layernorm_forward in place");
+    check_same(o3, o2, n * 4, "residual_layernorm_forward in place, out");
+    tfree(f, inplace);
 
     /* backward: fast vs reference, accumulating into nonzero gradients */
     float *dout = talloc(f, n);
@@ -869,7 +928,8 @@ static void test_determinism_rows(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backend_basics),      cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_backend_basics),
+        cmocka_unit_test(test_backend_nomem),      cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),           cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_fd),           cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention),           cmocka_unit_test(test_attention_fd),

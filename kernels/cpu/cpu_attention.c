@@ -224,7 +224,14 @@ IG_CPU_INLINE void load_kv(const att_job *j, const float *src, int b, int h, int
 
 /* S[r][c] = A[r] . BT[:, c] for nr x nc (BT transposed, ATT_BC wide), each a sum over d in order */
 IG_CPU_INLINE void tile_dot(float *S, const float *A, const float *BT, int nr, int nc, int hs) {
-    for (int r = 0; r < nr; r++) {
+    int r = 0;
+    for (; r + 2 <= nr; r += 2) {
+        float acc[2][ATT_BC] = {{0}};
+        ig_cpu_acc64x2(acc[0], acc[1], A + r * hs, A + (r + 1) * hs, 1, BT, ATT_BC, hs);
+        memcpy(S + r * ATT_BC, acc[0], (size_t)nc * sizeof(float));
+        memcpy(S + (r + 1) * ATT_BC, acc[1], (size_t)nc * sizeof(float));
+    }
+    for (; r < nr; r++) {
         float acc[ATT_BC] = {0};
         ig_cpu_acc64(acc, A + r * hs, 1, BT, ATT_BC, hs);
         memcpy(S + r * ATT_BC, acc, (size_t)nc * sizeof *acc);
@@ -246,14 +253,27 @@ IG_CPU_INLINE void acc_rows(float *acc, const float *coef, size_t cs, const floa
     }
 }
 
+/* acc_rows for n_acc accumulator rows: acc + a * hs with coef + a * ca, in pairs where it can */
+IG_CPU_INLINE void acc_rows_n(float *acc, const float *coef, size_t ca, size_t cs,
+                              const float *rows, int hs, int n, int n_acc) {
+    int a = 0;
+    if (hs == 64)
+        for (; a + 2 <= n_acc; a += 2)
+            ig_cpu_acc64x2(acc + a * 64, acc + (a + 1) * 64, coef + a * ca, coef + (a + 1) * ca, cs,
+                           rows, 64, n);
+    for (; a < n_acc; a++) acc_rows(acc + a * hs, coef + a * ca, cs, rows, hs, n);
+}
+
 /* masked entries of S become -INFINITY: query r at position pq0 + r, key c at position j0 + c */
 IG_CPU_INLINE void tile_mask(const att_job *j, int b, float *S, int pq0, int nr, int j0, int nc) {
     const int32_t *doc = j->doc ? j->doc + (size_t)b * j->Tk : NULL;
+    if (!doc && j0 + nc - 1 <= pq0) return; /* every key before every query: nothing masked */
     for (int r = 0; r < nr; r++) {
         int tq = pq0 + r;
         float *s = S + r * ATT_BC;
-        for (int c = 0; c < nc; c++)
-            if (j0 + c > tq || (doc && doc[j0 + c] != doc[tq])) s[c] = -INFINITY;
+        for (int c = tq - j0 + 1 > 0 ? tq - j0 + 1 : 0; c < nc; c++) s[c] = -INFINITY; /* future */
+        if (doc)
+            for (int c = 0; c < nc; c++) s[c] = doc[j0 + c] != doc[tq] ? -INFINITY : s[c];
     }
 }
 
@@ -285,23 +305,21 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
         tile_dot(S, Qs, kT, nr, nc, hs);
         tile_mask(j, b, S, pq0, nr, j0, nc);
         for (int r = 0; r < nr; r++) {
-            float *s = S + r * ATT_BC, bm = -INFINITY;
-            for (int c = 0; c < nc; c++) bm = s[c] > bm ? s[c] : bm;
-            if (bm == -INFINITY) { /* nothing visible in this block */
+            float *s = S + r * ATT_BC, bm = ig_cpu_max(s, nc);
+            if (!(bm > -INFINITY)) { /* nothing visible in this block */
                 for (int c = 0; c < nc; c++) s[c] = 0;
                 continue;
             }
             float mnew = bm > m[r] ? bm : m[r];
-            float alpha = ig_cpu_expf(m[r] - mnew), sum = 0;
+            float alpha = ig_cpu_expf(m[r] - mnew);
             for (int c = 0; c < nc; c++) s[c] = ig_cpu_expf(s[c] - mnew); /* masked: 0 */
-            for (int c = 0; c < nc; c++) sum += s[c];
+            float sum = ig_cpu_sum(s, nc);
             l[r] = l[r] * alpha + sum;
             m[r] = mnew;
             float *o = O + r * hs;
             for (int d = 0; d < hs; d++) o[d] *= alpha;
         }
-        for (int r = 0; r < nr; r++) /* O += P V */
-            acc_rows(O + r * hs, S + r * ATT_BC, 1, V, hs, nc);
+        acc_rows_n(O, S, ATT_BC, 1, V, hs, nc, nr); /* O += P V */
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->out + b * j->o_bstride + (size_t)(i0 + r) * j->o_stride + (size_t)h * hs;
@@ -439,10 +457,8 @@ static void att_bwd_kv_item(void *arg, size_t item, int worker) {
         tile_mask(j, b, S, i0, nr, j0, nc);
         tile_dot(dP, dO, vT, nr, nc, hs);
         tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-        for (int c = 0; c < nc; c++) { /* dV[c] += P[:, c]^T dO, dK[c] += dS[:, c]^T Qs */
-            acc_rows(dV + c * hs, S + c, ATT_BC, dO, hs, nr);
-            acc_rows(dK + c * hs, dP + c, ATT_BC, Qs, hs, nr);
-        }
+        acc_rows_n(dV, S, 1, ATT_BC, dO, hs, nr, nc);  /* dV[c] += P[:, c]^T dO */
+        acc_rows_n(dK, dP, 1, ATT_BC, Qs, hs, nr, nc); /* dK[c] += dS[:, c]^T Qs */
     }
     for (int c = 0; c < nc; c++) {
         size_t off = b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)h * hs;
@@ -478,8 +494,7 @@ static void att_bwd_q_item(void *arg, size_t item, int worker) {
         tile_mask(j, b, S, i0, nr, j0, nc);
         tile_dot(dP, dO, vT, nr, nc, hs);
         tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-        for (int r = 0; r < nr; r++) /* dQ[r] += dS[r, :] K */
-            acc_rows(dQ + r * hs, dP + r * ATT_BC, 1, K, hs, nc);
+        acc_rows_n(dQ, dP, ATT_BC, 1, K, hs, nc, nr); /* dQ[r] += dS[r, :] K */
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->dq + b * j->q_bstride + (size_t)(i0 + r) * j->q_stride + (size_t)h * hs;

@@ -98,6 +98,21 @@ IG_CPU_INLINE float ig_cpu_max(const float *x, int n) {
     return m;
 }
 
+/* sum of x[0..n) in float: 16 lanes over the multiples of 16, then the lanes in order, then the
+ * tail (a fixed order, and no chain of n dependent additions) */
+IG_CPU_INLINE float ig_cpu_sum(const float *x, int n) {
+    ig_cpu_f16 acc = {0}, v;
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        memcpy(&v, x + c, sizeof v);
+        acc += v;
+    }
+    float s = 0;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; c < n; c++) s += x[c];
+    return s;
+}
+
 /* sum of exp(x[i] - sub) for i < n, in double: 16 lanes over the multiples of 16, then the lanes
  * in order, then the tail; with y not NULL, y[i] = exp(x[i] - sub) * mul as well */
 IG_CPU_INLINE double ig_cpu_sum_exp(const float *x, int n, float sub, float *y, float mul) {
@@ -140,6 +155,29 @@ IG_CPU_INLINE void ig_cpu_acc64(float *acc, const float *coef, size_t cs, const 
     }
     memcpy(acc, &a0, sizeof a0), memcpy(acc + 16, &a1, sizeof a1);
     memcpy(acc + 32, &a2, sizeof a2), memcpy(acc + 48, &a3, sizeof a3);
+}
+
+/* ig_cpu_acc64 on two accumulator rows at once (acc0 with coef0, acc1 with coef1) over the same
+ * rows, which are then loaded once for both: eight registers of sums. */
+IG_CPU_INLINE void ig_cpu_acc64x2(float *acc0, float *acc1, const float *coef0, const float *coef1,
+                                  size_t cs, const float *rows, size_t rs, int n) {
+    ig_cpu_f16 a0, a1, a2, a3, b0, b1, b2, b3, v;
+    memcpy(&a0, acc0, sizeof a0), memcpy(&a1, acc0 + 16, sizeof a1);
+    memcpy(&a2, acc0 + 32, sizeof a2), memcpy(&a3, acc0 + 48, sizeof a3);
+    memcpy(&b0, acc1, sizeof b0), memcpy(&b1, acc1 + 16, sizeof b1);
+    memcpy(&b2, acc1 + 32, sizeof b2), memcpy(&b3, acc1 + 48, sizeof b3);
+    for (int i = 0; i < n; i++) {
+        float c = coef0[(size_t)i * cs], d = coef1[(size_t)i * cs];
+        const float *r = rows + (size_t)i * rs;
+        memcpy(&v, r, sizeof v), a0 += c * v, b0 += d * v;
+        memcpy(&v, r + 16, sizeof v), a1 += c * v, b1 += d * v;
+        memcpy(&v, r + 32, sizeof v), a2 += c * v, b2 += d * v;
+        memcpy(&v, r + 48, sizeof v), a3 += c * v, b3 += d * v;
+    }
+    memcpy(acc0, &a0, sizeof a0), memcpy(acc0 + 16, &a1, sizeof a1);
+    memcpy(acc0 + 32, &a2, sizeof a2), memcpy(acc0 + 48, &a3, sizeof a3);
+    memcpy(acc1, &b0, sizeof b0), memcpy(acc1 + 16, &b1, sizeof b1);
+    memcpy(acc1 + 32, &b2, sizeof b2), memcpy(acc1 + 48, &b3, sizeof b3);
 }
 
 /* ---- helpers (cpu_backend.c, cpu_gemm.c) ----------------------------------------------------- */
