@@ -623,9 +623,8 @@ static void test_attention_fd(void **state) {
 }
 
 /* document masking: each document attends only to itself, as if run alone */
-static void test_attention_documents(void **state) {
-    fixture *f = *state;
-    int B = 2, T = 150, NH = 2, C = 16;
+static void attention_documents_case(fixture *f, int NH, int C) {
+    int B = 2, T = 150;
     size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     int32_t *doc = ialloc(f, (size_t)B * T);
     /* sequence 0: documents of 40, 1, 70, 39 tokens; sequence 1: one document */
@@ -671,6 +670,12 @@ static void test_attention_documents(void **state) {
     float *all[] = {qkv, o, lse, o1, l1, o2, l2, dout, d1, d2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
     tfree(f, doc);
+}
+
+static void test_attention_documents(void **state) {
+    fixture *f = *state;
+    attention_documents_case(f, 2, 16);  /* head size 8 */
+    attention_documents_case(f, 2, 128); /* head size 64 */
 }
 
 /* the KV-cache form equals the training attention at the same positions */
@@ -929,13 +934,20 @@ static void test_determinism_rows(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_basics),
-        cmocka_unit_test(test_backend_nomem),      cmocka_unit_test(test_encoder),
-        cmocka_unit_test(test_layernorm),           cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_fd),           cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_attention),           cmocka_unit_test(test_attention_fd),
-        cmocka_unit_test(test_attention_documents), cmocka_unit_test(test_attention_cached),
-        cmocka_unit_test(test_crossentropy),        cmocka_unit_test(test_adamw),
-        cmocka_unit_test(test_sum_squares_scale),   cmocka_unit_test(test_determinism_rows),
+        cmocka_unit_test(test_backend_nomem),
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_fd),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_fd),
+        cmocka_unit_test(test_attention_documents),
+        cmocka_unit_test(test_attention_cached),
+        cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_sum_squares_scale),
+        cmocka_unit_test(test_determinism_rows),
     };
     return cmocka_run_group_tests_name("kernels", tests, setup, teardown);
 }

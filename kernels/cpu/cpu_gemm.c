@@ -1,9 +1,10 @@
 /* cpu_gemm.c - the one door to the GEMM library: oneDNN's sgemm (libdnnl), row-major.
  *
- * Why oneDNN: at the trainer's shapes (GPT-2 small, N = 4 x 64 and 4 x 256 rows) it ran at 1.8-2x
- * OpenBLAS 0.3.21 and 3-5x BLIS 0.9 on the development machine, whose OpenBLAS must run its
- * Haswell (AVX2) kernels (OPENBLAS_CORETYPE) while oneDNN picks AVX-512 itself
- * (tools/bench/bench_kernels measures all three in one run).
+ * Why oneDNN: at the trainer's shapes (GPT-2 small, N = 4 x 64 and 4 x 256 rows, 2 threads) it
+ * ran at about 2x OpenBLAS 0.3.21 and 5-20x BLIS 0.9 on the development machine, whose OpenBLAS
+ * must run its Haswell (AVX2) kernels (OPENBLAS_CORETYPE) while oneDNN picks AVX-512 itself
+ * (tools/bench/bench_kernels measures all three in one run). OpenBLAS with its own threads also
+ * gave different bits on 1 and 2 threads.
  *
  * Threads: the library is always called with one thread, from the chunks of the context's pool
  * (cpu_matmul.c cuts every GEMM into chunks that depend on its sizes only), so the result is the
