@@ -11,9 +11,11 @@
  * ever stored. The backward is split in two passes so that every gradient element has exactly
  * one writer, without atomics: pass 1 walks each key block's queries and produces dK and dV,
  * pass 2 walks each query block's keys and produces dQ (both recompute P = exp(S - lse)). Tiles
- * are kept transposed where that makes the inner loops run along contiguous memory, so they
- * vectorise without reordering any sum: a query's numbers never depend on its neighbours, on the
- * thread count, or on the CPU's vector width.
+ * are kept transposed where that makes the inner loops run along contiguous memory: every dot
+ * product and weighted sum is vectorised across independent outputs and adds its terms in a fixed
+ * order (for head size 64 the 64 sums of a row stay in registers, two rows per pass over a tile),
+ * and row maxima and sums use fixed 16 lanes. A query's numbers never depend on its neighbours,
+ * on the thread count, or on the CPU's vector width.
  *
  * Masks: key s is visible to query t when s <= t and, with doc, doc[b, s] == doc[b, t]. A key
  * block whose documents cannot meet the query block's (disjoint id ranges) is skipped.
