@@ -1,7 +1,249 @@
-/* backend.c - what the compute backends of this build can run on, in words. */
+/* backend.c - the public face of the compute backends: creating one of the kind asked for,
+ * checking each call's arguments once for every backend, and dispatching it through the
+ * backend's ops table (backend_internal.h). Also what the CUDA runtime of this build reports, in
+ * words, for `ingot --version`.
+ *
+ * Kernels return nothing (on a GPU they are queued): a shape that cannot be right (a negative
+ * size, C not a multiple of NH, a NULL tensor) is a programmer error and asserts here; an error a
+ * kernel meets while it runs (an allocation, a library call) is kept by the backend and returned
+ * by the next ig_backend_sync.
+ */
 #include "backend.h"
 
+#include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "backend_internal.h"
+
+ig_backend_opts ig_backend_opts_default(void) {
+    ig_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = IG_BACKEND_CPU;
+    o.act_type = IG_ACT_F32;
+    return o;
+}
+
+ig_status ig_backend_create(ig_backend **out, ig_ctx *ctx, const ig_backend_opts *opts,
+                            ig_err *err) {
+    *out = NULL;
+    ig_backend_opts o = opts ? *opts : ig_backend_opts_default();
+    if (o.kind != IG_BACKEND_CPU && o.kind != IG_BACKEND_CUDA)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "unknown compute backend kind %d", (int)o.kind);
+    if (o.act_type != IG_ACT_F32 && o.act_type != IG_ACT_BF16)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "unknown activation type %d", (int)o.act_type);
+    ig_backend *be = ig_calloc(ctx, 1, sizeof *be);
+    if (!be) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating a compute backend");
+    be->ctx = ctx;
+    be->opts = o;
+    be->pending = IG_OK;
+    ig_status st =
+        o.kind == IG_BACKEND_CPU ? ig_cpu_backend_create(be, err) : ig_cuda_backend_create(be, err);
+    if (st != IG_OK) {
+        ig_free(ctx, be);
+        return st;
+    }
+    *out = be;
+    return IG_OK;
+}
+
+void ig_backend_free(ig_backend *be) {
+    if (!be) return;
+    if (be->ops && be->ops->destroy) be->ops->destroy(be);
+    ig_free(be->ctx, be);
+}
+
+const char *ig_backend_name(const ig_backend *be) {
+    return be->name;
+}
+
+ig_backend_kind ig_backend_kind_of(const ig_backend *be) {
+    return be->opts.kind;
+}
+
+ig_act_type ig_backend_act_type(const ig_backend *be) {
+    return be->act_type;
+}
+
+size_t ig_backend_act_size(const ig_backend *be) {
+    return be->act_type == IG_ACT_BF16 ? 2 : 4;
+}
+
+void ig_backend_raise(ig_backend *be, ig_status status, const char *fmt, ...) {
+    if (be->pending != IG_OK) return;
+    be->pending = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(be->pending_msg, sizeof be->pending_msg, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+ig_status ig_backend_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err) {
+    *out = NULL;
+    return be->ops->alloc(be, bytes, out, err);
+}
+
+void ig_backend_release(ig_backend *be, void *p) {
+    if (p) be->ops->release(be, p);
+}
+
+static ig_status check_copy(const void *dst, const void *src, size_t bytes, const char *what,
+                            ig_err *err) {
+    if (bytes && (!dst || !src))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s of %zu bytes with a NULL %s", what, bytes,
+                          dst ? "source" : "destination");
+    return IG_OK;
+}
+
+ig_status ig_backend_upload(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err) {
+    ig_status st = check_copy(dst, src, bytes, "upload", err);
+    return st != IG_OK || !bytes ? st : be->ops->upload(be, dst, src, bytes, err);
+}
+
+ig_status ig_backend_download(ig_backend *be, void *dst, const void *src, size_t bytes,
+                              ig_err *err) {
+    ig_status st = check_copy(dst, src, bytes, "download", err);
+    return st != IG_OK || !bytes ? st : be->ops->download(be, dst, src, bytes, err);
+}
+
+ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
+    ig_status st = check_copy(p, p, bytes, "zero", err);
+    return st != IG_OK || !bytes ? st : be->ops->zero(be, p, bytes, err);
+}
+
+ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n,
+                                ig_err *err) {
+    ig_status st = check_copy(dst, src, n, "upload_f32", err);
+    return st != IG_OK || !n ? st : be->ops->upload_f32(be, dst, src, n, err);
+}
+
+ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
+                                  ig_err *err) {
+    ig_status st = check_copy(dst, src, n, "download_f32", err);
+    return st != IG_OK || !n ? st : be->ops->download_f32(be, dst, src, n, err);
+}
+
+ig_status ig_backend_sync(ig_backend *be, ig_err *err) {
+    ig_status st = be->ops->sync(be, err);
+    if (st != IG_OK) return st;
+    if (be->pending != IG_OK) {
+        st = be->pending;
+        ig_err_set(err, st, "%s backend: %s", be->name, be->pending_msg);
+        be->pending = IG_OK;
+        be->pending_msg[0] = 0;
+    }
+    return st;
+}
+
+/* ---- operations: argument checks, then the backend's kernel ---------------------------------- */
+
+void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
+                               const void *wpe, int B, int T, int C) {
+    assert(out && tokens && wte && wpe && B >= 0 && T >= 0 && C >= 0);
+    be->ops->encoder_forward(be, out, tokens, wte, wpe, B, T, C);
+}
+
+void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
+                                const int32_t *tokens, int B, int T, int C) {
+    assert(dwte && dwpe && dout && tokens && B >= 0 && T >= 0 && C >= 0);
+    be->ops->encoder_backward(be, dwte, dwpe, dout, tokens, B, T, C);
+}
+
+void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                 const void *inp, const void *w, const void *b, int N, int C) {
+    assert(out && mean && rstd && inp && w && b && N >= 0 && C > 0);
+    be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C);
+}
+
+void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
+                                          float *rstd, const void *a, const void *b_in,
+                                          const void *w, const void *b, int N, int C) {
+    assert(residual && out && mean && rstd && a && b_in && w && b && N >= 0 && C > 0);
+    be->ops->residual_layernorm_forward(be, residual, out, mean, rstd, a, b_in, w, b, N, C);
+}
+
+void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                                  const void *inp, const void *w, const float *mean,
+                                  const float *rstd, int N, int C) {
+    assert(dinp && dw && db && dout && inp && w && mean && rstd && N >= 0 && C > 0);
+    be->ops->layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                              ig_w_layout layout, const void *bias, int N, int C, int OC) {
+    assert(out && inp && w && N >= 0 && C >= 0 && OC >= 0);
+    assert(layout == IG_W_IN_OUT || layout == IG_W_OUT_IN);
+    be->ops->matmul_forward(be, out, inp, w, layout, bias, N, C, OC);
+}
+
+void ig_kernel_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                               const void *inp, const void *w, ig_w_layout layout, int N, int C,
+                               int OC) {
+    assert(dw && dout && inp && w && N >= 0 && C >= 0 && OC >= 0);
+    assert(layout == IG_W_IN_OUT || layout == IG_W_OUT_IN);
+    be->ops->matmul_backward(be, dinp, dw, dbias, dout, inp, w, layout, N, C, OC);
+}
+
+void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, const void *bias,
+                                 int N, int C) {
+    assert(out && inp && bias && N >= 0 && C >= 0);
+    be->ops->gelu_bias_forward(be, out, inp, bias, N, C);
+}
+
+void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
+                                  const void *inp, const void *bias, int N, int C) {
+    assert(dinp && dbias && dout && inp && bias && N >= 0 && C >= 0);
+    be->ops->gelu_bias_backward(be, dinp, dbias, dout, inp, bias, N, C);
+}
+
+void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                                 const int32_t *doc, int B, int T, int C, int NH) {
+    assert(out && lse && qkv && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
+    be->ops->attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+}
+
+void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
+                                  const void *out, const float *lse, const int32_t *doc, int B,
+                                  int T, int C, int NH) {
+    assert(dqkv && dout && qkv && out && lse && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
+    be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+}
+
+void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
+                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH) {
+    assert(out && q && k && v && B >= 0 && Tq >= 0 && pos0 >= 0 && pos0 + Tq <= Tmax);
+    assert(NH > 0 && C > 0 && C % NH == 0);
+    be->ops->attention_cached(be, out, q, k, v, B, Tq, pos0, Tmax, C, NH);
+}
+
+void ig_kernel_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
+                            const float *dloss, int N, int V, int Vp) {
+    assert(losses && logits && targets && N >= 0 && V > 0 && Vp >= V);
+    be->ops->crossentropy(be, losses, logits, targets, dloss, N, V, Vp);
+}
+
+void ig_kernel_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                     float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, float grad_scale, int step) {
+    assert(params && grads && m && v && step >= 1);
+    be->ops->adamw(be, params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                   grad_scale, step);
+}
+
+double ig_kernel_sum_squares(ig_backend *be, const void *x, size_t n) {
+    assert(x || n == 0);
+    return n ? be->ops->sum_squares(be, x, n) : 0.0;
+}
+
+void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s) {
+    assert(x || n == 0);
+    if (n) be->ops->scale(be, x, n, s);
+}
+
+/* ---- the CUDA runtime, in words -------------------------------------------------------------- */
 
 char *ig_cuda_describe(char *buf, size_t cap) {
     ig_cuda_info ci;

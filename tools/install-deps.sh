@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libzstd-dev zstd libxxhash-dev libfyaml-dev libjansson-dev libutf8proc-dev unicode-data
   libcmocka-dev libopenmpi-dev openmpi-bin
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   clang libclang-rt-14-dev
 )

@@ -4,6 +4,16 @@
 
 #include <string.h>
 
+#include "../backend_internal.h"
+
 void ig_cuda_query(ig_cuda_info *out) {
     memset(out, 0, sizeof *out);
+}
+
+ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
+    (void)be;
+    return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                      "the CUDA backend is not in this build (nvcc was not found when ingot was "
+                      "configured); use the CPU backend, or install the CUDA Toolkit and "
+                      "reconfigure");
 }

@@ -1,0 +1,97 @@
+/* backend_internal.h - private to kernels/: what a compute backend fills in. backend.c owns the
+ * ig_backend struct, checks arguments, and dispatches every public ig_backend_* and ig_kernel_*
+ * call through the ops table below; a backend (kernels/cpu/, kernels/cuda/) provides the table
+ * and its own state. Nothing outside kernels/ sees this header, so the table can change without
+ * touching the trainer.
+ */
+#ifndef INGOT_KERNELS_BACKEND_INTERNAL_H
+#define INGOT_KERNELS_BACKEND_INTERNAL_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The operations of a backend, one entry per public function of backend.h (same parameters, the
+ * backend first). Every entry is set; backend.c has checked the arguments that it can (shapes,
+ * NULL pointers) before it calls one. */
+typedef struct ig_backend_ops {
+    void (*destroy)(ig_backend *be); /* frees be->impl (not be) */
+
+    ig_status (*alloc)(ig_backend *be, size_t bytes, void **out, ig_err *err);
+    void (*release)(ig_backend *be, void *p);
+    ig_status (*upload)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
+    ig_status (*download)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
+    ig_status (*zero)(ig_backend *be, void *p, size_t bytes, ig_err *err);
+    ig_status (*upload_f32)(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
+    ig_status (*download_f32)(ig_backend *be, float *dst, const void *src, size_t n, ig_err *err);
+    ig_status (*sync)(ig_backend *be, ig_err *err);
+
+    void (*encoder_forward)(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
+                            const void *wpe, int B, int T, int C);
+    void (*encoder_backward)(ig_backend *be, void *dwte, void *dwpe, const void *dout,
+                             const int32_t *tokens, int B, int T, int C);
+    void (*layernorm_forward)(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
+                              const void *w, const void *b, int N, int C);
+    void (*residual_layernorm_forward)(ig_backend *be, void *residual, void *out, float *mean,
+                                       float *rstd, const void *a, const void *b_in, const void *w,
+                                       const void *b, int N, int C);
+    void (*layernorm_backward)(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                               const void *inp, const void *w, const float *mean, const float *rstd,
+                               int N, int C);
+    void (*matmul_forward)(ig_backend *be, void *out, const void *inp, const void *w,
+                           ig_w_layout layout, const void *bias, int N, int C, int OC);
+    void (*matmul_backward)(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                            const void *inp, const void *w, ig_w_layout layout, int N, int C,
+                            int OC);
+    void (*gelu_bias_forward)(ig_backend *be, void *out, const void *inp, const void *bias, int N,
+                              int C);
+    void (*gelu_bias_backward)(ig_backend *be, void *dinp, void *dbias, const void *dout,
+                               const void *inp, const void *bias, int N, int C);
+    void (*attention_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
+                              const int32_t *doc, int B, int T, int C, int NH);
+    void (*attention_backward)(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
+                               const void *out, const float *lse, const int32_t *doc, int B, int T,
+                               int C, int NH);
+    void (*attention_cached)(ig_backend *be, void *out, const void *q, const void *k, const void *v,
+                             int B, int Tq, int pos0, int Tmax, int C, int NH);
+    void (*crossentropy)(ig_backend *be, float *losses, void *logits, const int32_t *targets,
+                         const float *dloss, int N, int V, int Vp);
+    void (*adamw)(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int step);
+    double (*sum_squares)(ig_backend *be, const void *x, size_t n);
+    void (*scale)(ig_backend *be, void *x, size_t n, float s);
+} ig_backend_ops;
+
+/* A backend. backend.c allocates it from the context and frees it; the kind's create hook fills
+ * ops, name, act_type and impl. */
+struct ig_backend {
+    const ig_backend_ops *ops;
+    ig_ctx *ctx; /* borrowed: must outlive the backend; its pool runs the CPU kernels */
+    ig_backend_opts opts;
+    const char *name;     /* static: "cpu", "cpu-reference", "cuda" */
+    ig_act_type act_type; /* the type of act tensors */
+    void *impl;           /* the backend's own state, freed by ops->destroy */
+    /* The first error a kernel raised since the last ig_backend_sync (kernels return nothing):
+     * set only by the thread that drives the backend, after a parallel loop has returned. */
+    ig_status pending;
+    char pending_msg[IG_ERR_MSG_MAX];
+};
+
+/* Records a kernel's error for the next ig_backend_sync (the first one wins). Called only from
+ * the thread that drives the backend. */
+void ig_backend_raise(ig_backend *be, ig_status status, const char *fmt, ...) IG_PRINTF(3, 4);
+
+/* The backends' create hooks: fill be (ops, name, act_type, impl) from be->opts, or fail with
+ * err set (be->impl then NULL). The CPU one is kernels/cpu/cpu_backend.c; the CUDA one is in
+ * kernels/cuda/ when nvcc built it, else kernels/nocuda/cuda_absent.c (unsupported). */
+ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err);
+ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INGOT_KERNELS_BACKEND_INTERNAL_H */

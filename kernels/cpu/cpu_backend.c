@@ -1,0 +1,110 @@
+/* cpu_backend.c - the CPU backend: memory is host memory from the context's allocator, kernels
+ * run synchronously on the calling thread and the context's pool. Two ops tables share the
+ * memory functions: "cpu" (the fast kernels) and "cpu-reference" (the plain ones, opts.reference).
+ * The GEMM library's threads are never used (cpu_gemm.c): the pool is the only source of threads,
+ * so a kernel's chunks, and with them its bits, depend on the sizes alone.
+ */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* Buffers are 256-byte aligned, as backend.h promises (the GPU's alignment, and 4 cache lines). */
+#define CPU_ALIGN 256
+
+static void cpu_destroy(ig_backend *be) {
+    (void)be;
+}
+
+static ig_status cpu_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err) {
+    void *p = ig_alloc_aligned(be->ctx, bytes ? bytes : 1, CPU_ALIGN);
+    if (!p) {
+        char buf[32];
+        return ig_err_set(err, IG_ERR_NOMEM, "cpu backend: cannot allocate %s (%zu bytes)",
+                          ig_format_bytes((double)bytes, buf, sizeof buf), bytes);
+    }
+    memset(p, 0, bytes);
+    *out = p;
+    return IG_OK;
+}
+
+static void cpu_release(ig_backend *be, void *p) {
+    ig_free(be->ctx, p);
+}
+
+static ig_status cpu_copy(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err) {
+    (void)be, (void)err;
+    memmove(dst, src, bytes);
+    return IG_OK;
+}
+
+static ig_status cpu_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
+    (void)be, (void)err;
+    memset(p, 0, bytes);
+    return IG_OK;
+}
+
+/* act tensors are fp32 here: the conversions are copies */
+static ig_status cpu_upload_f32(ig_backend *be, void *dst, const float *src, size_t n,
+                                ig_err *err) {
+    return cpu_copy(be, dst, src, n * sizeof(float), err);
+}
+
+static ig_status cpu_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
+                                  ig_err *err) {
+    return cpu_copy(be, dst, src, n * sizeof(float), err);
+}
+
+static ig_status cpu_sync(ig_backend *be, ig_err *err) {
+    (void)be, (void)err;
+    return IG_OK; /* synchronous: backend.c returns what a kernel raised */
+}
+
+#define CPU_MEMORY_OPS                                                                             \
+    .destroy = cpu_destroy, .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_copy,        \
+    .download = cpu_copy, .zero = cpu_zero, .upload_f32 = cpu_upload_f32,                          \
+    .download_f32 = cpu_download_f32, .sync = cpu_sync
+
+#define CPU_KERNEL_OPS(prefix)                                                                     \
+    .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \
+    .layernorm_forward = prefix##layernorm_forward,                                                \
+    .residual_layernorm_forward = prefix##residual_layernorm_forward,                              \
+    .layernorm_backward = prefix##layernorm_backward, .matmul_forward = prefix##matmul_forward,    \
+    .matmul_backward = prefix##matmul_backward, .gelu_bias_forward = prefix##gelu_bias_forward,    \
+    .gelu_bias_backward = prefix##gelu_bias_backward,                                              \
+    .attention_forward = prefix##attention_forward,                                                \
+    .attention_backward = prefix##attention_backward,                                              \
+    .attention_cached = prefix##attention_cached, .crossentropy = prefix##crossentropy,            \
+    .adamw = prefix##adamw, .sum_squares = prefix##sum_squares, .scale = prefix##scale
+
+static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_)};
+static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};
+
+ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
+    if (be->opts.act_type != IG_ACT_F32)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "the CPU backend computes in fp32 only (act_type bf16 was asked for); "
+                          "use act_type f32, or the CUDA backend for bf16");
+    be->ops = be->opts.reference ? &cpu_reference_ops : &cpu_fast_ops;
+    be->name = be->opts.reference ? "cpu-reference" : "cpu";
+    be->act_type = IG_ACT_F32;
+    be->impl = NULL;
+    return IG_OK;
+}
+
+void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what) {
+    void *p = ig_alloc_aligned(be->ctx, bytes ? bytes : 1, IG_ALIGN_KERNEL);
+    if (!p)
+        ig_backend_raise(be, IG_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch memory", what,
+                         bytes);
+    return p;
+}
+
+void ig_cpu_scratch_free(ig_backend *be, void *p) {
+    ig_free(be->ctx, p);
+}
+
+size_t ig_cpu_chunk(size_t n, size_t parts, size_t align) {
+    size_t c = (n + parts - 1) / parts;
+    c = (c + align - 1) / align * align;
+    return c ? c : align;
+}

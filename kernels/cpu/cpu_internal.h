@@ -1,0 +1,245 @@
+/* cpu_internal.h - private to kernels/cpu/: the CPU backend's kernels, two of each operation.
+ *
+ * ig_cpu_ref_*: the reference kernels. Plain loops in the order the maths is written, double
+ * accumulation for every sum, single-threaded, no library: obviously correct and slow. They are
+ * what the fast kernels (and later the CUDA ones) are checked against.
+ *
+ * ig_cpu_*: the fast kernels. Threaded through the context's pool (ig_parallel_range) over
+ * chunks that depend on the sizes only, each output element computed by exactly one chunk in an
+ * order fixed by the sizes, and partial results combined in a fixed order: the same bits for any
+ * thread count. GEMMs go to oneDNN (cpu_gemm.c), called single-threaded on each chunk.
+ *
+ * Each has the signature of its entry in ig_backend_ops (backend_internal.h); act tensors are
+ * fp32 on the CPU.
+ */
+#ifndef INGOT_KERNELS_CPU_INTERNAL_H
+#define INGOT_KERNELS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../backend_internal.h"
+
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (GCC's
+ * target_clones). Floating-point contraction is off (ISO C mode) and no loop below is a
+ * vectorised reduction, so every clone gives the same bits. Not under the sanitizers: their
+ * runtimes are not up yet when the dynamic loader runs the clones' resolvers. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define IG_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define IG_CPU_CLONES
+#endif
+
+/* Helpers of the hot loops are always inlined, so that they are compiled for the caller's clone
+ * (a helper left out of line would run the baseline code). */
+#if defined(__GNUC__)
+#define IG_CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define IG_CPU_INLINE static inline
+#endif
+
+/* exp(x) in float, written so that loops over it vectorise (libm's expf is a call per element):
+ * 2^n p(r) with r = x - n ln2 in [-ln2/2, ln2/2] (ln2 split in two for an exact product) and p
+ * the degree-7 Taylor polynomial; at most 1e-7 relative error (1 ulp) over the float range. 0 for
+ * x below -87.3 (e^-87.3 is the smallest normal float) and for -inf, e^88.7 for anything larger
+ * than 88.7, NaN for NaN. */
+IG_CPU_INLINE float ig_cpu_expf(float x) {
+    float c = x > -87.3f ? x : -87.3f; /* NaN goes to -87.3 here, and is put back below */
+    c = c < 88.7f ? c : 88.7f;
+    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = c - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } s = {((int32_t)n + 127) * (1 << 23)};
+    float y = p * s.f;
+    y = x > -87.3f ? y : 0.0f;
+    return x == x ? y : x;
+}
+
+/* Fixed 16-lane reductions with GCC/clang vector types (lowered to whatever the clone's ISA
+ * has): the lanes are part of the arithmetic, so the result is the same on every CPU. Vectors
+ * never cross a function boundary (that would change the ABI between clones). */
+typedef float ig_cpu_f16 __attribute__((vector_size(64)));
+typedef double ig_cpu_d16 __attribute__((vector_size(128)));
+typedef int32_t ig_cpu_i16 __attribute__((vector_size(64)));
+
+/* max of x[0..n), n >= 1: 16 lanes over the multiples of 16, then the lanes in order, then the
+ * tail; NaNs are skipped (as by a > m ? a : m) */
+IG_CPU_INLINE float ig_cpu_max(const float *x, int n) {
+    float m = x[0];
+    int c = 0;
+    if (n >= 16) {
+        ig_cpu_f16 mv, v;
+        memcpy(&mv, x, sizeof mv);
+        for (c = 16; c + 16 <= n; c += 16) {
+            memcpy(&v, x + c, sizeof v);
+            ig_cpu_i16 gt = v > mv; /* -1 where v wins */
+            ig_cpu_i16 a, b;
+            memcpy(&a, &v, sizeof a), memcpy(&b, &mv, sizeof b);
+            a = (a & gt) | (b & ~gt);
+            memcpy(&mv, &a, sizeof mv);
+        }
+        m = mv[0];
+        for (int k = 1; k < 16; k++) m = mv[k] > m ? mv[k] : m;
+    }
+    for (; c < n; c++) m = x[c] > m ? x[c] : m;
+    return m;
+}
+
+/* sum of x[0..n) in float: 16 lanes over the multiples of 16, then the lanes in order, then the
+ * tail (a fixed order, and no chain of n dependent additions) */
+IG_CPU_INLINE float ig_cpu_sum(const float *x, int n) {
+    ig_cpu_f16 acc = {0}, v;
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        memcpy(&v, x + c, sizeof v);
+        acc += v;
+    }
+    float s = 0;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; c < n; c++) s += x[c];
+    return s;
+}
+
+/* sum of exp(x[i] - sub) for i < n, in double: 16 lanes over the multiples of 16, then the lanes
+ * in order, then the tail; with y not NULL, y[i] = exp(x[i] - sub) * mul as well */
+IG_CPU_INLINE double ig_cpu_sum_exp(const float *x, int n, float sub, float *y, float mul) {
+    ig_cpu_d16 acc = {0};
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        float e[16];
+        for (int k = 0; k < 16; k++) e[k] = ig_cpu_expf(x[c + k] - sub);
+        ig_cpu_f16 v;
+        memcpy(&v, e, sizeof v);
+        acc += __builtin_convertvector(v, ig_cpu_d16);
+        if (y)
+            for (int k = 0; k < 16; k++) y[c + k] = e[k] * mul;
+    }
+    double s = 0;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    for (; c < n; c++) {
+        float e = ig_cpu_expf(x[c] - sub);
+        s += e;
+        if (y) y[c] = e * mul;
+    }
+    return s;
+}
+
+/* acc[0..64) += sum over i < n, in order, of coef[i * cs] * rows[i * rs + 0..64): the row of
+ * 64 accumulators stays in four 16-lane registers for the whole sum. Each lane does what the plain
+ * loop `for i: acc[k] += coef[i * cs] * rows[i * rs + k]` does, so the bits are the same. */
+IG_CPU_INLINE void ig_cpu_acc64(float *acc, const float *coef, size_t cs, const float *rows,
+                                size_t rs, int n) {
+    ig_cpu_f16 a0, a1, a2, a3, v;
+    memcpy(&a0, acc, sizeof a0), memcpy(&a1, acc + 16, sizeof a1);
+    memcpy(&a2, acc + 32, sizeof a2), memcpy(&a3, acc + 48, sizeof a3);
+    for (int i = 0; i < n; i++) {
+        float c = coef[(size_t)i * cs];
+        const float *r = rows + (size_t)i * rs;
+        memcpy(&v, r, sizeof v), a0 += c * v;
+        memcpy(&v, r + 16, sizeof v), a1 += c * v;
+        memcpy(&v, r + 32, sizeof v), a2 += c * v;
+        memcpy(&v, r + 48, sizeof v), a3 += c * v;
+    }
+    memcpy(acc, &a0, sizeof a0), memcpy(acc + 16, &a1, sizeof a1);
+    memcpy(acc + 32, &a2, sizeof a2), memcpy(acc + 48, &a3, sizeof a3);
+}
+
+/* ig_cpu_acc64 on two accumulator rows at once (acc0 with coef0, acc1 with coef1) over the same
+ * rows, which are then loaded once for both: eight registers of sums. */
+IG_CPU_INLINE void ig_cpu_acc64x2(float *acc0, float *acc1, const float *coef0, const float *coef1,
+                                  size_t cs, const float *rows, size_t rs, int n) {
+    ig_cpu_f16 a0, a1, a2, a3, b0, b1, b2, b3, v;
+    memcpy(&a0, acc0, sizeof a0), memcpy(&a1, acc0 + 16, sizeof a1);
+    memcpy(&a2, acc0 + 32, sizeof a2), memcpy(&a3, acc0 + 48, sizeof a3);
+    memcpy(&b0, acc1, sizeof b0), memcpy(&b1, acc1 + 16, sizeof b1);
+    memcpy(&b2, acc1 + 32, sizeof b2), memcpy(&b3, acc1 + 48, sizeof b3);
+    for (int i = 0; i < n; i++) {
+        float c = coef0[(size_t)i * cs], d = coef1[(size_t)i * cs];
+        const float *r = rows + (size_t)i * rs;
+        memcpy(&v, r, sizeof v), a0 += c * v, b0 += d * v;
+        memcpy(&v, r + 16, sizeof v), a1 += c * v, b1 += d * v;
+        memcpy(&v, r + 32, sizeof v), a2 += c * v, b2 += d * v;
+        memcpy(&v, r + 48, sizeof v), a3 += c * v, b3 += d * v;
+    }
+    memcpy(acc0, &a0, sizeof a0), memcpy(acc0 + 16, &a1, sizeof a1);
+    memcpy(acc0 + 32, &a2, sizeof a2), memcpy(acc0 + 48, &a3, sizeof a3);
+    memcpy(acc1, &b0, sizeof b0), memcpy(acc1 + 16, &b1, sizeof b1);
+    memcpy(acc1 + 32, &b2, sizeof b2), memcpy(acc1 + 48, &b3, sizeof b3);
+}
+
+/* ---- helpers (cpu_backend.c, cpu_gemm.c) ----------------------------------------------------- */
+
+/* Scratch for one kernel call: bytes from the context's allocator (64-byte aligned), or NULL
+ * after raising IG_ERR_NOMEM on the backend (the kernel then returns without writing). */
+void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what);
+void ig_cpu_scratch_free(ig_backend *be, void *p);
+
+/* The chunk size that cuts n items into about `parts` chunks, a multiple of `align` and at least
+ * `align`: a function of n alone, so the chunks never depend on the thread count. */
+size_t ig_cpu_chunk(size_t n, size_t parts, size_t align);
+
+/* C[M, N] = op(A) @ op(B) + beta * C, row-major, on the calling thread only (oneDNN's sgemm with
+ * one OpenMP thread, see cpu_gemm.c). ta: A is stored [K, M] (op = transpose), else [M, K]; tb: B
+ * is stored [N, K], else [K, N]. Returns 0, or -1 when the library refused the call. */
+int ig_cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc);
+/* The library's name and version, e.g. "oneDNN 2.6.3". */
+const char *ig_cpu_gemm_library(char *buf, size_t cap);
+
+/* ---- kernels: reference (ig_cpu_ref_*) and fast (ig_cpu_*) ----------------------------------- */
+
+#define IG_CPU_DECLARE(name, ...)                                                                  \
+    void ig_cpu_ref_##name(ig_backend *be, __VA_ARGS__);                                           \
+    void ig_cpu_##name(ig_backend *be, __VA_ARGS__);
+
+IG_CPU_DECLARE(encoder_forward, void *out, const int32_t *tokens, const void *wte, const void *wpe,
+               int B, int T, int C)
+IG_CPU_DECLARE(encoder_backward, void *dwte, void *dwpe, const void *dout, const int32_t *tokens,
+               int B, int T, int C)
+IG_CPU_DECLARE(layernorm_forward, void *out, float *mean, float *rstd, const void *inp,
+               const void *w, const void *b, int N, int C)
+IG_CPU_DECLARE(residual_layernorm_forward, void *residual, void *out, float *mean, float *rstd,
+               const void *a, const void *b_in, const void *w, const void *b, int N, int C)
+IG_CPU_DECLARE(layernorm_backward, void *dinp, void *dw, void *db, const void *dout,
+               const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
+IG_CPU_DECLARE(matmul_forward, void *out, const void *inp, const void *w, ig_w_layout layout,
+               const void *bias, int N, int C, int OC)
+IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *dout,
+               const void *inp, const void *w, ig_w_layout layout, int N, int C, int OC)
+IG_CPU_DECLARE(gelu_bias_forward, void *out, const void *inp, const void *bias, int N, int C)
+IG_CPU_DECLARE(gelu_bias_backward, void *dinp, void *dbias, const void *dout, const void *inp,
+               const void *bias, int N, int C)
+IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc, int B,
+               int T, int C, int NH)
+IG_CPU_DECLARE(attention_backward, void *dqkv, const void *dout, const void *qkv, const void *out,
+               const float *lse, const int32_t *doc, int B, int T, int C, int NH)
+IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const void *v, int B,
+               int Tq, int pos0, int Tmax, int C, int NH)
+IG_CPU_DECLARE(crossentropy, float *losses, void *logits, const int32_t *targets,
+               const float *dloss, int N, int V, int Vp)
+IG_CPU_DECLARE(adamw, void *params, float *master, const void *grads, float *m, float *v, size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+               int step)
+IG_CPU_DECLARE(scale, void *x, size_t n, float s)
+
+double ig_cpu_ref_sum_squares(ig_backend *be, const void *x, size_t n);
+double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n);
+
+/* Column sums of x [N, C] added to acc [C] (acc[c] += sum over rows in row order, in double),
+ * threaded over chunks of columns: shared by the bias gradients. */
+void ig_cpu_column_sums_add(ig_backend *be, float *acc, const float *x, int N, int C);
+
+#endif /* INGOT_KERNELS_CPU_INTERNAL_H */

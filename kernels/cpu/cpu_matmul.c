@@ -1,0 +1,221 @@
+/* cpu_matmul.c - the matmul (Conv1D / Linear) forward and backward on the CPU, and the column
+ * sums the bias gradients share.
+ *
+ * Reference: triple loops with double sums. Fast: oneDNN's sgemm (cpu_gemm.c) on fixed chunks
+ * of the output: the larger of its two dimensions is cut into about 16 chunks of a multiple of 64
+ * rows or columns, each chunk one single-threaded sgemm on the pool. Every output element comes
+ * from one library call whose shape depends on the sizes only, so the bits are the same for any
+ * thread count; the bias is written into the output before the sgemm adds to it (beta = 1).
+ *
+ * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
+ */
+#include <stdatomic.h>
+
+#include "cpu_internal.h"
+
+#define GEMM_PARTS 16 /* chunks per GEMM: enough to balance 2-8 threads */
+#define GEMM_ALIGN 64 /* chunk sizes are multiples of this many rows or columns */
+#define COLSUM_W   64 /* columns per chunk of a column sum */
+
+/* ---- reference ------------------------------------------------------------------------------- */
+
+static float w_at(const float *w, ig_w_layout layout, int c, int o, int C, int OC) {
+    return layout == IG_W_IN_OUT ? w[(size_t)c * OC + o] : w[(size_t)o * C + c];
+}
+
+void ig_cpu_ref_matmul_forward(ig_backend *be, void *out_, const void *inp_, const void *w_,
+                               ig_w_layout layout, const void *bias_, int N, int C, int OC) {
+    (void)be;
+    float *out = out_;
+    const float *inp = inp_, *w = w_, *bias = bias_;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double acc = bias ? bias[o] : 0.0;
+            for (int c = 0; c < C; c++)
+                acc += (double)inp[(size_t)n * C + c] * w_at(w, layout, c, o, C, OC);
+            out[(size_t)n * OC + o] = (float)acc;
+        }
+}
+
+void ig_cpu_ref_matmul_backward(ig_backend *be, void *dinp_, void *dw_, void *dbias_,
+                                const void *dout_, const void *inp_, const void *w_,
+                                ig_w_layout layout, int N, int C, int OC) {
+    (void)be;
+    float *dinp = dinp_, *dw = dw_, *dbias = dbias_;
+    const float *dout = dout_, *inp = inp_, *w = w_;
+    if (dinp)
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double acc = 0;
+                for (int o = 0; o < OC; o++)
+                    acc += (double)dout[(size_t)n * OC + o] * w_at(w, layout, c, o, C, OC);
+                dinp[(size_t)n * C + c] = (float)acc;
+            }
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < OC; o++) {
+            double acc = 0;
+            for (int n = 0; n < N; n++)
+                acc += (double)inp[(size_t)n * C + c] * dout[(size_t)n * OC + o];
+            size_t i = layout == IG_W_IN_OUT ? (size_t)c * OC + o : (size_t)o * C + c;
+            dw[i] = (float)(dw[i] + acc);
+        }
+    if (dbias)
+        for (int o = 0; o < OC; o++) {
+            double acc = 0;
+            for (int n = 0; n < N; n++) acc += dout[(size_t)n * OC + o];
+            dbias[o] = (float)(dbias[o] + acc);
+        }
+}
+
+/* ---- fast: chunked GEMM ---------------------------------------------------------------------- */
+
+/* C[M, N] = op(A) @ op(B) (+ bias[N] broadcast over rows, or + beta * C), cut along rows or
+ * columns. */
+typedef struct gemm_job {
+    int ta, tb, M, N, K;
+    const float *A, *B;
+    int lda, ldb, ldc;
+    float beta;
+    float *C;
+    const float *bias; /* NULL, or [N]: written into C first, then beta = 1 */
+    int by_cols;       /* the chunks cut columns (else rows) */
+    size_t chunk;      /* rows or columns per chunk */
+    atomic_int failed;
+} gemm_job;
+
+static void gemm_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    gemm_job *j = arg;
+    for (size_t ci = b; ci < e; ci++) {
+        size_t lo = ci * j->chunk, hi = lo + j->chunk;
+        size_t lim = (size_t)(j->by_cols ? j->N : j->M);
+        if (hi > lim) hi = lim;
+        int r0 = 0, r1 = j->M, c0 = 0, c1 = j->N;
+        if (j->by_cols)
+            c0 = (int)lo, c1 = (int)hi;
+        else
+            r0 = (int)lo, r1 = (int)hi;
+        const float *A = j->ta ? j->A + r0 : j->A + (size_t)r0 * j->lda;
+        const float *B = j->tb ? j->B + (size_t)c0 * j->ldb : j->B + c0;
+        float *C = j->C + (size_t)r0 * j->ldc + c0;
+        float beta = j->beta;
+        if (j->bias) {
+            for (int r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++) j->C[(size_t)r * j->ldc + c] = j->bias[c];
+            beta = 1.0f;
+        }
+        if (ig_cpu_sgemm(j->ta, j->tb, r1 - r0, c1 - c0, j->K, A, j->lda, B, j->ldb, beta, C,
+                         j->ldc) != 0)
+            atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
+    }
+}
+
+static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
+    if (j->M <= 0 || j->N <= 0) return;
+    j->by_cols = j->N >= j->M;
+    size_t dim = (size_t)(j->by_cols ? j->N : j->M);
+    j->chunk = ig_cpu_chunk(dim, GEMM_PARTS, GEMM_ALIGN);
+    atomic_init(&j->failed, 0);
+    ig_parallel_range(be->ctx, (dim + j->chunk - 1) / j->chunk, 1, gemm_chunk, j);
+    if (atomic_load(&j->failed))
+        ig_backend_raise(be, IG_ERR_INTERNAL, "%s: the GEMM library refused a %dx%dx%d sgemm", what,
+                         j->M, j->N, j->K);
+}
+
+void ig_cpu_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                           ig_w_layout layout, const void *bias, int N, int C, int OC) {
+    /* out[N, OC] = inp[N, C] @ W (IN_OUT: W [C, OC]; OUT_IN: W^T, W [OC, C]) */
+    gemm_job j = {.ta = 0,
+                  .tb = layout == IG_W_OUT_IN,
+                  .M = N,
+                  .N = OC,
+                  .K = C,
+                  .A = inp,
+                  .lda = C,
+                  .B = w,
+                  .ldb = layout == IG_W_OUT_IN ? C : OC,
+                  .beta = 0.0f,
+                  .C = out,
+                  .ldc = OC,
+                  .bias = bias};
+    gemm_run(be, &j, "matmul_forward");
+}
+
+void ig_cpu_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                            const void *inp, const void *w, ig_w_layout layout, int N, int C,
+                            int OC) {
+    int in_out = layout == IG_W_IN_OUT;
+    if (dinp) { /* dinp[N, C] = dout[N, OC] @ W^T: W^T is [OC, C] */
+        gemm_job j = {.ta = 0,
+                      .tb = in_out,
+                      .M = N,
+                      .N = C,
+                      .K = OC,
+                      .A = dout,
+                      .lda = OC,
+                      .B = w,
+                      .ldb = in_out ? OC : C,
+                      .beta = 0.0f,
+                      .C = dinp,
+                      .ldc = C};
+        gemm_run(be, &j, "matmul_backward (dinp)");
+    }
+    if (in_out) { /* dW[C, OC] += inp^T @ dout */
+        gemm_job j = {.ta = 1,
+                      .tb = 0,
+                      .M = C,
+                      .N = OC,
+                      .K = N,
+                      .A = inp,
+                      .lda = C,
+                      .B = dout,
+                      .ldb = OC,
+                      .beta = 1.0f,
+                      .C = dw,
+                      .ldc = OC};
+        gemm_run(be, &j, "matmul_backward (dW)");
+    } else { /* dW[OC, C] += dout^T @ inp */
+        gemm_job j = {.ta = 1,
+                      .tb = 0,
+                      .M = OC,
+                      .N = C,
+                      .K = N,
+                      .A = dout,
+                      .lda = OC,
+                      .B = inp,
+                      .ldb = C,
+                      .beta = 1.0f,
+                      .C = dw,
+                      .ldc = C};
+        gemm_run(be, &j, "matmul_backward (dW)");
+    }
+    if (dbias) ig_cpu_column_sums_add(be, dbias, dout, N, OC);
+}
+
+/* ---- column sums (bias gradients) ------------------------------------------------------------ */
+
+typedef struct colsum_job {
+    float *acc;
+    const float *x;
+    int N, C;
+} colsum_job;
+
+IG_CPU_CLONES
+static void colsum_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    colsum_job *j = arg;
+    for (size_t ci = b; ci < e; ci++) {
+        int c0 = (int)ci * COLSUM_W, w = j->C - c0 < COLSUM_W ? j->C - c0 : COLSUM_W;
+        double s[COLSUM_W] = {0};
+        for (int n = 0; n < j->N; n++) {
+            const float *row = j->x + (size_t)n * j->C + c0;
+            for (int k = 0; k < w; k++) s[k] += row[k];
+        }
+        for (int k = 0; k < w; k++) j->acc[c0 + k] = (float)(j->acc[c0 + k] + s[k]);
+    }
+}
+
+void ig_cpu_column_sums_add(ig_backend *be, float *acc, const float *x, int N, int C) {
+    colsum_job j = {acc, x, N, C};
+    ig_parallel_range(be->ctx, ((size_t)C + COLSUM_W - 1) / COLSUM_W, 1, colsum_chunk, &j);
+}

@@ -1,0 +1,150 @@
+/* cpu_optimizer.c - what the optimizer step needs: fused AdamW, the sum of squares behind the
+ * global gradient norm, and scaling.
+ *
+ * AdamW. The reference follows backend.h's formula in double, element by element; the fast
+ * kernel follows torch.optim.AdamW's own order of float operations (torch 1.13,
+ * _single_tensor_adamw: decay p by (1 - lr wd) first, then m, v, and p += -lr/bc1 * m / (sqrt(v) /
+ * sqrt(bc2) + eps), scalars computed in double as Python does), chunked on the pool. Elementwise,
+ * so its bits never depend on the thread count.
+ *
+ * Sum of squares. Fixed chunks of at least 64 Ki elements (at most 4096 of them), each summed in
+ * 8 double lanes, then the partial sums added in chunk order: deterministic.
+ *
+ * Shapes: params, master, grads, m, v [n].
+ */
+#include <math.h>
+
+#include "cpu_internal.h"
+
+#define SS_MIN_CHUNK  ((size_t)1 << 16)
+#define SS_MAX_CHUNKS 4096
+#define SS_LANES      8
+
+/* ---- reference ------------------------------------------------------------------------------- */
+
+void ig_cpu_ref_adamw(ig_backend *be, void *params_, float *master, const void *grads_, float *m,
+                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float grad_scale, int step) {
+    (void)be;
+    float *params = params_;
+    const float *grads = grads_;
+    double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    for (size_t i = 0; i < n; i++) {
+        double g = (double)grads[i] * grad_scale;
+        double mi = beta1 * (double)m[i] + (1.0 - beta1) * g;
+        double vi = beta2 * (double)v[i] + (1.0 - beta2) * g * g;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        double p = master ? master[i] : params[i];
+        p -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + weight_decay * p);
+        if (master) master[i] = (float)p;
+        params[i] = (float)p;
+    }
+}
+
+double ig_cpu_ref_sum_squares(ig_backend *be, const void *x_, size_t n) {
+    (void)be;
+    const float *x = x_;
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+void ig_cpu_ref_scale(ig_backend *be, void *x_, size_t n, float s) {
+    (void)be;
+    float *x = x_;
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* ---- fast ------------------------------------------------------------------------------------ */
+
+typedef struct opt_job {
+    float *params, *master, *m, *v, *x;
+    const float *grads;
+    float decay, b1, one_b1, b2, one_b2, bc2_sqrt, eps, neg_step, grad_scale, s;
+    size_t chunk;
+    double *partial;
+} opt_job;
+
+IG_CPU_CLONES
+static void adamw_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    opt_job *j = arg;
+    float *p = j->master ? j->master : j->params;
+    for (size_t i = b; i < e; i++) {
+        float g = j->grads[i] * j->grad_scale;
+        float pi = p[i] * j->decay;
+        float mi = j->m[i] * j->b1 + j->one_b1 * g;
+        float vi = j->v[i] * j->b2 + j->one_b2 * (g * g);
+        float denom = sqrtf(vi) / j->bc2_sqrt + j->eps;
+        pi = pi + j->neg_step * (mi / denom);
+        j->m[i] = mi;
+        j->v[i] = vi;
+        p[i] = pi;
+        if (j->master) j->params[i] = pi;
+    }
+}
+
+void ig_cpu_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int step) {
+    /* torch's scalars: Python floats (double), cast to float where they meet a float tensor */
+    double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    opt_job j = {.params = params,
+                 .master = master,
+                 .m = m,
+                 .v = v,
+                 .grads = grads,
+                 .decay = (float)(1.0 - (double)lr * weight_decay),
+                 .b1 = beta1,
+                 .one_b1 = (float)(1.0 - beta1),
+                 .b2 = beta2,
+                 .one_b2 = (float)(1.0 - beta2),
+                 .bc2_sqrt = (float)sqrt(bc2),
+                 .eps = eps,
+                 .neg_step = (float)(-(lr / bc1)),
+                 .grad_scale = grad_scale};
+    ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 1024), adamw_chunk, &j);
+}
+
+static size_t ss_chunk(size_t n) {
+    size_t c = (n + SS_MAX_CHUNKS - 1) / SS_MAX_CHUNKS;
+    return c < SS_MIN_CHUNK ? SS_MIN_CHUNK : c;
+}
+
+IG_CPU_CLONES
+static void ss_chunk_fn(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    opt_job *j = arg;
+    const float *x = j->grads;
+    double s[SS_LANES] = {0};
+    size_t i = b;
+    for (; i + SS_LANES <= e; i += SS_LANES)
+        for (int k = 0; k < SS_LANES; k++) s[k] += (double)x[i + k] * x[i + k];
+    for (; i < e; i++) s[0] += (double)x[i] * x[i];
+    double t = 0;
+    for (int k = 0; k < SS_LANES; k++) t += s[k];
+    j->partial[b / j->chunk] = t;
+}
+
+double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n) {
+    double partial[SS_MAX_CHUNKS];
+    opt_job j = {.grads = x, .chunk = ss_chunk(n), .partial = partial};
+    size_t chunks = (n + j.chunk - 1) / j.chunk;
+    ig_parallel_range(be->ctx, n, j.chunk, ss_chunk_fn, &j);
+    double s = 0;
+    for (size_t c = 0; c < chunks; c++) s += partial[c];
+    return s;
+}
+
+IG_CPU_CLONES
+static void scale_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    opt_job *j = arg;
+    for (size_t i = b; i < e; i++) j->x[i] *= j->s;
+}
+
+void ig_cpu_scale(ig_backend *be, void *x, size_t n, float s) {
+    opt_job j = {.x = x, .s = s};
+    ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 4096), scale_chunk, &j);
+}

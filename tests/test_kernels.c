@@ -1,0 +1,953 @@
+/* test_kernels.c - unit tests of the compute backends (kernels/): the backend's memory and its
+ * refusals, every fast CPU kernel against its reference on random inputs at odd shapes (several
+ * chunks, ragged edges), every backward against central finite differences of its forward,
+ * document masking, the KV-cache attention against the training attention, cross-entropy's
+ * padded columns, AdamW against torch.optim.AdamW (tests/data/golden/kernels/), and the same bits
+ * for 1, 2, 3 and 8 pool threads.
+ *
+ * Tolerances (max |fast - ref| over max |ref| of the tensor, "relative to the tensor's scale"):
+ *   bit-identical: encoder forward and backward, bias gradients, scale
+ *   1e-5: fp32 elementwise and row kernels (LayerNorm, GeLU, cross-entropy), AdamW fast vs ref
+ *   1e-5: GEMMs (fp32 sums of <= 300 terms against double) and attention (fp32 online softmax
+ *         against a double three-pass softmax)
+ *   1e-12 (relative): sum of squares (double sums in other orders)
+ *   finite differences (central, h = 1e-2 on fp32 forwards, loss summed in double): 2e-3 of the
+ *   gradient's scale, plus 2e-3 absolute
+ *   AdamW against torch: 2e-6 relative per element (torch fuses some multiply-adds)
+ *
+ * The CPU backend's memory is host memory: the tests allocate through the backend and then read
+ * and write the buffers directly.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+/* ---- fixtures -------------------------------------------------------------------------------- */
+
+#define NTHREADS 4
+static const int thread_counts[NTHREADS] = {1, 2, 3, 8};
+
+typedef struct fixture {
+    ig_ctx *ctx[NTHREADS];
+    ig_backend *fast[NTHREADS]; /* the fast backend on 1, 2, 3, 8 threads */
+    ig_backend *ref;            /* the reference backend (on ctx[0]) */
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    ig_err err = {0};
+    for (int i = 0; i < NTHREADS; i++) {
+        ig_ctx_opts o = ig_ctx_opts_default();
+        o.threads = thread_counts[i];
+        o.spin_us = 0; /* the sanitizer builds share few cores */
+        if (ig_ctx_create(&f->ctx[i], &o, &err) != IG_OK) return -1;
+        ig_backend_opts bo = ig_backend_opts_default();
+        if (ig_backend_create(&f->fast[i], f->ctx[i], &bo, &err) != IG_OK) return -1;
+    }
+    ig_backend_opts bo = ig_backend_opts_default();
+    bo.reference = 1;
+    if (ig_backend_create(&f->ref, f->ctx[0], &bo, &err) != IG_OK) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    ig_backend_free(f->ref);
+    for (int i = 0; i < NTHREADS; i++) {
+        ig_backend_free(f->fast[i]);
+        ig_ctx_free(f->ctx[i]);
+    }
+    free(f);
+    return 0;
+}
+
+/* the fast backend on 2 threads: the one compared with the reference */
+#define FAST(f) ((f)->fast[1])
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static float *talloc(fixture *f, size_t n) {
+    void *p = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_alloc(f->ref, n * sizeof(float), &p, &err), IG_OK);
+    return p;
+}
+
+static int32_t *ialloc(fixture *f, size_t n) {
+    void *p = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_alloc(f->ref, n * sizeof(int32_t), &p, &err), IG_OK);
+    return p;
+}
+
+static void tfree(fixture *f, void *p) {
+    ig_backend_release(f->ref, p);
+}
+
+static float *tdup(fixture *f, const float *x, size_t n) {
+    float *p = talloc(f, n);
+    memcpy(p, x, n * sizeof *p);
+    return p;
+}
+
+/* uniform in [lo, hi), from a 64-bit LCG keyed by seed */
+static void fill(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
+    }
+}
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* max |a - b| / max |b| (b the reference) must be <= tol */
+static void check_close(const float *a, const float *b, size_t n, double tol, const char *what) {
+    double scale = max_abs(b, n), worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) fail_msg("%s: NaN at %zu", what, i);
+        double d = fabs((double)a[i] - b[i]);
+        if (d > worst) worst = d, at = i;
+    }
+    double rel = scale > 0 ? worst / scale : worst;
+    if (rel > tol)
+        fail_msg("%s: max error %.3g of scale %.3g (%.3g > %.3g) at %zu: %.9g vs %.9g", what, worst,
+                 scale, rel, tol, at, a[at], b[at]);
+}
+
+static void check_same(const void *a, const void *b, size_t bytes, const char *what) {
+    if (memcmp(a, b, bytes) != 0) fail_msg("%s: not bit-identical", what);
+}
+
+/* finite-difference check: analytic gradient g at index i against (L(x+h) - L(x-h)) / 2h */
+static void check_fd(double analytic, double numeric, double scale, const char *what, size_t i) {
+    double tol = 2e-3 * scale + 2e-3;
+    if (fabs(analytic - numeric) > tol)
+        fail_msg("%s[%zu]: backward %.6g, finite differences %.6g (tolerance %.3g)", what, i,
+                 analytic, numeric, tol);
+}
+
+static double dot_d(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+#define FD_H     1e-2f
+#define FD_PROBE 12 /* elements of each input probed by finite differences */
+
+/* ---- backend and memory ---------------------------------------------------------------------- */
+
+static void test_backend_basics(void **state) {
+    fixture *f = *state;
+    assert_string_equal(ig_backend_name(FAST(f)), "cpu");
+    assert_string_equal(ig_backend_name(f->ref), "cpu-reference");
+    assert_int_equal(ig_backend_kind_of(FAST(f)), IG_BACKEND_CPU);
+    assert_int_equal(ig_backend_act_type(FAST(f)), IG_ACT_F32);
+    assert_int_equal(ig_backend_act_size(FAST(f)), 4);
+
+    ig_err err = {0};
+    void *p = NULL;
+    assert_int_equal(ig_backend_alloc(FAST(f), 1000, &p, &err), IG_OK);
+    assert_true(((uintptr_t)p & 255) == 0);
+    for (int i = 0; i < 1000; i++) assert_int_equal(((unsigned char *)p)[i], 0);
+    float src[5] = {1, 2, 3, 4, 5}, dst[5] = {0};
+    assert_int_equal(ig_backend_upload_f32(FAST(f), p, src, 5, &err), IG_OK);
+    assert_int_equal(ig_backend_download(FAST(f), dst, p, sizeof dst, &err), IG_OK);
+    assert_memory_equal(src, dst, sizeof src);
+    assert_int_equal(ig_backend_zero(FAST(f), p, 2 * sizeof(float), &err), IG_OK);
+    assert_int_equal(ig_backend_download_f32(FAST(f), dst, p, 5, &err), IG_OK);
+    assert_true(dst[0] == 0 && dst[1] == 0 && dst[2] == 3);
+    assert_int_equal(ig_backend_upload(FAST(f), p, NULL, 4, &err), IG_ERR_INVALID_ARG);
+    assert_int_equal(ig_backend_sync(FAST(f), &err), IG_OK);
+    ig_backend_release(FAST(f), p);
+    ig_backend_release(FAST(f), NULL);
+    ig_backend_free(NULL);
+
+    /* what this build cannot run is refused with a reason */
+    ig_backend *be = NULL;
+    ig_backend_opts o = ig_backend_opts_default();
+    o.kind = IG_BACKEND_CUDA;
+    assert_int_equal(ig_backend_create(&be, f->ctx[0], &o, &err), IG_ERR_UNSUPPORTED);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "CUDA"));
+    o = ig_backend_opts_default();
+    o.act_type = IG_ACT_BF16;
+    assert_int_equal(ig_backend_create(&be, f->ctx[0], &o, &err), IG_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "fp32"));
+    char buf[256];
+    assert_non_null(strstr(ig_cuda_describe(buf, sizeof buf), "CUDA"));
+}
+
+/* an allocator that fails on demand */
+typedef struct flaky {
+    int fail;
+} flaky;
+
+static void *flaky_alloc(void *user, size_t size, size_t align) {
+    void *p = NULL;
+    if (((flaky *)user)->fail) return NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) ? NULL : p;
+}
+
+static void *flaky_realloc(void *user, void *ptr, size_t size) {
+    return ((flaky *)user)->fail ? NULL : realloc(ptr, size);
+}
+
+static void flaky_free(void *user, void *ptr) {
+    (void)user;
+    free(ptr);
+}
+
+/* a kernel that cannot get scratch memory writes nothing and says so at the next sync */
+static void test_backend_nomem(void **state) {
+    (void)state;
+    flaky fl = {0};
+    ig_allocator a = {flaky_alloc, flaky_realloc, flaky_free, &fl};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 2;
+    o.allocator = &a;
+    ig_ctx *ctx = NULL;
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
+    int B = 1, T = 5, C = 8, NH = 2;
+    void *qkv = NULL, *out = NULL, *lse = NULL, *big = NULL;
+    assert_int_equal(ig_backend_alloc(be, (size_t)T * 3 * C * 4, &qkv, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)T * C * 4, &out, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)NH * T * 4, &lse, &err), IG_OK);
+    fl.fail = 1;
+    assert_int_equal(ig_backend_alloc(be, 1 << 20, &big, &err), IG_ERR_NOMEM);
+    assert_null(big);
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    fl.fail = 0;
+    assert_int_equal(ig_backend_sync(be, &err), IG_ERR_NOMEM);
+    assert_non_null(strstr(err.msg, "attention_forward"));
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK); /* reported once */
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK);
+    ig_backend_release(be, qkv), ig_backend_release(be, out), ig_backend_release(be, lse);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+}
+
+/* ---- encoder --------------------------------------------------------------------------------- */
+
+static void test_encoder(void **state) {
+    fixture *f = *state;
+    int B = 3, T = 37, C = 35, V = 11; /* few tokens: many repeated rows in dwte */
+    size_t N = (size_t)B * T;
+    int32_t *tok = ialloc(f, N);
+    for (size_t i = 0; i < N; i++) tok[i] = (int32_t)((i * 7 + i / 5) % V);
+    float *wte = talloc(f, (size_t)V * C), *wpe = talloc(f, (size_t)T * C);
+    fill(wte, (size_t)V * C, 1, -1, 1);
+    fill(wpe, (size_t)T * C, 2, -1, 1);
+    float *o1 = talloc(f, N * C), *o2 = talloc(f, N * C);
+    ig_kernel_encoder_forward(f->ref, o1, tok, wte, wpe, B, T, C);
+    ig_kernel_encoder_forward(FAST(f), o2, tok, wte, wpe, B, T, C);
+    check_same(o1, o2, N * C * 4, "encoder_forward");
+    assert_true(o1[(size_t)(1 * T + 3) * C + 4] ==
+                wte[(size_t)tok[T + 3] * C + 4] + wpe[(size_t)3 * C + 4]);
+
+    float *dout = talloc(f, N * C);
+    fill(dout, N * C, 3, -1, 1);
+    float *dte1 = talloc(f, (size_t)V * C), *dpe1 = talloc(f, (size_t)T * C);
+    fill(dte1, (size_t)V * C, 4, -1, 1); /* gradients accumulate: start from something */
+    fill(dpe1, (size_t)T * C, 5, -1, 1);
+    float *dte2 = tdup(f, dte1, (size_t)V * C), *dpe2 = tdup(f, dpe1, (size_t)T * C);
+    ig_kernel_encoder_backward(f->ref, dte1, dpe1, dout, tok, B, T, C);
+    ig_kernel_encoder_backward(FAST(f), dte2, dpe2, dout, tok, B, T, C);
+    check_same(dte1, dte2, (size_t)V * C * 4, "encoder_backward dwte");
+    check_same(dpe1, dpe2, (size_t)T * C * 4, "encoder_backward dwpe");
+    for (int i = 0; i < NTHREADS; i++) {
+        float *d3 = tdup(f, dte1, (size_t)V * C), *d4 = tdup(f, dpe1, (size_t)T * C);
+        float *d5 = tdup(f, dte1, (size_t)V * C), *d6 = tdup(f, dpe1, (size_t)T * C);
+        ig_kernel_encoder_backward(f->ref, d3, d4, dout, tok, B, T, C);
+        ig_kernel_encoder_backward(f->fast[i], d5, d6, dout, tok, B, T, C);
+        check_same(d3, d5, (size_t)V * C * 4, "encoder_backward dwte, threads");
+        check_same(d4, d6, (size_t)T * C * 4, "encoder_backward dwpe, threads");
+        tfree(f, d3), tfree(f, d4), tfree(f, d5), tfree(f, d6);
+    }
+    /* finite differences: L = sum(out * dout) is linear, so dL/dwte[v, c] = sum over tokens v */
+    double g = 0;
+    for (size_t i = 0; i < N; i++)
+        if (tok[i] == 2) g += dout[i * C + 5];
+    float *z1 = talloc(f, (size_t)V * C), *z2 = talloc(f, (size_t)T * C);
+    ig_kernel_encoder_backward(f->ref, z1, z2, dout, tok, B, T, C);
+    assert_true(fabs(z1[2 * C + 5] - g) < 1e-5);
+    tfree(f, z1), tfree(f, z2);
+    tfree(f, tok), tfree(f, wte), tfree(f, wpe), tfree(f, o1), tfree(f, o2), tfree(f, dout);
+    tfree(f, dte1), tfree(f, dpe1), tfree(f, dte2), tfree(f, dpe2);
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------------- */
+
+static void test_layernorm(void **state) {
+    fixture *f = *state;
+    int N = 37, C = 101;
+    size_t n = (size_t)N * C;
+    float *x = talloc(f, n), *w = talloc(f, C), *b = talloc(f, C), *a2 = talloc(f, n);
+    fill(x, n, 10, -2, 3);
+    fill(a2, n, 11, -1, 1);
+    fill(w, C, 12, 0.5f, 1.5f);
+    fill(b, C, 13, -0.5f, 0.5f);
+    float *o1 = talloc(f, n), *o2 = talloc(f, n), *m1 = talloc(f, N), *m2 = talloc(f, N);
+    float *r1 = talloc(f, N), *r2 = talloc(f, N);
+    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C);
+    ig_kernel_layernorm_forward(FAST(f), o2, m2, r2, x, w, b, N, C);
+    check_close(o2, o1, n, 1e-5, "layernorm_forward out");
+    check_close(m2, m1, N, 1e-5, "layernorm_forward mean");
+    check_close(r2, r1, N, 1e-5, "layernorm_forward rstd");
+    /* what torch.nn.LayerNorm gives for a row [1, 2, 3, 4], w = 1, b = 0 (biased variance) */
+    {
+        float row[4] = {1, 2, 3, 4}, one[4] = {1, 1, 1, 1}, zero[4] = {0}, out[4], mu, rs;
+        float *dr = tdup(f, row, 4), *dw1 = tdup(f, one, 4), *db0 = tdup(f, zero, 4);
+        float *dout4 = talloc(f, 4), *dm = talloc(f, 1), *drs = talloc(f, 1);
+        ig_kernel_layernorm_forward(FAST(f), dout4, dm, drs, dr, dw1, db0, 1, 4);
+        memcpy(out, dout4, sizeof out), mu = *dm, rs = *drs;
+        assert_true(fabs(mu - 2.5) < 1e-6 && fabs(rs - 1.0 / sqrt(1.25 + 1e-5)) < 1e-6);
+        assert_true(fabs(out[0] + 1.3416355) < 1e-5 && fabs(out[3] - 1.3416355) < 1e-5);
+        tfree(f, dr), tfree(f, dw1), tfree(f, db0), tfree(f, dout4), tfree(f, dm), tfree(f, drs);
+    }
+
+    /* residual fused: residual = x + a2, then LayerNorm(residual) */
+    float *res1 = talloc(f, n), *res2 = talloc(f, n);
+    ig_kernel_residual_layernorm_forward(f->ref, res1, o1, m1, r1, x, a2, w, b, N, C);
+    ig_kernel_residual_layernorm_forward(FAST(f), res2, o2, m2, r2, x, a2, w, b, N, C);
+    check_same(res1, res2, n * 4, "residual_layernorm_forward residual");
+    for (size_t i = 0; i < n; i++) assert_true(res1[i] == x[i] + a2[i]);
+    check_close(o2, o1, n, 1e-5, "residual_layernorm_forward out");
+    float *o3 = talloc(f, n);
+    ig_kernel_layernorm_forward(FAST(f), o3, m2, r2, res2, w, b, N, C);
+    check_same(o2, o3, n * 4, "residual_layernorm_forward = add then layernorm");
+    /* in place (residual == a: the residual stream updated where it lies) */
+    float *inplace = tdup(f, x, n);
+    ig_kernel_residual_layernorm_forward(FAST(f), inplace, o3, m2, r2, inplace, a2, w, b, N, C);
+    check_same(inplace, res2, n * 4, "residual_layernorm_forward in place");
+    check_same(o3, o2, n * 4, "residual_layernorm_forward in place, out");
+    tfree(f, inplace);
+
+    /* backward: fast vs reference, accumulating into nonzero gradients */
+    float *dout = talloc(f, n);
+    fill(dout, n, 14, -1, 1);
+    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C);
+    float *di1 = talloc(f, n), *dw1 = talloc(f, C), *db1 = talloc(f, C);
+    fill(di1, n, 15, -1, 1);
+    fill(dw1, C, 16, -1, 1);
+    fill(db1, C, 17, -1, 1);
+    float *di2 = tdup(f, di1, n), *dw2 = tdup(f, dw1, C), *db2 = tdup(f, db1, C);
+    ig_kernel_layernorm_backward(f->ref, di1, dw1, db1, dout, x, w, m1, r1, N, C);
+    ig_kernel_layernorm_backward(FAST(f), di2, dw2, db2, dout, x, w, m1, r1, N, C);
+    check_close(di2, di1, n, 1e-5, "layernorm_backward dinp");
+    check_close(dw2, dw1, C, 1e-5, "layernorm_backward dw");
+    check_close(db2, db1, C, 1e-5, "layernorm_backward db");
+
+    /* finite differences of L = sum(LayerNorm(x) * dout) on a small shape */
+    int n2 = 3, c2 = 7;
+    size_t s2 = (size_t)n2 * c2;
+    float *gi = talloc(f, s2), *gw = talloc(f, c2), *gb = talloc(f, c2), *o = talloc(f, s2);
+    ig_kernel_layernorm_forward(f->ref, o, m1, r1, x, w, b, n2, c2);
+    ig_kernel_layernorm_backward(f->ref, gi, gw, gb, dout, x, w, m1, r1, n2, c2);
+    float *targets[3] = {x, w, b}, *grads[3] = {gi, gw, gb};
+    size_t sizes[3] = {s2, (size_t)c2, (size_t)c2};
+    const char *names[3] = {"layernorm dinp", "layernorm dw", "layernorm db"};
+    for (int t = 0; t < 3; t++) {
+        double scale = max_abs(grads[t], sizes[t]);
+        for (size_t i = 0; i < sizes[t]; i++) {
+            float keep = targets[t][i];
+            targets[t][i] = keep + FD_H;
+            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2);
+            double lp = dot_d(o, dout, s2);
+            targets[t][i] = keep - FD_H;
+            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2);
+            double lm = dot_d(o, dout, s2);
+            targets[t][i] = keep;
+            check_fd(grads[t][i], (lp - lm) / (2 * FD_H), scale, names[t], i);
+        }
+    }
+    float *all[] = {x,  w,    b,   a2,  o1,  o2,  m1,  m2,  r1, r2, res1, res2,
+                    o3, dout, di1, dw1, db1, di2, dw2, db2, gi, gw, gb,   o};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+/* ---- matmul ---------------------------------------------------------------------------------- */
+
+static void matmul_case(fixture *f, int N, int C, int OC, ig_w_layout layout, int with_bias,
+                        int with_dinp) {
+    char what[96];
+    snprintf(what, sizeof what, "matmul N=%d C=%d OC=%d %s%s%s", N, C, OC,
+             layout == IG_W_IN_OUT ? "in_out" : "out_in", with_bias ? " bias" : "",
+             with_dinp ? "" : " no-dinp");
+    size_t ni = (size_t)N * C, nw = (size_t)C * OC, no = (size_t)N * OC;
+    float *x = talloc(f, ni), *w = talloc(f, nw), *bias = talloc(f, OC);
+    fill(x, ni, 20, -1, 1);
+    fill(w, nw, 21, -1, 1);
+    fill(bias, OC, 22, -1, 1);
+    float *o1 = talloc(f, no), *o2 = talloc(f, no);
+    ig_kernel_matmul_forward(f->ref, o1, x, w, layout, with_bias ? bias : NULL, N, C, OC);
+    ig_kernel_matmul_forward(FAST(f), o2, x, w, layout, with_bias ? bias : NULL, N, C, OC);
+    check_close(o2, o1, no, 1e-5, what);
+
+    float *dout = talloc(f, no);
+    fill(dout, no, 23, -1, 1);
+    float *di1 = talloc(f, ni), *dw1 = talloc(f, nw), *db1 = talloc(f, OC);
+    fill(di1, ni, 24, -1, 1); /* overwritten */
+    fill(dw1, nw, 25, -1, 1); /* accumulated */
+    fill(db1, OC, 26, -1, 1);
+    float *di2 = tdup(f, di1, ni), *dw2 = tdup(f, dw1, nw), *db2 = tdup(f, db1, OC);
+    float *dw0 = tdup(f, dw1, nw), *di0 = tdup(f, di1, ni);
+    ig_kernel_matmul_backward(f->ref, with_dinp ? di1 : NULL, dw1, with_bias ? db1 : NULL, dout, x,
+                              w, layout, N, C, OC);
+    ig_kernel_matmul_backward(FAST(f), with_dinp ? di2 : NULL, dw2, with_bias ? db2 : NULL, dout, x,
+                              w, layout, N, C, OC);
+    check_close(di2, di1, ni, 1e-5, what);
+    check_close(dw2, dw1, nw, 1e-5, what);
+    check_same(db2, db1, (size_t)OC * 4, what);
+    if (!with_dinp) check_same(di2, di0, ni * 4, "matmul_backward left dinp alone");
+    /* dW accumulated: the difference from the starting gradient is inp^T dout */
+    int pc = C > 2 ? 2 : 0, po = OC > 3 ? 3 : 0;
+    size_t probe = layout == IG_W_IN_OUT ? (size_t)pc * OC + po : (size_t)po * C + pc;
+    double g = 0;
+    for (int n = 0; n < N; n++) g += (double)x[(size_t)n * C + pc] * dout[(size_t)n * OC + po];
+    assert_true(fabs((dw2[probe] - dw0[probe]) - g) < 1e-4 * (1 + fabs(g)));
+
+    /* determinism over thread counts */
+    float *o3 = talloc(f, no), *di3 = talloc(f, ni), *dw3 = talloc(f, nw), *db3 = talloc(f, OC);
+    for (int t = 0; t < NTHREADS; t++) {
+        ig_kernel_matmul_forward(f->fast[t], o3, x, w, layout, with_bias ? bias : NULL, N, C, OC);
+        check_same(o3, o2, no * 4, what);
+        memcpy(dw3, dw0, nw * 4);
+        memcpy(db3, db1, (size_t)OC * 4);
+        ig_kernel_matmul_backward(f->fast[t], with_dinp ? di3 : NULL, dw3, NULL, dout, x, w, layout,
+                                  N, C, OC);
+        if (with_dinp) check_same(di3, di2, ni * 4, what);
+        check_same(dw3, dw2, nw * 4, what);
+    }
+    float *all[] = {x,   w,   bias, o1,  o2,  dout, di1, dw1, db1,
+                    di2, dw2, db2,  dw0, di0, o3,   di3, dw3, db3};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+static void test_matmul(void **state) {
+    fixture *f = *state;
+    matmul_case(f, 67, 45, 131, IG_W_IN_OUT, 1, 1);
+    matmul_case(f, 67, 45, 131, IG_W_OUT_IN, 0, 1);
+    matmul_case(f, 150, 33, 20, IG_W_IN_OUT, 1, 0); /* rows cut into chunks */
+    matmul_case(f, 5, 70, 300, IG_W_OUT_IN, 1, 1);  /* an lm-head-like shape */
+    matmul_case(f, 1, 1, 1, IG_W_IN_OUT, 1, 1);
+}
+
+static void test_matmul_fd(void **state) {
+    fixture *f = *state;
+    int N = 4, C = 5, OC = 6;
+    for (int lay = 0; lay < 2; lay++) {
+        ig_w_layout layout = lay ? IG_W_OUT_IN : IG_W_IN_OUT;
+        float *x = talloc(f, N * C), *w = talloc(f, C * OC), *bias = talloc(f, OC);
+        float *dout = talloc(f, N * OC), *o = talloc(f, N * OC);
+        fill(x, N * C, 30, -1, 1), fill(w, C * OC, 31, -1, 1), fill(bias, OC, 32, -1, 1);
+        fill(dout, N * OC, 33, -1, 1);
+        float *gi = talloc(f, N * C), *gw = talloc(f, C * OC), *gb = talloc(f, OC);
+        ig_kernel_matmul_backward(FAST(f), gi, gw, gb, dout, x, w, layout, N, C, OC);
+        float *targets[3] = {x, w, bias}, *grads[3] = {gi, gw, gb};
+        size_t sizes[3] = {(size_t)N * C, (size_t)C * OC, (size_t)OC};
+        for (int t = 0; t < 3; t++)
+            for (size_t i = 0; i < sizes[t]; i++) {
+                float keep = targets[t][i];
+                targets[t][i] = keep + FD_H;
+                ig_kernel_matmul_forward(FAST(f), o, x, w, layout, bias, N, C, OC);
+                double lp = dot_d(o, dout, (size_t)N * OC);
+                targets[t][i] = keep - FD_H;
+                ig_kernel_matmul_forward(FAST(f), o, x, w, layout, bias, N, C, OC);
+                double lm = dot_d(o, dout, (size_t)N * OC);
+                targets[t][i] = keep;
+                check_fd(grads[t][i], (lp - lm) / (2 * FD_H), max_abs(grads[t], sizes[t]), "matmul",
+                         i);
+            }
+        float *all[] = {x, w, bias, dout, o, gi, gw, gb};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    }
+}
+
+/* ---- GeLU ------------------------------------------------------------------------------------ */
+
+static void test_gelu(void **state) {
+    fixture *f = *state;
+    int N = 29, C = 203;
+    size_t n = (size_t)N * C;
+    float *x = talloc(f, n), *bias = talloc(f, C), *o1 = talloc(f, n), *o2 = talloc(f, n);
+    fill(x, n, 40, -5, 5);
+    fill(bias, C, 41, -1, 1);
+    ig_kernel_gelu_bias_forward(f->ref, o1, x, bias, N, C);
+    ig_kernel_gelu_bias_forward(FAST(f), o2, x, bias, N, C);
+    check_close(o2, o1, n, 1e-5, "gelu_bias_forward");
+    { /* torch.nn.functional.gelu(torch.tensor([1.0, -0.5]), approximate="tanh") */
+        float one[2] = {1.0f, -0.5f}, zero[2] = {0, 0};
+        float *dx = tdup(f, one, 2), *db = tdup(f, zero, 2), *dy = talloc(f, 2);
+        ig_kernel_gelu_bias_forward(FAST(f), dy, dx, db, 1, 2);
+        assert_true(fabs(dy[0] - 0.8411920071) < 1e-6 && fabs(dy[1] + 0.1542859972) < 1e-6);
+        tfree(f, dx), tfree(f, db), tfree(f, dy);
+    }
+    float *dout = talloc(f, n), *di1 = talloc(f, n), *di2 = talloc(f, n);
+    float *db1 = talloc(f, C);
+    fill(dout, n, 42, -1, 1);
+    fill(db1, C, 43, -1, 1);
+    float *db2 = tdup(f, db1, C);
+    ig_kernel_gelu_bias_backward(f->ref, di1, db1, dout, x, bias, N, C);
+    ig_kernel_gelu_bias_backward(FAST(f), di2, db2, dout, x, bias, N, C);
+    check_close(di2, di1, n, 1e-5, "gelu_bias_backward dinp");
+    check_close(db2, db1, C, 1e-5, "gelu_bias_backward dbias");
+    /* in place (dinp == dout), as a trainer may call it */
+    float *io = tdup(f, dout, n), *db3 = talloc(f, C);
+    ig_kernel_gelu_bias_backward(FAST(f), io, db3, io, x, bias, N, C);
+    check_same(io, di2, n * 4, "gelu_bias_backward in place");
+    /* threads */
+    for (int t = 0; t < NTHREADS; t++) {
+        memset(db3, 0, (size_t)C * 4);
+        float *db4 = talloc(f, C);
+        ig_kernel_gelu_bias_forward(f->fast[t], o1, x, bias, N, C);
+        check_same(o1, o2, n * 4, "gelu_bias_forward threads");
+        ig_kernel_gelu_bias_backward(f->fast[t], io, db3, dout, x, bias, N, C);
+        ig_kernel_gelu_bias_backward(FAST(f), di1, db4, dout, x, bias, N, C);
+        check_same(io, di2, n * 4, "gelu_bias_backward threads");
+        check_same(db3, db4, (size_t)C * 4, "gelu_bias_backward dbias threads");
+        tfree(f, db4);
+    }
+    /* finite differences on a few elements */
+    int n2 = 2, c2 = 9;
+    float *gi = talloc(f, n2 * c2), *gb = talloc(f, c2), *o = talloc(f, n2 * c2);
+    ig_kernel_gelu_bias_backward(f->ref, gi, gb, dout, x, bias, n2, c2);
+    float *targets[2] = {x, bias}, *grads[2] = {gi, gb};
+    size_t sizes[2] = {(size_t)n2 * c2, (size_t)c2};
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < sizes[t]; i++) {
+            float keep = targets[t][i];
+            targets[t][i] = keep + FD_H;
+            ig_kernel_gelu_bias_forward(f->ref, o, x, bias, n2, c2);
+            double lp = dot_d(o, dout, sizes[0]);
+            targets[t][i] = keep - FD_H;
+            ig_kernel_gelu_bias_forward(f->ref, o, x, bias, n2, c2);
+            double lm = dot_d(o, dout, sizes[0]);
+            targets[t][i] = keep;
+            check_fd(grads[t][i], (lp - lm) / (2 * FD_H), max_abs(grads[t], sizes[t]), "gelu", i);
+        }
+    float *all[] = {x, bias, o1, o2, dout, di1, di2, db1, db2, io, db3, gi, gb, o};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+static void attention_case(fixture *f, int B, int T, int NH, int C) {
+    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = talloc(f, nqkv), *o1 = talloc(f, no), *o2 = talloc(f, no);
+    float *l1 = talloc(f, nl), *l2 = talloc(f, nl);
+    fill(qkv, nqkv, 50, -2, 2);
+    ig_kernel_attention_forward(f->ref, o1, l1, qkv, NULL, B, T, C, NH);
+    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, NULL, B, T, C, NH);
+    check_close(o2, o1, no, 1e-5, "attention_forward out");
+    check_close(l2, l1, nl, 1e-5, "attention_forward lse");
+    /* the first query sees only itself: its output is its own v */
+    for (int c = 0; c < C; c++) assert_true(fabs(o2[c] - qkv[2 * C + c]) < 1e-6);
+
+    float *dout = talloc(f, no), *d1 = talloc(f, nqkv), *d2 = talloc(f, nqkv);
+    fill(dout, no, 51, -1, 1);
+    fill(d2, nqkv, 52, -1, 1); /* overwritten */
+    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, NULL, B, T, C, NH);
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o2, l2, NULL, B, T, C, NH);
+    check_close(d2, d1, nqkv, 1e-5, "attention_backward");
+
+    for (int t = 0; t < NTHREADS; t++) {
+        float *o3 = talloc(f, no), *l3 = talloc(f, nl), *d3 = talloc(f, nqkv);
+        ig_kernel_attention_forward(f->fast[t], o3, l3, qkv, NULL, B, T, C, NH);
+        check_same(o3, o2, no * 4, "attention_forward threads");
+        check_same(l3, l2, nl * 4, "attention_forward lse threads");
+        ig_kernel_attention_backward(f->fast[t], d3, dout, qkv, o2, l2, NULL, B, T, C, NH);
+        check_same(d3, d2, nqkv * 4, "attention_backward threads");
+        tfree(f, o3), tfree(f, l3), tfree(f, d3);
+    }
+    float *all[] = {qkv, o1, o2, l1, l2, dout, d1, d2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+static void test_attention(void **state) {
+    fixture *f = *state;
+    attention_case(f, 2, 70, 3, 24);   /* head size 8: the plain loops; a ragged second block */
+    attention_case(f, 1, 130, 2, 128); /* head size 64: the register-blocked loops, 3 blocks */
+}
+
+static void test_attention_fd(void **state) {
+    fixture *f = *state;
+    int B = 1, T = 9, NH = 2, C = 8;
+    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    int32_t *doc = ialloc(f, (size_t)B * T);
+    int32_t ids[9] = {0, 0, 0, 0, 1, 1, 1, 2, 2};
+    memcpy(doc, ids, sizeof ids);
+    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, nl), *dout = talloc(f, no);
+    float *g = talloc(f, nqkv);
+    fill(qkv, nqkv, 53, -1, 1);
+    fill(dout, no, 54, -1, 1);
+    for (int masked = 0; masked < 2; masked++) {
+        const int32_t *dd = masked ? doc : NULL;
+        for (int fast = 0; fast < 2; fast++) {
+            ig_backend *be = fast ? FAST(f) : f->ref;
+            ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
+            ig_kernel_attention_backward(be, g, dout, qkv, o, lse, dd, B, T, C, NH);
+            double scale = max_abs(g, nqkv);
+            for (size_t i = 0; i < nqkv; i++) {
+                float keep = qkv[i];
+                qkv[i] = keep + FD_H;
+                ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
+                double lp = dot_d(o, dout, no);
+                qkv[i] = keep - FD_H;
+                ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
+                double lm = dot_d(o, dout, no);
+                qkv[i] = keep;
+                check_fd(g[i], (lp - lm) / (2 * FD_H), scale,
+                         fast ? "attention (fast)" : "attention (reference)", i);
+            }
+        }
+    }
+    float *all[] = {qkv, o, lse, dout, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, doc);
+}
+
+/* document masking: each document attends only to itself, as if run alone */
+static void attention_documents_case(fixture *f, int NH, int C) {
+    int B = 2, T = 150;
+    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    int32_t *doc = ialloc(f, (size_t)B * T);
+    /* sequence 0: documents of 40, 1, 70, 39 tokens; sequence 1: one document */
+    for (int t = 0; t < T; t++) doc[t] = t < 40 ? 5 : t < 41 ? 6 : t < 111 ? 7 : 8;
+    for (int t = 0; t < T; t++) doc[T + t] = 3;
+    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, nl);
+    float *o1 = talloc(f, no), *l1 = talloc(f, nl);
+    fill(qkv, nqkv, 60, -2, 2);
+    ig_kernel_attention_forward(FAST(f), o, lse, qkv, doc, B, T, C, NH);
+    ig_kernel_attention_forward(f->ref, o1, l1, qkv, doc, B, T, C, NH);
+    check_close(o, o1, no, 1e-5, "attention_forward with documents");
+    check_close(lse, l1, nl, 1e-5, "attention_forward with documents lse");
+    int starts[5] = {0, 40, 41, 111, 150};
+    for (int d = 0; d < 4; d++) {
+        int len = starts[d + 1] - starts[d];
+        float *sq = tdup(f, qkv + (size_t)starts[d] * 3 * C, (size_t)len * 3 * C);
+        float *so = talloc(f, (size_t)len * C), *sl = talloc(f, (size_t)NH * len);
+        ig_kernel_attention_forward(FAST(f), so, sl, sq, NULL, 1, len, C, NH);
+        check_close(o + (size_t)starts[d] * C, so, (size_t)len * C, 1e-6,
+                    "document alone = document masked");
+        tfree(f, sq), tfree(f, so), tfree(f, sl);
+    }
+    /* the unmasked sequence 1 equals attention without doc */
+    float *o2 = talloc(f, no), *l2 = talloc(f, nl);
+    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, NULL, B, T, C, NH);
+    check_same(o + (size_t)T * C, o2 + (size_t)T * C, (size_t)T * C * 4, "one document = none");
+    /* and the masked outputs differ from unmasked ones past the first document */
+    assert_true(fabs(o[(size_t)60 * C] - o2[(size_t)60 * C]) > 1e-6);
+
+    /* backward with documents: fast vs reference; no gradient crosses documents */
+    float *dout = talloc(f, no), *d1 = talloc(f, nqkv), *d2 = talloc(f, nqkv);
+    fill(dout, no, 61, -1, 1);
+    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, doc, B, T, C, NH);
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, B, T, C, NH);
+    check_close(d2, d1, nqkv, 1e-5, "attention_backward with documents");
+    memset(dout, 0, no * 4); /* gradient only on document 7's last query */
+    for (int c = 0; c < C; c++) dout[(size_t)110 * C + c] = 1;
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, B, T, C, NH);
+    for (int t = 0; t < T; t++) {
+        double m = max_abs(d2 + (size_t)t * 3 * C, (size_t)3 * C);
+        if (t < 41 || t > 110) assert_true(m == 0);
+    }
+    float *all[] = {qkv, o, lse, o1, l1, o2, l2, dout, d1, d2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, doc);
+}
+
+static void test_attention_documents(void **state) {
+    fixture *f = *state;
+    attention_documents_case(f, 2, 16);  /* head size 8 */
+    attention_documents_case(f, 2, 128); /* head size 64 */
+}
+
+/* the KV-cache form equals the training attention at the same positions */
+static void test_attention_cached(void **state) {
+    fixture *f = *state;
+    int B = 2, T = 100, NH = 2, C = 128, Tmax = 128; /* head size 64 */
+    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, (size_t)B * NH * T);
+    fill(qkv, nqkv, 70, -2, 2);
+    ig_kernel_attention_forward(FAST(f), o, lse, qkv, NULL, B, T, C, NH);
+    float *q = talloc(f, no), *k = talloc(f, (size_t)B * Tmax * C);
+    float *v = talloc(f, (size_t)B * Tmax * C);
+    for (size_t i = 0; i < (size_t)B * Tmax * C; i++) k[i] = v[i] = NAN; /* never read */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                const float *row = qkv + ((size_t)b * T + t) * 3 * C;
+                q[((size_t)b * T + t) * C + c] = row[c];
+                k[((size_t)b * Tmax + t) * C + c] = row[C + c];
+                v[((size_t)b * Tmax + t) * C + c] = row[2 * C + c];
+            }
+    int pos0s[4] = {0, 37, 64, 99}, tqs[4] = {100, 30, 36, 1};
+    for (int cse = 0; cse < 4; cse++) {
+        int pos0 = pos0s[cse], Tq = tqs[cse];
+        float *qq = talloc(f, (size_t)B * Tq * C), *oc = talloc(f, (size_t)B * Tq * C);
+        float * or = talloc(f, (size_t)B * Tq * C), *kk = talloc(f, (size_t)B * Tmax * C);
+        float *vv = talloc(f, (size_t)B * Tmax * C);
+        for (size_t i = 0; i < (size_t)B * Tmax * C; i++) kk[i] = vv[i] = NAN;
+        for (int b = 0; b < B; b++) { /* the cache holds positions 0 .. pos0 + Tq - 1 */
+            memcpy(qq + (size_t)b * Tq * C, q + ((size_t)b * T + pos0) * C, (size_t)Tq * C * 4);
+            memcpy(kk + (size_t)b * Tmax * C, k + (size_t)b * Tmax * C,
+                   (size_t)(pos0 + Tq) * C * 4);
+            memcpy(vv + (size_t)b * Tmax * C, v + (size_t)b * Tmax * C,
+                   (size_t)(pos0 + Tq) * C * 4);
+        }
+        ig_kernel_attention_cached(FAST(f), oc, qq, kk, vv, B, Tq, pos0, Tmax, C, NH);
+        ig_kernel_attention_cached(f->ref, or, qq, kk, vv, B, Tq, pos0, Tmax, C, NH);
+        check_close(oc, or, (size_t)B * Tq * C, 1e-5, "attention_cached vs reference");
+        for (int b = 0; b < B; b++)
+            check_close(oc + (size_t)b * Tq * C, o + ((size_t)b * T + pos0) * C, (size_t)Tq * C,
+                        1e-6, "attention_cached vs attention_forward");
+        tfree(f, qq), tfree(f, oc), tfree(f, or), tfree(f, kk), tfree(f, vv);
+    }
+    float *all[] = {qkv, o, lse, q, k, v};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+/* ---- cross-entropy --------------------------------------------------------------------------- */
+
+static void test_crossentropy(void **state) {
+    fixture *f = *state;
+    int N = 7, V = 1000, Vp = 1024;
+    size_t n = (size_t)N * Vp;
+    float *logits = talloc(f, n), *l1 = talloc(f, N), *l2 = talloc(f, N), *dl = talloc(f, N);
+    int32_t *tg = ialloc(f, N);
+    fill(logits, n, 80, -4, 4);
+    for (int i = 0; i < N; i++) {
+        tg[i] = (i * 131 + 7) % V;
+        dl[i] = i == 3 ? 0.0f : 1.0f / N; /* row 3 masked */
+        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = j % 2 ? NAN : 1e30f;
+    }
+    logits[V - 1] = 20; /* a confident row, target not the max */
+    float *g1 = tdup(f, logits, n), *g2 = tdup(f, logits, n), *keep = tdup(f, logits, n);
+    ig_kernel_crossentropy(f->ref, l1, g1, tg, dl, N, V, Vp);
+    ig_kernel_crossentropy(FAST(f), l2, g2, tg, dl, N, V, Vp);
+    check_close(l2, l1, N, 1e-5, "crossentropy losses");
+    check_close(g2, g1, n, 1e-5, "crossentropy gradient");
+    for (int i = 0; i < N; i++) {
+        for (int j = V; j < Vp; j++) assert_true(g2[(size_t)i * Vp + j] == 0.0f);
+        double s = 0; /* softmax - onehot sums to 0 over a row */
+        for (int j = 0; j < V; j++) s += g2[(size_t)i * Vp + j];
+        assert_true(fabs(s) < 1e-6);
+        if (i == 3)
+            for (int j = 0; j < Vp; j++) assert_true(g2[(size_t)i * Vp + j] == 0.0f);
+        /* the loss by hand */
+        double m = -INFINITY, z = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, keep[(size_t)i * Vp + j]);
+        for (int j = 0; j < V; j++) z += exp(keep[(size_t)i * Vp + j] - m);
+        assert_true(fabs(l2[i] - (m + log(z) - keep[(size_t)i * Vp + tg[i]])) < 1e-5);
+    }
+    /* without dloss: losses only, logits untouched */
+    float *g3 = tdup(f, keep, n);
+    ig_kernel_crossentropy(FAST(f), l2, g3, tg, NULL, N, V, Vp);
+    check_same(g3, keep, n * 4, "crossentropy without dloss leaves the logits");
+    check_close(l2, l1, N, 1e-5, "crossentropy losses without dloss");
+    for (int t = 0; t < NTHREADS; t++) {
+        memcpy(g3, keep, n * 4);
+        float *l3 = talloc(f, N);
+        ig_kernel_crossentropy(f->fast[t], l3, g3, tg, dl, N, V, Vp);
+        check_same(g3, g2, n * 4, "crossentropy threads");
+        check_same(l3, l2, (size_t)N * 4, "crossentropy losses threads");
+        tfree(f, l3);
+    }
+    /* finite differences of the loss on a small row set: d loss_i / d logit = gradient / dloss */
+    int n2 = 2, v2 = 6, vp2 = 8;
+    float *x = talloc(f, (size_t)n2 * vp2), *g = talloc(f, (size_t)n2 * vp2);
+    float *ones = talloc(f, n2), *ls = talloc(f, n2);
+    int32_t *tg2 = ialloc(f, n2);
+    tg2[0] = 1, tg2[1] = 5;
+    fill(x, (size_t)n2 * vp2, 81, -2, 2);
+    ones[0] = ones[1] = 1;
+    memcpy(g, x, (size_t)n2 * vp2 * 4);
+    ig_kernel_crossentropy(f->ref, ls, g, tg2, ones, n2, v2, vp2);
+    for (int i = 0; i < n2; i++)
+        for (int j = 0; j < v2; j++) {
+            float *e = x + (size_t)i * vp2 + j, kp = *e;
+            *e = kp + FD_H;
+            ig_kernel_crossentropy(f->ref, ls, x, tg2, NULL, n2, v2, vp2);
+            double lp = (double)ls[0] + ls[1];
+            *e = kp - FD_H;
+            ig_kernel_crossentropy(f->ref, ls, x, tg2, NULL, n2, v2, vp2);
+            double lm = (double)ls[0] + ls[1];
+            *e = kp;
+            check_fd(g[(size_t)i * vp2 + j], (lp - lm) / (2 * FD_H), 1.0, "crossentropy",
+                     (size_t)i * vp2 + j);
+        }
+    float *all[] = {logits, l1, l2, dl, g1, g2, keep, g3, x, g, ones, ls};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, tg), tfree(f, tg2);
+}
+
+/* ---- optimizer ------------------------------------------------------------------------------- */
+
+#include "tests/data/golden/kernels/adamw_golden.h"
+
+static void adamw_golden_case(fixture *f, ig_backend *be, float wd, const float *gp,
+                              const float *gm, const float *gv, int use_master) {
+    int n = ADAMW_GOLDEN_N;
+    float *p = tdup(f, adamw_golden_p0, n), *m = talloc(f, n), *v = talloc(f, n);
+    float *master = use_master ? tdup(f, adamw_golden_p0, n) : NULL;
+    for (int s = 0; s < ADAMW_GOLDEN_STEPS; s++) {
+        float *g = tdup(f, adamw_golden_grads + (size_t)s * n, n);
+        ig_kernel_adamw(be, p, master, g, m, v, (size_t)n, ADAMW_GOLDEN_LR, ADAMW_GOLDEN_B1,
+                        ADAMW_GOLDEN_B2, ADAMW_GOLDEN_EPS, wd, ADAMW_GOLDEN_SCALE, s + 1);
+        char what[96];
+        snprintf(what, sizeof what, "adamw vs torch (%s, wd %g, step %d%s)", ig_backend_name(be),
+                 wd, s + 1, use_master ? ", master" : "");
+        check_close(p, gp + (size_t)s * n, n, 2e-6, what);
+        check_close(m, gm + (size_t)s * n, n, 2e-6, what);
+        check_close(v, gv + (size_t)s * n, n, 2e-6, what);
+        if (master) check_same(master, p, (size_t)n * 4, "adamw master = params");
+        tfree(f, g);
+    }
+    tfree(f, p), tfree(f, m), tfree(f, v), tfree(f, master);
+}
+
+static void test_adamw(void **state) {
+    fixture *f = *state;
+    for (int fast = 0; fast < 2; fast++) {
+        ig_backend *be = fast ? FAST(f) : f->ref;
+        adamw_golden_case(f, be, ADAMW_GOLDEN_WD_WD, adamw_golden_wd_p, adamw_golden_wd_m,
+                          adamw_golden_wd_v, 0);
+        adamw_golden_case(f, be, ADAMW_GOLDEN_WD_NOWD, adamw_golden_nowd_p, adamw_golden_nowd_m,
+                          adamw_golden_nowd_v, 0);
+        adamw_golden_case(f, be, ADAMW_GOLDEN_WD_WD, adamw_golden_wd_p, adamw_golden_wd_m,
+                          adamw_golden_wd_v, 1);
+    }
+    /* one step by hand: m = 0.1 g, v = 0.001 g^2, so m^ / sqrt(v^) = sign(g) */
+    float *p = talloc(f, 2), *g = talloc(f, 2), *m = talloc(f, 2), *v = talloc(f, 2);
+    p[0] = 1, p[1] = -2, g[0] = 4, g[1] = -0.25f;
+    ig_kernel_adamw(FAST(f), p, NULL, g, m, v, 2, 0.1f, 0.9f, 0.999f, 0.0f, 0.5f, 1.0f, 1);
+    assert_true(fabs(p[0] - (1 * (1 - 0.05) - 0.1)) < 1e-6);
+    assert_true(fabs(p[1] - (-2 * (1 - 0.05) + 0.1)) < 1e-6);
+
+    /* fast vs reference on many elements, and the same bits on any thread count */
+    size_t n = 100003;
+    float *p1 = talloc(f, n), *g1 = talloc(f, n), *m1 = talloc(f, n), *v1 = talloc(f, n);
+    fill(p1, n, 90, -1, 1), fill(g1, n, 91, -3, 3), fill(m1, n, 92, -0.1f, 0.1f);
+    fill(v1, n, 93, 0, 0.01f);
+    float *p2 = tdup(f, p1, n), *m2 = tdup(f, m1, n), *v2 = tdup(f, v1, n);
+    float *p0 = tdup(f, p1, n), *m0 = tdup(f, m1, n), *v0 = tdup(f, v1, n);
+    ig_kernel_adamw(f->ref, p1, NULL, g1, m1, v1, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 7);
+    ig_kernel_adamw(FAST(f), p2, NULL, g1, m2, v2, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 7);
+    check_close(p2, p1, n, 1e-6, "adamw fast vs reference p");
+    check_close(m2, m1, n, 1e-6, "adamw fast vs reference m");
+    check_close(v2, v1, n, 1e-6, "adamw fast vs reference v");
+    for (int t = 0; t < NTHREADS; t++) {
+        float *p3 = tdup(f, p0, n), *m3 = tdup(f, m0, n), *v3 = tdup(f, v0, n);
+        ig_kernel_adamw(f->fast[t], p3, NULL, g1, m3, v3, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f,
+                        7);
+        check_same(p3, p2, n * 4, "adamw threads");
+        check_same(v3, v2, n * 4, "adamw threads");
+        tfree(f, p3), tfree(f, m3), tfree(f, v3);
+    }
+    float *all[] = {p, g, m, v, p1, g1, m1, v1, p2, m2, v2, p0, m0, v0};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+static void test_sum_squares_scale(void **state) {
+    fixture *f = *state;
+    size_t n = 300001; /* five chunks of 64 Ki and a ragged one */
+    float *x = talloc(f, n);
+    fill(x, n, 100, -1, 1);
+    double r = ig_kernel_sum_squares(f->ref, x, n);
+    double s = ig_kernel_sum_squares(FAST(f), x, n);
+    assert_true(fabs(s - r) <= 1e-12 * r);
+    assert_true(fabs(r - (double)n / 3) < 0.01 * n); /* E[x^2] = 1/3 */
+    for (int t = 0; t < NTHREADS; t++) {
+        double u = ig_kernel_sum_squares(f->fast[t], x, n);
+        assert_memory_equal(&u, &s, sizeof u);
+    }
+    assert_true(ig_kernel_sum_squares(FAST(f), x, 0) == 0.0);
+    float three[3] = {1, 2, 3};
+    float *y = tdup(f, three, 3);
+    assert_true(ig_kernel_sum_squares(FAST(f), y, 3) == 14.0);
+    float *x1 = tdup(f, x, n), *x2 = tdup(f, x, n);
+    ig_kernel_scale(f->ref, x1, n, 0.37f);
+    for (int t = 0; t < NTHREADS; t++) {
+        memcpy(x2, x, n * 4);
+        ig_kernel_scale(f->fast[t], x2, n, 0.37f);
+        check_same(x2, x1, n * 4, "scale");
+    }
+    assert_true(x1[5] == x[5] * 0.37f);
+    tfree(f, x), tfree(f, y), tfree(f, x1), tfree(f, x2);
+}
+
+/* the row kernels give the same bits on 1, 2, 3 and 8 threads */
+static void test_determinism_rows(void **state) {
+    fixture *f = *state;
+    int N = 300, C = 77, B = 4, T = 75, V = 50;
+    size_t n = (size_t)N * C;
+    float *x = talloc(f, n), *a = talloc(f, n), *w = talloc(f, C), *b = talloc(f, C);
+    float *dout = talloc(f, n), *wte = talloc(f, (size_t)V * C), *wpe = talloc(f, (size_t)T * C);
+    int32_t *tok = ialloc(f, n);
+    fill(x, n, 110, -2, 2), fill(a, n, 111, -1, 1), fill(w, C, 112, 0, 2), fill(b, C, 113, -1, 1);
+    fill(dout, n, 114, -1, 1), fill(wte, (size_t)V * C, 115, -1, 1);
+    fill(wpe, (size_t)T * C, 116, -1, 1);
+    for (int i = 0; i < B * T; i++) tok[i] = (i * i + 3) % V;
+    float *want[7] = {0};
+    for (int t = 0; t < NTHREADS; t++) {
+        ig_backend *be = f->fast[t];
+        float *o = talloc(f, n), *mu = talloc(f, N), *rs = talloc(f, N), *res = talloc(f, n);
+        float *di = talloc(f, n), *dw = talloc(f, C), *db = talloc(f, C);
+        float *eo = talloc(f, (size_t)B * T * C);
+        ig_kernel_residual_layernorm_forward(be, res, o, mu, rs, x, a, w, b, N, C);
+        ig_kernel_layernorm_backward(be, di, dw, db, dout, res, w, mu, rs, N, C);
+        ig_kernel_encoder_forward(be, eo, tok, wte, wpe, B, T, C);
+        float *got[7] = {o, mu, rs, di, dw, db, eo};
+        size_t sizes[7] = {n, (size_t)N, (size_t)N, n, (size_t)C, (size_t)C, (size_t)B * T * C};
+        for (int k = 0; k < 7; k++) {
+            if (t == 0)
+                want[k] = got[k];
+            else {
+                check_same(got[k], want[k], sizes[k] * 4, "layernorm/encoder threads");
+                tfree(f, got[k]);
+            }
+        }
+        tfree(f, res);
+    }
+    for (int k = 0; k < 7; k++) tfree(f, want[k]);
+    float *all[] = {x, a, w, b, dout, wte, wpe};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backend_basics),
+        cmocka_unit_test(test_backend_nomem),
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_fd),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_fd),
+        cmocka_unit_test(test_attention_documents),
+        cmocka_unit_test(test_attention_cached),
+        cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_sum_squares_scale),
+        cmocka_unit_test(test_determinism_rows),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, setup, teardown);
+}

@@ -1,0 +1,442 @@
+/* bench_kernels.c - the CPU compute backend (kernels/cpu/) at the trainer's shapes, with every
+ * figure a ratio against a reference measured in the same run (DESIGN 7):
+ *   - GEMM: the backend's matmul (oneDNN, single-threaded per chunk on the context's pool) on a
+ *     large square sgemm at 1 and 2 threads (its peak), then at GPT-2 small's shapes (C = 768,
+ *     N = B*T = 4*64 and 4*256, OC = 768, 2304, 3072, the MLP projection 3072 -> 768 and the lm
+ *     head 50304 x 768) against the candidate libraries with their own threads, each loaded with
+ *     dlopen when installed: OpenBLAS (pthreads), BLIS (OpenMP) and oneDNN (OpenMP);
+ *   - memory-bound kernels (encoder, LayerNorm, GeLU, cross-entropy, AdamW, sum of squares,
+ *     scale): the bytes they must move, per second, over memcpy's bandwidth at the same thread
+ *     count and footprint (a memcpy of half those bytes);
+ *   - attention forward and backward: useful FLOP/s (causal) over the GEMM peak.
+ *
+ *   bench_kernels [threads=2]      (best of 3 runs after a warm-up, for every figure)
+ *
+ * Ends with one machine-readable line "kernels_summary k=v ...".
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "kernels/backend.h"
+
+static ig_ctx *make_ctx(int threads) {
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = threads;
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    if (ig_ctx_create(&ctx, &o, &err) != IG_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+    return ctx;
+}
+
+static ig_backend *make_backend(ig_ctx *ctx) {
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    ig_backend_opts o = ig_backend_opts_default();
+    if (ig_backend_create(&be, ctx, &o, &err) != IG_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+    return be;
+}
+
+static float *buf(ig_backend *be, size_t n, float lo, float hi, uint64_t seed) {
+    void *p = NULL;
+    ig_err err = {0};
+    if (ig_backend_alloc(be, n * sizeof(float), &p, &err) != IG_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+    float *x = p;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
+    }
+    return x;
+}
+
+/* ---- timing: best of REPS runs of a closure, after a warm-up --------------------------------- */
+
+typedef void (*bench_fn)(void *arg);
+
+#define REPS 3
+
+static double best_of(bench_fn fn, void *arg) {
+    fn(arg); /* warm: caches, page faults, JIT */
+    double best = 1e30;
+    for (int r = 0; r < REPS; r++) {
+        double t0 = ig_now();
+        fn(arg);
+        double dt = ig_now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+/* ---- memcpy bandwidth on the pool ------------------------------------------------------------ */
+
+typedef struct copy_arg {
+    ig_ctx *ctx;
+    char *dst;
+    const char *src;
+    size_t n;
+} copy_arg;
+
+static void copy_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    copy_arg *c = arg;
+    memcpy(c->dst + b, c->src + b, e - b);
+}
+
+static void copy_run(void *arg) {
+    copy_arg *c = arg;
+    ig_parallel_range(c->ctx, c->n, (c->n + 15) / 16, copy_chunk, c);
+}
+
+/* GB/s of memcpy of n bytes, counting bytes read plus bytes written (a kernel that moves B bytes
+ * is compared with a memcpy of B / 2: the same footprint, in the same caches) */
+static double memcpy_gbs(ig_ctx *ctx, size_t n) {
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) exit(1);
+    memset(a, 1, n), memset(b, 2, n);
+    copy_arg c = {ctx, b, a, n};
+    double t = best_of(copy_run, &c);
+    free(a), free(b);
+    return 2.0 * (double)n / t / 1e9;
+}
+
+/* ---- GEMM: the backend's, and the candidates' through dlopen --------------------------------- */
+
+typedef struct mm_arg {
+    ig_backend *be;
+    float *out, *inp, *w, *bias;
+    ig_w_layout layout;
+    int N, C, OC;
+} mm_arg;
+
+static void mm_run(void *arg) {
+    mm_arg *m = arg;
+    ig_kernel_matmul_forward(m->be, m->out, m->inp, m->w, m->layout, m->bias, m->N, m->C, m->OC);
+}
+
+/* GFLOP/s of the backend's matmul on an S x S x S sgemm */
+static double square_gflops(ig_backend *be, int S) {
+    float *a = buf(be, (size_t)S * S, -1, 1, 1), *b = buf(be, (size_t)S * S, -1, 1, 2);
+    float *c = buf(be, (size_t)S * S, 0, 0, 3);
+    mm_arg m = {be, c, a, b, NULL, IG_W_IN_OUT, S, S, S};
+    double g = 2.0 * S * S * S / best_of(mm_run, &m) / 1e9;
+    ig_backend_release(be, a), ig_backend_release(be, b), ig_backend_release(be, c);
+    return g;
+}
+
+/* cblas_sgemm's signature (OpenBLAS, BLIS) and oneDNN's */
+typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
+                               const float *, int, float, float *, int);
+typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                             const float *, int64_t, float, float *, int64_t);
+
+typedef struct lib {
+    const char *name;
+    void *h;
+    cblas_sgemm_fn cblas;
+    dnnl_sgemm_fn dnnl;
+    void (*set_threads)(int);       /* openblas_set_num_threads, omp_set_num_threads */
+    void (*set_threads_long)(long); /* bli_thread_set_num_threads */
+} lib;
+
+/* Each library is opened with RTLD_DEEPBIND so that its own BLAS symbols win over any other's. */
+static void lib_open(lib *l, const char *name, const char *const *paths) {
+    memset(l, 0, sizeof *l);
+    l->name = name;
+    for (int i = 0; paths[i] && !l->h; i++)
+        l->h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!l->h) return;
+    if (!strcmp(name, "oneDNN")) {
+        l->dnnl = (dnnl_sgemm_fn)dlsym(l->h, "dnnl_sgemm");
+        l->set_threads = (void (*)(int))dlsym(l->h, "omp_set_num_threads");
+    } else {
+        l->cblas = (cblas_sgemm_fn)dlsym(l->h, "cblas_sgemm");
+        l->set_threads = (void (*)(int))dlsym(l->h, "openblas_set_num_threads");
+        l->set_threads_long = (void (*)(long))dlsym(l->h, "bli_thread_set_num_threads");
+    }
+    if ((!l->cblas && !l->dnnl) || (!l->set_threads && !l->set_threads_long)) {
+        dlclose(l->h);
+        l->h = NULL;
+    }
+}
+
+typedef struct lib_arg {
+    lib *l;
+    int threads;
+    mm_arg *m;
+} lib_arg;
+
+static void lib_run(void *arg) {
+    lib_arg *a = arg;
+    mm_arg *m = a->m;
+    lib *l = a->l;
+    if (l->set_threads) l->set_threads(a->threads);
+    if (l->set_threads_long) l->set_threads_long(a->threads);
+    int tb = m->layout == IG_W_OUT_IN, ldb = tb ? m->C : m->OC;
+    if (l->dnnl)
+        l->dnnl('N', tb ? 'T' : 'N', m->N, m->OC, m->C, 1.0f, m->inp, m->C, m->w, ldb, 0.0f, m->out,
+                m->OC);
+    else /* CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112 */
+        l->cblas(101, 111, tb ? 112 : 111, m->N, m->OC, m->C, 1.0f, m->inp, m->C, m->w, ldb, 0.0f,
+                 m->out, m->OC);
+    if (l->set_threads) l->set_threads(1); /* idle threads must not spin into the next figure */
+    if (l->set_threads_long) l->set_threads_long(1);
+}
+
+/* ---- fused kernels --------------------------------------------------------------------------- */
+
+typedef struct k_arg {
+    ig_backend *be;
+    int which;
+    int B, T, C, NH, V, Vp;
+    size_t n;
+    float *a, *b, *c, *d, *e, *f, *g, *h;
+    int32_t *tok;
+    double sink;
+} k_arg;
+
+enum {
+    K_ENC_F,
+    K_ENC_B,
+    K_LN_F,
+    K_RLN_F,
+    K_LN_B,
+    K_GELU_F,
+    K_GELU_B,
+    K_CE,
+    K_ADAMW,
+    K_SUMSQ,
+    K_SCALE,
+    K_ATT_F,
+    K_ATT_B,
+    K_COUNT
+};
+
+static void k_run(void *arg) {
+    k_arg *k = arg;
+    int N = k->B * k->T, C = k->C;
+    switch (k->which) {
+    case K_ENC_F:
+        ig_kernel_encoder_forward(k->be, k->a, k->tok, k->b, k->c, k->B, k->T, C);
+        break;
+    case K_ENC_B:
+        ig_kernel_encoder_backward(k->be, k->b, k->c, k->a, k->tok, k->B, k->T, C);
+        break;
+    case K_LN_F:
+        ig_kernel_layernorm_forward(k->be, k->b, k->e, k->f, k->a, k->g, k->h, N, C);
+        break;
+    case K_RLN_F:
+        ig_kernel_residual_layernorm_forward(k->be, k->c, k->b, k->e, k->f, k->a, k->d, k->g, k->h,
+                                             N, C);
+        break;
+    case K_LN_B:
+        ig_kernel_layernorm_backward(k->be, k->c, k->g, k->h, k->d, k->a, k->g, k->e, k->f, N, C);
+        break;
+    case K_GELU_F:
+        ig_kernel_gelu_bias_forward(k->be, k->b, k->a, k->g, N, 4 * C);
+        break;
+    case K_GELU_B:
+        ig_kernel_gelu_bias_backward(k->be, k->c, k->g, k->d, k->a, k->g, N, 4 * C);
+        break;
+    case K_CE: /* the logits become their gradient: valid logits too, and as costly */
+        ig_kernel_crossentropy(k->be, k->e, k->a, k->tok, k->f, N, k->V, k->Vp);
+        break;
+    case K_ADAMW:
+        ig_kernel_adamw(k->be, k->a, NULL, k->b, k->c, k->d, k->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                        1.0f, 10);
+        break;
+    case K_SUMSQ:
+        k->sink += ig_kernel_sum_squares(k->be, k->a, k->n);
+        break;
+    case K_SCALE:
+        ig_kernel_scale(k->be, k->a, k->n, 1.0f);
+        break;
+    case K_ATT_F:
+        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL, k->B, k->T, C, k->NH);
+        break;
+    case K_ATT_B:
+        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL, k->B, k->T, C,
+                                     k->NH);
+        break;
+    }
+}
+
+int main(int argc, char **argv) {
+    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    if (threads < 1) threads = 1;
+    ig_ctx *ctx1 = make_ctx(1), *ctxt = make_ctx(threads);
+    ig_backend *be1 = make_backend(ctx1), *bet = make_backend(ctxt);
+
+    /* ---- references ---- */
+    size_t big_copy = (size_t)256 << 20;
+    double bw1 = memcpy_gbs(ctx1, big_copy), bwt = memcpy_gbs(ctxt, big_copy);
+    printf("memcpy of 256 MiB (read + write): 1 thread %.1f GB/s, %d threads %.1f GB/s (%.2fx)\n",
+           bw1, threads, bwt, bwt / bw1);
+
+    int S = 2048;
+    double peak1 = square_gflops(be1, S), peakt = square_gflops(bet, S);
+    printf("GEMM peak (backend matmul, %dx%dx%d sgemm): 1 thread %.1f GFLOP/s, %d threads %.1f "
+           "GFLOP/s (%.2fx)\n",
+           S, S, S, peak1, threads, peakt, peakt / peak1);
+
+    /* ---- GEMM at the trainer's shapes, against the candidate libraries ---- */
+    static const char *const openblas_paths[] = {"libopenblas.so.0", "libopenblas.so", NULL};
+    static const char *const blis_paths[] = {"libblis.so.4", "libblis.so", NULL};
+    static const char *const dnnl_paths[] = {"libdnnl.so.2", "libdnnl.so", NULL};
+    lib libs[3];
+    lib_open(&libs[0], "OpenBLAS", openblas_paths);
+    lib_open(&libs[1], "BLIS", blis_paths);
+    lib_open(&libs[2], "oneDNN", dnnl_paths);
+    printf("\nGEMM at GPT-2 small shapes, %d threads, GFLOP/s; candidates with their own threads, "
+           "as a ratio to the backend:\n",
+           threads);
+    printf("%-28s %9s", "shape (N x C -> OC)", "backend");
+    for (int i = 0; i < 3; i++) printf(" %16s", libs[i].h ? libs[i].name : "(absent)");
+    printf("\n");
+    int shapes[][4] = {
+        {768, 2304, 0}, {768, 768, 0}, {768, 3072, 0}, {3072, 768, 0}, {768, 50304, 1}};
+    double sum_ratio[3] = {0}, geo_backend = 0;
+    int nshape = 0;
+    for (int nb = 0; nb < 2; nb++) {
+        int N = nb ? 4 * 256 : 4 * 64;
+        for (int s = 0; s < 5; s++) {
+            int C = shapes[s][0], OC = shapes[s][1];
+            ig_w_layout lay = shapes[s][2] ? IG_W_OUT_IN : IG_W_IN_OUT;
+            float *x = buf(bet, (size_t)N * C, -1, 1, 4), *w = buf(bet, (size_t)C * OC, -1, 1, 5);
+            float *o = buf(bet, (size_t)N * OC, 0, 0, 6);
+            mm_arg m = {bet, o, x, w, NULL, lay, N, C, OC};
+            double f = 2.0 * N * C * OC;
+            double ours = f / best_of(mm_run, &m) / 1e9;
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d -> %d%s", N, C, OC,
+                     shapes[s][2] ? " (lm head)" : "");
+            printf("%-28s %9.1f", name, ours);
+            geo_backend += log(ours / peakt);
+            for (int i = 0; i < 3; i++) {
+                if (!libs[i].h) {
+                    printf(" %16s", "-");
+                    continue;
+                }
+                lib_arg la = {&libs[i], threads, &m};
+                double g = f / best_of(lib_run, &la) / 1e9;
+                printf(" %8.1f (%.2fx)", g, g / ours);
+                sum_ratio[i] += log(g / ours);
+            }
+            printf("\n");
+            nshape++;
+            ig_backend_release(bet, x), ig_backend_release(bet, w), ig_backend_release(bet, o);
+        }
+    }
+    double gm[3];
+    for (int i = 0; i < 3; i++) gm[i] = libs[i].h ? exp(sum_ratio[i] / nshape) : 0;
+    printf("geometric mean over the shapes, candidate / backend: OpenBLAS %.2f, BLIS %.2f, oneDNN "
+           "(own threads) %.2f; backend / its square peak %.2f\n",
+           gm[0], gm[1], gm[2], exp(geo_backend / nshape));
+
+    /* does a library's own threading give the same bits at 1 and 2 threads? (the backend's does,
+     * by construction: its chunks depend on the sizes only) */
+    for (int i = 0; i < 3; i++) {
+        if (!libs[i].h) continue;
+        int N = 1024, C = 3072, OC = 768;
+        float *x = buf(bet, (size_t)N * C, -1, 1, 7), *w = buf(bet, (size_t)C * OC, -1, 1, 8);
+        float *o1 = buf(bet, (size_t)N * OC, 0, 0, 9), *o2 = buf(bet, (size_t)N * OC, 0, 0, 9);
+        mm_arg m1 = {bet, o1, x, w, NULL, IG_W_IN_OUT, N, C, OC}, m2 = m1;
+        m2.out = o2;
+        lib_arg a1 = {&libs[i], 1, &m1}, a2 = {&libs[i], 2, &m2};
+        lib_run(&a1), lib_run(&a2);
+        printf("%s with its own threads, 1 vs 2 threads (%dx%dx%d): %s\n", libs[i].name, N, C, OC,
+               memcmp(o1, o2, (size_t)N * OC * 4) ? "different bits" : "same bits");
+        ig_backend_release(bet, x), ig_backend_release(bet, w);
+        ig_backend_release(bet, o1), ig_backend_release(bet, o2);
+    }
+
+    /* ---- fused kernels at B = 4, T = 256, GPT-2 small ---- */
+    int B = 4, T = 256, C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    size_t nc = (size_t)N * C, n4 = nc * 4, nopt = (size_t)16 << 20;
+    k_arg k = {.be = bet, .B = B, .T = T, .C = C, .NH = NH, .V = V, .Vp = Vp};
+    float *big[8];
+    size_t bigsz = (size_t)N * Vp > nopt ? (size_t)N * Vp : nopt;
+    for (int i = 0; i < 8; i++) big[i] = buf(bet, i < 4 ? bigsz : n4, -1, 1, 20 + (uint64_t)i);
+    int32_t *tok = (int32_t *)buf(bet, (size_t)N, 0, 0, 30);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 7919) % V);
+    struct {
+        const char *name;
+        int which;
+        double bytes; /* what the kernel must read and write, at least */
+        double flops; /* attention: useful (causal) FLOPs */
+    } ks[] = {
+        {"encoder forward", K_ENC_F, 3.0 * nc * 4, 0},
+        {"encoder backward", K_ENC_B, 5.0 * nc * 4, 0},
+        {"layernorm forward", K_LN_F, 2.0 * nc * 4, 0},
+        {"residual+layernorm forward", K_RLN_F, 4.0 * nc * 4, 0},
+        {"layernorm backward", K_LN_B, 4.0 * nc * 4, 0},
+        {"bias+gelu forward (4C)", K_GELU_F, 2.0 * n4 * 4, 0},
+        {"bias+gelu backward (4C)", K_GELU_B, 3.0 * n4 * 4, 0},
+        {"crossentropy fwd+bwd (V 50257)", K_CE, 2.0 * N * (double)V * 4, 0},
+        {"adamw (16 Mi params)", K_ADAMW, 7.0 * nopt * 4, 0},
+        {"sum of squares (16 Mi)", K_SUMSQ, 1.0 * nopt * 4, 0},
+        {"scale (16 Mi)", K_SCALE, 2.0 * nopt * 4, 0},
+        {"attention forward", K_ATT_F, 0, 2.0 * B * NH * (double)T * T * (C / NH)},
+        {"attention backward", K_ATT_B, 0, 5.0 * B * NH * (double)T * T * (C / NH)},
+    };
+    printf("\nfused kernels, B=%d T=%d C=%d NH=%d, %d threads: memory-bound ones as bytes moved "
+           "over memcpy bandwidth, attention as useful FLOP/s over the GEMM peak\n",
+           B, T, C, NH, threads);
+    double ratio[K_COUNT] = {0};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+        k.which = ks[i].which;
+        k.a = big[0], k.b = big[1], k.c = big[2], k.d = big[3];
+        k.e = big[4], k.f = big[5], k.g = big[6], k.h = big[7];
+        k.tok = tok;
+        k.n = nopt;
+        if (k.which == K_LN_F || k.which == K_RLN_F || k.which == K_LN_B)
+            for (int r = 0; r < N; r++) big[5][r] = 1.0f; /* rstd */
+        if (k.which == K_ADAMW)
+            for (size_t j = 0; j < nopt; j++) big[3][j] = 1e-3f; /* v >= 0 */
+        if (k.which == K_CE)
+            for (int r = 0; r < N; r++) big[5][r] = 1.0f / N; /* dloss */
+        if (k.which == K_ATT_F || k.which == K_ATT_B)
+            ig_kernel_attention_forward(bet, k.b, k.e, k.a, NULL, B, T, C, NH);
+        double t = best_of(k_run, &k);
+        if (ks[i].flops > 0) { /* the peak again, measured next to it: the machine may be shared */
+            double g = ks[i].flops / t / 1e9, ref = square_gflops(bet, 1024);
+            ratio[k.which] = g / ref;
+            printf("  %-32s %8.2f ms  %7.1f GFLOP/s  %.3f of GEMM peak (%.1f GFLOP/s, 1024^3 "
+                   "sgemm just after)\n",
+                   ks[i].name, t * 1e3, g, ratio[k.which], ref);
+        } else {
+            double gbs = ks[i].bytes / t / 1e9;
+            double ref = memcpy_gbs(ctxt, (size_t)(ks[i].bytes / 2));
+            ratio[k.which] = gbs / ref;
+            printf("  %-32s %8.2f ms  %7.1f GB/s     %.2f of memcpy (%.1f GB/s at %.0f MB)\n",
+                   ks[i].name, t * 1e3, gbs, ratio[k.which], ref, ks[i].bytes / 2 / 1e6);
+        }
+    }
+
+    printf("kernels_summary gemm_peak_1t=%.1f gemm_peak_%dt=%.1f gemm_scaling=%.2f "
+           "openblas_vs_backend=%.2f blis_vs_backend=%.2f onednn_own_threads_vs_backend=%.2f "
+           "memcpy_gbs=%.1f enc_f=%.2f enc_b=%.2f ln_f=%.2f rln_f=%.2f ln_b=%.2f gelu_f=%.2f "
+           "gelu_b=%.2f ce=%.2f adamw=%.2f sumsq=%.2f scale=%.2f attn_f_peak=%.3f "
+           "attn_b_peak=%.3f\n",
+           peak1, threads, peakt, peakt / peak1, gm[0], gm[1], gm[2], bwt, ratio[K_ENC_F],
+           ratio[K_ENC_B], ratio[K_LN_F], ratio[K_RLN_F], ratio[K_LN_B], ratio[K_GELU_F],
+           ratio[K_GELU_B], ratio[K_CE], ratio[K_ADAMW], ratio[K_SUMSQ], ratio[K_SCALE],
+           ratio[K_ATT_F], ratio[K_ATT_B]);
+    for (int i = 0; i < 8; i++) ig_backend_release(bet, big[i]);
+    ig_backend_release(bet, tok);
+    ig_backend_free(be1), ig_backend_free(bet);
+    ig_ctx_free(ctx1), ig_ctx_free(ctxt);
+    return 0;
+}
