@@ -9,7 +9,8 @@ if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
 endif()
 
 set(IG_FUZZ_SAN address,undefined)
-foreach(lib ingot_core ingot_dataset ingot_loader ingot_comm ingot_preprocess ingot_kernels)
+foreach(lib ingot_core ingot_dataset ingot_loader ingot_comm ingot_preprocess ingot_kernels
+    ingot_train)
   target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link,${IG_FUZZ_SAN}
     -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   # everything that links the library (tests, the ingot program) needs the sanitizer runtimes
