@@ -9,6 +9,7 @@ PACKAGES=(
   libzstd-dev zstd libxxhash-dev libfyaml-dev libjansson-dev libutf8proc-dev unicode-data
   libcmocka-dev libopenmpi-dev openmpi-bin
   libopenblas-dev libdnnl-dev
+  libisal-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   clang libclang-rt-14-dev
 )
