@@ -140,25 +140,118 @@ ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_
     return st != IG_OK ? st : c->ops->reduce_scatter(c, send, recv, count, type, op, err);
 }
 
+static ig_status check_p2p(ig_comm *c, const char *what, const void *buf, size_t count,
+                           ig_comm_type type, int peer, int tag, ig_err *err);
+
 ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
                        int tag, ig_err *err) {
-    ig_status st = check_buf(c, "send", buf, count, type, 1, err);
-    if (st == IG_OK) st = check_rank(c, "send", "peer", peer, err);
-    if (st == IG_OK && peer == c->rank)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "send: rank %d sends to itself", peer);
-    if (st == IG_OK && tag < 0) st = ig_err_set(err, IG_ERR_INVALID_ARG, "send: tag %d < 0", tag);
+    ig_status st = check_p2p(c, "send", buf, count, type, peer, tag, err);
     return st != IG_OK ? st : c->ops->send(c, buf, count, type, peer, tag, err);
 }
 
 ig_status ig_comm_recv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
                        ig_err *err) {
-    ig_status st = check_buf(c, "receive", buf, count, type, 1, err);
-    if (st == IG_OK) st = check_rank(c, "receive", "peer", peer, err);
-    if (st == IG_OK && peer == c->rank)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "receive: rank %d receives from itself", peer);
-    if (st == IG_OK && tag < 0)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "receive: tag %d < 0", tag);
+    ig_status st = check_p2p(c, "receive", buf, count, type, peer, tag, err);
     return st != IG_OK ? st : c->ops->recv(c, buf, count, type, peer, tag, err);
+}
+
+/* ---- non-blocking ---------------------------------------------------------------------------- */
+
+static ig_comm_req *new_req(ig_comm *c, const char *what, ig_err *err) {
+    ig_comm_req *r = ig_calloc(c->ctx, 1, sizeof *r);
+    if (!r) ig_err_set(err, IG_ERR_NOMEM, "out of memory starting a %s", what);
+    if (r) r->comm = c, r->what = what;
+    return r;
+}
+
+/* Starts one request: the checks are those of the blocking form; on failure *req is NULL. */
+static ig_status start(ig_comm *c, ig_status st, ig_comm_req *r, ig_comm_req **req) {
+    if (st != IG_OK) {
+        if (r) ig_free(c->ctx, r);
+        *req = NULL;
+        return st;
+    }
+    *req = r;
+    return IG_OK;
+}
+
+ig_status ig_comm_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                             ig_comm_type type, ig_comm_op op, ig_comm_req **req, ig_err *err) {
+    ig_status st = check_buf(c, "all-reduce", send, count, type, 1, err);
+    if (st == IG_OK) st = check_buf(c, "all-reduce", recv, count, type, 1, err);
+    if (st == IG_OK) st = check_op("all-reduce", op, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "all-reduce", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->iallreduce(c, send, recv, count, type, op, r, err);
+    return start(c, st, r, req);
+}
+
+ig_status ig_comm_iallgather(ig_comm *c, const void *send, void *recv, size_t count,
+                             ig_comm_type type, ig_comm_req **req, ig_err *err) {
+    ig_status st = check_buf(c, "all-gather", send, count, type, 1, err);
+    if (st == IG_OK) st = check_buf(c, "all-gather", recv, count, type, (size_t)c->size, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "all-gather", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->iallgather(c, send, recv, count, type, r, err);
+    return start(c, st, r, req);
+}
+
+ig_status ig_comm_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                  ig_comm_type type, ig_comm_op op, ig_comm_req **req,
+                                  ig_err *err) {
+    ig_status st = check_buf(c, "reduce-scatter", send, count, type, (size_t)c->size, err);
+    if (st == IG_OK) st = check_buf(c, "reduce-scatter", recv, count, type, 1, err);
+    if (st == IG_OK) st = check_op("reduce-scatter", op, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "reduce-scatter", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->ireduce_scatter(c, send, recv, count, type, op, r, err);
+    return start(c, st, r, req);
+}
+
+static ig_status check_p2p(ig_comm *c, const char *what, const void *buf, size_t count,
+                           ig_comm_type type, int peer, int tag, ig_err *err) {
+    ig_status st = check_buf(c, what, buf, count, type, 1, err);
+    if (st == IG_OK) st = check_rank(c, what, "peer", peer, err);
+    if (st == IG_OK && peer == c->rank)
+        st =
+            ig_err_set(err, IG_ERR_INVALID_ARG, "%s: rank %d names itself as the peer", what, peer);
+    if (st == IG_OK && tag < 0)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s: tag %d < 0", what, tag);
+    return st;
+}
+
+ig_status ig_comm_isend(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
+                        int tag, ig_comm_req **req, ig_err *err) {
+    ig_status st = check_p2p(c, "send", buf, count, type, peer, tag, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "send", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->isend(c, buf, count, type, peer, tag, r, err);
+    return start(c, st, r, req);
+}
+
+ig_status ig_comm_irecv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
+                        ig_comm_req **req, ig_err *err) {
+    ig_status st = check_p2p(c, "receive", buf, count, type, peer, tag, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "receive", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->irecv(c, buf, count, type, peer, tag, r, err);
+    return start(c, st, r, req);
+}
+
+ig_status ig_comm_wait(ig_comm_req *req, ig_err *err) {
+    if (!req) return IG_OK;
+    ig_comm *c = req->comm;
+    ig_status st = c->ops->wait(req, err); /* also frees the backend's state */
+    ig_free(c->ctx, req);
+    return st;
+}
+
+ig_status ig_comm_test(ig_comm_req *req, int *done, ig_err *err) {
+    if (!req || req->done) {
+        *done = 1;
+        return IG_OK;
+    }
+    return req->comm->ops->test(req, done, err);
 }
 
 ig_status ig_comm_all_ok(ig_comm *c, int ok, int *all_ok, ig_err *err) {

@@ -88,6 +88,27 @@ ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type t
 ig_status ig_comm_recv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
                        ig_err *err);
 
+/* ---- non-blocking forms: start now, wait later (to overlap communication with compute) ---- */
+
+/* A request in flight. The buffers it names must stay valid and untouched (the send buffer
+ * unchanged, the receive buffer unread) until ig_comm_wait returns. */
+typedef struct ig_comm_req ig_comm_req;
+
+ig_status ig_comm_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                             ig_comm_type type, ig_comm_op op, ig_comm_req **req, ig_err *err);
+ig_status ig_comm_iallgather(ig_comm *c, const void *send, void *recv, size_t count,
+                             ig_comm_type type, ig_comm_req **req, ig_err *err);
+ig_status ig_comm_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                  ig_comm_type type, ig_comm_op op, ig_comm_req **req, ig_err *err);
+ig_status ig_comm_isend(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
+                        int tag, ig_comm_req **req, ig_err *err);
+ig_status ig_comm_irecv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
+                        ig_comm_req **req, ig_err *err);
+/* Waits for req to complete and frees it (also on failure). NULL is a no-op returning IG_OK. */
+ig_status ig_comm_wait(ig_comm_req *req, ig_err *err);
+/* Whether req has completed (*done); does not free it. Drives progress in MPI. */
+ig_status ig_comm_test(ig_comm_req *req, int *done, ig_err *err);
+
 /* Whether every rank passes ok != 0: a logical AND over c (collective). */
 ig_status ig_comm_all_ok(ig_comm *c, int ok, int *all_ok, ig_err *err);
 

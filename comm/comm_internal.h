@@ -24,8 +24,28 @@ typedef struct ig_comm_ops {
     /* root receives the concatenation into out (malloc'd) and the lengths into lens[size] */
     ig_status (*gather_bytes)(ig_comm *c, const void *data, size_t len, int root, void **out,
                               size_t *out_len, size_t *lens, ig_err *err);
+    /* non-blocking forms: fill req (allocated by comm.c, req->impl for the backend) */
+    ig_status (*iallreduce)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                            ig_comm_op op, ig_comm_req *req, ig_err *err);
+    ig_status (*iallgather)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                            ig_comm_req *req, ig_err *err);
+    ig_status (*ireduce_scatter)(ig_comm *c, const void *send, void *recv, size_t count,
+                                 ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err);
+    ig_status (*isend)(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                       ig_comm_req *req, ig_err *err);
+    ig_status (*irecv)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                       ig_comm_req *req, ig_err *err);
+    ig_status (*wait)(ig_comm_req *req, ig_err *err); /* frees req->impl */
+    ig_status (*test)(ig_comm_req *req, int *done, ig_err *err);
     void (*destroy)(ig_comm *c); /* frees impl (and shuts the backend down for the world) */
 } ig_comm_ops;
+
+struct ig_comm_req {
+    ig_comm *comm;
+    const char *what; /* "all-reduce", ... for messages */
+    int done;         /* completed (the single backend completes at once) */
+    void *impl;       /* the backend's request state */
+};
 
 struct ig_comm {
     const ig_comm_ops *ops;

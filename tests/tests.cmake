@@ -47,6 +47,14 @@ foreach(src ${IG_CLI_TESTS})
     SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
 
+# Programs the MPI scripts run under mpirun (tests/mpi/*.c), built beside the tests.
+file(GLOB IG_MPI_PROGRAMS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/mpi/*.c)
+foreach(src ${IG_MPI_PROGRAMS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE igtest)
+endforeach()
+
 file(GLOB IG_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/mpi/*.sh)
 foreach(src ${IG_MPI_TESTS})
   get_filename_component(name ${src} NAME_WE)

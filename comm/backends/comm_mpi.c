@@ -263,6 +263,161 @@ static ig_status mpi_gather_bytes(ig_comm *c, const void *data, size_t len, int 
     return st;
 }
 
+/* ---- non-blocking ---------------------------------------------------------------------------- */
+
+/* A request's MPI requests: one per chunk of at most CHUNK elements. For a receive, the element
+ * count each chunk expects (checked on completion). */
+typedef struct mpi_req {
+    int n;
+    int recv;
+    MPI_Datatype type;
+    MPI_Request *r;
+    int *expect;
+} mpi_req;
+
+static ig_status req_alloc(ig_comm *c, ig_comm_req *req, size_t count, int recv, ig_comm_type t,
+                           ig_err *err) {
+    size_t n = count == 0 ? 1 : (count + CHUNK - 1) / CHUNK;
+    mpi_req *m = ig_calloc(c->ctx, 1, sizeof *m);
+    if (m) m->r = ig_calloc(c->ctx, n, sizeof *m->r);
+    if (m && recv) m->expect = ig_calloc(c->ctx, n, sizeof *m->expect);
+    if (!m || !m->r || (recv && !m->expect)) {
+        if (m) ig_free(c->ctx, m->r);
+        ig_free(c->ctx, m);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    m->recv = recv;
+    m->type = mpi_type(t);
+    for (size_t i = 0; i < n; i++) m->r[i] = MPI_REQUEST_NULL;
+    req->impl = m;
+    return IG_OK;
+}
+
+static void req_free(ig_comm *c, ig_comm_req *req) {
+    mpi_req *m = req->impl;
+    if (!m) return;
+    for (int i = 0; i < m->n; i++)
+        if (m->r[i] != MPI_REQUEST_NULL) MPI_Request_free(&m->r[i]);
+    ig_free(c->ctx, m->r);
+    ig_free(c->ctx, m->expect);
+    ig_free(c->ctx, m);
+    req->impl = NULL;
+}
+
+/* Frees the request after a failure to start one of its chunks. */
+static ig_status start_failed(ig_comm *c, ig_comm_req *req, int rc, const char *what, ig_err *err) {
+    mpi_req *m = req->impl;
+    for (int i = 0; i < m->n; i++)
+        if (m->r[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->r[i]);
+    req_free(c, req);
+    return mpi_fail(err, rc, what);
+}
+
+static ig_status mpi_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
+    ig_status st = req_alloc(c, req, count, 0, t, err);
+    if (st != IG_OK) return st;
+    mpi_req *m = req->impl;
+    size_t es = ig_comm_elem_size(t);
+    for (size_t at = 0; at < count; at += CHUNK) {
+        size_t n = count - at < CHUNK ? count - at : CHUNK;
+        const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + at * es;
+        int rc = MPI_Iallreduce(s, (char *)recv + at * es, (int)n, mpi_type(t), mpi_op(op),
+                                comm_of(c), &m->r[m->n]);
+        if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "all-reduce", err);
+        m->n++;
+    }
+    if (count == 0) req->done = 1;
+    return IG_OK;
+}
+
+static ig_status mpi_iallgather(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type t, ig_comm_req *req, ig_err *err) {
+    ig_status st = fits_int(count * (size_t)c->size, "all-gather", err);
+    if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
+    if (st != IG_OK) return st;
+    mpi_req *m = req->impl;
+    int rc = MPI_Iallgather(send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t),
+                            comm_of(c), &m->r[0]);
+    if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "all-gather", err);
+    m->n = 1;
+    return IG_OK;
+}
+
+static ig_status mpi_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                     ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
+    ig_status st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
+    if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
+    if (st != IG_OK) return st;
+    mpi_req *m = req->impl;
+    int rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(t), mpi_op(op), comm_of(c),
+                                       &m->r[0]);
+    if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "reduce-scatter", err);
+    m->n = 1;
+    return IG_OK;
+}
+
+static ig_status mpi_ip2p(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                          int recv, ig_comm_req *req, ig_err *err) {
+    ig_status st = req_alloc(c, req, count, recv, t, err);
+    if (st != IG_OK) return st;
+    mpi_req *m = req->impl;
+    size_t es = ig_comm_elem_size(t);
+    for (size_t at = 0; at < count || (count == 0 && at == 0); at += CHUNK) {
+        size_t n = count - at < CHUNK ? count - at : CHUNK;
+        int rc = recv ? MPI_Irecv((char *)buf + at * es, (int)n, mpi_type(t), peer, tag, comm_of(c),
+                                  &m->r[m->n])
+                      : MPI_Isend((const char *)buf + at * es, (int)n, mpi_type(t), peer, tag,
+                                  comm_of(c), &m->r[m->n]);
+        if (rc != MPI_SUCCESS) return start_failed(c, req, rc, recv ? "receive" : "send", err);
+        if (recv) m->expect[m->n] = (int)n;
+        m->n++;
+        if (count == 0) break;
+    }
+    return IG_OK;
+}
+
+static ig_status mpi_isend(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer,
+                           int tag, ig_comm_req *req, ig_err *err) {
+    return mpi_ip2p(c, (void *)buf, count, t, peer, tag, 0, req, err);
+}
+
+static ig_status mpi_irecv(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
+                           ig_comm_req *req, ig_err *err) {
+    return mpi_ip2p(c, buf, count, t, peer, tag, 1, req, err);
+}
+
+static ig_status mpi_wait(ig_comm_req *req, ig_err *err) {
+    mpi_req *m = req->impl;
+    ig_status st = IG_OK;
+    for (int i = 0; m && i < m->n; i++) {
+        MPI_Status status;
+        int rc = MPI_Wait(&m->r[i], &status);
+        if (rc != MPI_SUCCESS && st == IG_OK) st = mpi_fail(err, rc, req->what);
+        if (rc == MPI_SUCCESS && m->recv && st == IG_OK) {
+            int got = 0;
+            MPI_Get_count(&status, m->type, &got);
+            if (got != m->expect[i])
+                st = ig_err_set(err, IG_ERR_IO, "MPI receive: %d elements arrived, %d expected",
+                                got, m->expect[i]);
+        }
+    }
+    req->done = 1;
+    req_free(req->comm, req);
+    return st;
+}
+
+static ig_status mpi_test(ig_comm_req *req, int *done, ig_err *err) {
+    mpi_req *m = req->impl;
+    int flag = 1;
+    if (m && m->n) {
+        int rc = MPI_Testall(m->n, m->r, &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, req->what);
+    }
+    *done = flag;
+    return IG_OK;
+}
+
 static const ig_comm_ops mpi_ops = {
     .name = "mpi",
     .split = mpi_split,
@@ -274,5 +429,12 @@ static const ig_comm_ops mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
     .gather_bytes = mpi_gather_bytes,
+    .iallreduce = mpi_iallreduce,
+    .iallgather = mpi_iallgather,
+    .ireduce_scatter = mpi_ireduce_scatter,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .wait = mpi_wait,
+    .test = mpi_test,
     .destroy = mpi_destroy,
 };

@@ -70,6 +70,43 @@ static ig_status single_gather_bytes(ig_comm *c, const void *data, size_t len, i
     return IG_OK;
 }
 
+/* non-blocking: done at once */
+static ig_status single_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
+                                   ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
+    req->done = 1;
+    return single_allreduce(c, send, recv, count, t, op, err);
+}
+static ig_status single_iallgather(ig_comm *c, const void *send, void *recv, size_t count,
+                                   ig_comm_type t, ig_comm_req *req, ig_err *err) {
+    req->done = 1;
+    return single_allgather(c, send, recv, count, t, err);
+}
+static ig_status single_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
+                                        ig_comm_type t, ig_comm_op op, ig_comm_req *req,
+                                        ig_err *err) {
+    req->done = 1;
+    return single_reduce_scatter(c, send, recv, count, t, op, err);
+}
+static ig_status single_isend(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer,
+                              int tag, ig_comm_req *req, ig_err *err) {
+    (void)req;
+    return single_send(c, buf, count, t, peer, tag, err);
+}
+static ig_status single_irecv(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer,
+                              int tag, ig_comm_req *req, ig_err *err) {
+    (void)req;
+    return single_recv(c, buf, count, t, peer, tag, err);
+}
+static ig_status single_wait(ig_comm_req *req, ig_err *err) {
+    (void)req, (void)err;
+    return IG_OK;
+}
+static ig_status single_test(ig_comm_req *req, int *done, ig_err *err) {
+    (void)req, (void)err;
+    *done = 1;
+    return IG_OK;
+}
+
 static const ig_comm_ops single_ops = {
     .name = "single",
     .split = single_split,
@@ -81,6 +118,13 @@ static const ig_comm_ops single_ops = {
     .send = single_send,
     .recv = single_recv,
     .gather_bytes = single_gather_bytes,
+    .iallreduce = single_iallreduce,
+    .iallgather = single_iallgather,
+    .ireduce_scatter = single_ireduce_scatter,
+    .isend = single_isend,
+    .irecv = single_irecv,
+    .wait = single_wait,
+    .test = single_test,
     .destroy = NULL,
 };
 
