@@ -891,5 +891,6 @@ ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
     }
     pipeline_free(&p);
     st->seconds = ig_now() - t0;
+    if (!stats) ig_preprocess_stats_clear(&local); /* the caller did not ask for them */
     return s;
 }

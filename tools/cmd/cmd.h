@@ -107,5 +107,13 @@ int ig_cmd_blend(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_samples(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_blend[];
 extern const char ig_usage_samples[];
+int ig_cmd_train(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_eval(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_sample(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_train[];
+extern const char ig_usage_ckpt[];
+extern const char ig_usage_eval[];
+extern const char ig_usage_sample[];
 
 #endif

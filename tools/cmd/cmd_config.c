@@ -23,7 +23,7 @@ const char ig_usage_config[] =
     "  --schema NAME       the key schema to check against (default: preprocess)\n"
     "  --set KEY=VALUE     override one key by its dotted path; may be repeated\n"
     "\n"
-    "schemas: preprocess\n"
+    "schemas: preprocess, train\n"
     "\n"
     "examples:\n"
     "  ingot config show\n"

@@ -8,7 +8,7 @@
 const ig_cfg_key ig_data_cli_keys[] = {
     IG_KEY_INT("data.seq_len", ig_data_args, seq_len, "0", 0, 1073741824.0,
                "tokens per sample (a sample holds seq_len + 1); required"),
-    IG_KEY_INT("data.samples", ig_data_args, samples, "0", 0, 0,
+    IG_KEY_INT("data.samples", ig_data_args, samples, "0", 0, 9.2e18,
                "samples of the blend (or of the dataset); required"),
 };
 const size_t ig_data_n_cli_keys = sizeof ig_data_cli_keys / sizeof ig_data_cli_keys[0];

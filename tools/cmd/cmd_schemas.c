@@ -5,8 +5,9 @@
 
 #include "cmd_schemas.h"
 #include "preprocess/preprocess.h"
+#include "train/train.h"
 
-const char *const ig_schema_names[] = {"preprocess", NULL};
+const char *const ig_schema_names[] = {"preprocess", "train", NULL};
 
 int ig_schema_get(const char *name, ig_schema *out) {
     memset(out, 0, sizeof *out);
@@ -15,6 +16,11 @@ int ig_schema_get(const char *name, ig_schema *out) {
         t[0] = (ig_cmd_table){ig_cmd_common_keys, ig_cmd_n_common_keys, NULL};
         t[1] = (ig_cmd_table){ig_preprocess_keys, ig_preprocess_n_keys, NULL};
         t[2] = (ig_cmd_table){ig_preprocess_cli_keys, ig_preprocess_n_cli_keys, NULL};
+        out->n_tables = 3;
+    } else if (strcmp(name, "train") == 0) {
+        t[0] = (ig_cmd_table){ig_cmd_common_keys, ig_cmd_n_common_keys, NULL};
+        t[1] = (ig_cmd_table){ig_train_keys, ig_train_n_keys, NULL};
+        t[2] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, NULL};
         out->n_tables = 3;
     } else {
         return 0;

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# train.sh - `ingot train`, `ingot ckpt`, `ingot eval` and `ingot sample` end to end on a small
+# GPT-2 over part of the bundled corpus: the step lines and metrics.jsonl, TensorBoard events,
+# validation, checkpoints (kept, verified, refused when damaged), exact resume after SIGKILL and
+# after SIGINT (the same losses, bit for bit, as a run never stopped), export -> eval giving the
+# checkpoint's loss, sampling that a seed makes repeatable, and bad configs refused with the key
+# and file:line before any work.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin train
+SRC=${IG_SOURCE_DIR:?}
+cd "$T" || exit 1
+
+head -n 1500 "$SRC/data/tinyshakespeare.jsonl" >small.jsonl
+"$ING" preprocess text --input small.jsonl --tokenizer "$SRC/data/gpt2" --output-prefix shk \
+    --append-eod --quiet || die "preprocess"
+cat >tiny.yaml <<YAML
+model: {n_layer: 2, n_head: 2, d_model: 64, seq_len: 32, seed: 7}
+data: {path: [shk], split: "90,10,0"}
+train: {micro_batch: 4, global_batch: 8, steps: 12, run_dir: run}
+optim: {lr: 3.0e-3, min_lr: 3.0e-4, warmup: 2, schedule: cosine}
+eval: {every: 6, batches: 2}
+ckpt: {every: 4, keep: 2}
+log: {every: 1}
+YAML
+
+# ---- a run ------------------------------------------------------------------------------------
+check_rc "train" 0 "$ING" train tiny.yaml --set log.tensorboard=true
+expect "train: a step line" "step 12/12 | loss " "$out"
+expect "train: tokens/s and MFU" "tok/s | mfu " "$out"
+expect "train: validation" "step 6 | val loss " "$out"
+check "metrics.jsonl: 12 step lines and 2 validations" \
+    test "$(grep -c '"loss"' run/metrics.jsonl)" = 12 -a "$(grep -c '"val_loss"' run/metrics.jsonl)" = 2
+for f in step loss lr grad_norm tokens_per_s mfu; do
+    expect "metrics.jsonl has $f" "\"$f\":" "$(head -n 1 run/metrics.jsonl)"
+done
+first=$(head -n 1 run/metrics.jsonl | grep -o '"loss":[0-9.]*' | cut -d: -f2)
+last=$(grep '"step":12,' run/metrics.jsonl | grep -o '"loss":[0-9.]*' | cut -d: -f2)
+check "the loss falls ($first -> $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'
+check "TensorBoard events" test -s "$(ls run/tb/events.out.tfevents.* | head -n 1)"
+check "ckpt.keep: the 2 newest checkpoints" test "$(ls run/ckpt)" = "$(printf 'step_00000008\nstep_00000012')"
+check_rc "ckpt verify" 0 "$ING" ckpt verify run && expect "ckpt verify: the latest" "step_00000012: ok (step 12" "$out"
+
+# ---- exact resume after SIGKILL: steps 9.. are the same bits as the uninterrupted run's --------
+"$ING" train tiny.yaml --set train.run_dir=killed --quiet &
+pid=$!
+for _ in $(seq 600); do [ -d killed/ckpt/step_00000008 ] && break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "killed after a checkpoint" test -d killed/ckpt/step_00000008
+check_rc "resume after SIGKILL" 0 "$ING" train tiny.yaml --resume killed
+expect "resume: says from where" "resuming from killed/ckpt/step_00000008" "$out"
+losses() { grep '"loss"' "$1/metrics.jsonl" | grep -E "\"step\":($2)," | tail -n 4 | sed 's/,"tokens_per_s.*//'; }
+check "resumed losses are bit-identical (steps 9-12)" test "$(losses run '9|10|11|12')" = "$(losses killed '9|10|11|12')"
+
+# ---- SIGINT: the step finishes, a checkpoint is written, exit 0 with how to resume ----------------
+"$ING" train tiny.yaml --set train.run_dir=intr --set train.steps=400 --set ckpt.every=0 \
+    --set eval.every=0 >intr.out 2>intr.err &
+pid=$!
+for _ in $(seq 600); do grep -q '"step":3,' intr/metrics.jsonl 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+check "SIGINT: exit 0" test $? -eq 0
+expect "SIGINT: how to resume" "resume with: ingot train CONFIG --resume intr" "$(cat intr.out)"
+n=$(grep -c '"loss"' intr/metrics.jsonl)
+check "SIGINT: a checkpoint of the last step" test -d "intr/ckpt/step_$(printf %08d "$n")"
+
+# ---- damaged checkpoints are refused with the file's name --------------------------------------
+cp -r run/ckpt/step_00000012 bad
+printf 'x' | dd of=bad/model-r00000.safetensors bs=1 seek=1000 conv=notrunc 2>/dev/null
+check_rc "altered byte" 1 "$ING" ckpt verify bad && expect "altered: named" "model-r00000.safetensors: xxh3" "$err"
+cp run/ckpt/step_00000012/model-r00000.safetensors bad/ && truncate -s -8 bad/optim-r00000.safetensors
+check_rc "truncated file" 1 "$ING" ckpt verify bad && expect "truncated: named" "optim-r00000.safetensors has" "$err"
+rm bad/optim-r00000.safetensors
+check_rc "missing file" 1 "$ING" ckpt verify bad && expect "missing: named" "optim-r00000.safetensors is missing" "$err"
+check_rc "resume from a damaged checkpoint" 1 "$ING" train tiny.yaml --resume bad-run-dir-missing
+
+# ---- export, eval, sample ----------------------------------------------------------------------
+check_rc "ckpt export" 0 "$ING" ckpt export run --output hf
+check "export: model.safetensors and config.json" test -s hf/model.safetensors -a -s hf/config.json
+expect "export: GPT-2 config" '"model_type": "gpt2"' "$(cat hf/config.json)"
+check_rc "export again without --force" 1 "$ING" ckpt export run --output hf && expect "export exists" "use --force" "$err"
+check_rc "eval the checkpoint" 0 "$ING" eval run --data shk --seq-len 32 --batches 3 --micro-batch 4
+l1=$(tail -n 1 <<<"$out")
+check_rc "eval the export" 0 "$ING" eval hf --data shk --seq-len 32 --batches 3 --micro-batch 4
+check "export -> eval gives the checkpoint's loss ($l1)" test "$(tail -n 1 <<<"$out")" = "$l1"
+check_rc "eval the export's file" 0 "$ING" eval hf/model.safetensors --data shk --batches 3
+check_rc "eval: --seq-len past the model's positions" 1 "$ING" eval run --data shk --seq-len 64
+check_rc "sample" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
+s1=$out
+expect "sample: starts with the prompt" "ROMEO:" "$s1"
+check_rc "sample again" 0 "$ING" sample hf --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
+check "sample: the same seed, the same text (checkpoint and export)" test "$out" = "$s1"
+check_rc "sample greedy" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 5 --temperature 0
+
+# ---- bad configs: the key, where it came from, before any work ----------------------------------
+printf 'model:\n  n_layer: 2\n  n_haed: 2\n' >typo.yaml
+check_rc "unknown key" 1 "$ING" train typo.yaml && expect "unknown key: file:line and a suggestion" "typo.yaml:3:" "$err" &&
+    expect "unknown key: did you mean" "did you mean 'model.n_head'" "$err"
+check_rc "heads do not divide d_model" 1 "$ING" train tiny.yaml --set model.n_head=3 --set train.run_dir=nowork
+expect "heads: says so" "3 heads do not divide model.d_model 64" "$err"
+check "no work before the check" test ! -e nowork
+check_rc "lr < 0" 1 "$ING" train tiny.yaml --set optim.lr=-1 && expect "lr < 0: the key" "optim.lr: must be in [0, 10]" "$err"
+sed 's/global_batch: 8/global_batch: 6/' tiny.yaml >gb.yaml
+check_rc "global batch not a multiple" 1 "$ING" train gb.yaml &&
+    expect "global batch: file:line" "gb.yaml:3: train.global_batch: 6 is not a multiple of train.micro_batch 4" "$err"
+check_rc "the same from --set" 1 "$ING" train tiny.yaml --set train.global_batch=6 &&
+    expect "global batch: --set" "--set: train.global_batch: 6" "$err"
+check_rc "missing data" 1 "$ING" train tiny.yaml --set 'data.path=[nothere]' --set train.run_dir=nowork
+expect "missing data: names it" "nothere" "$err"
+check "no run directory for a failed start" test ! -e nowork
+check_rc "no config" 2 "$ING" train
+check_rc "train --help" 0 "$ING" train --help && expect "train --help: examples" "examples:" "$out"
+ig_end

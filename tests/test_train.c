@@ -1,0 +1,449 @@
+/* test_train.c - unit tests of the trainer's model: GPT-2's loss, every parameter's gradient and
+ * the parameters after 3 AdamW steps with clipping, against golden values computed by PyTorch in
+ * float64 (tests/data/golden/gpt/make_gpt_goldens.py) on the fast and the reference CPU kernels;
+ * the same bits for any thread count; initial weights keyed by (seed, name, index); a tiny model
+ * overfitting one batch; the learning-rate schedules; Hugging Face import and export round trips.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preprocess/preprocess.h"
+#include "train/safetensors.h"
+#include "train/train_internal.h"
+
+enum { L = 2, NH = 2, C = 32, T = 16, V = 100, B = 2 };
+
+static const char *golden(const char *name) {
+    return igt_fmt("%s/tests/data/golden/gpt/%s", igt_source_dir(), name);
+}
+
+static ig_gpt_config tiny(void) {
+    ig_gpt_config c = {.n_layer = L, .n_head = NH, .d_model = C, .seq_len = T, .vocab_size = V};
+    ig_err err = {0};
+    assert_int_equal(ig_gpt_config_check(&c, &err), IG_OK);
+    return c;
+}
+
+typedef struct fixture {
+    ig_ctx *ctx;
+    ig_backend *be;
+    ig_gpt *m;
+    int32_t tokens[B * (T + 1)];
+    ig_st_file *expected;
+} fixture;
+
+static void open_fixture(fixture *f, int threads, int reference) {
+    memset(f, 0, sizeof *f);
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = threads;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&f->ctx, &co, &err), IG_OK);
+    ig_backend_opts bo = ig_backend_opts_default();
+    bo.reference = reference;
+    if (ig_backend_create(&f->be, f->ctx, &bo, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_gpt_config c = tiny();
+    if (ig_gpt_create(&f->m, f->ctx, f->be, &c, B, T, 1234, &err) != IG_OK) fail_msg("%s", err.msg);
+    if (ig_hf_load(f->ctx, f->m, golden("tiny_init.safetensors"), &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    size_t len;
+    char *tok = igt_read(golden("tiny_tokens.bin"), &len);
+    assert_int_equal(len, sizeof f->tokens);
+    memcpy(f->tokens, tok, len);
+    free(tok);
+    if (ig_st_file_open(&f->expected, f->ctx, golden("tiny_expected.safetensors"), &err) != IG_OK)
+        fail_msg("%s", err.msg);
+}
+
+static void close_fixture(fixture *f) {
+    ig_st_file_free(f->expected);
+    ig_gpt_free(f->m);
+    ig_backend_free(f->be);
+    ig_ctx_free(f->ctx);
+}
+
+static double expected_scalar(const fixture *f, const char *name) {
+    const ig_st_tensor *t = ig_st_file_find(f->expected, name);
+    if (!t) fail_msg("golden %s is missing", name);
+    float v;
+    assert_int_equal(ig_st_tensor_to_f32(t, &v, 1, NULL), IG_OK);
+    return v;
+}
+
+/* ||got - want|| / ||want|| over tensor `name` of the model's buffer against golden prefix.NAME
+ * (the golden wte has V rows; the padded rows must be 0). skip_lo..skip_hi: elements left out. */
+static double rel_error_skip(const fixture *f, const float *buf, const char *prefix,
+                             const ig_gpt_tensor *t, uint64_t skip_lo, uint64_t skip_hi) {
+    const ig_st_tensor *g = ig_st_file_find(f->expected, igt_fmt("%s%s", prefix, t->name));
+    if (!g) fail_msg("golden %s%s is missing", prefix, t->name);
+    uint64_t n = ig_st_tensor_numel(g);
+    float *want = malloc(n * sizeof *want);
+    assert_int_equal(ig_st_tensor_to_f32(g, want, n, NULL), IG_OK);
+    double d = 0, s = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (i >= skip_lo && i < skip_hi) continue;
+        double e = (double)buf[t->offset + i] - want[i];
+        d += e * e;
+        s += (double)want[i] * want[i];
+    }
+    for (uint64_t i = n; i < t->numel; i++) assert_true(buf[t->offset + i] == 0.0f);
+    free(want);
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+static double rel_error(const fixture *f, const float *buf, const char *prefix,
+                        const ig_gpt_tensor *t) {
+    return rel_error_skip(f, buf, prefix, t, 0, 0);
+}
+
+/* The loss and every gradient of the initial model, fast and reference kernels, within 1e-5
+ * (relative, per tensor in L2) of PyTorch's float64 values. */
+static void check_loss_and_grads(int reference) {
+    fixture f;
+    open_fixture(&f, 2, reference);
+    ig_err err = {0};
+    double loss = 0;
+    uint64_t counted = 0;
+    assert_int_equal(ig_gpt_zero_grads(f.m, &err), IG_OK);
+    if (ig_gpt_forward_backward(f.m, f.tokens, B, T, NULL, 1.0f, &loss, &counted, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(counted, B * T);
+    double want = expected_scalar(&f, "loss");
+    if (fabs(loss - want) > 1e-5 * fabs(want)) fail_msg("loss %.9g, PyTorch %.9g", loss, want);
+    uint64_t n = ig_gpt_num_params(ig_gpt_shape(f.m));
+    float *g = malloc(n * sizeof *g);
+    assert_int_equal(ig_gpt_read(f.m, IG_GPT_GRADS, g, &err), IG_OK);
+    for (size_t i = 0; i < ig_gpt_num_tensors(f.m); i++) {
+        const ig_gpt_tensor *t = ig_gpt_tensor_at(f.m, i);
+        double e = rel_error(&f, g, "grad.", t);
+        if (e > 1e-5) fail_msg("%s: gradient off by %.3g (relative)", t->name, e);
+    }
+    /* the forward alone gives the same loss */
+    double loss2 = 0;
+    assert_int_equal(ig_gpt_forward(f.m, f.tokens, B, T, NULL, &loss2, NULL, &err), IG_OK);
+    assert_true(loss2 == loss);
+    free(g);
+    close_fixture(&f);
+}
+
+static void test_golden_gradients(void **state) {
+    (void)state;
+    check_loss_and_grads(0);
+}
+
+static void test_golden_gradients_reference(void **state) {
+    (void)state;
+    check_loss_and_grads(1);
+}
+
+/* 3 steps of AdamW with clipping: the losses, the norms and the final parameters. */
+static void run_steps(fixture *f, int steps, double *losses, double *norms) {
+    ig_err err = {0};
+    for (int s = 1; s <= steps; s++) {
+        double loss = 0, norm = 0;
+        assert_int_equal(ig_gpt_zero_grads(f->m, &err), IG_OK);
+        if (ig_gpt_forward_backward(f->m, f->tokens, B, T, NULL, 1.0f, &loss, NULL, &err) != IG_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(ig_gpt_grad_norm(f->m, &norm, &err), IG_OK);
+        double coef = 1.0 / (norm + 1e-6);
+        float scale = coef < 1 ? (float)coef : 1.0f;
+        assert_int_equal(ig_gpt_adamw(f->m, s, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, scale, &err),
+                         IG_OK);
+        losses[s - 1] = loss;
+        norms[s - 1] = norm;
+    }
+}
+
+static void test_golden_adamw(void **state) {
+    (void)state;
+    for (int reference = 0; reference < 2; reference++) {
+        fixture f;
+        open_fixture(&f, 2, reference);
+        double losses[3], norms[3];
+        run_steps(&f, 3, losses, norms);
+        for (int s = 0; s < 3; s++) {
+            double wl = expected_scalar(&f, igt_fmt("loss_step%d", s + 1));
+            double wn = expected_scalar(&f, igt_fmt("grad_norm_step%d", s + 1));
+            if (fabs(losses[s] - wl) > 1e-5 * fabs(wl) || fabs(norms[s] - wn) > 1e-5 * fabs(wn))
+                fail_msg("step %d: loss %.9g norm %.9g; PyTorch %.9g %.9g", s + 1, losses[s],
+                         norms[s], wl, wn);
+        }
+        uint64_t n = ig_gpt_num_params(ig_gpt_shape(f.m));
+        float *p = malloc(n * sizeof *p);
+        ig_err err = {0};
+        assert_int_equal(ig_gpt_read(f.m, IG_GPT_PARAMS, p, &err), IG_OK);
+        /* The key bias's gradient is 0 in exact arithmetic (softmax is shift-invariant: it adds
+         * the same q.b to every score of a query), so AdamW's normalisation turns rounding noise
+         * (1e-10 here, 1e-19 in PyTorch's float64) into steps of up to lr: those elements can
+         * only be held to the steps' size. */
+        for (size_t i = 0; i < ig_gpt_num_tensors(f.m); i++) {
+            const ig_gpt_tensor *t = ig_gpt_tensor_at(f.m, i);
+            int qkv_bias = strstr(t->name, "attn.c_attn.bias") != NULL;
+            double e = rel_error_skip(&f, p, "param.", t, qkv_bias ? C : 0, qkv_bias ? 2 * C : 0);
+            if (e > 1e-5) fail_msg("%s after 3 steps: off by %.3g (relative)", t->name, e);
+            if (!qkv_bias) continue;
+            float want[3 * C];
+            const ig_st_tensor *g = ig_st_file_find(f.expected, igt_fmt("param.%s", t->name));
+            assert_int_equal(ig_st_tensor_to_f32(g, want, 3 * C, NULL), IG_OK);
+            for (int j = C; j < 2 * C; j++)
+                if (fabsf(p[t->offset + (uint64_t)j] - want[j]) > 3 * 1e-2f)
+                    fail_msg("%s[%d] after 3 steps: %g, PyTorch %g: more than 3 steps apart",
+                             t->name, j, p[t->offset + (uint64_t)j], want[j]);
+        }
+        free(p);
+        close_fixture(&f);
+    }
+}
+
+/* The same bits (losses, gradients, parameters after steps) for 1, 2 and 3 threads. */
+static void test_deterministic_threads(void **state) {
+    (void)state;
+    float *ref = NULL;
+    double ref_loss[3];
+    uint64_t n = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        fixture f;
+        open_fixture(&f, threads, 0);
+        double losses[3], norms[3];
+        run_steps(&f, 3, losses, norms);
+        n = ig_gpt_num_params(ig_gpt_shape(f.m));
+        float *p = malloc(n * sizeof *p);
+        assert_int_equal(ig_gpt_read(f.m, IG_GPT_PARAMS, p, NULL), IG_OK);
+        if (!ref) {
+            ref = p;
+            memcpy(ref_loss, losses, sizeof losses);
+        } else {
+            assert_memory_equal(ref, p, n * sizeof *p);
+            assert_memory_equal(ref_loss, losses, sizeof losses);
+            free(p);
+        }
+        close_fixture(&f);
+    }
+    free(ref);
+}
+
+/* Initial weights: element i of tensor NAME is 0.02 * normal(seed, NAME, i) (0.02 / sqrt(2L) for
+ * the residual projections), whatever the batch the model was made for; biases 0, LayerNorm 1,
+ * padded vocabulary rows 0. */
+static void test_init_keyed(void **state) {
+    (void)state;
+    ig_ctx *ctx;
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = 2;
+    assert_int_equal(ig_ctx_create(&ctx, &co, NULL), IG_OK);
+    ig_backend *be;
+    ig_backend_opts bo = ig_backend_opts_default();
+    assert_int_equal(ig_backend_create(&be, ctx, &bo, NULL), IG_OK);
+    ig_gpt_config c = tiny();
+    ig_gpt *a, *b;
+    assert_int_equal(ig_gpt_create(&a, ctx, be, &c, 2, 16, 77, NULL), IG_OK);
+    assert_int_equal(ig_gpt_create(&b, ctx, be, &c, 1, 4, 77, NULL), IG_OK);
+    uint64_t n = ig_gpt_num_params(&c);
+    float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb);
+    assert_int_equal(ig_gpt_read(a, IG_GPT_PARAMS, pa, NULL), IG_OK);
+    assert_int_equal(ig_gpt_read(b, IG_GPT_PARAMS, pb, NULL), IG_OK);
+    assert_memory_equal(pa, pb, n * sizeof *pa);
+    const ig_gpt_tensor *w = ig_gpt_tensor_find(a, "transformer.h.1.attn.c_attn.weight");
+    const ig_gpt_tensor *r = ig_gpt_tensor_find(a, "transformer.h.0.mlp.c_proj.weight");
+    const ig_gpt_tensor *e = ig_gpt_tensor_find(a, "transformer.wte.weight");
+    const ig_gpt_tensor *lb = ig_gpt_tensor_find(a, "transformer.ln_f.bias");
+    const ig_gpt_tensor *lw = ig_gpt_tensor_find(a, "transformer.h.0.ln_2.weight");
+    assert_non_null(w);
+    ig_rng_key kw = ig_rng_key_make(77, w->name), kr = ig_rng_key_make(77, r->name);
+    /* the standard deviation is a float: 0.02f, and 0.02 / sqrt(2 L) rounded to float */
+    double sw = 0.02f, sr = (float)(0.02 / sqrt(2.0 * L));
+    for (uint64_t i = 0; i < w->numel; i += 7)
+        assert_true(pa[w->offset + i] == (float)(sw * ig_rng_normal(kw, i)));
+    for (uint64_t i = 0; i < r->numel; i += 7)
+        assert_true(pa[r->offset + i] == (float)(sr * ig_rng_normal(kr, i)));
+    for (uint64_t i = (uint64_t)V * C; i < e->numel; i++) assert_true(pa[e->offset + i] == 0.0f);
+    for (uint64_t i = 0; i < lb->numel; i++) assert_true(pa[lb->offset + i] == 0.0f);
+    for (uint64_t i = 0; i < lw->numel; i++) assert_true(pa[lw->offset + i] == 1.0f);
+    assert_int_equal(ig_gpt_num_tensors(a), 4 + 12 * L);
+    assert_true(w->decay && e->decay && !lb->decay && !lw->decay);
+    free(pa);
+    free(pb);
+    ig_gpt_free(a);
+    ig_gpt_free(b);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+}
+
+/* A tiny model learns one batch by heart. */
+static void test_overfit_one_batch(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, 2, 0);
+    ig_err err = {0};
+    double first = 0, loss = 0;
+    for (int s = 1; s <= 150; s++) {
+        assert_int_equal(ig_gpt_zero_grads(f.m, &err), IG_OK);
+        assert_int_equal(
+            ig_gpt_forward_backward(f.m, f.tokens, B, T, NULL, 1.0f, &loss, NULL, &err), IG_OK);
+        if (s == 1) first = loss;
+        assert_int_equal(ig_gpt_adamw(f.m, s, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, &err), IG_OK);
+    }
+    if (!(loss < 0.05 && first > 4)) fail_msg("loss %.4f -> %.4f: did not overfit", first, loss);
+    close_fixture(&f);
+}
+
+static void test_lr_schedules(void **state) {
+    (void)state;
+    ig_train_config t;
+    memset(&t, 0, sizeof t);
+    t.lr = 1.0;
+    t.min_lr = 0.1;
+    t.warmup = 10;
+    t.steps = 110;
+    t.decay_fraction = 0.2;
+    t.schedule = IG_LR_COSINE;
+    assert_true(fabs(ig_train_lr(&t, 0) - 0.1) < 1e-12); /* warmup: (step + 1) / warmup */
+    assert_true(fabs(ig_train_lr(&t, 9) - 1.0) < 1e-12);
+    assert_true(fabs(ig_train_lr(&t, 10) - 1.0) < 1e-12);  /* cosine starts at the peak */
+    assert_true(fabs(ig_train_lr(&t, 60) - 0.55) < 1e-12); /* halfway: the mean */
+    assert_true(fabs(ig_train_lr(&t, 110) - 0.1) < 1e-12);
+    t.schedule = IG_LR_LINEAR;
+    assert_true(fabs(ig_train_lr(&t, 60) - 0.55) < 1e-12);
+    t.schedule = IG_LR_CONSTANT;
+    assert_true(ig_train_lr(&t, 100) == 1.0);
+    t.schedule = IG_LR_WSD; /* stable until the last 22 steps, then linear to min_lr */
+    assert_true(ig_train_lr(&t, 87) == 1.0);
+    assert_true(fabs(ig_train_lr(&t, 109) - 0.1) < 1e-12);
+    assert_true(ig_train_lr(&t, 98) < 1.0 && ig_train_lr(&t, 98) > 0.1);
+}
+
+/* Hugging Face export -> import gives the same parameters, bit for bit, and the same loss. */
+static void test_hf_round_trip(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, 2, 0);
+    char *dir = igt_mkdtemp();
+    ig_err err = {0};
+    if (ig_hf_export(f.ctx, f.m, 50, igt_fmt("%s/hf", dir), 0, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    ig_gpt_config c;
+    int32_t eod = -2;
+    assert_int_equal(ig_hf_read_config(f.ctx, igt_fmt("%s/hf", dir), &c, &eod, &err), IG_OK);
+    assert_int_equal(c.n_layer, L);
+    assert_int_equal(c.n_head, NH);
+    assert_int_equal(c.vocab_size, V);
+    assert_int_equal(eod, 50);
+    ig_gpt *m2;
+    assert_int_equal(ig_gpt_create(&m2, f.ctx, f.be, &c, B, T, 9, &err), IG_OK);
+    assert_int_equal(ig_hf_load(f.ctx, m2, igt_fmt("%s/hf/model.safetensors", dir), &err), IG_OK);
+    uint64_t n = ig_gpt_num_params(&c);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_int_equal(ig_gpt_read(f.m, IG_GPT_PARAMS, a, NULL), IG_OK);
+    assert_int_equal(ig_gpt_read(m2, IG_GPT_PARAMS, b, NULL), IG_OK);
+    assert_memory_equal(a, b, n * sizeof *a);
+    /* the file: HF names, wte of V rows, no lm_head, format pt */
+    ig_st_file *sf;
+    assert_int_equal(ig_st_file_open(&sf, f.ctx, igt_fmt("%s/hf/model.safetensors", dir), &err),
+                     IG_OK);
+    const ig_st_tensor *wte = ig_st_file_find(sf, "transformer.wte.weight");
+    assert_non_null(wte);
+    assert_int_equal(ig_st_tensor_shape(wte)[0], V);
+    assert_null(ig_st_file_find(sf, "lm_head.weight"));
+    assert_string_equal(ig_st_file_metadata(sf, "format"), "pt");
+    ig_st_file_free(sf);
+    /* exporting again over it needs overwrite */
+    assert_int_equal(ig_hf_export(f.ctx, f.m, 50, igt_fmt("%s/hf", dir), 0, &err), IG_ERR_EXISTS);
+    /* a file that lacks a tensor is refused with its name */
+    assert_int_equal(ig_hf_load(f.ctx, m2, golden("tiny_expected.safetensors"), &err),
+                     IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "transformer.wte.weight"));
+    free(a);
+    free(b);
+    ig_gpt_free(m2);
+    igt_rmtree(dir);
+    free(dir);
+    close_fixture(&f);
+}
+
+/* A run whose loss turns NaN stops at that step with a hint, never continues; a model that does
+ * not match the config is refused before any step. */
+static void test_run_stops_on_nan(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx;
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = 2;
+    assert_int_equal(ig_ctx_create(&ctx, &co, NULL), IG_OK);
+    ig_err err = {0};
+    /* a small shard of the bundled corpus */
+    ig_tokenizer *tok;
+    assert_int_equal(
+        ig_tokenizer_load(&tok, ctx, igt_fmt("%s/data/gpt2", igt_source_dir()), NULL, &err), IG_OK);
+    const char *in = igt_fmt("%s/data/tinyshakespeare.jsonl", igt_source_dir());
+    char *shard = strdup(igt_fmt("%s/shk", dir));
+    ig_preprocess_opts po = ig_preprocess_opts_default();
+    po.inputs = &in;
+    po.n_inputs = 1;
+    po.output_prefix = shard;
+    po.tokenizer = tok;
+    if (ig_preprocess_text(ctx, &po, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+    /* a model with one NaN weight, as a Hugging Face export */
+    ig_backend *be;
+    assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
+    ig_gpt_config c = {
+        .n_layer = 1, .n_head = 2, .d_model = 32, .seq_len = 16, .vocab_size = 50257};
+    assert_int_equal(ig_gpt_config_check(&c, &err), IG_OK);
+    ig_gpt *m;
+    assert_int_equal(ig_gpt_create(&m, ctx, be, &c, 1, 16, 3, &err), IG_OK);
+    uint64_t n = ig_gpt_num_params(&c);
+    float *p = malloc(n * sizeof *p);
+    assert_int_equal(ig_gpt_read(m, IG_GPT_PARAMS, p, &err), IG_OK);
+    p[ig_gpt_tensor_find(m, "transformer.ln_f.weight")->offset] = NAN;
+    assert_int_equal(ig_gpt_write(m, IG_GPT_PARAMS, p, &err), IG_OK);
+    char *hf = strdup(igt_fmt("%s/nan", dir));
+    assert_int_equal(ig_hf_export(ctx, m, 50256, hf, 0, &err), IG_OK);
+
+    ig_train_config t;
+    memset(&t, 0, sizeof t);
+    t.n_layer = 1, t.n_head = 2, t.d_model = 32, t.seq_len = 16, t.seed = 1;
+    t.init_from = hf;
+    const char *path[] = {shard};
+    t.data = (ig_data_config){.path = path,
+                              .n_path = 1,
+                              .seed = 1234,
+                              .split = "1,0,0",
+                              .surplus = 0.005,
+                              .cache_dir = ""};
+    t.micro_batch = 2, t.steps = 5, t.lr = 1e-3, t.min_lr = 1e-4, t.beta1 = 0.9, t.beta2 = 0.95;
+    t.eps = 1e-8, t.grad_clip = 1.0, t.eval_batches = 1, t.ckpt_keep = 1, t.log_every = 1;
+    char *run = strdup(igt_fmt("%s/run", dir));
+    t.run_dir = run;
+    ig_train_opts o = {.cfg = &t, .quiet = 1};
+    ig_train_result res;
+    assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "step 1: the loss is NaN"));
+    assert_non_null(strstr(err.msg, "optim.lr"));
+    assert_int_equal(res.step, 0);
+    /* a model of another shape than the config's is refused naming the tensor */
+    t.d_model = 64;
+    assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "transformer.wte.weight"));
+    free(p);
+    free(hf);
+    free(run);
+    free(shard);
+    ig_gpt_free(m);
+    ig_backend_free(be);
+    ig_tokenizer_free(tok);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_golden_gradients_reference),
+        cmocka_unit_test(test_golden_adamw),     cmocka_unit_test(test_deterministic_threads),
+        cmocka_unit_test(test_init_keyed),       cmocka_unit_test(test_overfit_one_batch),
+        cmocka_unit_test(test_lr_schedules),     cmocka_unit_test(test_hf_round_trip),
+        cmocka_unit_test(test_run_stops_on_nan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

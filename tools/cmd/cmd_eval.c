@@ -1,0 +1,104 @@
+/* cmd_eval.c - `ingot eval MODEL --data PREFIX --seq-len L --batches K [--micro-batch B]`: the mean
+ * loss of a model (a checkpoint, a Hugging Face export directory, or a model.safetensors) over K
+ * micro-batches of a token shard's samples, from the start of the stream. Thin over
+ * ig_model_open and ig_model_eval. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "train/train.h"
+
+const char ig_usage_eval[] =
+    "usage: ingot eval MODEL --data PREFIX --seq-len L --batches K [--micro-batch B]\n"
+    "\n"
+    "Prints the mean loss of MODEL over K micro-batches of B samples of L tokens read from\n"
+    "PREFIX (a token shard or shard list; --data W1 P1 --data W2 ... for a blend), from the\n"
+    "start of its sample stream. The last line is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
+    "directory, a Hugging Face GPT-2 directory (ingot ckpt export) or a model.safetensors.\n"
+    "\n"
+    "options:\n"
+    "  --data ITEM        the data: a prefix, or weights and prefixes (repeat the option)\n"
+    "  --seq-len L        tokens per sample (at most the model's positions; default: them)\n"
+    "  --batches K        micro-batches (default 8)\n"
+    "  --micro-batch B    samples per micro-batch (default 4)\n"
+    "  --seed S, --split A,B,C, --split-index P   as for ingot samples (default: all of it)\n"
+    "  --threads N, --quiet, --verbose\n"
+    "\n"
+    "examples:\n"
+    "  ingot eval out/gpt-tiny --data out/quickstart/shakespeare --seq-len 128 --batches 16\n"
+    "  ingot eval out/gpt-tiny-hf --data out/shakespeare --batches 4 --micro-batch 8\n";
+
+typedef struct eval_args {
+    const char *const *data;
+    size_t n_data;
+    int seq_len, batches, micro_batch;
+    ig_common_flags flags;
+} eval_args;
+
+static const ig_cfg_key eval_keys[] = {
+    IG_KEY_LIST("eval.data", eval_args, data, n_data, "", "the data"),
+    IG_KEY_INT("eval.seq_len", eval_args, seq_len, "0", 0, 1048576, "tokens per sample"),
+    IG_KEY_INT("eval.batches", eval_args, batches, "8", 1, 1e9, "micro-batches"),
+    IG_KEY_INT("eval.micro_batch", eval_args, micro_batch, "4", 1, 1048576,
+               "samples per micro-batch"),
+};
+
+int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
+    eval_args a = {0};
+    ig_data_config dc;
+    memset(&dc, 0, sizeof dc);
+    /* the data keys without data.path (--data is this command's) */
+    ig_cmd_table tables[] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &a.flags},
+                             {eval_keys, sizeof eval_keys / sizeof eval_keys[0], &a},
+                             {ig_data_keys + 1, ig_data_n_keys - 1, &dc}};
+    ig_cmd_spec spec = {tables, 3, NULL, 0, 0};
+    ig_config *cfg = NULL;
+    int first = 0;
+    int rc = ig_cmd_parse(cmd, argc, argv, &spec, &cfg, &first);
+    if (rc < 0 && argc - first != 1) rc = ig_cmd_usage_error(cmd, "expected one MODEL");
+    if (rc < 0 && a.n_data == 0) rc = ig_cmd_usage_error(cmd, "--data PREFIX is required");
+    if (rc >= 0) {
+        ig_config_free(cfg);
+        return rc;
+    }
+    dc.path = a.data;
+    dc.n_path = a.n_data;
+    ig_err err = {0};
+    ig_ctx *ctx = NULL;
+    ig_backend *be = NULL;
+    ig_gpt *m = NULL;
+    ig_data_resolved dr = {0};
+    double loss = 0;
+    int32_t eod = -1;
+    ig_backend_opts bo = ig_backend_opts_default();
+    ig_status st = ig_cmd_ctx(&ctx, &a.flags, &err);
+    if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
+    if (st == IG_OK)
+        st = ig_model_open(&m, ctx, be, argv[first], a.micro_batch, a.seq_len, &eod, &err);
+    int T = m ? ig_gpt_shape(m)->seq_len : 0;
+    if (st == IG_OK && a.seq_len > T)
+        st = ig_err_set(&err, IG_ERR_INVALID_ARG,
+                        "--seq-len %d is more than the model's %d "
+                        "positions",
+                        a.seq_len, T);
+    if (st == IG_OK) {
+        uint32_t L = (uint32_t)(a.seq_len ? a.seq_len : T);
+        st = ig_data_config_resolve(&dc, L, (uint64_t)a.batches * (uint64_t)a.micro_batch, &dr,
+                                    &err);
+    }
+    if (st == IG_OK) st = ig_model_eval(m, ctx, &dr.opts, a.micro_batch, a.batches, &loss, &err);
+    if (st == IG_OK) {
+        if (!a.flags.quiet)
+            printf("%d micro-batches of %d x %u tokens\n", a.batches, a.micro_batch,
+                   dr.opts.seq_len);
+        printf("loss %.6f\n", loss);
+    }
+    rc = st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
+    ig_data_resolved_free(&dr);
+    ig_gpt_free(m);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+    ig_config_free(cfg);
+    return rc;
+}

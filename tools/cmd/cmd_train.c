@@ -1,0 +1,137 @@
+/* cmd_train.c - `ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR]`: trains a GPT-2
+ * as the config says (the keys of ig_train_keys and the loader's data keys). Thin over
+ * ig_train_run. SIGINT or SIGTERM finishes the step in progress, writes a checkpoint and exits 0
+ * with the command that resumes; a second one stops at once. */
+#include <signal.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "cmd_schemas.h"
+#include "train/train.h"
+
+const char ig_usage_train[] =
+    "usage: ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR] [--threads N]\n"
+    "\n"
+    "Trains a GPT-2 model on token shards as CONFIG.yaml says (see configs/gpt-tiny.yaml and\n"
+    "'ingot config show --schema train' for every key with its default): data from the\n"
+    "loader (Megatron's blends and splits, exact resume), gradient accumulation to the global\n"
+    "batch, AdamW with a learning-rate schedule and gradient clipping, validation and\n"
+    "checkpoints. Each step prints a line (loss, learning rate, gradient norm, tokens/s, MFU,\n"
+    "ETA) and appends the same as JSON to RUN_DIR/metrics.jsonl.\n"
+    "\n"
+    "options:\n"
+    "  --set KEY=VALUE     override one key, e.g. --set optim.lr=3e-4 --set train.steps=200\n"
+    "  --resume RUN_DIR    continue the run in RUN_DIR from its latest checkpoint; the losses\n"
+    "                      are the same, bit for bit, as those of a run never stopped\n"
+    "  --data-path ITEM    the data (repeated: W1 P1 W2 P2 ...); also --split, --seed,\n"
+    "                      --cache-dir (data.* keys)\n"
+    "  --threads N         threads (default: all cores)\n"
+    "  --quiet, --verbose  less or more output\n"
+    "\n"
+    "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second\n"
+    "Ctrl-C stops at once.\n"
+    "\n"
+    "examples:\n"
+    "  ingot train configs/gpt-tiny.yaml\n"
+    "  ingot train configs/gpt-tiny.yaml --set train.steps=50 --set train.run_dir=out/try\n"
+    "  ingot train configs/gpt-tiny.yaml --resume out/gpt-tiny\n"
+    "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n";
+
+/* The stop request of SIGINT / SIGTERM: the one piece of process state a signal handler may
+ * touch. The handler is installed with SA_RESETHAND, so a second signal kills the process. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+    static const char msg[] =
+        "\ningot: stopping after this step and writing a checkpoint (again to abort)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+typedef struct train_cli {
+    const char *resume;
+} train_cli;
+
+const ig_cfg_key ig_train_cli_keys[] = {
+    {"run.resume", IG_CFG_STRING, "", "continue the run in this directory from its last checkpoint",
+     "resume", IG_CFG_FIELD_(train_cli, resume), 0, 0, NULL, 0, 0},
+};
+const size_t ig_train_n_cli_keys = sizeof ig_train_cli_keys / sizeof ig_train_cli_keys[0];
+
+int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
+    /* `ingot train CONFIG ...`: the config file is the first argument */
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) return ig_cmd_failf("out of memory");
+    int n = 0;
+    args[n++] = argv[0];
+    if (argc > 1 && argv[1][0] != '-') {
+        args[n++] = "--config";
+        args[n++] = argv[1];
+        for (int i = 2; i < argc; i++) args[n++] = argv[i];
+    } else {
+        for (int i = 1; i < argc; i++) args[n++] = argv[i];
+    }
+    ig_train_config t;
+    ig_common_flags flags = {0};
+    train_cli cli = {0};
+    memset(&t, 0, sizeof t);
+    ig_cmd_table tables[] = {
+        {ig_cmd_common_keys, ig_cmd_n_common_keys, &flags},
+        {ig_train_keys, ig_train_n_keys, &t},
+        {ig_data_keys, ig_data_n_keys, &t.data},
+        {ig_train_cli_keys, ig_train_n_cli_keys, &cli},
+    };
+    ig_cmd_spec spec = {tables, 4, NULL, 0, 1};
+    ig_config *cfg = NULL;
+    int first = 0;
+    int rc = ig_cmd_parse(cmd, n, args, &spec, &cfg, &first);
+    if (rc < 0 && first < n)
+        rc = ig_cmd_usage_error(cmd, "unexpected argument '%s' (one CONFIG file, then options)",
+                                args[first]);
+    if (rc < 0 && !ig_config_is_set(cfg, "data.path") && !*cli.resume)
+        rc = ig_cmd_usage_error(cmd, "no data: give a CONFIG with data.path (or --data-path)");
+    free(args);
+    if (rc >= 0) {
+        ig_config_free(cfg);
+        return rc;
+    }
+    if (*cli.resume) t.run_dir = cli.resume;
+
+    ig_err err = {0};
+    ig_ctx *ctx = NULL;
+    ig_comm *comm = NULL;
+    ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
+    if (st == IG_OK) st = ig_comm_world(&comm, ctx, &err);
+    if (st == IG_OK) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        ig_train_opts o = {.cfg = &t,
+                           .config = cfg,
+                           .resume = *cli.resume != 0,
+                           .stop = (const volatile int *)&stop_requested,
+                           .log = stdout,
+                           .quiet = flags.quiet};
+        ig_train_result res;
+        st = ig_train_run(ctx, comm, &o, &res, &err);
+        if (st == IG_OK && !flags.quiet && !res.stopped)
+            printf("done: %lld steps, loss %.6f; checkpoint %s\n", (long long)res.step, res.loss,
+                   res.checkpoint);
+    }
+    rc = st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
+    fflush(stdout);
+    fflush(stderr);
+    ig_comm_free(comm);
+    ig_ctx_free(ctx);
+    ig_config_free(cfg);
+    return rc;
+}

@@ -1,0 +1,149 @@
+/* train_options.c - the keys of a training config (model, train, optim, eval, ckpt, log; data
+ * comes from the loader module's keys), bound to ig_train_config, the checks the keys cannot make
+ * alone, and the learning-rate schedules. The key names are part of ingot's interface: configs
+ * in the wild depend on them. */
+#include "train/train.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
+
+/* The training keys take no command-line flags of their own (`--set optim.lr=3e-4`, or the config
+ * file): dozens of them would crowd the flags and collide ("every", "seed"). */
+#define K(p, ty, F, def, lo, hi, h)                                                                \
+    {                                                                                              \
+        .path = (p), .type = (ty), .default_val = (def), .help = (h), .flag = "",                  \
+        .offset = offsetof(ig_train_config, F), .size = sizeof(((ig_train_config *)0)->F),         \
+        .is_signed = IG_CFG_SIGNED_(ig_train_config, F), .min = (lo), .max = (hi)                  \
+    }
+#define KE(p, F, def, ch, h)                                                                       \
+    {                                                                                              \
+        .path = (p), .type = IG_CFG_ENUM, .default_val = (def), .help = (h), .flag = "",           \
+        .offset = offsetof(ig_train_config, F), .size = sizeof(((ig_train_config *)0)->F),         \
+        .is_signed = 1, .choices = (ch)                                                            \
+    }
+
+const ig_cfg_key ig_train_keys[] = {
+    K("model.n_layer", IG_CFG_INT, n_layer, "12", 1, 1024, "transformer blocks"),
+    K("model.n_head", IG_CFG_INT, n_head, "12", 1, 4096, "attention heads"),
+    K("model.d_model", IG_CFG_INT, d_model, "768", 1, 65536, "model width (C)"),
+    K("model.seq_len", IG_CFG_INT, seq_len, "1024", 2, 1048576,
+      "tokens per sample, and the learned positions"),
+    K("model.vocab_size", IG_CFG_INT, vocab_size, "0", 0, 1073741824,
+      "vocabulary size; 0: from the shards' manifest"),
+    K("model.init_from", IG_CFG_STRING, init_from, "", 0, 0,
+      "a Hugging Face GPT-2 model.safetensors (or its directory) to start from"),
+    K("model.seed", IG_CFG_INT, seed, "1234", 0, 9.2e18,
+      "seed of the initial weights (each tensor keyed by its name)"),
+    K("train.micro_batch", IG_CFG_INT, micro_batch, "4", 1, 1048576,
+      "samples per micro-batch (on each data-parallel rank)"),
+    K("train.global_batch", IG_CFG_INT, global_batch, "0", 0, 1073741824,
+      "samples per step over all ranks; 0: micro_batch (no accumulation)"),
+    K("train.steps", IG_CFG_INT, steps, "1000", 1, 1e15, "optimizer steps"),
+    K("train.run_dir", IG_CFG_STRING, run_dir, "out/run", 0, 0,
+      "where checkpoints, metrics.jsonl and tb/ go"),
+    K("train.eod_mask_loss", IG_CFG_BOOL, eod_mask_loss, "false", 0, 0,
+      "no loss on positions whose input token is end-of-document (Megatron's)"),
+    K("train.doc_attention", IG_CFG_BOOL, doc_attention, "false", 0, 0,
+      "attention does not cross end-of-document tokens"),
+    K("optim.lr", IG_CFG_FLOAT, lr, "6e-4", 0, 10, "peak learning rate"),
+    K("optim.min_lr", IG_CFG_FLOAT, min_lr, "6e-5", 0, 10, "the learning rate the decay ends at"),
+    K("optim.warmup", IG_CFG_INT, warmup, "0", 0, 1e15, "steps of linear warmup from 0 to lr"),
+    KE("optim.schedule", schedule, "cosine", schedules,
+       "after warmup: cosine or linear decay to min_lr, constant, or wsd (constant, "
+       "then a linear decay over the last decay_fraction of the steps)"),
+    K("optim.decay_fraction", IG_CFG_FLOAT, decay_fraction, "0.2", 0, 1,
+      "wsd: the final fraction of the steps that decays"),
+    K("optim.beta1", IG_CFG_FLOAT, beta1, "0.9", 0, 1, "AdamW beta1"),
+    K("optim.beta2", IG_CFG_FLOAT, beta2, "0.95", 0, 1, "AdamW beta2"),
+    K("optim.eps", IG_CFG_FLOAT, eps, "1e-8", 0, 1, "AdamW epsilon"),
+    K("optim.weight_decay", IG_CFG_FLOAT, weight_decay, "0.1", 0, 10,
+      "decoupled weight decay on matrices and embeddings (not biases, LayerNorm)"),
+    K("optim.grad_clip", IG_CFG_FLOAT, grad_clip, "1.0", 0, 1e30,
+      "clip the global gradient norm to this; 0: no clipping"),
+    K("eval.every", IG_CFG_INT, eval_every, "0", 0, 1e15,
+      "validate every this many steps (and at the end); 0: never"),
+    K("eval.batches", IG_CFG_INT, eval_batches, "8", 1, 1e15,
+      "micro-batches of the validation split per evaluation"),
+    K("ckpt.every", IG_CFG_INT, ckpt_every, "0", 0, 1e15,
+      "checkpoint every this many steps (and at the end); 0: only at the end"),
+    K("ckpt.keep", IG_CFG_INT, ckpt_keep, "2", 1, 1e15, "checkpoints kept"),
+    K("log.every", IG_CFG_INT, log_every, "1", 1, 1e15, "print a step line every this many steps"),
+    K("log.tensorboard", IG_CFG_BOOL, tensorboard, "false", 0, 0,
+      "also write TensorBoard event files under RUN_DIR/tb/"),
+};
+const size_t ig_train_n_keys = sizeof ig_train_keys / sizeof ig_train_keys[0];
+
+/* "FILE:LINE: key" or "key" when the value is a default or cfg is unknown. */
+static void where(const ig_config *cfg, const char *key, char *buf, size_t cap) {
+    const char *o = cfg ? ig_config_origin(cfg, key) : "default";
+    if (strcmp(o, "default") == 0)
+        snprintf(buf, cap, "%s", key);
+    else
+        snprintf(buf, cap, "%s: %s", o, key);
+}
+
+ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    char w[600];
+    if (t->d_model % t->n_head) {
+        where(cfg, "model.n_head", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: %d heads do not divide model.d_model %d (each head gets d_model / "
+                          "n_head channels)",
+                          w, t->n_head, t->d_model);
+    }
+    int gb = t->global_batch ? t->global_batch : t->micro_batch;
+    if (gb % t->micro_batch) {
+        where(cfg, "train.global_batch", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: %d is not a multiple of train.micro_batch %d (a step is a whole "
+                          "number of micro-batches)",
+                          w, gb, t->micro_batch);
+    }
+    if (t->min_lr > t->lr && t->schedule != IG_LR_CONSTANT) {
+        where(cfg, "optim.min_lr", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG, "%s: %g is above optim.lr %g", w, t->min_lr, t->lr);
+    }
+    if (t->warmup > t->steps) {
+        where(cfg, "optim.warmup", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG, "%s: %lld warmup steps, but train.steps is %lld", w,
+                          (long long)t->warmup, (long long)t->steps);
+    }
+    if (!t->run_dir || !*t->run_dir) {
+        where(cfg, "train.run_dir", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG, "%s: a run directory is needed", w);
+    }
+    if (t->data.n_path == 0) {
+        where(cfg, "data.path", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: no data: give a shard prefix, or weights and prefixes "
+                          "[W1, P1, W2, P2, ...]",
+                          w);
+    }
+    return IG_OK;
+}
+
+double ig_train_lr(const ig_train_config *t, int64_t step) {
+    double lr = t->lr, lo = t->min_lr;
+    if (step < t->warmup) return lr * (double)(step + 1) / (double)t->warmup;
+    int64_t decay_steps = t->steps - t->warmup;
+    double p = decay_steps > 0 ? (double)(step - t->warmup) / (double)decay_steps : 1.0;
+    if (p > 1) p = 1;
+    switch ((ig_lr_schedule)t->schedule) {
+    case IG_LR_CONSTANT:
+        return lr;
+    case IG_LR_LINEAR:
+        return lr + (lo - lr) * p;
+    case IG_LR_WSD: {
+        int64_t decay = (int64_t)ceil(t->decay_fraction * (double)t->steps);
+        int64_t start = t->steps - decay;
+        if (step < start || decay <= 0) return lr;
+        return lr + (lo - lr) * (double)(step - start + 1) / (double)decay;
+    }
+    case IG_LR_COSINE:
+    default:
+        return lo + 0.5 * (lr - lo) * (1.0 + cos(3.14159265358979323846 * p));
+    }
+}
