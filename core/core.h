@@ -262,6 +262,11 @@ ig_status ig_fsync_parent_dir(const char *path, ig_err *err);
 
 int ig_file_exists(const char *path);
 
+/* Removes path: a file, or a directory and everything under it (symbolic links are removed, never
+ * followed). A path that does not exist is IG_OK; the first entry that cannot be removed is an
+ * error naming it. */
+ig_status ig_remove_tree(const char *path, ig_err *err);
+
 /* Parses sizes such as "1GB", "512MiB", "4096", "1.5G" into bytes. K/M/G/T are powers of 1000,
  * Ki/Mi/Gi/Ti powers of 1024; a trailing B is optional. */
 ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err);
@@ -272,6 +277,12 @@ char *ig_format_bytes(double bytes, char *buf, size_t cap);
  * random (fewer TLB misses and page faults): a hint, ignored where unsupported and for arrays
  * under 4 MiB. Call it before the first touch. */
 void ig_advise_hugepages(void *p, size_t n);
+
+/* pthread_create for the library's own threads (pool, loader, pipeline): the new thread starts
+ * with every asynchronous signal blocked, so that SIGINT, SIGTERM and the like reach the program's
+ * main thread and its handlers, never a worker in the middle of a system call. Returns
+ * pthread_create's result. */
+int ig_thread_start(void *thread, void *(*fn)(void *), void *arg); /* thread: a pthread_t * */
 
 /* Monotonic time in seconds. */
 double ig_now(void);

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -309,4 +310,31 @@ void ig_advise_hugepages(void *p, size_t n) {
     (void)p;
     (void)n;
 #endif
+}
+
+static _Thread_local int remove_errno;
+static _Thread_local char remove_failed[4096];
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT) {
+        remove_errno = errno;
+        snprintf(remove_failed, sizeof remove_failed, "%s", path);
+        return 1;
+    }
+    return 0;
+}
+
+ig_status ig_remove_tree(const char *path, ig_err *err) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return IG_OK;
+        return ig_err_errno(err, errno, "cannot remove %s", path);
+    }
+    remove_errno = 0;
+    if (nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS) != 0) {
+        if (remove_errno) return ig_err_errno(err, remove_errno, "cannot remove %s", remove_failed);
+        return ig_err_errno(err, errno, "cannot remove %s", path);
+    }
+    return IG_OK;
 }

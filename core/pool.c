@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,7 +182,7 @@ static void launch(ig_pool *p) {
             worker_arg *wa = malloc(sizeof *wa);
             if (!wa) break;
             *wa = (worker_arg){p, i};
-            if (pthread_create(&p->tids[i], NULL, worker_main, wa) != 0) {
+            if (ig_thread_start(&p->tids[i], worker_main, wa) != 0) {
                 free(wa);
                 break;
             }
@@ -265,4 +266,13 @@ void ig_pool_run(ig_pool *p, size_t n, size_t grain, ig_range_fn fn, void *arg) 
             break;
         }
     pthread_mutex_unlock(&p->mu);
+}
+
+int ig_thread_start(void *thread, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create((pthread_t *)thread, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

@@ -402,7 +402,7 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
             return ig_err_set(err, IG_ERR_NOMEM, "loader: out of memory");
         }
         for (int i = 0; i < o.prefetch_threads; i++) {
-            int rc = pthread_create(&ld->threads[i], NULL, worker_main, ld);
+            int rc = ig_thread_start(&ld->threads[i], worker_main, ld);
             if (rc != 0) {
                 ig_loader_free(ld);
                 return ig_err_errno(err, rc, "loader: cannot start prefetch thread %d", i);

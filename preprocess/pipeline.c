@@ -738,12 +738,12 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
     int reader_started = 0, n_started = 0;
     if (!workers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    } else if (pthread_create(&reader, NULL, reader_main, p) != 0) {
+    } else if (ig_thread_start(&reader, reader_main, p) != 0) {
         s = ig_err_set(err, IG_ERR_IO, "cannot start the reader thread");
     } else {
         reader_started = 1;
         for (; n_started < p->n_workers; n_started++)
-            if (pthread_create(&workers[n_started], NULL, worker_main, p) != 0) {
+            if (ig_thread_start(&workers[n_started], worker_main, p) != 0) {
                 ig_err e;
                 ig_err_set(&e, IG_ERR_IO, "cannot start worker thread %d", n_started);
                 fail(p, IG_ERR_IO, &e);

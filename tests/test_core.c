@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -549,6 +550,32 @@ static void test_mapped_file(void **state) {
     assert_null(text);
     igt_rmtree(dir);
     free(dir);
+}
+
+/* ig_remove_tree: a nested tree goes; a symbolic link inside it is removed, not followed */
+static void test_remove_tree(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_err err = {0};
+    const char *keep = igt_fmt("%s/keep", dir), *tree = igt_fmt("%s/tree", dir);
+    assert_int_equal(mkdir(keep, 0755), 0);
+    igt_write(igt_fmt("%s/precious", keep), "x", 1);
+    assert_int_equal(mkdir(tree, 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/a", tree), 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/a/b", tree), 0755), 0);
+    igt_write(igt_fmt("%s/a/b/f", tree), "data", 4);
+    igt_write(igt_fmt("%s/top", tree), "data", 4);
+    assert_int_equal(symlink(keep, igt_fmt("%s/a/link", tree)), 0);
+    assert_int_equal(ig_remove_tree(tree, &err), IG_OK);
+    assert_false(ig_file_exists(tree));
+    assert_true(ig_file_exists(igt_fmt("%s/precious", keep)));
+    assert_int_equal(ig_remove_tree(tree, &err), IG_OK); /* gone already: fine */
+    igt_write(igt_fmt("%s/plain", dir), "x", 1);         /* a plain file */
+    assert_int_equal(ig_remove_tree(igt_fmt("%s/plain", dir), &err), IG_OK);
+    assert_int_equal(igt_count_entries(dir), 1);
+    /* a component that is not a directory: an error naming the path */
+    assert_int_not_equal(ig_remove_tree(igt_fmt("%s/precious/x", keep), &err), IG_OK);
+    assert_non_null(strstr(err.msg, "precious/x"));
 }
 
 static void test_atomic_file(void **state) {
@@ -1268,6 +1295,7 @@ int main(void) {
         cmocka_unit_test(test_rng_keyed),
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),
+        cmocka_unit_test(test_remove_tree),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),

@@ -12,7 +12,16 @@
  * through OpenMP, whose thread count (nthreads-var) is a per-thread setting: each call sets it to
  * 1 for the calling thread and puts the old value back, so nothing process-wide is changed and
  * another user of OpenMP in the process is not affected.
+ *
+ * Signals: oneDNN's JIT GEMM kernels (2.7, Debian 12's) point the stack pointer at their heap
+ * workspace while they run (upstream oneDNN issue 4845, fixed in 2026), so a signal delivered to
+ * the thread at that moment writes its frame into the heap: `ingot train` stopped by Ctrl-C died
+ * with "corrupted size vs. prev_size" about one time in three. Every call therefore runs with the
+ * asynchronous signals blocked; one that arrives meanwhile is delivered when the call returns
+ * (tests/test_kernels.c sends a stream of signals at GEMMs). Two sigprocmask calls per GEMM chunk
+ * cost well under 1% of a chunk's time.
  */
+#include <signal.h>
 #include <stdio.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -33,11 +42,20 @@ int ig_cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
                 C[(size_t)i * ldc + j] = beta ? beta * C[(size_t)i * ldc + j] : 0;
         return 0;
     }
+    sigset_t block, old;
+    sigfillset(&block);
+    /* faults raised by the call itself cannot wait: they stay deliverable (and are fatal) */
+    sigdelset(&block, SIGSEGV);
+    sigdelset(&block, SIGBUS);
+    sigdelset(&block, SIGFPE);
+    sigdelset(&block, SIGILL);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
     int prev = omp_get_max_threads();
     if (prev != 1) omp_set_num_threads(1);
     dnnl_status_t st =
         dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     if (prev != 1) omp_set_num_threads(prev);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return st == dnnl_success ? 0 : -1;
 }
 
