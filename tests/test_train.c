@@ -421,8 +421,12 @@ static void test_run_stops_on_nan(void **state) {
     assert_non_null(strstr(err.msg, "step 1: the loss is NaN"));
     assert_non_null(strstr(err.msg, "optim.lr"));
     assert_int_equal(res.step, 0);
-    /* a model of another shape than the config's is refused naming the tensor */
+    /* the failed run left its metrics: a second run into the directory needs overwrite */
     t.d_model = 64;
+    assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "holds an earlier run"));
+    o.overwrite = 1;
+    /* a model of another shape than the config's is refused naming the tensor */
     assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "transformer.wte.weight"));
     free(p);

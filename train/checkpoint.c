@@ -31,20 +31,10 @@ static int step_dir_name(const char *name, int64_t *step) {
     return 1;
 }
 
-/* Removes dir and the files in it (a checkpoint holds no subdirectories). */
+/* Removes a checkpoint directory, best effort (a leftover is pruned again on the next save). */
 static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char p[8192];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    ig_err ignored;
+    ig_remove_tree(dir, &ignored);
 }
 
 static ig_status fsync_dir(const char *dir, ig_err *err) {

@@ -158,6 +158,8 @@ typedef struct ig_train_opts {
     const ig_train_config *cfg; /* bound from config */
     const ig_config *config;    /* the configuration (recorded in checkpoints; names origins) */
     int resume;                 /* continue from the latest checkpoint in cfg->run_dir */
+    int overwrite; /* a fresh run into a run directory that holds an earlier run's checkpoints
+                      and metrics removes them (without it, that is IG_ERR_EXISTS) */
     /* Set (by a signal handler) to stop: the step in progress finishes, a checkpoint is written,
      * and ig_train_run returns IG_OK with stopped set. May be NULL. */
     const volatile int *stop;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct run {
     ig_ctx *ctx;
@@ -251,6 +252,33 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
     return st;
 }
 
+/* A fresh run must not mix with an earlier one in the same directory: its checkpoints (which a
+ * later --resume would pick), metrics.jsonl and TensorBoard events are removed with overwrite,
+ * refused without. */
+static ig_status clear_run_dir(const char *dir, int overwrite, ig_err *err) {
+    static const char *const names[] = {"ckpt", "metrics.jsonl", "tb"};
+    char p[4200];
+    int found = -1;
+    for (int i = 0; i < 3 && found < 0; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (lstat(p, &sb) == 0) found = i;
+    }
+    if (found < 0) return IG_OK;
+    if (!overwrite) {
+        ig_err_set(err, IG_ERR_EXISTS,
+                   "%s holds an earlier run (%s): resume it, or start over and replace it", dir,
+                   names[found]);
+        return ig_err_fix(err, "overwrite", NULL);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        ig_status st = ig_remove_tree(p, err);
+        if (st != IG_OK) return st;
+    }
+    return IG_OK;
+}
+
 static ig_status make_run_dir(const char *dir, ig_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s", dir);
@@ -307,6 +335,7 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                         "and the shards' manifests name none");
         goto done;
     }
+    if (!opts->resume && (st = clear_run_dir(t->run_dir, opts->overwrite, err)) != IG_OK) goto done;
     if ((st = make_run_dir(t->run_dir, err)) != IG_OK) goto done;
 
     ig_backend_opts bo = ig_backend_opts_default();

@@ -41,6 +41,14 @@ check "TensorBoard events" test -s "$(ls run/tb/events.out.tfevents.* | head -n 
 check "ckpt.keep: the 2 newest checkpoints" test "$(ls run/ckpt)" = "$(printf 'step_00000008\nstep_00000012')"
 check_rc "ckpt verify" 0 "$ING" ckpt verify run && expect "ckpt verify: the latest" "step_00000012: ok (step 12" "$out"
 
+# ---- a fresh run does not mix with an earlier one ------------------------------------------------
+check_rc "train again into the same run directory" 1 "$ING" train tiny.yaml
+expect "train again: says so" "holds an earlier run (ckpt)" "$err" && expect "train again: the fix" "use --force" "$err"
+cp -r run run2
+check_rc "train --force over it" 0 "$ING" train tiny.yaml --set train.run_dir=run2 --set train.steps=4 --force
+check "--force: only the new run's metrics" test "$(grep -c '"loss"' run2/metrics.jsonl)" = 4
+check "--force: only the new run's checkpoints" test "$(ls run2/ckpt)" = step_00000004
+
 # ---- exact resume after SIGKILL: steps 9.. are the same bits as the uninterrupted run's --------
 "$ING" train tiny.yaml --set train.run_dir=killed --quiet &
 pid=$!

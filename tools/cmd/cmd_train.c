@@ -13,7 +13,8 @@
 #include "train/train.h"
 
 const char ig_usage_train[] =
-    "usage: ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR] [--threads N]\n"
+    "usage: ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR | --force] [--threads "
+    "N]\n"
     "\n"
     "Trains a GPT-2 model on token shards as CONFIG.yaml says (see configs/gpt-tiny.yaml and\n"
     "'ingot config show --schema train' for every key with its default): data from the\n"
@@ -26,6 +27,8 @@ const char ig_usage_train[] =
     "  --set KEY=VALUE     override one key, e.g. --set optim.lr=3e-4 --set train.steps=200\n"
     "  --resume RUN_DIR    continue the run in RUN_DIR from its latest checkpoint; the losses\n"
     "                      are the same, bit for bit, as those of a run never stopped\n"
+    "  --force             start over in a run directory that holds an earlier run (removes\n"
+    "                      its checkpoints, metrics.jsonl and tb/; without it that is an error)\n"
     "  --data-path ITEM    the data (repeated: W1 P1 W2 P2 ...); also --split, --seed,\n"
     "                      --cache-dir (data.* keys)\n"
     "  --threads N         threads (default: all cores)\n"
@@ -55,11 +58,15 @@ static void on_signal(int sig) {
 
 typedef struct train_cli {
     const char *resume;
+    int force;
 } train_cli;
 
 const ig_cfg_key ig_train_cli_keys[] = {
     {"run.resume", IG_CFG_STRING, "", "continue the run in this directory from its last checkpoint",
      "resume", IG_CFG_FIELD_(train_cli, resume), 0, 0, NULL, 0, 0},
+    {"run.force", IG_CFG_BOOL, "false",
+     "start over in a run directory that holds an earlier run (its checkpoints and metrics go)",
+     "force", IG_CFG_FIELD_(train_cli, force), 1, 0, NULL, 0, 0},
 };
 const size_t ig_train_n_cli_keys = sizeof ig_train_cli_keys / sizeof ig_train_cli_keys[0];
 
@@ -111,13 +118,14 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESETHAND;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         ig_train_opts o = {.cfg = &t,
                            .config = cfg,
                            .resume = *cli.resume != 0,
+                           .overwrite = cli.force,
                            .stop = (const volatile int *)&stop_requested,
                            .log = stdout,
                            .quiet = flags.quiet};
