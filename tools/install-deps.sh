@@ -9,7 +9,7 @@ PACKAGES=(
   libzstd-dev zstd libxxhash-dev libfyaml-dev libjansson-dev libutf8proc-dev unicode-data
   libcmocka-dev libopenmpi-dev openmpi-bin
   libopenblas-dev
-  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   clang libclang-rt-14-dev
 )
 
