@@ -406,7 +406,7 @@ typedef struct ig_clip_frame {
 
 /* A bucket of the shard's bucket table (Open-Sora's resolution x frames x aspect shapes). */
 typedef struct ig_clip_bucket {
-    char name[48];
+    char name[64];
     uint32_t frames, height, width, batch_size;
 } ig_clip_bucket;
 
@@ -526,8 +526,9 @@ void ig_clip_dataset_close(ig_clip_dataset *ds); /* NULL is a no-op */
 uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds);
 size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds);
 const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k);
-/* Clip g (< clips): its shard and record. */
-ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard);
+/* Clip g (< clips): its record, and (each may be NULL) its shard and index in that shard. */
+ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard,
+                                  uint64_t *local);
 /* The bucket table shared by the shards (n may be 0). */
 const ig_clip_bucket *ig_clip_dataset_buckets(const ig_clip_dataset *ds, size_t *n);
 /* Reads clip g's frames into out[cap]. Thread-safe. */

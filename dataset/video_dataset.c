@@ -304,9 +304,11 @@ static size_t shard_of(const ig_clip_dataset *ds, uint64_t g) {
     return lo;
 }
 
-ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard) {
+ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard,
+                                  uint64_t *local) {
     size_t k = shard_of(ds, g);
     if (shard) *shard = k;
+    if (local) *local = g - ds->first[k];
     return ig_video_shard_clip(ds->shards[k], g - ds->first[k]);
 }
 
@@ -324,7 +326,7 @@ ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t
                                   size_t *len, ig_err *err) {
     *len = 0;
     size_t k;
-    ig_clip_info c = ig_clip_dataset_info(ds, g, &k);
+    ig_clip_info c = ig_clip_dataset_info(ds, g, &k, NULL);
     const ig_shard *cs = ds->captions[k];
     if (!cs || c.caption == IG_CLIP_NONE) return IG_OK;
     /* one sequence per caption document */

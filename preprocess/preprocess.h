@@ -236,13 +236,14 @@ typedef enum ig_video_reason {
     IG_VIDEO_CORRUPT,       /* the bitstream does not decode (errors, or frames missing) */
     IG_VIDEO_ZERO_DURATION, /* a video stream without frames */
     IG_VIDEO_TOO_SHORT,     /* fewer frames (or seconds) than one clip needs */
+    IG_VIDEO_NO_BUCKET,     /* no bucket of the config takes the video (as Open-Sora drops it) */
     IG_VIDEO_TIMEOUT,       /* the per-file time limit ran out */
     IG_VIDEO_ERROR,         /* anything else (out of memory, a write error): never skipped */
     IG_VIDEO_REASON_COUNT
 } ig_video_reason;
 
 /* "ok", "missing", "unreadable", "empty", "not_video", "truncated", "corrupt", "zero_duration",
- * "too_short", "timeout", "error". */
+ * "too_short", "no_bucket", "timeout", "error". */
 const char *ig_video_reason_str(ig_video_reason reason);
 
 /* FFmpeg keeps one log callback for the whole process (av_log_set_callback). Every video
@@ -348,7 +349,7 @@ void ig_video_manifest_clear(ig_video_manifest *m);
 
 /* One bucket shape: a resolution, a frame count and an aspect ratio of its resolution table. */
 typedef struct ig_video_bucket {
-    char name[48]; /* "256px/33/16:9" */
+    char name[64]; /* "256px/33/16:9" */
     uint32_t frames, height, width;
     uint32_t batch_size;
 } ig_video_bucket;

@@ -324,13 +324,43 @@ static ig_status turn(ig_video *v, const AVFrame *f, int rot, const AVPixFmtDesc
         const uint8_t *src = f->data[p];
         uint8_t *dst = t->data[p];
         ptrdiff_t sl = f->linesize[p], dl = t->linesize[p];
-        for (int y = 0; y < dh; y++)
-            for (int x = 0; x < dw; x++) {
-                const uint8_t *s = rot == 90    ? src + (sh - 1 - x) * sl + y * st
-                                   : rot == 180 ? src + (sh - 1 - y) * sl + (sw - 1 - x) * st
-                                                : src + x * sl + (sw - 1 - y) * st;
-                memcpy(dst + y * dl + x * st, s, (size_t)st);
-            }
+        /* each case copies pixels of a constant size: the copies inline to loads and stores */
+#define TURN(STEP)                                                                                 \
+    for (int y = 0; y < dh; y++) {                                                                 \
+        uint8_t *row = dst + y * dl;                                                               \
+        if (rot == 90)                                                                             \
+            for (int x = 0; x < dw; x++)                                                           \
+                memcpy(row + x * STEP, src + (sh - 1 - x) * sl + y * STEP, STEP);                  \
+        else if (rot == 180)                                                                       \
+            for (int x = 0; x < dw; x++)                                                           \
+                memcpy(row + x * STEP, src + (sh - 1 - y) * sl + (sw - 1 - x) * STEP, STEP);       \
+        else                                                                                       \
+            for (int x = 0; x < dw; x++)                                                           \
+                memcpy(row + x * STEP, src + x * sl + (sw - 1 - y) * STEP, STEP);                  \
+    }
+        switch (st) {
+        case 1:
+            TURN(1);
+            break;
+        case 2:
+            TURN(2);
+            break;
+        case 3:
+            TURN(3);
+            break;
+        case 4:
+            TURN(4);
+            break;
+        case 6:
+            TURN(6);
+            break;
+        case 8:
+            TURN(8);
+            break;
+        default:
+            TURN((size_t)st);
+        }
+#undef TURN
     }
     *out = t;
     return IG_OK;

@@ -93,4 +93,39 @@ ig_status ig_video_fail(ig_video *v, ig_video_reason reason, ig_video_reason *wh
 /* 1 when the time limit has run out. */
 int ig_video_expired(const ig_video *v);
 
+/* ---- one manifest row's work (video_job.c), done by a pipeline worker ---- */
+
+/* A clip ready for the shard writer (source and caption are set by the writer). */
+typedef struct ig_vclip {
+    ig_clip_info info;
+    ig_clip_frame *frames; /* [info.frames] */
+    void *data;            /* RGB24, or zstd of it */
+    size_t bytes;
+} ig_vclip;
+
+typedef struct ig_vjob {
+    ig_video_reason why; /* IG_VIDEO_OK, or why the row is skipped (msg says more) */
+    char msg[IG_ERR_MSG_MAX];
+    ig_vclip *clips;
+    uint32_t n_clips;
+    uint64_t frames;
+    int32_t *caption; /* token ids of the row's text (with a tokenizer) */
+    size_t caption_len;
+    double seconds; /* opening, scanning, decoding, converting */
+    char *info_row; /* probe_only: the row of OUT.info.csv */
+} ig_vjob;
+
+/* Does row `row` (its index in the whole manifest: the key of its random draws) of the manifest:
+ * probes the video, plans its clips, decodes and converts them (compresses, tokenizes the
+ * caption), or with probe_only formats its info row. A bad video is not an error: job->why says
+ * why it is skipped. The status is an error only for what must stop the run (out of memory). */
+ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry *e, uint64_t row,
+                      int decoder_threads, ig_encoder *enc, ig_vjob *job, ig_err *err);
+void ig_vjob_clear(ig_vjob *job);
+
+/* The header of OUT.info.csv (probe_only), with its newline. */
+extern const char ig_vjob_info_header[];
+/* Appends s to a CSV line as one field (quoted when it holds a comma, quote or newline). */
+void ig_csv_field(FILE *f, const char *s);
+
 #endif

@@ -20,8 +20,8 @@
 #include <libavutil/pixdesc.h>
 
 static const char *const reason_names[IG_VIDEO_REASON_COUNT] = {
-    "ok",      "missing",       "unreadable", "empty",   "not_video", "truncated",
-    "corrupt", "zero_duration", "too_short",  "timeout", "error"};
+    "ok",      "missing",       "unreadable", "empty",     "not_video", "truncated",
+    "corrupt", "zero_duration", "too_short",  "no_bucket", "timeout",   "error"};
 
 const char *ig_video_reason_str(ig_video_reason reason) {
     return reason >= 0 && reason < IG_VIDEO_REASON_COUNT ? reason_names[reason] : "?";

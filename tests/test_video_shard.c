@@ -278,7 +278,7 @@ static void test_list_and_dataset(void **state) {
     assert_int_equal(ig_clip_dataset_open(&ds, NULL, pre, 1, &err), IG_OK);
     assert_int_equal(ig_clip_dataset_clips(ds), 7);
     size_t k;
-    ig_clip_info ci = ig_clip_dataset_info(ds, 4, &k);
+    ig_clip_info ci = ig_clip_dataset_info(ds, 4, &k, NULL);
     assert_int_equal(k, 1);
     assert_int_equal(ci.width, 6 + 1);
     size_t raw = (size_t)ci.frames * ci.height * ci.width * 3;
