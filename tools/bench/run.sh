@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh BUILD_DIR - every benchmark, with figures as ratios against references measured in the
-# same run (memcpy bandwidth; tiktoken on the same text when node and npm are available).
+# same run (memcpy bandwidth; tiktoken on the same text when node and npm are available; the
+# ffmpeg CLI on the same videos).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora.
 set -uo pipefail
 B=${1:-build}
@@ -8,6 +9,9 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
+echo
+echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
+[ -x "$B/bench_video" ] && "$B/bench_video"
 echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then
