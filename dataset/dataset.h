@@ -375,6 +375,173 @@ const int64_t *ig_blend_dataset_sample_index(const ig_blend *b);
 /* Reads global sample i's seq_len + 1 tokens (the sources must have datasets). Thread-safe. */
 ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err);
 
+/* ==== video frame shards (DESIGN 3.2) ====================================================== */
+/* A frame shard is PREFIX.frames (clips back to back: T x H x W x 3 bytes of RGB24 each, raw or
+ * one zstd frame per clip), PREFIX.clips (the index: a header, one fixed-size record per clip
+ * and a table of the source frames each clip holds; little-endian, packed), PREFIX.json (the
+ * manifest: counts, sources, buckets, checksums) and, with captions, the token shard
+ * PREFIX.captions (DESIGN 3.1: one document per source). In this section ctx may be NULL. */
+
+#define IG_CLIP_NONE 0xffffffffu /* no caption / no bucket */
+
+/* One clip of a shard (a record of PREFIX.clips). */
+typedef struct ig_clip_info {
+    uint64_t offset;       /* of its bytes in PREFIX.frames */
+    uint64_t stored_bytes; /* as stored (compressed or not) */
+    uint32_t frames, height, width;
+    uint32_t fps_num, fps_den; /* the rate of its frames (the source's, or the sampling rate) */
+    uint32_t source;           /* index into the manifest's sources */
+    uint32_t caption;          /* document of PREFIX.captions, or IG_CLIP_NONE */
+    uint32_t bucket;           /* index into the manifest's buckets, or IG_CLIP_NONE */
+    int64_t start_pts;         /* pts of its first frame, in tb_num/tb_den seconds */
+    uint32_t tb_num, tb_den;   /* the source stream's time base */
+    uint64_t first_frame;      /* its first entry of the frame table */
+    uint64_t xxh3;             /* of its stored bytes */
+} ig_clip_info;
+
+/* One frame of a clip: where it came from. */
+typedef struct ig_clip_frame {
+    int64_t pts;    /* in the clip's time base */
+    uint64_t index; /* the source frame, in presentation order */
+} ig_clip_frame;
+
+/* A bucket of the shard's bucket table (Open-Sora's resolution x frames x aspect shapes). */
+typedef struct ig_clip_bucket {
+    char name[64];
+    uint32_t frames, height, width, batch_size;
+} ig_clip_bucket;
+
+/* The manifest, PREFIX.json ("format": "ingot-video-shard"). */
+typedef struct ig_video_shard_meta {
+    uint64_t clips, frames; /* clips; frames of all clips */
+    uint64_t raw_bytes;     /* frame bytes before compression */
+    uint64_t frames_bytes, clips_bytes;
+    uint64_t frames_xxh3, clips_xxh3;
+    int zstd;       /* clips are zstd-compressed */
+    char **sources; /* the videos clips come from (owned) */
+    size_t n_sources;
+    ig_clip_bucket *buckets; /* (owned) */
+    size_t n_buckets;
+    char captions[256]; /* the caption shard's prefix relative to this one's directory, or "" */
+    uint64_t caption_documents;
+    char sampling[256]; /* how clips were taken, for people: "frames=16 stride=2 size=256x256" */
+    char output[256];   /* the preprocess output this shard belongs to (see ig_manifest) */
+    char tool_version[32];
+} ig_video_shard_meta;
+
+void ig_video_shard_meta_clear(ig_video_shard_meta *m);
+ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, ig_err *err);
+ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *prefix, int overwrite,
+                                    ig_err *err);
+/* 1 when PREFIX is a frame shard (PREFIX.clips exists) or a list of them, else 0. */
+int ig_video_shard_is(const char *prefix);
+
+/* --- writer --- */
+
+typedef struct ig_video_shard_writer ig_video_shard_writer;
+
+typedef struct ig_video_shard_writer_opts {
+    int zstd;      /* clips are given compressed (ig_clip_compress) */
+    int overwrite; /* 0: IG_ERR_EXISTS when the shard's files exist */
+} ig_video_shard_writer_opts;
+
+/* Streams clips into PREFIX.frames / PREFIX.clips under temporary names; memory does not grow
+ * with the clips (records spill to a temporary file). Not thread-safe. */
+ig_status ig_video_shard_writer_create(ig_video_shard_writer **out, ig_ctx *ctx, const char *prefix,
+                                       const ig_video_shard_writer_opts *opts, ig_err *err);
+/* Appends a clip: c (offset, stored_bytes, first_frame and xxh3 are filled in), its
+ * frames[c->frames] and its data: raw RGB24 (c->frames x height x width x 3 bytes), or with zstd
+ * what ig_clip_compress made of it. */
+ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info *c,
+                                    const ig_clip_frame *frames, const void *data, size_t bytes,
+                                    ig_err *err);
+uint64_t ig_video_shard_writer_clips(const ig_video_shard_writer *w);
+uint64_t ig_video_shard_writer_bytes(const ig_video_shard_writer *w); /* of PREFIX.frames */
+/* Commits .frames and .clips and fills *out with the complete manifest: meta's sources,
+ * buckets, captions and sampling, the counts, sizes and checksums (the caller writes it, last,
+ * with ig_video_shard_meta_write). The counts of sources, buckets and captions in meta bound the
+ * records' fields. Frees w (also on failure). */
+ig_status ig_video_shard_writer_finish(ig_video_shard_writer *w, const ig_video_shard_meta *meta,
+                                       ig_video_shard_meta *out, ig_err *err);
+void ig_video_shard_writer_abort(ig_video_shard_writer *w); /* NULL is a no-op */
+
+/* zstd of a clip's raw bytes at level (>= 1): *out is malloc'd, *out_bytes long. */
+ig_status ig_clip_compress(const void *raw, size_t raw_bytes, int level, void **out,
+                           size_t *out_bytes, ig_err *err);
+
+/* --- reader --- */
+
+/* A frame shard opened read-only, both files mapped. Validated on open: magic, version, sizes,
+ * every record (frames, sizes, rates, offsets contiguous and in bounds, source, caption and
+ * bucket in range, frame table contiguous and ordered) and the manifest when present; a shard of
+ * an unfinished run is refused. Safe to share between threads. */
+typedef struct ig_video_shard ig_video_shard;
+
+ig_status ig_video_shard_open(ig_video_shard **out, ig_ctx *ctx, const char *prefix, ig_err *err);
+void ig_video_shard_close(ig_video_shard *s); /* NULL is a no-op */
+
+const char *ig_video_shard_prefix(const ig_video_shard *s);
+uint64_t ig_video_shard_clips(const ig_video_shard *s);
+uint64_t ig_video_shard_frames(const ig_video_shard *s);
+uint64_t ig_video_shard_bytes(const ig_video_shard *s); /* of PREFIX.frames */
+int ig_video_shard_zstd(const ig_video_shard *s);
+ig_clip_info ig_video_shard_clip(const ig_video_shard *s, uint64_t i); /* i < clips */
+/* The frame table of clip i: writes its frames entries to out. */
+void ig_video_shard_clip_frames(const ig_video_shard *s, uint64_t i, ig_clip_frame *out);
+/* Bytes of clip i once decoded: frames x height x width x 3. */
+uint64_t ig_video_shard_clip_bytes(const ig_video_shard *s, uint64_t i);
+/* Copies (or decompresses) clip i into out[cap] (cap >= ig_video_shard_clip_bytes). Checks the
+ * clip's xxh3 when verify is set. Thread-safe. */
+ig_status ig_video_shard_read(const ig_video_shard *s, uint64_t i, void *out, size_t cap,
+                              int verify, ig_err *err);
+/* The manifest, or NULL when PREFIX.json is absent. */
+const ig_video_shard_meta *ig_video_shard_meta_get(const ig_video_shard *s);
+
+/* Checks a frame shard completely: structure (as open), the manifest present and consistent,
+ * the xxh3 of both files and of every clip, and its caption shard (ig_shard_verify). */
+ig_status ig_video_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err);
+
+/* Removes a frame shard's files (manifest first) and its caption shard. Cleanup: never fails. */
+void ig_video_shard_remove(const char *prefix);
+
+/* --- lists of frame shards (PREFIX.shards.json, "format": "ingot-video-shard-list") --- */
+
+ig_status ig_video_list_write(const char *prefix, const char *const *shards, size_t n,
+                              int overwrite, ig_err *err);
+/* The list's shards, or PREFIX itself when there is no list; refused while a run marker covers
+ * PREFIX. Free with ig_shard_list_free. */
+ig_status ig_video_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err);
+/* Verifies every shard of the list (or PREFIX alone) and that each is the one the list names. */
+ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
+
+/* --- clip datasets: frame shards opened as one collection --- */
+
+/* The clips of several frame shards back to back (shard 0's first); a prefix with a list stands
+ * for its shards. Every shard must have the same bucket table (or none). Read-only: safe to
+ * share between threads. */
+typedef struct ig_clip_dataset ig_clip_dataset;
+
+ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                               size_t n, ig_err *err);
+void ig_clip_dataset_close(ig_clip_dataset *ds); /* NULL is a no-op */
+uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds);
+size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds);
+const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k);
+/* Clip g (< clips): its record, and (each may be NULL) its shard and index in that shard. */
+ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard,
+                                  uint64_t *local);
+/* The bucket table shared by the shards (n may be 0). */
+const ig_clip_bucket *ig_clip_dataset_buckets(const ig_clip_dataset *ds, size_t *n);
+/* Reads clip g's frames into out[cap]. Thread-safe. */
+ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out, size_t cap,
+                               ig_err *err);
+/* Clip g's caption token ids: writes up to cap ids to out, returns the caption's length (0
+ * without captions). Thread-safe. */
+ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t *out, size_t cap,
+                                  size_t *len, ig_err *err);
+/* xxh3 of every shard's checksums and clip count: the identity of the data. */
+uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,10 +24,10 @@ enum { BLOCK_EMPTY = 0, BLOCK_BUILDING, BLOCK_READY };
 
 typedef struct slot {
     int state;
-    uint64_t k;      /* micro-batch index it holds */
-    int32_t *tokens; /* [B, seq_len + 1] */
-    uint64_t *ids;   /* [B] */
-    ig_err err;      /* when SLOT_ERROR */
+    uint64_t k;    /* micro-batch index it holds */
+    uint8_t *data; /* [B][row bytes] */
+    uint64_t *ids; /* [B] */
+    ig_err err;    /* when SLOT_ERROR */
 } slot;
 
 typedef struct block_entry {
@@ -42,7 +42,8 @@ struct ig_loader {
     ig_ctx *ctx;
     ig_loader_opts o;
     uint32_t seq_len;
-    size_t row; /* seq_len + 1 */
+    size_t row; /* bytes of a sample: (seq_len + 1) tokens, or the source's sample_bytes */
+    int tokens; /* the samples are tokens (get), not bytes (get_bytes) */
     uint64_t block_size;
     uint64_t key;
     uint64_t per_micro; /* B * dp */
@@ -98,9 +99,13 @@ static void free_source(ig_sample_source *s) {
 /* Checks that a block built by the factory fits the stream. */
 static ig_status check_block(const ig_loader *ld, uint64_t b, const ig_sample_source *s,
                              ig_err *err) {
-    if (!s->num_samples || !s->get)
+    if (!s->num_samples || !(ld->tokens ? s->get != NULL : s->get_bytes != NULL))
         return ig_err_set(err, IG_ERR_INTERNAL, "block %llu: the sample source has no %s",
-                          (unsigned long long)b, s->get ? "num_samples" : "get");
+                          (unsigned long long)b, s->num_samples ? "get" : "num_samples");
+    if (ld->tokens ? s->sample_bytes != 0 : s->sample_bytes != ld->row)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "block %llu of the sample stream has samples of %zu bytes, block 0 %zu",
+                          (unsigned long long)b, s->sample_bytes, ld->tokens ? 0 : ld->row);
     if (s->seq_len != ld->seq_len)
         return ig_err_set(err, IG_ERR_FORMAT,
                           "block %llu of the sample stream has seq_len %u, block 0 has %u",
@@ -194,10 +199,10 @@ static void block_release(ig_loader *ld, block_entry *e) {
 
 /* ---- filling a micro-batch ------------------------------------------------------------------- */
 
-/* Fills micro-batch k of this rank into tokens/ids. Runs without the lock, apart from the block
+/* Fills micro-batch k of this rank into data/ids. Runs without the lock, apart from the block
  * cache. *held is the block this thread keeps a reference to between batches (NULL at first), so
  * that the common case - the same block as the last batch - takes no lock. */
-static ig_status fill(ig_loader *ld, uint64_t k, int32_t *tokens, uint64_t *ids, block_entry **held,
+static ig_status fill(ig_loader *ld, uint64_t k, uint8_t *data, uint64_t *ids, block_entry **held,
                       ig_err *err) {
     const uint32_t B = ld->o.micro_batch;
     const uint64_t base = k * ld->per_micro + (uint64_t)ld->o.rank * B;
@@ -218,14 +223,16 @@ static ig_status fill(ig_loader *ld, uint64_t k, int32_t *tokens, uint64_t *ids,
             }
         }
         const ig_sample_source *src = &(*held)->src;
-        int32_t *rows = tokens + (size_t)j * ld->row;
-        if (src->get_rows && src->get_rows(src->self, i, n, rows, err) == IG_OK) {
+        int32_t *rows = (int32_t *)(data + (size_t)j * ld->row);
+        if (ld->tokens && src->get_rows && src->get_rows(src->self, i, n, rows, err) == IG_OK) {
             j += n;
             continue;
         }
         ig_err_clear(err); /* get_rows failed (or is absent): get tells which sample fails */
         for (uint32_t t = 0; t < n; t++) {
-            ig_status st = src->get(src->self, i + t, tokens + (size_t)(j + t) * ld->row, err);
+            void *row = data + (size_t)(j + t) * ld->row;
+            ig_status st = ld->tokens ? src->get(src->self, i + t, row, err)
+                                      : src->get_bytes(src->self, i + t, row, err);
             if (st != IG_OK)
                 return ig_err_prefix(err, st,
                                      "reading global sample %llu (block %llu, sample %llu)",
@@ -275,7 +282,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&ld->mu);
 
         ig_err_clear(&s->err);
-        ig_status st = fill(ld, k, s->tokens, s->ids, &held, &s->err);
+        ig_status st = fill(ld, k, s->data, s->ids, &held, &s->err);
 
         pthread_mutex_lock(&ld->mu);
         if (st == IG_OK) {
@@ -324,7 +331,7 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     ig_sample_source b0 = {0};
     st = o.make_block(o.block_user, 0, &b0, err);
     if (st != IG_OK) return ig_err_prefix(err, st, "building block 0 of the sample stream");
-    if (!b0.num_samples || !b0.get) {
+    if (!b0.num_samples || !(b0.sample_bytes ? b0.get_bytes != NULL : b0.get != NULL)) {
         free_source(&b0);
         return ig_err_set(err, IG_ERR_INTERNAL, "loader: block 0 has no num_samples or get");
     }
@@ -363,7 +370,8 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     ld->ctx = ctx;
     ld->o = o;
     ld->seq_len = b0.seq_len;
-    ld->row = (size_t)b0.seq_len + 1;
+    ld->tokens = b0.sample_bytes == 0;
+    ld->row = ld->tokens ? ((size_t)b0.seq_len + 1) * sizeof(int32_t) : b0.sample_bytes;
     ld->block_size = bs;
     ld->key = b0.key;
     ld->per_micro = per_micro;
@@ -387,12 +395,14 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     }
     ld->blocks[0] = (block_entry){.state = BLOCK_READY, .block = 0, .src = b0};
     for (int i = 0; i < ld->depth; i++) {
-        ld->slots[i].tokens = ig_calloc(ctx, (size_t)o.micro_batch * ld->row, sizeof(int32_t));
+        /* 64-byte aligned rows start: kernels and video frames read them as they are */
+        ld->slots[i].data = ig_alloc_aligned(ctx, (size_t)o.micro_batch * ld->row, IG_ALIGN_KERNEL);
         ld->slots[i].ids = ig_calloc(ctx, o.micro_batch, sizeof(uint64_t));
-        if (!ld->slots[i].tokens || !ld->slots[i].ids) {
+        if (!ld->slots[i].data || !ld->slots[i].ids) {
             ig_loader_free(ld);
-            return ig_err_set(err, IG_ERR_NOMEM, "loader: out of memory for %d batches of %u x %zu",
-                              ld->depth, o.micro_batch, ld->row);
+            return ig_err_set(err, IG_ERR_NOMEM,
+                              "loader: out of memory for %d batches of %u x %zu bytes", ld->depth,
+                              o.micro_batch, ld->row);
         }
     }
     if (o.prefetch_threads > 0) {
@@ -432,7 +442,7 @@ void ig_loader_free(ig_loader *ld) {
     ig_free(ld->ctx, ld->blocks);
     if (ld->slots)
         for (int i = 0; i < ld->depth; i++) {
-            ig_free(ld->ctx, ld->slots[i].tokens);
+            ig_free(ld->ctx, ld->slots[i].data);
             ig_free(ld->ctx, ld->slots[i].ids);
         }
     ig_free(ld->ctx, ld->slots);
@@ -449,7 +459,9 @@ void ig_loader_free(ig_loader *ld) {
 
 static void set_batch(const ig_loader *ld, const slot *s, ig_batch *out) {
     uint64_t k = s->k;
-    *out = (ig_batch){.tokens = s->tokens,
+    *out = (ig_batch){.tokens = ld->tokens ? (const int32_t *)s->data : NULL,
+                      .data = s->data,
+                      .sample_bytes = ld->row,
                       .sample_ids = s->ids,
                       .step = k / ld->o.grad_accum,
                       .micro_index = k,
@@ -477,7 +489,7 @@ ig_status ig_loader_next(ig_loader *ld, ig_batch *out, ig_err *err) {
         slot *s = &ld->slots[0];
         ig_err e = {0};
         s->k = ld->next_out;
-        ig_status st = fill(ld, s->k, s->tokens, s->ids, &ld->sync_held, &e);
+        ig_status st = fill(ld, s->k, s->data, s->ids, &ld->sync_held, &e);
         if (st != IG_OK) return fail_sticky(ld, st, &e, err);
         ld->next_out++;
         set_batch(ld, s, out);

@@ -56,6 +56,11 @@ typedef struct ig_sample_source {
     void *self;
     uint32_t seq_len; /* tokens per sample, minus the one shared with the next sample */
     uint64_t key;     /* identity of the index behind it (e.g. the index cache key); 0: unknown */
+    /* Samples of bytes instead of tokens (e.g. a micro-batch of video clips, the clip loader's):
+     * sample_bytes > 0 and get_bytes in place of get (and get_rows): writes sample i, at most
+     * sample_bytes bytes, to out. seq_len is then free for the source's own use. */
+    size_t sample_bytes;
+    ig_status (*get_bytes)(void *self, uint64_t i, void *out, ig_err *err);
 } ig_sample_source;
 
 /* Builds block `block` of the infinite stream into *out (block 0: the source as built). Must be
@@ -86,7 +91,9 @@ typedef struct ig_loader_state {
 
 /* One micro-batch, owned by the loader: valid until the next ig_loader_next or ig_loader_free. */
 typedef struct ig_batch {
-    const int32_t *tokens;      /* [micro_batch, seq_len + 1], row-major */
+    const int32_t *tokens;      /* [micro_batch, seq_len + 1], row-major; NULL for byte samples */
+    const void *data;           /* the rows as bytes: [micro_batch][sample_bytes] */
+    size_t sample_bytes;        /* bytes of a row */
     const uint64_t *sample_ids; /* [micro_batch] global sample ids g (block = g / block_size) */
     uint64_t step;              /* global step s */
     uint64_t micro_index;       /* k: micro-batch of the whole job (step * A + micro) */
@@ -212,6 +219,56 @@ uint64_t ig_data_stream_key(const ig_data_stream *ds);
 uint64_t ig_data_stream_num_samples(const ig_data_stream *ds);
 size_t ig_data_stream_num_sources(const ig_data_stream *ds);
 const ig_dataset *ig_data_stream_dataset(const ig_data_stream *ds, size_t k);
+
+/* ==== the clip loader: frame shards as bucketed micro-batches =============================== */
+
+/* Micro-batches of video clips in which every clip has one shape - Open-Sora's variable video
+ * batch sampler over a clip dataset (frame shards), driven by the loader above.
+ *
+ * Clips are grouped by shape: by bucket when the shards were made with buckets (a bucket's
+ * micro-batch holds its batch_size clips), else by (frames, height, width) with batch_size clips
+ * each. An epoch (a block of the stream) shuffles each group, pads it to a whole number of
+ * micro-batches with its first clips (or drops the rest, drop_last), cuts it into micro-batches
+ * and shuffles the micro-batches of all groups together, all from (seed, epoch). Each
+ * micro-batch is one sample of the loader's stream, so the distributed proxy sampler deals whole
+ * micro-batches to ranks: the union over ranks of step s is micro-batches [s*G, (s+1)*G) with
+ * G = dp * grad_accum, whatever dp is, and the state to resume from is the number of micro-batches
+ * consumed by all ranks (ig_loader_state.consumed_samples counts micro-batches here). */
+typedef struct ig_clip_loader_opts {
+    const ig_clip_dataset *dataset; /* required; borrowed, must outlive the loader */
+    uint64_t seed;                  /* default 1234 */
+    uint32_t batch_size;            /* clips per micro-batch without buckets; default 1 */
+    int shuffle;                    /* default 1; 0: groups and clips in dataset order */
+    int drop_last;                 /* 1: drop a group's last partial micro-batch (default 0: pad) */
+    uint32_t dp, rank, grad_accum; /* as ig_loader_opts (defaults 1, 0, 1) */
+    int prefetch_threads, prefetch_depth; /* as ig_loader_opts (defaults 2, 4) */
+} ig_clip_loader_opts;
+
+ig_clip_loader_opts ig_clip_loader_opts_default(void);
+
+/* One micro-batch of clips, owned by the loader: valid until the next call or free. */
+typedef struct ig_clip_batch {
+    const uint8_t *frames; /* [n][frames_per_clip][height][width][3] RGB24, 64-byte aligned */
+    const uint64_t *clips; /* [n] the clips' indices in the dataset */
+    uint32_t n;            /* clips: the group's batch size */
+    uint32_t frames_per_clip, height, width;
+    uint32_t bucket; /* the bucket (index into the dataset's table), or IG_CLIP_NONE */
+    uint64_t unit;   /* the micro-batch's index in the stream (global sample id) */
+    uint64_t step, micro_index;
+    uint32_t micro, rank;
+} ig_clip_batch;
+
+typedef struct ig_clip_loader ig_clip_loader;
+
+/* Builds epoch 0 to learn the stream's size and identity; start (may be NULL) resumes from a
+ * saved state (as ig_loader_create: a multiple of dp micro-batches, and the same key). Errors:
+ * an empty dataset, a group with fewer clips than its batch size under drop_last. */
+ig_status ig_clip_loader_create(ig_clip_loader **out, ig_ctx *ctx, const ig_clip_loader_opts *opts,
+                                const ig_loader_state *start, ig_err *err);
+void ig_clip_loader_free(ig_clip_loader *l); /* NULL is a no-op */
+ig_status ig_clip_loader_next(ig_clip_loader *l, ig_clip_batch *out, ig_err *err);
+ig_loader_state ig_clip_loader_state(const ig_clip_loader *l);
+uint64_t ig_clip_loader_epoch_batches(const ig_clip_loader *l); /* micro-batches per epoch */
 
 #ifdef __cplusplus
 }

@@ -199,7 +199,8 @@ static ig_status write_lists(ig_ctx *ctx, const ig_output_spec *o, char *all, si
             st = ig_err_set(err, IG_ERR_INTERNAL, "no rank wrote a shard of %s", stem);
             break;
         }
-        st = ig_shard_list_write(stem, mine, c, 0, err); /* prepare cleared the way */
+        st = (o->write_list ? o->write_list : ig_shard_list_write)(stem, mine, c, 0,
+                                                                   err); /* prepare cleared it */
     }
     ig_free(ctx, names);
     ig_free(ctx, mine);
@@ -236,8 +237,9 @@ ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spe
     /* the output is complete once the lists exist: only then does the marker go */
     int listed = 0;
     if (cs == IG_OK) cs = ig_comm_all_ok(comm, all_ok && st == IG_OK, &listed, &cerr);
+    void (*remove_shard)(const char *) = o->remove_shard ? o->remove_shard : ig_shard_remove;
     if (cs == IG_OK && !listed) /* all or nothing: no rank's shards stay complete */
-        for (size_t i = 0; i < n; i++) ig_shard_remove(shards[i]);
+        for (size_t i = 0; i < n; i++) remove_shard(shards[i]);
     if (cs == IG_OK) cs = ig_comm_barrier(comm, &cerr);
     if (cs == IG_OK && rank == 0) {
         if (listed) {
@@ -248,7 +250,7 @@ ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spe
         }
     }
     if (cs != IG_OK) {
-        for (size_t i = 0; i < n; i++) ig_shard_remove(shards[i]);
+        for (size_t i = 0; i < n; i++) remove_shard(shards[i]);
         if (err) *err = cerr;
         return cs;
     }

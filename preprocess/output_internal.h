@@ -18,6 +18,11 @@ typedef struct ig_output_spec {
     size_t n_keys;                /* >= 1 */
     const char *const *data_exts; /* the shards' data files, e.g. {".bin", ".idx", NULL} */
     int overwrite;                /* --force: an existing complete output is replaced */
+    /* Shards of another format than token shards (NULL: ig_shard_list_write, ig_shard_remove):
+     * the list over several ranks' shards, and removal after a failure */
+    ig_status (*write_list)(const char *prefix, const char *const *shards, size_t n, int overwrite,
+                            ig_err *err);
+    void (*remove_shard)(const char *prefix);
 } ig_output_spec;
 
 /* Stem k of the output: OUT, or OUT_KEY when there are several keys. */

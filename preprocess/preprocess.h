@@ -230,6 +230,218 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 
+/* ==== video (FFmpeg) ========================================================================== */
+
+/* Why a video was skipped (or IG_VIDEO_OK). The report and the summary name them by
+ * ig_video_reason_str. */
+typedef enum ig_video_reason {
+    IG_VIDEO_OK = 0,
+    IG_VIDEO_MISSING,       /* no such file */
+    IG_VIDEO_UNREADABLE,    /* the file cannot be opened or read (permissions, a directory) */
+    IG_VIDEO_EMPTY,         /* zero bytes */
+    IG_VIDEO_NOT_VIDEO,     /* not a container FFmpeg knows, no video stream, or no decoder */
+    IG_VIDEO_TRUNCATED,     /* a known container whose header or packets end early */
+    IG_VIDEO_CORRUPT,       /* the bitstream does not decode (errors, or frames missing) */
+    IG_VIDEO_ZERO_DURATION, /* a video stream without frames */
+    IG_VIDEO_TOO_SHORT,     /* fewer frames (or seconds) than one clip needs */
+    IG_VIDEO_NO_BUCKET,     /* no bucket of the config takes the video (as Open-Sora drops it) */
+    IG_VIDEO_TIMEOUT,       /* the per-file time limit ran out */
+    IG_VIDEO_ERROR,         /* anything else (out of memory, a write error): never skipped */
+    IG_VIDEO_REASON_COUNT
+} ig_video_reason;
+
+/* "ok", "missing", "unreadable", "empty", "not_video", "truncated", "corrupt", "zero_duration",
+ * "too_short", "no_bucket", "timeout", "error". */
+const char *ig_video_reason_str(ig_video_reason reason);
+
+/* FFmpeg keeps one log callback for the whole process (av_log_set_callback). Every video
+ * function calls this first; it installs ingot's callback exactly once (pthread_once) and never
+ * changes it again. The callback hands each message to the sink of the file it concerns (found
+ * through the FFmpeg context's `opaque`, or the calling thread's current file), which keeps the
+ * first error as the reason's detail and logs a few lines per file at debug level: a corrupt
+ * file gives one line, not thousands. Messages of no ingot file are dropped. An application that
+ * wants FFmpeg's log for itself installs its own callback after its first ingot video call. */
+void ig_video_log_setup(void);
+
+/* What a scan of the packets tells about a video, without decoding a frame. */
+typedef struct ig_video_info {
+    char container[32]; /* "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", ... (FFmpeg's name) */
+    char codec[32];     /* "h264", "vp9", ... */
+    char pix_fmt[32];   /* "yuv420p", "yuv420p10le", ... */
+    uint32_t coded_width, coded_height; /* decoded frames */
+    uint32_t width, height;             /* as displayed: rotated by `rotation` */
+    uint32_t rotation;                  /* clockwise degrees applied to frames: 0, 90, 180, 270 */
+    uint64_t frames;                    /* frames, in presentation order */
+    double fps;                         /* average rate: (frames - 1) / (last pts - first pts) */
+    double duration;                    /* seconds, first frame to the end of the last */
+    int vfr;                            /* frame intervals differ by more than 1% */
+    int tb_num, tb_den;                 /* the stream's time base */
+    int64_t start_pts;                  /* pts of the first frame (presentation order) */
+    int stream_index;                   /* the video stream FFmpeg calls best */
+} ig_video_info;
+
+typedef struct ig_video_open_opts {
+    int threads;      /* decoder threads (frame + slice threading); 0: 1 */
+    double timeout_s; /* time limit for everything done with the file; 0: none */
+    int autorotate;   /* apply the display matrix (default 1) */
+} ig_video_open_opts;
+
+ig_video_open_opts ig_video_open_opts_default(void);
+
+/* An opened video: its best video stream found and every packet of it scanned once (timestamps
+ * and keyframes; no decoding), so that frames are addressed by presentation order and each read
+ * seeks once to the keyframe before the first frame it needs. Not thread-safe: one thread at a
+ * time (open several for parallel reads). */
+typedef struct ig_video ig_video;
+
+/* Opens path. A file that is not a usable video is IG_ERR_FORMAT (IG_ERR_NOT_FOUND when
+ * missing, IG_ERR_IO when unreadable) with *why saying which kind (why may be NULL) and err
+ * naming the file and FFmpeg's first complaint. ctx may be NULL. */
+ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
+                        const ig_video_open_opts *opts, ig_video_reason *why, ig_err *err);
+void ig_video_close(ig_video *v); /* NULL is a no-op */
+
+const ig_video_info *ig_video_get_info(const ig_video *v);
+/* pts (stream time base) of frame i in presentation order (i < frames). */
+int64_t ig_video_frame_pts(const ig_video *v, uint64_t i);
+/* The frame shown at time t seconds after the first frame: the last with pts <= t (rounded to
+ * the time base). */
+uint64_t ig_video_frame_at(const ig_video *v, double t);
+
+/* Decodes frames idx[0..n) (presentation order, non-decreasing; repeats allowed) as RGB24 into
+ * out[n][height][width][3]. height == width == 0: the display size, unscaled (bit-exact colour
+ * conversion of the decoded frames). Otherwise Open-Sora's cover-and-centre-crop: the largest
+ * centred region of the target's aspect ratio, scaled to height x width (bicubic) in one
+ * swscale pass, with the file's colour matrix and range; then rotation. A decoding error, or a
+ * frame the decoder does not produce, is IG_ERR_FORMAT with *why IG_VIDEO_CORRUPT (or
+ * TRUNCATED, TIMEOUT). */
+ig_status ig_video_read(ig_video *v, const uint64_t *idx, uint32_t n, uint32_t height,
+                        uint32_t width, uint8_t *out, ig_video_reason *why, ig_err *err);
+
+/* Writes an RGB24 image as a PNG file through FFmpeg's PNG encoder (atomically). */
+ig_status ig_video_write_png(const char *path, const uint8_t *rgb, uint32_t height, uint32_t width,
+                             int overwrite, ig_err *err);
+
+/* A contact sheet of n frames (each height x width RGB24, back to back): a grid of up to `cols`
+ * columns, 4 pixels apart, with `caption` (ASCII shown; other bytes as '?') in a strip below,
+ * wrapped. *out is malloc'd RGB24 of *out_h x *out_w. */
+ig_status ig_video_contact_sheet(const uint8_t *frames, uint32_t n, uint32_t height, uint32_t width,
+                                 uint32_t cols, const char *caption, uint8_t **out, uint32_t *out_h,
+                                 uint32_t *out_w, ig_err *err);
+
+/* ---- the video manifest: Open-Sora's CSV (path,text[,start,end,num_frames,fps,...]) ------- */
+
+typedef struct ig_video_entry {
+    char *path;    /* as resolved: a relative path is relative to the manifest's directory */
+    char *text;    /* the caption ("" when the column is absent or empty) */
+    double start;  /* seconds after the first frame where clips may start; default 0 */
+    double end;    /* seconds after the first frame where clips must end; < 0: the end */
+    uint64_t line; /* 1-based line of the manifest */
+} ig_video_entry;
+
+typedef struct ig_video_manifest {
+    ig_video_entry *entries;
+    size_t n;
+} ig_video_manifest;
+
+/* Reads a .csv (RFC 4180: a header row naming the columns, quoted fields with "" escapes and
+ * newlines) or a .jsonl (one object per line) manifest. Required: path; optional: text, start,
+ * end (seconds, or [HH:]MM:SS[.fff]); other columns (num_frames, fps, ...) are ignored: ingot
+ * probes every file itself. Errors name file:line and the column. */
+ig_status ig_video_manifest_read(ig_video_manifest *m, const char *path, ig_err *err);
+ig_status ig_video_manifest_parse(ig_video_manifest *m, const char *text, size_t len, int jsonl,
+                                  const char *path, ig_err *err); /* path: for messages, dirs */
+void ig_video_manifest_clear(ig_video_manifest *m);
+
+/* ---- buckets: Open-Sora's resolution x frame-count buckets ------------------------------- */
+
+/* One bucket shape: a resolution, a frame count and an aspect ratio of its resolution table. */
+typedef struct ig_video_bucket {
+    char name[64]; /* "256px/33/16:9" */
+    uint32_t frames, height, width;
+    uint32_t batch_size;
+} ig_video_bucket;
+
+typedef struct ig_video_buckets ig_video_buckets;
+
+/* Reads a bucket config: YAML mapping resolution name -> {frames: [p, batch_size]} (optionally
+ * under a top-level `bucket_config:`), where p is a keep probability or a pair [keep, q].
+ * Resolution names are Open-Sora 2.0's: "256px" (256*256 pixels), "360p" (360*640), optionally
+ * with "_max" or "_arW:H"; each gets Open-Sora 2.0's aspect-ratio table of heights and widths in
+ * multiples of 16. q follows Open-Sora 2.0: the probability of skipping to the next shorter
+ * frame count (in Open-Sora 1.x the same slot meant the opposite, the probability of keeping
+ * it). Errors name file:line. */
+ig_status ig_video_buckets_load(ig_video_buckets **out, const char *path, ig_err *err);
+ig_status ig_video_buckets_parse(ig_video_buckets **out, const char *yaml, size_t len,
+                                 const char *name, ig_err *err);
+void ig_video_buckets_free(ig_video_buckets *b); /* NULL is a no-op */
+size_t ig_video_buckets_count(const ig_video_buckets *b);
+const ig_video_bucket *ig_video_buckets_get(const ig_video_buckets *b, size_t i);
+/* Open-Sora 2.0's Bucket.get_bucket_id for a clip source of `frames` usable frames and a display
+ * size height x width: resolutions from the largest, those below 0.8 of their pixel count
+ * skipped; frame counts from the longest that fits; the aspect ratio closest to height/width.
+ * The random draws are a pure function of (seed, key). Returns the bucket index, or -1 when
+ * none takes the video. */
+int64_t ig_video_buckets_assign(const ig_video_buckets *b, uint64_t frames, uint32_t height,
+                                uint32_t width, uint64_t seed, uint64_t key);
+
+/* ---- the video pipeline ------------------------------------------------------------------ */
+
+typedef struct ig_video_opts {
+    const char *manifest;      /* .csv or .jsonl (ig_video_manifest_read) */
+    const char *output_prefix; /* OUT */
+    uint32_t frames;           /* T, frames per clip (>= 1); with buckets: 0 (the bucket's) */
+    uint32_t stride;           /* take every stride-th frame; default 1 */
+    double fps;                /* > 0: take frames at this rate by presentation time instead */
+    uint32_t height, width;    /* cover-crop and scale to this; 0: each video's own size */
+    const ig_video_buckets *buckets; /* or NULL; borrowed */
+    uint32_t clips_per_video;        /* K; default 1 */
+    int zstd_level;                  /* > 0: compress each clip with zstd at this level */
+    const ig_tokenizer *tokenizer;   /* or NULL: no caption shard; borrowed */
+    const char *tokenizer_path;      /* recorded in the caption manifest */
+    int workers;                     /* videos decoded at once; 0: the context's threads */
+    int decoder_threads;             /* threads per decoder; 0: threads / workers (>= 1) */
+    double timeout_s;                /* per-file time limit; default 120; 0: none */
+    int strict;                      /* the first bad file stops the run */
+    uint64_t seed;                   /* clip starts and bucket draws; default 1234 */
+    int overwrite;                   /* replace an existing complete output */
+    int progress;                    /* progress bar on stderr */
+    int probe_only;                  /* write OUT.info.csv only (Open-Sora's info columns) */
+    ig_comm *comm; /* NULL: alone. With several ranks, each takes a share of the manifest, writes
+                      OUT_rRRRR, and rank 0 writes OUT.shards.json and OUT.report.csv */
+} ig_video_opts;
+
+ig_video_opts ig_video_opts_default(void);
+
+typedef struct ig_video_stats {
+    uint64_t videos;  /* manifest rows this rank took */
+    uint64_t used;    /* videos that gave clips */
+    uint64_t skipped; /* videos skipped (sum of by_reason) */
+    uint64_t by_reason[IG_VIDEO_REASON_COUNT];
+    uint64_t clips, frames;
+    uint64_t bytes;        /* frame data written (stored, after compression) */
+    double seconds;        /* wall time of the run */
+    double decode_seconds; /* summed over videos (all workers) */
+    char **shard_prefixes; /* shards written (owned; ig_video_stats_clear) */
+    size_t n_shard_prefixes;
+} ig_video_stats;
+
+void ig_video_stats_clear(ig_video_stats *st);
+
+/* Decodes the manifest's videos into a frame shard (DESIGN 3.2): OUT.frames (clips back to
+ * back, RGB24 or zstd per clip), OUT.clips (the index), OUT.json (the manifest), with a caption
+ * token shard OUT.captions.{bin,idx,json} (one document per used video, in order) when a
+ * tokenizer is given, and OUT.report.csv (a row per manifest row: status, reason, clips, frames,
+ * decode seconds). The output is byte-identical for any worker and decoder thread count. Memory
+ * is bounded by the clips in flight (a few per worker).
+ *
+ * Bad files are skipped, counted and reported (or, with strict, stop the run with IG_ERR_FORMAT
+ * naming the file and the reason). The output lifecycle is the text pipeline's: the run marker
+ * OUT.incomplete, refusal of a live run's or an existing output (without overwrite), cleanup
+ * after a failure, and under several ranks one commit for all. */
+ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_stats *stats,
+                              ig_err *err);
+
 #ifdef __cplusplus
 }
 #endif

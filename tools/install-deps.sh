@@ -10,7 +10,7 @@ PACKAGES=(
   libcmocka-dev libopenmpi-dev openmpi-bin
   libopenblas-dev libdnnl-dev
   libisal-dev
-  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   clang libclang-rt-14-dev
 )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh BUILD_DIR - every benchmark, with figures as ratios against references measured in the
 # same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm are
-# available).
+# available; the ffmpeg CLI on the same videos).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora.
 set -uo pipefail
 B=${1:-build}
@@ -12,6 +12,9 @@ echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 echo
 echo "== compute kernels (CPU backend), 2 threads: GEMM libraries at the trainer's shapes, fused kernels"
 "$B/bench_kernels" 2
+echo
+echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
+[ -x "$B/bench_video" ] && "$B/bench_video"
 echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then

@@ -92,7 +92,15 @@ extern const char ig_usage_help[];
 extern const char ig_usage_config[];
 int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_preprocess[];
+/* `ingot preprocess video` (cmd_preprocess_video.c), dispatched by ig_cmd_preprocess. */
+int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_preprocess_video[];
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv);
+/* Frame shards (cmd_inspect_video.c): whether the command's PREFIX is one, inspect and verify. */
+int ig_cmd_video_target(int argc, char **argv);
+int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv);
+struct ig_ctx;
+int ig_cmd_verify_video(struct ig_ctx *ctx, const char *prefix, int quiet); /* 1: failed */
 int ig_cmd_verify(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_merge(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_inspect[];

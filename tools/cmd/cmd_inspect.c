@@ -35,7 +35,13 @@ const char ig_usage_inspect[] =
     "  ingot inspect out/corpus_text_document\n"
     "  ingot inspect out/corpus_text_document --json\n"
     "  ingot inspect out/corpus_text_document --doc 0\n"
-    "  ingot inspect out/corpus_text_document --doc 12 --decode --tokenizer data/gpt2\n";
+    "  ingot inspect out/corpus_text_document --doc 12 --decode --tokenizer data/gpt2\n"
+    "\n"
+    "Frame shards (from 'ingot preprocess video'):\n"
+    "  ingot inspect OUT [--json]            clips, frames, buckets, bytes\n"
+    "  ingot inspect OUT --clip N [--json]   its source, size, source frames, timestamps, caption\n"
+    "      [--raw FILE]                      its frames as raw RGB24 (T x H x W x 3 bytes)\n"
+    "      [--png SHEET.png]                 a contact sheet of its frames with the caption\n";
 
 typedef struct doc_stats {
     uint64_t min, max;
@@ -232,6 +238,7 @@ static int print_document(const ig_command *cmd, ig_ctx *ctx, const ig_shard *s,
 }
 
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
+    if (ig_cmd_video_target(argc, argv)) return ig_cmd_inspect_video(cmd, argc, argv);
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"doc", required_argument, NULL, 'd'},

@@ -48,6 +48,9 @@ const char ig_usage_preprocess[] =
     "Under mpirun -np K, the K ranks split the input files, each writes OUT_rRRRR shards, and\n"
     "rank 0 writes OUT.shards.json listing them all.\n"
     "\n"
+    "Videos to frame shards: 'ingot preprocess video --manifest M.csv --output-prefix OUT\n"
+    "--frames T ...'; 'ingot preprocess video' alone shows its options.\n"
+    "\n"
     "examples:\n"
     "  ingot preprocess text --input data/tinyshakespeare.jsonl --tokenizer data/gpt2 \\\n"
     "      --output-prefix out/shakespeare --append-eod\n"
@@ -140,9 +143,11 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
 
 int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
-        return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...'");
+        return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...' "
+                                       "or 'ingot preprocess video ...'");
+    if (strcmp(argv[1], "video") == 0) return ig_cmd_preprocess_video(cmd, argc - 1, argv + 1);
     if (strcmp(argv[1], "text") != 0)
-        return ig_cmd_usage_error(cmd, "unknown input kind '%s' (known: text)", argv[1]);
+        return ig_cmd_usage_error(cmd, "unknown input kind '%s' (known: text, video)", argv[1]);
     pp_args a = {0};
     int rc = parse_args(cmd, argc - 1, argv + 1, &a);
     if (rc >= 0) {

@@ -12,7 +12,9 @@
 const char ig_usage_verify[] =
     "usage: ingot verify PREFIX...\n"
     "\n"
-    "Checks each token shard PREFIX.bin + PREFIX.idx completely: the index structure (magic,\n"
+    "Checks each token shard PREFIX.bin + PREFIX.idx (or frame shard PREFIX.frames +\n"
+    "PREFIX.clips, with its caption shard and every clip's checksum) completely: the index\n"
+    "structure (magic,\n"
     "version, dtype, sizes, lengths, contiguous pointers, document indices), the manifest\n"
     "PREFIX.json (present, and describing exactly these files) and the xxh3 checksums of both\n"
     "files. A shard left by an interrupted run never passes. Prints 'PREFIX: ok (N docs,\n"
@@ -28,9 +30,9 @@ const char ig_usage_verify[] =
 
 /* Accepts "x.bin", "x.idx" and "x.json" for the prefix "x" (so that shell globs work). */
 static void strip_extension(char *arg) {
-    static const char *const exts[] = {".bin", ".idx", ".json"};
+    static const char *const exts[] = {".bin", ".idx", ".json", ".frames", ".clips"};
     size_t n = strlen(arg);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         size_t e = strlen(exts[i]);
         if (n > e && strcmp(arg + n - e, exts[i]) == 0) {
             arg[n - e] = '\0';
@@ -66,6 +68,10 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
         char *prefix = argv[i];
         strip_extension(prefix);
         ig_err_clear(&err);
+        if (ig_video_shard_is(prefix)) { /* a frame shard (preprocess video) */
+            failed += ig_cmd_verify_video(ctx, prefix, flags.quiet);
+            continue;
+        }
         /* a shard list (PREFIX.shards.json) is verified shard by shard */
         size_t n_shards = 0;
         char **list = NULL;

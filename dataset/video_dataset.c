@@ -1,0 +1,337 @@
+/* video_dataset.c - frame shards as one collection: shard lists over several frame shards
+ * (PREFIX.shards.json, "format": "ingot-video-shard-list", written by a multi-rank preprocess) and
+ * the clip dataset that opens one or more prefixes as one run of clips, with their captions.
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+
+#include "video_shard_internal.h"
+
+#define VLIST_FORMAT  "ingot-video-shard-list"
+#define VLIST_VERSION 1
+
+/* ---- lists ---------------------------------------------------------------------------------- */
+
+static size_t dir_len(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+ig_status ig_video_list_write(const char *prefix, const char *const *shards, size_t n,
+                              int overwrite, ig_err *err) {
+    if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "a shard list needs shards");
+    size_t dl = dir_len(prefix);
+    json_t *root = json_object(), *arr = json_array();
+    uint64_t clips = 0, frames = 0;
+    ig_status st = root && arr ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        if (dir_len(shards[i]) != dl || strncmp(shards[i], prefix, dl) != 0) {
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "shard %s is not in the directory of the list %s", shards[i], prefix);
+            break;
+        }
+        ig_video_shard_meta m;
+        if ((st = ig_video_shard_meta_read(&m, shards[i], err)) != IG_OK) break;
+        clips += m.clips;
+        frames += m.frames;
+        char fx[17], cx[17];
+        ig_hash64_hex(m.frames_xxh3, fx);
+        ig_hash64_hex(m.clips_xxh3, cx);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:I,s:I,s:s,s:s}", "prefix", shards[i] + dl, "clips",
+                                        (json_int_t)m.clips, "frames", (json_int_t)m.frames,
+                                        "frames_xxh3", fx, "clips_xxh3", cx));
+        ig_video_shard_meta_clear(&m);
+    }
+    if (st == IG_OK) {
+        json_object_set_new(root, "format", json_string(VLIST_FORMAT));
+        json_object_set_new(root, "version", json_integer(VLIST_VERSION));
+        json_object_set_new(root, "clips", json_integer((json_int_t)clips));
+        json_object_set_new(root, "frames", json_integer((json_int_t)frames));
+        json_object_set_new(root, "shards", arr);
+        arr = NULL;
+        char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+        char *path = ig_shard_path(prefix, ".shards.json");
+        st = text && path ? ig_write_file_atomic(path, text, strlen(text), overwrite, err)
+                          : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        free(text);
+        free(path);
+    }
+    json_decref(arr);
+    json_decref(root);
+    return st;
+}
+
+/* Loads and checks the list of prefix (which exists): *root holds it, *shards its array. */
+static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
+    json_error_t je;
+    *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!*root)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed shard list: %s", path, je.line,
+                          je.column, je.text);
+    json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
+    *shards = json_object_get(*root, "shards");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), VLIST_FORMAT) != 0)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"format\" must be \"%s\"", path, VLIST_FORMAT);
+    if (!json_is_integer(ver) || json_integer_value(ver) != VLIST_VERSION)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: this ingot reads version %d", path,
+                          VLIST_VERSION);
+    if (!json_is_array(*shards) || json_array_size(*shards) == 0)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"shards\" must be a non-empty array", path);
+    size_t i;
+    json_t *e;
+    json_array_foreach(*shards, i, e) {
+        json_t *p = json_object_get(e, "prefix");
+        if (!json_is_string(p) || !*json_string_value(p) || strchr(json_string_value(p), '/') ||
+            !json_is_integer(json_object_get(e, "clips")) ||
+            !json_is_string(json_object_get(e, "frames_xxh3")))
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s: shards[%zu] needs a prefix (a file name), clips and "
+                              "frames_xxh3",
+                              path, i);
+    }
+    return IG_OK;
+}
+
+ig_status ig_video_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
+    *out = NULL;
+    *n = 0;
+    char base[4096];
+    if (ig_run_marker_covering(prefix, base, sizeof base))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s is output of an unfinished preprocess run (%s.incomplete exists): "
+                          "the run was killed or is still going; rerun it",
+                          prefix, base);
+    char *path = ig_shard_path(prefix, ".shards.json");
+    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    char **list = NULL;
+    size_t cnt = 1;
+    ig_status st = IG_OK;
+    json_t *root = NULL, *shards = NULL;
+    if (!ig_file_exists(path)) {
+        list = calloc(1, sizeof *list);
+        if (!list || !(list[0] = strdup(prefix)))
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    } else if ((st = load_list(path, &root, &shards, err)) == IG_OK) {
+        cnt = json_array_size(shards);
+        size_t dl = dir_len(prefix);
+        list = calloc(cnt, sizeof *list);
+        if (!list) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; st == IG_OK && i < cnt; i++) {
+            const char *name =
+                json_string_value(json_object_get(json_array_get(shards, i), "prefix"));
+            size_t len = dl + strlen(name) + 1;
+            if (!(list[i] = malloc(len)))
+                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+            else
+                snprintf(list[i], len, "%.*s%s", (int)dl, prefix, name);
+        }
+    }
+    json_decref(root);
+    free(path);
+    if (st != IG_OK) {
+        ig_shard_list_free(list, list ? cnt : 0);
+        return st;
+    }
+    *out = list;
+    *n = cnt;
+    return IG_OK;
+}
+
+ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err) {
+    *n_shards = 0;
+    char **list = NULL;
+    size_t n = 0;
+    ig_status st = ig_video_list_expand(prefix, &list, &n, err);
+    char *path = ig_shard_path(prefix, ".shards.json");
+    json_t *root = NULL, *shards = NULL;
+    int listed = path && ig_file_exists(path);
+    if (st == IG_OK && listed) st = load_list(path, &root, &shards, err);
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        if ((st = ig_video_shard_verify(ctx, list[i], err)) != IG_OK) break;
+        *n_shards = i + 1;
+        if (!listed) continue;
+        ig_video_shard_meta m;
+        if ((st = ig_video_shard_meta_read(&m, list[i], err)) != IG_OK) break;
+        json_t *e = json_array_get(shards, i);
+        char fx[17];
+        ig_hash64_hex(m.frames_xxh3, fx);
+        if ((uint64_t)json_integer_value(json_object_get(e, "clips")) != m.clips ||
+            strcmp(json_string_value(json_object_get(e, "frames_xxh3")), fx) != 0)
+            st = ig_err_set(err, IG_ERR_CHECKSUM,
+                            "%s: shard %s is not the one the list recorded (clips or checksum "
+                            "differ): it was replaced after the list was written",
+                            path, list[i]);
+        ig_video_shard_meta_clear(&m);
+    }
+    json_decref(root);
+    free(path);
+    ig_shard_list_free(list, n);
+    return st;
+}
+
+/* ---- the clip dataset ------------------------------------------------------------------------ */
+
+struct ig_clip_dataset {
+    ig_ctx *ctx;
+    ig_video_shard **shards;
+    ig_shard **captions; /* [n] or NULL entries */
+    uint64_t *first;     /* [n + 1] global index of each shard's first clip */
+    size_t n;
+    const ig_clip_bucket *buckets;
+    size_t n_buckets;
+    uint64_t key;
+};
+
+void ig_clip_dataset_close(ig_clip_dataset *ds) {
+    if (!ds) return;
+    for (size_t i = 0; i < ds->n; i++) {
+        ig_video_shard_close(ds->shards[i]);
+        ig_shard_close(ds->captions[i]);
+    }
+    free(ds->shards);
+    free(ds->captions);
+    free(ds->first);
+    ig_shard_free(ds->ctx, ds);
+}
+
+static int same_buckets(const ig_video_shard_meta *a, const ig_video_shard_meta *b) {
+    if (a->n_buckets != b->n_buckets) return 0;
+    for (size_t i = 0; i < a->n_buckets; i++)
+        if (strcmp(a->buckets[i].name, b->buckets[i].name) ||
+            a->buckets[i].frames != b->buckets[i].frames ||
+            a->buckets[i].height != b->buckets[i].height ||
+            a->buckets[i].width != b->buckets[i].width ||
+            a->buckets[i].batch_size != b->buckets[i].batch_size)
+            return 0;
+    return 1;
+}
+
+static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
+    size_t k = ds->n;
+    ig_video_shard **ns = realloc(ds->shards, (k + 1) * sizeof *ns);
+    if (ns) ds->shards = ns;
+    ig_shard **nc = realloc(ds->captions, (k + 1) * sizeof *nc);
+    if (nc) ds->captions = nc;
+    uint64_t *nf = realloc(ds->first, (k + 2) * sizeof *nf);
+    if (nf) ds->first = nf;
+    if (!ns || !nc || !nf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ds->captions[k] = NULL;
+    ig_status st = ig_video_shard_open(&ds->shards[k], ds->ctx, prefix, err);
+    if (st != IG_OK) return st;
+    ds->n++;
+    const ig_video_shard_meta *m = ig_video_shard_meta_get(ds->shards[k]);
+    if (!m)
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s.json: missing (a clip dataset needs complete shards)", prefix);
+    if (k > 0 && !same_buckets(m, ig_video_shard_meta_get(ds->shards[0])))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s has another bucket table than %s: shards of one dataset must be made "
+                          "with the same buckets",
+                          prefix, ig_video_shard_prefix(ds->shards[0]));
+    if (m->captions[0]) {
+        size_t dl = dir_len(prefix);
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s%s", (int)dl, prefix, m->captions);
+        if ((st = ig_shard_open(&ds->captions[k], ds->ctx, path, err)) != IG_OK) return st;
+        if (ig_shard_documents(ds->captions[k]) != m->caption_documents)
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s: the caption shard has %" PRIu64
+                              " documents, the manifest says %" PRIu64,
+                              path, ig_shard_documents(ds->captions[k]), m->caption_documents);
+    }
+    ds->first[k + 1] = ds->first[k] + ig_video_shard_clips(ds->shards[k]);
+    uint64_t in[4] = {ds->key, m->frames_xxh3, m->clips_xxh3, m->clips};
+    ds->key = ig_xxh3_64(in, sizeof in);
+    return IG_OK;
+}
+
+ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                               size_t n, ig_err *err) {
+    *out = NULL;
+    if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no frame shards given");
+    ig_clip_dataset *ds = ig_shard_alloc(ctx, sizeof *ds);
+    if (!ds) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    memset(ds, 0, sizeof *ds);
+    ds->ctx = ctx;
+    ds->first = calloc(1, sizeof *ds->first);
+    ig_status st = ds->first ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        char **list = NULL;
+        size_t cnt = 0;
+        st = ig_video_list_expand(prefixes[i], &list, &cnt, err);
+        for (size_t j = 0; st == IG_OK && j < cnt; j++) st = add_shard(ds, list[j], err);
+        ig_shard_list_free(list, cnt);
+    }
+    if (st != IG_OK) {
+        ig_clip_dataset_close(ds);
+        return st;
+    }
+    const ig_video_shard_meta *m0 = ig_video_shard_meta_get(ds->shards[0]);
+    ds->buckets = m0->buckets;
+    ds->n_buckets = m0->n_buckets;
+    *out = ds;
+    return IG_OK;
+}
+
+uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds) {
+    return ds->first[ds->n];
+}
+size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds) {
+    return ds->n;
+}
+const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k) {
+    return ds->shards[k];
+}
+uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds) {
+    return ds->key;
+}
+const ig_clip_bucket *ig_clip_dataset_buckets(const ig_clip_dataset *ds, size_t *n) {
+    *n = ds->n_buckets;
+    return ds->buckets;
+}
+
+static size_t shard_of(const ig_clip_dataset *ds, uint64_t g) {
+    size_t lo = 0, hi = ds->n; /* last k with first[k] <= g */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (ds->first[mid] <= g)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard,
+                                  uint64_t *local) {
+    size_t k = shard_of(ds, g);
+    if (shard) *shard = k;
+    if (local) *local = g - ds->first[k];
+    return ig_video_shard_clip(ds->shards[k], g - ds->first[k]);
+}
+
+ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out, size_t cap,
+                               ig_err *err) {
+    if (g >= ig_clip_dataset_clips(ds))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "clip %" PRIu64 " is out of range (%" PRIu64 " clips)", g,
+                          ig_clip_dataset_clips(ds));
+    size_t k = shard_of(ds, g);
+    return ig_video_shard_read(ds->shards[k], g - ds->first[k], out, cap, 0, err);
+}
+
+ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t *out, size_t cap,
+                                  size_t *len, ig_err *err) {
+    *len = 0;
+    size_t k;
+    ig_clip_info c = ig_clip_dataset_info(ds, g, &k, NULL);
+    const ig_shard *cs = ds->captions[k];
+    if (!cs || c.caption == IG_CLIP_NONE) return IG_OK;
+    /* one sequence per caption document */
+    uint64_t seq = (uint64_t)ig_shard_doc_index(cs, c.caption);
+    uint64_t n = (uint64_t)ig_shard_seq_length(cs, seq);
+    *len = (size_t)n;
+    return ig_shard_read_tokens(cs, seq, 0, n < cap ? n : cap, out, err);
+}

@@ -1,0 +1,467 @@
+/* test_video_pipeline.c - `preprocess video` as a library (preprocess/video_*.c): the manifest
+ * (CSV quoting, relative paths, times, errors with file:line), Open-Sora 2.0's bucket tables and
+ * assignment, clips whose frames equal the decoder's for the source frames they name (by stride,
+ * and by time on a variable-frame-rate video), output byte-identical for any worker count, every
+ * kind of bad file skipped with its reason (and strict stopping the run, leaving nothing), the
+ * output lifecycle (refusal, overwrite), captions, compression, and the probe-only info CSV.
+ * Test videos are made by the ffmpeg CLI at test time; without it those tests are skipped. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dataset/dataset.h"
+#include "preprocess/preprocess.h"
+
+static char *g_dir;
+static int g_ffmpeg;
+static ig_ctx *g_ctx;
+static ig_tokenizer *g_gpt2;
+
+#define FF "ffmpeg -nostdin -hide_banner -loglevel error -y "
+
+static const char *vp(const char *name) {
+    return igt_fmt("%s/%s", g_dir, name);
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = igt_mkdtemp();
+    ig_err err = {0};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 2;
+    o.log_level = IG_LOG_ERROR;
+    if (ig_ctx_create(&g_ctx, &o, &err) != IG_OK) return -1;
+    if (ig_tokenizer_load(&g_gpt2, g_ctx, igt_fmt("%s/data/gpt2", igt_source_dir()), NULL, &err))
+        return -1;
+    g_ffmpeg = igt_run("ffmpeg -version", NULL) == 0;
+    if (!g_ffmpeg) return 0;
+    const char *cmds[] = {
+        FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=1 -c:v libx264 -bf 2 -g 8 %s/a.mp4",
+        FF "-f lavfi -i testsrc2=size=48x32:rate=25:duration=1 -c:v libvpx-vp9 -deadline "
+           "realtime -cpu-used 8 %s/b.webm",
+        FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=0.48 -vf "
+           "setpts='N/25/TB+if(gte(N\\,5)\\,0.3/TB\\,0)' -fps_mode passthrough -c:v libx264 "
+           "%s/vfr.mp4",
+        FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=0.12 -c:v libx264 %s/short.mp4",
+        FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=1.2 -c:v libx264 -g 10 %s/moov.mp4",
+        FF "-f lavfi -i sine=frequency=440:duration=0.2 %s/audio.wav",
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (igt_run(igt_fmt(cmds[i], g_dir), NULL) != 0) return -1;
+    size_t n;
+    uint8_t *d = (uint8_t *)igt_read(vp("moov.mp4"), &n);
+    igt_write(vp("cut.mp4"), d, n * 6 / 10);
+    for (size_t i = n / 3; i < n / 3 + n / 5; i++) d[i] = (uint8_t)(0xff - (i & 0x0f));
+    igt_write(vp("corrupt.mp4"), d, n);
+    free(d);
+    igt_write(vp("empty.mp4"), "", 0);
+    igt_write(vp("text.mp4"), "not a video\n", 12);
+    mkdir(vp("dir.mp4"), 0755);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ig_tokenizer_free(g_gpt2);
+    ig_ctx_free(g_ctx);
+    igt_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+#define REQUIRE_FFMPEG()                                                                           \
+    do {                                                                                           \
+        if (!g_ffmpeg) {                                                                           \
+            print_message("skipped: the ffmpeg CLI is not installed (tools/install-deps.sh)\n");   \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- manifest ---------------------------------------------------------------------------------
+ */
+
+static void test_manifest_csv(void **state) {
+    (void)state;
+    const char *csv = "\xef\xbb\xbfpath,num_frames,text,start,end\r\n"
+                      "a.mp4,10,\"A cat, \"\"quoted\"\"\nover lines\",1.5,00:02.5\r\n"
+                      "\r\n"
+                      "/abs/b.mp4,3,plain,,\n";
+    ig_video_manifest m;
+    ig_err err = {0};
+    assert_int_equal(ig_video_manifest_parse(&m, csv, strlen(csv), 0, "/data/set/m.csv", &err),
+                     IG_OK);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.entries[0].path, "/data/set/a.mp4");
+    assert_string_equal(m.entries[0].text, "A cat, \"quoted\"\nover lines");
+    assert_true(fabs(m.entries[0].start - 1.5) < 1e-12);
+    assert_true(fabs(m.entries[0].end - 2.5) < 1e-12);
+    assert_string_equal(m.entries[1].path, "/abs/b.mp4");
+    assert_int_equal(m.entries[1].line, 5);
+    assert_true(m.entries[1].end < 0);
+    ig_video_manifest_clear(&m);
+    const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"file,text\na.mp4,x\n", "m.csv:1: the header has no 'path' column"},
+        {"path,text\na.mp4,x,y\n", "m.csv:2: 3 fields"},
+        {"path,text\na.mp4,\"open\n", "m.csv:"},
+        {"path,start\na.mp4,soon\n", "m.csv:2: column 'start' is not a time"},
+        {"path,start,end\na.mp4,3,2\n", "m.csv:2: end (2 s) is not after start"},
+        {"path\n", "lists no videos"},
+        {"path,text\n\"\",x\n", "m.csv:2: the path is empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        assert_int_equal(
+            ig_video_manifest_parse(&m, bad[i].text, strlen(bad[i].text), 0, "m.csv", &err),
+            IG_ERR_FORMAT);
+        if (!strstr(err.msg, bad[i].want)) fail_msg("'%s' not in '%s'", bad[i].want, err.msg);
+    }
+}
+
+static void test_manifest_jsonl(void **state) {
+    (void)state;
+    const char *j = "{\"path\": \"v/a.mp4\", \"text\": \"hi\", \"start\": \"0:01\"}\n\n"
+                    "{\"path\": \"b.mp4\", \"end\": 4}\n";
+    ig_video_manifest m;
+    ig_err err = {0};
+    assert_int_equal(ig_video_manifest_parse(&m, j, strlen(j), 1, "d/m.jsonl", &err), IG_OK);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.entries[0].path, "d/v/a.mp4");
+    assert_true(fabs(m.entries[0].start - 1) < 1e-12);
+    assert_string_equal(m.entries[1].text, "");
+    assert_int_equal(m.entries[1].line, 3);
+    ig_video_manifest_clear(&m);
+    const char *bad = "{\"path\": 3}\n";
+    assert_int_equal(ig_video_manifest_parse(&m, bad, strlen(bad), 1, "m.jsonl", &err),
+                     IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "m.jsonl:1"));
+}
+
+/* ---- buckets -------------------------------------------------------------------------------- */
+
+/* Open-Sora 2.0's get_aspect_ratios_dict, computed by its own aspect.py */
+static void test_bucket_tables(void **state) {
+    (void)state;
+    const char *yaml = "bucket_config:\n  \"256px\": {1: [1.0, 8]}\n  144p: {1: [1.0, 8]}\n";
+    ig_video_buckets *b = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_video_buckets_parse(&b, yaml, strlen(yaml), "b.yaml", &err), IG_OK);
+    const char *want =
+        "256px/1/2.39:1 160x400,256px/1/2:1 176x368,256px/1/16:9 192x336,256px/1/9:16 336x192,"
+        "256px/1/3:2 208x320,256px/1/4:3 224x288,256px/1/1:1 256x256,256px/1/1:2.39 400x160,"
+        "256px/1/1:2 368x176,256px/1/2:3 320x208,256px/1/3:4 288x224,"
+        "144p/1/2.39:1 128x288,144p/1/2:1 144x256,144p/1/9:16 256x144,144p/1/3:2 160x224,"
+        "144p/1/4:3 176x208,144p/1/1:1 192x192,144p/1/1:2.39 288x128,144p/1/1:2 256x144,"
+        "144p/1/16:9 144x256,144p/1/2:3 224x160,144p/1/3:4 208x176,";
+    char got[2048] = "";
+    for (size_t i = 0; i < ig_video_buckets_count(b); i++) {
+        const ig_video_bucket *x = ig_video_buckets_get(b, i);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s %ux%u,", x->name, x->height,
+                 x->width);
+        assert_int_equal(x->height % 16, 0);
+        assert_int_equal(x->width % 16, 0);
+    }
+    assert_string_equal(got, want);
+    ig_video_buckets_free(b);
+    const char *bad[] = {"x: {1: [1, 2]}",
+                         "256px: {0: [1, 2]}",
+                         "256px: {8: [1.5, 2]}",
+                         "256px: {8: [[1, 2], 2]}",
+                         "256px: {8: [1, 0]}",
+                         "256px: [1, 2]",
+                         "256px: {8: [1, 2]}\n256px: {4: [1, 2]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(ig_video_buckets_parse(&b, bad[i], strlen(bad[i]), "b.yaml", &err),
+                         IG_ERR_CONFIG);
+        assert_non_null(strstr(err.msg, "b.yaml:"));
+    }
+}
+
+static void test_bucket_assign(void **state) {
+    (void)state;
+    /* 360p over 256px, longest frames first; q = 1 always skips to the shorter count */
+    const char *yaml = "256px: {1: [1.0, 32], 16: [1.0, 8], 32: [[1.0, 1.0], 4]}\n"
+                       "360p: {16: [0.0, 2]}\n";
+    ig_video_buckets *b = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_video_buckets_parse(&b, yaml, strlen(yaml), "b.yaml", &err), IG_OK);
+    /* a 640x360 video of 100 frames: 360p keeps nothing (p 0), 256px/32 is skipped (q 1), so
+     * 256px/16 with the ratio nearest 360/640 (16:9, 192x336) */
+    int64_t i = ig_video_buckets_assign(b, 100, 360, 640, 7, 0);
+    assert_true(i >= 0);
+    const ig_video_bucket *x = ig_video_buckets_get(b, (size_t)i);
+    assert_string_equal(x->name, "256px/16/16:9");
+    assert_int_equal(x->batch_size, 8);
+    /* too few frames for any video bucket; an image takes the 1-frame bucket; too small: none */
+    assert_int_equal(ig_video_buckets_assign(b, 10, 360, 640, 7, 0), -1);
+    x = ig_video_buckets_get(b, (size_t)ig_video_buckets_assign(b, 1, 512, 512, 7, 0));
+    assert_string_equal(x->name, "256px/1/1:1");
+    assert_int_equal(ig_video_buckets_assign(b, 100, 100, 100, 7, 0), -1);
+    ig_video_buckets_free(b);
+    /* a keep probability of 0.5 takes about half, the same ones for the same seed */
+    const char *half = "256px: {16: [0.5, 8]}\n";
+    assert_int_equal(ig_video_buckets_parse(&b, half, strlen(half), "h.yaml", &err), IG_OK);
+    int taken = 0, same = 1;
+    for (uint64_t k = 0; k < 1000; k++) {
+        int64_t a = ig_video_buckets_assign(b, 50, 256, 256, 42, k);
+        taken += a >= 0;
+        same &= a == ig_video_buckets_assign(b, 50, 256, 256, 42, k);
+    }
+    assert_true(same);
+    assert_true(taken > 430 && taken < 570);
+    ig_video_buckets_free(b);
+}
+
+/* ---- the pipeline --------------------------------------------------------------------------- */
+
+static ig_status run(const char *manifest, const char *out, ig_video_opts *extra,
+                     ig_video_stats *st, ig_err *err) {
+    ig_video_opts o = extra ? *extra : ig_video_opts_default();
+    o.manifest = manifest;
+    o.output_prefix = out;
+    ig_video_stats local = {0};
+    ig_status s = ig_preprocess_video(g_ctx, &o, st ? st : &local, err);
+    if (!st) ig_video_stats_clear(&local);
+    return s;
+}
+
+static void write_manifest(const char *path, const char *const *rows, size_t n) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("path,text\n", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s,caption %zu\n", rows[i], i);
+    fclose(f);
+}
+
+/* Every clip's frames equal the decoder's own read of the source frames the clip names. */
+static void check_clips_match_decoder(const char *out, uint32_t h, uint32_t w) {
+    ig_clip_dataset *ds = NULL;
+    ig_err err = {0};
+    const char *pre[] = {out};
+    assert_int_equal(ig_clip_dataset_open(&ds, NULL, pre, 1, &err), IG_OK);
+    for (uint64_t g = 0; g < ig_clip_dataset_clips(ds); g++) {
+        size_t k;
+        uint64_t local;
+        ig_clip_info c = ig_clip_dataset_info(ds, g, &k, &local);
+        const ig_video_shard *s = ig_clip_dataset_shard(ds, k);
+        ig_clip_frame fr[64];
+        ig_video_shard_clip_frames(s, local, fr);
+        size_t raw = (size_t)c.frames * c.height * c.width * 3;
+        uint8_t *got = malloc(raw), *want = malloc(raw);
+        assert_int_equal(ig_clip_dataset_read(ds, g, got, raw, &err), IG_OK);
+        ig_video *v = NULL;
+        const char *src = ig_video_shard_meta_get(s)->sources[c.source];
+        assert_int_equal(ig_video_open(&v, NULL, src, NULL, NULL, &err), IG_OK);
+        uint64_t idx[64];
+        for (uint32_t f = 0; f < c.frames; f++) {
+            idx[f] = fr[f].index;
+            assert_int_equal(fr[f].pts, ig_video_frame_pts(v, idx[f]));
+        }
+        assert_int_equal(ig_video_read(v, idx, c.frames, h, w, want, NULL, &err), IG_OK);
+        assert_memory_equal(got, want, raw);
+        ig_video_close(v);
+        free(got);
+        free(want);
+    }
+    ig_clip_dataset_close(ds);
+}
+
+static void test_clips_by_stride(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    const char *rows[] = {"a.mp4", "b.webm"};
+    write_manifest(vp("m1.csv"), rows, 2);
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 4;
+    o.stride = 3;
+    o.height = 24;
+    o.width = 32;
+    o.clips_per_video = 2;
+    o.tokenizer = g_gpt2;
+    ig_video_stats st = {0};
+    ig_err err = {0};
+    assert_int_equal(run(vp("m1.csv"), vp("s1"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.used, 2);
+    assert_int_equal(st.clips, 4);
+    assert_int_equal(st.frames, 16);
+    ig_video_stats_clear(&st);
+    assert_int_equal(ig_video_shard_verify(NULL, vp("s1"), &err), IG_OK);
+    check_clips_match_decoder(vp("s1"), 24, 32);
+    /* stride 3 from the drawn start; captions are the rows' texts */
+    ig_clip_dataset *ds = NULL;
+    const char *pre[] = {vp("s1")};
+    assert_int_equal(ig_clip_dataset_open(&ds, NULL, pre, 1, &err), IG_OK);
+    ig_clip_frame fr[4];
+    ig_video_shard_clip_frames(ig_clip_dataset_shard(ds, 0), 1, fr);
+    assert_int_equal(fr[3].index - fr[0].index, 9);
+    int32_t ids[16];
+    size_t len;
+    assert_int_equal(ig_clip_dataset_caption(ds, 3, ids, 16, &len, &err), IG_OK);
+    char *text = NULL;
+    size_t tl = 0, tc = 0;
+    assert_int_equal(ig_tokenizer_decode(g_gpt2, ids, len, &text, &tl, &tc, &err), IG_OK);
+    assert_int_equal(tl, 9);
+    assert_memory_equal(text, "caption 1", 9);
+    free(text);
+    ig_clip_dataset_close(ds);
+}
+
+static void test_clips_by_time_vfr(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    /* frames at 0, .04, .08, .12, .16, .48, .52, ... s; before end = .55 s only a clip from
+     * frame 0 fits, and at 10 fps the frames shown at 0, .1, .2, .3, .4, .5 s are 0, 2, 4, 4, 4,
+     * 5 */
+    const char *csv = "path,text,end\nvfr.mp4,x,0.55\n";
+    igt_write(vp("m2.csv"), csv, strlen(csv));
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 6;
+    o.fps = 10;
+    ig_err err = {0};
+    assert_int_equal(run(vp("m2.csv"), vp("s2"), &o, NULL, &err), IG_OK);
+    ig_video_shard *s = NULL;
+    assert_int_equal(ig_video_shard_open(&s, NULL, vp("s2"), &err), IG_OK);
+    ig_clip_frame fr[6];
+    ig_video_shard_clip_frames(s, 0, fr);
+    const uint64_t want[6] = {0, 2, 4, 4, 4, 5};
+    for (int j = 0; j < 6; j++) assert_int_equal(fr[j].index, want[j]);
+    ig_clip_info c = ig_video_shard_clip(s, 0);
+    assert_int_equal(c.fps_num, 10);
+    assert_int_equal(c.fps_den, 1);
+    ig_video_shard_close(s);
+    check_clips_match_decoder(vp("s2"), 0, 0);
+}
+
+static void same_file(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = igt_read(a, &la), *y = igt_read(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}
+
+static void test_any_worker_count(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    const char *rows[] = {"a.mp4", "b.webm", "vfr.mp4", "a.mp4", "missing.mp4", "b.webm"};
+    write_manifest(vp("m3.csv"), rows, 6);
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 3;
+    o.stride = 2;
+    o.height = 16;
+    o.width = 16;
+    o.clips_per_video = 3;
+    o.tokenizer = g_gpt2;
+    o.zstd_level = 3;
+    ig_err err = {0};
+    const int workers[] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        o.workers = workers[i];
+        o.decoder_threads = workers[i];
+        assert_int_equal(run(vp("m3.csv"), vp(igt_fmt("w%d", i)), &o, NULL, &err), IG_OK);
+    }
+    const char *exts[] = {".frames", ".clips", ".captions.bin", ".captions.idx"};
+    for (int e = 0; e < 4; e++)
+        same_file(vp(igt_fmt("w0%s", exts[e])), vp(igt_fmt("w1%s", exts[e])));
+    assert_int_equal(ig_video_shard_verify(NULL, vp("w1"), &err), IG_OK);
+}
+
+static void test_bad_files_skipped(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    const char *rows[] = {"a.mp4",     "missing.mp4", "empty.mp4", "dir.mp4",     "text.mp4",
+                          "audio.wav", "cut.mp4",     "short.mp4", "corrupt.mp4", "b.webm"};
+    write_manifest(vp("m4.csv"), rows, 10);
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 8;
+    o.stride = 3; /* corrupt.mp4: the one clip spans the damage */
+    ig_video_stats st = {0};
+    ig_err err = {0};
+    assert_int_equal(run(vp("m4.csv"), vp("s4"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.videos, 10);
+    assert_int_equal(st.used, 2);
+    assert_int_equal(st.skipped, 8);
+    assert_int_equal(st.by_reason[IG_VIDEO_MISSING], 1);
+    assert_int_equal(st.by_reason[IG_VIDEO_EMPTY], 1);
+    assert_int_equal(st.by_reason[IG_VIDEO_UNREADABLE], 1);
+    assert_int_equal(st.by_reason[IG_VIDEO_NOT_VIDEO], 2);
+    assert_int_equal(st.by_reason[IG_VIDEO_TRUNCATED], 1);
+    assert_int_equal(st.by_reason[IG_VIDEO_TOO_SHORT], 1);
+    assert_int_equal(st.by_reason[IG_VIDEO_CORRUPT], 1);
+    ig_video_stats_clear(&st);
+    char *rep = igt_read(vp("s4.report.csv"), NULL);
+    assert_non_null(strstr(rep, "line,path,status,reason,clips,frames,decode_seconds,message\n"));
+    assert_non_null(strstr(rep, "/missing.mp4,skipped,missing,0,0,"));
+    assert_non_null(strstr(rep, "/corrupt.mp4,skipped,corrupt,0,0,"));
+    assert_non_null(strstr(rep, "/b.webm,ok,ok,1,8,"));
+    free(rep);
+    assert_int_equal(ig_video_shard_verify(NULL, vp("s4"), &err), IG_OK);
+    /* strict: the first bad video stops the run, which leaves nothing behind */
+    o.strict = 1;
+    assert_int_equal(run(vp("m4.csv"), vp("s5"), &o, NULL, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "missing.mp4: missing"));
+    assert_false(ig_file_exists(vp("s5.json")));
+    assert_false(ig_file_exists(vp("s5.frames")));
+    assert_false(ig_file_exists(vp("s5.incomplete")));
+    /* a per-file time limit too short for anything: all skipped as timeouts */
+    o.strict = 0;
+    o.timeout_s = 1e-9;
+    assert_int_equal(run(vp("m1.csv"), vp("s6"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.by_reason[IG_VIDEO_TIMEOUT], 2);
+    ig_video_stats_clear(&st);
+}
+
+static void test_lifecycle_and_probe(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 2;
+    ig_err err = {0};
+    assert_int_equal(run(vp("m1.csv"), vp("s7"), &o, NULL, &err), IG_OK);
+    assert_int_equal(run(vp("m1.csv"), vp("s7"), &o, NULL, &err), IG_ERR_EXISTS);
+    assert_string_equal(err.fix_option, "overwrite");
+    o.overwrite = 1;
+    o.frames = 3;
+    assert_int_equal(run(vp("m1.csv"), vp("s7"), &o, NULL, &err), IG_OK);
+    ig_video_shard *s = NULL;
+    assert_int_equal(ig_video_shard_open(&s, NULL, vp("s7"), &err), IG_OK);
+    assert_int_equal(ig_video_shard_clip(s, 0).frames, 3);
+    ig_video_shard_close(s);
+    /* a killed run's marker: refused by readers, cleaned up by the next run */
+    assert_int_equal(ig_run_marker_create(vp("s7"), &err), IG_OK);
+    assert_int_equal(ig_video_shard_open(&s, NULL, vp("s7"), &err), IG_ERR_FORMAT);
+    o.overwrite = 0;
+    assert_int_equal(run(vp("m1.csv"), vp("s7"), &o, NULL, &err), IG_OK);
+    assert_int_equal(ig_video_shard_verify(NULL, vp("s7"), &err), IG_OK);
+    /* probing only: the info CSV, no shard */
+    o.probe_only = 1;
+    ig_video_stats st = {0};
+    assert_int_equal(run(vp("m4.csv"), vp("p"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.used, 4);
+    ig_video_stats_clear(&st);
+    char *info = igt_read(vp("p.info.csv"), NULL);
+    assert_non_null(strstr(info, "path,text,num_frames,height,width,aspect_ratio,resolution,fps,"));
+    assert_non_null(strstr(info, "/a.mp4,caption 0,25,48,64,0.75,3072,25,1,0,0,h264,yuv420p,ok\n"));
+    assert_non_null(strstr(info, "/cut.mp4,caption 6,0,0,0,0,0,0,0,0,0,,,truncated\n"));
+    free(info);
+    assert_false(ig_file_exists(vp("p.frames")));
+    assert_int_equal(run(vp("m4.csv"), vp("p"), &o, NULL, &err), IG_ERR_EXISTS);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_manifest_csv),        cmocka_unit_test(test_manifest_jsonl),
+        cmocka_unit_test(test_bucket_tables),       cmocka_unit_test(test_bucket_assign),
+        cmocka_unit_test(test_clips_by_stride),     cmocka_unit_test(test_clips_by_time_vfr),
+        cmocka_unit_test(test_any_worker_count),    cmocka_unit_test(test_bad_files_skipped),
+        cmocka_unit_test(test_lifecycle_and_probe),
+    };
+    if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
