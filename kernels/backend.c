@@ -142,7 +142,7 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err) {
 
 void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                                const void *wpe, int B, int T, int C) {
-    assert(out && tokens && wte && wpe && B >= 0 && T >= 0 && C >= 0);
+    assert(out && tokens && wte && B >= 0 && T >= 0 && C >= 0);
     be->ops->encoder_forward(be, out, tokens, wte, wpe, B, T, C);
 }
 
@@ -223,6 +223,31 @@ void ig_kernel_crossentropy(ig_backend *be, float *losses, void *logits, const i
                             const float *dloss, int N, int V, int Vp) {
     assert(losses && logits && targets && N >= 0 && V > 0 && Vp >= V);
     be->ops->crossentropy(be, losses, logits, targets, dloss, N, V, Vp);
+}
+
+void ig_kernel_ce_max(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid,
+                      int Vl) {
+    assert(rowmax && logits && N >= 0 && Vvalid >= 0 && Vl >= Vvalid && Vl > 0);
+    be->ops->ce_max(be, rowmax, logits, N, Vvalid, Vl);
+}
+
+void ig_kernel_ce_sums(ig_backend *be, float *stats, const void *logits, const float *rowmax,
+                       const int32_t *targets, int N, int Vvalid, int Vl) {
+    assert(stats && logits && rowmax && targets && N >= 0 && Vvalid >= 0 && Vl >= Vvalid && Vl > 0);
+    be->ops->ce_sums(be, stats, logits, rowmax, targets, N, Vvalid, Vl);
+}
+
+void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowmax,
+                         const float *stats, const int32_t *targets, const float *dloss, int N,
+                         int Vvalid, int Vl) {
+    assert(losses && logits && rowmax && stats && targets && N >= 0 && Vvalid >= 0 &&
+           Vl >= Vvalid && Vl > 0);
+    be->ops->ce_finish(be, losses, logits, rowmax, stats, targets, dloss, N, Vvalid, Vl);
+}
+
+void ig_kernel_add(ig_backend *be, void *out, const void *a, const void *b, size_t n) {
+    assert((out && a && b) || n == 0);
+    if (n) be->ops->add(be, out, a, b, n);
 }
 
 void ig_kernel_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,

@@ -77,8 +77,7 @@ ig_status ig_backend_download(ig_backend *be, void *dst, const void *src, size_t
                               ig_err *err);
 ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err);
 /* Host fp32 <-> backend act type (a copy, or a conversion to bf16 with round-to-nearest-even). */
-ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n,
-                                ig_err *err);
+ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
 ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
                                   ig_err *err);
 /* Waits for queued kernels; returns an error a kernel raised meanwhile. */
@@ -91,11 +90,13 @@ typedef enum ig_w_layout {
     IG_W_OUT_IN      /* W is [out, in]: y = x @ W^T (nn.Linear, the tied embedding as lm head) */
 } ig_w_layout;
 
-/* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. tokens: [B, T] in backend memory. */
+/* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. tokens: [B, T] in backend memory. For the
+ * vocabulary-parallel embedding, a token < 0 (another rank's) adds no wte row, and wpe may be NULL
+ * (the positions are added by another rank): rows can come out as 0. */
 void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                                const void *wpe, int B, int T, int C);
 /* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:]. Deterministic: rows of dwte
- * hit by several tokens are summed in (b, t) order. */
+ * hit by several tokens are summed in (b, t) order. Tokens < 0 are skipped (for dwte). */
 void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                                 const int32_t *tokens, int B, int T, int C);
 
@@ -109,9 +110,9 @@ void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *
                                           float *rstd, const void *a, const void *b_in,
                                           const void *w, const void *b, int N, int C);
 /* dinp += d LayerNorm / d inp (added: dinp is the residual stream's gradient), dw += , db += . */
-void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db,
-                                  const void *dout, const void *inp, const void *w,
-                                  const float *mean, const float *rstd, int N, int C);
+void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                                  const void *inp, const void *w, const float *mean,
+                                  const float *rstd, int N, int C);
 
 /* out[N, OC] = inp[N, C] @ W (+ bias[OC] when bias is not NULL); W as layout says. */
 void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
@@ -155,6 +156,30 @@ void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const 
  * padded ones (dloss[i] = 0 masks row i). targets[i] in [0, V). */
 void ig_kernel_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                             const float *dloss, int N, int V, int Vp);
+
+/* Vocabulary-parallel cross-entropy (Megatron's): each of the tensor-parallel ranks holds logits
+ * [N, Vl], its slice of the vocabulary's columns, of which the first Vvalid (0 <= Vvalid <= Vl)
+ * are real and the rest padding. Three kernels around two all-reduces over the group:
+ *   ig_kernel_ce_max     rowmax[i] = the max of row i's valid columns (-inf when it has none);
+ *                        then an all-reduce MAX of rowmax [N];
+ *   ig_kernel_ce_sums    stats[2i] = sum over the valid j of exp(logits[i,j] - rowmax[i]) and
+ *                        stats[2i+1] = logits[i, targets[i]] (0 when targets[i] < 0: the target
+ *                        is another rank's column); then an all-reduce SUM of stats [2N];
+ *   ig_kernel_ce_finish  losses[i] = log(stats[2i]) + rowmax[i] - stats[2i+1] and, when dloss is
+ *                        not NULL, the logits overwritten by their gradient dloss[i] * (softmax -
+ *                        onehot) on the valid columns, 0 on the padding.
+ * targets [N]: the target's column in this slice, or -1. With one rank this is
+ * ig_kernel_crossentropy in three passes. */
+void ig_kernel_ce_max(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid, int Vl);
+void ig_kernel_ce_sums(ig_backend *be, float *stats, const void *logits, const float *rowmax,
+                       const int32_t *targets, int N, int Vvalid, int Vl);
+void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowmax,
+                         const float *stats, const int32_t *targets, const float *dloss, int N,
+                         int Vvalid, int Vl);
+
+/* out[i] = a[i] + b[i] for n act elements (out may be a or b): the residual stream handed to the
+ * next pipeline stage. */
+void ig_kernel_add(ig_backend *be, void *out, const void *a, const void *b, size_t n);
 
 /* AdamW on n parameters (one tensor or a run of tensors with the same weight decay), as
  * torch.optim.AdamW: g = grads * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -58,6 +58,13 @@ typedef struct ig_backend_ops {
                              int B, int Tq, int pos0, int Tmax, int C, int NH);
     void (*crossentropy)(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                          const float *dloss, int N, int V, int Vp);
+    void (*ce_max)(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid, int Vl);
+    void (*ce_sums)(ig_backend *be, float *stats, const void *logits, const float *rowmax,
+                    const int32_t *targets, int N, int Vvalid, int Vl);
+    void (*ce_finish)(ig_backend *be, float *losses, void *logits, const float *rowmax,
+                      const float *stats, const int32_t *targets, const float *dloss, int N,
+                      int Vvalid, int Vl);
+    void (*add)(ig_backend *be, void *out, const void *a, const void *b, size_t n);
     void (*adamw)(ig_backend *be, void *params, float *master, const void *grads, float *m,
                   float *v, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float grad_scale, int step);

@@ -801,6 +801,107 @@ static void test_crossentropy(void **state) {
     tfree(f, tg), tfree(f, tg2);
 }
 
+/* The vocabulary-parallel cross-entropy: the columns cut into tp slices (the last ones partly or
+ * wholly padding), each slice through ce_max / ce_sums / ce_finish with the all-reduces done by
+ * hand, gives the fused kernel's losses and gradient; fast and reference agree. */
+static void test_crossentropy_parallel(void **state) {
+    fixture *f = *state;
+    int N = 37, V = 300, Vp = 384;
+    size_t n = (size_t)N * Vp;
+    float *logits = talloc(f, n), *want_l = talloc(f, N), *dl = talloc(f, N);
+    int32_t *tg = ialloc(f, N);
+    fill(logits, n, 90, -4, 4);
+    for (int i = 0; i < N; i++) {
+        tg[i] = (i * 97 + 11) % V;
+        dl[i] = i == 5 ? 0.0f : 1.0f / N;
+    }
+    float *want_g = tdup(f, logits, n);
+    ig_kernel_crossentropy(f->ref, want_l, want_g, tg, dl, N, V, Vp);
+    int tps[] = {2, 3, 4, 6};
+    for (size_t k = 0; k < sizeof tps / sizeof *tps; k++) {
+        for (int fast = 0; fast < 2; fast++) {
+            ig_backend *be = fast ? FAST(f) : f->ref;
+            int tp = tps[k], Vl = Vp / tp;
+            float *slice[6], *mx[6], *st[6], *loss = talloc(f, N);
+            int32_t *lt[6];
+            float *gmax = talloc(f, N), *gst = talloc(f, 2 * (size_t)N);
+            for (int c = 0; c < N; c++) gmax[c] = -INFINITY;
+            for (int r = 0; r < tp; r++) {
+                int v0 = r * Vl, valid = V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0);
+                slice[r] = talloc(f, (size_t)N * Vl), mx[r] = talloc(f, N);
+                st[r] = talloc(f, 2 * (size_t)N), lt[r] = ialloc(f, N);
+                for (int i = 0; i < N; i++) {
+                    memcpy(slice[r] + (size_t)i * Vl, logits + (size_t)i * Vp + v0, (size_t)Vl * 4);
+                    lt[r][i] = tg[i] >= v0 && tg[i] < v0 + Vl ? tg[i] - v0 : -1;
+                }
+                ig_kernel_ce_max(be, mx[r], slice[r], N, valid, Vl);
+                for (int i = 0; i < N; i++) gmax[i] = fmaxf(gmax[i], mx[r][i]);
+            }
+            for (int r = 0; r < tp; r++) {
+                int v0 = r * Vl, valid = V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0);
+                ig_kernel_ce_sums(be, st[r], slice[r], gmax, lt[r], N, valid, Vl);
+                for (int i = 0; i < 2 * N; i++) gst[i] = (r ? gst[i] : 0.0f) + st[r][i];
+            }
+            for (int r = 0; r < tp; r++) {
+                int v0 = r * Vl, valid = V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0);
+                ig_kernel_ce_finish(be, loss, slice[r], gmax, gst, lt[r], dl, N, valid, Vl);
+                check_close(loss, want_l, N, 1e-5, "parallel crossentropy losses");
+                for (int i = 0; i < N; i++)
+                    check_close(slice[r] + (size_t)i * Vl, want_g + (size_t)i * Vp + v0, Vl, 1e-5,
+                                "parallel crossentropy gradient");
+                tfree(f, slice[r]), tfree(f, mx[r]), tfree(f, st[r]), tfree(f, lt[r]);
+            }
+            tfree(f, loss), tfree(f, gmax), tfree(f, gst);
+        }
+    }
+    tfree(f, logits), tfree(f, want_l), tfree(f, dl), tfree(f, tg), tfree(f, want_g);
+}
+
+/* The vocabulary-parallel embedding: token ids shifted into each rank's slice (-1 elsewhere), the
+ * positions on one rank only; the slices' outputs add up to the full embedding and the slices'
+ * gradients are the full gradient's rows. ig_kernel_add adds. */
+static void test_encoder_parallel(void **state) {
+    fixture *f = *state;
+    int B = 3, T = 17, C = 40, V = 96, tp = 3, Vl = V / tp;
+    size_t N = (size_t)B * T;
+    float *wte = talloc(f, (size_t)V * C), *wpe = talloc(f, (size_t)T * C);
+    float *dout = talloc(f, N * C), *want = talloc(f, N * C);
+    float *dwte = talloc(f, (size_t)V * C), *dwpe = talloc(f, (size_t)T * C);
+    int32_t *tok = ialloc(f, N), *lt = ialloc(f, N);
+    fill(wte, (size_t)V * C, 95, -1, 1), fill(wpe, (size_t)T * C, 96, -1, 1);
+    fill(dout, N * C, 97, -1, 1);
+    for (size_t i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 5) % (size_t)V);
+    tok[4] = tok[9] = tok[30]; /* a token several times */
+    ig_kernel_encoder_forward(f->ref, want, tok, wte, wpe, B, T, C);
+    ig_kernel_encoder_backward(f->ref, dwte, dwpe, dout, tok, B, T, C);
+    for (int fast = 0; fast < 2; fast++) {
+        ig_backend *be = fast ? FAST(f) : f->ref;
+        float *sum = talloc(f, N * C), *part = talloc(f, N * C);
+        float *pw = talloc(f, (size_t)Vl * C), *pdw = talloc(f, (size_t)Vl * C);
+        float *pdp = talloc(f, (size_t)T * C);
+        for (int r = 0; r < tp; r++) {
+            for (size_t i = 0; i < N; i++)
+                lt[i] = tok[i] >= r * Vl && tok[i] < (r + 1) * Vl ? tok[i] - r * Vl : -1;
+            memcpy(pw, wte + (size_t)r * Vl * C, (size_t)Vl * C * 4);
+            ig_kernel_encoder_forward(be, part, lt, pw, r == 0 ? wpe : NULL, B, T, C);
+            if (r == 0)
+                memcpy(sum, part, N * C * 4);
+            else
+                ig_kernel_add(be, sum, sum, part, N * C);
+            memset(pdw, 0, (size_t)Vl * C * 4), memset(pdp, 0, (size_t)T * C * 4);
+            ig_kernel_encoder_backward(be, pdw, pdp, dout, lt, B, T, C);
+            check_same(pdw, dwte + (size_t)r * Vl * C, (size_t)Vl * C * 4,
+                       "embedding slice gradient");
+            check_same(pdp, dwpe, (size_t)T * C * 4, "position gradient on every slice");
+        }
+        check_close(sum, want, N * C, 1e-6, "embedding slices add up");
+        tfree(f, sum), tfree(f, part), tfree(f, pw), tfree(f, pdw), tfree(f, pdp);
+    }
+    float *all[] = {wte, wpe, dout, want, dwte, dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, tok), tfree(f, lt);
+}
+
 /* ---- optimizer ------------------------------------------------------------------------------- */
 
 #include "tests/data/golden/kernels/adamw_golden.h"
@@ -1003,6 +1104,8 @@ int main(void) {
         cmocka_unit_test(test_attention_documents),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_crossentropy_parallel),
+        cmocka_unit_test(test_encoder_parallel),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_scale),
         cmocka_unit_test(test_determinism_rows),

@@ -74,7 +74,9 @@ static ig_status cpu_sync(ig_backend *be, ig_err *err) {
     .attention_forward = prefix##attention_forward,                                                \
     .attention_backward = prefix##attention_backward,                                              \
     .attention_cached = prefix##attention_cached, .crossentropy = prefix##crossentropy,            \
-    .adamw = prefix##adamw, .sum_squares = prefix##sum_squares, .scale = prefix##scale
+    .ce_max = prefix##ce_max, .ce_sums = prefix##ce_sums, .ce_finish = prefix##ce_finish,          \
+    .add = prefix##add, .adamw = prefix##adamw, .sum_squares = prefix##sum_squares,                \
+    .scale = prefix##scale
 
 static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_)};
 static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};

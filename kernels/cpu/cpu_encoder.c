@@ -7,7 +7,9 @@
  * the same additions in the same order as the reference's sequential loop: the fast kernel gives
  * the reference's bits, for any thread count. dwpe is partitioned by position the same way.
  *
- * Shapes: tokens [B, T] (int32, in [0, V)), wte [V, C], wpe [maxT >= T, C], out [B, T, C].
+ * Shapes: tokens [B, T] (int32, in [0, V), or < 0 for a token of another tensor-parallel rank's
+ * vocabulary slice: no wte row), wte [V, C], wpe [maxT >= T, C] or NULL (forward: no position
+ * rows), out [B, T, C].
  */
 #include <stdlib.h>
 
@@ -22,9 +24,11 @@ void ig_cpu_ref_encoder_forward(ig_backend *be, void *out_, const int32_t *token
     const float *wte = wte_, *wpe = wpe_;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *te = wte + (size_t)tokens[b * T + t] * C, *pe = wpe + (size_t)t * C;
+            int32_t tok = tokens[b * T + t];
+            const float *te = tok >= 0 ? wte + (size_t)tok * C : NULL;
+            const float *pe = wpe ? wpe + (size_t)t * C : NULL;
             float *o = out + ((size_t)b * T + t) * C;
-            for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+            for (int c = 0; c < C; c++) o[c] = (te ? te[c] : 0.0f) + (pe ? pe[c] : 0.0f);
         }
 }
 
@@ -36,11 +40,12 @@ void ig_cpu_ref_encoder_backward(ig_backend *be, void *dwte_, void *dwpe_, const
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
-            float *te = dwte + (size_t)tokens[b * T + t] * C, *pe = dwpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) {
-                te[c] += d[c];
-                pe[c] += d[c];
-            }
+            int32_t tok = tokens[b * T + t];
+            float *pe = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) pe[c] += d[c];
+            if (tok < 0) continue;
+            float *te = dwte + (size_t)tok * C;
+            for (int c = 0; c < C; c++) te[c] += d[c];
         }
 }
 
@@ -62,10 +67,19 @@ static void enc_fwd_chunk(void *arg, size_t b, size_t e, int worker) {
     enc_job *j = arg;
     int C = j->C;
     for (size_t i = b; i < e; i++) {
-        const float *te = j->wte + (size_t)j->tokens[i] * C;
-        const float *pe = j->wpe + (size_t)(i % (size_t)j->T) * C;
+        int32_t tok = j->tokens[i];
         float *o = j->out + i * C;
-        for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+        if (tok >= 0 && j->wpe) {
+            const float *te = j->wte + (size_t)tok * C;
+            const float *pe = j->wpe + (size_t)(i % (size_t)j->T) * C;
+            for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+        } else if (tok >= 0) {
+            memcpy(o, j->wte + (size_t)tok * C, (size_t)C * sizeof *o);
+        } else if (j->wpe) {
+            memcpy(o, j->wpe + (size_t)(i % (size_t)j->T) * C, (size_t)C * sizeof *o);
+        } else {
+            memset(o, 0, (size_t)C * sizeof *o);
+        }
     }
 }
 
@@ -121,12 +135,15 @@ void ig_cpu_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void 
         ig_cpu_scratch(be, N * sizeof *order + (N + 1) * sizeof(uint32_t), "encoder_backward");
     if (!order) return;
     uint32_t *starts = (uint32_t *)(order + N);
-    for (size_t i = 0; i < N; i++) order[i] = (uint64_t)(uint32_t)tokens[i] << 32 | i;
-    qsort(order, N, sizeof *order, cmp_u64);
-    size_t groups = 0;
+    /* tokens < 0 (another rank's) are left out */
+    size_t kept = 0;
     for (size_t i = 0; i < N; i++)
+        if (tokens[i] >= 0) order[kept++] = (uint64_t)(uint32_t)tokens[i] << 32 | i;
+    qsort(order, kept, sizeof *order, cmp_u64);
+    size_t groups = 0;
+    for (size_t i = 0; i < kept; i++)
         if (i == 0 || order[i] >> 32 != order[i - 1] >> 32) starts[groups++] = (uint32_t)i;
-    starts[groups] = (uint32_t)N;
+    starts[groups] = (uint32_t)kept;
 
     enc_job j = {.dout = dout,
                  .dwte = dwte,

@@ -230,6 +230,12 @@ IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const 
                int Tq, int pos0, int Tmax, int C, int NH)
 IG_CPU_DECLARE(crossentropy, float *losses, void *logits, const int32_t *targets,
                const float *dloss, int N, int V, int Vp)
+IG_CPU_DECLARE(ce_max, float *rowmax, const void *logits, int N, int Vvalid, int Vl)
+IG_CPU_DECLARE(ce_sums, float *stats, const void *logits, const float *rowmax,
+               const int32_t *targets, int N, int Vvalid, int Vl)
+IG_CPU_DECLARE(ce_finish, float *losses, void *logits, const float *rowmax, const float *stats,
+               const int32_t *targets, const float *dloss, int N, int Vvalid, int Vl)
+IG_CPU_DECLARE(add, void *out, const void *a, const void *b, size_t n)
 IG_CPU_DECLARE(adamw, void *params, float *master, const void *grads, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                int step)
