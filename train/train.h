@@ -76,6 +76,15 @@ typedef struct ig_train_config {
     /* log */
     int64_t log_every;
     int tensorboard;
+    int comm_stats; /* bytes sent per group in each step line */
+    /* parallel (the processes come from the launcher: world = tp x pp x dp) */
+    int tp, pp, dp;               /* dp 0: world / (tp x pp) */
+    int sp;                       /* sequence parallelism inside the tensor-parallel group */
+    int zero;                     /* 0, 1 (optimizer state sharded over dp) or 2 (gradients too) */
+    const char **pipeline_layers; /* layers per stage ([] : n_layer / pp each) */
+    size_t n_pipeline_layers;
+    uint64_t bucket_bytes; /* gradients are reduced in buckets of about this size */
+    double timeout;        /* seconds without progress before every rank gives up */
 } ig_train_config;
 
 extern const ig_cfg_key ig_train_keys[];
@@ -106,10 +115,19 @@ const ig_gpt_config *ig_gpt_shape(const ig_gpt *m);
 typedef struct ig_gpt_tensor {
     const char *name;
     int ndim;
-    int64_t shape[2];
-    uint64_t offset; /* in elements, in the parameter (and gradient, moment) buffers */
+    int64_t shape[2]; /* the part this model holds */
+    uint64_t offset;  /* in elements, in the parameter (and gradient, moment) buffers */
     uint64_t numel;
     int decay; /* AdamW weight decay applies (matrices and embeddings, not biases or LayerNorm) */
+    /* Where the part sits in the global tensor (tensor parallelism): split_dim -1 for the whole
+     * tensor (replicated over the tensor-parallel ranks), else that dimension is cut into
+     * `blocks` equal blocks (3 for c_attn's q, k, v; else 1) and each block into `parts` equal
+     * slices, of which this is slice `part` of every block. */
+    int64_t global_shape[2];
+    int split_dim, blocks, part, parts;
+    /* a replicated tensor whose gradient each tensor-parallel rank holds a share of (the
+     * LayerNorms under sequence parallelism): summed over the group before the optimizer */
+    int tp_partial;
 } ig_gpt_tensor;
 
 size_t ig_gpt_num_tensors(const ig_gpt *m);

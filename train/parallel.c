@@ -1,0 +1,259 @@
+/* parallel.c - the layout of a training run over its processes (parallel.h): the checks every rank
+ * makes before any work, the groups split from the world, and the counted collectives the model
+ * and the trainer talk through. */
+#include "parallel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- counted collectives --------------------------------------------------------------------- */
+
+static uint64_t ring(const ig_group *g, uint64_t bytes) {
+    return g->size > 1 ? bytes * (uint64_t)(g->size - 1) / (uint64_t)g->size : 0;
+}
+
+ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
+                             ig_err *err) {
+    if (g->size == 1 || n == 0) return IG_OK;
+    g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
+    return ig_comm_allreduce(g->comm, buf, buf, n, t, op, err);
+}
+
+ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                             ig_err *err) {
+    size_t es = ig_comm_type_size(t);
+    if (g->size == 1) {
+        if (recv != send && n) memmove(recv, send, n * es);
+        return IG_OK;
+    }
+    g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
+    return ig_comm_allgather(g->comm, send, recv, n, t, err);
+}
+
+ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
+                                  ig_comm_type t, ig_err *err) {
+    size_t es = ig_comm_type_size(t);
+    if (g->size == 1) {
+        if (recv != send && n) memmove(recv, send, n * es);
+        return IG_OK;
+    }
+    g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
+    return ig_comm_reduce_scatter(g->comm, send, recv, n, t, IG_COMM_SUM, err);
+}
+
+ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err) {
+    if (g->size == 1) return IG_OK;
+    if (g->rank == root) g->bytes += (uint64_t)n * ig_comm_type_size(t);
+    return ig_comm_bcast(g->comm, buf, n, t, root, err);
+}
+
+ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
+                              ig_err *err) {
+    *req = NULL;
+    if (g->size == 1 || n == 0) return IG_OK;
+    g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
+    return ig_comm_iallreduce(g->comm, buf, buf, n, t, IG_COMM_SUM, req, err);
+}
+
+ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
+                                   ig_comm_type t, ig_comm_req **req, ig_err *err) {
+    *req = NULL;
+    if (g->size == 1) {
+        if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
+        return IG_OK;
+    }
+    g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
+    return ig_comm_ireduce_scatter(g->comm, send, recv, n, t, IG_COMM_SUM, req, err);
+}
+
+ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                              ig_comm_req **req, ig_err *err) {
+    *req = NULL;
+    if (g->size == 1) {
+        if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
+        return IG_OK;
+    }
+    g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
+    return ig_comm_iallgather(g->comm, send, recv, n, t, req, err);
+}
+
+ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t, int peer, int tag,
+                         ig_comm_req **req, ig_err *err) {
+    g->bytes += (uint64_t)n * ig_comm_type_size(t);
+    return ig_comm_isend(g->comm, buf, n, t, peer, tag, req, err);
+}
+
+ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
+                         ig_comm_req **req, ig_err *err) {
+    return ig_comm_irecv(g->comm, buf, n, t, peer, tag, req, err);
+}
+
+/* ---- the layout ------------------------------------------------------------------------------ */
+
+/* Every rank must refuse together: a check that fails on some ranks only (a config read
+ * differently) would leave the others in a collective. The checks below depend only on the
+ * configuration, which the hash comparison makes the same everywhere, and on the world size. */
+static ig_status refuse(ig_err *err, const char *fmt, ...) IG_PRINTF(2, 3);
+static ig_status refuse(ig_err *err, const char *fmt, ...) {
+    char msg[IG_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ig_err_set(err, IG_ERR_CONFIG, "%s", msg);
+}
+
+static ig_status split(ig_layout *l, ig_comm *world, int color, int key, ig_group *g,
+                       const char *name, ig_err *err) {
+    g->name = name;
+    g->bytes = 0;
+    g->comm = NULL;
+    ig_comm *c = NULL;
+    ig_status st = ig_comm_split(world, color, key, &c, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "cannot form the %s group", name);
+    g->size = ig_comm_size(c);
+    g->rank = ig_comm_rank(c);
+    if (g->size == 1)
+        ig_comm_free(c);
+    else
+        g->comm = c;
+    (void)l;
+    return IG_OK;
+}
+
+static ig_status stage_layers(ig_layout *l, const ig_train_config *t, int n_layer, ig_err *err) {
+    l->stage_layers = ig_calloc(l->ctx, (size_t)l->pp + 1, sizeof(int));
+    if (!l->stage_layers) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (t->n_pipeline_layers == 0) {
+        if (n_layer % l->pp)
+            return refuse(err,
+                          "parallel.pp %d does not divide model.n_layer %d: each pipeline stage "
+                          "gets n_layer / pp layers (or list them in parallel.pipeline_layers)",
+                          l->pp, n_layer);
+        for (int s = 0; s <= l->pp; s++) l->stage_layers[s] = s * (n_layer / l->pp);
+        return IG_OK;
+    }
+    if ((int)t->n_pipeline_layers != l->pp)
+        return refuse(err, "parallel.pipeline_layers lists %zu stages, but parallel.pp is %d",
+                      t->n_pipeline_layers, l->pp);
+    int sum = 0;
+    for (int s = 0; s < l->pp; s++) {
+        char *end = NULL;
+        long v = strtol(t->pipeline_layers[s], &end, 10);
+        if (!end || *end || v < 1 || v > n_layer)
+            return refuse(err,
+                          "parallel.pipeline_layers: stage %d has \"%s\" layers; each stage needs "
+                          "at least 1",
+                          s, t->pipeline_layers[s]);
+        l->stage_layers[s] = sum;
+        sum += (int)v;
+    }
+    if (sum != n_layer)
+        return refuse(err, "parallel.pipeline_layers adds up to %d layers, but model.n_layer is %d",
+                      sum, n_layer);
+    l->stage_layers[l->pp] = sum;
+    return IG_OK;
+}
+
+ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
+                           const ig_gpt_config *shape, uint64_t config_hash, ig_err *err) {
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    l->world = world ? ig_comm_size(world) : 1;
+    l->rank = world ? ig_comm_rank(world) : 0;
+    l->tp = t->tp;
+    l->pp = t->pp;
+    l->sp = t->sp;
+    l->zero = t->zero;
+    /* the same configuration everywhere: compared before anything else */
+    if (l->world > 1) {
+        uint64_t h[2] = {config_hash, config_hash};
+        ig_status st = ig_comm_allreduce(world, &h[0], &h[0], 1, IG_COMM_U64, IG_COMM_MIN, err);
+        if (st == IG_OK)
+            st = ig_comm_allreduce(world, &h[1], &h[1], 1, IG_COMM_U64, IG_COMM_MAX, err);
+        if (st != IG_OK) return st;
+        if (h[0] != h[1])
+            return refuse(err,
+                          "the ranks were given different configurations (hash %016llx here, "
+                          "%016llx and %016llx seen): start every rank with the same config and "
+                          "--set overrides",
+                          (unsigned long long)config_hash, (unsigned long long)h[0],
+                          (unsigned long long)h[1]);
+    }
+    int mp = l->tp * l->pp;
+    if (l->world % mp)
+        return refuse(err,
+                      "%d processes cannot be split into parallel.tp %d x parallel.pp %d = %d "
+                      "ranks per model replica: start a multiple of %d",
+                      l->world, l->tp, l->pp, mp, mp);
+    l->dp = l->world / mp;
+    if (t->dp && t->dp != l->dp)
+        return refuse(err,
+                      "parallel.dp %d does not match the %d processes started: world %d / "
+                      "(tp %d x pp %d) = %d",
+                      t->dp, l->world, l->world, l->tp, l->pp, l->dp);
+    if (shape->n_head % l->tp)
+        return refuse(err,
+                      "parallel.tp %d does not divide model.n_head %d (each rank gets whole "
+                      "heads)",
+                      l->tp, shape->n_head);
+    if (shape->padded_vocab % l->tp)
+        return refuse(err,
+                      "parallel.tp %d does not divide the padded vocabulary of %d rows (a "
+                      "multiple of 128): use a tp that divides 128",
+                      l->tp, shape->padded_vocab);
+    if (l->sp && l->tp < 2)
+        return refuse(err, "parallel.sp needs parallel.tp > 1 (sequence parallelism shards what "
+                           "tensor parallelism replicates)");
+    if (l->sp && ((int64_t)t->micro_batch * t->seq_len) % l->tp)
+        return refuse(err,
+                      "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not split "
+                      "into parallel.tp %d equal parts",
+                      t->micro_batch, t->seq_len, l->tp);
+    int gb = t->global_batch ? t->global_batch : t->micro_batch;
+    if (gb % (t->micro_batch * l->dp))
+        return refuse(err,
+                      "train.global_batch %d is not a multiple of train.micro_batch %d x dp %d = "
+                      "%d: each data-parallel rank runs global_batch / (micro_batch x dp) "
+                      "micro-batches per step",
+                      gb, t->micro_batch, l->dp, t->micro_batch * l->dp);
+    l->accum = gb / (t->micro_batch * l->dp);
+    ig_status st = stage_layers(l, t, shape->n_layer, err);
+    if (st != IG_OK) return st;
+
+    l->tp_rank = l->rank % l->tp;
+    l->dp_rank = (l->rank / l->tp) % l->dp;
+    l->pp_rank = l->rank / (l->tp * l->dp);
+    l->l0 = l->stage_layers[l->pp_rank];
+    l->l1 = l->stage_layers[l->pp_rank + 1];
+    if (!world) {
+        l->world_g = l->tp_g = l->dp_g = l->pp_g = l->emb_g = (ig_group){NULL, 1, 0, "", 0};
+        l->world_g.name = "world", l->tp_g.name = "tp", l->dp_g.name = "dp";
+        l->pp_g.name = "pp", l->emb_g.name = "emb";
+        return IG_OK;
+    }
+    l->world_g = (ig_group){l->world > 1 ? world : NULL, l->world, l->rank, "world", 0};
+    /* colors: the coordinates the group does not vary */
+    int tp = l->tp, dp = l->dp;
+    if ((st = split(l, world, l->pp_rank * dp + l->dp_rank, l->tp_rank, &l->tp_g, "tp", err)) ||
+        (st = split(l, world, l->pp_rank * tp + l->tp_rank, l->dp_rank, &l->dp_g, "dp", err)) ||
+        (st = split(l, world, l->dp_rank * tp + l->tp_rank, l->pp_rank, &l->pp_g, "pp", err)))
+        return st;
+    /* the tied embedding's group: first and last stage; the middle stages split off alone */
+    int in_emb = l->pp > 1 && (ig_layout_first(l) || ig_layout_last(l));
+    int color = in_emb ? l->dp_rank * tp + l->tp_rank : dp * tp + l->rank;
+    if ((st = split(l, world, color, l->pp_rank, &l->emb_g, "emb", err)) != IG_OK) return st;
+    return IG_OK;
+}
+
+void ig_layout_free(ig_layout *l) {
+    if (!l) return;
+    ig_group *gs[] = {&l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
+        ig_comm_free(gs[i]->comm);
+        gs[i]->comm = NULL;
+    }
+    ig_free(l->ctx, l->stage_layers);
+    l->stage_layers = NULL;
+}

@@ -1,0 +1,81 @@
+/* parallel.h - private to train/: where this process sits in a training run's 3D layout, and the
+ * groups it talks to.
+ *
+ * World = tp x dp x pp ranks, tp fastest, then dp, then pp (Megatron's tp-dp-pp order): world rank
+ * r has tp rank r % tp, dp rank (r / tp) % dp and pipeline stage r / (tp dp). Its groups come from
+ * ig_comm_split: tp (the ranks of one stage of one model replica), dp (the replicas of one shard),
+ * pp (the stages of one replica's shard), and emb (the first and the last stage of a replica's
+ * shard, which both hold the tied embedding, when pp > 1).
+ *
+ * An ig_group wraps a communicator with a byte counter for --comm-stats: what this rank sends, as
+ * the ring algorithms send it (an all-reduce of n bytes over g ranks: 2 (g - 1) / g n; a reduce-
+ * scatter or all-gather of n bytes in all: (g - 1) / g n; a send: n), so that the figures can be
+ * checked against the model's analytical volumes. A group of one rank sends nothing and makes no
+ * call.
+ */
+#ifndef INGOT_TRAIN_PARALLEL_H
+#define INGOT_TRAIN_PARALLEL_H
+
+#include "train/train.h"
+
+typedef struct ig_group {
+    ig_comm *comm; /* NULL when size == 1 */
+    int size, rank;
+    const char *name; /* "tp", "dp", "pp", "emb", "world" */
+    uint64_t bytes;   /* sent by this rank, ring accounting (reset by the reader) */
+} ig_group;
+
+/* Blocking collectives of a group (SUM unless op is given). counts are elements. */
+ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
+                             ig_err *err);
+/* recv [size * n] = every rank's send [n] in rank order. */
+ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                             ig_err *err);
+/* recv [n] = rank's part of the sum of every rank's send [size * n]. */
+ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
+                                  ig_comm_type t, ig_err *err);
+ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err);
+
+/* Non-blocking forms (*req NULL when the group is one rank: nothing to wait for). */
+ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
+                              ig_err *err);
+ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
+                                   ig_comm_type t, ig_comm_req **req, ig_err *err);
+ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                              ig_comm_req **req, ig_err *err);
+ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t, int peer, int tag,
+                         ig_comm_req **req, ig_err *err);
+ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
+                         ig_comm_req **req, ig_err *err);
+
+/* The layout of a run, checked on every rank before any work. */
+typedef struct ig_layout {
+    int world, rank;
+    int tp, pp, dp, sp, zero;
+    int tp_rank, dp_rank, pp_rank;
+    int l0, l1;        /* this stage's layers [l0, l1) */
+    int *stage_layers; /* [pp]: the first layer of each stage, then n_layer ([pp + 1]) */
+    int accum;         /* micro-batches per step on each data-parallel rank */
+    ig_group world_g, tp_g, dp_g, pp_g, emb_g;
+    ig_ctx *ctx;
+} ig_layout;
+
+/* The layout of t over world's ranks: refuses (IG_ERR_CONFIG, on every rank, with the numbers)
+ * a world that tp x pp does not divide, a parallel.dp that is given and does not match, heads or
+ * the padded vocabulary that tp does not divide, layers that pp does not divide (or a
+ * parallel.pipeline_layers that does not add up to them), sp without tp > 1, a global batch that
+ * micro_batch x dp does not divide, and a configuration that differs between ranks (config_hash
+ * compared). world may be NULL (one process). */
+ig_status ig_layout_create(ig_layout *out, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
+                           const ig_gpt_config *shape, uint64_t config_hash, ig_err *err);
+void ig_layout_free(ig_layout *l);
+
+/* Whether this rank has the embedding / the head (the first / the last stage). */
+static inline int ig_layout_first(const ig_layout *l) {
+    return l->pp_rank == 0;
+}
+static inline int ig_layout_last(const ig_layout *l) {
+    return l->pp_rank == l->pp - 1;
+}
+
+#endif
