@@ -68,3 +68,7 @@ foreach(src ${IG_MPI_TESTS})
   set_tests_properties(mpi_${name} PROPERTIES LABELS mpi ENVIRONMENT "${IG_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
 endforeach()
+# the NCCL communicator needs a GPU as well
+if(TEST mpi_nccl)
+  set_property(TEST mpi_nccl APPEND PROPERTY LABELS cuda)
+endif()
