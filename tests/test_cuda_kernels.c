@@ -676,7 +676,9 @@ static void test_checkpoint_across_devices(void **state) {
         if (ig_ckpt_save(fx.ctx, mg, &info, NULL, dir, 1, path, sizeof path, &err) != IG_OK)
             fail_msg("%s", err.msg);
         ig_gpt *mc = model_on(fx.cpu);
-        if (ig_ckpt_load(fx.ctx, path, mc, 1, NULL, &err) != IG_OK) fail_msg("%s", err.msg);
+        ig_ckpt_info loaded;
+        if (ig_ckpt_load(fx.ctx, path, mc, 1, &loaded, &err) != IG_OK) fail_msg("%s", err.msg);
+        assert_int_equal(loaded.step, 3);
         uint64_t n = ig_gpt_num_params(ig_gpt_shape(mg));
         float *a = malloc(n * 4), *b = malloc(n * 4);
         for (int which = IG_GPT_PARAMS; which <= IG_GPT_ADAM_V; which++) {
