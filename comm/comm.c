@@ -106,20 +106,53 @@ ig_status ig_comm_split(ig_comm *c, int color, int key, ig_comm **out, ig_err *e
     return c->ops->split(c, color, key, out, err);
 }
 
+ig_status ig_comm_split_local(ig_comm *c, ig_comm **out, ig_err *err) {
+    *out = NULL;
+    return c->ops->split_local(c, out, err);
+}
+
+/* Blocking operations inside a group would wait for operations that start only at its end. */
+static ig_status check_not_grouped(const ig_comm *c, const char *what, ig_err *err) {
+    if (c->in_group)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s inside a group (ig_comm_group_begin): use the non-blocking form, "
+                          "and wait after ig_comm_group_end",
+                          what);
+    return IG_OK;
+}
+
+ig_status ig_comm_group_begin(ig_comm *c, ig_err *err) {
+    if (c->in_group)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_comm_group_begin: groups do not nest");
+    ig_status st = c->ops->group_begin ? c->ops->group_begin(c, err) : IG_OK;
+    if (st == IG_OK) c->in_group = 1;
+    return st;
+}
+
+ig_status ig_comm_group_end(ig_comm *c, ig_err *err) {
+    if (!c->in_group)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_comm_group_end without ig_comm_group_begin");
+    c->in_group = 0;
+    return c->ops->group_end ? c->ops->group_end(c, err) : IG_OK;
+}
+
 ig_status ig_comm_barrier(ig_comm *c, ig_err *err) {
-    return c->ops->barrier(c, err);
+    ig_status st = check_not_grouped(c, "barrier", err);
+    return st != IG_OK ? st : c->ops->barrier(c, err);
 }
 
 ig_status ig_comm_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type type, int root,
                         ig_err *err) {
-    ig_status st = check_buf(c, "broadcast", buf, count, type, 1, err);
+    ig_status st = check_not_grouped(c, "broadcast", err);
+    if (st == IG_OK) st = check_buf(c, "broadcast", buf, count, type, 1, err);
     if (st == IG_OK) st = check_rank(c, "broadcast", "root", root, err);
     return st != IG_OK ? st : c->ops->bcast(c, buf, count, type, root, err);
 }
 
 ig_status ig_comm_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
                             ig_comm_type type, ig_comm_op op, ig_err *err) {
-    ig_status st = check_buf(c, "all-reduce", send, count, type, 1, err);
+    ig_status st = check_not_grouped(c, "all-reduce", err);
+    if (st == IG_OK) st = check_buf(c, "all-reduce", send, count, type, 1, err);
     if (st == IG_OK) st = check_buf(c, "all-reduce", recv, count, type, 1, err);
     if (st == IG_OK) st = check_op("all-reduce", op, err);
     return st != IG_OK ? st : c->ops->allreduce(c, send, recv, count, type, op, err);
@@ -127,14 +160,16 @@ ig_status ig_comm_allreduce(ig_comm *c, const void *send, void *recv, size_t cou
 
 ig_status ig_comm_allgather(ig_comm *c, const void *send, void *recv, size_t count,
                             ig_comm_type type, ig_err *err) {
-    ig_status st = check_buf(c, "all-gather", send, count, type, 1, err);
+    ig_status st = check_not_grouped(c, "all-gather", err);
+    if (st == IG_OK) st = check_buf(c, "all-gather", send, count, type, 1, err);
     if (st == IG_OK) st = check_buf(c, "all-gather", recv, count, type, (size_t)c->size, err);
     return st != IG_OK ? st : c->ops->allgather(c, send, recv, count, type, err);
 }
 
 ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                  ig_comm_type type, ig_comm_op op, ig_err *err) {
-    ig_status st = check_buf(c, "reduce-scatter", send, count, type, (size_t)c->size, err);
+    ig_status st = check_not_grouped(c, "reduce-scatter", err);
+    if (st == IG_OK) st = check_buf(c, "reduce-scatter", send, count, type, (size_t)c->size, err);
     if (st == IG_OK) st = check_buf(c, "reduce-scatter", recv, count, type, 1, err);
     if (st == IG_OK) st = check_op("reduce-scatter", op, err);
     return st != IG_OK ? st : c->ops->reduce_scatter(c, send, recv, count, type, op, err);
@@ -145,13 +180,15 @@ static ig_status check_p2p(ig_comm *c, const char *what, const void *buf, size_t
 
 ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
                        int tag, ig_err *err) {
-    ig_status st = check_p2p(c, "send", buf, count, type, peer, tag, err);
+    ig_status st = check_not_grouped(c, "send", err);
+    if (st == IG_OK) st = check_p2p(c, "send", buf, count, type, peer, tag, err);
     return st != IG_OK ? st : c->ops->send(c, buf, count, type, peer, tag, err);
 }
 
 ig_status ig_comm_recv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,
                        ig_err *err) {
-    ig_status st = check_p2p(c, "receive", buf, count, type, peer, tag, err);
+    ig_status st = check_not_grouped(c, "receive", err);
+    if (st == IG_OK) st = check_p2p(c, "receive", buf, count, type, peer, tag, err);
     return st != IG_OK ? st : c->ops->recv(c, buf, count, type, peer, tag, err);
 }
 

@@ -1,12 +1,14 @@
 /* comm.h - the public API of ingot's communicator: the one interface every multi-process part of
  * ingot (the preprocess commit protocol, the trainer's tensor, pipeline and data parallelism)
  * talks through. Backends: a single-process one (always), MPI (when ingot is built with MPI and
- * started by mpirun, srun or another PMI launcher) and, later, NCCL for device buffers.
+ * started by mpirun, srun or another PMI launcher) and NCCL for device buffers (when ingot is
+ * built with CUDA, NCCL and MPI: ig_comm_nccl_create, at the end of this header).
  *
  * A communicator is a group of processes ("ranks", 0 .. size-1). Collectives must be called by
  * every rank of the group, in the same order, with matching counts. Every call checks its
  * result: a failure of the transport is an ig_status with the backend's message, never an abort.
- * Buffers are host memory; counts are in elements of the given type.
+ * Buffers are host memory (device memory for an NCCL communicator); counts are in elements of
+ * the given type.
  *
  * Thread-safety: one thread at a time per communicator (the trainer's main thread).
  */
@@ -26,6 +28,7 @@ typedef enum ig_comm_type {
     IG_COMM_U64,
     IG_COMM_F32,
     IG_COMM_F64,
+    IG_COMM_BF16, /* moved by every backend; reduced by NCCL only (MPI has no bf16 arithmetic) */
     IG_COMM_TYPE_COUNT
 } ig_comm_type;
 
@@ -51,7 +54,7 @@ void ig_comm_free(ig_comm *c);
 
 int ig_comm_rank(const ig_comm *c);
 int ig_comm_size(const ig_comm *c);
-const char *ig_comm_backend(const ig_comm *c); /* "single" or "mpi" */
+const char *ig_comm_backend(const ig_comm *c); /* "single", "mpi" or "nccl" */
 
 /* The launcher's view of this process without starting a communicator: *rank and *size from its
  * environment (0 and 1 when not launched by one). For logs and for splitting work before MPI is
@@ -61,6 +64,11 @@ void ig_comm_launch_info(int *rank, int *size);
 /* Splits c into groups (MPI_Comm_split): ranks passing the same color form one communicator,
  * ordered by key (ties by rank in c). Collective over c. Free the result with ig_comm_free. */
 ig_status ig_comm_split(ig_comm *c, int color, int key, ig_comm **out, ig_err *err);
+
+/* The ranks of c on this node (those that can share memory: MPI_Comm_split_type with
+ * MPI_COMM_TYPE_SHARED), ordered by their rank in c; its rank is this process's local rank.
+ * Collective over c. A single-process communicator gives a group of one. */
+ig_status ig_comm_split_local(ig_comm *c, ig_comm **out, ig_err *err);
 
 ig_status ig_comm_barrier(ig_comm *c, ig_err *err);
 
@@ -117,6 +125,45 @@ ig_status ig_comm_all_ok(ig_comm *c, int ok, int *all_ok, ig_err *err);
  * bytes, then rank 1's, ...; lens (root only; may be NULL) receives size lengths. */
 ig_status ig_comm_gather_bytes(ig_comm *c, const void *data, size_t len, int root, void **out,
                                size_t *out_len, size_t *lens, ig_err *err);
+
+/* ---- groups: several non-blocking operations started together ---- */
+
+/* Between begin and end, the non-blocking operations of c are only recorded; end starts them as
+ * one (NCCL's ncclGroupStart / ncclGroupEnd: e.g. a send and a receive to the same peer that
+ * would deadlock one after the other). Blocking operations are refused inside a group, and its
+ * requests may be waited for only after end. On the single and MPI backends (whose non-blocking
+ * operations already start at once) both are no-ops. Groups do not nest. */
+ig_status ig_comm_group_begin(ig_comm *c, ig_err *err);
+ig_status ig_comm_group_end(ig_comm *c, ig_err *err);
+
+/* ---- NCCL: collectives over device buffers (comm/backends/comm_nccl.c) ---- */
+
+/* An NCCL communicator over the ranks of world (an MPI or single-process communicator), one GPU
+ * per process: the device is this process's local rank (ig_comm_split_local), and a node needs
+ * as many visible GPUs as it has ranks. Rank 0's NCCL unique id reaches the others through
+ * world's broadcast (the bootstrap: MPI only there). Collective over world; every rank learns
+ * whether all succeeded, so a failure on one rank is an error on all of them.
+ *
+ * Its operations take device pointers on that device and are queued on the communicator's own
+ * CUDA stream (ig_comm_nccl_set_stream to use another); a blocking operation returns when its
+ * result is in place, a non-blocking one when ig_comm_wait says so. Buffers written by kernels
+ * must be complete before the call (ig_backend_sync). Tags of point-to-point operations are not
+ * matched (NCCL has none): messages between two ranks arrive in the order they were sent.
+ * ig_comm_gather_bytes (host memory) is IG_ERR_UNSUPPORTED: use world. ig_comm_split gives
+ * another NCCL communicator (ncclCommSplit) on the same device. Without NCCL in the build:
+ * IG_ERR_UNSUPPORTED. Free it before world. */
+ig_status ig_comm_nccl_create(ig_comm **out, ig_comm *world, ig_err *err);
+
+/* 1 when this build has the NCCL backend. */
+int ig_comm_nccl_available(void);
+
+/* The CUDA device of an NCCL communicator (-1 for other backends). */
+int ig_comm_nccl_device(const ig_comm *c);
+
+/* Queues c's operations on stream (a cudaStream_t of c's device; NULL: c's own stream again).
+ * The stream is borrowed: it must outlive its use by c. IG_ERR_INVALID_ARG for a communicator
+ * that is not NCCL's. */
+ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err);
 
 #ifdef __cplusplus
 }

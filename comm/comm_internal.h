@@ -9,6 +9,8 @@
 typedef struct ig_comm_ops {
     const char *name;
     ig_status (*split)(ig_comm *c, int color, int key, ig_comm **out, ig_err *err);
+    /* the node-local group (MPI_Comm_split_type shared) */
+    ig_status (*split_local)(ig_comm *c, ig_comm **out, ig_err *err);
     ig_status (*barrier)(ig_comm *c, ig_err *err);
     ig_status (*bcast)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int root, ig_err *err);
     ig_status (*allreduce)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
@@ -37,6 +39,9 @@ typedef struct ig_comm_ops {
                        ig_comm_req *req, ig_err *err);
     ig_status (*wait)(ig_comm_req *req, ig_err *err); /* frees req->impl */
     ig_status (*test)(ig_comm_req *req, int *done, ig_err *err);
+    /* groups of non-blocking operations; NULL: nothing to do (comm.c tracks nesting) */
+    ig_status (*group_begin)(ig_comm *c, ig_err *err);
+    ig_status (*group_end)(ig_comm *c, ig_err *err);
     void (*destroy)(ig_comm *c); /* frees impl (and shuts the backend down for the world) */
 } ig_comm_ops;
 
@@ -52,6 +57,7 @@ struct ig_comm {
     ig_ctx *ctx;
     int rank, size;
     int is_world; /* freeing it shuts the backend down */
+    int in_group; /* between ig_comm_group_begin and ig_comm_group_end */
     void *impl;   /* the backend's state */
 };
 
@@ -68,7 +74,7 @@ static inline ig_comm *ig_comm_alloc(ig_ctx *ctx, const ig_comm_ops *ops, int ra
 }
 
 static inline size_t ig_comm_elem_size(ig_comm_type t) {
-    static const size_t sizes[IG_COMM_TYPE_COUNT] = {1, 4, 8, 8, 4, 8};
+    static const size_t sizes[IG_COMM_TYPE_COUNT] = {1, 4, 8, 8, 4, 8, 2};
     return (unsigned)t < IG_COMM_TYPE_COUNT ? sizes[t] : 0;
 }
 

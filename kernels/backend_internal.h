@@ -97,6 +97,27 @@ void ig_backend_raise(ig_backend *be, ig_status status, const char *fmt, ...) IG
 ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err);
 ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
 
+/* ---- host-side helpers of the accelerator backends (backend_host.c, plain C in every build) -- */
+
+/* fp32 -> bf16 with round-to-nearest-even (NaN stays NaN, overflow becomes infinity), and back
+ * (exact). The _n forms convert n elements. */
+uint16_t ig_backend_bf16_from_f32(float x);
+float ig_backend_bf16_to_f32(uint16_t h);
+void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+
+/* Sets err to IG_ERR_NOMEM for a device allocation of `bytes` for `what` that failed, naming what
+ * the device has free and in all (total_bytes 0: unknown) and `why` (the runtime's words). */
+ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, size_t bytes,
+                          size_t free_bytes, size_t total_bytes, const char *why);
+
+/* The CUDA backend's attention path, from the environment variable IG_CUDA_ATTENTION (read once
+ * when the backend is created): "fused" (default, or unset: the tiled online-softmax kernels, no
+ * [T, T] matrix) or "gemm" (cuBLAS batched GEMMs around a fused scale-mask-softmax, [T, T]
+ * scores in scratch memory: for comparison in bench_cuda). *ok is 0 for any other value. */
+typedef enum ig_attention_path { IG_ATTENTION_FUSED = 0, IG_ATTENTION_GEMM } ig_attention_path;
+ig_attention_path ig_attention_path_from_env(const char *value, int *ok);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,6 +29,7 @@
 #include <sys/time.h>
 
 #include "kernels/backend.h"
+#include "kernels/backend_internal.h"
 
 /* ---- fixtures -------------------------------------------------------------------------------- */
 
@@ -1090,6 +1091,53 @@ static void test_matmul_under_signals(void **state) {
     tfree(f, inp), tfree(f, w), tfree(f, want), tfree(f, got);
 }
 
+/* The host side of the accelerator backends (backend_host.c): bf16 rounding, the device
+ * out-of-memory message, the attention path's setting. */
+static void test_backend_host(void **state) {
+    (void)state;
+    /* round to nearest even: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 and goes to 1 (even);
+     * 1 + 3 * 2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6 and goes up */
+    assert_int_equal(ig_backend_bf16_from_f32(1.0f), 0x3f80);
+    assert_int_equal(ig_backend_bf16_from_f32(1.0f + 0x1p-8f), 0x3f80);
+    assert_int_equal(ig_backend_bf16_from_f32(1.0f + 3 * 0x1p-8f), 0x3f82);
+    assert_int_equal(ig_backend_bf16_from_f32(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    assert_int_equal(ig_backend_bf16_from_f32(-2.0f), 0xc000);
+    assert_int_equal(ig_backend_bf16_from_f32(INFINITY), 0x7f80);
+    assert_int_equal(ig_backend_bf16_from_f32(3.4e38f), 0x7f80); /* rounds past the largest */
+    uint16_t nan = ig_backend_bf16_from_f32(NAN);
+    assert_true((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0);
+    for (int i = 0; i < 1000; i++) { /* bf16 -> fp32 -> bf16 is the identity on finite values */
+        uint16_t h = (uint16_t)(i * 61 + 7);
+        if ((h & 0x7f80) == 0x7f80) continue; /* infinities and NaNs */
+        assert_int_equal(ig_backend_bf16_from_f32(ig_backend_bf16_to_f32(h)), h);
+    }
+    float x[3] = {0.1f, -3.5f, 1e-3f}, y[3];
+    uint16_t hb[3];
+    ig_backend_bf16_from_f32_n(hb, x, 3);
+    ig_backend_bf16_to_f32_n(y, hb, 3);
+    for (int i = 0; i < 3; i++) assert_true(fabsf(y[i] - x[i]) <= fabsf(x[i]) * 0x1p-9f);
+
+    ig_err err = {0};
+    assert_int_equal(ig_device_nomem(&err, "cuda", "activations", (size_t)3 << 30, (size_t)1 << 30,
+                                     (size_t)80 << 30, "out of memory"),
+                     IG_ERR_NOMEM);
+    assert_non_null(strstr(err.msg, "3221225472 bytes"));
+    assert_non_null(strstr(err.msg, "activations"));
+    assert_non_null(strstr(err.msg, "free of"));
+    assert_int_equal(ig_device_nomem(&err, "cuda", "x", 10, 0, 0, NULL), IG_ERR_NOMEM);
+    assert_null(strstr(err.msg, "free of"));
+
+    int ok = 0;
+    assert_int_equal(ig_attention_path_from_env(NULL, &ok), IG_ATTENTION_FUSED);
+    assert_true(ok);
+    assert_int_equal(ig_attention_path_from_env("gemm", &ok), IG_ATTENTION_GEMM);
+    assert_true(ok);
+    assert_int_equal(ig_attention_path_from_env("fused", &ok), IG_ATTENTION_FUSED);
+    assert_true(ok);
+    ig_attention_path_from_env("flash", &ok);
+    assert_false(ok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_basics),
@@ -1110,6 +1158,7 @@ int main(void) {
         cmocka_unit_test(test_sum_squares_scale),
         cmocka_unit_test(test_determinism_rows),
         cmocka_unit_test(test_matmul_under_signals),
+        cmocka_unit_test(test_backend_host),
     };
     return cmocka_run_group_tests_name("kernels", tests, setup, teardown);
 }

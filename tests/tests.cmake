@@ -1,4 +1,5 @@
-# Test registration. Every tests/test_*.c is a cmocka program (label "unit"); every
+# Test registration. Every tests/test_*.c is a cmocka program (label "unit", or "cuda" for
+# tests/test_cuda_*.c, which need a GPU and exit 77 without one); every
 # tests/cli/*.sh is an end-to-end test of the ingot program (label "cli"); tests/mpi/*.sh run
 # under mpirun (label "mpi"). Tests find their inputs through environment variables:
 #   IG_SOURCE_DIR  the checkout        IG_BUILD_DIR  this build
@@ -33,8 +34,13 @@ foreach(src ${IG_UNIT_TESTS})
   target_link_libraries(${name} PRIVATE igtest)
   add_test(NAME ${name} COMMAND ${name})
   # cmocka: exit 0 = pass; tests that cannot run (no shared data, no device) print why and
-  # exit 77, which ctest reports as skipped.
-  set_tests_properties(${name} PROPERTIES LABELS unit ENVIRONMENT "${IG_TEST_ENV}"
+  # exit 77, which ctest reports as skipped. test_cuda_*.c need a GPU: label "cuda"
+  # (ctest -L cuda), the others "unit".
+  set(label unit)
+  if(name MATCHES "^test_cuda_")
+    set(label cuda)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS ${label} ENVIRONMENT "${IG_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
 
@@ -62,3 +68,7 @@ foreach(src ${IG_MPI_TESTS})
   set_tests_properties(mpi_${name} PROPERTIES LABELS mpi ENVIRONMENT "${IG_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
 endforeach()
+# the NCCL communicator needs a GPU as well
+if(TEST mpi_nccl)
+  set_property(TEST mpi_nccl APPEND PROPERTY LABELS cuda)
+endif()

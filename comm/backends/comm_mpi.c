@@ -47,6 +47,8 @@ static MPI_Datatype mpi_type(ig_comm_type t) {
         return MPI_UINT64_T;
     case IG_COMM_F32:
         return MPI_FLOAT;
+    case IG_COMM_BF16: /* moved as 16-bit words; reductions are refused (no_bf16_sum) */
+        return MPI_UINT16_T;
     case IG_COMM_F64:
     default:
         return MPI_DOUBLE;
@@ -65,6 +67,16 @@ static ig_status fits_int(size_t n, const char *what, ig_err *err) {
 }
 
 static const ig_comm_ops mpi_ops;
+
+/* MPI has no bf16 arithmetic: its reductions are NCCL's job. */
+static ig_status no_bf16_sum(ig_comm_type t, const char *what, ig_err *err) {
+    if (t == IG_COMM_BF16)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "MPI %s of bf16: MPI cannot add bf16; reduce fp32, or use the NCCL "
+                          "communicator (device buffers)",
+                          what);
+    return IG_OK;
+}
 
 static ig_status wrap(ig_comm **out, ig_ctx *ctx, MPI_Comm comm, int finalize, ig_err *err) {
     int rank, size;
@@ -139,6 +151,20 @@ static ig_status mpi_split(ig_comm *c, int color, int key, ig_comm **out, ig_err
     return st;
 }
 
+static ig_status mpi_split_local(ig_comm *c, ig_comm **out, ig_err *err) {
+    MPI_Comm sub;
+    CHECK(MPI_Comm_split_type(comm_of(c), MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &sub),
+          "Comm_split_type");
+    int rc = MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&sub);
+        return mpi_fail(err, rc, "Comm_set_errhandler");
+    }
+    ig_status st = wrap(out, c->ctx, sub, 0, err);
+    if (st != IG_OK) MPI_Comm_free(&sub);
+    return st;
+}
+
 static ig_status mpi_barrier(ig_comm *c, ig_err *err) {
     CHECK(MPI_Barrier(comm_of(c)), "barrier");
     return IG_OK;
@@ -157,6 +183,7 @@ static ig_status mpi_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type t, 
 
 static ig_status mpi_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
                                ig_comm_type t, ig_comm_op op, ig_err *err) {
+    if (no_bf16_sum(t, "all-reduce", err) != IG_OK) return IG_ERR_UNSUPPORTED;
     size_t es = ig_comm_elem_size(t);
     for (size_t at = 0; at < count; at += CHUNK) {
         size_t n = count - at < CHUNK ? count - at : CHUNK;
@@ -178,6 +205,7 @@ static ig_status mpi_allgather(ig_comm *c, const void *send, void *recv, size_t 
 
 static ig_status mpi_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                     ig_comm_type t, ig_comm_op op, ig_err *err) {
+    if (no_bf16_sum(t, "reduce-scatter", err) != IG_OK) return IG_ERR_UNSUPPORTED;
     ig_status st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
     if (st != IG_OK) return st;
     CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(t), mpi_op(op), comm_of(c)),
@@ -315,6 +343,7 @@ static ig_status start_failed(ig_comm *c, ig_comm_req *req, int rc, const char *
 
 static ig_status mpi_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
                                 ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
+    if (no_bf16_sum(t, "all-reduce", err) != IG_OK) return IG_ERR_UNSUPPORTED;
     ig_status st = req_alloc(c, req, count, 0, t, err);
     if (st != IG_OK) return st;
     mpi_req *m = req->impl;
@@ -346,6 +375,7 @@ static ig_status mpi_iallgather(ig_comm *c, const void *send, void *recv, size_t
 
 static ig_status mpi_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                      ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
+    if (no_bf16_sum(t, "reduce-scatter", err) != IG_OK) return IG_ERR_UNSUPPORTED;
     ig_status st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
     if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
     if (st != IG_OK) return st;
@@ -421,6 +451,7 @@ static ig_status mpi_test(ig_comm_req *req, int *done, ig_err *err) {
 static const ig_comm_ops mpi_ops = {
     .name = "mpi",
     .split = mpi_split,
+    .split_local = mpi_split_local,
     .barrier = mpi_barrier,
     .bcast = mpi_bcast,
     .allreduce = mpi_allreduce,

@@ -11,6 +11,10 @@ static ig_status single_split(ig_comm *c, int color, int key, ig_comm **out, ig_
     return ig_comm_single(out, c->ctx, err);
 }
 
+static ig_status single_split_local(ig_comm *c, ig_comm **out, ig_err *err) {
+    return ig_comm_single(out, c->ctx, err);
+}
+
 static ig_status single_barrier(ig_comm *c, ig_err *err) {
     (void)c;
     (void)err;
@@ -110,6 +114,7 @@ static ig_status single_test(ig_comm_req *req, int *done, ig_err *err) {
 static const ig_comm_ops single_ops = {
     .name = "single",
     .split = single_split,
+    .split_local = single_split_local,
     .barrier = single_barrier,
     .bcast = single_bcast,
     .allreduce = single_allreduce,

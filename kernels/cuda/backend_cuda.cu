@@ -1,12 +1,339 @@
-/* backend_cuda.cu - the CUDA backend's create hook. Its kernels are a later issue: until then it
- * answers IG_ERR_UNSUPPORTED, so a trainer asking for CUDA stops with a clear message instead of
- * running something half made. ig_cuda_query (device.cu) works meanwhile. */
-#include "../backend.h"
-#include "../backend_internal.h"
+/* backend_cuda.cu - the CUDA backend: creating it on a device (its stream, cuBLASLt handle and
+ * workspace), its memory (cudaMalloc, never managed memory; IG_ERR_NOMEM names the bytes asked
+ * for and what the device has free), copies and fp32 <-> bf16 conversions through host staging,
+ * the scratch buffer the kernels share, error checks, and the ops table that backend.c dispatches
+ * through. The kernels themselves are in one .cu per family of operations.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+#define LT_WORKSPACE ((size_t)32 << 20)  /* cuBLASLt workspace: Hopper's kernels use up to 32 MiB  \
+                                          */
+#define STAGING_FLOATS ((size_t)1 << 22) /* host staging for conversions: 16 MiB of fp32 */
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+ig_status cu_status(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return IG_OK;
+    case cudaErrorMemoryAllocation:
+        return IG_ERR_NOMEM;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidResourceHandle:
+    case cudaErrorInvalidPitchValue:
+    case cudaErrorInvalidDeviceFunction:
+        return IG_ERR_INTERNAL;
+    default:
+        return IG_ERR_IO;
+    }
+}
+
+int cu_ok(ig_backend *be, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return 1;
+    ig_backend_raise(be, cu_status(e), "%s: %s (%s)", what, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+    return 0;
+}
+
+int cu_launched(ig_backend *be, const char *what) {
+    return cu_ok(be, cudaGetLastError(), what);
+}
+
+int cu_blas_ok(ig_backend *be, cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return 1;
+    ig_backend_raise(be, s == CUBLAS_STATUS_ALLOC_FAILED ? IG_ERR_NOMEM : IG_ERR_INTERNAL,
+                     "%s: cuBLASLt: %s (%s)", what, cublasLtGetStatusString(s),
+                     cublasLtGetStatusName(s));
+    return 0;
+}
+
+/* An error of a call that returns an ig_status (memory operations), with err filled. */
+static ig_status cu_fail(ig_err *err, cudaError_t e, const char *what) {
+    return ig_err_set(err, cu_status(e), "cuda backend: %s: %s (%s)", what, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+}
+
+cu_impl *cu_enter(ig_backend *be) {
+    cu_impl *cu = (cu_impl *)be->impl;
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != cu->device)
+        cu_ok(be, cudaSetDevice(cu->device), "cudaSetDevice");
+    return cu;
+}
+
+cudaDataType_t cu_act_type(const ig_backend *be) {
+    return be->act_type == IG_ACT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+/* cudaMalloc of bytes for what; IG_ERR_NOMEM names the bytes and the device's free memory. */
+static ig_status device_alloc(cu_impl *cu, size_t bytes, const char *what, void **out,
+                              ig_err *err) {
+    *out = NULL;
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    if (e == cudaSuccess) return IG_OK;
+    *out = NULL;
+    cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = total_b = 0, cudaGetLastError();
+    (void)cu;
+    if (e == cudaErrorMemoryAllocation)
+        return ig_device_nomem(err, "cuda", what, bytes, free_b, total_b, cudaGetErrorString(e));
+    return cu_fail(err, e, "cudaMalloc");
+}
+
+static ig_status cu_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    ig_status st = device_alloc(cu, bytes, "a buffer", out, err);
+    if (st != IG_OK) return st;
+    cudaError_t e = cudaMemsetAsync(*out, 0, bytes, cu->stream);
+    if (e != cudaSuccess) {
+        cudaFree(*out);
+        *out = NULL;
+        return cu_fail(err, e, "cudaMemsetAsync");
+    }
+    return IG_OK;
+}
+
+static void cu_release(ig_backend *be, void *p) {
+    cu_impl *cu = cu_enter(be);
+    /* kernels queued on the stream may still use p: wait for them first */
+    cu_ok(be, cudaStreamSynchronize(cu->stream), "cudaStreamSynchronize (release)");
+    cu_ok(be, cudaFree(p), "cudaFree");
+}
+
+static ig_status copy(ig_backend *be, void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+                      ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, k, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+    return e == cudaSuccess ? IG_OK
+                            : cu_fail(err, e, k == cudaMemcpyHostToDevice ? "upload" : "download");
+}
+
+static ig_status cu_upload(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err) {
+    return copy(be, dst, src, bytes, cudaMemcpyHostToDevice, err);
+}
+
+static ig_status cu_download(ig_backend *be, void *dst, const void *src, size_t bytes,
+                             ig_err *err) {
+    return copy(be, dst, src, bytes, cudaMemcpyDeviceToHost, err);
+}
+
+static ig_status cu_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaError_t e = cudaMemsetAsync(p, 0, bytes, cu->stream);
+    return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemsetAsync");
+}
+
+/* The host staging buffer (STAGING_FLOATS * 2 bytes of bf16) for conversions. */
+static uint16_t *staging(ig_backend *be, ig_err *err) {
+    cu_impl *cu = (cu_impl *)be->impl;
+    if (!cu->host) {
+        cu->host = ig_alloc_aligned(be->ctx, STAGING_FLOATS * sizeof(uint16_t), IG_ALIGN_KERNEL);
+        if (!cu->host) {
+            ig_err_set(err, IG_ERR_NOMEM,
+                       "cuda backend: out of host memory for %zu bytes of staging",
+                       STAGING_FLOATS * sizeof(uint16_t));
+            return NULL;
+        }
+        cu->host_bytes = STAGING_FLOATS * sizeof(uint16_t);
+    }
+    return (uint16_t *)cu->host;
+}
+
+static ig_status cu_upload_f32(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err) {
+    if (be->act_type == IG_ACT_F32) return cu_upload(be, dst, src, n * sizeof(float), err);
+    uint16_t *h = staging(be, err);
+    if (!h) return IG_ERR_NOMEM;
+    for (size_t at = 0; at < n; at += STAGING_FLOATS) { /* convert a piece, copy it, next */
+        size_t k = n - at < STAGING_FLOATS ? n - at : STAGING_FLOATS;
+        ig_backend_bf16_from_f32_n(h, src + at, k);
+        ig_status st = cu_upload(be, (uint16_t *)dst + at, h, k * sizeof(uint16_t), err);
+        if (st != IG_OK) return st;
+    }
+    return IG_OK;
+}
+
+static ig_status cu_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
+                                 ig_err *err) {
+    if (be->act_type == IG_ACT_F32) return cu_download(be, dst, src, n * sizeof(float), err);
+    uint16_t *h = staging(be, err);
+    if (!h) return IG_ERR_NOMEM;
+    for (size_t at = 0; at < n; at += STAGING_FLOATS) {
+        size_t k = n - at < STAGING_FLOATS ? n - at : STAGING_FLOATS;
+        ig_status st = cu_download(be, h, (const uint16_t *)src + at, k * sizeof(uint16_t), err);
+        if (st != IG_OK) return st;
+        ig_backend_bf16_to_f32_n(dst + at, h, k);
+    }
+    return IG_OK;
+}
+
+static ig_status cu_sync(ig_backend *be, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaError_t e = cudaStreamSynchronize(cu->stream);
+    return e == cudaSuccess ? IG_OK : cu_fail(err, e, "a queued kernel failed");
+}
+
+void *cu_scratch(ig_backend *be, size_t bytes, const char *what) {
+    cu_impl *cu = (cu_impl *)be->impl;
+    if (bytes <= cu->scratch_bytes && cu->scratch) return cu->scratch;
+    /* grow: the old buffer may be in use by queued kernels */
+    if (cu->scratch) {
+        if (!cu_ok(be, cudaStreamSynchronize(cu->stream), "cudaStreamSynchronize (scratch)"))
+            return NULL;
+        cudaFree(cu->scratch);
+        cu->scratch = NULL;
+        cu->scratch_bytes = 0;
+    }
+    size_t want = cu_round256(bytes + bytes / 8); /* some headroom against regrowing */
+    ig_err err = {};
+    if (device_alloc(cu, want, what, &cu->scratch, &err) != IG_OK) {
+        ig_backend_raise(be, err.status, "%s: scratch memory: %s", what, err.msg);
+        return NULL;
+    }
+    cu->scratch_bytes = want;
+    return cu->scratch;
+}
+
+/* ---- the backend ----------------------------------------------------------------------------- */
+
+static void cu_destroy(ig_backend *be) {
+    cu_impl *cu = (cu_impl *)be->impl;
+    if (!cu) return;
+    cudaSetDevice(cu->device);
+    if (cu->stream) cudaStreamSynchronize(cu->stream);
+    if (cu->lt) cublasLtDestroy(cu->lt);
+    cudaFree(cu->lt_ws);
+    cudaFree(cu->scratch);
+    if (cu->stream) cudaStreamDestroy(cu->stream);
+    ig_free(be->ctx, cu->host);
+    ig_free(be->ctx, cu);
+    be->impl = NULL;
+}
+
+static void attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                              const int32_t *doc, int B, int T, int C, int NH) {
+    cu_impl *cu = cu_enter(be);
+    if (cu->attention == IG_ATTENTION_GEMM)
+        cu_attention_gemm_forward(be, out, lse, qkv, doc, B, T, C, NH);
+    else
+        cu_attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+}
+
+static void attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
+                               const void *out, const float *lse, const int32_t *doc, int B, int T,
+                               int C, int NH) {
+    cu_impl *cu = cu_enter(be);
+    if (cu->attention == IG_ATTENTION_GEMM)
+        cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+    else
+        cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+}
+
+static const ig_backend_ops cuda_ops = {
+    cu_destroy,
+    cu_alloc,
+    cu_release,
+    cu_upload,
+    cu_download,
+    cu_zero,
+    cu_upload_f32,
+    cu_download_f32,
+    cu_sync,
+    cu_encoder_forward,
+    cu_encoder_backward,
+    cu_layernorm_forward,
+    cu_residual_layernorm_forward,
+    cu_layernorm_backward,
+    cu_matmul_forward,
+    cu_matmul_backward,
+    cu_gelu_bias_forward,
+    cu_gelu_bias_backward,
+    attention_forward,
+    attention_backward,
+    cu_attention_cached,
+    cu_crossentropy,
+    cu_ce_max,
+    cu_ce_sums,
+    cu_ce_finish,
+    cu_add,
+    cu_adamw,
+    cu_sum_squares,
+    cu_scale,
+};
+
+/* Fails the creation: frees what was made, sets err. */
+static ig_status create_failed(ig_backend *be, ig_err *err, cudaError_t e, const char *what) {
+    cu_destroy(be);
+    return cu_fail(err, e, what);
+}
 
 extern "C" ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
-    (void)be;
-    return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                      "the CUDA backend's kernels are not written yet (this build has the CUDA "
-                      "device query only); use the CPU backend");
+    be->impl = NULL;
+    int ok = 1;
+    const char *env = getenv("IG_CUDA_ATTENTION");
+    ig_attention_path path = ig_attention_path_from_env(env, &ok);
+    if (!ok)
+        return ig_err_set(
+            err, IG_ERR_INVALID_ARG,
+            "IG_CUDA_ATTENTION=%s: the CUDA attention path is \"fused\" (the default) "
+            "or \"gemm\"",
+            env);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device is visible";
+        cudaGetLastError();
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "no CUDA device: %s (use the CPU backend, train.device: cpu)", why);
+    }
+    if (be->opts.device < 0 || be->opts.device >= n)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "CUDA device %d does not exist: this process sees %d device%s (0..%d)",
+                          be->opts.device, n, n == 1 ? "" : "s", n - 1);
+    cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, be->opts.device)) != cudaSuccess)
+        return cu_fail(err, e, "cudaGetDeviceProperties");
+    if (prop.major < 8)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "CUDA device %d (%s) is sm_%d%d: this build needs sm_80 or newer (bf16 "
+                          "tensor cores)",
+                          be->opts.device, prop.name, prop.major, prop.minor);
+    if ((e = cudaSetDevice(be->opts.device)) != cudaSuccess)
+        return cu_fail(err, e, "cudaSetDevice");
+
+    cu_impl *cu = (cu_impl *)ig_calloc(be->ctx, 1, sizeof *cu);
+    if (!cu) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the CUDA backend");
+    be->impl = cu;
+    cu->device = be->opts.device;
+    cu->sm_count = prop.multiProcessorCount;
+    cu->smem_optin = prop.sharedMemPerBlockOptin;
+    cu->attention = path;
+    if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return create_failed(be, err, e, "cudaStreamCreate");
+    cublasStatus_t s = cublasLtCreate(&cu->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cu->lt = NULL;
+        cu_destroy(be);
+        return ig_err_set(err, IG_ERR_INTERNAL, "cuda backend: cublasLtCreate: %s (%s)",
+                          cublasLtGetStatusString(s), cublasLtGetStatusName(s));
+    }
+    ig_status st = device_alloc(cu, LT_WORKSPACE, "the cuBLASLt workspace", &cu->lt_ws, err);
+    if (st != IG_OK) {
+        cu_destroy(be);
+        return st;
+    }
+    cu->lt_ws_bytes = LT_WORKSPACE;
+    be->ops = &cuda_ops;
+    be->name = "cuda";
+    be->act_type = be->opts.act_type;
+    return IG_OK;
 }

@@ -139,6 +139,22 @@ int main(void) {
     }
     ig_comm_free(g);
 
+    /* the node-local group: every process of this test runs on one machine */
+    OK(ig_comm_split_local(w, &g, &err));
+    CHECK(g && ig_comm_size(g) == size && ig_comm_rank(g) == rank, "local group");
+    ig_comm_free(g);
+    /* groups are no-ops here, but blocking calls inside one are refused; MPI cannot add bf16 */
+    OK(ig_comm_group_begin(w, &err));
+    CHECK(ig_comm_barrier(w, &err) == IG_ERR_INVALID_ARG, "a barrier inside a group");
+    OK(ig_comm_group_end(w, &err));
+    uint16_t h16[2] = {0x3f80, 0x4000}, r16[2];
+    ig_status st16 = ig_comm_allreduce(w, h16, r16, 2, IG_COMM_BF16, IG_COMM_SUM, &err);
+    CHECK(size == 1 ? st16 == IG_OK : st16 == IG_ERR_UNSUPPORTED, "bf16 all-reduce: %d", st16);
+    uint16_t *all16 = calloc(2 * (size_t)size, sizeof *all16);
+    OK(ig_comm_allgather(w, h16, all16, 2, IG_COMM_BF16, &err));
+    CHECK(all16[2 * (size - 1) + 1] == 0x4000, "bf16 all-gather");
+    free(all16);
+
     /* gather of bytes of different lengths, and agreement */
     char msg[32];
     int len = snprintf(msg, sizeof msg, "r%d:", rank);

@@ -1,0 +1,63 @@
+/* backend_host.c - host-side pieces of the accelerator backends that need no accelerator: the
+ * fp32 <-> bf16 conversions (round to nearest even, as torch and CUDA's __float2bfloat16_rn do)
+ * behind ig_backend_upload_f32 / download_f32 of a bf16 backend, the out-of-memory message of a
+ * device allocation, and the choice of attention path. Plain C in every build, so the CPU tests
+ * check them even where no GPU is.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_internal.h"
+
+uint16_t ig_backend_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN, sign kept */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    /* round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate
+     * (a value that rounds past the largest finite bf16 becomes infinity, as it should) */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float ig_backend_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ig_backend_bf16_from_f32(src[i]);
+}
+
+void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ig_backend_bf16_to_f32(src[i]);
+}
+
+ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, size_t bytes,
+                          size_t free_bytes, size_t total_bytes, const char *why) {
+    char need[32], avail[32], total[32];
+    ig_format_bytes((double)bytes, need, sizeof need);
+    if (!total_bytes)
+        return ig_err_set(err, IG_ERR_NOMEM,
+                          "%s backend: cannot allocate %s (%zu bytes) for %s: %s", backend, need,
+                          bytes, what, why ? why : "out of memory");
+    ig_format_bytes((double)free_bytes, avail, sizeof avail);
+    ig_format_bytes((double)total_bytes, total, sizeof total);
+    return ig_err_set(err, IG_ERR_NOMEM,
+                      "%s backend: cannot allocate %s (%zu bytes) for %s: %s free of %s on the "
+                      "device (%s); use a smaller micro-batch (train.micro_batch) or sequence, or "
+                      "a device with more memory",
+                      backend, need, bytes, what, avail, total, why ? why : "out of memory");
+}
+
+ig_attention_path ig_attention_path_from_env(const char *value, int *ok) {
+    *ok = 1;
+    if (!value || !*value || strcmp(value, "fused") == 0) return IG_ATTENTION_FUSED;
+    if (strcmp(value, "gemm") == 0) return IG_ATTENTION_GEMM;
+    *ok = 0;
+    return IG_ATTENTION_FUSED;
+}

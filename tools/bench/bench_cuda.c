@@ -1,0 +1,231 @@
+/* bench_cuda.c - the CUDA backend on the device it finds (`make bench-cuda`): GPT-2 small (124M)
+ * training steps at micro-batch 16 x 1024 tokens in bf16, as tokens per second and MFU, and the
+ * two attention paths at 1024 tokens. Every figure is a ratio against a reference measured in the
+ * same run: MFU is the model's FLOPs per second (ig_gpt_flops_per_token, 3x for a training step)
+ * over the bf16 GEMM throughput that cuBLASLt reaches on the same device (an 8192^3 matmul through
+ * the same backend), and attention is FLOP/s over that same GEMM peak. Memory: what the model and
+ * the step took on the device (cudaMemGetInfo before and after, when the CUDA runtime is linked).
+ * Without a device it prints "skipped: no CUDA device" and exits 0.
+ *
+ * Usage: bench_cuda [--micro-batch B] [--seq T] [--steps N] [--layers L]
+ * The last line is one `cuda_summary key=value ...` line for scripts.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "kernels/backend.h"
+#include "train/train.h"
+
+#ifdef IG_BENCH_CUDA_RUNTIME
+#include <cuda_runtime.h>
+#endif
+
+typedef struct args {
+    int B, T, steps, layers;
+} args;
+
+static size_t device_used(void) {
+#ifdef IG_BENCH_CUDA_RUNTIME
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return total_b - free_b;
+#endif
+    return 0;
+}
+
+static void die(const char *what, const ig_err *err) {
+    fprintf(stderr, "bench_cuda: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+static ig_backend *cuda_backend(ig_ctx *ctx, const char *attention) {
+    ig_backend_opts o = ig_backend_opts_default();
+    o.kind = IG_BACKEND_CUDA;
+    o.act_type = IG_ACT_BF16;
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    if (attention) setenv("IG_CUDA_ATTENTION", attention, 1);
+    ig_status st = ig_backend_create(&be, ctx, &o, &err);
+    if (attention) unsetenv("IG_CUDA_ATTENTION");
+    if (st != IG_OK) die("creating the CUDA backend", &err);
+    return be;
+}
+
+static void *dev_alloc(ig_backend *be, size_t bytes) {
+    void *p = NULL;
+    ig_err err = {0};
+    if (ig_backend_alloc(be, bytes, &p, &err) != IG_OK) die("allocating", &err);
+    return p;
+}
+
+static void sync_or_die(ig_backend *be) {
+    ig_err err = {0};
+    if (ig_backend_sync(be, &err) != IG_OK) die("a kernel", &err);
+}
+
+/* Random bf16 values in [-1, 1) into a device buffer of n act elements. */
+static void fill_random(ig_backend *be, void *dst, size_t n, uint64_t seed) {
+    float *h = malloc(n * sizeof *h);
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        h[i] = (float)((double)((s * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0 * 2 - 1);
+    }
+    ig_err err = {0};
+    if (ig_backend_upload_f32(be, dst, h, n, &err) != IG_OK) die("uploading", &err);
+    free(h);
+}
+
+/* The bf16 GEMM throughput of the backend (cuBLASLt): an n^3 matmul, FLOP/s. */
+static double gemm_peak(ig_backend *be, int n) {
+    size_t e = (size_t)n * n, as = ig_backend_act_size(be);
+    void *a = dev_alloc(be, e * as), *w = dev_alloc(be, e * as), *o = dev_alloc(be, e * as);
+    fill_random(be, a, e, 1);
+    fill_random(be, w, e, 2);
+    for (int i = 0; i < 3; i++) ig_kernel_matmul_forward(be, o, a, w, IG_W_IN_OUT, NULL, n, n, n);
+    sync_or_die(be);
+    int reps = 20;
+    double t0 = ig_now();
+    for (int i = 0; i < reps; i++)
+        ig_kernel_matmul_forward(be, o, a, w, IG_W_IN_OUT, NULL, n, n, n);
+    sync_or_die(be);
+    double dt = ig_now() - t0;
+    ig_backend_release(be, a), ig_backend_release(be, w), ig_backend_release(be, o);
+    return 2.0 * n * (double)n * n * reps / dt;
+}
+
+/* Forward and backward of one attention path at B x T, C = 768, 12 heads: seconds per call. */
+static void attention_times(ig_ctx *ctx, const char *path, int B, int T, double *fwd, double *bwd,
+                            size_t *mem) {
+    ig_backend *be = cuda_backend(ctx, path);
+    int C = 768, NH = 12;
+    size_t as = ig_backend_act_size(be), n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C;
+    void *qkv = dev_alloc(be, n3 * as), *out = dev_alloc(be, n1 * as);
+    void *dout = dev_alloc(be, n1 * as), *dqkv = dev_alloc(be, n3 * as);
+    float *lse = dev_alloc(be, (size_t)B * NH * T * sizeof(float));
+    fill_random(be, qkv, n3, 3);
+    fill_random(be, dout, n1, 4);
+    size_t before = device_used();
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    ig_kernel_attention_backward(be, dqkv, dout, qkv, out, lse, NULL, B, T, C, NH);
+    sync_or_die(be);
+    *mem = device_used() - before; /* the scratch the path needed */
+    int reps = 10;
+    double t0 = ig_now();
+    for (int i = 0; i < reps; i++)
+        ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    sync_or_die(be);
+    *fwd = (ig_now() - t0) / reps;
+    t0 = ig_now();
+    for (int i = 0; i < reps; i++)
+        ig_kernel_attention_backward(be, dqkv, dout, qkv, out, lse, NULL, B, T, C, NH);
+    sync_or_die(be);
+    *bwd = (ig_now() - t0) / reps;
+    void *bufs[] = {qkv, out, dout, dqkv, lse};
+    for (size_t i = 0; i < 5; i++) ig_backend_release(be, bufs[i]);
+    ig_backend_free(be);
+}
+
+static void parse(int argc, char **argv, args *a) {
+    a->B = 16, a->T = 1024, a->steps = 10, a->layers = 12;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (v <= 0) {
+            fprintf(stderr, "bench_cuda: %s needs a positive number\n", argv[i]);
+            exit(2);
+        }
+        if (!strcmp(argv[i], "--micro-batch"))
+            a->B = v;
+        else if (!strcmp(argv[i], "--seq"))
+            a->T = v;
+        else if (!strcmp(argv[i], "--steps"))
+            a->steps = v;
+        else if (!strcmp(argv[i], "--layers"))
+            a->layers = v;
+        else {
+            fprintf(stderr, "usage: bench_cuda [--micro-batch B] [--seq T] [--steps N] "
+                            "[--layers L]\n");
+            exit(2);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    args a;
+    parse(argc, argv, &a);
+    ig_cuda_info ci;
+    ig_cuda_query(&ci);
+    if (!ci.compiled || ci.devices == 0) {
+        printf("skipped: no CUDA device (%s)\n",
+               ci.compiled ? ci.why : "CUDA is not in this build");
+        return 0;
+    }
+    char line[512];
+    printf("%s\n", ig_cuda_describe(line, sizeof line));
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    ig_ctx_opts co = ig_ctx_opts_default();
+    if (ig_ctx_create(&ctx, &co, &err) != IG_OK) die("context", &err);
+    ig_backend *be = cuda_backend(ctx, NULL);
+
+    double peak = gemm_peak(be, 8192);
+    printf("bf16 GEMM (cuBLASLt, 8192^3): %.1f TFLOP/s\n", peak / 1e12);
+
+    /* GPT-2 small: one training step (zero grads, forward + backward, norm, AdamW) */
+    ig_gpt_config c = {
+        .n_layer = a.layers, .n_head = 12, .d_model = 768, .seq_len = a.T, .vocab_size = 50257};
+    if (ig_gpt_config_check(&c, &err) != IG_OK) die("model", &err);
+    size_t used0 = device_used();
+    ig_gpt *m = NULL;
+    if (ig_gpt_create(&m, ctx, be, &c, a.B, a.T, 1234, &err) != IG_OK) die("the model", &err);
+    int32_t *tokens = malloc((size_t)a.B * (a.T + 1) * sizeof *tokens);
+    for (size_t i = 0; i < (size_t)a.B * (a.T + 1); i++) tokens[i] = (int32_t)(i * 7919 % 50257);
+    double loss = 0, step_s = 0;
+    for (int s = 1; s <= a.steps + 2; s++) { /* 2 warm-up steps */
+        double t0 = ig_now(), norm = 0;
+        if (ig_gpt_zero_grads(m, &err) != IG_OK ||
+            ig_gpt_forward_backward(m, tokens, a.B, a.T, NULL, 1.0f, &loss, NULL, &err) != IG_OK ||
+            ig_gpt_grad_norm(m, &norm, &err) != IG_OK ||
+            ig_gpt_adamw(m, s, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1 ? (float)(1 / norm) : 1,
+                         &err) != IG_OK)
+            die("a training step", &err);
+        if (s > 2) step_s += ig_now() - t0;
+    }
+    size_t used = device_used() - used0;
+    step_s /= a.steps;
+    double tok_s = (double)a.B * a.T / step_s;
+    double flops = 3.0 * ig_gpt_flops_per_token(&c, a.T) * tok_s;
+    printf("GPT-2 %dL d768, micro-batch %d x %d, bf16: %.1f ms/step, %.0f tokens/s, "
+           "MFU %.1f%% of the GEMM peak (%.1f TFLOP/s), loss %.3f\n",
+           a.layers, a.B, a.T, step_s * 1e3, tok_s, 100 * flops / peak, flops / 1e12, loss);
+    if (used)
+        printf("device memory taken by the model and its step: %.2f GiB (%llu bytes)\n",
+               (double)used / (1u << 30), (unsigned long long)used);
+    ig_gpt_free(m);
+    free(tokens);
+    ig_backend_free(be);
+
+    /* attention at 1024 tokens: the fused kernels against the GEMM + softmax path; causal FLOPs
+     * 2 B T^2 C forward, 2.5x that backward (the flash-attention convention) */
+    double att[2][2];
+    size_t att_mem[2];
+    const char *paths[2] = {"fused", "gemm"};
+    int T = 1024;
+    for (int p = 0; p < 2; p++) {
+        attention_times(ctx, paths[p], a.B, T, &att[p][0], &att[p][1], &att_mem[p]);
+        double f = 2.0 * a.B * (double)T * T * 768;
+        printf("attention %-5s B=%d T=%d C=768 NH=12: forward %.2f ms (%.2f of the GEMM peak), "
+               "backward %.2f ms (%.2f), scratch %.0f MiB\n",
+               paths[p], a.B, T, att[p][0] * 1e3, f / att[p][0] / peak, att[p][1] * 1e3,
+               2.5 * f / att[p][1] / peak, (double)att_mem[p] / (1u << 20));
+    }
+    printf("cuda_summary tokens_per_s=%.0f mfu=%.4f gemm_tflops=%.1f step_ms=%.2f mem_bytes=%zu "
+           "att_fused_fwd_ms=%.3f att_fused_bwd_ms=%.3f att_gemm_fwd_ms=%.3f "
+           "att_gemm_bwd_ms=%.3f\n",
+           tok_s, flops / peak, peak / 1e12, step_s * 1e3, used, att[0][0] * 1e3, att[0][1] * 1e3,
+           att[1][0] * 1e3, att[1][1] * 1e3);
+    ig_ctx_free(ctx);
+    return 0;
+}
