@@ -81,7 +81,8 @@ ig_status ig_comm_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type type, 
 ig_status ig_comm_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
                             ig_comm_type type, ig_comm_op op, ig_err *err);
 
-/* recv[r*count .. (r+1)*count) = rank r's send[0..count), on every rank. */
+/* recv[r*count .. (r+1)*count) = rank r's send[0..count), on every rank. In place when send is
+ * this rank's own place in recv (send == recv + rank * count elements). */
 ig_status ig_comm_allgather(ig_comm *c, const void *send, void *recv, size_t count,
                             ig_comm_type type, ig_err *err);
 

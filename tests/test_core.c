@@ -576,6 +576,8 @@ static void test_remove_tree(void **state) {
     /* a component that is not a directory: an error naming the path */
     assert_int_not_equal(ig_remove_tree(igt_fmt("%s/precious/x", keep), &err), IG_OK);
     assert_non_null(strstr(err.msg, "precious/x"));
+    igt_rmtree(dir);
+    free(dir);
 }
 
 static void test_atomic_file(void **state) {

@@ -1,11 +1,19 @@
 /* checkpoint.c - checkpoints (DESIGN 3.3): RUN_DIR/ckpt/step_NNNNNNNN/ holds manifest.json (the
  * configuration, the layout, the step, the loader's consumed samples, the seed, and every file
- * with its size and xxh3) and per-rank safetensors shards of the parameters and of the AdamW
- * moments. A checkpoint is written under a temporary directory name, fsync'd and renamed when
- * complete, so a run killed while saving leaves the previous checkpoint the latest one; only the
- * newest ckpt.keep are kept. Loading verifies every checksum first: a truncated, altered or
- * missing file is refused with its name, never loaded.
+ * with its size and xxh3) and one pair of safetensors shards per model-parallel rank (tp x pp):
+ * model-rNNNNN (the parameters of its part, under their global names) and optim-rNNNNN (the
+ * AdamW moments, exp_avg.NAME and exp_avg_sq.NAME). The data-parallel replicas hold the same
+ * parameters, so replica 0 writes them; with ZeRO the moments' pieces are gathered on it first.
+ *
+ * A checkpoint is written under a temporary directory name, fsync'd and renamed when every rank
+ * has written its files, so a run killed (or failing on any rank) while saving leaves the
+ * previous checkpoint the latest one; only the newest ckpt.keep are kept. Loading reads any
+ * layout into any part: each tensor is assembled whole from the parts the saving layout cut it
+ * into, and this rank's part of it taken out, so a run resumes under another tp, pp, dp or ZeRO
+ * stage, and `ckpt export` merges. Every file a rank reads is verified (size and xxh3) first: a
+ * truncated, altered or missing file is refused with its name, never loaded.
  */
+#include "gpt_internal.h"
 #include "train_internal.h"
 
 #include <dirent.h>
@@ -19,8 +27,10 @@
 
 #include "safetensors.h"
 
-#define MODEL_FILE "model-r00000.safetensors"
-#define OPTIM_FILE "optim-r00000.safetensors"
+/* the files of model-parallel rank r = pp_rank * tp + tp_rank */
+static void shard_name(char *out, size_t cap, int optim, int r) {
+    snprintf(out, cap, "%s-r%05d.safetensors", optim ? "optim" : "model", r);
+}
 
 /* ---- names and directories ------------------------------------------------------------------ */
 
@@ -76,9 +86,15 @@ static json_t *model_json(const ig_gpt_config *c) {
                      "padded_vocab", c->padded_vocab);
 }
 
+/* What a writer reports of a file it wrote. */
+typedef struct file_rec {
+    char name[64];
+    uint64_t bytes, xxh3;
+    int32_t tp_rank, pp_rank;
+} file_rec;
+
 static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const ig_config *cfg,
-                                const char *const *files, const uint64_t *sizes,
-                                const uint64_t *sums, size_t n, ig_err *err) {
+                                const ig_layout *lo, const file_rec *files, size_t n, ig_err *err) {
     char h[17], k[17], ch[17];
     hex(info->loader.index_key, k);
     hex(info->config_hash, ch);
@@ -93,18 +109,24 @@ static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
-        hex(sums[i], h);
-        json_array_append_new(arr, json_pack("{s:s,s:I,s:s}", "name", files[i], "bytes",
-                                             (json_int_t)sizes[i], "xxh3", h));
+        hex(files[i].xxh3, h);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:I,s:s,s:i,s:i}", "name", files[i].name, "bytes",
+                                        (json_int_t)files[i].bytes, "xxh3", h, "tp_rank",
+                                        files[i].tp_rank, "pp_rank", files[i].pp_rank));
     }
+    json_t *stages = json_array();
+    for (int i = 0; i <= lo->pp; i++)
+        json_array_append_new(stages, json_integer(lo->stage_layers[i]));
     json_t *root = json_pack(
-        "{s:s,s:i,s:I,s:I,s:s,s:f,s:o,s:I,s:I,s:{s:i,s:i,s:i},s:s,s:s,s:o,s:s}", "format",
-        IG_CKPT_FORMAT, "version", IG_CKPT_VERSION, "step", (json_int_t)info->step,
+        "{s:s,s:i,s:I,s:I,s:s,s:f,s:o,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:b,s:o},s:s,s:s,s:o,s:s}",
+        "format", IG_CKPT_FORMAT, "version", IG_CKPT_VERSION, "step", (json_int_t)info->step,
         "consumed_samples", (json_int_t)info->loader.consumed_samples, "index_key", k, "loss",
         isfinite(info->loss) ? info->loss : 0.0, "model", model_json(&info->model), "seed",
-        (json_int_t)info->seed, "eod_id", (json_int_t)info->eod_id, "layout", "tp", info->tp, "pp",
-        info->pp, "dp", info->dp, "config_hash", ch, "config", config_text ? config_text : "",
-        "files", arr, "tool_version", "ingot " IG_VERSION_STRING);
+        (json_int_t)info->seed, "eod_id", (json_int_t)info->eod_id, "layout", "tp", lo->tp, "pp",
+        lo->pp, "dp", lo->dp, "zero", lo->zero, "sp", lo->sp, "stage_layers", stages, "config_hash",
+        ch, "config", config_text ? config_text : "", "files", arr, "tool_version",
+        "ingot " IG_VERSION_STRING);
     free(config_text);
     if (!root) return ig_err_set(err, IG_ERR_NOMEM, "cannot build %s/manifest.json", dir);
     char *text = json_dumps(root, JSON_INDENT(2));
@@ -143,89 +165,207 @@ static void prune(const char *ckdir, int64_t keep) {
     }
 }
 
-ig_status ig_ckpt_save(ig_ctx *ctx, ig_gpt *m, const ig_ckpt_info *info, const ig_config *cfg,
-                       const char *run_dir, int64_t keep, char *path, size_t cap, ig_err *err) {
-    char ckdir[4096], tmp[4300], final[4300];
-    snprintf(ckdir, sizeof ckdir, "%s/ckpt", run_dir);
-    if (mkdir(ckdir, 0755) != 0 && errno != EEXIST)
-        return ig_err_errno(err, errno, "cannot create %s", ckdir);
-    snprintf(final, sizeof final, "%s/step_%08lld", ckdir, (long long)info->step);
-    snprintf(tmp, sizeof tmp, "%s/.step_%08lld.tmp.%ld", ckdir, (long long)info->step,
-             (long)getpid());
-    remove_dir(tmp); /* a leftover of this very process id */
-    if (mkdir(tmp, 0755) != 0) return ig_err_errno(err, errno, "cannot create %s", tmp);
-    uint64_t n = ig_gpt_num_params(ig_gpt_shape(m));
-    float *host = ig_alloc_aligned(ctx, n * sizeof(float), IG_ALIGN_KERNEL);
-    ig_status st = host ? IG_OK
-                        : ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
-                                     (double)n * 4e-6);
-    static const char *const files[] = {MODEL_FILE, OPTIM_FILE};
-    uint64_t sizes[2] = {0, 0}, sums[2] = {0, 0};
-    char p[8192];
-    if (st == IG_OK) st = ig_gpt_read(m, IG_GPT_PARAMS, host, err);
-    if (st == IG_OK) {
-        snprintf(p, sizeof p, "%s/%s", tmp, MODEL_FILE);
-        st = write_shard(ctx, m, p, "", host, &sums[0], err);
-    }
-    /* the moments go into one file: exp_avg.NAME and exp_avg_sq.NAME, as torch's AdamW names
-     * them, one after the other */
-    if (st == IG_OK) {
-        ig_st_writer *w = NULL;
-        float *v = ig_alloc_aligned(ctx, n * sizeof(float), IG_ALIGN_KERNEL);
-        snprintf(p, sizeof p, "%s/%s", tmp, OPTIM_FILE);
-        if (!v) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint");
-        if (st == IG_OK) st = ig_gpt_read(m, IG_GPT_ADAM_M, host, err);
-        if (st == IG_OK) st = ig_gpt_read(m, IG_GPT_ADAM_V, v, err);
-        if (st == IG_OK) st = ig_st_writer_create(&w, ctx, p, 0, err);
-        for (int which = 0; st == IG_OK && which < 2; which++)
-            for (size_t i = 0; st == IG_OK && i < ig_gpt_num_tensors(m); i++) {
-                const ig_gpt_tensor *t = ig_gpt_tensor_at(m, i);
-                char name[300];
-                snprintf(name, sizeof name, "%s.%s", which ? "exp_avg_sq" : "exp_avg", t->name);
-                uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
-                st = ig_st_writer_add(w, name, IG_ST_F32, shape, t->ndim,
-                                      (which ? v : host) + t->offset, err);
+/* The full AdamW moments of this rank's part (n_params each), on data-parallel rank 0: with ZeRO
+ * every replica's pieces are gathered there and put back at their places in the buckets. Other
+ * ranks get NULLs. */
+static ig_status gather_moments(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, float **mo, float **vo,
+                                ig_err *err) {
+    *mo = *vo = NULL;
+    uint64_t n = m->n_params;
+    int root = lo->dp_rank == 0;
+    float *full[2] = {NULL, NULL}, *mine = NULL;
+    ig_status st = IG_OK;
+    if (root)
+        for (int k = 0; k < 2 && st == IG_OK; k++)
+            if (!(full[k] = ig_alloc_aligned(ctx, n * sizeof(float), IG_ALIGN_KERNEL)))
+                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
+                                (double)n * 4e-6);
+    if (lo->zero == 0 || lo->dp == 1) {
+        if (root && st == IG_OK) st = ig_gpt_read(m, IG_GPT_ADAM_M, full[0], err);
+        if (root && st == IG_OK) st = ig_gpt_read(m, IG_GPT_ADAM_V, full[1], err);
+    } else {
+        uint64_t nm = m->n_moments;
+        if (!(mine = ig_alloc(ctx, nm * sizeof(float))))
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < 2; k++) {
+            if (st == IG_OK) st = ig_gpt_read(m, k ? IG_GPT_ADAM_V : IG_GPT_ADAM_M, mine, err);
+            void *all = NULL;
+            size_t got = 0;
+            /* every rank takes part, even after a failure here (the others wait for it) */
+            ig_err e2;
+            ig_status gs = ig_comm_gather_bytes(lo->dp_g.comm, mine, nm * sizeof(float), 0, &all,
+                                                &got, NULL, st == IG_OK ? err : &e2);
+            if (st == IG_OK) st = gs;
+            if (st == IG_OK && root) {
+                const float *pieces = all;
+                memset(full[k], 0, n * sizeof(float));
+                for (size_t bi = 0; bi < m->n_buckets; bi++) {
+                    const ig_gpt_bucket *b = &m->buckets[bi];
+                    uint64_t sz = b->n / (uint64_t)lo->dp;
+                    for (int r = 0; r < lo->dp; r++)
+                        memcpy(full[k] + b->off + (uint64_t)r * sz,
+                               pieces + (uint64_t)r * nm + b->moff, sz * sizeof(float));
+                }
             }
-        if (st == IG_OK)
-            st = ig_st_writer_commit(w, &sums[1], err);
-        else
-            ig_st_writer_abort(w);
-        ig_free(ctx, v);
-    }
-    ig_free(ctx, host);
-    for (int i = 0; st == IG_OK && i < 2; i++) {
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s", tmp, files[i]);
-        if (stat(p, &sb) != 0) st = ig_err_errno(err, errno, "cannot stat %s", p);
-        sizes[i] = (uint64_t)sb.st_size;
-    }
-    if (st == IG_OK) st = write_manifest(tmp, info, cfg, files, sizes, sums, 2, err);
-    if (st == IG_OK) st = fsync_dir(tmp, err);
-    /* into place: a checkpoint of the same step (saved before a resume) is replaced only once the
-     * new one is complete */
-    if (st == IG_OK) {
-        char old[4400] = "";
-        struct stat sb;
-        if (stat(final, &sb) == 0) {
-            snprintf(old, sizeof old, "%s.old.%ld", final, (long)getpid());
-            if (rename(final, old) != 0)
-                st = ig_err_errno(err, errno, "cannot move the old %s aside", final);
+            ig_free(ctx, all);
         }
-        if (st == IG_OK && rename(tmp, final) != 0)
-            st = ig_err_errno(err, errno, "cannot rename %s to %s", tmp, final);
-        if (st == IG_OK) st = fsync_dir(ckdir, err);
-        if (old[0]) remove_dir(old);
+        ig_free(ctx, mine);
     }
     if (st != IG_OK) {
-        remove_dir(tmp);
+        ig_free(ctx, full[0]);
+        ig_free(ctx, full[1]);
         return st;
     }
-    if (path) snprintf(path, cap, "%s", final);
-    prune(ckdir, keep);
+    *mo = full[0], *vo = full[1];
     return IG_OK;
 }
 
-/* ---- finding and reading -------------------------------------------------------------------- */
+/* Data-parallel rank 0 of each model-parallel rank writes its two files into dir. */
+static ig_status write_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const char *dir,
+                            const float *mom, const float *var, file_rec out[2], ig_err *err) {
+    uint64_t n = m->n_params;
+    int r = lo->pp_rank * lo->tp + lo->tp_rank;
+    float *host = ig_alloc_aligned(ctx, n * sizeof(float), IG_ALIGN_KERNEL);
+    if (!host)
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
+                          (double)n * 4e-6);
+    char p[8192];
+    for (int k = 0; k < 2; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        shard_name(out[k].name, sizeof out[k].name, k, r);
+        out[k].tp_rank = lo->tp_rank, out[k].pp_rank = lo->pp_rank;
+    }
+    ig_status st = ig_gpt_read(m, IG_GPT_PARAMS, host, err);
+    if (st == IG_OK) {
+        snprintf(p, sizeof p, "%s/%s", dir, out[0].name);
+        st = write_shard(ctx, m, p, "", host, &out[0].xxh3, err);
+    }
+    ig_free(ctx, host);
+    /* the moments go into one file: exp_avg.NAME and exp_avg_sq.NAME, as torch's AdamW names
+     * them, one after the other */
+    ig_st_writer *w = NULL;
+    snprintf(p, sizeof p, "%s/%s", dir, out[1].name);
+    if (st == IG_OK) st = ig_st_writer_create(&w, ctx, p, 0, err);
+    for (int which = 0; st == IG_OK && which < 2; which++)
+        for (size_t i = 0; st == IG_OK && i < ig_gpt_num_tensors(m); i++) {
+            const ig_gpt_tensor *t = ig_gpt_tensor_at(m, i);
+            char name[300];
+            snprintf(name, sizeof name, "%s.%s", which ? "exp_avg_sq" : "exp_avg", t->name);
+            uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
+            st = ig_st_writer_add(w, name, IG_ST_F32, shape, t->ndim,
+                                  (which ? var : mom) + t->offset, err);
+        }
+    if (st == IG_OK)
+        st = ig_st_writer_commit(w, &out[1].xxh3, err);
+    else
+        ig_st_writer_abort(w);
+    for (int k = 0; st == IG_OK && k < 2; k++) {
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, out[k].name);
+        if (stat(p, &sb) != 0) st = ig_err_errno(err, errno, "cannot stat %s", p);
+        out[k].bytes = (uint64_t)sb.st_size;
+    }
+    /* a test hook: IG_FAULT_CKPT_RANK=R makes world rank R fail here, as a full disk would */
+    const char *fault = getenv("IG_FAULT_CKPT_RANK");
+    if (st == IG_OK && fault && *fault && atoi(fault) == lo->rank)
+        st = ig_err_set(err, IG_ERR_IO, "cannot write %s: injected fault (IG_FAULT_CKPT_RANK)", p);
+    return st;
+}
+
+/* Whether every rank of the layout got through (collective); a failed rank keeps its message. */
+static ig_status everyone_ok(const ig_layout *lo, ig_status st, const char *what, ig_err *err) {
+    if (lo->world == 1) return st;
+    int all = 0;
+    ig_err e2;
+    ig_status cs = ig_comm_all_ok(lo->world_g.comm, st == IG_OK, &all, st == IG_OK ? err : &e2);
+    if (st != IG_OK) return st;
+    if (cs != IG_OK) return cs;
+    return all ? IG_OK
+               : ig_err_set(err, IG_ERR_IO, "%s failed on another rank (its message says why)",
+                            what);
+}
+
+ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const ig_ckpt_info *info,
+                            const ig_config *cfg, const char *run_dir, int64_t keep, char *path,
+                            size_t cap, ig_err *err) {
+    char ckdir[4096], tmp[4300] = "", final[4300];
+    snprintf(ckdir, sizeof ckdir, "%s/ckpt", run_dir);
+    snprintf(final, sizeof final, "%s/step_%08lld", ckdir, (long long)info->step);
+    int lead = lo->rank == 0;
+    ig_status st = IG_OK;
+    if (lead) {
+        snprintf(tmp, sizeof tmp, "%s/.step_%08lld.tmp.%ld", ckdir, (long long)info->step,
+                 (long)getpid());
+        if (mkdir(ckdir, 0755) != 0 && errno != EEXIST)
+            st = ig_err_errno(err, errno, "cannot create %s", ckdir);
+        remove_dir(tmp); /* a leftover of this very process id */
+        if (st == IG_OK && mkdir(tmp, 0755) != 0)
+            st = ig_err_errno(err, errno, "cannot create %s", tmp);
+    }
+    if ((st = everyone_ok(lo, st, "creating the checkpoint directory", err)) != IG_OK) return st;
+    if (lo->world > 1 &&
+        (st = ig_comm_bcast(lo->world_g.comm, tmp, sizeof tmp, IG_COMM_U8, 0, err)) != IG_OK)
+        return st;
+    float *mom = NULL, *var = NULL;
+    file_rec mine[2];
+    memset(mine, 0, sizeof mine);
+    int writer = lo->dp_rank == 0;
+    st = gather_moments(ctx, m, lo, &mom, &var, err);
+    if (st == IG_OK && writer) st = write_part(ctx, m, lo, tmp, mom, var, mine, err);
+    ig_free(ctx, mom);
+    ig_free(ctx, var);
+    st = everyone_ok(lo, st, "writing the checkpoint", err);
+    /* the files' records, on rank 0 */
+    file_rec *recs = NULL;
+    size_t nrec = 0;
+    if (st == IG_OK && lo->world > 1) {
+        void *all = NULL;
+        size_t len = 0;
+        st = ig_comm_gather_bytes(lo->world_g.comm, mine, writer ? sizeof mine : 0, 0, &all, &len,
+                                  NULL, err);
+        recs = all, nrec = len / sizeof(file_rec);
+    } else if (st == IG_OK) {
+        recs = mine, nrec = 2;
+    }
+    if (st == IG_OK && lead) {
+        st = write_manifest(tmp, info, cfg, lo, recs, nrec, err);
+        if (st == IG_OK) st = fsync_dir(tmp, err);
+        /* into place: a checkpoint of the same step (saved before a resume) is replaced only once
+         * the new one is complete */
+        if (st == IG_OK) {
+            char old[4400] = "";
+            struct stat sb;
+            if (stat(final, &sb) == 0) {
+                snprintf(old, sizeof old, "%s.old.%ld", final, (long)getpid());
+                if (rename(final, old) != 0)
+                    st = ig_err_errno(err, errno, "cannot move the old %s aside", final);
+            }
+            if (st == IG_OK && rename(tmp, final) != 0)
+                st = ig_err_errno(err, errno, "cannot rename %s to %s", tmp, final);
+            if (st == IG_OK) st = fsync_dir(ckdir, err);
+            if (old[0]) remove_dir(old);
+        }
+    }
+    if (recs != mine) ig_free(ctx, recs);
+    st = everyone_ok(lo, st, "committing the checkpoint", err);
+    if (st != IG_OK) {
+        if (lead) remove_dir(tmp);
+        return st;
+    }
+    if (path) snprintf(path, cap, "%s", final);
+    if (lead) prune(ckdir, keep);
+    return IG_OK;
+}
+
+ig_status ig_ckpt_save(ig_ctx *ctx, ig_gpt *m, const ig_ckpt_info *info, const ig_config *cfg,
+                       const char *run_dir, int64_t keep, char *path, size_t cap, ig_err *err) {
+    int stages[2] = {0, ig_gpt_shape(m)->n_layer};
+    ig_layout one = {.world = 1, .tp = 1, .pp = 1, .dp = 1, .stage_layers = stages};
+    if (m->part.tp != 1 || !m->part.first || !m->part.last)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a model part is saved by every rank of its layout together");
+    return ig_ckpt_save_part(ctx, m, &one, info, cfg, run_dir, keep, path, cap, err);
+}
 
 ig_status ig_ckpt_latest(const char *run_dir, char *path, size_t cap, ig_err *err) {
     char ckdir[4096];
@@ -276,6 +416,65 @@ static ig_status get_hex(json_t *o, const char *key, const char *file, uint64_t 
         return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" must be 16 hex digits", file, key);
     *out = strtoull(s, NULL, 16);
     return IG_OK;
+}
+
+/* A file of a checkpoint against its manifest entry: present, of its size and (verify) xxh3. */
+static ig_status check_file(const char *dir, const char *name, int64_t bytes, uint64_t sum,
+                            int verify, ig_err *err) {
+    char fp[8192];
+    snprintf(fp, sizeof fp, "%s/%s", dir, name);
+    struct stat sb;
+    if (stat(fp, &sb) != 0)
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s is missing: the checkpoint %s is incomplete or damaged", fp, dir);
+    if ((int64_t)sb.st_size != bytes)
+        return ig_err_set(err, IG_ERR_CHECKSUM,
+                          "%s has %lld bytes but the manifest records %lld: the file was "
+                          "truncated or replaced",
+                          fp, (long long)sb.st_size, (long long)bytes);
+    if (!verify) return IG_OK;
+    uint64_t got = 0;
+    ig_status st = ig_file_xxh3(fp, &got, err);
+    if (st != IG_OK) return st;
+    if (got != sum) {
+        char a[17], b[17];
+        hex(got, a);
+        hex(sum, b);
+        return ig_err_set(err, IG_ERR_CHECKSUM,
+                          "%s: xxh3 is %s but the manifest records %s: the file was altered or is "
+                          "corrupt",
+                          fp, a, b);
+    }
+    return IG_OK;
+}
+
+/* Verifies one file the manifest lists (size and xxh3); a file it does not list is refused. */
+static ig_status verify_listed(const char *dir, const char *name, ig_err *err) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
+                          je.column, je.text);
+    ig_status st = ig_err_set(err, IG_ERR_NOT_FOUND,
+                              "%s does not list %s: the checkpoint was saved under another "
+                              "layout than its manifest says, or is damaged",
+                              path, name);
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(root, "files"), i, f) {
+        const char *n = json_string_value(json_object_get(f, "name"));
+        if (!n || strcmp(n, name) != 0) continue;
+        int64_t bytes = 0;
+        uint64_t sum = 0;
+        st = get_int(f, "bytes", path, &bytes, err);
+        if (st == IG_OK) st = get_hex(f, "xxh3", path, &sum, err);
+        if (st == IG_OK) st = check_file(dir, name, bytes, sum, 1, err);
+        break;
+    }
+    json_decref(root);
+    return st;
 }
 
 ig_status ig_ckpt_read_info(ig_ctx *ctx, const char *dir, int verify, ig_ckpt_info *info,
@@ -348,66 +547,151 @@ ig_status ig_ckpt_read_info(ig_ctx *ctx, const char *dir, int verify, ig_ckpt_in
         }
         if ((st = get_int(f, "bytes", path, &bytes, err)) != IG_OK) break;
         if ((st = get_hex(f, "xxh3", path, &sum, err)) != IG_OK) break;
-        char fp[8192];
-        snprintf(fp, sizeof fp, "%s/%s", dir, name);
-        struct stat sb;
-        if (stat(fp, &sb) != 0) {
-            st = ig_err_set(err, IG_ERR_NOT_FOUND,
-                            "%s is missing: the checkpoint %s is incomplete or damaged", fp, dir);
-        } else if ((int64_t)sb.st_size != bytes) {
-            st = ig_err_set(err, IG_ERR_CHECKSUM,
-                            "%s has %lld bytes but the manifest records %lld: the file was "
-                            "truncated or replaced",
-                            fp, (long long)sb.st_size, (long long)bytes);
-        } else if (verify) {
-            uint64_t got = 0;
-            if ((st = ig_file_xxh3(fp, &got, err)) != IG_OK) break;
-            if (got != sum) {
-                char a[17], b[17];
-                hex(got, a);
-                hex(sum, b);
-                st = ig_err_set(err, IG_ERR_CHECKSUM,
-                                "%s: xxh3 is %s but the manifest records %s: the file was altered "
-                                "or is corrupt",
-                                fp, a, b);
-            }
-        }
+        st = check_file(dir, name, bytes, sum, verify, err);
     }
     json_decref(root);
     return st;
 }
 
-/* Reads the tensors of one shard (names prefixed) into host[n_params] in the model's order. */
-static ig_status read_shard(ig_ctx *ctx, const ig_gpt *m, const char *path, const char *prefix,
-                            float *host, ig_err *err) {
-    ig_st_file *f = NULL;
-    ig_status st = ig_st_file_open(&f, ctx, path, err);
-    for (size_t i = 0; st == IG_OK && i < ig_gpt_num_tensors(m); i++) {
-        const ig_gpt_tensor *t = ig_gpt_tensor_at(m, i);
-        char name[300];
-        snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        const ig_st_tensor *x = ig_st_file_find(f, name);
-        if (!x) {
-            st = ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
-            break;
-        }
-        const uint64_t *shape = ig_st_tensor_shape(x);
-        if (ig_st_tensor_ndim(x) != t->ndim || shape[0] != (uint64_t)t->shape[0] ||
-            (t->ndim > 1 && shape[1] != (uint64_t)t->shape[1])) {
-            st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: tensor '%s' has another shape than the model's [%lld, %lld]", path,
-                            name, (long long)t->shape[0], (long long)t->shape[1]);
-            break;
-        }
-        st = ig_st_tensor_to_f32(x, host + t->offset, t->numel, err);
+/* ---- loading: any layout into any part --------------------------------------------------------
+ */
+
+/* The layout a checkpoint was saved under: tp, pp and the first layer of each stage. */
+typedef struct saved_layout {
+    int tp, pp;
+    int *stage_layers; /* [pp + 1] */
+} saved_layout;
+
+static ig_status read_layout(ig_ctx *ctx, const char *dir, const ig_ckpt_info *info,
+                             saved_layout *ly, ig_err *err) {
+    ly->tp = info->tp > 0 ? info->tp : 1;
+    ly->pp = info->pp > 0 ? info->pp : 1;
+    ly->stage_layers = ig_calloc(ctx, (size_t)ly->pp + 1, sizeof(int));
+    if (!ly->stage_layers) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    char path[8192];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *stages = json_object_get(json_object_get(root, "layout"), "stage_layers");
+    int L = info->model.n_layer;
+    ig_status st = IG_OK;
+    if (json_is_array(stages) && json_array_size(stages) == (size_t)ly->pp + 1) {
+        for (int i = 0; i <= ly->pp; i++)
+            ly->stage_layers[i] = (int)json_integer_value(json_array_get(stages, (size_t)i));
+    } else if (L % ly->pp == 0) {
+        for (int i = 0; i <= ly->pp; i++) ly->stage_layers[i] = i * (L / ly->pp);
+    } else {
+        st = ig_err_set(err, IG_ERR_FORMAT, "%s: \"layout\" lacks the stages' layers", path);
     }
-    ig_st_file_free(f);
+    for (int i = 0; st == IG_OK && i < ly->pp; i++)
+        if (ly->stage_layers[i] >= ly->stage_layers[i + 1] || ly->stage_layers[0] != 0 ||
+            ly->stage_layers[ly->pp] != L)
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s: \"layout\".stage_layers is not a split of "
+                            "%d layers",
+                            path, L);
+    json_decref(root);
     return st;
+}
+
+/* The stage of the saved layout that holds tensor NAME. */
+static int saved_stage(const saved_layout *ly, const char *name) {
+    int l = -1;
+    if (sscanf(name, "transformer.h.%d.", &l) == 1) {
+        for (int s = 0; s < ly->pp; s++)
+            if (l >= ly->stage_layers[s] && l < ly->stage_layers[s + 1]) return s;
+        return -1;
+    }
+    if (strncmp(name, "transformer.ln_f.", 17) == 0) return ly->pp - 1;
+    return 0; /* wte, wpe: the first stage's */
+}
+
+typedef struct open_files {
+    ig_ctx *ctx;
+    const char *dir;
+    int n;
+    ig_st_file **f; /* [2][tp * pp] */
+} open_files;
+
+/* The saved shard (optim: the moments) of model-parallel rank r, opened once and verified (size
+ * and xxh3 against the manifest) the first time. */
+static ig_status shard_file(open_files *of, const ig_ckpt_info *info, int optim, int r,
+                            ig_st_file **out, ig_err *err) {
+    size_t k = (size_t)optim * (size_t)of->n + (size_t)r;
+    if (of->f[k]) {
+        *out = of->f[k];
+        return IG_OK;
+    }
+    (void)info;
+    char name[64], path[8192];
+    shard_name(name, sizeof name, optim, r);
+    snprintf(path, sizeof path, "%s/%s", of->dir, name);
+    ig_status st = verify_listed(of->dir, name, err);
+    if (st == IG_OK) st = ig_st_file_open(&of->f[k], of->ctx, path, err);
+    *out = of->f[k];
+    return st;
+}
+
+typedef struct copy_run {
+    float *dst;
+    const float *src;
+    int to_global; /* src (a part) -> dst (the whole), else the reverse */
+} copy_run;
+
+static void copy_one_run(void *user, uint64_t global, uint64_t local, uint64_t n) {
+    copy_run *c = user;
+    if (c->to_global)
+        memcpy(c->dst + global, c->src + local, n * sizeof(float));
+    else
+        memcpy(c->dst + local, c->src + global, n * sizeof(float));
+}
+
+/* Tensor t of the part (prefix "" for the parameters, "exp_avg." ...) from the saved shards into
+ * host + t->offset: the whole tensor is assembled in whole[] from the saved parts, then this
+ * part's runs taken out. */
+static ig_status load_tensor(open_files *of, const ig_ckpt_info *info, const saved_layout *ly,
+                             const ig_gpt_tensor *t, int optim, const char *prefix, float *whole,
+                             float *part_buf, float *host, ig_err *err) {
+    int stage = saved_stage(ly, t->name);
+    if (stage < 0)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: no stage of the saved layout holds %s", of->dir,
+                          t->name);
+    char name[300];
+    snprintf(name, sizeof name, "%s%s", prefix, t->name);
+    int parts = t->split_dim >= 0 ? ly->tp : 1;
+    for (int q = 0; q < parts; q++) {
+        ig_st_file *f = NULL;
+        ig_status st = shard_file(of, info, optim, stage * ly->tp + q, &f, err);
+        if (st != IG_OK) return st;
+        /* the saved part's shape */
+        ig_gpt_tensor sv = *t;
+        sv.parts = parts, sv.part = q;
+        sv.shape[0] = sv.global_shape[0], sv.shape[1] = sv.global_shape[1];
+        if (sv.split_dim >= 0) sv.shape[sv.split_dim] /= parts;
+        uint64_t numel = (uint64_t)sv.shape[0] * (uint64_t)sv.shape[1];
+        const ig_st_tensor *x = ig_st_file_find(f, name);
+        char file[64];
+        shard_name(file, sizeof file, optim, stage * ly->tp + q);
+        if (!x)
+            return ig_err_set(err, IG_ERR_FORMAT, "%s/%s: tensor '%s' is missing", of->dir, file,
+                              name);
+        const uint64_t *shape = ig_st_tensor_shape(x);
+        if (ig_st_tensor_ndim(x) != t->ndim || shape[0] != (uint64_t)sv.shape[0] ||
+            (t->ndim > 1 && shape[1] != (uint64_t)sv.shape[1]))
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s/%s: tensor '%s' is not the [%lld, %lld] part the layout says",
+                              of->dir, file, name, (long long)sv.shape[0], (long long)sv.shape[1]);
+        if ((st = ig_st_tensor_to_f32(x, part_buf, numel, err)) != IG_OK) return st;
+        copy_run c = {whole, part_buf, 1};
+        ig_gpt_tensor_runs(&sv, copy_one_run, &c);
+    }
+    copy_run c = {host + t->offset, whole, 0};
+    ig_gpt_tensor_runs(t, copy_one_run, &c);
+    return IG_OK;
 }
 
 ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_gpt *m, int optimizer, ig_ckpt_info *info,
                        ig_err *err) {
-    ig_status st = ig_ckpt_read_info(ctx, dir, 1, info, err);
+    ig_status st = ig_ckpt_read_info(ctx, dir, 0, info, err);
     if (st != IG_OK) return st;
     const ig_gpt_config *have = ig_gpt_shape(m), *want = &info->model;
     if (have->n_layer != want->n_layer || have->n_head != want->n_head ||
@@ -419,24 +703,57 @@ ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_gpt *m, int optimizer, i
                           dir, want->n_layer, want->n_head, want->d_model, want->seq_len,
                           want->vocab_size, have->n_layer, have->n_head, have->d_model,
                           have->seq_len, have->vocab_size);
-    if (info->tp * info->pp != 1)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "%s was saved under tp %d x pp %d: load it with as many ranks", dir,
-                          info->tp, info->pp);
-    uint64_t n = ig_gpt_num_params(have);
-    float *host = ig_alloc_aligned(ctx, n * sizeof(float), IG_ALIGN_KERNEL);
-    if (!host) return ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", dir);
-    char p[8192];
-    snprintf(p, sizeof p, "%s/%s", dir, MODEL_FILE);
-    st = read_shard(ctx, m, p, "", host, err);
-    if (st == IG_OK) st = ig_gpt_write(m, IG_GPT_PARAMS, host, err);
-    if (st == IG_OK && optimizer) {
-        snprintf(p, sizeof p, "%s/%s", dir, OPTIM_FILE);
-        st = read_shard(ctx, m, p, "exp_avg.", host, err);
-        if (st == IG_OK) st = ig_gpt_write(m, IG_GPT_ADAM_M, host, err);
-        if (st == IG_OK) st = read_shard(ctx, m, p, "exp_avg_sq.", host, err);
-        if (st == IG_OK) st = ig_gpt_write(m, IG_GPT_ADAM_V, host, err);
+    saved_layout ly = {0};
+    if ((st = read_layout(ctx, dir, info, &ly, err)) != IG_OK) {
+        ig_free(ctx, ly.stage_layers);
+        return st;
     }
+    open_files of = {.ctx = ctx, .dir = dir, .n = ly.tp * ly.pp};
+    of.f = ig_calloc(ctx, 2 * (size_t)of.n, sizeof *of.f);
+    /* the largest tensor, whole and as a saved part */
+    uint64_t big = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        uint64_t g =
+            (uint64_t)m->tensors[i].global_shape[0] * (uint64_t)m->tensors[i].global_shape[1];
+        if (g > big) big = g;
+    }
+    uint64_t n = m->n_params;
+    float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
+    float *part_buf = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
+    float *host = ig_calloc(ctx, n ? n : 1, sizeof(float));
+    if (!of.f || !whole || !part_buf || !host)
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", dir);
+    for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++)
+        st = load_tensor(&of, info, &ly, &m->tensors[i], 0, "", whole, part_buf, host, err);
+    if (st == IG_OK) st = ig_gpt_write(m, IG_GPT_PARAMS, host, err);
+    for (int k = 0; optimizer && st == IG_OK && k < 2; k++) {
+        const char *prefix = k ? "exp_avg_sq." : "exp_avg.";
+        for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++)
+            st = load_tensor(&of, info, &ly, &m->tensors[i], 1, prefix, whole, part_buf, host, err);
+        if (st != IG_OK) break;
+        if (m->n_moments != m->n_params) { /* ZeRO: this rank's pieces only */
+            int dp = m->part.dp, r = m->part.dp_rank;
+            float *pieces = ig_alloc(ctx, m->n_moments * sizeof(float));
+            if (!pieces) {
+                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", dir);
+                break;
+            }
+            for (size_t bi = 0; bi < m->n_buckets; bi++) {
+                const ig_gpt_bucket *b = &m->buckets[bi];
+                uint64_t sz = b->n / (uint64_t)dp;
+                memcpy(pieces + b->moff, host + b->off + (uint64_t)r * sz, sz * sizeof(float));
+            }
+            st = ig_gpt_write(m, k ? IG_GPT_ADAM_V : IG_GPT_ADAM_M, pieces, err);
+            ig_free(ctx, pieces);
+        } else {
+            st = ig_gpt_write(m, k ? IG_GPT_ADAM_V : IG_GPT_ADAM_M, host, err);
+        }
+    }
+    for (int i = 0; of.f && i < 2 * of.n; i++) ig_st_file_free(of.f[i]);
+    ig_free(ctx, of.f);
+    ig_free(ctx, whole);
+    ig_free(ctx, part_buf);
     ig_free(ctx, host);
+    ig_free(ctx, ly.stage_layers);
     return st;
 }

@@ -81,11 +81,11 @@ static void add_tensor(ig_gpt *m, const tensor_spec *sp) {
     t->shape[0] = t->global_shape[0];
     t->shape[1] = t->global_shape[1];
     int tp = m->part.tp;
-    t->split_dim = tp > 1 ? sp->split_dim : -1;
+    t->split_dim = sp->split_dim;
     t->blocks = sp->blocks ? sp->blocks : 1;
     t->parts = t->split_dim >= 0 ? tp : 1;
-    t->part = t->split_dim >= 0 ? m->part.tp_rank : 0;
-    if (t->split_dim >= 0) t->shape[t->split_dim] /= tp;
+    t->part = t->parts > 1 ? m->part.tp_rank : 0;
+    if (t->split_dim >= 0) t->shape[t->split_dim] /= t->parts;
     t->numel = (uint64_t)t->shape[0] * (uint64_t)t->shape[1];
     t->offset = m->n_params;
     t->decay = sp->decay;

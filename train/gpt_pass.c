@@ -452,11 +452,13 @@ ig_status ig_gpt_adamw(ig_gpt *m, int step, float lr, float beta1, float beta2, 
     if (m->n_moments != m->n_params)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "the AdamW moments are sharded (ZeRO): step through the trainer");
-    /* runs of consecutive tensors with the same decay go as one call */
+    /* runs of consecutive tensors with the same decay, adjacent in memory, go as one call */
     size_t i = 0;
     while (i < m->n_tensors) {
         size_t j = i;
-        while (j + 1 < m->n_tensors && m->tensors[j + 1].decay == m->tensors[i].decay) j++;
+        while (j + 1 < m->n_tensors && m->tensors[j + 1].decay == m->tensors[i].decay &&
+               m->tensors[j + 1].offset == m->tensors[j].offset + m->tensors[j].numel)
+            j++;
         uint64_t off = m->tensors[i].offset;
         uint64_t n = m->tensors[j].offset + m->tensors[j].numel - off;
         ig_kernel_adamw(m->be, (char *)m->params + off * m->as, NULL,

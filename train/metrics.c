@@ -65,13 +65,14 @@ static ig_status tb_scalar(ig_metrics *m, const char *tag, int64_t step, double 
 }
 
 ig_status ig_metrics_step(ig_metrics *m, int64_t step, double loss, double lr, double grad_norm,
-                          double tokens_per_s, double mfu, ig_err *err) {
+                          double tokens_per_s, double mfu, const char *extra, ig_err *err) {
     fprintf(m->jsonl, "{\"step\":%lld", (long long)step);
     put_num(m->jsonl, "loss", loss);
     put_num(m->jsonl, "lr", lr);
     put_num(m->jsonl, "grad_norm", grad_norm);
     put_num(m->jsonl, "tokens_per_s", tokens_per_s);
     put_num(m->jsonl, "mfu", mfu);
+    if (extra) fputs(extra, m->jsonl);
     fputs("}\n", m->jsonl);
     ig_status st = flush_line(m, err);
     if (st == IG_OK) st = tb_scalar(m, "loss", step, loss, err);

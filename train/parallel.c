@@ -162,8 +162,8 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
     l->ctx = ctx;
     l->world = world ? ig_comm_size(world) : 1;
     l->rank = world ? ig_comm_rank(world) : 0;
-    l->tp = t->tp;
-    l->pp = t->pp;
+    l->tp = t->tp > 0 ? t->tp : 1; /* 0: a config struct filled by hand */
+    l->pp = t->pp > 0 ? t->pp : 1;
     l->sp = t->sp;
     l->zero = t->zero;
     /* the same configuration everywhere: compared before anything else */

@@ -119,10 +119,10 @@ typedef struct ig_gpt_tensor {
     uint64_t offset;  /* in elements, in the parameter (and gradient, moment) buffers */
     uint64_t numel;
     int decay; /* AdamW weight decay applies (matrices and embeddings, not biases or LayerNorm) */
-    /* Where the part sits in the global tensor (tensor parallelism): split_dim -1 for the whole
-     * tensor (replicated over the tensor-parallel ranks), else that dimension is cut into
-     * `blocks` equal blocks (3 for c_attn's q, k, v; else 1) and each block into `parts` equal
-     * slices, of which this is slice `part` of every block. */
+    /* Where the part sits in the global tensor (tensor parallelism): split_dim is the dimension
+     * tensor parallelism cuts (-1: none, the tensor is replicated), into `blocks` equal blocks (3
+     * for c_attn's q, k, v; else 1) and each block into `parts` equal slices (1 on one rank), of
+     * which this part holds slice `part` of every block. */
     int64_t global_shape[2];
     int split_dim, blocks, part, parts;
     /* a replicated tensor whose gradient each tensor-parallel rank holds a share of (the

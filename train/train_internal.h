@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "gpt_internal.h"
 #include "train/train.h"
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -16,9 +17,10 @@ typedef struct ig_metrics ig_metrics;
  * under RUN_DIR/tb/. */
 ig_status ig_metrics_open(ig_metrics **out, ig_ctx *ctx, const char *run_dir, int tensorboard,
                           ig_err *err);
-/* One line {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"} (and the same scalars). */
+/* One line {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"} (and the same scalars);
+ * extra (may be NULL or "") is more members, ",\"key\":value...", appended as they are. */
 ig_status ig_metrics_step(ig_metrics *m, int64_t step, double loss, double lr, double grad_norm,
-                          double tokens_per_s, double mfu, ig_err *err);
+                          double tokens_per_s, double mfu, const char *extra, ig_err *err);
 /* {"step", "val_loss"}. */
 ig_status ig_metrics_val(ig_metrics *m, int64_t step, double val_loss, ig_err *err);
 ig_status ig_metrics_close(ig_metrics *m, ig_err *err); /* NULL is a no-op */
@@ -38,5 +40,35 @@ ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_gpt_config *out, i
  * vocabulary rows dropped, __metadata__ {"format": "pt"}) and config.json. */
 ig_status ig_hf_export(ig_ctx *ctx, ig_gpt *m, int32_t eod_id, const char *dir, int overwrite,
                        ig_err *err);
+
+/* ---- the parallel step (schedule.c, optimizer.c) --------------------------------------------- */
+
+/* Runs micro_batches micro-batches of B x T (T tokens each) from ld through this rank's part of
+ * the model: forward only when grad_scale is 0 (validation), else forward and backward with each
+ * micro-batch's loss scaled by grad_scale, in the 1F1B order when there are pipeline stages.
+ * ready (may be NULL) hears of final gradients during the last backward. *loss_sum: the sum of
+ * the micro-batches' mean losses (on the last stage; 0 elsewhere). */
+ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_batch_opts *bo, int T,
+                       int micro_batches, float grad_scale, ig_gpt_ready_fn ready, void *user,
+                       double *loss_sum, ig_err *err);
+/* The micro-batches whose activations a stage keeps at once under 1F1B. */
+int ig_sched_slots(const ig_layout *lo);
+
+typedef struct ig_optim ig_optim;
+ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo, ig_err *err);
+void ig_optim_free(ig_optim *o);
+void ig_optim_begin(ig_optim *o); /* before a step's backwards */
+ig_status ig_optim_ready(void *user, size_t t0, size_t t1, ig_err *err); /* an ig_gpt_ready_fn */
+ig_status ig_optim_reduce(ig_optim *o,
+                          ig_err *err);          /* every reduction done (after the backwards) */
+double ig_optim_wait_seconds(const ig_optim *o); /* of the last reduce: waiting, not overlapped */
+ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on every rank */
+ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, float grad_scale, ig_err *err);
+
+/* Saves the state of every rank's part (collective over the layout's world): see checkpoint.c. */
+ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const ig_ckpt_info *info,
+                            const ig_config *cfg, const char *run_dir, int64_t keep, char *path,
+                            size_t cap, ig_err *err);
 
 #endif

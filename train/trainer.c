@@ -1,5 +1,8 @@
 /* trainer.c - the training loop: loader -> forward -> loss -> backward -> gradient accumulation ->
- * clip -> AdamW -> metrics, with validation and checkpoints.
+ * gradient reduction -> clip -> AdamW -> metrics, with validation and checkpoints, on one process
+ * or on every rank of a tp x dp x pp layout (parallel.h: this rank's part of the model, the 1F1B
+ * schedule in schedule.c, the reductions and ZeRO in optimizer.c). Rank 0 writes the logs, the
+ * metrics and the run directory; the loss it reports is the global one, the same on every rank.
  *
  * Everything a step depends on is in a checkpoint: the parameters, the AdamW moments, the step
  * (which gives the learning rate) and the loader's consumed samples (which give the data). The
@@ -7,6 +10,7 @@
  * and every kernel is deterministic, so a resumed run repeats the losses of an uninterrupted one
  * bit for bit.
  */
+#include "gpt_internal.h"
 #include "train_internal.h"
 
 #include <errno.h>
@@ -29,8 +33,12 @@ typedef struct run {
     ig_loader *loader;
     ig_metrics *metrics;
     ig_gpt_batch_opts batch;
-    int accum;         /* micro-batches per step */
+    int accum;         /* micro-batches per step on this data-parallel rank */
     double peak_flops; /* the backend's GEMM throughput, measured at the start */
+    ig_comm *world;    /* NULL: one process */
+    ig_layout lo;
+    ig_optim *optim;
+    int writer; /* rank 0: logs, metrics, the run directory */
 } run;
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -107,12 +115,23 @@ static ig_status make_loader(run *r, const ig_loader_state *start, ig_err *err) 
     lo.block_user = r->train_ds;
     lo.micro_batch = (uint32_t)r->t->micro_batch;
     lo.grad_accum = (uint32_t)r->accum;
-    lo.dp = 1;
-    lo.rank = 0;
+    lo.dp = (uint32_t)r->lo.dp;
+    lo.rank = (uint32_t)r->lo.dp_rank;
     return ig_loader_create(&r->loader, r->ctx, &lo, start, err);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */
+
+/* The loss summed over this rank's micro-batches, added up over the world: only the last stage
+ * has losses, and of it only tensor-parallel rank 0 counts (every tp rank has the same), and for
+ * validation, which every replica runs on the same data, only dp rank 0. */
+static ig_status global_loss(run *r, double local, int count_dp, double *out, ig_err *err) {
+    int counts = ig_layout_last(&r->lo) && r->lo.tp_rank == 0 && (count_dp || r->lo.dp_rank == 0);
+    double v = counts ? local : 0.0;
+    ig_status st = ig_group_allreduce(&r->lo.world_g, &v, 1, IG_COMM_F64, IG_COMM_SUM, err);
+    *out = v;
+    return st;
+}
 
 static ig_status validate(run *r, double *val_loss, ig_err *err) {
     ig_loader_opts lo = ig_loader_opts_default();
@@ -121,17 +140,13 @@ static ig_status validate(run *r, double *val_loss, ig_err *err) {
     lo.micro_batch = (uint32_t)r->t->micro_batch;
     lo.prefetch_threads = 1;
     ig_loader *ld = NULL;
-    ig_status st = ig_loader_create(&ld, r->ctx, &lo, NULL, err);
     double sum = 0;
-    for (int64_t b = 0; st == IG_OK && b < r->t->eval_batches; b++) {
-        ig_batch batch;
-        double loss = 0;
-        if ((st = ig_loader_next(ld, &batch, err)) == IG_OK)
-            st = ig_gpt_forward(r->model, batch.tokens, (int)batch.micro_batch, r->t->seq_len,
-                                &r->batch, &loss, NULL, err);
-        sum += loss;
-    }
+    ig_status st = ig_loader_create(&ld, r->ctx, &lo, NULL, err);
+    if (st == IG_OK)
+        st = ig_sched_run(r->model, &r->lo, ld, &r->batch, r->t->seq_len, (int)r->t->eval_batches,
+                          0.0f, NULL, NULL, &sum, err);
     ig_loader_free(ld);
+    if (st == IG_OK) st = global_loss(r, sum, 0, &sum, err);
     *val_loss = sum / (double)r->t->eval_batches;
     return st;
 }
@@ -139,19 +154,19 @@ static ig_status validate(run *r, double *val_loss, ig_err *err) {
 static ig_status train_step(run *r, int64_t step, double *loss, double *norm, double *lr,
                             ig_err *err) {
     const ig_train_config *t = r->t;
+    int M = r->accum, dp = r->lo.dp;
     ig_status st = ig_gpt_zero_grads(r->model, err);
+    ig_optim_begin(r->optim);
     double sum = 0;
-    for (int m = 0; st == IG_OK && m < r->accum; m++) {
-        ig_batch b;
-        double l = 0;
-        if ((st = ig_loader_next(r->loader, &b, err)) != IG_OK) break;
-        st = ig_gpt_forward_backward(r->model, b.tokens, (int)b.micro_batch, t->seq_len, &r->batch,
-                                     1.0f / (float)r->accum, &l, NULL, err);
-        sum += l;
-    }
+    /* each micro-batch's mean loss weighs 1 / (micro-batches per step over all replicas) */
+    if (st == IG_OK)
+        st = ig_sched_run(r->model, &r->lo, r->loader, &r->batch, t->seq_len, M,
+                          1.0f / (float)(M * dp), ig_optim_ready, r->optim, &sum, err);
+    if (st == IG_OK) st = ig_optim_reduce(r->optim, err);
+    if (st == IG_OK) st = global_loss(r, sum, 1, &sum, err);
     if (st != IG_OK) return st;
-    *loss = sum / r->accum;
-    if ((st = ig_gpt_grad_norm(r->model, norm, err)) != IG_OK) return st;
+    *loss = sum / (double)(M * dp);
+    if ((st = ig_optim_norm(r->optim, norm, err)) != IG_OK) return st;
     if (!isfinite(*loss) || !isfinite(*norm))
         return ig_err_set(err, IG_ERR_FORMAT,
                           "step %lld: the %s is %s: the run diverged; lower optim.lr (now %g), set "
@@ -168,8 +183,8 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
         if (coef < 1.0) scale = (float)coef;
     }
     *lr = ig_train_lr(t, step);
-    return ig_gpt_adamw(r->model, (int)(step + 1), (float)*lr, (float)t->beta1, (float)t->beta2,
-                        (float)t->eps, (float)t->weight_decay, scale, err);
+    return ig_optim_step(r->optim, (int)(step + 1), (float)*lr, (float)t->beta1, (float)t->beta2,
+                         (float)t->eps, (float)t->weight_decay, scale, err);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -192,13 +207,65 @@ static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *
                          .seed = r->t->seed,
                          .eod_id = r->batch.eod_id,
                          .config_hash = r->o->config ? ig_config_hash(r->o->config) : 0,
-                         .tp = 1,
-                         .pp = 1,
-                         .dp = 1,
+                         .tp = r->lo.tp,
+                         .pp = r->lo.pp,
+                         .dp = r->lo.dp,
                          .loss = loss};
-    ig_status st = ig_ckpt_save(r->ctx, r->model, &info, r->o->config, r->t->run_dir,
-                                r->t->ckpt_keep, res->checkpoint, sizeof res->checkpoint, err);
-    if (st == IG_OK && !r->o->quiet) fprintf(r->log, "checkpoint: %s\n", res->checkpoint);
+    ig_status st = ig_ckpt_save_part(r->ctx, r->model, &r->lo, &info, r->o->config, r->t->run_dir,
+                                     r->t->ckpt_keep, res->checkpoint, sizeof res->checkpoint, err);
+    if (st == IG_OK && r->writer && !r->o->quiet)
+        fprintf(r->log, "checkpoint: %s\n", res->checkpoint);
+    return st;
+}
+
+static void comm_reset(run *r) {
+    ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g, &r->lo.world_g};
+    for (size_t g = 0; g < sizeof gs / sizeof gs[0]; g++) gs[g]->bytes = 0;
+}
+
+/* The bytes this rank sent in each group since the last call ("" without log.comm_stats), as a
+ * JSON member for metrics.jsonl (every rank's figures, gathered on rank 0) and a short form for
+ * the step line (the largest over the ranks). */
+static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t lcap, ig_err *err) {
+    json[0] = line[0] = '\0';
+    ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g};
+    enum { NG = 4 };
+    uint64_t mine[NG];
+    for (int g = 0; g < NG; g++) mine[g] = gs[g]->bytes, gs[g]->bytes = 0;
+    r->lo.world_g.bytes = 0;
+    if (!r->t->comm_stats) return IG_OK;
+    int W = r->lo.world;
+    uint64_t *all = ig_calloc(r->ctx, (size_t)W * NG, sizeof *all);
+    if (!all) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_group_allgather(&r->lo.world_g, mine, all, NG, IG_COMM_U64, err);
+    size_t jn = 0, ln = 0;
+    jn += (size_t)snprintf(json + jn, jcap - jn, ",\"comm_bytes\":{");
+    ln += (size_t)snprintf(line + ln, lcap - ln, " | comm MB");
+    for (int g = 0; st == IG_OK && g < NG; g++) {
+        uint64_t mx = 0;
+        jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s\"%s\":[", g ? "," : "",
+                               gs[g]->name);
+        for (int k = 0; k < W; k++) {
+            uint64_t v = all[(size_t)k * NG + (size_t)g];
+            if (v > mx) mx = v;
+            jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s%llu", k ? "," : "",
+                                   (unsigned long long)v);
+        }
+        jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "]");
+        ln += (size_t)snprintf(line + ln, lcap > ln ? lcap - ln : 0, " %s %.2f", gs[g]->name,
+                               (double)mx / 1e6);
+    }
+    if (jn < jcap) snprintf(json + jn, jcap - jn, "}");
+    ig_free(r->ctx, all);
+    return st;
+}
+
+/* Whether any rank was asked to stop (each gets the signal from its launcher at its own moment;
+ * they must stop after the same step). */
+static ig_status stop_requested(run *r, int *stop, ig_err *err) {
+    int32_t v = r->o->stop && *r->o->stop;
+    ig_status st = ig_group_allreduce(&r->lo.world_g, &v, 1, IG_COMM_I32, IG_COMM_MAX, err);
+    *stop = v != 0;
     return st;
 }
 
@@ -206,43 +273,51 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
     const ig_train_config *t = r->t;
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     double tokens_per_step = (double)gb * t->seq_len;
-    double flops_per_step = 3.0 * ig_gpt_flops_per_token(&r->shape, t->seq_len) * tokens_per_step;
+    /* per rank: the model's FLOPs spread over the world */
+    double flops_per_step =
+        3.0 * ig_gpt_flops_per_token(&r->shape, t->seq_len) * tokens_per_step / (double)r->lo.world;
     double t_start = ig_now(), loss = NAN;
     int64_t step = first;
     ig_status st = IG_OK;
+    char cjson[16384], cline[256];
     for (; step < t->steps; step++) {
         double t0 = ig_now(), norm = 0, lr = 0;
         if ((st = train_step(r, step, &loss, &norm, &lr, err)) != IG_OK) break;
         double dt = ig_now() - t0;
         double tps = tokens_per_step / dt,
                mfu = r->peak_flops > 0 ? flops_per_step / dt / r->peak_flops : 0;
-        if ((st = ig_metrics_step(r->metrics, step + 1, loss, lr, norm, tps, mfu, err)) != IG_OK)
+        if ((st = comm_stats(r, cjson, sizeof cjson, cline, sizeof cline, err)) != IG_OK) break;
+        if (r->writer && (st = ig_metrics_step(r->metrics, step + 1, loss, lr, norm, tps, mfu,
+                                               cjson, err)) != IG_OK)
             break;
         res->step = step + 1;
         res->loss = loss;
-        if (!r->o->quiet && ((step + 1) % t->log_every == 0 || step + 1 == t->steps)) {
+        if (r->writer && !r->o->quiet && ((step + 1) % t->log_every == 0 || step + 1 == t->steps)) {
             char eta[32];
             double per = (ig_now() - t_start) / (double)(step + 1 - first);
             format_eta(per * (double)(t->steps - step - 1), eta, sizeof eta);
             fprintf(r->log,
                     "step %lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %.0f tok/s | mfu "
-                    "%.2f | %.0f ms | eta %s\n",
+                    "%.2f | %.0f ms | eta %s%s\n",
                     (long long)step + 1, (long long)t->steps, loss, lr, norm, tps, mfu, dt * 1e3,
-                    eta);
+                    eta, cline);
             fflush(r->log);
         }
-        int last = step + 1 == t->steps;
-        int stop = r->o->stop && *r->o->stop;
+        int last = step + 1 == t->steps, stop = 0;
+        if ((st = stop_requested(r, &stop, err)) != IG_OK) break;
         if (t->eval_every > 0 && ((step + 1) % t->eval_every == 0 || last)) {
             double vl = 0;
             if ((st = validate(r, &vl, err)) != IG_OK) break;
             res->val_loss = vl;
-            if ((st = ig_metrics_val(r->metrics, step + 1, vl, err)) != IG_OK) break;
-            if (!r->o->quiet)
+            if (r->writer && (st = ig_metrics_val(r->metrics, step + 1, vl, err)) != IG_OK) break;
+            if (r->writer && !r->o->quiet)
                 fprintf(r->log, "step %lld | val loss %.6f\n", (long long)step + 1, vl);
+            comm_reset(r); /* not the next step's */
         }
-        if (last || stop || (t->ckpt_every > 0 && (step + 1) % t->ckpt_every == 0))
+        if (last || stop || (t->ckpt_every > 0 && (step + 1) % t->ckpt_every == 0)) {
             if ((st = checkpoint(r, step + 1, loss, res, err)) != IG_OK) break;
+            comm_reset(r);
+        }
         if (stop && !last) {
             res->stopped = 1;
             step++;
@@ -294,24 +369,63 @@ static ig_status make_run_dir(const char *dir, ig_err *err) {
     return IG_OK;
 }
 
+/* Whether every rank got through a phase that can fail on some ranks only (files one node cannot
+ * read, a full disk): the ones that failed keep their own message, the others say so. */
+static ig_status all_ranks_ok(run *r, ig_status st, const char *what, ig_err *err) {
+    if (!r->world || r->lo.world <= 1) return st;
+    int all = 0;
+    ig_err e2;
+    ig_status cs = ig_comm_all_ok(r->world, st == IG_OK, &all, st == IG_OK ? err : &e2);
+    if (st != IG_OK) return st;
+    if (cs != IG_OK) return cs;
+    if (!all)
+        return ig_err_set(err, IG_ERR_IO, "%s failed on another rank (its message says why)", what);
+    return IG_OK;
+}
+
+/* The model part this rank holds in the layout. */
+static ig_gpt_part layout_part(const run *r) {
+    const ig_layout *lo = &r->lo;
+    size_t as = ig_backend_act_size(r->be);
+    return (ig_gpt_part){.tp = lo->tp,
+                         .tp_rank = lo->tp_rank,
+                         .sp = lo->sp,
+                         .l0 = lo->l0,
+                         .l1 = lo->l1,
+                         .first = ig_layout_first(lo),
+                         .last = ig_layout_last(lo),
+                         .slots = ig_sched_slots(lo),
+                         .tpg = (ig_group *)&lo->tp_g,
+                         .dp = lo->dp,
+                         .dp_rank = lo->dp_rank,
+                         .zero = lo->zero,
+                         .pp = lo->pp,
+                         .bucket_elems = r->t->bucket_bytes / as};
+}
+
 ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                        ig_train_result *result, ig_err *err) {
     ig_train_result local;
     ig_train_result *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
-    (void)comm;
     const ig_train_config *t = opts->cfg;
     ig_status st = ig_train_config_check(t, opts->config, err);
     if (st != IG_OK) return st;
     run r = {.ctx = ctx, .o = opts, .t = t, .log = opts->log ? opts->log : stdout};
-    int gb = t->global_batch ? t->global_batch : t->micro_batch;
-    r.accum = gb / t->micro_batch;
+    r.world = comm && ig_comm_size(comm) > 1 ? comm : NULL;
+    r.writer = !r.world || ig_comm_rank(r.world) == 0;
+    r.lo.world = r.world ? ig_comm_size(r.world) : 1;
     int64_t first = 0;
     char ckpt[4096] = "";
     ig_ckpt_info info;
 
-    if ((st = open_data(&r, err)) != IG_OK) goto done;
+    /* the data: rank 0 first (it builds the index caches), then the others read them */
+    int rank = r.world ? ig_comm_rank(r.world) : 0;
+    if (rank == 0) st = open_data(&r, err);
+    if (r.world && (st = all_ranks_ok(&r, st, "opening the data", err)) == IG_OK && rank != 0)
+        st = open_data(&r, err);
+    if ((st = all_ranks_ok(&r, st, "opening the data", err)) != IG_OK) goto done;
     int vocab = 0;
     int32_t eod = -1;
     if ((st = data_vocab(r.train_ds, &vocab, &eod, err)) != IG_OK && t->vocab_size == 0) goto done;
@@ -335,40 +449,63 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                         "and the shards' manifests name none");
         goto done;
     }
-    if (!opts->resume && (st = clear_run_dir(t->run_dir, opts->overwrite, err)) != IG_OK) goto done;
-    if ((st = make_run_dir(t->run_dir, err)) != IG_OK) goto done;
+    /* the layout: the same checks on every rank, before any work */
+    uint64_t hash = opts->config ? ig_config_hash(opts->config) : 0;
+    if ((st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, err)) != IG_OK) goto done;
+    r.accum = r.lo.accum;
+    if (r.writer) {
+        if (!opts->resume) st = clear_run_dir(t->run_dir, opts->overwrite, err);
+        if (st == IG_OK) st = make_run_dir(t->run_dir, err);
+    }
+    if ((st = all_ranks_ok(&r, st, "preparing the run directory", err)) != IG_OK) goto done;
 
     ig_backend_opts bo = ig_backend_opts_default();
     if ((st = ig_backend_create(&r.be, ctx, &bo, err)) != IG_OK) goto done;
-    st = ig_gpt_create(&r.model, ctx, r.be, &r.shape, t->micro_batch, t->seq_len, t->seed, err);
-    if (st != IG_OK) goto done;
+    ig_gpt_part part = layout_part(&r);
+    st = ig_gpt_create_part(&r.model, ctx, r.be, &r.shape, t->micro_batch, t->seq_len, t->seed,
+                            &part, err);
+    if (st == IG_OK) st = ig_optim_create(&r.optim, ctx, r.model, &r.lo, err);
+    if ((st = all_ranks_ok(&r, st, "creating the model", err)) != IG_OK) goto done;
 
     ig_loader_state start = {0}, *startp = NULL;
     if (opts->resume) {
-        if ((st = ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, err)) != IG_OK) goto done;
-        if ((st = ig_ckpt_load(ctx, ckpt, r.model, 1, &info, err)) != IG_OK) goto done;
+        st = ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, err);
+        if (st == IG_OK) st = ig_ckpt_load(ctx, ckpt, r.model, 1, &info, err);
+        if ((st = all_ranks_ok(&r, st, "loading the checkpoint", err)) != IG_OK) goto done;
         first = info.step;
         start = info.loader;
         startp = &start;
-        if (!opts->quiet)
-            fprintf(r.log, "resuming from %s (step %lld, %llu samples consumed)\n", ckpt,
-                    (long long)first, (unsigned long long)start.consumed_samples);
+        if (r.writer && !opts->quiet)
+            fprintf(r.log,
+                    "resuming from %s (step %lld, %llu samples consumed, saved under tp %d "
+                    "pp %d dp %d)\n",
+                    ckpt, (long long)first, (unsigned long long)start.consumed_samples, info.tp,
+                    info.pp, info.dp);
     } else if (t->init_from && *t->init_from) {
-        if ((st = ig_hf_load(ctx, r.model, t->init_from, err)) != IG_OK) goto done;
+        st = ig_hf_load(ctx, r.model, t->init_from, err);
+        if ((st = all_ranks_ok(&r, st, "loading model.init_from", err)) != IG_OK) goto done;
     }
-    if ((st = make_loader(&r, startp, err)) != IG_OK) goto done;
-    if ((st = ig_metrics_open(&r.metrics, ctx, t->run_dir, t->tensorboard, err)) != IG_OK)
-        goto done;
-    r.peak_flops = measure_peak(&r);
-    if (!opts->quiet)
+    st = make_loader(&r, startp, err);
+    if (st == IG_OK && r.writer)
+        st = ig_metrics_open(&r.metrics, ctx, t->run_dir, t->tensorboard, err);
+    if ((st = all_ranks_ok(&r, st, "starting the loader and metrics", err)) != IG_OK) goto done;
+    if (r.writer) r.peak_flops = measure_peak(&r);
+    if (r.writer && !opts->quiet) {
         fprintf(r.log,
                 "model: %d layers, %d heads, d_model %d, %d positions, vocabulary %d (%d padded): "
                 "%.2fM parameters on %s; %d x %d tokens per micro-batch, %d per step\n",
                 r.shape.n_layer, r.shape.n_head, r.shape.d_model, r.shape.seq_len,
                 r.shape.vocab_size, r.shape.padded_vocab, (double)ig_gpt_num_params(&r.shape) / 1e6,
-                ig_backend_name(r.be), t->micro_batch, t->seq_len, r.accum);
+                ig_backend_name(r.be), t->micro_batch, t->seq_len, r.accum * r.lo.dp);
+        if (r.lo.world > 1)
+            fprintf(r.log,
+                    "layout: %d ranks = tp %d x pp %d x dp %d%s%s; %d micro-batches per step "
+                    "per replica\n",
+                    r.lo.world, r.lo.tp, r.lo.pp, r.lo.dp, r.lo.sp ? ", sequence parallel" : "",
+                    r.lo.zero ? (r.lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r.accum);
+    }
     st = loop(&r, first, res, err);
-    if (st == IG_OK && res->stopped && !opts->quiet)
+    if (st == IG_OK && res->stopped && r.writer && !opts->quiet)
         fprintf(r.log, "stopped after step %lld; resume with: ingot train CONFIG --resume %s\n",
                 (long long)res->step, t->run_dir);
 done:;
@@ -378,6 +515,7 @@ done:;
         st = cs;
         if (err) *err = cerr;
     }
+    ig_optim_free(r.optim);
     ig_loader_free(r.loader);
     ig_gpt_free(r.model);
     ig_backend_free(r.be);
@@ -385,5 +523,6 @@ done:;
     ig_data_stream_close(r.val_ds);
     ig_data_resolved_free(&r.train_data);
     ig_data_resolved_free(&r.val_data);
+    ig_layout_free(&r.lo);
     return st;
 }

@@ -194,11 +194,20 @@ static ig_status mpi_allreduce(ig_comm *c, const void *send, void *recv, size_t 
     return IG_OK;
 }
 
+/* An all-gather whose send is this rank's own place in recv runs in place (MPI_IN_PLACE: MPI
+ * forbids overlapping buffers otherwise). */
+static const void *gather_send(ig_comm *c, const void *send, void *recv, size_t count,
+                               ig_comm_type t) {
+    const char *own = (const char *)recv + (size_t)c->rank * count * ig_comm_elem_size(t);
+    return send == own ? MPI_IN_PLACE : send;
+}
+
 static ig_status mpi_allgather(ig_comm *c, const void *send, void *recv, size_t count,
                                ig_comm_type t, ig_err *err) {
     ig_status st = fits_int(count * (size_t)c->size, "all-gather", err);
     if (st != IG_OK) return st;
-    CHECK(MPI_Allgather(send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t), comm_of(c)),
+    CHECK(MPI_Allgather(gather_send(c, send, recv, count, t), (int)count, mpi_type(t), recv,
+                        (int)count, mpi_type(t), comm_of(c)),
           "all-gather");
     return IG_OK;
 }
@@ -366,8 +375,8 @@ static ig_status mpi_iallgather(ig_comm *c, const void *send, void *recv, size_t
     if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
     if (st != IG_OK) return st;
     mpi_req *m = req->impl;
-    int rc = MPI_Iallgather(send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t),
-                            comm_of(c), &m->r[0]);
+    int rc = MPI_Iallgather(gather_send(c, send, recv, count, t), (int)count, mpi_type(t), recv,
+                            (int)count, mpi_type(t), comm_of(c), &m->r[0]);
     if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "all-gather", err);
     m->n = 1;
     return IG_OK;

@@ -36,7 +36,7 @@ static ig_status single_allreduce(ig_comm *c, const void *send, void *recv, size
 
 static ig_status single_allgather(ig_comm *c, const void *send, void *recv, size_t count,
                                   ig_comm_type t, ig_err *err) {
-    (void)c, (void)err;
+    (void)c, (void)err; /* rank 0: in place when send == recv */
     if (send != recv && count) memmove(recv, send, count * ig_comm_elem_size(t));
     return IG_OK;
 }

@@ -59,6 +59,19 @@ int main(void) {
     OK(ig_comm_allgather(w, mine, all, 2, IG_COMM_I32, &err));
     for (int q = 0; q < size; q++)
         CHECK(all[2 * q] == q && all[2 * q + 1] == 100 + q, "allgather[%d]", q);
+    /* in place: each rank's part already in its own place of the result */
+    memset(all, 0, (size_t)size * 2 * sizeof *all);
+    all[2 * rank] = rank, all[2 * rank + 1] = 100 + rank;
+    OK(ig_comm_allgather(w, all + 2 * rank, all, 2, IG_COMM_I32, &err));
+    for (int q = 0; q < size; q++)
+        CHECK(all[2 * q] == q && all[2 * q + 1] == 100 + q, "allgather in place[%d]", q);
+    ig_comm_req *qa = NULL;
+    memset(all, 0, (size_t)size * 2 * sizeof *all);
+    all[2 * rank] = 7 * rank, all[2 * rank + 1] = -rank;
+    OK(ig_comm_iallgather(w, all + 2 * rank, all, 2, IG_COMM_I32, &qa, &err));
+    OK(ig_comm_wait(qa, &err));
+    for (int q = 0; q < size; q++)
+        CHECK(all[2 * q] == 7 * q && all[2 * q + 1] == -q, "iallgather in place[%d]", q);
     float *rs = calloc((size_t)size * 2, sizeof *rs), got[2];
     for (int i = 0; i < 2 * size; i++) rs[i] = (float)(i + rank);
     OK(ig_comm_reduce_scatter(w, rs, got, 2, IG_COMM_F32, IG_COMM_SUM, &err));

@@ -1,6 +1,8 @@
-/* cmd_ckpt.c - `ingot ckpt export|verify`: a training checkpoint as a Hugging Face GPT-2 directory,
- * and the check of every file a checkpoint lists. CKPT is a checkpoint directory
+/* cmd_ckpt.c - `ingot ckpt export|verify|diff`: a training checkpoint as a Hugging Face GPT-2
+ * directory, the check of every file a checkpoint lists, and the comparison of two models' weights
+ * (runs under two layouts, a checkpoint and its export). CKPT is a checkpoint directory
  * (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory (its latest checkpoint). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,23 +13,30 @@
 const char ig_usage_ckpt[] =
     "usage: ingot ckpt export CKPT --output DIR [--force]\n"
     "       ingot ckpt verify CKPT\n"
+    "       ingot ckpt diff MODEL_A MODEL_B [--tolerance X]\n"
     "\n"
     "export  writes DIR/model.safetensors and DIR/config.json in Hugging Face GPT-2 layout\n"
     "        (transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it; the tied lm_head is\n"
     "        not stored, the padded vocabulary rows are dropped)\n"
     "verify  checks the checkpoint's manifest and the size and xxh3 of every file it lists;\n"
     "        exit 1 naming the first file that is missing, truncated or altered\n"
+    "diff    compares the weights of two models of the same shape, tensor by tensor (saved\n"
+    "        under any tp / pp layout: each is merged first); prints the largest difference\n"
+    "        and exits 1 when a tensor differs by more than X (default 1e-5) times its\n"
+    "        largest magnitude (magnitudes below 1 count as 1)\n"
     "\n"
     "CKPT is a checkpoint directory (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory, which\n"
-    "stands for its latest checkpoint.\n"
+    "stands for its latest checkpoint; a MODEL is a CKPT or a Hugging Face GPT-2 directory.\n"
     "\n"
     "examples:\n"
     "  ingot ckpt export out/gpt-tiny --output out/gpt-tiny-hf\n"
-    "  ingot ckpt verify out/gpt-tiny/ckpt/step_00000200\n";
+    "  ingot ckpt verify out/gpt-tiny/ckpt/step_00000200\n"
+    "  ingot ckpt diff out/run-1gpu out/run-tp2pp2 --tolerance 1e-5\n";
 
 typedef struct ckpt_args {
     const char *output;
     int force;
+    double tolerance;
     ig_common_flags flags;
 } ckpt_args;
 
@@ -35,22 +44,89 @@ static const ig_cfg_key ckpt_keys[] = {
     IG_KEY_STRING("ckpt.output", ckpt_args, output, "", "the export's directory"),
     IG_KEY_BOOL("ckpt.force", ckpt_args, force, "false", "replace an existing export"),
 };
+static const ig_cfg_key diff_keys[] = {
+    IG_KEY_FLOAT("ckpt.tolerance", ckpt_args, tolerance, "1e-5", 0, 1,
+                 "largest difference allowed, relative to each tensor's largest magnitude"),
+};
+
+/* The weights of a and b, tensor by tensor: the largest |a - b| over max(1, max |a|). */
+static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double tol, int quiet,
+                             int *differ, ig_err *err) {
+    *differ = 0;
+    ig_backend *be = NULL;
+    ig_gpt *ma = NULL, *mb = NULL;
+    float *ha = NULL, *hb = NULL;
+    ig_backend_opts bo = ig_backend_opts_default();
+    ig_status st = ig_backend_create(&be, ctx, &bo, err);
+    if (st == IG_OK) st = ig_model_open(&ma, ctx, be, pa, 1, 1, NULL, err);
+    if (st == IG_OK) st = ig_model_open(&mb, ctx, be, pb, 1, 1, NULL, err);
+    if (st == IG_OK) {
+        const ig_gpt_config *a = ig_gpt_shape(ma), *b = ig_gpt_shape(mb);
+        if (a->n_layer != b->n_layer || a->n_head != b->n_head || a->d_model != b->d_model ||
+            a->seq_len != b->seq_len || a->vocab_size != b->vocab_size)
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "%s and %s are models of different shapes (%d x %d, vocabulary %d; "
+                            "%d x %d, vocabulary %d)",
+                            pa, pb, a->n_layer, a->d_model, a->vocab_size, b->n_layer, b->d_model,
+                            b->vocab_size);
+    }
+    uint64_t n = st == IG_OK ? ig_gpt_num_params(ig_gpt_shape(ma)) : 0;
+    if (st == IG_OK && (!(ha = malloc(n * sizeof *ha)) || !(hb = malloc(n * sizeof *hb))))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_OK) st = ig_gpt_read(ma, IG_GPT_PARAMS, ha, err);
+    if (st == IG_OK) st = ig_gpt_read(mb, IG_GPT_PARAMS, hb, err);
+    double worst = 0;
+    const char *worst_name = "";
+    for (size_t i = 0; st == IG_OK && i < ig_gpt_num_tensors(ma); i++) {
+        const ig_gpt_tensor *t = ig_gpt_tensor_at(ma, i);
+        double mag = 0, d = 0;
+        for (uint64_t k = 0; k < t->numel; k++) {
+            double x = ha[t->offset + k], y = hb[t->offset + k];
+            mag = fmax(mag, fabs(x));
+            double e = fabs(x - y);
+            if (!(e <= d)) d = e; /* NaN counts */
+        }
+        double rel = d / fmax(1.0, mag);
+        if (!(rel <= tol)) {
+            (*differ)++;
+            if (!quiet) printf("%s: differs by %.3g (largest magnitude %.3g)\n", t->name, d, mag);
+        }
+        if (!(rel <= worst)) worst = rel, worst_name = t->name;
+    }
+    if (st == IG_OK && !quiet)
+        printf("%s%zu tensors compared; largest difference %.3g (%s): %s tolerance %g\n",
+               *differ ? "" : "same: ", ig_gpt_num_tensors(ma), worst, worst_name,
+               *differ ? "above" : "within", tol);
+    free(ha);
+    free(hb);
+    ig_gpt_free(ma);
+    ig_gpt_free(mb);
+    ig_backend_free(be);
+    return st;
+}
 
 int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
-        return ig_cmd_usage_error(cmd, "expected a subcommand: export or verify");
-    int export = !strcmp(argv[1], "export");
-    if (!export && strcmp(argv[1], "verify"))
-        return ig_cmd_usage_error(cmd, "unknown subcommand '%s' (expected export or verify)",
+        return ig_cmd_usage_error(cmd, "expected a subcommand: export, verify or diff");
+    int export = !strcmp(argv[1], "export"), diff = !strcmp(argv[1], "diff");
+    if (!export && !diff && strcmp(argv[1], "verify"))
+        return ig_cmd_usage_error(cmd, "unknown subcommand '%s' (expected export, verify or diff)",
                                   argv[1]);
     ckpt_args a = {0};
     ig_cmd_table tables[] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &a.flags},
-                             {ckpt_keys, export ? 2 : 0, &a}};
+                             {diff ? diff_keys : ckpt_keys,
+                              export ? 2
+                              : diff ? 1
+                                     : 0,
+                              &a}};
     ig_cmd_spec spec = {tables, 2, NULL, 0, 0};
     ig_config *cfg = NULL;
     int first = 0;
     int rc = ig_cmd_parse(cmd, argc - 1, argv + 1, &spec, &cfg, &first);
-    if (rc < 0 && argc - 1 - first != 1)
+    if (rc < 0 && diff && argc - 1 - first != 2)
+        rc = ig_cmd_usage_error(cmd, "expected two models (checkpoints, run directories or "
+                                     "Hugging Face directories)");
+    else if (rc < 0 && !diff && argc - 1 - first != 1)
         rc = ig_cmd_usage_error(cmd, "expected one CKPT (a checkpoint or run directory)");
     if (rc < 0 && export && !*a.output) rc = ig_cmd_usage_error(cmd, "--output DIR is required");
     if (rc >= 0) {
@@ -62,6 +138,14 @@ int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv) {
     ig_ctx *ctx = NULL;
     char dir[4300];
     ig_status st = ig_cmd_ctx(&ctx, &a.flags, &err);
+    int differ = 0;
+    if (st == IG_OK && diff) {
+        st = diff_models(ctx, arg, argv[2 + first], a.tolerance, a.flags.quiet, &differ, &err);
+        rc = st != IG_OK ? ig_cmd_fail(&err) : differ ? IG_EXIT_FAIL : IG_EXIT_OK;
+        ig_ctx_free(ctx);
+        ig_config_free(cfg);
+        return rc;
+    }
     if (st == IG_OK) st = ig_ckpt_resolve(arg, dir, sizeof dir, &err);
     if (st == IG_OK && export) {
         st = ig_ckpt_export(ctx, dir, a.output, a.force, &err);

@@ -131,7 +131,7 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
                            .quiet = flags.quiet};
         ig_train_result res;
         st = ig_train_run(ctx, comm, &o, &res, &err);
-        if (st == IG_OK && !flags.quiet && !res.stopped)
+        if (st == IG_OK && !flags.quiet && !res.stopped && ig_comm_rank(comm) == 0)
             printf("done: %lld steps, loss %.6f; checkpoint %s\n", (long long)res.step, res.loss,
                    res.checkpoint);
     }

@@ -1,0 +1,270 @@
+/* optimizer.c - what happens to the gradients after the backward: reduction over the data-parallel
+ * replicas in buckets started while the backward still runs, the tied embedding's sum between
+ * the first and the last pipeline stage, the sequence-parallel LayerNorm gradients' sum over the
+ * tensor-parallel group, the global gradient norm, and AdamW - on the whole buffers, or with ZeRO
+ * on this rank's 1/dp piece of each bucket followed by an all-gather of the parameters.
+ *
+ * Buckets (gpt_model.c) are runs of whole tensors in the order the backward finishes them, each
+ * padded to a multiple of dp; rank r of the dp group owns piece r (n / dp elements) of every
+ * bucket. With zero 0 every rank all-reduces and updates everything; zero 1 all-reduces and
+ * updates its pieces (moments for the pieces only); zero 2 reduce-scatters, so each rank's
+ * reduced gradients are its pieces only (kept in a buffer of n_moments elements).
+ *
+ * The gradient norm counts each element of the global model once: every rank its pieces (the
+ * reduced gradients are the same on every replica), of those only the tensors split by tensor
+ * parallelism or, for a replicated one, on tensor-parallel rank 0, and the tied embedding on the
+ * first stage; the sums of squares are then added over the world.
+ */
+#include "gpt_internal.h"
+#include "train_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+struct ig_optim {
+    ig_gpt *m;
+    ig_layout *lo;
+    ig_ctx *ctx;
+    void *gshard;       /* zero 2: this rank's reduced gradient pieces [n_moments] (act type) */
+    ig_comm_req **reqs; /* per bucket: the reduction in flight */
+    size_t *bucket_of;  /* per tensor: its bucket */
+    size_t *pending;    /* per bucket: tensors not yet final */
+    int *launched;      /* per bucket */
+    double wait_s;      /* seconds spent waiting for reductions after the backward */
+    double launch_s;    /* seconds of reductions started during the backward (timestamps) */
+};
+
+static void *at(const ig_gpt *m, void *base, uint64_t elems) {
+    return (char *)base + elems * m->as;
+}
+
+static ig_status need_host(const ig_optim *o, ig_err *err) {
+    if (ig_backend_kind_of(o->m->be) == IG_BACKEND_CPU) return IG_OK;
+    return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                      "data and pipeline parallelism on the %s backend need its collectives "
+                      "(NCCL), which this build does not have yet",
+                      ig_backend_name(o->m->be));
+}
+
+ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo, ig_err *err) {
+    *out = NULL;
+    ig_optim *o = ig_calloc(ctx, 1, sizeof *o);
+    if (!o) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    o->m = m, o->lo = lo, o->ctx = ctx;
+    size_t nb = m->n_buckets;
+    o->reqs = ig_calloc(ctx, nb, sizeof *o->reqs);
+    o->pending = ig_calloc(ctx, nb, sizeof *o->pending);
+    o->launched = ig_calloc(ctx, nb, sizeof *o->launched);
+    o->bucket_of = ig_calloc(ctx, m->n_tensors, sizeof *o->bucket_of);
+    if (!o->reqs || !o->pending || !o->launched || !o->bucket_of) {
+        ig_optim_free(o);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    for (size_t b = 0; b < nb; b++)
+        for (size_t t = m->buckets[b].t0; t < m->buckets[b].t1; t++) o->bucket_of[t] = b;
+    ig_status st = IG_OK;
+    if (lo->zero >= 2 && lo->dp > 1)
+        st = ig_backend_alloc(m->be, (size_t)(m->n_moments * m->as), &o->gshard, err);
+    if (st == IG_OK && (lo->dp > 1 || lo->pp > 1 || lo->sp)) st = need_host(o, err);
+    if (st != IG_OK) {
+        ig_optim_free(o);
+        return st;
+    }
+    *out = o;
+    return IG_OK;
+}
+
+void ig_optim_free(ig_optim *o) {
+    if (!o) return;
+    if (o->reqs)
+        for (size_t b = 0; b < o->m->n_buckets; b++) {
+            ig_err ignored;
+            ig_comm_wait(o->reqs[b], &ignored);
+        }
+    ig_backend_release(o->m->be, o->gshard);
+    ig_free(o->ctx, o->reqs);
+    ig_free(o->ctx, o->pending);
+    ig_free(o->ctx, o->launched);
+    ig_free(o->ctx, o->bucket_of);
+    ig_free(o->ctx, o);
+}
+
+void ig_optim_begin(ig_optim *o) {
+    for (size_t b = 0; b < o->m->n_buckets; b++) {
+        o->pending[b] = o->m->buckets[b].t1 - o->m->buckets[b].t0;
+        o->launched[b] = 0;
+    }
+    o->wait_s = 0;
+}
+
+/* The sequence-parallel LayerNorm gradients of bucket b: each tensor-parallel rank has those of
+ * its rows; summed over the group, so that every rank holds the whole. */
+static ig_status sum_tp_partials(ig_optim *o, const ig_gpt_bucket *b, ig_err *err) {
+    ig_gpt *m = o->m;
+    for (size_t t = b->t0; t < b->t1; t++) {
+        const ig_gpt_tensor *x = &m->tensors[t];
+        if (!x->tp_partial) continue;
+        ig_status st = ig_group_allreduce(&o->lo->tp_g, at(m, m->grads, x->offset),
+                                          (size_t)x->numel, IG_COMM_F32, IG_COMM_SUM, err);
+        if (st != IG_OK) return st;
+    }
+    return IG_OK;
+}
+
+/* Starts bucket b's reduction over the dp group. */
+static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
+    ig_gpt *m = o->m;
+    ig_layout *lo = o->lo;
+    const ig_gpt_bucket *b = &m->buckets[bi];
+    o->launched[bi] = 1;
+    ig_status st = ig_backend_sync(m->be, err);
+    if (st == IG_OK && lo->sp) st = sum_tp_partials(o, b, err);
+    if (st != IG_OK || lo->dp == 1) return st;
+    void *g = at(m, m->grads, b->off);
+    if (lo->zero >= 2)
+        return ig_group_ireduce_scatter(&lo->dp_g, g, at(m, o->gshard, b->moff),
+                                        (size_t)(b->n / (uint64_t)lo->dp), IG_COMM_F32,
+                                        &o->reqs[bi], err);
+    st = ig_group_iallreduce(&lo->dp_g, g, (size_t)b->n, IG_COMM_F32, &o->reqs[bi], err);
+    /* drive the reductions already under way (MPI progresses inside its calls) */
+    for (size_t k = 0; st == IG_OK && k < bi; k++)
+        if (o->reqs[k]) {
+            int done = 0;
+            st = ig_comm_test(o->reqs[k], &done, err);
+        }
+    return st;
+}
+
+ig_status ig_optim_ready(void *user, size_t t0, size_t t1, ig_err *err) {
+    ig_optim *o = user;
+    for (size_t t = t0; t < t1; t++) {
+        size_t b = o->bucket_of[t];
+        if (o->pending[b] > 0 && --o->pending[b] == 0) {
+            ig_status st = launch(o, b, err);
+            if (st != IG_OK) return st;
+        }
+    }
+    return IG_OK;
+}
+
+ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
+    ig_gpt *m = o->m;
+    ig_layout *lo = o->lo;
+    ig_status st = IG_OK;
+    /* buckets the backward did not announce (no hook): started now */
+    for (size_t b = 0; st == IG_OK && b < m->n_buckets; b++)
+        if (!o->launched[b]) st = launch(o, b, err);
+    double t0 = ig_now();
+    for (size_t b = 0; b < m->n_buckets; b++) {
+        ig_status w = ig_comm_wait(o->reqs[b], err);
+        o->reqs[b] = NULL;
+        if (st == IG_OK) st = w;
+    }
+    o->wait_s = ig_now() - t0;
+    if (st != IG_OK || lo->pp == 1) return st;
+    /* the tied embedding: the first stage's gradient (the input embedding) plus the last's (the
+     * output layer), on both */
+    for (size_t bi = 0; st == IG_OK && bi < m->n_buckets; bi++) {
+        const ig_gpt_bucket *b = &m->buckets[bi];
+        if (!b->emb) continue;
+        if (lo->zero >= 2 && lo->dp > 1)
+            st = ig_group_allreduce(&lo->emb_g, at(m, o->gshard, b->moff),
+                                    (size_t)(b->n / (uint64_t)lo->dp), IG_COMM_F32, IG_COMM_SUM,
+                                    err);
+        else
+            st = ig_group_allreduce(&lo->emb_g, at(m, m->grads, b->off), (size_t)b->n, IG_COMM_F32,
+                                    IG_COMM_SUM, err);
+    }
+    return st;
+}
+
+double ig_optim_wait_seconds(const ig_optim *o) {
+    return o->wait_s;
+}
+
+/* This rank's piece of bucket b: elements [lo, hi) of the flat buffers. */
+static void piece(const ig_optim *o, const ig_gpt_bucket *b, uint64_t *lo, uint64_t *hi) {
+    uint64_t s = b->n / (uint64_t)o->lo->dp;
+    *lo = b->off + s * (uint64_t)o->lo->dp_rank;
+    *hi = *lo + s;
+}
+
+/* Where the reduced gradient of flat element e (in bucket b, in this rank's piece) is. */
+static void *reduced_grad(const ig_optim *o, const ig_gpt_bucket *b, uint64_t e) {
+    ig_gpt *m = o->m;
+    if (o->gshard) {
+        uint64_t lo, hi;
+        piece(o, b, &lo, &hi);
+        return at(m, o->gshard, b->moff + (e - lo));
+    }
+    return at(m, m->grads, e);
+}
+
+static int counted_in_norm(const ig_optim *o, size_t t) {
+    const ig_gpt *m = o->m;
+    const ig_gpt_tensor *x = &m->tensors[t];
+    if (x->parts == 1 && o->lo->tp_rank != 0) return 0; /* tp rank 0 counts replicated ones */
+    if ((int)t == m->t_wte && !m->part.first) return 0; /* the first stage counts wte */
+    return 1;
+}
+
+ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err) {
+    ig_gpt *m = o->m;
+    double ss = 0;
+    for (size_t bi = 0; bi < m->n_buckets; bi++) {
+        const ig_gpt_bucket *b = &m->buckets[bi];
+        uint64_t lo, hi;
+        piece(o, b, &lo, &hi);
+        for (size_t t = b->t0; t < b->t1; t++) {
+            const ig_gpt_tensor *x = &m->tensors[t];
+            uint64_t a = x->offset > lo ? x->offset : lo;
+            uint64_t e = x->offset + x->numel < hi ? x->offset + x->numel : hi;
+            if (a >= e || !counted_in_norm(o, t)) continue;
+            ss += ig_kernel_sum_squares(m->be, reduced_grad(o, b, a), (size_t)(e - a));
+        }
+    }
+    ig_status st = ig_backend_sync(m->be, err);
+    if (st == IG_OK)
+        st = ig_group_allreduce(&o->lo->world_g, &ss, 1, IG_COMM_F64, IG_COMM_SUM, err);
+    *norm = sqrt(ss);
+    return st;
+}
+
+ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, float grad_scale, ig_err *err) {
+    ig_gpt *m = o->m;
+    ig_layout *lo = o->lo;
+    if (lo->zero == 0 || lo->dp == 1)
+        return ig_gpt_adamw(m, step, lr, beta1, beta2, eps, weight_decay, grad_scale, err);
+    /* ZeRO: AdamW on this rank's pieces, whose moments sit at the bucket's moff */
+    for (size_t bi = 0; bi < m->n_buckets; bi++) {
+        const ig_gpt_bucket *b = &m->buckets[bi];
+        uint64_t plo, phi;
+        piece(o, b, &plo, &phi);
+        for (size_t t = b->t0; t < b->t1; t++) {
+            const ig_gpt_tensor *x = &m->tensors[t];
+            uint64_t a = x->offset > plo ? x->offset : plo;
+            uint64_t e = x->offset + x->numel < phi ? x->offset + x->numel : phi;
+            if (a >= e) continue;
+            uint64_t mo = b->moff + (a - plo);
+            ig_kernel_adamw(m->be, at(m, m->params, a), NULL, reduced_grad(o, b, a), m->adam_m + mo,
+                            m->adam_v + mo, (size_t)(e - a), lr, beta1, beta2, eps,
+                            x->decay ? weight_decay : 0.0f, grad_scale, step);
+        }
+    }
+    ig_status st = ig_backend_sync(m->be, err);
+    /* every piece back to every replica */
+    for (size_t bi = 0; st == IG_OK && bi < m->n_buckets; bi++) {
+        const ig_gpt_bucket *b = &m->buckets[bi];
+        uint64_t plo, phi;
+        piece(o, b, &plo, &phi);
+        st = ig_group_iallgather(&lo->dp_g, at(m, m->params, plo), at(m, m->params, b->off),
+                                 (size_t)(phi - plo), IG_COMM_F32, &o->reqs[bi], err);
+    }
+    for (size_t bi = 0; bi < m->n_buckets; bi++) {
+        ig_status w = ig_comm_wait(o->reqs[bi], err);
+        o->reqs[bi] = NULL;
+        if (st == IG_OK) st = w;
+    }
+    return st;
+}
