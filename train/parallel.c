@@ -2,6 +2,7 @@
  * makes before any work, the groups split from the world, and the counted collectives the model
  * and the trainer talk through. */
 #include "parallel.h"
+#include "train_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ static uint64_t ring(const ig_group *g, uint64_t bytes) {
 
 ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
                              ig_err *err) {
+    ig_progress_tick();
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
     return ig_comm_allreduce(g->comm, buf, buf, n, t, op, err);
@@ -22,6 +24,7 @@ ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, i
 
 ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                              ig_err *err) {
+    ig_progress_tick();
     size_t es = ig_comm_type_size(t);
     if (g->size == 1) {
         if (recv != send && n) memmove(recv, send, n * es);
@@ -33,6 +36,7 @@ ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n
 
 ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                   ig_comm_type t, ig_err *err) {
+    ig_progress_tick();
     size_t es = ig_comm_type_size(t);
     if (g->size == 1) {
         if (recv != send && n) memmove(recv, send, n * es);
@@ -43,6 +47,7 @@ ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, siz
 }
 
 ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err) {
+    ig_progress_tick();
     if (g->size == 1) return IG_OK;
     if (g->rank == root) g->bytes += (uint64_t)n * ig_comm_type_size(t);
     return ig_comm_bcast(g->comm, buf, n, t, root, err);
@@ -50,6 +55,7 @@ ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int r
 
 ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
                               ig_err *err) {
+    ig_progress_tick();
     *req = NULL;
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
@@ -58,6 +64,7 @@ ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, 
 
 ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                    ig_comm_type t, ig_comm_req **req, ig_err *err) {
+    ig_progress_tick();
     *req = NULL;
     if (g->size == 1) {
         if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
@@ -69,6 +76,7 @@ ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, si
 
 ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                               ig_comm_req **req, ig_err *err) {
+    ig_progress_tick();
     *req = NULL;
     if (g->size == 1) {
         if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
@@ -80,12 +88,14 @@ ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t 
 
 ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
+    ig_progress_tick();
     g->bytes += (uint64_t)n * ig_comm_type_size(t);
     return ig_comm_isend(g->comm, buf, n, t, peer, tag, req, err);
 }
 
 ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
+    ig_progress_tick();
     return ig_comm_irecv(g->comm, buf, n, t, peer, tag, req, err);
 }
 

@@ -37,6 +37,7 @@ static ig_status need_host(const ig_gpt *m, ig_err *err) {
 }
 
 static ig_status forward_one(sched *s, int i, ig_err *err) {
+    ig_progress_tick();
     ig_gpt *m = s->m;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;
@@ -70,6 +71,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
 }
 
 static ig_status backward_one(sched *s, int i, ig_gpt_ready_fn ready, void *user, ig_err *err) {
+    ig_progress_tick();
     ig_gpt *m = s->m;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;

@@ -66,6 +66,22 @@ ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on e
 ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta2, float eps,
                         float weight_decay, float grad_scale, ig_err *err);
 
+/* ---- the watchdog (watchdog.c) ----------------------------------------------------------------
+ */
+
+/* One unit of progress: a collective started, a micro-batch done (any thread). */
+void ig_progress_tick(void);
+
+typedef struct ig_watchdog ig_watchdog;
+/* Starts this rank's watchdog thread and its heartbeats in RUN_DIR/.heartbeat/. */
+ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, const char *run_dir, int rank,
+                            int world, double timeout, ig_err *err);
+/* Between arm and disarm, timeout seconds without progress end the process (status 3) with a
+ * message naming the rank(s) that stopped or fell behind. */
+void ig_watchdog_arm(ig_watchdog *w, int64_t step);
+void ig_watchdog_disarm(ig_watchdog *w);
+void ig_watchdog_stop(ig_watchdog *w); /* NULL is a no-op */
+
 /* Saves the state of every rank's part (collective over the layout's world): see checkpoint.c. */
 ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const ig_ckpt_info *info,
                             const ig_config *cfg, const char *run_dir, int64_t keep, char *path,

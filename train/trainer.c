@@ -38,7 +38,8 @@ typedef struct run {
     ig_comm *world;    /* NULL: one process */
     ig_layout lo;
     ig_optim *optim;
-    int writer; /* rank 0: logs, metrics, the run directory */
+    ig_watchdog *dog; /* several ranks: none waits forever */
+    int writer;       /* rank 0: logs, metrics, the run directory */
 } run;
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -282,7 +283,10 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
     char cjson[16384], cline[256];
     for (; step < t->steps; step++) {
         double t0 = ig_now(), norm = 0, lr = 0;
-        if ((st = train_step(r, step, &loss, &norm, &lr, err)) != IG_OK) break;
+        ig_watchdog_arm(r->dog, step);
+        st = train_step(r, step, &loss, &norm, &lr, err);
+        ig_watchdog_disarm(r->dog);
+        if (st != IG_OK) break;
         double dt = ig_now() - t0;
         double tps = tokens_per_step / dt,
                mfu = r->peak_flops > 0 ? flops_per_step / dt / r->peak_flops : 0;
@@ -307,7 +311,10 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         if ((st = stop_requested(r, &stop, err)) != IG_OK) break;
         if (t->eval_every > 0 && ((step + 1) % t->eval_every == 0 || last)) {
             double vl = 0;
-            if ((st = validate(r, &vl, err)) != IG_OK) break;
+            ig_watchdog_arm(r->dog, step);
+            st = validate(r, &vl, err);
+            ig_watchdog_disarm(r->dog);
+            if (st != IG_OK) break;
             res->val_loss = vl;
             if (r->writer && (st = ig_metrics_val(r->metrics, step + 1, vl, err)) != IG_OK) break;
             if (r->writer && !r->o->quiet)
@@ -458,6 +465,9 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
         if (st == IG_OK) st = make_run_dir(t->run_dir, err);
     }
     if ((st = all_ranks_ok(&r, st, "preparing the run directory", err)) != IG_OK) goto done;
+    if (r.world && t->timeout > 0)
+        st = ig_watchdog_start(&r.dog, ctx, t->run_dir, r.lo.rank, r.lo.world, t->timeout, err);
+    if ((st = all_ranks_ok(&r, st, "starting the watchdog", err)) != IG_OK) goto done;
 
     ig_backend_opts bo = ig_backend_opts_default();
     if ((st = ig_backend_create(&r.be, ctx, &bo, err)) != IG_OK) goto done;
@@ -515,6 +525,7 @@ done:;
         st = cs;
         if (err) *err = cerr;
     }
+    ig_watchdog_stop(r.dog);
     ig_optim_free(r.optim);
     ig_loader_free(r.loader);
     ig_gpt_free(r.model);
