@@ -265,10 +265,6 @@ static ig_status write_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const c
         if (stat(p, &sb) != 0) st = ig_err_errno(err, errno, "cannot stat %s", p);
         out[k].bytes = (uint64_t)sb.st_size;
     }
-    /* a test hook: IG_FAULT_CKPT_RANK=R makes world rank R fail here, as a full disk would */
-    const char *fault = getenv("IG_FAULT_CKPT_RANK");
-    if (st == IG_OK && fault && *fault && atoi(fault) == lo->rank)
-        st = ig_err_set(err, IG_ERR_IO, "cannot write %s: injected fault (IG_FAULT_CKPT_RANK)", p);
     return st;
 }
 
@@ -312,6 +308,17 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
     int writer = lo->dp_rank == 0;
     st = gather_moments(ctx, m, lo, &mom, &var, err);
     if (st == IG_OK && writer) st = write_part(ctx, m, lo, tmp, mom, var, mine, err);
+    /* a test hook: IG_FAULT_CKPT=R,S makes world rank R fail here when saving step S, as a full
+     * disk would */
+    const char *fault = getenv("IG_FAULT_CKPT");
+    int fr = -1;
+    long long fs = -1;
+    if (st == IG_OK && fault && sscanf(fault, "%d,%lld", &fr, &fs) == 2 && fr == lo->rank &&
+        fs == (long long)info->step)
+        st = ig_err_set(err, IG_ERR_IO,
+                        "cannot write step %lld into %s: injected fault "
+                        "(IG_FAULT_CKPT)",
+                        fs, tmp);
     ig_free(ctx, mom);
     ig_free(ctx, var);
     st = everyone_ok(lo, st, "writing the checkpoint", err);

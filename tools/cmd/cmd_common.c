@@ -37,25 +37,45 @@ static void option_flag(const char *option, char *buf, size_t cap) {
         if (buf[i] == '_') buf[i] = '-';
 }
 
+static int env_int(const char *name, int dflt);
+
+/* "ingot: error: " and, in a job of several processes, "rank R: ": the line is written with one
+ * call, so that the lines of several ranks merged by the launcher stay whole. */
+static size_t error_prefix(char *buf, size_t cap) {
+    int world = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1));
+    int rank = env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", 0));
+    int n = world > 1 ? snprintf(buf, cap, "ingot: error: rank %d: ", rank)
+                      : snprintf(buf, cap, "ingot: error: ");
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 int ig_cmd_fail(const ig_err *err) {
-    fprintf(stderr, "ingot: error: %s", err->msg[0] ? err->msg : ig_status_str(err->status));
-    if (err->fix_option) {
+    char line[IG_ERR_MSG_MAX + 512];
+    size_t n = error_prefix(line, sizeof line);
+    n += (size_t)snprintf(line + n, sizeof line - n, "%s",
+                          err->msg[0] ? err->msg : ig_status_str(err->status));
+    if (err->fix_option && n < sizeof line) {
         char flag[128];
         option_flag(err->fix_option, flag, sizeof flag);
-        fprintf(stderr, " (use %s%s%s)", flag, err->fix_value ? " " : "",
-                err->fix_value ? err->fix_value : "");
+        n += (size_t)snprintf(line + n, sizeof line - n, " (use %s%s%s)", flag,
+                              err->fix_value ? " " : "", err->fix_value ? err->fix_value : "");
     }
-    fputc('\n', stderr);
+    if (n >= sizeof line - 1) n = sizeof line - 2;
+    line[n] = '\n', line[n + 1] = '\0';
+    fputs(line, stderr);
     return IG_EXIT_FAIL;
 }
 
 int ig_cmd_failf(const char *fmt, ...) {
+    char line[IG_ERR_MSG_MAX + 512];
+    size_t n = error_prefix(line, sizeof line);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ingot: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    n += (size_t)vsnprintf(line + n, sizeof line - n, fmt, ap);
     va_end(ap);
+    if (n >= sizeof line - 1) n = sizeof line - 2;
+    line[n] = '\n', line[n + 1] = '\0';
+    fputs(line, stderr);
     return IG_EXIT_FAIL;
 }
 

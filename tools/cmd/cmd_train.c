@@ -31,17 +31,25 @@ const char ig_usage_train[] =
     "                      its checkpoints, metrics.jsonl and tb/; without it that is an error)\n"
     "  --data-path ITEM    the data (repeated: W1 P1 W2 P2 ...); also --split, --seed,\n"
     "                      --cache-dir (data.* keys)\n"
+    "  --comm-stats        add the bytes each rank sent per group (tp, pp, dp, emb) to every\n"
+    "                      step line (the largest over the ranks) and metrics.jsonl (every rank)\n"
     "  --threads N         threads (default: all cores)\n"
     "  --quiet, --verbose  less or more output\n"
     "\n"
     "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second\n"
     "Ctrl-C stops at once.\n"
     "\n"
+    "Under mpirun (or srun) every process is one rank of a tp x pp x dp layout: parallel.tp\n"
+    "(tensor parallel; parallel.sp for sequence parallel), parallel.pp (pipeline stages, 1F1B),\n"
+    "dp = processes / (tp x pp), parallel.zero 1 or 2; the losses are those of one process\n"
+    "within rounding. A rank that dies or hangs past parallel.timeout ends every rank.\n"
+    "\n"
     "examples:\n"
     "  ingot train configs/gpt-tiny.yaml\n"
     "  ingot train configs/gpt-tiny.yaml --set train.steps=50 --set train.run_dir=out/try\n"
     "  ingot train configs/gpt-tiny.yaml --resume out/gpt-tiny\n"
-    "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n";
+    "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n"
+    "  mpirun -np 8 ingot train configs/gpt-3d.yaml --comm-stats\n";
 
 /* The stop request of SIGINT / SIGTERM: the one piece of process state a signal handler may
  * touch. The handler is installed with SA_RESETHAND, so a second signal kills the process. */
