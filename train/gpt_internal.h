@@ -120,6 +120,15 @@ struct ig_gpt {
     ig_gpt_bucket *buckets;            /* in the order the backward finishes them */
     size_t n_buckets;
     int doc_attention; /* of the staged micro-batches */
+    /* Where each tensor's gradient is (elements into grads): its offset, except with ZeRO-2,
+     * where the gradients are sharded: a bucket's gradients of one micro-batch are kept only
+     * until they are reduce-scattered, in one of two working slots of the largest bucket's size
+     * that the buckets take turns in (gslot[b]; -1: the tied embedding, whose gradient the head
+     * starts before its turn, in a region of its own at the start). */
+    uint64_t *goff;
+    int *gslot;          /* per bucket: 0, 1, or -1 */
+    uint64_t slot_elems; /* elements of a working slot */
+    uint64_t n_grads;    /* elements of grads */
     /* backend buffers */
     void *params, *grads; /* [n_params] act type */
     float *adam_m, *adam_v;

@@ -358,6 +358,34 @@ static ig_status plan_buckets(ig_gpt *m, ig_err *err) {
         moff += m->buckets[i].n / dp;
     }
     m->n_moments = p->zero ? moff : m->n_params;
+    /* where the gradients are */
+    m->goff = ig_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, sizeof *m->goff);
+    m->gslot = ig_calloc(m->ctx, m->n_buckets ? m->n_buckets : 1, sizeof *m->gslot);
+    if (!m->goff || !m->gslot) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t t = 0; t < m->n_tensors; t++) m->goff[t] = m->tensors[t].offset;
+    m->n_grads = m->n_params;
+    if (p->zero >= 2 && dp > 1) {
+        uint64_t own = 0, big = 0;
+        int k = 0;
+        for (size_t i = 0; i < m->n_buckets; i++) {
+            const ig_gpt_bucket *b = &m->buckets[i];
+            int wte = m->t_wte >= 0 && b->t0 <= (size_t)m->t_wte && (size_t)m->t_wte < b->t1;
+            m->gslot[i] = wte ? -1 : (k++ & 1);
+            if (wte)
+                own = b->n;
+            else if (b->n > big)
+                big = b->n;
+        }
+        m->slot_elems = (big + 15) / 16 * 16;
+        own = (own + 15) / 16 * 16;
+        for (size_t i = 0; i < m->n_buckets; i++) {
+            const ig_gpt_bucket *b = &m->buckets[i];
+            uint64_t base = m->gslot[i] < 0 ? 0 : own + (uint64_t)m->gslot[i] * m->slot_elems;
+            for (size_t t = b->t0; t < b->t1; t++)
+                m->goff[t] = base + (m->tensors[t].offset - b->off);
+        }
+        m->n_grads = own + 2 * m->slot_elems;
+    }
     return IG_OK;
 }
 
@@ -431,7 +459,7 @@ ig_status ig_gpt_create_part(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig
         const char *what;
     } bufs[] = {
         {&m->params, m->n_params * as, "parameters"},
-        {&m->grads, m->n_params * as, "gradients"},
+        {&m->grads, m->n_grads * as, "gradients"},
         {(void **)&m->adam_m, m->n_moments * sizeof(float), "AdamW first moments"},
         {(void **)&m->adam_v, m->n_moments * sizeof(float), "AdamW second moments"},
         {&m->act, m->acts.act_total * as, "activations"},
@@ -471,6 +499,8 @@ void ig_gpt_free(ig_gpt *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_backend_release(m->be, bufs[i]);
     ig_free(m->ctx, m->tensors);
     ig_free(m->ctx, m->buckets);
+    ig_free(m->ctx, m->goff);
+    ig_free(m->ctx, m->gslot);
     ig_free(m->ctx, m->info);
     ig_free(m->ctx, m->acts.layer);
     ig_free(m->ctx, m->slot_B);
@@ -480,6 +510,11 @@ void ig_gpt_free(ig_gpt *m) {
     ig_free(m->ctx, m);
 }
 
+static ig_status grads_sharded(ig_err *err) {
+    return ig_err_set(err, IG_ERR_INVALID_ARG,
+                      "the gradients are sharded (ZeRO-2): no copy of them is kept whole");
+}
+
 /* ---- host copies ---------------------------------------------------------------------------- */
 
 ig_status ig_gpt_read(ig_gpt *m, ig_gpt_buffer which, float *out, ig_err *err) {
@@ -487,6 +522,7 @@ ig_status ig_gpt_read(ig_gpt *m, ig_gpt_buffer which, float *out, ig_err *err) {
     case IG_GPT_PARAMS:
         return ig_backend_download_f32(m->be, out, m->params, m->n_params, err);
     case IG_GPT_GRADS:
+        if (m->n_grads != m->n_params) return grads_sharded(err);
         return ig_backend_download_f32(m->be, out, m->grads, m->n_params, err);
     case IG_GPT_ADAM_M:
         return ig_backend_download(m->be, out, m->adam_m, m->n_moments * sizeof(float), err);
@@ -501,6 +537,7 @@ ig_status ig_gpt_write(ig_gpt *m, ig_gpt_buffer which, const float *in, ig_err *
     case IG_GPT_PARAMS:
         return ig_backend_upload_f32(m->be, m->params, in, m->n_params, err);
     case IG_GPT_GRADS:
+        if (m->n_grads != m->n_params) return grads_sharded(err);
         return ig_backend_upload_f32(m->be, m->grads, in, m->n_params, err);
     case IG_GPT_ADAM_M:
         return ig_backend_upload(m->be, m->adam_m, in, m->n_moments * sizeof(float), err);

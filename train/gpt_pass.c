@@ -51,7 +51,7 @@ static void *param(const ig_gpt *m, size_t t) {
     return (char *)m->params + m->tensors[t].offset * m->as;
 }
 static void *grad(const ig_gpt *m, size_t t) {
-    return (char *)m->grads + m->tensors[t].offset * m->as;
+    return (char *)m->grads + m->goff[t] * m->as;
 }
 static void *P(const ig_gpt *m, int l, int which) {
     return param(m, ig_gpt_lt(m, l, which));
@@ -436,11 +436,11 @@ ig_status ig_gpt_forward_backward(ig_gpt *m, const int32_t *tokens, int B, int T
 }
 
 ig_status ig_gpt_zero_grads(ig_gpt *m, ig_err *err) {
-    return ig_backend_zero(m->be, m->grads, m->n_params * m->as, err);
+    return ig_backend_zero(m->be, m->grads, m->n_grads * m->as, err);
 }
 
 ig_status ig_gpt_grad_norm(ig_gpt *m, double *norm, ig_err *err) {
-    double ss = ig_kernel_sum_squares(m->be, m->grads, m->n_params);
+    double ss = ig_kernel_sum_squares(m->be, m->grads, m->n_grads);
     ig_status st = ig_backend_sync(m->be, err);
     *norm = sqrt(ss);
     return st;

@@ -7,8 +7,13 @@
  * Buckets (gpt_model.c) are runs of whole tensors in the order the backward finishes them, each
  * padded to a multiple of dp; rank r of the dp group owns piece r (n / dp elements) of every
  * bucket. With zero 0 every rank all-reduces and updates everything; zero 1 all-reduces and
- * updates its pieces (moments for the pieces only); zero 2 reduce-scatters, so each rank's
- * reduced gradients are its pieces only (kept in a buffer of n_moments elements).
+ * updates its pieces (moments for the pieces only). With zero 2 the gradients are sharded too:
+ * the backward of every micro-batch writes a bucket's gradients into one of two working slots
+ * (gpt_model.c), and as soon as the bucket is done they are reduce-scattered and added to this
+ * rank's pieces (a buffer of n_moments elements), and the slot is cleared for the bucket after
+ * next - so a rank holds 1/dp of the gradients plus two buckets (and the tied embedding, which
+ * the head starts early), at the price of a reduce-scatter per micro-batch rather than one
+ * all-reduce per step (DeepSpeed's ZeRO-2 makes the same trade).
  *
  * The gradient norm counts each element of the global model once: every rank its pieces (the
  * reduced gradients are the same on every replica), of those only the tensors split by tensor
@@ -28,10 +33,15 @@ struct ig_optim {
     void *gshard;       /* zero 2: this rank's reduced gradient pieces [n_moments] (act type) */
     ig_comm_req **reqs; /* per bucket: the reduction in flight */
     size_t *bucket_of;  /* per tensor: its bucket */
-    size_t *pending;    /* per bucket: tensors not yet final */
+    size_t *pending;    /* per bucket: tensors not yet final in this backward */
     int *launched;      /* per bucket */
-    double wait_s;      /* seconds spent waiting for reductions after the backward */
-    double launch_s;    /* seconds of reductions started during the backward (timestamps) */
+    int final;          /* this backward is the step's last on this rank */
+    /* zero 2: per working region (0: the tied embedding's, 1 and 2: the slots) the bucket whose
+     * reduce-scatter is in flight from it (-1: none) into piece[region] */
+    long inflight[3];
+    void *piece[3];
+    double wait_s; /* seconds spent waiting for reductions after the backward */
+    ig_sched_hooks hooks;
 };
 
 static void *at(const ig_gpt *m, void *base, uint64_t elems) {
@@ -46,11 +56,19 @@ static ig_status need_host(const ig_optim *o, ig_err *err) {
                       ig_backend_name(o->m->be));
 }
 
+static int sharded_grads(const ig_optim *o) {
+    return o->gshard != NULL;
+}
+
+static ig_status backward_begin(void *user, int last, ig_err *err);
+
 ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo, ig_err *err) {
     *out = NULL;
     ig_optim *o = ig_calloc(ctx, 1, sizeof *o);
     if (!o) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     o->m = m, o->lo = lo, o->ctx = ctx;
+    o->hooks = (ig_sched_hooks){backward_begin, ig_optim_ready_fn, o};
+    for (int r = 0; r < 3; r++) o->inflight[r] = -1;
     size_t nb = m->n_buckets;
     o->reqs = ig_calloc(ctx, nb, sizeof *o->reqs);
     o->pending = ig_calloc(ctx, nb, sizeof *o->pending);
@@ -63,8 +81,16 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo,
     for (size_t b = 0; b < nb; b++)
         for (size_t t = m->buckets[b].t0; t < m->buckets[b].t1; t++) o->bucket_of[t] = b;
     ig_status st = IG_OK;
-    if (lo->zero >= 2 && lo->dp > 1)
+    if (m->n_grads != m->n_params) { /* ZeRO-2 (gpt_model.c sharded the gradients) */
         st = ig_backend_alloc(m->be, (size_t)(m->n_moments * m->as), &o->gshard, err);
+        uint64_t dp = (uint64_t)lo->dp, wte = 0;
+        for (size_t b = 0; b < nb; b++)
+            if (m->gslot[b] < 0) wte = m->buckets[b].n;
+        uint64_t sizes[3] = {wte / dp, m->slot_elems / dp, m->slot_elems / dp};
+        for (int r = 0; r < 3 && st == IG_OK; r++)
+            if (sizes[r])
+                st = ig_backend_alloc(m->be, (size_t)(sizes[r] * m->as), &o->piece[r], err);
+    }
     if (st == IG_OK && (lo->dp > 1 || lo->pp > 1 || lo->sp)) st = need_host(o, err);
     if (st != IG_OK) {
         ig_optim_free(o);
@@ -82,6 +108,7 @@ void ig_optim_free(ig_optim *o) {
             ig_comm_wait(o->reqs[b], &ignored);
         }
     ig_backend_release(o->m->be, o->gshard);
+    for (int r = 0; r < 3; r++) ig_backend_release(o->m->be, o->piece[r]);
     ig_free(o->ctx, o->reqs);
     ig_free(o->ctx, o->pending);
     ig_free(o->ctx, o->launched);
@@ -89,12 +116,25 @@ void ig_optim_free(ig_optim *o) {
     ig_free(o->ctx, o);
 }
 
-void ig_optim_begin(ig_optim *o) {
+const ig_sched_hooks *ig_optim_hooks(ig_optim *o) {
+    return &o->hooks;
+}
+
+static void reset_pending(ig_optim *o) {
     for (size_t b = 0; b < o->m->n_buckets; b++) {
         o->pending[b] = o->m->buckets[b].t1 - o->m->buckets[b].t0;
         o->launched[b] = 0;
     }
+}
+
+ig_status ig_optim_begin(ig_optim *o, ig_err *err) {
+    reset_pending(o);
+    o->final = 0;
     o->wait_s = 0;
+    ig_status st = ig_gpt_zero_grads(o->m, err);
+    if (st == IG_OK && o->gshard)
+        st = ig_backend_zero(o->m->be, o->gshard, (size_t)(o->m->n_moments * o->m->as), err);
+    return st;
 }
 
 /* The sequence-parallel LayerNorm gradients of bucket b: each tensor-parallel rank has those of
@@ -104,11 +144,35 @@ static ig_status sum_tp_partials(ig_optim *o, const ig_gpt_bucket *b, ig_err *er
     for (size_t t = b->t0; t < b->t1; t++) {
         const ig_gpt_tensor *x = &m->tensors[t];
         if (!x->tp_partial) continue;
-        ig_status st = ig_group_allreduce(&o->lo->tp_g, at(m, m->grads, x->offset),
+        ig_status st = ig_group_allreduce(&o->lo->tp_g, at(m, m->grads, m->goff[t]),
                                           (size_t)x->numel, IG_COMM_F32, IG_COMM_SUM, err);
         if (st != IG_OK) return st;
     }
     return IG_OK;
+}
+
+/* zero 2: the working region of bucket b (0: the embedding's, 1 and 2: the slots) */
+static int region_of(const ig_optim *o, size_t b) {
+    return o->m->gslot[b] + 1;
+}
+
+/* zero 2: waits for the reduce-scatter in flight from region r, adds its piece into this rank's
+ * gradient pieces and clears the region for its next bucket. */
+static ig_status settle(ig_optim *o, int r, ig_err *err) {
+    if (o->inflight[r] < 0) return IG_OK;
+    ig_gpt *m = o->m;
+    size_t bi = (size_t)o->inflight[r];
+    const ig_gpt_bucket *b = &m->buckets[bi];
+    double t0 = ig_now();
+    ig_status st = ig_comm_wait(o->reqs[bi], err);
+    o->wait_s += ig_now() - t0;
+    o->reqs[bi] = NULL;
+    o->inflight[r] = -1;
+    if (st != IG_OK) return st;
+    uint64_t s = b->n / (uint64_t)o->lo->dp;
+    ig_kernel_add(m->be, at(m, o->gshard, b->moff), at(m, o->gshard, b->moff), o->piece[r],
+                  (size_t)s);
+    return ig_backend_zero(m->be, at(m, m->grads, m->goff[b->t0]), (size_t)(b->n * m->as), err);
 }
 
 /* Starts bucket b's reduction over the dp group. */
@@ -120,11 +184,19 @@ static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
     ig_status st = ig_backend_sync(m->be, err);
     if (st == IG_OK && lo->sp) st = sum_tp_partials(o, b, err);
     if (st != IG_OK || lo->dp == 1) return st;
-    void *g = at(m, m->grads, b->off);
-    if (lo->zero >= 2)
-        return ig_group_ireduce_scatter(&lo->dp_g, g, at(m, o->gshard, b->moff),
-                                        (size_t)(b->n / (uint64_t)lo->dp), IG_COMM_F32,
-                                        &o->reqs[bi], err);
+    void *g = at(m, m->grads, m->goff[b->t0]);
+    uint64_t s = b->n / (uint64_t)lo->dp;
+    if (sharded_grads(o)) {
+        int r = region_of(o, bi);
+        if (o->inflight[r] >= 0) /* settled when the other slot's bucket started (below) */
+            return ig_err_set(err, IG_ERR_INTERNAL, "ZeRO-2: bucket %zu's slot is still busy", bi);
+        st = ig_group_ireduce_scatter(&lo->dp_g, g, o->piece[r], (size_t)s, IG_COMM_F32,
+                                      &o->reqs[bi], err);
+        o->inflight[r] = (long)bi;
+        /* the backward goes on into the other slot: the bucket reduced from it lands first */
+        if (st == IG_OK && r > 0) st = settle(o, 3 - r, err);
+        return st;
+    }
     st = ig_group_iallreduce(&lo->dp_g, g, (size_t)b->n, IG_COMM_F32, &o->reqs[bi], err);
     /* drive the reductions already under way (MPI progresses inside its calls) */
     for (size_t k = 0; st == IG_OK && k < bi; k++)
@@ -135,8 +207,9 @@ static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
     return st;
 }
 
-ig_status ig_optim_ready(void *user, size_t t0, size_t t1, ig_err *err) {
+ig_status ig_optim_ready_fn(void *user, size_t t0, size_t t1, ig_err *err) {
     ig_optim *o = user;
+    if (!o->final && !sharded_grads(o)) return IG_OK; /* reduced once, after the last backward */
     for (size_t t = t0; t < t1; t++) {
         size_t b = o->bucket_of[t];
         if (o->pending[b] > 0 && --o->pending[b] == 0) {
@@ -147,27 +220,39 @@ ig_status ig_optim_ready(void *user, size_t t0, size_t t1, ig_err *err) {
     return IG_OK;
 }
 
+static ig_status backward_begin(void *user, int last, ig_err *err) {
+    ig_optim *o = user;
+    ig_status st = IG_OK;
+    /* zero 2: the previous backward's reductions land before this one writes the regions */
+    for (int r = 0; r < 3 && st == IG_OK; r++) st = settle(o, r, err);
+    reset_pending(o);
+    o->final = last;
+    return st;
+}
+
 ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
     ig_gpt *m = o->m;
     ig_layout *lo = o->lo;
     ig_status st = IG_OK;
-    /* buckets the backward did not announce (no hook): started now */
-    for (size_t b = 0; st == IG_OK && b < m->n_buckets; b++)
-        if (!o->launched[b]) st = launch(o, b, err);
+    /* buckets the backward did not announce (no hooks): started now */
+    if (!sharded_grads(o))
+        for (size_t b = 0; st == IG_OK && b < m->n_buckets; b++)
+            if (!o->launched[b]) st = launch(o, b, err);
     double t0 = ig_now();
+    for (int r = 0; r < 3 && st == IG_OK; r++) st = settle(o, r, err);
     for (size_t b = 0; b < m->n_buckets; b++) {
         ig_status w = ig_comm_wait(o->reqs[b], err);
         o->reqs[b] = NULL;
         if (st == IG_OK) st = w;
     }
-    o->wait_s = ig_now() - t0;
+    o->wait_s += ig_now() - t0;
     if (st != IG_OK || lo->pp == 1) return st;
     /* the tied embedding: the first stage's gradient (the input embedding) plus the last's (the
      * output layer), on both */
     for (size_t bi = 0; st == IG_OK && bi < m->n_buckets; bi++) {
         const ig_gpt_bucket *b = &m->buckets[bi];
         if (!b->emb) continue;
-        if (lo->zero >= 2 && lo->dp > 1)
+        if (sharded_grads(o))
             st = ig_group_allreduce(&lo->emb_g, at(m, o->gshard, b->moff),
                                     (size_t)(b->n / (uint64_t)lo->dp), IG_COMM_F32, IG_COMM_SUM,
                                     err);

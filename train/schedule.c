@@ -70,7 +70,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
                           TAG_ACT, &s->act_send[slot], err);
 }
 
-static ig_status backward_one(sched *s, int i, ig_gpt_ready_fn ready, void *user, ig_err *err) {
+static ig_status backward_one(sched *s, int i, int last, const ig_sched_hooks *h, ig_err *err) {
     ig_progress_tick();
     ig_gpt *m = s->m;
     ig_layout *lo = s->lo;
@@ -78,6 +78,7 @@ static ig_status backward_one(sched *s, int i, ig_gpt_ready_fn ready, void *user
     size_t n = (size_t)ig_gpt_stage_elems(m);
     /* the gradient buffer: the last send from it must be out before it is written */
     ig_status st = ig_comm_wait(s->grad_send, err);
+    if (st == IG_OK && h && h->backward_begin) st = h->backward_begin(h->user, last, err);
     s->grad_send = NULL;
     if (st == IG_OK && !ig_layout_last(lo)) {
         ig_comm_req *r = NULL;
@@ -85,7 +86,8 @@ static ig_status backward_one(sched *s, int i, ig_gpt_ready_fn ready, void *user
                             TAG_GRAD, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
-    if (st == IG_OK) st = ig_gpt_stage_backward(m, slot, ready, user, err);
+    if (st == IG_OK)
+        st = ig_gpt_stage_backward(m, slot, h ? h->ready : NULL, h ? h->user : NULL, err);
     if (st != IG_OK || ig_layout_first(lo)) return st;
     return ig_group_isend(&lo->pp_g, ig_gpt_stage_dgrad(m), n, IG_COMM_F32, lo->pp_rank - 1,
                           TAG_GRAD, &s->grad_send, err);
@@ -103,7 +105,7 @@ static ig_status drain(sched *s, ig_status st, ig_err *err) {
 }
 
 ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_batch_opts *bo, int T,
-                       int micro_batches, float grad_scale, ig_gpt_ready_fn ready, void *user,
+                       int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
                        double *loss_sum, ig_err *err) {
     *loss_sum = 0;
     ig_comm_req *sends[64] = {0};
@@ -132,10 +134,9 @@ ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_bat
         for (; st == IG_OK && f < warm; f++) st = forward_one(&s, f, err);
         for (; st == IG_OK && f < M; f++, b++) {
             st = forward_one(&s, f, err);
-            if (st == IG_OK) st = backward_one(&s, b, b == M - 1 ? ready : NULL, user, err);
+            if (st == IG_OK) st = backward_one(&s, b, b == M - 1, hooks, err);
         }
-        for (; st == IG_OK && b < M; b++)
-            st = backward_one(&s, b, b == M - 1 ? ready : NULL, user, err);
+        for (; st == IG_OK && b < M; b++) st = backward_one(&s, b, b == M - 1, hooks, err);
     }
     st = drain(&s, st, err);
     *loss_sum = s.loss_sum;

@@ -46,10 +46,16 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_gpt *m, int32_t eod_id, const char *dir, 
 /* Runs micro_batches micro-batches of B x T (T tokens each) from ld through this rank's part of
  * the model: forward only when grad_scale is 0 (validation), else forward and backward with each
  * micro-batch's loss scaled by grad_scale, in the 1F1B order when there are pipeline stages.
- * ready (may be NULL) hears of final gradients during the last backward. *loss_sum: the sum of
+ * hooks (may be NULL) hear of each backward and of its final gradients. *loss_sum: the sum of
  * the micro-batches' mean losses (on the last stage; 0 elsewhere). */
+typedef struct ig_sched_hooks {
+    /* before each backward; last: the step's last on this rank */
+    ig_status (*backward_begin)(void *user, int last, ig_err *err);
+    ig_gpt_ready_fn ready; /* tensors whose gradient of this backward is final */
+    void *user;
+} ig_sched_hooks;
 ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_batch_opts *bo, int T,
-                       int micro_batches, float grad_scale, ig_gpt_ready_fn ready, void *user,
+                       int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
                        double *loss_sum, ig_err *err);
 /* The micro-batches whose activations a stage keeps at once under 1F1B. */
 int ig_sched_slots(const ig_layout *lo);
@@ -57,8 +63,9 @@ int ig_sched_slots(const ig_layout *lo);
 typedef struct ig_optim ig_optim;
 ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo, ig_err *err);
 void ig_optim_free(ig_optim *o);
-void ig_optim_begin(ig_optim *o); /* before a step's backwards */
-ig_status ig_optim_ready(void *user, size_t t0, size_t t1, ig_err *err); /* an ig_gpt_ready_fn */
+ig_status ig_optim_begin(ig_optim *o, ig_err *err); /* before a step's backwards */
+const ig_sched_hooks *ig_optim_hooks(ig_optim *o);  /* for ig_sched_run */
+ig_status ig_optim_ready_fn(void *user, size_t t0, size_t t1, ig_err *err); /* ig_gpt_ready_fn */
 ig_status ig_optim_reduce(ig_optim *o,
                           ig_err *err);          /* every reduction done (after the backwards) */
 double ig_optim_wait_seconds(const ig_optim *o); /* of the last reduce: waiting, not overlapped */

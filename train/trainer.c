@@ -145,7 +145,7 @@ static ig_status validate(run *r, double *val_loss, ig_err *err) {
     ig_status st = ig_loader_create(&ld, r->ctx, &lo, NULL, err);
     if (st == IG_OK)
         st = ig_sched_run(r->model, &r->lo, ld, &r->batch, r->t->seq_len, (int)r->t->eval_batches,
-                          0.0f, NULL, NULL, &sum, err);
+                          0.0f, NULL, &sum, err);
     ig_loader_free(ld);
     if (st == IG_OK) st = global_loss(r, sum, 0, &sum, err);
     *val_loss = sum / (double)r->t->eval_batches;
@@ -156,13 +156,12 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
                             ig_err *err) {
     const ig_train_config *t = r->t;
     int M = r->accum, dp = r->lo.dp;
-    ig_status st = ig_gpt_zero_grads(r->model, err);
-    ig_optim_begin(r->optim);
+    ig_status st = ig_optim_begin(r->optim, err);
     double sum = 0;
     /* each micro-batch's mean loss weighs 1 / (micro-batches per step over all replicas) */
     if (st == IG_OK)
         st = ig_sched_run(r->model, &r->lo, r->loader, &r->batch, t->seq_len, M,
-                          1.0f / (float)(M * dp), ig_optim_ready, r->optim, &sum, err);
+                          1.0f / (float)(M * dp), ig_optim_hooks(r->optim), &sum, err);
     if (st == IG_OK) st = ig_optim_reduce(r->optim, err);
     if (st == IG_OK) st = global_loss(r, sum, 1, &sum, err);
     if (st != IG_OK) return st;
