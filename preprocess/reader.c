@@ -227,9 +227,14 @@ static ig_status fill_window(ig_record_reader *r, ig_err *err) {
             r->in_pos = zin.pos;
             return zstd_error(r, ZSTD_getErrorName(ret), err);
         }
+        /* A call that neither read nor wrote anything tells nothing new: after a frame ended
+         * exactly at the end of a full output buffer, the extra call made to drain the decoder
+         * returns the header size of a next frame, which must not make the input look cut off
+         * inside a frame. */
+        if (zin.pos != r->in_pos || zout.pos > 0) r->last_ret = ret;
         r->in_pos = zin.pos;
-        r->last_ret = ret;
-        r->out_was_full = zout.pos == zout.size;
+        /* a full output may leave data in the decoder, unless the frame is complete (0) */
+        r->out_was_full = zout.pos == zout.size && ret != 0;
         if (zout.pos > 0) {
             r->win = r->out;
             r->win_len = zout.pos;
