@@ -163,8 +163,24 @@ void ig_shard_remove(const char *prefix);
 ig_status ig_run_marker_create(const char *base, ig_err *err);
 ig_status ig_run_marker_remove(const char *base, ig_err *err);
 int ig_run_marker_exists(const char *base);
-/* The pid of a live process on this host that owns BASE's marker (a run still going), else 0. */
+/* Whether BASE's marker belongs to a run still going: the pid of the process holding it (-1 when
+ * it is held but names no pid yet), or of a live process on this host that wrote it without
+ * holding it; else 0. */
 long ig_run_marker_live(const char *base);
+
+/* A marker held by this process: a run holds its marker, open and locked, from before it writes
+ * anything until it commits, so that of two runs started at the same moment on one output only
+ * one goes ahead, and the other touches nothing. The lock goes with the process: a killed run's
+ * marker can be taken over. */
+typedef struct ig_run_marker ig_run_marker;
+/* Creates BASE.incomplete (naming this pid and host, fsync'd) and holds it; or takes over one
+ * that a killed run left (*had_old = 1: its files are the caller's to remove). IG_ERR_EXISTS when
+ * a run still going holds it or wrote it. */
+ig_status ig_run_marker_acquire(ig_run_marker **out, const char *base, int *had_old, ig_err *err);
+/* Lets the marker go and frees m: with remove, BASE.incomplete is deleted first (the output is
+ * complete, or nothing of the run is left); without, it stays (the output is unfinished). NULL is
+ * a no-op. */
+ig_status ig_run_marker_release(ig_run_marker *m, int remove, ig_err *err);
 /* 1 when a marker covers the shard or list prefix: PREFIX itself, or PREFIX with up to four
  * trailing "_PART"s removed, has one; its base goes to base[cap]. */
 int ig_run_marker_covering(const char *prefix, char *base, size_t cap);

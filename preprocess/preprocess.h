@@ -215,9 +215,10 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * The run commits through one marker, OUT.incomplete, written before any file and removed once
  * all shards, manifests and shard lists of every key (and rank) are written, so a run killed at
  * any moment leaves an output that ig_shard_open and verify refuse. Before it starts, a run still
- * going on the same output is refused (IG_ERR_EXISTS), as is a complete output unless
- * opts.overwrite (with it, the old output is removed whole: every key and rank); the files of an
- * unfinished earlier run are removed. An error stops the run and removes everything it wrote,
+ * going on the same output is refused (IG_ERR_EXISTS; the marker is held locked from before
+ * anything is written, so of two runs started together one is refused), as is a complete output
+ * unless opts.overwrite (with it, the old output is removed whole: every key and rank); the files
+ * of an unfinished earlier run are removed. An error stops the run and removes everything it wrote,
  * on every rank. */
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
