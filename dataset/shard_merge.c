@@ -31,6 +31,11 @@ static ig_status check_inputs(ig_ctx *ctx, ig_shard **in, size_t n, const ig_mer
                               ig_shard_prefix(in[0]), ig_dtype_name(ig_shard_dtype(in[0])), p,
                               ig_dtype_name(ig_shard_dtype(in[i])));
         const ig_manifest *m = ig_shard_manifest(in[i]);
+        if (!m)
+            ig_warn(ctx,
+                    "%s: no manifest (not made by ingot?): its structure is checked, but there "
+                    "is no checksum to check its tokens against",
+                    p);
         if (!m || m->tokenizer_hash == 0) {
             ig_warn(ctx,
                     "%s: no manifest with a tokenizer hash; cannot check that it was made "
@@ -60,16 +65,21 @@ static ig_status merged_meta(ig_shard **in, size_t n, ig_manifest *meta, ig_err 
     memset(meta, 0, sizeof *meta);
     meta->eod_id = -1;
     const ig_manifest *first = NULL;
-    int mixed = 0;
+    int mixed = 0, all = 1;
+    uint64_t vocab = 0;
     for (size_t i = 0; i < n; i++) {
         const ig_manifest *m = ig_shard_manifest(in[i]);
+        all &= m && m->vocab_size;
         if (!m) continue;
+        if (m->vocab_size > vocab) vocab = m->vocab_size;
         if (!first)
             first = m;
         else if (m->tokenizer_hash != first->tokenizer_hash ||
                  strcmp(m->json_key, first->json_key) != 0)
             mixed = 1;
     }
+    /* tokenizers mixed: no tokenizer, but the ids are still below the largest vocabulary */
+    if (all) meta->vocab_size = vocab;
     if (first && !mixed) {
         memcpy(meta->tokenizer, first->tokenizer, sizeof meta->tokenizer);
         memcpy(meta->tokenizer_path, first->tokenizer_path, sizeof meta->tokenizer_path);
@@ -85,13 +95,34 @@ static ig_status merged_meta(ig_shard **in, size_t n, ig_manifest *meta, ig_err 
     return IG_OK;
 }
 
+/* Copies s's tokens and index into w. The .bin is hashed as it is copied and checked against the
+ * manifest (open already checked the .idx), so that a damaged input is refused instead of being
+ * laundered into an output with fresh checksums. */
 static ig_status append_shard(ig_shard_writer *w, const ig_shard *s, ig_err *err) {
     const uint8_t *bin = ig_shard_bin(s);
     uint64_t size = ig_shard_bin_bytes(s);
+    const ig_manifest *m = ig_shard_manifest(s);
+    ig_xxh3_stream *h = m ? ig_xxh3_stream_create() : NULL;
+    if (m && !h) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ig_status st = IG_OK;
     for (uint64_t off = 0; off < size && st == IG_OK; off += COPY_CHUNK) {
         size_t k = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK;
+        if (h) ig_xxh3_stream_update(h, bin + off, k);
         st = ig_shard_writer_put_bytes(w, bin + off, k, err);
+    }
+    if (h) {
+        uint64_t got = ig_xxh3_stream_digest(h);
+        ig_xxh3_stream_free(h);
+        if (st == IG_OK && got != m->bin_xxh3) {
+            char a[17], b[17];
+            ig_hash64_hex(got, a);
+            ig_hash64_hex(m->bin_xxh3, b);
+            return ig_err_set(err, IG_ERR_CHECKSUM,
+                              "%s.bin: xxh3 is %s but the manifest records %s (the file was "
+                              "modified or is corrupt; nothing was written: rebuild or remove "
+                              "this input)",
+                              ig_shard_prefix(s), a, b);
+        }
     }
     uint64_t docs = ig_shard_documents(s);
     for (uint64_t d = 0; d < docs && st == IG_OK; d++) {

@@ -441,6 +441,7 @@ ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *met
         out->idx_bytes = ig_atomic_file_size(o.af);
         out->bin_xxh3 = ig_xxh3_stream_digest(w->bin_hash);
         out->idx_xxh3 = ig_xxh3_stream_digest(o.hash);
+        st = ig_manifest_check_vocab(out, w->json_path, err); /* before anything is committed */
     }
     /* an old manifest must never sit beside new data, nor an old .idx beside the new .bin, even
      * if we are killed mid-commit: remove both before the new files go in */

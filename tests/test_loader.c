@@ -473,6 +473,7 @@ static void write_shard(ig_ctx *ctx, const char *prefix, int docs, uint64_t seed
     ig_manifest meta = {0};
     snprintf(meta.tokenizer, sizeof meta.tokenizer, "%s", tok);
     meta.tokenizer_hash = ig_xxh3_64(tok, strlen(tok));
+    meta.vocab_size = 50000;
     meta.eod_id = -1;
     if (ig_shard_writer_finish(w, &meta, &err) != IG_OK) fail_msg("%s", err.msg);
 }

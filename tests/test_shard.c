@@ -429,6 +429,111 @@ static void test_verify(void **state) {
     free(dir);
 }
 
+/* Replaces the first `from` in the file at path with `to` (the test fails when it is absent). */
+static void replace_in_file(const char *path, const char *from, const char *to) {
+    size_t len;
+    char *text = igt_read(path, &len);
+    char *at = strstr(text, from);
+    if (!at) fail_msg("%s: '%s' not found", path, from);
+    size_t fl = strlen(from), tl = strlen(to);
+    char *out = malloc(len - fl + tl);
+    assert_non_null(out);
+    size_t head = (size_t)(at - text);
+    memcpy(out, text, head);
+    memcpy(out + head, to, tl);
+    memcpy(out + head + tl, at + fl, len - head - fl);
+    igt_write(path, out, len - fl + tl);
+    free(out);
+    free(text);
+}
+
+/* A manifest must say which ids the .bin may hold (vocab_size, eod_id, a dtype that holds them),
+ * and verify reads every token anyway: ids outside the vocabulary are refused, even when the
+ * manifest's checksums were recomputed over the changed .bin. */
+static void test_verify_vocab_and_ids(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = strdup(igt_fmt("%s/g", dir));
+    char *json = strdup(igt_fmt("%s.json", prefix)), *bin = strdup(igt_fmt("%s.bin", prefix));
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+    meta.tokenizer_hash = 0x1234;
+    meta.vocab_size = 50257;
+    meta.eod_id = 50256;
+    write_golden_docs(ctx, prefix, 0, &meta);
+    ig_err err = {0};
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+    size_t len;
+    char *good = igt_read(json, &len);
+
+    const struct {
+        const char *from, *to, *says;
+    } bad[] = {
+        {"\"vocab_size\": 50257", "\"vocab_size\": 0", "vocab_size = 0 but the manifest names"},
+        {"\"vocab_size\": 50257", "\"vocab_size\": 4611686018427387904",
+         "vocab_size = 4611686018427387904 but dtype uint16 holds only ids below 65536"},
+        {"\"vocab_size\": 50257", "\"vocab_size\": 65537", "holds only ids below 65536"},
+        {"\"eod_id\": 50256", "\"eod_id\": 1099511627776", "eod_id = 1099511627776 is not an id"},
+        {"\"eod_id\": 50256", "\"eod_id\": 50257", "eod_id = 50257 is not an id"},
+        {"\"eod_id\": 50256", "\"eod_id\": -2", "eod_id = -2 is not an id"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        igt_write(json, good, len);
+        replace_in_file(json, bad[i].from, bad[i].to);
+        assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+        if (!strstr(err.msg, bad[i].says)) fail_msg("'%s' not in: %s", bad[i].says, err.msg);
+        ig_shard *s = NULL; /* refused on open too: every command */
+        assert_int_equal(ig_shard_open(&s, ctx, prefix, &err), IG_ERR_FORMAT);
+    }
+    igt_write(json, good, len);
+    /* an unknown vocabulary is allowed only without a tokenizer (a merge of several) */
+    replace_in_file(json, "\"vocab_size\": 50257", "\"vocab_size\": 0");
+    replace_in_file(json, "\"tokenizer\": \"gpt2\"", "\"tokenizer\": \"\"");
+    replace_in_file(json, "\"tokenizer_hash\": \"0000000000001234\"",
+                    "\"tokenizer_hash\": \"0000000000000000\"");
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+    igt_write(json, good, len);
+
+    /* the writer refuses to write such a manifest, and leaves nothing */
+    const char *w2 = igt_fmt("%s/w", dir);
+    meta.vocab_size = 0;
+    ig_shard_writer *w = NULL;
+    ig_shard_writer_opts wo = ig_shard_writer_opts_default();
+    assert_int_equal(ig_shard_writer_create(&w, ctx, w2, &wo, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D0, 3, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_finish(w, &meta, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "vocab_size = 0"));
+    assert_int_equal(igt_count_entries(dir), 3); /* g.bin, g.idx, g.json */
+
+    /* 65535 in place of token 5 (sequence 1, position 2), the manifest re-signed: the checksums
+     * pass, the id does not */
+    size_t blen;
+    char *b = igt_read(bin, &blen);
+    b[10] = (char)0xff, b[11] = (char)0xff;
+    igt_write(bin, b, blen);
+    char old_hex[17], new_hex[17];
+    ig_shard_verify(ctx, prefix, &err); /* the checksum message names the old one */
+    assert_int_equal(err.status, IG_ERR_CHECKSUM);
+    ig_manifest m = {0};
+    assert_int_equal(ig_manifest_read(&m, prefix, &err), IG_OK);
+    ig_hash64_hex(m.bin_xxh3, old_hex);
+    ig_hash64_hex(ig_xxh3_64(b, blen), new_hex);
+    ig_manifest_clear(&m);
+    replace_in_file(json, old_hex, new_hex);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "g.bin: token 5 (sequence 1, position 2) is 65535 but the "
+                                    "vocabulary (gpt2) has ids 0..50256"));
+    free(b);
+    free(good);
+    free(json);
+    free(bin);
+    free((char *)prefix);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 static void test_abort_leaves_nothing(void **state) {
     (void)state;
     char *dir = igt_mkdtemp();
@@ -497,6 +602,7 @@ static void write_shard(const char *prefix, ig_dtype dt, uint64_t hash, int n_do
     ig_manifest meta = {0};
     snprintf(meta.tokenizer, sizeof meta.tokenizer, hash == 1 ? "gpt2" : "cl100k_base");
     meta.tokenizer_hash = hash;
+    meta.vocab_size = 1000;
     meta.eod_id = -1;
     assert_int_equal(ig_shard_writer_finish(w, &meta, &err), IG_OK);
 }
@@ -714,21 +820,14 @@ static void test_shard_list(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_idx),
-        cmocka_unit_test(test_read_megatron_golden),
-        cmocka_unit_test(test_roundtrip_u16),
-        cmocka_unit_test(test_roundtrip_i32),
-        cmocka_unit_test(test_corruptions),
-        cmocka_unit_test(test_validator_message),
-        cmocka_unit_test(test_large_pointers),
-        cmocka_unit_test(test_verify),
-        cmocka_unit_test(test_abort_leaves_nothing),
-        cmocka_unit_test(test_no_overwrite),
-        cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_dtype_names),
-        cmocka_unit_test(test_all_dtypes),
-        cmocka_unit_test(test_shard_list),
-        cmocka_unit_test(test_manifest_hex_strict),
+        cmocka_unit_test(test_golden_idx),           cmocka_unit_test(test_read_megatron_golden),
+        cmocka_unit_test(test_roundtrip_u16),        cmocka_unit_test(test_roundtrip_i32),
+        cmocka_unit_test(test_corruptions),          cmocka_unit_test(test_validator_message),
+        cmocka_unit_test(test_large_pointers),       cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_verify_vocab_and_ids), cmocka_unit_test(test_abort_leaves_nothing),
+        cmocka_unit_test(test_no_overwrite),         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_dtype_names),          cmocka_unit_test(test_all_dtypes),
+        cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_manifest_hex_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
