@@ -71,6 +71,7 @@ typedef struct pipeline {
     size_t n_keys;
     char **files; /* this rank's files, in order */
     ig_input_kind *kinds;
+    uint64_t *sizes; /* their sizes when the run started (UINT64_MAX: not a regular file) */
     size_t n_files;
     int n_workers;
 
@@ -244,6 +245,7 @@ static void *reader_main(void *arg) {
             fail(p, st, &err);
             break;
         }
+        if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
         batch *b = take_free(p);
         uint64_t consumed = 0;
         while (b) {
@@ -554,9 +556,11 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+/* A regular file's size, else UINT64_MAX (stdin, a pipe, a file that is gone). */
 static uint64_t file_size(const char *path) {
     struct stat sb;
-    return strcmp(path, "-") && stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return strcmp(path, "-") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size
+                                                                            : UINT64_MAX;
 }
 
 /* Deals the files out to ranks: largest first to the least loaded rank (ties: lowest rank), so
@@ -565,18 +569,21 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
     int world = p->world;
     p->files = calloc(n_all ? n_all : 1, sizeof *p->files);
     p->kinds = calloc(n_all ? n_all : 1, sizeof *p->kinds);
+    p->sizes = calloc(n_all ? n_all : 1, sizeof *p->sizes);
     size_t *order = calloc(n_all ? n_all : 1, sizeof *order);
     uint64_t *sizes = calloc(n_all ? n_all : 1, sizeof *sizes);
+    uint64_t *exact = calloc(n_all ? n_all : 1, sizeof *exact);
     uint64_t *load = calloc((size_t)world, sizeof *load);
     int *owner = calloc(n_all ? n_all : 1, sizeof *owner);
     ig_status st = IG_OK;
-    if (!p->files || !p->kinds || !order || !sizes || !load || !owner) {
+    if (!p->files || !p->kinds || !p->sizes || !order || !sizes || !exact || !load || !owner) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n_all; i++) {
         order[i] = i;
-        sizes[i] = file_size(all[i]);
+        exact[i] = file_size(all[i]);
+        sizes[i] = exact[i] == UINT64_MAX ? 0 : exact[i]; /* stdin, a pipe: 0 for the deal */
     }
     for (size_t i = 1; i < n_all; i++) /* insertion sort by size desc, index asc: small n */
         for (size_t j = i;
@@ -597,12 +604,14 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
     for (size_t i = 0; i < n_all; i++) {
         if (owner[i] != p->rank) continue;
         p->kinds[p->n_files] = ig_input_kind_of(all[i], p->o->txt_lines);
+        p->sizes[p->n_files] = exact[i];
         p->files[p->n_files++] = all[i];
         all[i] = NULL;
     }
 out:
     free(order);
     free(sizes);
+    free(exact);
     free(load);
     free(owner);
     return st;
@@ -685,7 +694,8 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         ig_progress_opts po = ig_progress_opts_default();
         po.label = "preprocess";
         po.bytes = 1;
-        for (size_t f = 0; f < p->n_files; f++) po.total += file_size(p->files[f]);
+        for (size_t f = 0; f < p->n_files; f++)
+            if (p->sizes[f] != UINT64_MAX) po.total += p->sizes[f];
         if ((s = ig_progress_create(&p->progress, &po, err)) != IG_OK) return s;
     }
     pthread_t reader, *workers = calloc((size_t)p->n_workers, sizeof *workers);
@@ -776,6 +786,7 @@ static void pipeline_free(pipeline *p) {
     for (size_t f = 0; f < p->n_files; f++) free(p->files[f]);
     free(p->files);
     free(p->kinds);
+    free(p->sizes);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_free);
     pthread_cond_destroy(&p->cv_todo);

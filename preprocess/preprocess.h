@@ -128,6 +128,10 @@ ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_inp
 ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, ig_err *err);
 /* Compressed bytes consumed so far (for progress against the file size). */
 uint64_t ig_record_reader_bytes_in(const ig_record_reader *r);
+/* The size the file must have (e.g. its size when a run started and planned its work). By
+ * default a regular file's size when it was opened: a file that ends before it or grows past it
+ * is IG_ERR_IO ("the file changed while it was read") instead of a quietly shorter input. */
+void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size);
 void ig_record_reader_close(ig_record_reader *r);
 
 #define IG_MAX_JSON_KEYS 8

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -37,6 +38,7 @@ struct ig_record_reader {
     size_t in_pos;           /* consumed bytes of the current raw chunk (zstd) */
     const uint8_t *in_chunk; /* the current raw chunk: in, or mem */
     uint64_t bytes_in;       /* raw bytes fully consumed before the current chunk */
+    uint64_t expect_size;    /* the file's size when the run started (UINT64_MAX: unknown) */
 
     /* zstd */
     ZSTD_DCtx *zd;
@@ -61,6 +63,7 @@ static ig_status reader_alloc(ig_record_reader **out, const char *name, ig_input
     ig_record_reader *r = calloc(1, sizeof *r);
     if (!r) return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", name);
     r->fd = -1;
+    r->expect_size = UINT64_MAX;
     r->kind = kind;
     r->max_record = IG_RECORD_MAX_DEFAULT;
     r->last_ret = 1; /* nothing decoded yet: an empty .zst is truncated, not empty */
@@ -107,9 +110,17 @@ ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_inp
             return ig_err_errno(err, e, "cannot open input %s", path);
         }
         r->own_fd = 1;
+        /* a regular file's size is known now: a file that shrinks or grows while it is read
+         * (rewritten, or still being written) is an error at its end, not a quiet part of it */
+        struct stat sb;
+        if (fstat(r->fd, &sb) == 0 && S_ISREG(sb.st_mode)) r->expect_size = (uint64_t)sb.st_size;
     }
     *out = r;
     return IG_OK;
+}
+
+void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size) {
+    r->expect_size = size;
 }
 
 ig_status ig_record_reader_open_mem(ig_record_reader **out, const char *name, const void *data,
@@ -164,6 +175,16 @@ static ig_status raw_next(ig_record_reader *r, ig_err *err) {
         if (n < 0)
             return ig_err_errno(err, errno, "%s: read failed at byte offset %llu", r->path,
                                 (unsigned long long)r->bytes_in);
+        uint64_t total = r->bytes_in + (uint64_t)n;
+        if (r->expect_size != UINT64_MAX &&
+            (total > r->expect_size || (n == 0 && total != r->expect_size)))
+            return ig_err_set(err, IG_ERR_IO,
+                              "%s: the file changed while it was read: it had %llu bytes when the "
+                              "run started, but %s%llu were read (was it rewritten, or still being "
+                              "written? rerun once it is complete)",
+                              r->path, (unsigned long long)r->expect_size,
+                              total > r->expect_size ? "at least " : "only ",
+                              (unsigned long long)total);
         if (n == 0) r->raw_eof = 1;
         r->in_chunk = r->in;
         r->in_len = (size_t)n;

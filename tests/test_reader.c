@@ -687,6 +687,58 @@ static void test_buffer_boundaries(void **state) {
     free(pz);
 }
 
+/* A file that shrinks or grows while it is read is an error naming both sizes, not a quietly
+ * shorter (or longer) input; the expected size can also be set from when a run started. */
+static void test_file_changed(void **state) {
+    (void)state;
+    const size_t size = (size_t)3 << 20; /* more than the 1 MiB read buffer */
+    size_t ndocs, text;
+    char *s = jsonl_of_size(size, &ndocs, &text);
+    const char *nl = memchr(s + ((size_t)2 << 20), '\n', size);
+    size_t cut = (size_t)(nl - s) + 1; /* a line boundary: what is left still parses */
+    const char *p = igt_fmt("%s/changing.jsonl", g_dir);
+    for (int grow = 0; grow < 2; grow++) {
+        igt_write(p, s, size);
+        ig_record_reader *r = NULL;
+        ig_err err = {0};
+        assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+        ig_record rec;
+        int has = 0;
+        assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
+        if (grow) {
+            FILE *f = fopen(p, "ab");
+            assert_non_null(f);
+            fputs("{\"text\": \"more\"}\n", f);
+            fclose(f);
+        } else {
+            assert_int_equal(truncate(p, (off_t)cut), 0);
+        }
+        docs d = {0};
+        assert_int_equal(drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &d, &err), IG_ERR_IO);
+        const char *want =
+            grow ? igt_fmt("it had %zu bytes when the run started, but at least", size)
+                 : igt_fmt("it had %zu bytes when the run started, but only %zu "
+                           "were read",
+                           size, cut);
+        if (!strstr(err.msg, want) || !strstr(err.msg, "changing.jsonl: the file changed"))
+            fail_msg("'%s' not in: %s", want, err.msg);
+        docs_free(&d);
+        ig_record_reader_close(r);
+    }
+    /* the size a run saw when it started, before the file was opened */
+    igt_write(p, s, cut);
+    ig_record_reader *r = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    ig_record_reader_expect_size(r, size);
+    docs d = {0};
+    assert_int_equal(drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &d, &err), IG_ERR_IO);
+    assert_non_null(strstr(err.msg, "the file changed while it was read"));
+    docs_free(&d);
+    ig_record_reader_close(r);
+    free(s);
+}
+
 static void test_txt_modes(void **state) {
     (void)state;
     const char *p = igt_fmt("%s/doc.txt", g_dir);
@@ -983,6 +1035,7 @@ int main(void) {
         cmocka_unit_test(test_multiple_keys),
         cmocka_unit_test(test_long_line_and_zst),
         cmocka_unit_test(test_buffer_boundaries),
+        cmocka_unit_test(test_file_changed),
         cmocka_unit_test(test_txt_modes),
         cmocka_unit_test(test_stdin),
         cmocka_unit_test(test_expand_inputs),
