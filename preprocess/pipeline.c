@@ -235,6 +235,22 @@ static ig_status batch_append(batch *b, const ig_record *rec, ig_err *err) {
 
 /* ---- reader thread -------------------------------------------------------------------------- */
 
+/* With --on-error skip, a file the reader cannot go on with (a corrupt or truncated .zst, a record
+ * past the size limit) is one bad record: an empty record whose message is already set, so that
+ * the workers pass it by and the writer counts and reports it in order with the others. */
+static ig_status add_bad_file(batch *b, size_t f, const ig_err *why, ig_err *err) {
+    ig_record rec = {"", 0, 0, 0};
+    if (b->n == 0) b->file = f;
+    ig_status st = batch_append(b, &rec, err);
+    if (st != IG_OK) return st;
+    if (asprintf(&b->msg[b->n - 1], "%s (the rest of this file is skipped)", why->msg) < 0) {
+        b->msg[b->n - 1] = NULL;
+        b->n--;
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    return IG_OK;
+}
+
 static void *reader_main(void *arg) {
     pipeline *p = arg;
     ig_err err = {0};
@@ -252,6 +268,9 @@ static void *reader_main(void *arg) {
             ig_record rec;
             int has = 0;
             st = ig_record_reader_next(r, &rec, &has, &err);
+            if (st == IG_ERR_FORMAT && p->o->on_error == IG_ON_ERROR_SKIP &&
+                (st = add_bad_file(b, f, &err, &err)) == IG_OK)
+                break; /* on to the next file */
             if (st != IG_OK) {
                 fail(p, st, &err);
                 give_free(p, b);
@@ -313,6 +332,10 @@ static ig_status tokenize_batch(pipeline *p, ig_encoder *enc, batch *b, ig_err *
     int32_t eod = ig_tokenizer_eod(o->tokenizer);
     int flags = o->allow_special ? IG_ENCODE_ALLOW_SPECIAL : 0;
     for (size_t i = 0; i < b->n; i++) {
+        if (b->msg[i]) { /* a bad file, found bad by the reader */
+            for (size_t k = 0; k < p->n_keys; k++) b->ntok[i * p->n_keys + k] = 0;
+            continue;
+        }
         ig_record rec = {b->buf + b->off[i], b->rlen[i], b->line[i], 0};
         ig_doc doc;
         ig_err perr = {0};

@@ -182,9 +182,11 @@ typedef struct ig_preprocess_opts {
     int workers;                   /* tokenizing threads; 0: the context's thread count */
     uint64_t shard_size;           /* .bin bytes per shard (split at documents); 0: one shard */
     int dedup_exact;               /* drop documents whose text's XXH3-128 was seen before */
-    ig_on_error on_error;          /* bad records: fail (default) or skip and count */
-    int overwrite;                 /* --force */
-    int progress;                  /* show a progress bar on stderr */
+    /* bad records: fail (default) or skip and count; with skip, a file the reader cannot go on
+     * with (a corrupt .zst, a record over 1 GiB) is skipped from there and counted as one */
+    ig_on_error on_error;
+    int overwrite; /* --force */
+    int progress;  /* show a progress bar on stderr */
     ig_comm *comm; /* NULL: this process alone. With several ranks, each takes a share of the
                       input files (by size, largest first to the least loaded rank), writes
                       shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of

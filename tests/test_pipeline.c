@@ -304,7 +304,8 @@ static void test_bad_input(void **state) {
     ig_preprocess_stats_clear(&st);
     assert_int_equal(ig_shard_verify(g_ctx, igt_fmt("%s/out", dir), &err), IG_OK);
 
-    /* a corrupt .zst is fatal even with skip, and names the file */
+    /* a corrupt .zst is fatal without skip, and names the file; with skip it is skipped from where
+     * it breaks, counted and reported like a bad record */
     const char *zin = igt_fmt("%s/trunc.jsonl.zst", dir);
     size_t bound = ZSTD_compressBound(strlen(text));
     char *z = malloc(bound);
@@ -312,10 +313,19 @@ static void test_bad_input(void **state) {
     assert_false(ZSTD_isError(zn));
     igt_write(zin, z, zn - 5);
     free(z);
-    s = run(&zin, 1, igt_fmt("%s/z", dir), 2, &o, NULL, &err);
+    s = run(&zin, 1, igt_fmt("%s/z", dir), 2, NULL, NULL, &err);
     assert_int_equal(s, IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "trunc.jsonl.zst"));
     assert_false(ig_file_exists(igt_fmt("%s/z.bin", dir)));
+    const char *two[] = {zin, in};
+    s = run(two, 2, igt_fmt("%s/z", dir), 2, &o, &st, &err);
+    if (s != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_skipped, 4); /* the file, and bad.jsonl's three */
+    assert_non_null(strstr(st.reported[0], "trunc.jsonl.zst: corrupt or truncated zstd data"));
+    assert_non_null(strstr(st.reported[0], "(the rest of this file is skipped)"));
+    assert_non_null(strstr(st.reported[1], "bad.jsonl:3"));
+    ig_preprocess_stats_clear(&st);
+    assert_int_equal(ig_shard_verify(g_ctx, igt_fmt("%s/z", dir), &err), IG_OK);
     igt_rmtree(dir);
     free(dir);
 }
