@@ -234,7 +234,11 @@ typedef struct ig_mapped_file {
 ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err);
 void ig_mapped_file_close(ig_mapped_file *mf); /* safe on a zeroed or closed struct */
 
-/* Reads a whole file into a NUL-terminated heap buffer (free with free()). */
+/* Reads a whole regular file of at most max bytes into a NUL-terminated heap buffer (free with
+ * free()). A device, pipe or directory is IG_ERR_INVALID_ARG (never read: /dev/zero would fill
+ * memory, a FIFO hang), as is a file larger than max: give each kind of file its cap. */
+ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out_len, ig_err *err);
+/* ig_read_file_max without a size cap, for files the program itself chose (benchmarks, tests). */
 ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
 
 /* An atomic file writer: writes go to "PATH.tmp.<pid>.<n>" in the same directory; commit flushes,

@@ -20,7 +20,7 @@
 
 ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err) {
     memset(mf, 0, sizeof *mf);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) return ig_err_errno(err, errno, "cannot open %s", path);
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -60,37 +60,90 @@ void ig_mapped_file_close(ig_mapped_file *mf) {
     memset(mf, 0, sizeof *mf);
 }
 
-ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err) {
+/* Opens path for reading without blocking on a FIFO (whose open waits for a writer) and checks
+ * that it is a regular file: *fd and *size, or an error. */
+static ig_status open_regular(const char *path, int *fd, uint64_t *size, ig_err *err) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) return ig_err_errno(err, errno, "cannot open %s", path);
+    struct stat st;
+    if (fstat(*fd, &st) != 0) {
+        int e = errno;
+        close(*fd);
+        return ig_err_errno(err, e, "cannot stat %s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(*fd);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is not a regular file (it is a %s): give the path of a file", path,
+                          S_ISDIR(st.st_mode)                          ? "directory"
+                          : S_ISFIFO(st.st_mode)                       ? "pipe"
+                          : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device"
+                                                                       : "socket");
+    }
+    *size = (uint64_t)st.st_size;
+    return IG_OK;
+}
+
+ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out_len, ig_err *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ig_err_errno(err, errno, "cannot open %s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf = nb;
-        }
+    uint64_t size = 0;
+    int fd = -1;
+    ig_status st = open_regular(path, &fd, &size, err);
+    if (st != IG_OK) return st;
+    char big[32], cap[32];
+    if (size > max) {
+        close(fd);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is %s, more than the %s ingot reads of such a file: is it the right "
+                          "file?",
+                          path, ig_format_bytes((double)size, big, sizeof big),
+                          ig_format_bytes((double)max, cap, sizeof cap));
     }
-    int bad = ferror(f), e = errno;
-    fclose(f);
+    /* the size can change while the file is read: read up to max + 1 bytes, growing as needed */
+    size_t len = 0, room = (size_t)size + 1;
+    char *buf = malloc(room + 1);
+    while (buf) {
+        if (len == room) {
+            if (room > max) {
+                st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                                "%s grew past %s while it was read: is it the right file?", path,
+                                ig_format_bytes((double)max, cap, sizeof cap));
+                break;
+            }
+            size_t next = room > max / 2 ? max + 1 : room * 2;
+            char *nb = realloc(buf, next + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            room = next;
+        }
+        ssize_t n = read(fd, buf + len, room - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = ig_err_errno(err, errno, "cannot read %s", path);
+            break;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+    }
+    close(fd);
     if (!buf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", path);
-    if (bad) {
+    if (st != IG_OK) {
         free(buf);
-        return ig_err_errno(err, e, "cannot read %s", path);
+        return st;
     }
     buf[len] = '\0';
     *out = buf;
     if (out_len) *out_len = len;
     return IG_OK;
+}
+
+ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err) {
+    return ig_read_file_max(path, SIZE_MAX - 1, out, out_len, err);
 }
 
 int ig_file_exists(const char *path) {

@@ -98,7 +98,7 @@ static int locked_elsewhere(int fd) {
 long ig_run_marker_live(const char *base) {
     char *path = marker_path(base);
     if (!path) return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     free(path);
     if (fd < 0) return 0;
     char text[1024];
@@ -150,11 +150,18 @@ ig_status ig_run_marker_acquire(ig_run_marker **out, const char *base, int *had_
         int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) {
             created = 0;
-            fd = open(path, O_RDWR | O_CLOEXEC);
+            fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
             if (fd < 0 && errno == ENOENT && attempt < 100) continue; /* removed meanwhile */
         }
         if (fd < 0) {
             st = ig_err_errno(err, errno, "cannot create %s", path);
+            goto fail;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            close(fd);
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "%s is not a regular file: remove it (it is not a run marker)", path);
             goto fail;
         }
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};

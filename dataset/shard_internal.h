@@ -20,6 +20,10 @@
 #define IG_MANIFEST_FORMAT  "ingot-token-shard"
 #define IG_MANIFEST_VERSION 1
 
+/* The largest manifest or shard list read: a list of a million shards is about 200 MB; the cap
+ * stops the wrong file (/dev/zero, a disk image) early. */
+#define IG_JSON_FILE_MAX ((size_t)1 << 30)
+
 /* Where the arrays of a validated .idx are, and what it describes. */
 typedef struct ig_idx_layout {
     ig_dtype dtype;

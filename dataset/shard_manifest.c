@@ -246,7 +246,15 @@ ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
         return st;
     }
     json_error_t je;
-    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    char *text = NULL;
+    size_t len = 0;
+    st = ig_read_file_max(path, IG_JSON_FILE_MAX, &text, &len, err);
+    if (st != IG_OK) {
+        free(path);
+        return st;
+    }
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!o) {
         st = ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
                         je.column, je.text);

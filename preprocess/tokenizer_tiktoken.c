@@ -91,6 +91,17 @@ ig_status ig_tok_load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path
     ig_mapped_file mf = {0};
     ig_status st = ig_mapped_file_open(&mf, path, err);
     if (st != IG_OK) return st;
+    if (mf.size > IG_TOK_FILE_MAX) {
+        char a[32], b[32];
+        st = ig_err_set(
+            err, IG_ERR_INVALID_ARG,
+            "%s is %s, more than the %s ingot reads of a tokenizer file: is it the right "
+            "file?",
+            path, ig_format_bytes((double)mf.size, a, sizeof a),
+            ig_format_bytes((double)IG_TOK_FILE_MAX, b, sizeof b));
+        ig_mapped_file_close(&mf);
+        return st;
+    }
     ig_tokenizer *t = NULL;
     st = ig_tok_begin(&t, ctx, enc->pattern, 1, err);
     if (st != IG_OK) goto done;

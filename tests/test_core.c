@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- errors and status names --------------------------------------------------------------- */
@@ -547,6 +548,43 @@ static void test_mapped_file(void **state) {
     free(text);
     assert_int_equal(ig_read_file(missing, &text, &len, &err), IG_ERR_NOT_FOUND);
     assert_null(text);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* Files read whole must be regular files of bounded size: /dev/zero used to fill memory and a
+ * FIFO to hang the reader (also a mapped file's open). */
+static void test_read_file_refuses(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    char *text = (char *)1;
+    size_t len = 7;
+    ig_err err = {0};
+    assert_int_equal(ig_read_file_max("/dev/zero", 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "/dev/zero is not a regular file (it is a device)"));
+    assert_null(text);
+    assert_int_equal(len, 0);
+    assert_int_equal(ig_read_file("/dev/zero", &text, &len, &err), IG_ERR_INVALID_ARG);
+    const char *fifo = igt_fmt("%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(ig_read_file_max(fifo, 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a pipe)"));
+    ig_mapped_file mf;
+    assert_int_equal(ig_mapped_file_open(&mf, fifo, &err), IG_ERR_IO);
+    assert_int_equal(ig_read_file_max(dir, 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a directory)"));
+    /* a size cap: a (sparse) file over it is refused before anything is read */
+    const char *big = igt_fmt("%s/big.json", dir);
+    igt_write(big, "{}", 2);
+    assert_int_equal(truncate(big, (off_t)3 << 30), 0);
+    assert_int_equal(ig_read_file_max(big, (size_t)256 << 20, &text, &len, &err),
+                     IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "big.json is 3.22 GB, more than the 268.44 MB"));
+    assert_int_equal(truncate(big, 100), 0);
+    assert_int_equal(ig_read_file_max(big, 100, &text, &len, &err), IG_OK);
+    assert_int_equal(len, 100);
+    free(text);
+    assert_int_equal(ig_read_file_max(big, 99, &text, &len, &err), IG_ERR_INVALID_ARG);
     igt_rmtree(dir);
     free(dir);
 }
@@ -1127,6 +1165,7 @@ int main(void) {
         cmocka_unit_test(test_rng_keyed),
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),
+        cmocka_unit_test(test_read_file_refuses),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),
