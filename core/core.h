@@ -277,6 +277,16 @@ char *ig_format_bytes(double bytes, char *buf, size_t cap);
  * under 4 MiB. Call it before the first touch. */
 void ig_advise_hugepages(void *p, size_t n);
 
+/* The memory this process can count on: the smallest of the machine's physical memory, its
+ * cgroup's memory limit and its address-space limit (RLIMIT_AS); *what (may be NULL) names which
+ * ("this machine's memory", ...). */
+uint64_t ig_memory_limit(const char **what);
+/* Before allocating something large: IG_OK when need bytes fit in ig_memory_limit(), else
+ * IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than this machine's memory (M GB): FIX"
+ * (fix may be NULL), so that a request that cannot fit is refused with the figures instead of
+ * ending in the kernel's OOM killer. */
+ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err);
+
 /* Monotonic time in seconds. */
 double ig_now(void);
 

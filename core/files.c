@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -362,4 +363,47 @@ void ig_advise_hugepages(void *p, size_t n) {
     (void)p;
     (void)n;
 #endif
+}
+
+/* ---- how much memory there is ---------------------------------------------------------------- */
+
+/* A limit read from a cgroup file ("max", or a number of bytes); UINT64_MAX when absent. */
+static uint64_t cgroup_limit(const char *path) {
+    FILE *f = fopen(path, "re");
+    if (!f) return UINT64_MAX;
+    char buf[64] = "";
+    uint64_t v = UINT64_MAX;
+    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9') v = strtoull(buf, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+uint64_t ig_memory_limit(const char **what) {
+    const char *name = "this machine's memory";
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    uint64_t cg = cgroup_limit("/sys/fs/cgroup/memory.max"); /* cgroup v2 */
+    if (cg == UINT64_MAX) cg = cgroup_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    if (cg < lim) {
+        lim = cg;
+        name = "this process's cgroup memory limit";
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)rl.rlim_cur < lim) {
+        lim = (uint64_t)rl.rlim_cur;
+        name = "this process's address-space limit (ulimit -v)";
+    }
+    if (what) *what = name;
+    return lim;
+}
+
+ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err) {
+    const char *name;
+    uint64_t lim = ig_memory_limit(&name);
+    if (need <= lim) return IG_OK;
+    char a[32], b[32];
+    return ig_err_set(err, IG_ERR_INVALID_ARG, "%s needs %s of memory, more than %s (%s)%s%s", what,
+                      ig_format_bytes((double)need, a, sizeof a), name,
+                      ig_format_bytes((double)lim, b, sizeof b), fix ? ": " : "", fix ? fix : "");
 }

@@ -190,6 +190,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     ig_blend *b = ig_calloc(ctx, 1, sizeof *b);
     double *raw = ig_calloc(ctx, n, sizeof(double));
     double *w = ig_calloc(ctx, n, sizeof(double));
+    ig_gpt_index_opts *go = NULL;
     ig_status st = IG_OK;
     if (!b || !raw || !w) {
         ig_free(ctx, b);
@@ -210,8 +211,16 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     for (size_t k = 0; k < n; k++) raw[k] = sources[k].weight;
     ig_normalize_weights(raw, n, w);
 
-    /* Per-source sizes, then each source's GPT index over its split range. */
+    /* Per-source sizes and split ranges, and what their GPT indices will take, before any is
+     * built: a blend that cannot fit in memory is refused with the figures (it used to end in
+     * the OOM killer after minutes of building). */
     const double N = (double)opts->num_samples;
+    uint64_t need = 0;
+    go = ig_calloc(ctx, n, sizeof *go);
+    if (!go) {
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     for (size_t k = 0; k < n; k++) {
         ig_blend_source_info *in = &b->info[k];
         const ig_blend_source *src = &sources[k];
@@ -233,22 +242,49 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
             ig_err_prefix(err, st, "blend source %zu (%s)", k + 1, name);
             goto fail;
         }
-        ig_gpt_index_opts go = ig_gpt_index_opts_default();
-        go.seq_len = opts->seq_len;
-        go.num_samples = in->requested ? in->requested : 1;
-        go.seed = opts->seed;
-        go.seq_begin = in->seq_begin;
-        go.seq_end = in->seq_end;
-        go.cache_dir = opts->cache_dir;
-        go.name = name;
-        st = ig_gpt_index_build(&b->index[k], ctx, lengths, n_seqs, &go, err);
+        go[k] = ig_gpt_index_opts_default();
+        go[k].seq_len = opts->seq_len;
+        go[k].num_samples = in->requested ? in->requested : 1;
+        go[k].seed = opts->seed;
+        go[k].seq_begin = in->seq_begin;
+        go[k].seq_end = in->seq_end;
+        go[k].cache_dir = opts->cache_dir;
+        go[k].name = name;
+        ig_gpt_plan plan;
+        st = ig_gpt_index_plan(lengths, n_seqs, &go[k], &plan, err);
         if (st != IG_OK) {
             ig_err_prefix(err, st, "blend source %zu", k + 1);
             goto fail;
         }
-        in->built = ig_gpt_index_num_samples(b->index[k]);
-        in->epochs = ig_gpt_index_num_epochs(b->index[k]);
+        need += plan.bytes;
     }
+    need += b->size * (sizeof(int16_t) + sizeof(int64_t)) + n * sizeof(int64_t);
+    if (!(opts->cache_dir && *opts->cache_dir)) { /* cached indices are mapped, not built */
+        char what[256];
+        snprintf(what, sizeof what,
+                 "a blend of %llu samples over %zu sources (with their GPT indices)",
+                 (unsigned long long)b->size, n);
+        st = ig_memory_check(need, what,
+                             "ask for fewer samples or a longer seq_len, or run where there is "
+                             "more memory",
+                             err);
+        if (st != IG_OK) goto fail;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const ig_blend_source *src = &sources[k];
+        const int32_t *lengths =
+            src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;
+        uint64_t n_seqs = src->dataset ? ig_dataset_sequences(src->dataset) : src->n_seqs;
+        st = ig_gpt_index_build(&b->index[k], ctx, lengths, n_seqs, &go[k], err);
+        if (st != IG_OK) {
+            ig_err_prefix(err, st, "blend source %zu", k + 1);
+            goto fail;
+        }
+        b->info[k].built = ig_gpt_index_num_samples(b->index[k]);
+        b->info[k].epochs = ig_gpt_index_num_epochs(b->index[k]);
+    }
+    ig_free(ctx, go);
+    go = NULL;
 
     b->key = blend_key(b, opts->surplus);
     st = blend_indices(b, w, opts->cache_dir, err);
@@ -279,6 +315,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     *out = b;
     return IG_OK;
 fail:
+    ig_free(ctx, go);
     ig_free(ctx, raw);
     ig_free(ctx, w);
     ig_blend_free(b);

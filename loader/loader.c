@@ -355,6 +355,27 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
         }
     }
 
+    /* the ring of micro-batches, before it is allocated: a batch that cannot fit is refused with
+     * the figures (--seq-len 200000 --micro-batch 10000 grew to 20 GB) */
+    {
+        int depth = o.prefetch_threads > 0 ? o.prefetch_depth : 1;
+        uint64_t row = (uint64_t)b0.seq_len + 1, per_batch, need;
+        if (__builtin_mul_overflow(row * 4 + 8, (uint64_t)o.micro_batch, &per_batch) ||
+            __builtin_mul_overflow(per_batch, (uint64_t)depth, &need))
+            need = UINT64_MAX;
+        char what[256];
+        snprintf(what, sizeof what, "loader: %d micro-batches of %u samples of %llu tokens", depth,
+                 o.micro_batch, (unsigned long long)row);
+        ig_status ms = ig_memory_check(need, what,
+                                       "use a smaller micro_batch or seq_len, or fewer batches "
+                                       "in flight",
+                                       err);
+        if (ms != IG_OK) {
+            free_source(&b0);
+            return ms;
+        }
+    }
+
     ig_loader *ld = ig_calloc(ctx, 1, sizeof *ld);
     if (!ld) {
         free_source(&b0);

@@ -589,6 +589,23 @@ static void test_read_file_refuses(void **state) {
     free(dir);
 }
 
+/* What fits in memory: the limit is some positive figure with a name; a need above it is refused
+ * naming both. */
+static void test_memory_check(void **state) {
+    (void)state;
+    const char *what = NULL;
+    uint64_t lim = ig_memory_limit(&what);
+    assert_true(lim > ((uint64_t)1 << 20));
+    assert_non_null(what);
+    ig_err err = {0};
+    assert_int_equal(ig_memory_check(1 << 20, "a small thing", NULL, &err), IG_OK);
+    assert_int_equal(ig_memory_check((uint64_t)1 << 62, "a huge thing", "ask for less", &err),
+                     IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "a huge thing needs 4611.69 PB of memory, more than"));
+    assert_non_null(strstr(err.msg, what));
+    assert_non_null(strstr(err.msg, ": ask for less"));
+}
+
 static void test_atomic_file(void **state) {
     (void)state;
     char *dir = igt_mkdtemp();
@@ -1166,6 +1183,7 @@ int main(void) {
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),
         cmocka_unit_test(test_read_file_refuses),
+        cmocka_unit_test(test_memory_check),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),
