@@ -226,7 +226,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         const ig_blend_source *src = &sources[k];
         const char *name = src->name ? src->name
                            : src->dataset && ig_dataset_num_shards(src->dataset)
-                               ? ig_shard_prefix(ig_dataset_shard(src->dataset, 0))
+                               ? ig_dataset_shard_prefix(src->dataset, 0)
                                : "(unnamed)";
         const int32_t *lengths =
             src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;

@@ -227,8 +227,19 @@ ig_status ig_dataset_open(ig_dataset **out, ig_ctx *ctx, const char *const *pref
                           ig_err *err);
 void ig_dataset_close(ig_dataset *ds); /* NULL is a no-op */
 
+/* Datasets of up to this many shards keep them open (mapped) from ig_dataset_open on; larger
+ * ones open a shard when it is read, keeping this many open, since every open shard holds two of
+ * the process's mappings (vm.max_map_count, 65530 by default). */
+#define IG_DATASET_OPEN_MAX 256
+
 size_t ig_dataset_num_shards(const ig_dataset *ds);
-const ig_shard *ig_dataset_shard(const ig_dataset *ds, size_t k); /* owned by ds */
+/* Shard k, owned by ds; NULL when the dataset has more than IG_DATASET_OPEN_MAX shards (then its
+ * shards are open only while read: use the functions below and ig_dataset_read_tokens). */
+const ig_shard *ig_dataset_shard(const ig_dataset *ds, size_t k);
+const char *ig_dataset_shard_prefix(const ig_dataset *ds, size_t k); /* owned by ds */
+/* The tokenizer shard k's manifest records (*name owned by ds): 1, or 0 without a manifest. */
+int ig_dataset_shard_tokenizer(const ig_dataset *ds, size_t k, const char **name, uint64_t *hash);
+ig_dtype ig_dataset_dtype(const ig_dataset *ds); /* the token dtype all its shards share */
 uint64_t ig_dataset_sequences(const ig_dataset *ds);
 uint64_t ig_dataset_documents(const ig_dataset *ds);
 uint64_t ig_dataset_tokens(const ig_dataset *ds);

@@ -415,7 +415,7 @@ fail:
 ig_status ig_gpt_index_build_dataset(ig_gpt_index **out, ig_ctx *ctx, const ig_dataset *ds,
                                      const ig_gpt_index_opts *opts, ig_err *err) {
     ig_gpt_index_opts o = *opts;
-    if (!o.name && ig_dataset_num_shards(ds) > 0) o.name = ig_shard_prefix(ig_dataset_shard(ds, 0));
+    if (!o.name && ig_dataset_num_shards(ds) > 0) o.name = ig_dataset_shard_prefix(ds, 0);
     return ig_gpt_index_build(out, ctx, ig_dataset_seq_lengths(ds), ig_dataset_sequences(ds), &o,
                               err);
 }

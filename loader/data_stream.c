@@ -409,27 +409,28 @@ ig_status ig_data_stream_make_block(void *stream, uint64_t block, ig_sample_sour
 
 /* Shards made with different tokenizers (by their manifests) do not blend, unless asked. */
 static ig_status check_tokenizers(const ig_data_stream *st, ig_err *err) {
-    const ig_manifest *first = NULL;
-    const char *first_prefix = NULL;
+    const char *first = NULL, *first_prefix = NULL;
+    uint64_t first_hash = 0;
     for (size_t k = 0; k < st->o.n; k++)
         for (size_t j = 0; j < ig_dataset_num_shards(st->ds[k]); j++) {
-            const ig_shard *sh = ig_dataset_shard(st->ds[k], j);
-            const ig_manifest *m = ig_shard_manifest(sh);
-            if (!m || (!m->tokenizer[0] && !m->tokenizer_hash)) continue;
+            const char *tok = NULL;
+            uint64_t hash = 0;
+            if (!ig_dataset_shard_tokenizer(st->ds[k], j, &tok, &hash) || (!tok[0] && !hash))
+                continue;
+            const char *prefix = ig_dataset_shard_prefix(st->ds[k], j);
             if (!first) {
-                first = m;
-                first_prefix = ig_shard_prefix(sh);
+                first = tok;
+                first_hash = hash;
+                first_prefix = prefix;
                 continue;
             }
-            if (strcmp(m->tokenizer, first->tokenizer) != 0 ||
-                m->tokenizer_hash != first->tokenizer_hash) {
+            if (strcmp(tok, first) != 0 || hash != first_hash) {
                 ig_err_set(err, IG_ERR_INVALID_ARG,
                            "%s was made with tokenizer '%s' (hash %016llx) but %s with '%s' "
                            "(hash %016llx): their token ids do not mean the same; re-tokenize, or "
                            "allow mixed tokenizers if this is intended",
-                           ig_shard_prefix(sh), m->tokenizer, (unsigned long long)m->tokenizer_hash,
-                           first_prefix, first->tokenizer,
-                           (unsigned long long)first->tokenizer_hash);
+                           prefix, tok, (unsigned long long)hash, first_prefix, first,
+                           (unsigned long long)first_hash);
                 return ig_err_fix(err, "allow_mixed", NULL);
             }
         }
@@ -493,7 +494,7 @@ ig_status ig_data_stream_open(ig_data_stream **out, ig_ctx *ctx, const ig_data_o
         const char *p = st->prefixes[k];
         s = ig_dataset_open(&st->ds[k], ctx, &p, 1, err);
         if (s == IG_OK && ig_dataset_num_shards(st->ds[k]) == 1) {
-            ig_dtype dt = ig_shard_dtype(ig_dataset_shard(st->ds[k], 0));
+            ig_dtype dt = ig_dataset_dtype(st->ds[k]);
             st->fast[k] = IG_LITTLE_ENDIAN && (dt == IG_DTYPE_U16 || dt == IG_DTYPE_I32);
         }
     }

@@ -607,6 +607,62 @@ static void test_data_stream(void **state) {
     ig_ctx_free(ctx);
 }
 
+typedef struct lazy_reader {
+    const ig_dataset *ds;
+    uint64_t stride;
+    int bad;
+} lazy_reader;
+
+static void *read_lazy(void *arg) {
+    lazy_reader *r = arg;
+    uint64_t n = ig_dataset_sequences(r->ds);
+    ig_err err = {0};
+    for (int pass = 0; pass < 4; pass++)
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t k = (j * r->stride + (uint64_t)pass) % n;
+            int32_t got[2];
+            if (ig_dataset_read_tokens(r->ds, k, 0, 2, got, &err) != IG_OK ||
+                got[0] != (int32_t)k || got[1] != (int32_t)(k * 3 % 60000))
+                r->bad++;
+        }
+    return NULL;
+}
+
+/* A dataset of more shards than it keeps open, read by several threads at once: each read opens
+ * the shard it needs and the least recently used one no reader holds is closed (run under TSan). */
+static void test_lazy_dataset_threads(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    enum { N = IG_DATASET_OPEN_MAX + 64 };
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (int k = 0; k < N; k++) {
+        names[k] = strdup(igt_fmt("%s/t_%05d", dir, k));
+        uint16_t ids[2] = {(uint16_t)k, (uint16_t)(k * 3 % 60000)};
+        igt_write_tiny_shard(names[k], ids, 2);
+    }
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = 1;
+    co.log_level = IG_LOG_ERROR;
+    assert_int_equal(ig_ctx_create(&ctx, &co, &err), IG_OK);
+    ig_dataset *ds = NULL;
+    if (ig_dataset_open(&ds, ctx, (const char *const *)names, N, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    lazy_reader r[3] = {{ds, 1, 0}, {ds, 7919, 0}, {ds, 104729, 0}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&t[i], NULL, read_lazy, &r[i]), 0);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++) assert_int_equal(r[i].bad, 0);
+    ig_dataset_close(ds);
+    ig_ctx_free(ctx);
+    for (int k = 0; k < N; k++) free(names[k]);
+    free(names);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_union),
@@ -618,6 +674,7 @@ int main(void) {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_free_mid_flight),
         cmocka_unit_test(test_data_stream),
+        cmocka_unit_test(test_lazy_dataset_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,8 @@
  * every corruption the reader must name, verify, atomicity of the writer, and merge. */
 #include "testutil.h"
 
+#include <sys/mman.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -818,6 +820,106 @@ static void test_shard_list(void **state) {
     free(dir);
 }
 
+/* Mappings the process has now (lines of /proc/self/maps), or -1. */
+static long count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    long n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* Leaves only `room` of the process's mappings free (vm.max_map_count): a region of pages whose
+ * protections alternate, each page its own mapping. Returns the region (unmap it with *len), or
+ * NULL when the limit cannot be read. */
+static void *use_up_maps(long room, size_t *len) {
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long max = 0;
+    if (!f || fscanf(f, "%ld", &max) != 1) max = 0;
+    if (f) fclose(f);
+    long now = count_maps();
+    if (max <= 0 || now < 0 || max - now <= room) return NULL;
+    long pages = (max - now - room); /* each page becomes one mapping */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    *len = (size_t)pages * pg;
+    uint8_t *p = mmap(NULL, *len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    for (long i = 1; i < pages; i += 2) mprotect(p + (size_t)i * pg, pg, PROT_READ);
+    return p;
+}
+
+/* A shard list of more shards than a process can hold mapped two at a time: merge opens one at a
+ * time, a dataset keeps at most IG_DATASET_OPEN_MAX open and reads the rest on demand (60,000
+ * shards used to fail with "cannot map ...: Cannot allocate memory"). The test leaves the process
+ * fewer free mappings than two per shard. */
+static void test_many_shards(void **state) {
+    (void)state;
+    enum { N = IG_DATASET_OPEN_MAX + 300 };
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (int k = 0; k < N; k++) {
+        names[k] = strdup(igt_fmt("%s/s_%05d", dir, k));
+        /* shard k: one document of 1 + k % 3 tokens */
+        uint16_t ids[3] = {(uint16_t)(k % 1000), 7, (uint16_t)((k * 13) % 1000)};
+        igt_write_tiny_shard(names[k], ids, 1 + (size_t)(k % 3));
+    }
+    const char *list = strdup(igt_fmt("%s/s", dir));
+    ig_err err = {0};
+    assert_int_equal(ig_shard_list_write(list, (const char *const *)names, N, 0, &err), IG_OK);
+    char **inputs = NULL;
+    size_t n_inputs = 0;
+    assert_int_equal(ig_shard_list_expand(list, &inputs, &n_inputs, &err), IG_OK);
+    assert_int_equal(n_inputs, N);
+    size_t len = 0;
+    /* room for the shards a dataset keeps open and some to spare, but not for all of them */
+    void *hog = use_up_maps(2 * IG_DATASET_OPEN_MAX + 200, &len);
+    if (!hog) print_message("note: vm.max_map_count unreadable: the map pressure is left out\n");
+
+    ig_merge_opts mo = {0};
+    const char *out = igt_fmt("%s/merged", dir);
+    if (ig_shard_merge(ctx, (const char *const *)inputs, n_inputs, out, &mo, &err) != IG_OK)
+        fail_msg("merge: %s", err.msg);
+    ig_shard_list_free(inputs, n_inputs);
+    ig_dataset *ds = NULL;
+    if (ig_dataset_open(&ds, ctx, &list, 1, &err) != IG_OK) fail_msg("dataset: %s", err.msg);
+    assert_int_equal(ig_dataset_num_shards(ds), N);
+    assert_null(ig_dataset_shard(ds, 0)); /* opened on demand */
+    assert_string_equal(ig_dataset_shard_prefix(ds, N - 1), names[N - 1]);
+    /* every sequence, in an order that cycles through the shards several times */
+    uint64_t n_seqs = ig_dataset_sequences(ds);
+    assert_int_equal(n_seqs, N);
+    for (int pass = 0; pass < 3; pass++)
+        for (uint64_t j = 0; j < n_seqs; j++) {
+            uint64_t k = (j * 7919 + (uint64_t)pass) % n_seqs;
+            int32_t got[3];
+            size_t want_n = 1 + k % 3;
+            if (ig_dataset_read_tokens(ds, k, 0, want_n, got, &err) != IG_OK)
+                fail_msg("read %llu: %s", (unsigned long long)k, err.msg);
+            assert_int_equal(got[0], (int32_t)(k % 1000));
+            if (want_n == 3) assert_int_equal(got[2], (int32_t)((k * 13) % 1000));
+        }
+    ig_dataset_close(ds);
+    size_t checked = 0;
+    if (ig_shard_list_verify(ctx, list, &checked, &err) != IG_OK) fail_msg("verify: %s", err.msg);
+    assert_int_equal(checked, N);
+    if (hog) munmap(hog, len);
+    if (ig_shard_verify(ctx, out, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_shard *m = NULL;
+    assert_int_equal(ig_shard_open(&m, ctx, out, &err), IG_OK);
+    assert_int_equal(ig_shard_documents(m), N);
+    ig_shard_close(m);
+    for (int k = 0; k < N; k++) free(names[k]);
+    free(names);
+    free((char *)list);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_idx),           cmocka_unit_test(test_read_megatron_golden),
@@ -827,7 +929,8 @@ int main(void) {
         cmocka_unit_test(test_verify_vocab_and_ids), cmocka_unit_test(test_abort_leaves_nothing),
         cmocka_unit_test(test_no_overwrite),         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_dtype_names),          cmocka_unit_test(test_all_dtypes),
-        cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_manifest_hex_strict),
+        cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_many_shards),
+        cmocka_unit_test(test_manifest_hex_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
