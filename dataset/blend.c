@@ -209,6 +209,15 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         goto fail;
     }
     for (size_t k = 0; k < n; k++) raw[k] = sources[k].weight;
+    /* normalizing divides by the sum: one that overflows would make every weight 0 (and the
+     * blend empty); Megatron's numpy arithmetic would fail the same way */
+    if (!isfinite(ig_numpy_sum_f64(raw, n))) {
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "blend: the weights add up to more than a double holds (the first is "
+                        "%g); scale them down: only their ratios matter",
+                        raw[0]);
+        goto fail;
+    }
     ig_normalize_weights(raw, n, w);
 
     /* Per-source sizes and split ranges, and what their GPT indices will take, before any is

@@ -51,6 +51,12 @@ ig_status ig_split_parse(ig_split *out, const char *text, ig_err *err) {
     }
     if (w[0] + w[1] + w[2] <= 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "split \"%s\": all weights are 0", text);
+    /* normalizing divides by the sum: one that overflows would make every part 0 */
+    if (!isfinite(ig_numpy_sum_f64(w, 3)))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "split \"%s\": the weights add up to more than a double holds; scale "
+                          "them down (only their ratios matter, e.g. \"969,30,1\")",
+                          text);
     ig_normalize_weights(w, 3, out->weights);
     return IG_OK;
 }
