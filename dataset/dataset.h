@@ -149,6 +149,10 @@ typedef struct ig_merge_opts {
 ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs,
                          const char *out_prefix, const ig_merge_opts *opts, ig_err *err);
 
+/* An output prefix is the start of file names (PREFIX.bin, ...): IG_ERR_INVALID_ARG when its last
+ * part is empty ("dir/", which would write the hidden files dir/.bin ...), "." or "..". */
+ig_status ig_output_prefix_check(const char *prefix, ig_err *err);
+
 /* Removes a shard's files, manifest first (so that nothing is left that verifies). Missing files
  * are not an error; neither are others: this is cleanup after a failure. */
 void ig_shard_remove(const char *prefix);

@@ -78,6 +78,8 @@ ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char 
     ig_shard_writer_opts o = opts ? *opts : ig_shard_writer_opts_default();
     if (!prefix || !*prefix)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "empty output prefix for a token shard");
+    ig_status pst = ig_output_prefix_check(prefix, err);
+    if (pst != IG_OK) return pst;
     if (ig_dtype_size(o.dtype) == 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "dtype code %d is not a Megatron dtype (1..8)",
                           (int)o.dtype);

@@ -135,7 +135,8 @@ static ig_status exists_error(const scan *found, ig_err *err) {
 ig_status ig_output_prepare(ig_ctx *ctx, ig_output_spec *o, ig_err *err) {
     const char *out = o->prefix;
     o->marker = NULL;
-    if (!out || !*out) return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
+    ig_status pst = ig_output_prefix_check(out, err);
+    if (pst != IG_OK) return pst;
     /* a complete output is refused before the marker is touched (the common case: a rerun
      * without --force), so that its readers never see a marker appear over it */
     scan found;

@@ -668,8 +668,8 @@ static ig_status make_outputs(pipeline *p, ig_err *err) {
 
 static ig_status check_opts(const ig_preprocess_opts *o, ig_err *err) {
     if (!o->tokenizer) return ig_err_set(err, IG_ERR_INVALID_ARG, "no tokenizer given");
-    if (!o->output_prefix || !*o->output_prefix)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
+    ig_status pst = ig_output_prefix_check(o->output_prefix, err);
+    if (pst != IG_OK) return pst;
     if (o->n_inputs == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no input given");
     if (o->n_keys > IG_MAX_JSON_KEYS)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "at most %d JSON keys", IG_MAX_JSON_KEYS);
