@@ -241,7 +241,13 @@ ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out
 /* ig_read_file_max without a size cap, for files the program itself chose (benchmarks, tests). */
 ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
 
-/* An atomic file writer: writes go to "PATH.tmp.<pid>.<n>" in the same directory; commit flushes,
+/* A temporary's path beside path: "PATH.SUFFIX", or, when that name would be longer than a file
+ * name may be (NAME_MAX) though PATH's own fits, "DIR/<start of PATH's name>.~<xxh3 of the
+ * name>.SUFFIX". malloc'd; NULL when out of memory. */
+char *ig_temp_path(const char *path, const char *suffix);
+
+/* An atomic file writer: writes go to a temporary (ig_temp_path(PATH, "tmp.<pid>.<n>")) in the
+ * same directory, and messages name PATH, never the temporary; commit flushes,
  * fsyncs, renames over PATH and fsyncs the directory, so a crash leaves either no PATH (or the
  * old one) or the complete new one. abort (or free without commit) removes the temporary. With
  * overwrite == 0, create fails with IG_ERR_EXISTS when PATH exists. Not thread-safe. */

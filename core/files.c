@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -185,6 +186,26 @@ struct ig_atomic_file {
 
 static atomic_uint tmp_counter;
 
+char *ig_temp_path(const char *path, const char *suffix) {
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0, base = strlen(path) - dir;
+    size_t sl = strlen(suffix), n = strlen(path) + sl + 64;
+    char *out = malloc(n);
+    if (!out) return NULL;
+    if (base + 1 + sl <= NAME_MAX) {
+        snprintf(out, n, "%s.%s", path, suffix);
+        return out;
+    }
+    /* the target's name fits but not with the suffix: keep its start, and tell it apart from
+     * other long names by the hash of the whole name */
+    char hex[17];
+    ig_hash64_hex(ig_xxh3_64(path + dir, base), hex);
+    size_t keep = NAME_MAX - (2 + 16 + 1 + sl); /* ".~" HEX "." SUFFIX */
+    if (keep > base) keep = base;
+    snprintf(out, n, "%.*s%.*s.~%s.%s", (int)dir, path, (int)keep, path + dir, hex, suffix);
+    return out;
+}
+
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
                                 ig_err *err) {
     *out = NULL;
@@ -192,20 +213,24 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
         ig_err_set(err, IG_ERR_EXISTS, "%s already exists", path);
         return ig_err_fix(err, "overwrite", NULL);
     }
+    const char *slash = strrchr(path, '/');
+    if (strlen(slash ? slash + 1 : path) > NAME_MAX) /* refused now, not after writing it all */
+        return ig_err_errno(err, ENAMETOOLONG, "cannot create %s", path);
     ig_atomic_file *af = calloc(1, sizeof *af);
     if (!af) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     af->overwrite = overwrite;
     af->path = strdup(path);
-    size_t n = strlen(path) + 64;
-    af->tmp = malloc(n);
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "tmp.%ld.%u", (long)getpid(),
+             atomic_fetch_add(&tmp_counter, 1));
+    af->tmp = ig_temp_path(path, suffix);
     if (!af->path || !af->tmp) {
         ig_atomic_file_abort(af);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    snprintf(af->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1));
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ig_status st = ig_err_errno(err, errno, "cannot create %s", af->tmp);
+    if (fd < 0) { /* messages name the file being written, never the temporary */
+        ig_status st = ig_err_errno(err, errno, "cannot create %s", path);
         free(af->tmp);
         af->tmp = NULL;
         ig_atomic_file_abort(af);
@@ -224,7 +249,7 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
 
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err) {
     if (len && fwrite(data, 1, len, af->f) != len)
-        return ig_err_errno(err, errno, "cannot write %s", af->tmp);
+        return ig_err_errno(err, errno, "cannot write %s", af->path);
     af->size += len;
     return IG_OK;
 }
@@ -244,12 +269,12 @@ uint64_t ig_atomic_file_size(const ig_atomic_file *af) {
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     ig_status st = IG_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) {
-        st = ig_err_errno(err, errno, "cannot write %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot write %s", af->path);
     } else if (fsync(fileno(af->f)) != 0) {
-        st = ig_err_errno(err, errno, "cannot fsync %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot fsync %s", af->path);
     }
     if (fclose(af->f) != 0 && st == IG_OK)
-        st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot write %s", af->path);
     af->f = NULL;
     if (st == IG_OK && !af->overwrite) {
         /* never clobber unless asked to overwrite, even a target that appeared meanwhile: link()
@@ -264,6 +289,8 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
             if (e == EEXIST) {
                 ig_err_set(err, IG_ERR_EXISTS, "%s already exists", af->path);
                 st = ig_err_fix(err, "overwrite", NULL);
+            } else if (e != 0 && e != EPERM && e != ENOSYS && e != EINVAL && e != EOPNOTSUPP) {
+                st = ig_err_errno(err, e, "cannot create %s", af->path);
             } else if (e != 0) {
                 ig_err_errno(err, e,
                              "cannot create %s without replacing it (this file system supports "
@@ -273,7 +300,7 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
             }
         }
     } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
-        st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
+        st = ig_err_errno(err, errno, "cannot move the new %s into place", af->path);
     }
     unlink(af->tmp);
     if (st == IG_OK) st = ig_fsync_parent_dir(af->path, err);

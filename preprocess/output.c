@@ -20,8 +20,8 @@ void ig_output_stem(const ig_output_spec *o, size_t k, char *buf, size_t cap) {
 
 /* What a file in the output's directory is to stem S: S[_rRRRR][_NNNNN] followed by a manifest
  * (.json, .shards.json) or data extension, or a temporary of one of those, of the run marker or
- * of the shard writer's length spill (... .tmp.*). Matched literally: a prefix may hold glob
- * characters. */
+ * of the shard writer's length spill (... .tmp.*; for long names a shortened one, see
+ * short_temp_of). Matched literally: a prefix may hold glob characters. */
 enum { OUT_MANIFEST = 1, OUT_DATA = 2, OUT_TEMP = 4 };
 
 /* 1 when rest is ext exactly, 2 when it is a temporary of it (ext.tmp.*), else 0. */
@@ -32,8 +32,21 @@ static int match_ext(const char *rest, const char *ext) {
     return strncmp(rest + el, ".tmp.", 5) == 0 ? 2 : 0;
 }
 
+/* A temporary whose name was shortened because the file it stands for has a long name
+ * (ig_temp_path: "<start of the name>.~<16 hex>.SUFFIX") and whose visible start is stem's, or a
+ * long start of it. */
+static int short_temp_of(const char *name, const char *stem) {
+    const char *t = strstr(name, ".~");
+    if (!t || strspn(t + 2, "0123456789abcdef") != 16 || t[18] != '.' || !strstr(t + 18, ".tmp."))
+        return 0;
+    size_t visible = (size_t)(t - name), sl = strlen(stem);
+    if (visible >= sl) return strncmp(name, stem, sl) == 0;
+    return visible >= 200 && strncmp(name, stem, visible) == 0;
+}
+
 static int output_kind(const ig_output_spec *o, const char *name, const char *stem) {
     size_t sl = strlen(stem);
+    if (short_temp_of(name, stem)) return OUT_TEMP;
     if (strncmp(name, stem, sl) != 0) return 0;
     const char *rest = name + sl;
     if (rest[0] == '_' && rest[1] == 'r' && strspn(rest + 2, "0123456789") == 4) rest += 6;

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -684,6 +685,36 @@ static ig_status check_opts(const ig_preprocess_opts *o, ig_err *err) {
     return IG_OK;
 }
 
+/* Keeps in worst the candidate name a + b whose file-name part is the longest. */
+static void note_name(char *worst, size_t cap, size_t *worst_len, const char *a, const char *b) {
+    const char *slash = strrchr(a, '/');
+    size_t len = strlen(slash ? slash + 1 : a) + strlen(b);
+    if (len > *worst_len) {
+        *worst_len = len;
+        snprintf(worst, cap, "%s%s", a, b);
+    }
+}
+
+/* Every file the run will name fits in a file name (NAME_MAX): checked before anything is
+ * written, rather than failing at the last shard list after hours of work. */
+static ig_status check_name_lengths(const pipeline *p, ig_err *err) {
+    char worst[8192] = "", stem[4096];
+    size_t worst_len = 0;
+    note_name(worst, sizeof worst, &worst_len, p->o->output_prefix, ".incomplete");
+    for (size_t k = 0; k < p->n_keys; k++) {
+        note_name(worst, sizeof worst, &worst_len, p->outs[k].base,
+                  p->o->shard_size ? "_00000.json" : ".json");
+        ig_output_stem(&p->spec, k, stem, sizeof stem);
+        if (p->o->shard_size || p->world > 1)
+            note_name(worst, sizeof worst, &worst_len, stem, ".shards.json");
+    }
+    if (worst_len <= NAME_MAX) return IG_OK;
+    return ig_err_set(err, IG_ERR_INVALID_ARG,
+                      "output prefix %s is too long: the run would write %s, a file name of %zu "
+                      "bytes, more than a file name may hold (%d); give a shorter prefix",
+                      p->o->output_prefix, worst, worst_len, NAME_MAX);
+}
+
 /* Everything before the output is touched: the inputs (this rank's share), the output names,
  * the batch pool. */
 static ig_status setup(pipeline *p, ig_err *err) {
@@ -695,6 +726,7 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if (s != IG_OK) return s;
     p->st->files = p->n_files;
     if ((s = make_outputs(p, err)) != IG_OK) return s;
+    if ((s = check_name_lengths(p, err)) != IG_OK) return s;
     p->n_workers = p->o->workers > 0 ? p->o->workers : ig_ctx_threads(p->ctx);
     if (p->n_workers > 256) p->n_workers = 256;
     p->pool_n = (size_t)p->n_workers * POOL_PER_WORKER + 2;

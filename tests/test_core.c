@@ -606,6 +606,48 @@ static void test_memory_check(void **state) {
     assert_non_null(strstr(err.msg, ": ask for less"));
 }
 
+/* Temporaries: "PATH.SUFFIX", shortened (and told apart by a hash) when that name would not fit;
+ * messages name the target, never the temporary. */
+static void test_temp_names(void **state) {
+    (void)state;
+    char *t = ig_temp_path("dir/x.bin", "tmp.12.0");
+    assert_string_equal(t, "dir/x.bin.tmp.12.0");
+    free(t);
+    char name[256];
+    memset(name, 'n', 250);
+    strcpy(name + 250, ".bin"); /* 254 bytes: fits, but not with ".tmp.12.0" */
+    char *path = strdup(igt_fmt("dir/%s", name));
+    t = ig_temp_path(path, "tmp.12.0");
+    const char *base = strrchr(t, '/') + 1;
+    assert_true(strlen(base) <= 255);
+    assert_memory_equal(base, name, 200);
+    assert_non_null(strstr(base, ".~"));
+    assert_string_equal(base + strlen(base) - 9, ".tmp.12.0");
+    char *again = ig_temp_path(path, "tmp.12.0");
+    assert_string_equal(t, again); /* the same for the same name */
+    free(again);
+    free(t);
+    free(path);
+    ig_err err = {0};
+    ig_atomic_file *af = NULL;
+    char *dir = igt_mkdtemp();
+    const char *missing = igt_fmt("%s/no/such/dir/out.bin", dir);
+    assert_int_equal(ig_atomic_file_create(&af, missing, 0, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "cannot create"));
+    assert_non_null(strstr(err.msg, "out.bin: No such file"));
+    assert_null(strstr(err.msg, ".tmp."));
+    /* a target whose own name does not fit is refused before anything is written */
+    char big[300];
+    memset(big, 'b', 256);
+    big[256] = '\0';
+    assert_int_equal(ig_atomic_file_create(&af, igt_fmt("%s/%s", dir, big), 0, &err), IG_ERR_IO);
+    assert_non_null(strstr(err.msg, "File name too long"));
+    assert_null(strstr(err.msg, ".tmp."));
+    assert_int_equal(igt_count_entries(dir), 0);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 static void test_atomic_file(void **state) {
     (void)state;
     char *dir = igt_mkdtemp();
@@ -1184,6 +1226,7 @@ int main(void) {
         cmocka_unit_test(test_mapped_file),
         cmocka_unit_test(test_read_file_refuses),
         cmocka_unit_test(test_memory_check),
+        cmocka_unit_test(test_temp_names),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),
