@@ -55,6 +55,7 @@ struct ig_loader {
     int depth;
     uint64_t next_claim;  /* next micro-batch index a worker will fill */
     uint64_t next_out;    /* next micro-batch index the consumer will get */
+    uint64_t end;         /* micro-batches of the stream: their samples are all below 2^64 - 1 */
     int held;             /* the consumer holds slot next_out - 1 */
     int stop;             /* ig_loader_free was called */
     int failed;           /* a worker failed: claim nothing more */
@@ -248,6 +249,7 @@ static int consumer_may_go(const ig_loader *ld) {
     const uint64_t depth = (uint64_t)ld->depth;
     for (uint64_t t = 0; t < (uint64_t)ld->wake_at; t++) {
         uint64_t k = ld->next_out + t;
+        if (k >= ld->end) return 1; /* none come after the end of the stream */
         const slot *s = &ld->slots[k % depth];
         if (k >= ld->next_claim || s->k != k || s->state == SLOT_FILLING)
             return t > 0 && ld->failed;
@@ -262,7 +264,8 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&ld->mu);
     while (!ld->stop) {
         uint64_t floor = ld->next_out - (uint64_t)ld->held;
-        if (ld->failed || ld->next_claim - floor >= (uint64_t)ld->depth) {
+        if (ld->failed || ld->next_claim - floor >= (uint64_t)ld->depth ||
+            ld->next_claim >= ld->end) {
             ld->idle_workers++;
             pthread_cond_wait(&ld->cv_work, &ld->mu);
             ld->idle_workers--;
@@ -391,6 +394,9 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     ld->depth = o.prefetch_threads > 0 ? o.prefetch_depth : 1;
     ld->wake_at = (ld->depth + 1) / 2;
     ld->next_out = ld->next_claim = start ? start->consumed_samples / per_micro : 0;
+    /* sample ids are 64-bit: the stream ends before micro-batch indices (and the workers' claims
+     * on them) could wrap around, which deadlocked a loader resumed near 2^64 samples */
+    ld->end = UINT64_MAX / per_micro;
 
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_work, NULL);
@@ -493,6 +499,14 @@ ig_status ig_loader_next(ig_loader *ld, ig_batch *out, ig_err *err) {
     if (ld->sticky != IG_OK) {
         if (err) *err = ld->sticky_err;
         return ld->sticky;
+    }
+    if (ld->next_out >= ld->end) {
+        ig_err e;
+        ig_err_set(&e, IG_ERR_INVALID_ARG,
+                   "loader: the sample stream ends at 2^64 - 1 samples: there is no micro-batch "
+                   "after %llu consumed samples",
+                   (unsigned long long)(ld->next_out * ld->per_micro));
+        return fail_sticky(ld, e.status, &e, err);
     }
     if (ld->n_threads == 0) { /* synchronous: fill the one slot here */
         slot *s = &ld->slots[0];

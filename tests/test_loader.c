@@ -393,6 +393,40 @@ static void test_error_propagation(void **state) {
     ig_ctx_free(ctx);
 }
 
+/* The end of the stream: sample ids are 64-bit, so a loader resumed near 2^64 samples gives the
+ * micro-batches whose samples are all below 2^64 - 1, then an error, with any number of prefetch
+ * threads (its workers' claims used to wrap around to 0 and the consumer waited forever). */
+static void test_end_of_stream(void **state) {
+    (void)state;
+    ig_ctx *ctx = new_ctx();
+    synth sy;
+    synth_init(&sy, 50, 4, 7);
+    const uint32_t Bs[] = {1, 2, 3};
+    for (int rep = 0; rep < 20; rep++)
+        for (int threads = 0; threads <= 2; threads += 2)
+            for (size_t bi = 0; bi < 3; bi++) {
+                uint32_t B = Bs[bi];
+                uint64_t end = UINT64_MAX / B; /* micro-batches of the stream */
+                ig_loader_state st0 = {.consumed_samples = (end - 3) * B};
+                ig_loader *probe = open_loader(ctx, &sy, B, 1, 1, 0, 0, 1, NULL);
+                st0.index_key = ig_loader_state_get(probe).index_key;
+                ig_loader_free(probe);
+                ig_loader *ld = open_loader(ctx, &sy, B, 1, 1, 0, threads, 4, &st0);
+                ig_batch b;
+                ig_err err = {0};
+                for (int i = 0; i < 3; i++) {
+                    if (ig_loader_next(ld, &b, &err) != IG_OK) fail_msg("%s", err.msg);
+                    assert_true(b.sample_ids[B - 1] == (end - 3 + (uint64_t)i) * B + B - 1);
+                }
+                assert_int_equal(ig_loader_next(ld, &b, &err), IG_ERR_INVALID_ARG);
+                assert_non_null(strstr(err.msg, "the sample stream ends at 2^64 - 1 samples"));
+                assert_int_equal(ig_loader_next(ld, &b, &err), IG_ERR_INVALID_ARG); /* sticky */
+                ig_loader_free(ld);
+            }
+    synth_done(&sy);
+    ig_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     ig_ctx *ctx = new_ctx();
@@ -671,6 +705,7 @@ int main(void) {
         cmocka_unit_test(test_infinite_blocks),
         cmocka_unit_test(test_prefetch_variations),
         cmocka_unit_test(test_error_propagation),
+        cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_free_mid_flight),
         cmocka_unit_test(test_data_stream),
