@@ -74,6 +74,9 @@ ig_status ig_split_range(const ig_split *split, ig_split_part part, uint64_t n, 
                           "split %g,%g,%g leaves the %s part empty (its weight is 0); give it a "
                           "weight or use another part",
                           w[0], w[1], w[2], part_names[part]);
+    if (n == 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "there are no sequences to split (the data holds no tokens)");
     double dn = (double)n;
     uint64_t b = (uint64_t)nearbyint(bookend[part] * dn);
     uint64_t e = (uint64_t)nearbyint(bookend[part + 1] * dn);

@@ -80,6 +80,9 @@ ig_status ig_data_parse_paths(char *const *args, size_t n, const char **prefixes
         if (parse_weight(args[0], &w))
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "'%s' looks like a weight, but no prefix follows it", args[0]);
+        if (!*args[0])
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "the data argument is empty: expected a shard prefix");
         prefixes[0] = args[0];
         *n_sources = 1;
         return IG_OK;
@@ -89,6 +92,10 @@ ig_status ig_data_parse_paths(char *const *args, size_t n, const char **prefixes
                           "%zu data arguments: expected one prefix alone, or pairs W1 P1 W2 P2 "
                           "... (a weight before each prefix)",
                           n);
+    for (size_t i = 1; i < n; i += 2)
+        if (!*args[i])
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "data argument %zu is empty: expected a shard prefix", i + 1);
     for (size_t i = 0; i < n; i += 2) {
         if (!parse_weight(args[i], &weights[i / 2]))
             return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -493,6 +500,11 @@ ig_status ig_data_stream_open(ig_data_stream **out, ig_ctx *ctx, const ig_data_o
         if (opts->weights) st->weights[k] = opts->weights[k];
         const char *p = st->prefixes[k];
         s = ig_dataset_open(&st->ds[k], ctx, &p, 1, err);
+        if (s == IG_OK && ig_dataset_tokens(st->ds[k]) == 0)
+            s = ig_err_set(err, IG_ERR_INVALID_ARG,
+                           "%s: its %llu documents hold no tokens: there is nothing to sample "
+                           "(were the texts of its inputs empty?)",
+                           p, (unsigned long long)ig_dataset_documents(st->ds[k]));
         if (s == IG_OK && ig_dataset_num_shards(st->ds[k]) == 1) {
             ig_dtype dt = ig_dataset_dtype(st->ds[k]);
             st->fast[k] = IG_LITTLE_ENDIAN && (dt == IG_DTYPE_U16 || dt == IG_DTYPE_I32);
