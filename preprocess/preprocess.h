@@ -102,9 +102,10 @@ ig_input_kind ig_input_kind_of(const char *path, int txt_lines);
 /* A record is the raw bytes of one document before parsing: one JSON line, or a whole .txt file,
  * or one .txt line. Records are produced in file order by one thread; parsing is thread-safe and
  * is done by the pipeline's workers.
+ * - Every kind: a UTF-8 byte order mark (EF BB BF) at the start of the input is dropped: it marks
+ *   the encoding and is not text (byte offsets stay those of the file).
  * - JSONL: one record per line without its '\n' (a '\r' before it stays: JSON whitespace); lines
- *   that are empty or only spaces/tabs/'\r' are skipped; a UTF-8 BOM at the start is dropped; a
- *   last line without '\n' counts.
+ *   that are empty or only spaces/tabs/'\r' are skipped; a last line without '\n' counts.
  * - TXT_LINES: each line without "\n" or "\r\n"; empty lines are skipped, others kept as they are.
  * - TXT: one record, the whole file (an empty file is one empty record), line 1, offset 0.
  * Line numbers count every line of the input, skipped ones included. */

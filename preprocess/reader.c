@@ -380,6 +380,17 @@ static ig_status next_txt(ig_record_reader *r, ig_record *rec, int *has, ig_err 
     return IG_OK;
 }
 
+/* A UTF-8 byte order mark at the start of the input marks the encoding; it is not text (nor JSON):
+ * dropped from the first record of every kind of input, so that a .txt and a .jsonl with a BOM
+ * give the same tokens as without one. Offsets stay those of the file. */
+static void strip_bom(ig_record *rec) {
+    if (rec->byte_offset == 0 && rec->len >= 3 && memcmp(rec->data, "\xEF\xBB\xBF", 3) == 0) {
+        rec->data += 3;
+        rec->len -= 3;
+        rec->byte_offset = 3;
+    }
+}
+
 ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, ig_err *err) {
     *has = 0;
     if (r->lcap > LINE_BUF_KEEP) { /* do not pin a huge buffer */
@@ -387,20 +398,19 @@ ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, i
         r->lbuf = NULL;
         r->lcap = r->llen = 0;
     }
-    if (r->kind == IG_INPUT_TXT) return next_txt(r, rec, has, err);
+    if (r->kind == IG_INPUT_TXT) {
+        ig_status st = next_txt(r, rec, has, err);
+        if (st == IG_OK && *has) strip_bom(rec);
+        return st;
+    }
     for (;;) {
         ig_status st = next_line(r, rec, has, err);
         if (st != IG_OK || !*has) return st;
+        strip_bom(rec);
         if (r->kind == IG_INPUT_TXT_LINES) {
             if (rec->len > 0 && rec->data[rec->len - 1] == '\r') rec->len--; /* CRLF */
             if (rec->len > 0) return IG_OK;
             continue;
-        }
-        /* JSONL: a UTF-8 byte order mark at the start of the input is not part of the JSON */
-        if (rec->byte_offset == 0 && rec->len >= 3 && memcmp(rec->data, "\xEF\xBB\xBF", 3) == 0) {
-            rec->data += 3;
-            rec->len -= 3;
-            rec->byte_offset = 3;
         }
         if (!json_blank(rec->data, rec->len)) return IG_OK;
     }

@@ -760,6 +760,32 @@ static void test_txt_modes(void **state) {
     assert_int_equal(d.n, 1);
     assert_string_equal(d.text[0], "first\r\n\nsecond line\n\r\n  \nlast");
     docs_free(&d);
+    /* a UTF-8 byte order mark is dropped from .txt as from .jsonl (it was kept as text, so the
+     * same words tokenized differently); an invalid byte after it keeps its file offset */
+    const char *b = igt_fmt("%s/bom.txt", g_dir);
+    write_str(b, "\xEF\xBB\xBFhello\nworld\n");
+    if (read_docs(b, IG_INPUT_TXT, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.text[0], "hello\nworld\n");
+    docs_free(&d);
+    if (read_docs(b, IG_INPUT_TXT_LINES, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.text[0], "hello");
+    assert_int_equal(d.line[0], 1);
+    docs_free(&d);
+    write_str(b, "\xEF\xBB\xBF\n\nx\n"); /* a BOM alone on the first line: an empty line */
+    if (read_docs(b, IG_INPUT_TXT_LINES, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.text[0], "x");
+    assert_int_equal(d.line[0], 3);
+    docs_free(&d);
+    write_str(b, "\xEF\xBB\xBFok\xFF");
+    expect_fail(b, IG_INPUT_TXT, IG_ERR_FORMAT, b, "invalid UTF-8 at byte offset 5");
+    const char *bj = igt_fmt("%s/bom.jsonl", g_dir);
+    write_str(bj, "\xEF\xBB\xBF{\"text\": \"hello\\nworld\\n\"}\n");
+    if (read_docs(bj, IG_INPUT_JSONL, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_string_equal(d.text[0], "hello\nworld\n"); /* the same text as the .txt's */
+    docs_free(&d);
     /* an empty .txt file is one empty document */
     const char *e = igt_fmt("%s/empty.txt", g_dir);
     write_str(e, "");
