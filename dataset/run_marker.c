@@ -7,8 +7,8 @@
  * moment on one output exclusive (a marker that is only a file lets both see "no marker", both
  * write one and both go ahead), and the kernel drops it when the run dies, so a killed run's
  * marker is told from a live one's without trusting a pid. Markers without a lock (written by
- * ig_run_marker_create, or by an older ingot) still count as live while their pid is alive on
- * this host.
+ * ig_run_marker_create, by an older ingot, or on a file system without such locks) still count
+ * as live while their pid is alive on this host.
  */
 #include "dataset/dataset.h"
 
@@ -165,16 +165,12 @@ ig_status ig_run_marker_acquire(ig_run_marker **out, const char *base, int *had_
             goto fail;
         }
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-        if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-            int e = errno;
+        /* a file system without such locks (EINVAL, ENOLCK, ...) leaves the pid check below */
+        if (fcntl(fd, F_OFD_SETLK, &fl) != 0 && (errno == EAGAIN || errno == EACCES)) {
             char old[1024];
             read_text(fd, old, sizeof old);
             close(fd);
-            if (e == EAGAIN || e == EACCES) {
-                st = live_error(err, base, text_pid(old));
-            } else {
-                st = ig_err_errno(err, e, "cannot lock %s", path);
-            }
+            st = live_error(err, base, text_pid(old));
             goto fail;
         }
         /* locked; but the file may have been removed (its run committed) or replaced between
