@@ -52,23 +52,22 @@ run "an empty prefix in a blend" 2 "$ING" samples --seq-len 16 --samples 10 1 s 
 
 # ---- samples: every printed step can be given back as --start ----
 last() { tail -n 1 | sed 's/^step=\([0-9]*\) .*/\1/'; }
-for g in "--micro-batch 1" "--micro-batch 2" "--dp 3 --rank 2"; do
-    # the largest --start accepted for this global batch, one step
-    case "$g" in
-    "--micro-batch 1") max=18446744073709551614 ;;
-    "--micro-batch 2") max=9223372036854775806 ;;
-    *) max=6148914691236517204 ;; # (2^64 - 1) / 3 - 1
-    esac
+# GLOBAL-BATCH-ARGS, the largest --start accepted for one step, the one before, the one after
+# (written out: they do not fit the shell's signed arithmetic)
+while read -r g max prev next; do
     run "samples $g --start $max" 0 "$ING" samples --seq-len 16 --samples 10 $g --start "$max" s &&
         check "samples $g: the step printed is the one asked for" test "$(last <<<"$out")" = "$max"
-    run "samples $g --start $((max)) + 1" 2 "$ING" samples --seq-len 16 --samples 10 $g \
-        --start "$(echo "$max + 1" | bc)" s && expect "past the end ($g)" "past 2^64 samples" "$err"
-    # two steps before it: the last printed is the largest, and it is accepted back
-    prev=$(echo "$max - 1" | bc)
+    run "samples $g --start $next" 2 "$ING" samples --seq-len 16 --samples 10 $g --start "$next" s &&
+        expect "past the end ($g)" "past 2^64 samples" "$err"
+    # two steps from the one before: the last printed is the largest, and it is accepted back
     run "samples $g --start $prev --steps 2" 0 "$ING" samples --seq-len 16 --samples 10 $g \
         --start "$prev" --steps 2 s && check "samples $g: last step $max" test "$(last <<<"$out")" = "$max"
     run "samples $g --start $prev --steps 3" 2 "$ING" samples --seq-len 16 --samples 10 $g \
         --start "$prev" --steps 3 s && pass
-done
+done <<'LIST'
+--micro-batch=1 18446744073709551614 18446744073709551613 18446744073709551615
+--micro-batch=2 9223372036854775806 9223372036854775805 9223372036854775807
+--dp=3 6148914691236517204 6148914691236517203 6148914691236517205
+LIST
 
 ig_end
