@@ -580,7 +580,8 @@ ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, co
 ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err) {
     char *text;
     size_t len;
-    ig_status st = ig_read_file(path, &text, &len, err);
+    /* a config is a few KB: a cap stops the wrong file (/dev/zero, a FIFO: refused) early */
+    ig_status st = ig_read_file_max(path, (size_t)16 << 20, &text, &len, err);
     if (st != IG_OK) return st;
     st = ig_config_load_string(cfg, text, len, path, err);
     free(text);

@@ -153,6 +153,22 @@ int ig_cfg_parse_value(const ig_cfg_key *k, const char *text, cfg_val *out, char
         if (!*text || isspace((unsigned char)*text)) break;
         char *end;
         errno = 0;
+        if (!k->is_signed && k->size == 8 && text[0] == '-') {
+            snprintf(why, cap, "must be >= 0, got %.60s", text);
+            return 0;
+        }
+        if (!k->is_signed && k->size == 8) { /* a uint64_t: all of its range */
+            unsigned long long u = strtoull(text, &end, 10);
+            if (*end) break;
+            if (errno == ERANGE) {
+                snprintf(why, cap, "integer '%.60s' is out of range", text);
+                return 0;
+            }
+            if (out_of_range(k, (double)u, text, why, cap)) return 0;
+            out->i = (int64_t)u;
+            ok = 1;
+            break;
+        }
         long long v = strtoll(text, &end, 10);
         if (*end) break;
         if (errno == ERANGE) {
@@ -319,8 +335,8 @@ static ig_status bind_int(const ig_cfg_key *k, char *field, int64_t v, ig_err *e
     case 4:
         fits = k->is_signed ? v >= INT32_MIN && v <= INT32_MAX : v >= 0 && v <= (int64_t)UINT32_MAX;
         break;
-    case 8:
-        fits = k->is_signed || v >= 0;
+    case 8: /* an unsigned one holds the bits of a value parsed as unsigned (never negative) */
+        fits = 1;
         break;
     default:
         return ig_err_set(err, IG_ERR_INTERNAL, "%s: bound to a field of %zu bytes", k->path,

@@ -234,10 +234,20 @@ typedef struct ig_mapped_file {
 ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err);
 void ig_mapped_file_close(ig_mapped_file *mf); /* safe on a zeroed or closed struct */
 
-/* Reads a whole file into a NUL-terminated heap buffer (free with free()). */
+/* Reads a whole regular file of at most max bytes into a NUL-terminated heap buffer (free with
+ * free()). A device, pipe or directory is IG_ERR_INVALID_ARG (never read: /dev/zero would fill
+ * memory, a FIFO hang), as is a file larger than max: give each kind of file its cap. */
+ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out_len, ig_err *err);
+/* ig_read_file_max without a size cap, for files the program itself chose (benchmarks, tests). */
 ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
 
-/* An atomic file writer: writes go to "PATH.tmp.<pid>.<n>" in the same directory; commit flushes,
+/* A temporary's path beside path: "PATH.SUFFIX", or, when that name would be longer than a file
+ * name may be (NAME_MAX) though PATH's own fits, "DIR/<start of PATH's name>.~<xxh3 of the
+ * name>.SUFFIX". malloc'd; NULL when out of memory. */
+char *ig_temp_path(const char *path, const char *suffix);
+
+/* An atomic file writer: writes go to a temporary (ig_temp_path(PATH, "tmp.<pid>.<n>")) in the
+ * same directory, and messages name PATH, never the temporary; commit flushes,
  * fsyncs, renames over PATH and fsyncs the directory, so a crash leaves either no PATH (or the
  * old one) or the complete new one. abort (or free without commit) removes the temporary. With
  * overwrite == 0, create fails with IG_ERR_EXISTS when PATH exists. Not thread-safe. */
@@ -283,6 +293,16 @@ void ig_advise_hugepages(void *p, size_t n);
  * main thread and its handlers, never a worker in the middle of a system call. Returns
  * pthread_create's result. */
 int ig_thread_start(void *thread, void *(*fn)(void *), void *arg); /* thread: a pthread_t * */
+
+/* The memory this process can count on: the smallest of the machine's physical memory, its
+ * cgroup's memory limit and its address-space limit (RLIMIT_AS); *what (may be NULL) names which
+ * ("this machine's memory", ...). */
+uint64_t ig_memory_limit(const char **what);
+/* Before allocating something large: IG_OK when need bytes fit in ig_memory_limit(), else
+ * IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than this machine's memory (M GB): FIX"
+ * (fix may be NULL), so that a request that cannot fit is refused with the figures instead of
+ * ending in the kernel's OOM killer. */
+ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err);
 
 /* Monotonic time in seconds. */
 double ig_now(void);

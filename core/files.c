@@ -10,18 +10,20 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 ig_status ig_mapped_file_open(ig_mapped_file *mf, const char *path, ig_err *err) {
     memset(mf, 0, sizeof *mf);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) return ig_err_errno(err, errno, "cannot open %s", path);
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -61,37 +63,90 @@ void ig_mapped_file_close(ig_mapped_file *mf) {
     memset(mf, 0, sizeof *mf);
 }
 
-ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err) {
+/* Opens path for reading without blocking on a FIFO (whose open waits for a writer) and checks
+ * that it is a regular file: *fd and *size, or an error. */
+static ig_status open_regular(const char *path, int *fd, uint64_t *size, ig_err *err) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) return ig_err_errno(err, errno, "cannot open %s", path);
+    struct stat st;
+    if (fstat(*fd, &st) != 0) {
+        int e = errno;
+        close(*fd);
+        return ig_err_errno(err, e, "cannot stat %s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(*fd);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is not a regular file (it is a %s): give the path of a file", path,
+                          S_ISDIR(st.st_mode)                          ? "directory"
+                          : S_ISFIFO(st.st_mode)                       ? "pipe"
+                          : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device"
+                                                                       : "socket");
+    }
+    *size = (uint64_t)st.st_size;
+    return IG_OK;
+}
+
+ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out_len, ig_err *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ig_err_errno(err, errno, "cannot open %s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf = nb;
-        }
+    uint64_t size = 0;
+    int fd = -1;
+    ig_status st = open_regular(path, &fd, &size, err);
+    if (st != IG_OK) return st;
+    char big[32], cap[32];
+    if (size > max) {
+        close(fd);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is %s, more than the %s ingot reads of such a file: is it the right "
+                          "file?",
+                          path, ig_format_bytes((double)size, big, sizeof big),
+                          ig_format_bytes((double)max, cap, sizeof cap));
     }
-    int bad = ferror(f), e = errno;
-    fclose(f);
+    /* the size can change while the file is read: read up to max + 1 bytes, growing as needed */
+    size_t len = 0, room = (size_t)size + 1;
+    char *buf = malloc(room + 1);
+    while (buf) {
+        if (len == room) {
+            if (room > max) {
+                st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                                "%s grew past %s while it was read: is it the right file?", path,
+                                ig_format_bytes((double)max, cap, sizeof cap));
+                break;
+            }
+            size_t next = room > max / 2 ? max + 1 : room * 2;
+            char *nb = realloc(buf, next + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            room = next;
+        }
+        ssize_t n = read(fd, buf + len, room - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = ig_err_errno(err, errno, "cannot read %s", path);
+            break;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+    }
+    close(fd);
     if (!buf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", path);
-    if (bad) {
+    if (st != IG_OK) {
         free(buf);
-        return ig_err_errno(err, e, "cannot read %s", path);
+        return st;
     }
     buf[len] = '\0';
     *out = buf;
     if (out_len) *out_len = len;
     return IG_OK;
+}
+
+ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err) {
+    return ig_read_file_max(path, SIZE_MAX - 1, out, out_len, err);
 }
 
 int ig_file_exists(const char *path) {
@@ -132,6 +187,26 @@ struct ig_atomic_file {
 
 static atomic_uint tmp_counter;
 
+char *ig_temp_path(const char *path, const char *suffix) {
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0, base = strlen(path) - dir;
+    size_t sl = strlen(suffix), n = strlen(path) + sl + 64;
+    char *out = malloc(n);
+    if (!out) return NULL;
+    if (base + 1 + sl <= NAME_MAX) {
+        snprintf(out, n, "%s.%s", path, suffix);
+        return out;
+    }
+    /* the target's name fits but not with the suffix: keep its start, and tell it apart from
+     * other long names by the hash of the whole name */
+    char hex[17];
+    ig_hash64_hex(ig_xxh3_64(path + dir, base), hex);
+    size_t keep = NAME_MAX - (2 + 16 + 1 + sl); /* ".~" HEX "." SUFFIX */
+    if (keep > base) keep = base;
+    snprintf(out, n, "%.*s%.*s.~%s.%s", (int)dir, path, (int)keep, path + dir, hex, suffix);
+    return out;
+}
+
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
                                 ig_err *err) {
     *out = NULL;
@@ -139,20 +214,24 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
         ig_err_set(err, IG_ERR_EXISTS, "%s already exists", path);
         return ig_err_fix(err, "overwrite", NULL);
     }
+    const char *slash = strrchr(path, '/');
+    if (strlen(slash ? slash + 1 : path) > NAME_MAX) /* refused now, not after writing it all */
+        return ig_err_errno(err, ENAMETOOLONG, "cannot create %s", path);
     ig_atomic_file *af = calloc(1, sizeof *af);
     if (!af) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     af->overwrite = overwrite;
     af->path = strdup(path);
-    size_t n = strlen(path) + 64;
-    af->tmp = malloc(n);
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "tmp.%ld.%u", (long)getpid(),
+             atomic_fetch_add(&tmp_counter, 1));
+    af->tmp = ig_temp_path(path, suffix);
     if (!af->path || !af->tmp) {
         ig_atomic_file_abort(af);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    snprintf(af->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1));
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ig_status st = ig_err_errno(err, errno, "cannot create %s", af->tmp);
+    if (fd < 0) { /* messages name the file being written, never the temporary */
+        ig_status st = ig_err_errno(err, errno, "cannot create %s", path);
         free(af->tmp);
         af->tmp = NULL;
         ig_atomic_file_abort(af);
@@ -171,7 +250,7 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
 
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err) {
     if (len && fwrite(data, 1, len, af->f) != len)
-        return ig_err_errno(err, errno, "cannot write %s", af->tmp);
+        return ig_err_errno(err, errno, "cannot write %s", af->path);
     af->size += len;
     return IG_OK;
 }
@@ -191,12 +270,12 @@ uint64_t ig_atomic_file_size(const ig_atomic_file *af) {
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     ig_status st = IG_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) {
-        st = ig_err_errno(err, errno, "cannot write %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot write %s", af->path);
     } else if (fsync(fileno(af->f)) != 0) {
-        st = ig_err_errno(err, errno, "cannot fsync %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot fsync %s", af->path);
     }
     if (fclose(af->f) != 0 && st == IG_OK)
-        st = ig_err_errno(err, errno, "cannot close %s", af->tmp);
+        st = ig_err_errno(err, errno, "cannot write %s", af->path);
     af->f = NULL;
     if (st == IG_OK && !af->overwrite) {
         /* never clobber unless asked to overwrite, even a target that appeared meanwhile: link()
@@ -211,6 +290,8 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
             if (e == EEXIST) {
                 ig_err_set(err, IG_ERR_EXISTS, "%s already exists", af->path);
                 st = ig_err_fix(err, "overwrite", NULL);
+            } else if (e != 0 && e != EPERM && e != ENOSYS && e != EINVAL && e != EOPNOTSUPP) {
+                st = ig_err_errno(err, e, "cannot create %s", af->path);
             } else if (e != 0) {
                 ig_err_errno(err, e,
                              "cannot create %s without replacing it (this file system supports "
@@ -220,7 +301,7 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
             }
         }
     } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
-        st = ig_err_errno(err, errno, "cannot rename %s to %s", af->tmp, af->path);
+        st = ig_err_errno(err, errno, "cannot move the new %s into place", af->path);
     }
     unlink(af->tmp);
     if (st == IG_OK) st = ig_fsync_parent_dir(af->path, err);
@@ -337,4 +418,47 @@ ig_status ig_remove_tree(const char *path, ig_err *err) {
         return ig_err_errno(err, errno, "cannot remove %s", path);
     }
     return IG_OK;
+}
+
+/* ---- how much memory there is ---------------------------------------------------------------- */
+
+/* A limit read from a cgroup file ("max", or a number of bytes); UINT64_MAX when absent. */
+static uint64_t cgroup_limit(const char *path) {
+    FILE *f = fopen(path, "re");
+    if (!f) return UINT64_MAX;
+    char buf[64] = "";
+    uint64_t v = UINT64_MAX;
+    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9') v = strtoull(buf, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+uint64_t ig_memory_limit(const char **what) {
+    const char *name = "this machine's memory";
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    uint64_t cg = cgroup_limit("/sys/fs/cgroup/memory.max"); /* cgroup v2 */
+    if (cg == UINT64_MAX) cg = cgroup_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    if (cg < lim) {
+        lim = cg;
+        name = "this process's cgroup memory limit";
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)rl.rlim_cur < lim) {
+        lim = (uint64_t)rl.rlim_cur;
+        name = "this process's address-space limit (ulimit -v)";
+    }
+    if (what) *what = name;
+    return lim;
+}
+
+ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err) {
+    const char *name;
+    uint64_t lim = ig_memory_limit(&name);
+    if (need <= lim) return IG_OK;
+    char a[32], b[32];
+    return ig_err_set(err, IG_ERR_INVALID_ARG, "%s needs %s of memory, more than %s (%s)%s%s", what,
+                      ig_format_bytes((double)need, a, sizeof a), name,
+                      ig_format_bytes((double)lim, b, sizeof b), fix ? ": " : "", fix ? fix : "");
 }

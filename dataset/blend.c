@@ -164,7 +164,6 @@ static ig_status blend_indices(ig_blend *b, const double *w, const char *dir, ig
     return IG_OK;
 }
 
-/* One source's GPT index, built on a pool thread. */
 typedef struct build_one {
     ig_ctx *ctx;
     const int32_t *lengths;
@@ -207,6 +206,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     ig_blend *b = ig_calloc(ctx, 1, sizeof *b);
     double *raw = ig_calloc(ctx, n, sizeof(double));
     double *w = ig_calloc(ctx, n, sizeof(double));
+    ig_gpt_index_opts *go = NULL;
     ig_status st = IG_OK;
     if (!b || !raw || !w) {
         ig_free(ctx, b);
@@ -225,14 +225,24 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         goto fail;
     }
     for (size_t k = 0; k < n; k++) raw[k] = sources[k].weight;
+    /* normalizing divides by the sum: one that overflows would make every weight 0 (and the
+     * blend empty); Megatron's numpy arithmetic would fail the same way */
+    if (!isfinite(ig_numpy_sum_f64(raw, n))) {
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "blend: the weights add up to more than a double holds (the first is "
+                        "%g); scale them down: only their ratios matter",
+                        raw[0]);
+        goto fail;
+    }
     ig_normalize_weights(raw, n, w);
 
-    /* Per-source sizes and split ranges, then each source's GPT index over its range: the
-     * indices are independent, so they are built at once on the context's pool (one source per
-     * thread; errors are reported for the first failing source, in order). */
+    /* Per-source sizes and split ranges, and what their GPT indices will take, before any is
+     * built: a blend that cannot fit in memory is refused with the figures (it used to end in
+     * the OOM killer after minutes of building). */
     const double N = (double)opts->num_samples;
-    build_one *jobs = ig_calloc(ctx, n, sizeof *jobs);
-    if (!jobs) {
+    uint64_t need = 0;
+    go = ig_calloc(ctx, n, sizeof *go);
+    if (!go) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -241,8 +251,10 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         const ig_blend_source *src = &sources[k];
         const char *name = src->name ? src->name
                            : src->dataset && ig_dataset_num_shards(src->dataset)
-                               ? ig_shard_prefix(ig_dataset_shard(src->dataset, 0))
+                               ? ig_dataset_shard_prefix(src->dataset, 0)
                                : "(unnamed)";
+        const int32_t *lengths =
+            src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;
         uint64_t n_seqs = src->dataset ? ig_dataset_sequences(src->dataset) : src->n_seqs;
         in->weight = w[k];
         double target = ceil(N * w[k]);
@@ -253,22 +265,51 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         st = ig_split_range(&opts->split, opts->part, n_seqs, &in->seq_begin, &in->seq_end, err);
         if (st != IG_OK) {
             ig_err_prefix(err, st, "blend source %zu (%s)", k + 1, name);
-            ig_free(ctx, jobs);
             goto fail;
         }
-        build_one *j = &jobs[k];
-        j->ctx = ctx;
-        j->lengths = src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths;
-        j->n_seqs = n_seqs;
-        j->go = ig_gpt_index_opts_default();
-        j->go.seq_len = opts->seq_len;
-        j->go.num_samples = in->requested ? in->requested : 1;
-        j->go.seed = opts->seed;
-        j->go.seq_begin = in->seq_begin;
-        j->go.seq_end = in->seq_end;
-        j->go.cache_dir = opts->cache_dir;
-        j->go.name = name;
-        j->out = &b->index[k];
+        go[k] = ig_gpt_index_opts_default();
+        go[k].seq_len = opts->seq_len;
+        go[k].num_samples = in->requested ? in->requested : 1;
+        go[k].seed = opts->seed;
+        go[k].seq_begin = in->seq_begin;
+        go[k].seq_end = in->seq_end;
+        go[k].cache_dir = opts->cache_dir;
+        go[k].name = name;
+        ig_gpt_plan plan;
+        st = ig_gpt_index_plan(lengths, n_seqs, &go[k], &plan, err);
+        if (st != IG_OK) {
+            ig_err_prefix(err, st, "blend source %zu", k + 1);
+            goto fail;
+        }
+        need += plan.bytes;
+    }
+    need += b->size * (sizeof(int16_t) + sizeof(int64_t)) + n * sizeof(int64_t);
+    if (!(opts->cache_dir && *opts->cache_dir)) { /* cached indices are mapped, not built */
+        char what[256];
+        snprintf(what, sizeof what,
+                 "a blend of %llu samples over %zu sources (with their GPT indices)",
+                 (unsigned long long)b->size, n);
+        st = ig_memory_check(need, what,
+                             "ask for fewer samples or a longer seq_len, or run where there is "
+                             "more memory",
+                             err);
+        if (st != IG_OK) goto fail;
+    }
+    /* the sources' indices are independent: built at once on the context's pool (one source per
+     * thread; errors are reported for the first failing source, in order) */
+    build_one *jobs = ig_calloc(ctx, n, sizeof *jobs);
+    if (!jobs) {
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const ig_blend_source *src = &sources[k];
+        jobs[k] = (build_one){
+            .ctx = ctx,
+            .lengths = src->dataset ? ig_dataset_seq_lengths(src->dataset) : src->seq_lengths,
+            .n_seqs = src->dataset ? ig_dataset_sequences(src->dataset) : src->n_seqs,
+            .go = go[k],
+            .out = &b->index[k]};
     }
     ig_parallel_for(ctx, n, build_source, jobs);
     for (size_t k = 0; k < n && st == IG_OK; k++)
@@ -282,6 +323,8 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         b->info[k].built = ig_gpt_index_num_samples(b->index[k]);
         b->info[k].epochs = ig_gpt_index_num_epochs(b->index[k]);
     }
+    ig_free(ctx, go);
+    go = NULL;
 
     b->key = blend_key(b, opts->surplus);
     st = blend_indices(b, w, opts->cache_dir, err);
@@ -312,6 +355,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     *out = b;
     return IG_OK;
 fail:
+    ig_free(ctx, go);
     ig_free(ctx, raw);
     ig_free(ctx, w);
     ig_blend_free(b);

@@ -149,6 +149,10 @@ typedef struct ig_merge_opts {
 ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs,
                          const char *out_prefix, const ig_merge_opts *opts, ig_err *err);
 
+/* An output prefix is the start of file names (PREFIX.bin, ...): IG_ERR_INVALID_ARG when its last
+ * part is empty ("dir/", which would write the hidden files dir/.bin ...), "." or "..". */
+ig_status ig_output_prefix_check(const char *prefix, ig_err *err);
+
 /* Removes a shard's files, manifest first (so that nothing is left that verifies). Missing files
  * are not an error; neither are others: this is cleanup after a failure. */
 void ig_shard_remove(const char *prefix);
@@ -163,8 +167,24 @@ void ig_shard_remove(const char *prefix);
 ig_status ig_run_marker_create(const char *base, ig_err *err);
 ig_status ig_run_marker_remove(const char *base, ig_err *err);
 int ig_run_marker_exists(const char *base);
-/* The pid of a live process on this host that owns BASE's marker (a run still going), else 0. */
+/* Whether BASE's marker belongs to a run still going: the pid of the process holding it (-1 when
+ * it is held but names no pid yet), or of a live process on this host that wrote it without
+ * holding it; else 0. */
 long ig_run_marker_live(const char *base);
+
+/* A marker held by this process: a run holds its marker, open and locked, from before it writes
+ * anything until it commits, so that of two runs started at the same moment on one output only
+ * one goes ahead, and the other touches nothing. The lock goes with the process: a killed run's
+ * marker can be taken over. */
+typedef struct ig_run_marker ig_run_marker;
+/* Creates BASE.incomplete (naming this pid and host, fsync'd) and holds it; or takes over one
+ * that a killed run left (*had_old = 1: its files are the caller's to remove). IG_ERR_EXISTS when
+ * a run still going holds it or wrote it. */
+ig_status ig_run_marker_acquire(ig_run_marker **out, const char *base, int *had_old, ig_err *err);
+/* Lets the marker go and frees m: with remove, BASE.incomplete is deleted first (the output is
+ * complete, or nothing of the run is left); without, it stays (the output is unfinished). NULL is
+ * a no-op. */
+ig_status ig_run_marker_release(ig_run_marker *m, int remove, ig_err *err);
 /* 1 when a marker covers the shard or list prefix: PREFIX itself, or PREFIX with up to four
  * trailing "_PART"s removed, has one; its base goes to base[cap]. */
 int ig_run_marker_covering(const char *prefix, char *base, size_t cap);
@@ -211,8 +231,19 @@ ig_status ig_dataset_open(ig_dataset **out, ig_ctx *ctx, const char *const *pref
                           ig_err *err);
 void ig_dataset_close(ig_dataset *ds); /* NULL is a no-op */
 
+/* Datasets of up to this many shards keep them open (mapped) from ig_dataset_open on; larger
+ * ones open a shard when it is read, keeping this many open, since every open shard holds two of
+ * the process's mappings (vm.max_map_count, 65530 by default). */
+#define IG_DATASET_OPEN_MAX 256
+
 size_t ig_dataset_num_shards(const ig_dataset *ds);
-const ig_shard *ig_dataset_shard(const ig_dataset *ds, size_t k); /* owned by ds */
+/* Shard k, owned by ds; NULL when the dataset has more than IG_DATASET_OPEN_MAX shards (then its
+ * shards are open only while read: use the functions below and ig_dataset_read_tokens). */
+const ig_shard *ig_dataset_shard(const ig_dataset *ds, size_t k);
+const char *ig_dataset_shard_prefix(const ig_dataset *ds, size_t k); /* owned by ds */
+/* The tokenizer shard k's manifest records (*name owned by ds): 1, or 0 without a manifest. */
+int ig_dataset_shard_tokenizer(const ig_dataset *ds, size_t k, const char **name, uint64_t *hash);
+ig_dtype ig_dataset_dtype(const ig_dataset *ds); /* the token dtype all its shards share */
 uint64_t ig_dataset_sequences(const ig_dataset *ds);
 uint64_t ig_dataset_documents(const ig_dataset *ds);
 uint64_t ig_dataset_tokens(const ig_dataset *ds);

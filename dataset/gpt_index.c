@@ -293,9 +293,9 @@ static int try_cache(ig_gpt_index *idx, const char *dir, int log_damage) {
     return 0;
 }
 
-ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq_lengths,
-                             uint64_t n_seqs, const ig_gpt_index_opts *opts, ig_err *err) {
-    *out = NULL;
+ig_status ig_gpt_index_plan(const int32_t *seq_lengths, uint64_t n_seqs,
+                            const ig_gpt_index_opts *opts, ig_gpt_plan *out, ig_err *err) {
+    memset(out, 0, sizeof *out);
     const char *name = opts->name ? opts->name : "dataset";
     uint64_t begin = opts->seq_begin, end = opts->seq_end ? opts->seq_end : n_seqs;
     if (opts->seq_len < 2)
@@ -340,6 +340,47 @@ ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq
     if (opts->num_samples > (UINT64_MAX / 4) / opts->seq_len)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: num_samples %llu is too large", name,
                           (unsigned long long)opts->num_samples);
+    uint64_t epochs = ig_gpt_num_epochs(tokens, opts->seq_len, opts->num_samples);
+    uint64_t ns = ig_gpt_sample_count(tokens, opts->seq_len, epochs);
+    if (!index_fits(epochs, end - begin, ns))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: %llu samples over %llu sequences (%llu epochs) need an "
+                          "index larger than memory can address: ask for fewer samples",
+                          name, (unsigned long long)ns, (unsigned long long)(end - begin),
+                          (unsigned long long)epochs);
+    *out = (ig_gpt_plan){.begin = begin,
+                         .end = end,
+                         .tokens = tokens,
+                         .epochs = epochs,
+                         .num_samples = ns,
+                         /* what build_arrays allocates, and the copy of the lengths; these
+                          * cannot overflow: index_fits checked each */
+                         .bytes = epochs * (end - begin) * 4 + (ns + 1) * 16 + ns * 8 +
+                                  (end - begin) * 4};
+    return IG_OK;
+}
+
+/* The plan's memory, against what the machine has: refused with both figures before anything is
+ * allocated (a blend of 10^9 samples at seq_len 16 was killed by the OOM killer at 24 GB). */
+static ig_status check_memory(const ig_gpt_plan *pl, const char *name, ig_err *err) {
+    char what[512];
+    snprintf(what, sizeof what, "%s: a GPT index of %llu samples over %llu sequences (%llu epochs)",
+             name, (unsigned long long)pl->num_samples, (unsigned long long)(pl->end - pl->begin),
+             (unsigned long long)pl->epochs);
+    return ig_memory_check(pl->bytes, what,
+                           "ask for fewer samples or a longer seq_len, or run where there is "
+                           "more memory",
+                           err);
+}
+
+ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq_lengths,
+                             uint64_t n_seqs, const ig_gpt_index_opts *opts, ig_err *err) {
+    *out = NULL;
+    const char *name = opts->name ? opts->name : "dataset";
+    ig_gpt_plan plan;
+    ig_status pst = ig_gpt_index_plan(seq_lengths, n_seqs, opts, &plan, err);
+    if (pst != IG_OK) return pst;
+    uint64_t begin = plan.begin, end = plan.end;
 
     ig_gpt_index *idx = ig_calloc(ctx, 1, sizeof *idx);
     if (!idx) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -349,19 +390,9 @@ ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq
     idx->requested = opts->num_samples;
     idx->seq_begin = begin;
     idx->seq_end = end;
-    idx->tokens_per_epoch = tokens;
-    idx->epochs = ig_gpt_num_epochs(tokens, opts->seq_len, opts->num_samples);
-    idx->num_samples = ig_gpt_sample_count(tokens, opts->seq_len, idx->epochs);
-    if (!index_fits(idx->epochs, end - begin, idx->num_samples)) {
-        ig_status big =
-            ig_err_set(err, IG_ERR_INVALID_ARG,
-                       "%s: %llu samples over %llu sequences (%llu epochs) need an "
-                       "index larger than memory can address: ask for fewer samples",
-                       name, (unsigned long long)idx->num_samples,
-                       (unsigned long long)(end - begin), (unsigned long long)idx->epochs);
-        ig_free(ctx, idx);
-        return big;
-    }
+    idx->tokens_per_epoch = plan.tokens;
+    idx->epochs = plan.epochs;
+    idx->num_samples = plan.num_samples;
     idx->key = ig_gpt_index_compute_key(seq_lengths, begin, end, opts->seq_len, opts->num_samples,
                                         opts->seed);
     idx->lengths = ig_alloc(ctx, (end - begin) * sizeof(int32_t));
@@ -378,13 +409,15 @@ ig_status ig_gpt_index_build(ig_gpt_index **out, ig_ctx *ctx, const int32_t *seq
         st = ig_icache_lock(opts->cache_dir, GPT_KIND, idx->key, &fd, err);
         if (st != IG_OK) goto fail;
         if (!try_cache(idx, opts->cache_dir, 1)) {
-            st = build_arrays(idx, seq_lengths, err);
+            st = check_memory(&plan, name, err);
+            if (st == IG_OK) st = build_arrays(idx, seq_lengths, err);
             if (st == IG_OK) store_cache(idx, opts->cache_dir);
         }
         ig_icache_unlock(fd);
         if (st != IG_OK) goto fail;
     } else {
-        st = build_arrays(idx, seq_lengths, err);
+        st = check_memory(&plan, name, err);
+        if (st == IG_OK) st = build_arrays(idx, seq_lengths, err);
         if (st != IG_OK) goto fail;
     }
 done:
@@ -398,7 +431,7 @@ fail:
 ig_status ig_gpt_index_build_dataset(ig_gpt_index **out, ig_ctx *ctx, const ig_dataset *ds,
                                      const ig_gpt_index_opts *opts, ig_err *err) {
     ig_gpt_index_opts o = *opts;
-    if (!o.name && ig_dataset_num_shards(ds) > 0) o.name = ig_shard_prefix(ig_dataset_shard(ds, 0));
+    if (!o.name && ig_dataset_num_shards(ds) > 0) o.name = ig_dataset_shard_prefix(ds, 0);
     return ig_gpt_index_build(out, ctx, ig_dataset_seq_lengths(ds), ig_dataset_sequences(ds), &o,
                               err);
 }

@@ -94,6 +94,15 @@ void ig_icache_unlock(int fd);
 
 /* ---- helpers shared by gpt_index.c and blend.c ------------------------------------------- */
 
+/* What building a GPT index with these options means, found before anything is allocated: the
+ * checks of ig_gpt_index_build (with its messages), the range, tokens, epochs and samples, and
+ * the bytes of heap its build takes. */
+typedef struct ig_gpt_plan {
+    uint64_t begin, end, tokens, epochs, num_samples, bytes;
+} ig_gpt_plan;
+ig_status ig_gpt_index_plan(const int32_t *seq_lengths, uint64_t n_seqs,
+                            const ig_gpt_index_opts *opts, ig_gpt_plan *out, ig_err *err);
+
 /* The xxh3 of what determines a GPT index (see ig_gpt_index_key). */
 uint64_t ig_gpt_index_compute_key(const int32_t *lengths, uint64_t begin, uint64_t end,
                                   uint32_t seq_len, uint64_t num_samples, uint32_t seed);

@@ -215,6 +215,18 @@ ig_status ig_shard_validate_idx(const uint8_t *idx, size_t idx_len, uint64_t bin
     return IG_OK;
 }
 
+ig_status ig_output_prefix_check(const char *prefix, ig_err *err) {
+    if (!prefix || !*prefix) return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
+    const char *slash = strrchr(prefix, '/'), *base = slash ? slash + 1 : prefix;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "output prefix '%s' names a directory, but a prefix is the start of file "
+                          "names: give one inside it (e.g. '%s%scorpus' writes %s%scorpus.bin, "
+                          ".idx and .json)",
+                          prefix, prefix, *base ? "/" : "", prefix, *base ? "/" : "");
+    return IG_OK;
+}
+
 void ig_shard_remove(const char *prefix) {
     static const char *const exts[] = {".json", ".bin", ".idx"};
     for (int e = 0; e < 3; e++) {

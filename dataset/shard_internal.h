@@ -20,6 +20,10 @@
 #define IG_MANIFEST_FORMAT  "ingot-token-shard"
 #define IG_MANIFEST_VERSION 1
 
+/* The largest manifest or shard list read: a list of a million shards is about 200 MB; the cap
+ * stops the wrong file (/dev/zero, a disk image) early. */
+#define IG_JSON_FILE_MAX ((size_t)1 << 30)
+
 /* Where the arrays of a validated .idx are, and what it describes. */
 typedef struct ig_idx_layout {
     ig_dtype dtype;
@@ -104,6 +108,17 @@ ig_status ig_shard_writer_put_length(ig_shard_writer *w, int32_t length, ig_err 
 /* Ends a document at the current sequence count (as ig_shard_writer_end_document, which also
  * accepts documents with no sequence). */
 ig_status ig_shard_writer_put_doc_end(ig_shard_writer *w, ig_err *err);
+
+/* A manifest's vocab_size and eod_id make sense and its dtype holds every id, so that it says
+ * which ids the .bin may hold (verify checks them): vocab_size 0 means "unknown", which only a
+ * manifest naming no tokenizer may say (a merge of different tokenizers); eod_id is -1 or an id.
+ * path names the manifest in messages. Manifests are checked when read and before written. */
+ig_status ig_manifest_check_vocab(const ig_manifest *m, const char *path, ig_err *err);
+
+/* Checks an open shard's manifest (when it has one) against its files: dtype, documents,
+ * sequences, tokens, the sizes of both files and the .idx's xxh3. IG_ERR_FORMAT naming the field,
+ * or IG_ERR_CHECKSUM. ig_shard_open calls it. */
+ig_status ig_shard_check_manifest(const ig_shard *s, ig_err *err);
 
 /* The raw bytes of an open shard's .idx (for verify's checksum). */
 const uint8_t *ig_shard_idx_data(const ig_shard *s, size_t *len);

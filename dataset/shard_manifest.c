@@ -131,6 +131,46 @@ bad:
                       key, hex);
 }
 
+/* The number of token ids a dtype can hold from 0 up (ids are int32 wherever ingot reads them). */
+static uint64_t dtype_ids(ig_dtype dt) {
+    switch (dt) {
+    case IG_DTYPE_U8:
+        return 256;
+    case IG_DTYPE_I8:
+        return 128;
+    case IG_DTYPE_I16:
+        return 32768;
+    case IG_DTYPE_U16:
+        return 65536;
+    case IG_DTYPE_F32:
+        return (uint64_t)1 << 24; /* exact integers */
+    default:
+        return (uint64_t)INT32_MAX + 1;
+    }
+}
+
+ig_status ig_manifest_check_vocab(const ig_manifest *m, const char *path, ig_err *err) {
+    int known_tok = m->tokenizer[0] || m->tokenizer_hash;
+    if (m->vocab_size == 0 && known_tok)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: vocab_size = 0 but the manifest names a tokenizer (\"%s\"): the "
+                          "manifest is damaged; rebuild the shard",
+                          path, m->tokenizer);
+    if (m->vocab_size > dtype_ids(m->dtype))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: vocab_size = %" PRIu64 " but dtype %s holds only ids below %" PRIu64
+                          ": the manifest is damaged; rebuild the shard",
+                          path, m->vocab_size, ig_dtype_name(m->dtype), dtype_ids(m->dtype));
+    if (m->eod_id < -1 || m->eod_id > INT32_MAX ||
+        (m->vocab_size && m->eod_id >= 0 && (uint64_t)m->eod_id >= m->vocab_size))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: eod_id = %" PRId64 " is not an id of the vocabulary (-1 for none, "
+                          "else below vocab_size = %" PRIu64 "): the manifest is damaged; rebuild "
+                          "the shard",
+                          path, m->eod_id, m->vocab_size);
+    return IG_OK;
+}
+
 static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path, ig_err *err) {
     if (!json_is_object(o))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object", path);
@@ -171,6 +211,7 @@ static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path,
                           "%s: dtype_code = %" PRIu64 " is not a known dtype code (1..8)", path,
                           dtype);
     m->dtype = (ig_dtype)dtype;
+    if ((st = ig_manifest_check_vocab(m, path, err)) != IG_OK) return st;
     json_t *output = json_object_get(o, "output"); /* optional */
     if (output) {
         if (!json_is_string(output) || strchr(json_string_value(output), '/') ||
@@ -205,7 +246,15 @@ ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
         return st;
     }
     json_error_t je;
-    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    char *text = NULL;
+    size_t len = 0;
+    st = ig_read_file_max(path, IG_JSON_FILE_MAX, &text, &len, err);
+    if (st != IG_OK) {
+        free(path);
+        return st;
+    }
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!o) {
         st = ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
                         je.column, je.text);

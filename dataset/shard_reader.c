@@ -83,6 +83,8 @@ ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err 
             goto done;
         }
     }
+    /* a manifest that is there must describe these files */
+    st = ig_shard_check_manifest(s, err);
 done:
     free(idx_path);
     free(bin_path);

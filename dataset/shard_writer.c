@@ -8,6 +8,7 @@
  * .idx and finally the manifest: a manifest only ever describes complete data.
  */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -39,11 +40,11 @@ ig_shard_writer_opts ig_shard_writer_opts_default(void) {
 /* An anonymous temporary file beside the output: created, then unlinked while open (its name
  * matches the PREFIX.*.tmp.* pattern that preprocess clears after a killed run). */
 static ig_status spill_open(FILE **out, const char *prefix, ig_err *err) {
-    char *tmpl = ig_shard_path(prefix, ".spill.tmp.XXXXXX");
+    char *tmpl = ig_temp_path(prefix, "spill.tmp.XXXXXX");
     if (!tmpl) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     int fd = mkstemp(tmpl);
     if (fd < 0) {
-        ig_status st = ig_err_errno(err, errno, "cannot create temporary file %s", tmpl);
+        ig_status st = ig_err_errno(err, errno, "cannot create a temporary file beside %s", prefix);
         free(tmpl);
         return st;
     }
@@ -78,6 +79,12 @@ ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char 
     ig_shard_writer_opts o = opts ? *opts : ig_shard_writer_opts_default();
     if (!prefix || !*prefix)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "empty output prefix for a token shard");
+    ig_status pst = ig_output_prefix_check(prefix, err);
+    if (pst != IG_OK) return pst;
+    /* all three names must fit (.json is the longest), before anything is written */
+    const char *slash = strrchr(prefix, '/');
+    if (strlen(slash ? slash + 1 : prefix) + 5 > NAME_MAX)
+        return ig_err_errno(err, ENAMETOOLONG, "cannot create %s.json", prefix);
     if (ig_dtype_size(o.dtype) == 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "dtype code %d is not a Megatron dtype (1..8)",
                           (int)o.dtype);
@@ -441,6 +448,7 @@ ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *met
         out->idx_bytes = ig_atomic_file_size(o.af);
         out->bin_xxh3 = ig_xxh3_stream_digest(w->bin_hash);
         out->idx_xxh3 = ig_xxh3_stream_digest(o.hash);
+        st = ig_manifest_check_vocab(out, w->json_path, err); /* before anything is committed */
     }
     /* an old manifest must never sit beside new data, nor an old .idx beside the new .bin, even
      * if we are killed mid-commit: remove both before the new files go in */
@@ -474,8 +482,15 @@ ig_status ig_shard_writer_finish(ig_shard_writer *w, const ig_manifest *meta, ig
     }
     ig_manifest m;
     ig_status st = ig_shard_writer_finish_data(w, meta, &m, err);
-    /* the manifest last: it marks the shard complete */
-    if (st == IG_OK) st = ig_manifest_write(&m, prefix, overwrite, err);
+    /* the manifest last: it marks the shard complete; without it, the data just written goes
+     * (only that: a manifest in the way is not ours) */
+    if (st == IG_OK && (st = ig_manifest_write(&m, prefix, overwrite, err)) != IG_OK) {
+        char *bin = ig_shard_path(prefix, ".bin"), *idx = ig_shard_path(prefix, ".idx");
+        if (idx) unlink(idx);
+        if (bin) unlink(bin);
+        free(idx);
+        free(bin);
+    }
     ig_manifest_clear(&m);
     free(prefix);
     return st;

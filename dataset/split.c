@@ -51,6 +51,12 @@ ig_status ig_split_parse(ig_split *out, const char *text, ig_err *err) {
     }
     if (w[0] + w[1] + w[2] <= 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "split \"%s\": all weights are 0", text);
+    /* normalizing divides by the sum: one that overflows would make every part 0 */
+    if (!isfinite(ig_numpy_sum_f64(w, 3)))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "split \"%s\": the weights add up to more than a double holds; scale "
+                          "them down (only their ratios matter, e.g. \"969,30,1\")",
+                          text);
     ig_normalize_weights(w, 3, out->weights);
     return IG_OK;
 }
@@ -68,6 +74,9 @@ ig_status ig_split_range(const ig_split *split, ig_split_part part, uint64_t n, 
                           "split %g,%g,%g leaves the %s part empty (its weight is 0); give it a "
                           "weight or use another part",
                           w[0], w[1], w[2], part_names[part]);
+    if (n == 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "there are no sequences to split (the data holds no tokens)");
     double dn = (double)n;
     uint64_t b = (uint64_t)nearbyint(bookend[part] * dn);
     uint64_t e = (uint64_t)nearbyint(bookend[part + 1] * dn);

@@ -80,6 +80,9 @@ ig_status ig_data_parse_paths(char *const *args, size_t n, const char **prefixes
         if (parse_weight(args[0], &w))
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "'%s' looks like a weight, but no prefix follows it", args[0]);
+        if (!*args[0])
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "the data argument is empty: expected a shard prefix");
         prefixes[0] = args[0];
         *n_sources = 1;
         return IG_OK;
@@ -89,6 +92,10 @@ ig_status ig_data_parse_paths(char *const *args, size_t n, const char **prefixes
                           "%zu data arguments: expected one prefix alone, or pairs W1 P1 W2 P2 "
                           "... (a weight before each prefix)",
                           n);
+    for (size_t i = 1; i < n; i += 2)
+        if (!*args[i])
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "data argument %zu is empty: expected a shard prefix", i + 1);
     for (size_t i = 0; i < n; i += 2) {
         if (!parse_weight(args[i], &weights[i / 2]))
             return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -412,27 +419,28 @@ ig_status ig_data_stream_make_block(void *stream, uint64_t block, ig_sample_sour
 
 /* Shards made with different tokenizers (by their manifests) do not blend, unless asked. */
 static ig_status check_tokenizers(const ig_data_stream *st, ig_err *err) {
-    const ig_manifest *first = NULL;
-    const char *first_prefix = NULL;
+    const char *first = NULL, *first_prefix = NULL;
+    uint64_t first_hash = 0;
     for (size_t k = 0; k < st->o.n; k++)
         for (size_t j = 0; j < ig_dataset_num_shards(st->ds[k]); j++) {
-            const ig_shard *sh = ig_dataset_shard(st->ds[k], j);
-            const ig_manifest *m = ig_shard_manifest(sh);
-            if (!m || (!m->tokenizer[0] && !m->tokenizer_hash)) continue;
+            const char *tok = NULL;
+            uint64_t hash = 0;
+            if (!ig_dataset_shard_tokenizer(st->ds[k], j, &tok, &hash) || (!tok[0] && !hash))
+                continue;
+            const char *prefix = ig_dataset_shard_prefix(st->ds[k], j);
             if (!first) {
-                first = m;
-                first_prefix = ig_shard_prefix(sh);
+                first = tok;
+                first_hash = hash;
+                first_prefix = prefix;
                 continue;
             }
-            if (strcmp(m->tokenizer, first->tokenizer) != 0 ||
-                m->tokenizer_hash != first->tokenizer_hash) {
+            if (strcmp(tok, first) != 0 || hash != first_hash) {
                 ig_err_set(err, IG_ERR_INVALID_ARG,
                            "%s was made with tokenizer '%s' (hash %016llx) but %s with '%s' "
                            "(hash %016llx): their token ids do not mean the same; re-tokenize, or "
                            "allow mixed tokenizers if this is intended",
-                           ig_shard_prefix(sh), m->tokenizer, (unsigned long long)m->tokenizer_hash,
-                           first_prefix, first->tokenizer,
-                           (unsigned long long)first->tokenizer_hash);
+                           prefix, tok, (unsigned long long)hash, first_prefix, first,
+                           (unsigned long long)first_hash);
                 return ig_err_fix(err, "allow_mixed", NULL);
             }
         }
@@ -495,8 +503,13 @@ ig_status ig_data_stream_open(ig_data_stream **out, ig_ctx *ctx, const ig_data_o
         if (opts->weights) st->weights[k] = opts->weights[k];
         const char *p = st->prefixes[k];
         s = ig_dataset_open(&st->ds[k], ctx, &p, 1, err);
+        if (s == IG_OK && ig_dataset_tokens(st->ds[k]) == 0)
+            s = ig_err_set(err, IG_ERR_INVALID_ARG,
+                           "%s: its %llu documents hold no tokens: there is nothing to sample "
+                           "(were the texts of its inputs empty?)",
+                           p, (unsigned long long)ig_dataset_documents(st->ds[k]));
         if (s == IG_OK && ig_dataset_num_shards(st->ds[k]) == 1) {
-            ig_dtype dt = ig_shard_dtype(ig_dataset_shard(st->ds[k], 0));
+            ig_dtype dt = ig_dataset_dtype(st->ds[k]);
             st->fast[k] = IG_LITTLE_ENDIAN && (dt == IG_DTYPE_U16 || dt == IG_DTYPE_I32);
         }
     }

@@ -56,6 +56,7 @@ struct ig_loader {
     int depth;
     uint64_t next_claim;  /* next micro-batch index a worker will fill */
     uint64_t next_out;    /* next micro-batch index the consumer will get */
+    uint64_t end;         /* micro-batches of the stream: their samples are all below 2^64 - 1 */
     int held;             /* the consumer holds slot next_out - 1 */
     int stop;             /* ig_loader_free was called */
     int failed;           /* a worker failed: claim nothing more */
@@ -255,6 +256,7 @@ static int consumer_may_go(const ig_loader *ld) {
     const uint64_t depth = (uint64_t)ld->depth;
     for (uint64_t t = 0; t < (uint64_t)ld->wake_at; t++) {
         uint64_t k = ld->next_out + t;
+        if (k >= ld->end) return 1; /* none come after the end of the stream */
         const slot *s = &ld->slots[k % depth];
         if (k >= ld->next_claim || s->k != k || s->state == SLOT_FILLING)
             return t > 0 && ld->failed;
@@ -269,7 +271,8 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&ld->mu);
     while (!ld->stop) {
         uint64_t floor = ld->next_out - (uint64_t)ld->held;
-        if (ld->failed || ld->next_claim - floor >= (uint64_t)ld->depth) {
+        if (ld->failed || ld->next_claim - floor >= (uint64_t)ld->depth ||
+            ld->next_claim >= ld->end) {
             ld->idle_workers++;
             pthread_cond_wait(&ld->cv_work, &ld->mu);
             ld->idle_workers--;
@@ -362,6 +365,27 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
         }
     }
 
+    /* the ring of micro-batches, before it is allocated: a batch that cannot fit is refused with
+     * the figures (--seq-len 200000 --micro-batch 10000 grew to 20 GB) */
+    {
+        int depth = o.prefetch_threads > 0 ? o.prefetch_depth : 1;
+        uint64_t row = (uint64_t)b0.seq_len + 1, per_batch, need;
+        if (__builtin_mul_overflow(row * 4 + 8, (uint64_t)o.micro_batch, &per_batch) ||
+            __builtin_mul_overflow(per_batch, (uint64_t)depth, &need))
+            need = UINT64_MAX;
+        char what[256];
+        snprintf(what, sizeof what, "loader: %d micro-batches of %u samples of %llu tokens", depth,
+                 o.micro_batch, (unsigned long long)row);
+        ig_status ms = ig_memory_check(need, what,
+                                       "use a smaller micro_batch or seq_len, or fewer batches "
+                                       "in flight",
+                                       err);
+        if (ms != IG_OK) {
+            free_source(&b0);
+            return ms;
+        }
+    }
+
     ig_loader *ld = ig_calloc(ctx, 1, sizeof *ld);
     if (!ld) {
         free_source(&b0);
@@ -378,6 +402,9 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     ld->depth = o.prefetch_threads > 0 ? o.prefetch_depth : 1;
     ld->wake_at = (ld->depth + 1) / 2;
     ld->next_out = ld->next_claim = start ? start->consumed_samples / per_micro : 0;
+    /* sample ids are 64-bit: the stream ends before micro-batch indices (and the workers' claims
+     * on them) could wrap around, which deadlocked a loader resumed near 2^64 samples */
+    ld->end = UINT64_MAX / per_micro;
 
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv_work, NULL);
@@ -484,6 +511,14 @@ ig_status ig_loader_next(ig_loader *ld, ig_batch *out, ig_err *err) {
     if (ld->sticky != IG_OK) {
         if (err) *err = ld->sticky_err;
         return ld->sticky;
+    }
+    if (ld->next_out >= ld->end) {
+        ig_err e;
+        ig_err_set(&e, IG_ERR_INVALID_ARG,
+                   "loader: the sample stream ends at 2^64 - 1 samples: there is no micro-batch "
+                   "after %llu consumed samples",
+                   (unsigned long long)(ld->next_out * ld->per_micro));
+        return fail_sticky(ld, e.status, &e, err);
     }
     if (ld->n_threads == 0) { /* synchronous: fill the one slot here */
         slot *s = &ld->slots[0];

@@ -20,8 +20,8 @@ void ig_output_stem(const ig_output_spec *o, size_t k, char *buf, size_t cap) {
 
 /* What a file in the output's directory is to stem S: S[_rRRRR][_NNNNN] followed by a manifest
  * (.json, .shards.json) or data extension, or a temporary of one of those, of the run marker or
- * of the shard writer's length spill (... .tmp.*). Matched literally: a prefix may hold glob
- * characters. */
+ * of the shard writer's length spill (... .tmp.*; for long names a shortened one, see
+ * short_temp_of). Matched literally: a prefix may hold glob characters. */
 enum { OUT_MANIFEST = 1, OUT_DATA = 2, OUT_TEMP = 4 };
 
 /* 1 when rest is ext exactly, 2 when it is a temporary of it (ext.tmp.*), else 0. */
@@ -32,8 +32,21 @@ static int match_ext(const char *rest, const char *ext) {
     return strncmp(rest + el, ".tmp.", 5) == 0 ? 2 : 0;
 }
 
+/* A temporary whose name was shortened because the file it stands for has a long name
+ * (ig_temp_path: "<start of the name>.~<16 hex>.SUFFIX") and whose visible start is stem's, or a
+ * long start of it. */
+static int short_temp_of(const char *name, const char *stem) {
+    const char *t = strstr(name, ".~");
+    if (!t || strspn(t + 2, "0123456789abcdef") != 16 || t[18] != '.' || !strstr(t + 18, ".tmp."))
+        return 0;
+    size_t visible = (size_t)(t - name), sl = strlen(stem);
+    if (visible >= sl) return strncmp(name, stem, sl) == 0;
+    return visible >= 200 && strncmp(name, stem, visible) == 0;
+}
+
 static int output_kind(const ig_output_spec *o, const char *name, const char *stem) {
     size_t sl = strlen(stem);
+    if (short_temp_of(name, stem)) return OUT_TEMP;
     if (strncmp(name, stem, sl) != 0) return 0;
     const char *rest = name + sl;
     if (rest[0] == '_' && rest[1] == 'r' && strspn(rest + 2, "0123456789") == 4) rest += 6;
@@ -116,45 +129,65 @@ static void remove_outputs(ig_ctx *ctx, const ig_output_spec *o, int temps) {
     if (temps) for_each_output(o, o->prefix, OUT_TEMP, remove_file, &s); /* the marker's own */
 }
 
-ig_status ig_output_prepare(ig_ctx *ctx, const ig_output_spec *o, ig_err *err) {
-    const char *out = o->prefix;
-    if (!out || !*out) return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
-    long live = ig_run_marker_live(out);
-    if (live)
-        return ig_err_set(err, IG_ERR_EXISTS,
-                          "a preprocess run (pid %ld) is writing %s right now (%s.incomplete); "
-                          "wait for it or stop it",
-                          live, out, out);
-    int unfinished = ig_run_marker_exists(out);
+/* The first complete output file of o (manifest or data) into found; 0 when there is none. */
+static int find_outputs(ig_ctx *ctx, const ig_output_spec *o, scan *found) {
     char stem[4096];
-    scan found = {.ctx = ctx};
+    *found = (scan){.ctx = ctx};
     for (size_t k = 0; k < o->n_keys; k++) {
         ig_output_stem(o, k, stem, sizeof stem);
-        for_each_output(o, stem, OUT_MANIFEST | OUT_DATA, note_match, &found);
+        for_each_output(o, stem, OUT_MANIFEST | OUT_DATA, note_match, found);
     }
-    if (found.n && !unfinished && !o->overwrite) {
-        ig_err_set(err, IG_ERR_EXISTS, "%s exists: an output is already there", found.first);
-        return ig_err_fix(err, "overwrite", NULL);
+    return found->n;
+}
+
+static ig_status exists_error(const scan *found, ig_err *err) {
+    ig_err_set(err, IG_ERR_EXISTS, "%s exists: an output is already there", found->first);
+    return ig_err_fix(err, "overwrite", NULL);
+}
+
+ig_status ig_output_prepare(ig_ctx *ctx, ig_output_spec *o, ig_err *err) {
+    const char *out = o->prefix;
+    o->marker = NULL;
+    ig_status pst = ig_output_prefix_check(out, err);
+    if (pst != IG_OK) return pst;
+    /* a complete output is refused before the marker is touched (the common case: a rerun
+     * without --force), so that its readers never see a marker appear over it */
+    scan found;
+    if (!o->overwrite && !ig_run_marker_exists(out) && find_outputs(ctx, o, &found))
+        return exists_error(&found, err);
+    /* the one place two runs on one output meet: whoever holds the marker goes ahead, the other
+     * is refused here, before it has touched anything */
+    int unfinished = 0;
+    ig_status st = ig_run_marker_acquire(&o->marker, out, &unfinished, err);
+    if (st != IG_OK) return st;
+    /* another run may have completed the output since the check above */
+    if (!unfinished && !o->overwrite && find_outputs(ctx, o, &found)) {
+        ig_run_marker_release(o->marker, 1, NULL);
+        o->marker = NULL;
+        return exists_error(&found, err);
     }
     if (unfinished)
         ig_warn(ctx, "removing the output of an unfinished earlier run (%s.incomplete)", out);
     remove_outputs(ctx, o, 1);
-    return ig_run_marker_create(out, err);
+    return IG_OK;
 }
 
-ig_status ig_output_commit(const ig_output_spec *o, ig_err *err) {
-    return ig_run_marker_remove(o->prefix, err);
+ig_status ig_output_commit(ig_output_spec *o, ig_err *err) {
+    ig_status st = ig_run_marker_release(o->marker, 1, err);
+    o->marker = NULL;
+    return st;
 }
 
-void ig_output_discard(ig_ctx *ctx, const ig_output_spec *o) {
+void ig_output_discard(ig_ctx *ctx, ig_output_spec *o) {
+    if (!o->marker) return; /* not prepared (or already committed): nothing here is this run's */
     remove_outputs(ctx, o, 0);
-    ig_run_marker_remove(o->prefix, NULL);
+    ig_run_marker_release(o->marker, 1, NULL);
+    o->marker = NULL;
 }
 
 /* ---- across ranks ---------------------------------------------------------------------------- */
 
-ig_status ig_output_prepare_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spec *o,
-                                  ig_err *err) {
+ig_status ig_output_prepare_ranks(ig_ctx *ctx, ig_comm *comm, ig_output_spec *o, ig_err *err) {
     ig_status st = IG_OK;
     if (ig_comm_rank(comm) == 0) st = ig_output_prepare(ctx, o, err);
     int32_t ok = st == IG_OK;
@@ -216,7 +249,7 @@ static void remove_lists(const ig_output_spec *o) {
     }
 }
 
-ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spec *o, int ok,
+ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, ig_output_spec *o, int ok,
                                  const char *const *shards, size_t n, ig_err *err) {
     int rank = ig_comm_rank(comm), all_ok = 0;
     ig_err cerr = {0};
@@ -246,7 +279,8 @@ ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spe
             st = ig_output_commit(o, err);
         } else {
             remove_lists(o);
-            ig_run_marker_remove(o->prefix, NULL); /* nothing of the run is left */
+            ig_run_marker_release(o->marker, 1, NULL); /* nothing of the run is left */
+            o->marker = NULL;
         }
     }
     if (cs != IG_OK) {

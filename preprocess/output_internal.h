@@ -23,30 +23,33 @@ typedef struct ig_output_spec {
     ig_status (*write_list)(const char *prefix, const char *const *shards, size_t n, int overwrite,
                             ig_err *err);
     void (*remove_shard)(const char *prefix);
+    ig_run_marker *marker; /* held from prepare to commit (rank 0 alone); NULL otherwise */
 } ig_output_spec;
 
 /* Stem k of the output: OUT, or OUT_KEY when there are several keys. */
 void ig_output_stem(const ig_output_spec *o, size_t k, char *buf, size_t cap);
 
-/* Clears the way and writes the marker. A run still going on the same output (a live marker) is
- * refused; a complete output is refused without overwrite (with it, removed whole: manifests and
- * lists first); the files of an unfinished earlier run and dead temporaries are removed. */
-ig_status ig_output_prepare(ig_ctx *ctx, const ig_output_spec *o, ig_err *err);
-/* Removes the marker: from now on the output counts as complete. */
-ig_status ig_output_commit(const ig_output_spec *o, ig_err *err);
-/* Removes every file of the output and its marker (after a failure of a run that prepared it). */
-void ig_output_discard(ig_ctx *ctx, const ig_output_spec *o);
+/* Takes the marker (o->marker) and clears the way. A run still going on the same output (it holds
+ * the marker) is refused before anything is touched, also when both start at the same moment; a
+ * complete output is refused without overwrite (with it, removed whole: manifests and lists
+ * first); the files of an unfinished earlier run and dead temporaries are removed. */
+ig_status ig_output_prepare(ig_ctx *ctx, ig_output_spec *o, ig_err *err);
+/* Removes and lets go of the marker: from now on the output counts as complete. */
+ig_status ig_output_commit(ig_output_spec *o, ig_err *err);
+/* After a failure of a run that prepared the output (holds the marker): removes every file of
+ * the output and the marker. Does nothing when the marker is not held. */
+void ig_output_discard(ig_ctx *ctx, ig_output_spec *o);
 
 /* The same across the ranks of comm (collective): rank 0 prepares for all and tells the others
  * whether it could. A failure on rank 0 is an error on every rank. */
-ig_status ig_output_prepare_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spec *o, ig_err *err);
+ig_status ig_output_prepare_ranks(ig_ctx *ctx, ig_comm *comm, ig_output_spec *o, ig_err *err);
 
 /* After every rank wrote its shards (or failed: ok == 0), collectively: rank 0 writes one shard
  * list per stem over every rank's shards (named STEM_rRRRR...), and removes the marker once every
  * rank succeeded and the lists exist. If any rank failed, every rank removes the shards it wrote,
  * rank 0 the lists and the marker, and the call fails on every rank ("another rank failed" where
  * this one did not). shards[n] are this rank's shard prefixes. */
-ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, const ig_output_spec *o, int ok,
+ig_status ig_output_commit_ranks(ig_ctx *ctx, ig_comm *comm, ig_output_spec *o, int ok,
                                  const char *const *shards, size_t n, ig_err *err);
 
 #endif

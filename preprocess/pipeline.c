@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,7 @@ typedef struct pipeline {
     size_t n_keys;
     char **files; /* this rank's files, in order */
     ig_input_kind *kinds;
+    uint64_t *sizes; /* their sizes when the run started (UINT64_MAX: not a regular file) */
     size_t n_files;
     int n_workers;
 
@@ -239,6 +241,22 @@ static ig_status batch_append(batch *b, const ig_record *rec, ig_err *err) {
 
 /* ---- reader thread -------------------------------------------------------------------------- */
 
+/* With --on-error skip, a file the reader cannot go on with (a corrupt or truncated .zst, a record
+ * past the size limit) is one bad record: an empty record whose message is already set, so that
+ * the workers pass it by and the writer counts and reports it in order with the others. */
+static ig_status add_bad_file(batch *b, size_t f, const ig_err *why, ig_err *err) {
+    ig_record rec = {"", 0, 0, 0};
+    if (b->n == 0) b->file = f;
+    ig_status st = batch_append(b, &rec, err);
+    if (st != IG_OK) return st;
+    if (asprintf(&b->msg[b->n - 1], "%s (the rest of this file is skipped)", why->msg) < 0) {
+        b->msg[b->n - 1] = NULL;
+        b->n--;
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    return IG_OK;
+}
+
 static void *reader_main(void *arg) {
     pipeline *p = arg;
     ig_err err = {0};
@@ -249,12 +267,16 @@ static void *reader_main(void *arg) {
             fail(p, st, &err);
             break;
         }
+        if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
         batch *b = take_free(p);
         uint64_t consumed = 0;
         while (b) {
             ig_record rec;
             int has = 0;
             st = ig_record_reader_next(r, &rec, &has, &err);
+            if (st == IG_ERR_FORMAT && p->o->on_error == IG_ON_ERROR_SKIP &&
+                (st = add_bad_file(b, f, &err, &err)) == IG_OK)
+                break; /* on to the next file */
             if (st != IG_OK) {
                 fail(p, st, &err);
                 give_free(p, b);
@@ -316,6 +338,10 @@ static ig_status tokenize_batch(pipeline *p, ig_encoder *enc, batch *b, ig_err *
     int32_t eod = ig_tokenizer_eod(o->tokenizer);
     int flags = o->allow_special ? IG_ENCODE_ALLOW_SPECIAL : 0;
     for (size_t i = 0; i < b->n; i++) {
+        if (b->msg[i]) { /* a bad file, found bad by the reader */
+            for (size_t k = 0; k < p->n_keys; k++) b->ntok[i * p->n_keys + k] = 0;
+            continue;
+        }
         ig_record rec = {b->buf + b->off[i], b->rlen[i], b->line[i], 0};
         ig_doc doc;
         ig_err perr = {0};
@@ -529,11 +555,19 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
     for (size_t f = 0; st == IG_OK && f < p->n_files; f++) {
         ig_record_reader *r = NULL;
         if ((st = ig_record_reader_open(&r, p->files[f], p->kinds[f], err)) != IG_OK) break;
+        if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
         uint64_t consumed = 0;
         for (int more = 1; st == IG_OK && more;) {
             ig_record rec;
             int has = 0;
-            if ((st = ig_record_reader_next(r, &rec, &has, err)) != IG_OK) break;
+            if ((st = ig_record_reader_next(r, &rec, &has, err)) != IG_OK) {
+                /* as reader_main: with --on-error skip, a file the reader cannot go on with is
+                 * one bad record, and the run goes on with the next file */
+                if (st != IG_ERR_FORMAT || p->o->on_error != IG_ON_ERROR_SKIP) break;
+                ig_err why = *err;
+                if ((st = add_bad_file(b, f, &why, err)) != IG_OK) break;
+                has = 0;
+            }
             if (has) {
                 b->file = f;
                 if ((st = batch_append(b, &rec, err)) != IG_OK) break;
@@ -593,9 +627,11 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+/* A regular file's size, else UINT64_MAX (stdin, a pipe, a file that is gone). */
 static uint64_t file_size(const char *path) {
     struct stat sb;
-    return strcmp(path, "-") && stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return strcmp(path, "-") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size
+                                                                            : UINT64_MAX;
 }
 
 /* Deals the files out to ranks: largest first to the least loaded rank (ties: lowest rank), so
@@ -604,18 +640,21 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
     int world = p->world;
     p->files = calloc(n_all ? n_all : 1, sizeof *p->files);
     p->kinds = calloc(n_all ? n_all : 1, sizeof *p->kinds);
+    p->sizes = calloc(n_all ? n_all : 1, sizeof *p->sizes);
     size_t *order = calloc(n_all ? n_all : 1, sizeof *order);
     uint64_t *sizes = calloc(n_all ? n_all : 1, sizeof *sizes);
+    uint64_t *exact = calloc(n_all ? n_all : 1, sizeof *exact);
     uint64_t *load = calloc((size_t)world, sizeof *load);
     int *owner = calloc(n_all ? n_all : 1, sizeof *owner);
     ig_status st = IG_OK;
-    if (!p->files || !p->kinds || !order || !sizes || !load || !owner) {
+    if (!p->files || !p->kinds || !p->sizes || !order || !sizes || !exact || !load || !owner) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n_all; i++) {
         order[i] = i;
-        sizes[i] = file_size(all[i]);
+        exact[i] = file_size(all[i]);
+        sizes[i] = exact[i] == UINT64_MAX ? 0 : exact[i]; /* stdin, a pipe: 0 for the deal */
     }
     for (size_t i = 1; i < n_all; i++) /* insertion sort by size desc, index asc: small n */
         for (size_t j = i;
@@ -636,12 +675,14 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
     for (size_t i = 0; i < n_all; i++) {
         if (owner[i] != p->rank) continue;
         p->kinds[p->n_files] = ig_input_kind_of(all[i], p->o->txt_lines);
+        p->sizes[p->n_files] = exact[i];
         p->files[p->n_files++] = all[i];
         all[i] = NULL;
     }
 out:
     free(order);
     free(sizes);
+    free(exact);
     free(load);
     free(owner);
     return st;
@@ -675,8 +716,8 @@ static ig_status make_outputs(pipeline *p, ig_err *err) {
 
 static ig_status check_opts(const ig_preprocess_opts *o, ig_err *err) {
     if (!o->tokenizer) return ig_err_set(err, IG_ERR_INVALID_ARG, "no tokenizer given");
-    if (!o->output_prefix || !*o->output_prefix)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "no output prefix given");
+    ig_status pst = ig_output_prefix_check(o->output_prefix, err);
+    if (pst != IG_OK) return pst;
     if (o->n_inputs == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no input given");
     if (o->n_keys > IG_MAX_JSON_KEYS)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "at most %d JSON keys", IG_MAX_JSON_KEYS);
@@ -691,6 +732,36 @@ static ig_status check_opts(const ig_preprocess_opts *o, ig_err *err) {
     return IG_OK;
 }
 
+/* Keeps in worst the candidate name a + b whose file-name part is the longest. */
+static void note_name(char *worst, size_t cap, size_t *worst_len, const char *a, const char *b) {
+    const char *slash = strrchr(a, '/');
+    size_t len = strlen(slash ? slash + 1 : a) + strlen(b);
+    if (len > *worst_len) {
+        *worst_len = len;
+        snprintf(worst, cap, "%s%s", a, b);
+    }
+}
+
+/* Every file the run will name fits in a file name (NAME_MAX): checked before anything is
+ * written, rather than failing at the last shard list after hours of work. */
+static ig_status check_name_lengths(const pipeline *p, ig_err *err) {
+    char worst[8192] = "", stem[4096];
+    size_t worst_len = 0;
+    note_name(worst, sizeof worst, &worst_len, p->o->output_prefix, ".incomplete");
+    for (size_t k = 0; k < p->n_keys; k++) {
+        note_name(worst, sizeof worst, &worst_len, p->outs[k].base,
+                  p->o->shard_size ? "_00000.json" : ".json");
+        ig_output_stem(&p->spec, k, stem, sizeof stem);
+        if (p->o->shard_size || p->world > 1)
+            note_name(worst, sizeof worst, &worst_len, stem, ".shards.json");
+    }
+    if (worst_len <= NAME_MAX) return IG_OK;
+    return ig_err_set(err, IG_ERR_INVALID_ARG,
+                      "output prefix %s is too long: the run would write %s, a file name of %zu "
+                      "bytes, more than a file name may hold (%d); give a shorter prefix",
+                      p->o->output_prefix, worst, worst_len, NAME_MAX);
+}
+
 /* Everything before the output is touched: the inputs (this rank's share), the output names,
  * the batch pool. */
 static ig_status setup(pipeline *p, ig_err *err) {
@@ -702,6 +773,7 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if (s != IG_OK) return s;
     p->st->files = p->n_files;
     if ((s = make_outputs(p, err)) != IG_OK) return s;
+    if ((s = check_name_lengths(p, err)) != IG_OK) return s;
     int threads = p->o->threads > 0 ? p->o->threads : ig_ctx_threads(p->ctx);
     if (threads > 257) threads = 257;
     p->n_workers = threads - 1; /* and the reader; 0: all on the calling thread */
@@ -725,7 +797,8 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         ig_progress_opts po = ig_progress_opts_default();
         po.label = "preprocess";
         po.bytes = 1;
-        for (size_t f = 0; f < p->n_files; f++) po.total += file_size(p->files[f]);
+        for (size_t f = 0; f < p->n_files; f++)
+            if (p->sizes[f] != UINT64_MAX) po.total += p->sizes[f];
         if ((s = ig_progress_create(&p->progress, &po, err)) != IG_OK) return s;
     }
     if (p->n_workers == 0) {
@@ -822,6 +895,7 @@ static void pipeline_free(pipeline *p) {
     for (size_t f = 0; f < p->n_files; f++) free(p->files[f]);
     free(p->files);
     free(p->kinds);
+    free(p->sizes);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_free);
     pthread_cond_destroy(&p->cv_todo);

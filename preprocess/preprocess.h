@@ -102,9 +102,10 @@ ig_input_kind ig_input_kind_of(const char *path, int txt_lines);
 /* A record is the raw bytes of one document before parsing: one JSON line, or a whole .txt file,
  * or one .txt line. Records are produced in file order by one thread; parsing is thread-safe and
  * is done by the pipeline's workers.
+ * - Every kind: a UTF-8 byte order mark (EF BB BF) at the start of the input is dropped: it marks
+ *   the encoding and is not text (byte offsets stay those of the file).
  * - JSONL: one record per line without its '\n' (a '\r' before it stays: JSON whitespace); lines
- *   that are empty or only spaces/tabs/'\r' are skipped; a UTF-8 BOM at the start is dropped; a
- *   last line without '\n' counts.
+ *   that are empty or only spaces/tabs/'\r' are skipped; a last line without '\n' counts.
  * - TXT_LINES: each line without "\n" or "\r\n"; empty lines are skipped, others kept as they are.
  * - TXT: one record, the whole file (an empty file is one empty record), line 1, offset 0.
  * Line numbers count every line of the input, skipped ones included. */
@@ -128,6 +129,10 @@ ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_inp
 ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, ig_err *err);
 /* Compressed bytes consumed so far (for progress against the file size). */
 uint64_t ig_record_reader_bytes_in(const ig_record_reader *r);
+/* The size the file must have (e.g. its size when a run started and planned its work). By
+ * default a regular file's size when it was opened: a file that ends before it or grows past it
+ * is IG_ERR_IO ("the file changed while it was read") instead of a quietly shorter input. */
+void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size);
 void ig_record_reader_close(ig_record_reader *r);
 
 #define IG_MAX_JSON_KEYS 8
@@ -178,15 +183,17 @@ typedef struct ig_preprocess_opts {
     int threads; /* threads the run may use, all of them together: 1 reads, tokenizes and writes
                     on the calling thread; N >= 2 starts one reader and N - 1 tokenizing workers
                     (the calling thread writes); 0: the context's thread count */
-    uint64_t shard_size;  /* .bin bytes per shard (split at documents); 0: one shard */
-    int dedup_exact;      /* drop documents whose text's XXH3-128 was seen before */
-    ig_on_error on_error; /* bad records: fail (default) or skip and count */
-    int overwrite;        /* replace an existing complete output */
-    int progress;         /* show a progress bar on stderr */
-    ig_comm *comm;        /* NULL: this process alone. With several ranks, each takes a share of the
-                             input files (by size, largest first to the least loaded rank), writes
-                             shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of
-                             them; every rank must call with the same options */
+    uint64_t shard_size; /* .bin bytes per shard (split at documents); 0: one shard */
+    int dedup_exact;     /* drop documents whose text's XXH3-128 was seen before */
+    /* bad records: fail (default) or skip and count; with skip, a file the reader cannot go on
+     * with (a corrupt .zst, a record over 1 GiB) is skipped from there and counted as one */
+    ig_on_error on_error;
+    int overwrite; /* replace an existing complete output */
+    int progress;  /* show a progress bar on stderr */
+    ig_comm *comm; /* NULL: this process alone. With several ranks, each takes a share of the
+                      input files (by size, largest first to the least loaded rank), writes
+                      shards named OUT..._rRRRR..., and rank 0 writes one shard list over all of
+                      them; every rank must call with the same options */
 } ig_preprocess_opts;
 
 ig_preprocess_opts ig_preprocess_opts_default(void);
@@ -223,9 +230,10 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * The run commits through one marker, OUT.incomplete, written before any file and removed once
  * all shards, manifests and shard lists of every key (and rank) are written, so a run killed at
  * any moment leaves an output that ig_shard_open and verify refuse. Before it starts, a run still
- * going on the same output is refused (IG_ERR_EXISTS), as is a complete output unless
- * opts.overwrite (with it, the old output is removed whole: every key and rank); the files of an
- * unfinished earlier run are removed. An error stops the run and removes everything it wrote,
+ * going on the same output is refused (IG_ERR_EXISTS; the marker is held locked from before
+ * anything is written, so of two runs started together one is refused), as is a complete output
+ * unless opts.overwrite (with it, the old output is removed whole: every key and rank); the files
+ * of an unfinished earlier run are removed. An error stops the run and removes everything it wrote,
  * on every rank. */
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -37,6 +38,7 @@ struct ig_record_reader {
     size_t in_pos;           /* consumed bytes of the current raw chunk (zstd) */
     const uint8_t *in_chunk; /* the current raw chunk: in, or mem */
     uint64_t bytes_in;       /* raw bytes fully consumed before the current chunk */
+    uint64_t expect_size;    /* the file's size when the run started (UINT64_MAX: unknown) */
 
     /* zstd */
     ZSTD_DCtx *zd;
@@ -61,6 +63,7 @@ static ig_status reader_alloc(ig_record_reader **out, const char *name, ig_input
     ig_record_reader *r = calloc(1, sizeof *r);
     if (!r) return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", name);
     r->fd = -1;
+    r->expect_size = UINT64_MAX;
     r->kind = kind;
     r->max_record = IG_RECORD_MAX_DEFAULT;
     r->last_ret = 1; /* nothing decoded yet: an empty .zst is truncated, not empty */
@@ -107,9 +110,17 @@ ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_inp
             return ig_err_errno(err, e, "cannot open input %s", path);
         }
         r->own_fd = 1;
+        /* a regular file's size is known now: a file that shrinks or grows while it is read
+         * (rewritten, or still being written) is an error at its end, not a quiet part of it */
+        struct stat sb;
+        if (fstat(r->fd, &sb) == 0 && S_ISREG(sb.st_mode)) r->expect_size = (uint64_t)sb.st_size;
     }
     *out = r;
     return IG_OK;
+}
+
+void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size) {
+    r->expect_size = size;
 }
 
 ig_status ig_record_reader_open_mem(ig_record_reader **out, const char *name, const void *data,
@@ -164,6 +175,16 @@ static ig_status raw_next(ig_record_reader *r, ig_err *err) {
         if (n < 0)
             return ig_err_errno(err, errno, "%s: read failed at byte offset %llu", r->path,
                                 (unsigned long long)r->bytes_in);
+        uint64_t total = r->bytes_in + (uint64_t)n;
+        if (r->expect_size != UINT64_MAX &&
+            (total > r->expect_size || (n == 0 && total != r->expect_size)))
+            return ig_err_set(err, IG_ERR_IO,
+                              "%s: the file changed while it was read: it had %llu bytes when the "
+                              "run started, but %s%llu were read (was it rewritten, or still being "
+                              "written? rerun once it is complete)",
+                              r->path, (unsigned long long)r->expect_size,
+                              total > r->expect_size ? "at least " : "only ",
+                              (unsigned long long)total);
         if (n == 0) r->raw_eof = 1;
         r->in_chunk = r->in;
         r->in_len = (size_t)n;
@@ -227,9 +248,14 @@ static ig_status fill_window(ig_record_reader *r, ig_err *err) {
             r->in_pos = zin.pos;
             return zstd_error(r, ZSTD_getErrorName(ret), err);
         }
+        /* A call that neither read nor wrote anything tells nothing new: after a frame ended
+         * exactly at the end of a full output buffer, the extra call made to drain the decoder
+         * returns the header size of a next frame, which must not make the input look cut off
+         * inside a frame. */
+        if (zin.pos != r->in_pos || zout.pos > 0) r->last_ret = ret;
         r->in_pos = zin.pos;
-        r->last_ret = ret;
-        r->out_was_full = zout.pos == zout.size;
+        /* a full output may leave data in the decoder, unless the frame is complete (0) */
+        r->out_was_full = zout.pos == zout.size && ret != 0;
         if (zout.pos > 0) {
             r->win = r->out;
             r->win_len = zout.pos;
@@ -354,6 +380,17 @@ static ig_status next_txt(ig_record_reader *r, ig_record *rec, int *has, ig_err 
     return IG_OK;
 }
 
+/* A UTF-8 byte order mark at the start of the input marks the encoding; it is not text (nor JSON):
+ * dropped from the first record of every kind of input, so that a .txt and a .jsonl with a BOM
+ * give the same tokens as without one. Offsets stay those of the file. */
+static void strip_bom(ig_record *rec) {
+    if (rec->byte_offset == 0 && rec->len >= 3 && memcmp(rec->data, "\xEF\xBB\xBF", 3) == 0) {
+        rec->data += 3;
+        rec->len -= 3;
+        rec->byte_offset = 3;
+    }
+}
+
 ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, ig_err *err) {
     *has = 0;
     if (r->lcap > LINE_BUF_KEEP) { /* do not pin a huge buffer */
@@ -361,20 +398,19 @@ ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, i
         r->lbuf = NULL;
         r->lcap = r->llen = 0;
     }
-    if (r->kind == IG_INPUT_TXT) return next_txt(r, rec, has, err);
+    if (r->kind == IG_INPUT_TXT) {
+        ig_status st = next_txt(r, rec, has, err);
+        if (st == IG_OK && *has) strip_bom(rec);
+        return st;
+    }
     for (;;) {
         ig_status st = next_line(r, rec, has, err);
         if (st != IG_OK || !*has) return st;
+        strip_bom(rec);
         if (r->kind == IG_INPUT_TXT_LINES) {
             if (rec->len > 0 && rec->data[rec->len - 1] == '\r') rec->len--; /* CRLF */
             if (rec->len > 0) return IG_OK;
             continue;
-        }
-        /* JSONL: a UTF-8 byte order mark at the start of the input is not part of the JSON */
-        if (rec->byte_offset == 0 && rec->len >= 3 && memcmp(rec->data, "\xEF\xBB\xBF", 3) == 0) {
-            rec->data += 3;
-            rec->len -= 3;
-            rec->byte_offset = 3;
         }
         if (!json_blank(rec->data, rec->len)) return IG_OK;
     }

@@ -352,9 +352,18 @@ static ig_status jansson_parse(const ig_record *rec, const char *path, const cha
                                size_t n_keys, ig_doc *doc, ig_err *err) {
     json_error_t je;
     json_t *root = json_loadb(rec->data, rec->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (!root)
+    if (!root) {
+        /* a raw NUL byte is never JSON (inside strings it must be \u0000); jansson reports it as
+         * "end of file" ("end of file expected near end of file"), which misleads */
+        const char *nul = memchr(rec->data, '\0', rec->len);
+        if (nul)
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s:%llu:%zu: malformed JSON: a NUL byte (0x00), which JSON text "
+                              "never holds (a file padded or overwritten with zero bytes?)",
+                              path, (unsigned long long)rec->line, (size_t)(nul - rec->data) + 1);
         return ig_err_set(err, IG_ERR_FORMAT, "%s:%llu:%d: malformed JSON: %s", path,
                           (unsigned long long)rec->line, je.column > 0 ? je.column : 1, je.text);
+    }
     ig_status st = IG_OK;
     if (!json_is_object(root)) {
         st = ig_err_set(err, IG_ERR_FORMAT, "%s:%llu: expected a JSON object per line, got %s",

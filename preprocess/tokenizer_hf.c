@@ -236,12 +236,9 @@ static ig_status load_json(const char *path, const char *what, json_t **out, ig_
     char *text = NULL;
     size_t len = 0;
     /* read whole, then parse from memory: jansson's file reader goes a character at a time */
-    if (ig_read_file(path, &text, &len, NULL) != IG_OK) {
-        FILE *f = fopen(path, "rb");
-        int e = f ? EIO : errno;
-        if (f) fclose(f);
-        return ig_err_errno(err, e, "cannot open %s (expected %s)", path, what);
-    }
+    ig_err e = {0};
+    ig_status st = ig_read_file_max(path, IG_TOK_FILE_MAX, &text, &len, &e);
+    if (st != IG_OK) return ig_err_set(err, st, "%s (expected %s)", e.msg, what);
     json_error_t jerr;
     *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
@@ -361,7 +358,7 @@ ig_status ig_tok_load_vocab_merges(ig_tokenizer **out, ig_ctx *ctx, const char *
             ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object of token -> id", vocab_path);
         goto done;
     }
-    if ((st = ig_read_file(merges_path, &text, &text_len, err)) != IG_OK) {
+    if ((st = ig_read_file_max(merges_path, IG_TOK_FILE_MAX, &text, &text_len, err)) != IG_OK) {
         if (!ig_file_exists(merges_path))
             st = ig_err_set(err, IG_ERR_NOT_FOUND,
                             "%s: no such file: expected GPT-2 merges.txt beside %s", merges_path,

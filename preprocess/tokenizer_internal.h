@@ -72,6 +72,9 @@ typedef struct ig_special_tok {
 /* Token ids are below 2^24: room for any real vocabulary (o200k_base has 200019 ids), while an id
  * mistyped into a file cannot make the loader allocate gigabytes for its per-id tables. */
 #define IG_TOK_ID_LIMIT ((uint32_t)1 << 24)
+/* The largest tokenizer file read (tokenizer.json, vocab.json, merges.txt, .tiktoken): o200k's
+ * files are a few MB, so this only stops the wrong file (a disk image, /dev/zero) early. */
+#define IG_TOK_FILE_MAX ((size_t)256 << 20)
 
 struct ig_tokenizer {
     ig_ctx *ctx;

@@ -91,6 +91,17 @@ ig_status ig_tok_load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path
     ig_mapped_file mf = {0};
     ig_status st = ig_mapped_file_open(&mf, path, err);
     if (st != IG_OK) return st;
+    if (mf.size > IG_TOK_FILE_MAX) {
+        char a[32], b[32];
+        st = ig_err_set(
+            err, IG_ERR_INVALID_ARG,
+            "%s is %s, more than the %s ingot reads of a tokenizer file: is it the right "
+            "file?",
+            path, ig_format_bytes((double)mf.size, a, sizeof a),
+            ig_format_bytes((double)IG_TOK_FILE_MAX, b, sizeof b));
+        ig_mapped_file_close(&mf);
+        return st;
+    }
     ig_tokenizer *t = NULL;
     st = ig_tok_begin(&t, ctx, enc->pattern, 1, err);
     if (st != IG_OK) goto done;
@@ -115,26 +126,22 @@ ig_status ig_tok_load_tiktoken(ig_tokenizer **out, ig_ctx *ctx, const char *path
                             line);
             goto done;
         }
+        /* the rank: decimal digits only; a large one is out of range, not malformed */
+        size_t r0 = (size_t)(sp - s) + 1, k = r0;
         uint64_t rank = 0;
-        size_t k = (size_t)(sp - s) + 1;
-        if (k >= len) rank = UINT64_MAX;
-        for (; k < len && rank < (1u << 30); k++) {
-            if (s[k] < '0' || s[k] > '9') {
-                rank = UINT64_MAX;
-                break;
-            }
-            rank = rank * 10 + (uint64_t)(s[k] - '0');
-        }
-        if (rank >= (1u << 30)) {
+        for (; k < len && s[k] >= '0' && s[k] <= '9'; k++)
+            rank = rank > UINT64_MAX / 10 - 1 ? UINT64_MAX : rank * 10 + (uint64_t)(s[k] - '0');
+        if (k == r0 || k < len) {
             st = ig_err_set(err, IG_ERR_FORMAT, "%s:%zu: expected a decimal rank after the token",
                             path, line);
             goto done;
         }
         if (rank >= enc->n_ranks) {
             ig_err_set(err, IG_ERR_FORMAT,
-                       "%s:%zu: rank %llu is outside %s's ranks 0..%zu: is this file of another "
+                       "%s:%zu: rank %.*s is outside %s's ranks 0..%zu: is this file of another "
                        "encoding?",
-                       path, line, (unsigned long long)rank, enc->name, enc->n_ranks - 1);
+                       path, line, (int)(k - r0 > 40 ? 40 : k - r0), (const char *)s + r0,
+                       enc->name, enc->n_ranks - 1);
             st = ig_err_fix(err, "tiktoken_encoding", "NAME");
             goto done;
         }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- errors and status names --------------------------------------------------------------- */
@@ -576,6 +577,102 @@ static void test_remove_tree(void **state) {
     /* a component that is not a directory: an error naming the path */
     assert_int_not_equal(ig_remove_tree(igt_fmt("%s/precious/x", keep), &err), IG_OK);
     assert_non_null(strstr(err.msg, "precious/x"));
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* Files read whole must be regular files of bounded size: /dev/zero used to fill memory and a
+ * FIFO to hang the reader (also a mapped file's open). */
+static void test_read_file_refuses(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    char *text = (char *)1;
+    size_t len = 7;
+    ig_err err = {0};
+    assert_int_equal(ig_read_file_max("/dev/zero", 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "/dev/zero is not a regular file (it is a device)"));
+    assert_null(text);
+    assert_int_equal(len, 0);
+    assert_int_equal(ig_read_file("/dev/zero", &text, &len, &err), IG_ERR_INVALID_ARG);
+    const char *fifo = igt_fmt("%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(ig_read_file_max(fifo, 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a pipe)"));
+    ig_mapped_file mf;
+    assert_int_equal(ig_mapped_file_open(&mf, fifo, &err), IG_ERR_IO);
+    assert_int_equal(ig_read_file_max(dir, 1 << 20, &text, &len, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a directory)"));
+    /* a size cap: a (sparse) file over it is refused before anything is read */
+    const char *big = igt_fmt("%s/big.json", dir);
+    igt_write(big, "{}", 2);
+    assert_int_equal(truncate(big, (off_t)3 << 30), 0);
+    assert_int_equal(ig_read_file_max(big, (size_t)256 << 20, &text, &len, &err),
+                     IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "big.json is 3.22 GB, more than the 268.44 MB"));
+    assert_int_equal(truncate(big, 100), 0);
+    assert_int_equal(ig_read_file_max(big, 100, &text, &len, &err), IG_OK);
+    assert_int_equal(len, 100);
+    free(text);
+    assert_int_equal(ig_read_file_max(big, 99, &text, &len, &err), IG_ERR_INVALID_ARG);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* What fits in memory: the limit is some positive figure with a name; a need above it is refused
+ * naming both. */
+static void test_memory_check(void **state) {
+    (void)state;
+    const char *what = NULL;
+    uint64_t lim = ig_memory_limit(&what);
+    assert_true(lim > ((uint64_t)1 << 20));
+    assert_non_null(what);
+    ig_err err = {0};
+    assert_int_equal(ig_memory_check(1 << 20, "a small thing", NULL, &err), IG_OK);
+    assert_int_equal(ig_memory_check((uint64_t)1 << 62, "a huge thing", "ask for less", &err),
+                     IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "a huge thing needs 4611.69 PB of memory, more than"));
+    assert_non_null(strstr(err.msg, what));
+    assert_non_null(strstr(err.msg, ": ask for less"));
+}
+
+/* Temporaries: "PATH.SUFFIX", shortened (and told apart by a hash) when that name would not fit;
+ * messages name the target, never the temporary. */
+static void test_temp_names(void **state) {
+    (void)state;
+    char *t = ig_temp_path("dir/x.bin", "tmp.12.0");
+    assert_string_equal(t, "dir/x.bin.tmp.12.0");
+    free(t);
+    char name[256];
+    memset(name, 'n', 250);
+    strcpy(name + 250, ".bin"); /* 254 bytes: fits, but not with ".tmp.12.0" */
+    char *path = strdup(igt_fmt("dir/%s", name));
+    t = ig_temp_path(path, "tmp.12.0");
+    const char *base = strrchr(t, '/') + 1;
+    assert_true(strlen(base) <= 255);
+    assert_memory_equal(base, name, 200);
+    assert_non_null(strstr(base, ".~"));
+    assert_string_equal(base + strlen(base) - 9, ".tmp.12.0");
+    char *again = ig_temp_path(path, "tmp.12.0");
+    assert_string_equal(t, again); /* the same for the same name */
+    free(again);
+    free(t);
+    free(path);
+    ig_err err = {0};
+    ig_atomic_file *af = NULL;
+    char *dir = igt_mkdtemp();
+    const char *missing = igt_fmt("%s/no/such/dir/out.bin", dir);
+    assert_int_equal(ig_atomic_file_create(&af, missing, 0, &err), IG_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "cannot create"));
+    assert_non_null(strstr(err.msg, "out.bin: No such file"));
+    assert_null(strstr(err.msg, ".tmp."));
+    /* a target whose own name does not fit is refused before anything is written */
+    char big[300];
+    memset(big, 'b', 256);
+    big[256] = '\0';
+    assert_int_equal(ig_atomic_file_create(&af, igt_fmt("%s/%s", dir, big), 0, &err), IG_ERR_IO);
+    assert_non_null(strstr(err.msg, "File name too long"));
+    assert_null(strstr(err.msg, ".tmp."));
+    assert_int_equal(igt_count_entries(dir), 0);
     igt_rmtree(dir);
     free(dir);
 }
@@ -1298,6 +1395,9 @@ int main(void) {
         cmocka_unit_test(test_xxh3),
         cmocka_unit_test(test_mapped_file),
         cmocka_unit_test(test_remove_tree),
+        cmocka_unit_test(test_read_file_refuses),
+        cmocka_unit_test(test_memory_check),
+        cmocka_unit_test(test_temp_names),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),

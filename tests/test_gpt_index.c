@@ -314,6 +314,30 @@ static void test_blend_golden(void **state) {
     free(bs);
 }
 
+/* The per-source sizing the README names: Megatron-Core core_v0.11 and later build source d for
+ * ceil(ceil(N*w)*1.005) samples and blend sum(ceil(N*w)); core_v0.7-v0.10 built ceil(N*w*1.005)
+ * and blended their sum. With N*w fractional the two differ: 1/3 and 2/3 of 1000. */
+static void test_blend_sizing_version(void **state) {
+    (void)state;
+    static int32_t lengths[64];
+    for (int i = 0; i < 64; i++) lengths[i] = 50 + i;
+    ig_blend_source bs[2] = {{.weight = 1, .seq_lengths = lengths, .n_seqs = 64, .name = "a"},
+                             {.weight = 2, .seq_lengths = lengths, .n_seqs = 64, .name = "b"}};
+    ig_blend_opts o = ig_blend_opts_default();
+    o.seq_len = 16;
+    o.num_samples = 1000;
+    ig_blend *b = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_blend_build(&b, g_ctx, bs, 2, &o, &err), IG_OK);
+    ig_blend_source_info s0 = ig_blend_source_stats(b, 0), s1 = ig_blend_source_stats(b, 1);
+    assert_int_equal(s0.target, 334);    /* ceil(333.33) */
+    assert_int_equal(s1.target, 667);    /* ceil(666.67) */
+    assert_int_equal(s0.requested, 336); /* ceil(334 * 1.005) = ceil(335.67); v0.10: 335 */
+    assert_int_equal(s1.requested, 671); /* ceil(667 * 1.005) = ceil(670.34); v0.10: 670 */
+    assert_int_equal(ig_blend_num_samples(b), 1001); /* 334 + 667; v0.10: 335 + 670 = 1005 */
+    ig_blend_free(b);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------ */
 
 static void expect_gpt_error(const int32_t *lengths, uint64_t n, uint32_t seq_len, uint64_t samples,
@@ -631,6 +655,7 @@ int main(void) {
         cmocka_unit_test(test_split_ranges),
         cmocka_unit_test(test_gpt_goldens),
         cmocka_unit_test(test_blend_golden),
+        cmocka_unit_test(test_blend_sizing_version),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_read_from_shards),
         cmocka_unit_test(test_cache_reuse_and_invalidation),

@@ -393,6 +393,40 @@ static void test_error_propagation(void **state) {
     ig_ctx_free(ctx);
 }
 
+/* The end of the stream: sample ids are 64-bit, so a loader resumed near 2^64 samples gives the
+ * micro-batches whose samples are all below 2^64 - 1, then an error, with any number of prefetch
+ * threads (its workers' claims used to wrap around to 0 and the consumer waited forever). */
+static void test_end_of_stream(void **state) {
+    (void)state;
+    ig_ctx *ctx = new_ctx();
+    synth sy;
+    synth_init(&sy, 50, 4, 7);
+    const uint32_t Bs[] = {1, 2, 3};
+    for (int rep = 0; rep < 20; rep++)
+        for (int threads = 0; threads <= 2; threads += 2)
+            for (size_t bi = 0; bi < 3; bi++) {
+                uint32_t B = Bs[bi];
+                uint64_t end = UINT64_MAX / B; /* micro-batches of the stream */
+                ig_loader_state st0 = {.consumed_samples = (end - 3) * B};
+                ig_loader *probe = open_loader(ctx, &sy, B, 1, 1, 0, 0, 1, NULL);
+                st0.index_key = ig_loader_state_get(probe).index_key;
+                ig_loader_free(probe);
+                ig_loader *ld = open_loader(ctx, &sy, B, 1, 1, 0, threads, 4, &st0);
+                ig_batch b;
+                ig_err err = {0};
+                for (int i = 0; i < 3; i++) {
+                    if (ig_loader_next(ld, &b, &err) != IG_OK) fail_msg("%s", err.msg);
+                    assert_true(b.sample_ids[B - 1] == (end - 3 + (uint64_t)i) * B + B - 1);
+                }
+                assert_int_equal(ig_loader_next(ld, &b, &err), IG_ERR_INVALID_ARG);
+                assert_non_null(strstr(err.msg, "the sample stream ends at 2^64 - 1 samples"));
+                assert_int_equal(ig_loader_next(ld, &b, &err), IG_ERR_INVALID_ARG); /* sticky */
+                ig_loader_free(ld);
+            }
+    synth_done(&sy);
+    ig_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     ig_ctx *ctx = new_ctx();
@@ -473,6 +507,7 @@ static void write_shard(ig_ctx *ctx, const char *prefix, int docs, uint64_t seed
     ig_manifest meta = {0};
     snprintf(meta.tokenizer, sizeof meta.tokenizer, "%s", tok);
     meta.tokenizer_hash = ig_xxh3_64(tok, strlen(tok));
+    meta.vocab_size = 50000;
     meta.eod_id = -1;
     if (ig_shard_writer_finish(w, &meta, &err) != IG_OK) fail_msg("%s", err.msg);
 }
@@ -606,6 +641,62 @@ static void test_data_stream(void **state) {
     ig_ctx_free(ctx);
 }
 
+typedef struct lazy_reader {
+    const ig_dataset *ds;
+    uint64_t stride;
+    int bad;
+} lazy_reader;
+
+static void *read_lazy(void *arg) {
+    lazy_reader *r = arg;
+    uint64_t n = ig_dataset_sequences(r->ds);
+    ig_err err = {0};
+    for (int pass = 0; pass < 4; pass++)
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t k = (j * r->stride + (uint64_t)pass) % n;
+            int32_t got[2];
+            if (ig_dataset_read_tokens(r->ds, k, 0, 2, got, &err) != IG_OK ||
+                got[0] != (int32_t)k || got[1] != (int32_t)(k * 3 % 60000))
+                r->bad++;
+        }
+    return NULL;
+}
+
+/* A dataset of more shards than it keeps open, read by several threads at once: each read opens
+ * the shard it needs and the least recently used one no reader holds is closed (run under TSan). */
+static void test_lazy_dataset_threads(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    enum { N = IG_DATASET_OPEN_MAX + 64 };
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (int k = 0; k < N; k++) {
+        names[k] = strdup(igt_fmt("%s/t_%05d", dir, k));
+        uint16_t ids[2] = {(uint16_t)k, (uint16_t)(k * 3 % 60000)};
+        igt_write_tiny_shard(names[k], ids, 2);
+    }
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    ig_ctx_opts co = ig_ctx_opts_default();
+    co.threads = 1;
+    co.log_level = IG_LOG_ERROR;
+    assert_int_equal(ig_ctx_create(&ctx, &co, &err), IG_OK);
+    ig_dataset *ds = NULL;
+    if (ig_dataset_open(&ds, ctx, (const char *const *)names, N, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    lazy_reader r[3] = {{ds, 1, 0}, {ds, 7919, 0}, {ds, 104729, 0}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&t[i], NULL, read_lazy, &r[i]), 0);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++) assert_int_equal(r[i].bad, 0);
+    ig_dataset_close(ds);
+    ig_ctx_free(ctx);
+    for (int k = 0; k < N; k++) free(names[k]);
+    free(names);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_union),
@@ -614,9 +705,11 @@ int main(void) {
         cmocka_unit_test(test_infinite_blocks),
         cmocka_unit_test(test_prefetch_variations),
         cmocka_unit_test(test_error_propagation),
+        cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_free_mid_flight),
         cmocka_unit_test(test_data_stream),
+        cmocka_unit_test(test_lazy_dataset_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -305,7 +305,8 @@ static void test_bad_input(void **state) {
     ig_preprocess_stats_clear(&st);
     assert_int_equal(ig_shard_verify(g_ctx, igt_fmt("%s/out", dir), &err), IG_OK);
 
-    /* a corrupt .zst is fatal even with skip, and names the file */
+    /* a corrupt .zst is fatal without skip, and names the file; with skip it is skipped from where
+     * it breaks, counted and reported like a bad record */
     const char *zin = igt_fmt("%s/trunc.jsonl.zst", dir);
     size_t bound = ZSTD_compressBound(strlen(text));
     char *z = malloc(bound);
@@ -313,10 +314,19 @@ static void test_bad_input(void **state) {
     assert_false(ZSTD_isError(zn));
     igt_write(zin, z, zn - 5);
     free(z);
-    s = run(&zin, 1, igt_fmt("%s/z", dir), 2, &o, NULL, &err);
+    s = run(&zin, 1, igt_fmt("%s/z", dir), 2, NULL, NULL, &err);
     assert_int_equal(s, IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "trunc.jsonl.zst"));
     assert_false(ig_file_exists(igt_fmt("%s/z.bin", dir)));
+    const char *two[] = {zin, in};
+    s = run(two, 2, igt_fmt("%s/z", dir), 2, &o, &st, &err);
+    if (s != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.docs_skipped, 4); /* the file, and bad.jsonl's three */
+    assert_non_null(strstr(st.reported[0], "trunc.jsonl.zst: corrupt or truncated zstd data"));
+    assert_non_null(strstr(st.reported[0], "(the rest of this file is skipped)"));
+    assert_non_null(strstr(st.reported[1], "bad.jsonl:3"));
+    ig_preprocess_stats_clear(&st);
+    assert_int_equal(ig_shard_verify(g_ctx, igt_fmt("%s/z", dir), &err), IG_OK);
     igt_rmtree(dir);
     free(dir);
 }
@@ -406,6 +416,32 @@ static void test_existing_outputs(void **state) {
     assert_int_equal(ig_run_marker_live(k), 0); /* now it is a killed run's: cleaned up */
     assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_OK);
     assert_int_equal(ig_shard_verify(g_ctx, k, &err), IG_OK);
+
+    /* a run holding the marker (as the first of two runs started at the same moment does) keeps
+     * every other run out, before it touches anything: even one of this process, and even before
+     * the holder has written a file; a marker let go without removing it is a killed run's */
+    char *h = strdup(igt_fmt("%s/held", dir));
+    ig_run_marker *held = NULL, *second = NULL;
+    int had_old = -1;
+    assert_int_equal(ig_run_marker_acquire(&held, h, &had_old, &err), IG_OK);
+    assert_int_equal(had_old, 0);
+    assert_int_equal(ig_run_marker_acquire(&second, h, &had_old, &err), IG_ERR_EXISTS);
+    assert_null(second);
+    assert_int_equal(ig_run_marker_live(h), (long)getpid());
+    igt_write(igt_fmt("%s.bin", h), "winner", 6); /* the holder's data, not yet committed */
+    assert_int_equal(run(&in, 1, h, 1, NULL, NULL, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "right now"));
+    o = ig_preprocess_opts_default();
+    o.overwrite = 1; /* --force does not get past a run still going either */
+    assert_int_equal(run(&in, 1, h, 1, &o, NULL, &err), IG_ERR_EXISTS);
+    assert_true(ig_file_exists(igt_fmt("%s.bin", h)));
+    assert_true(ig_run_marker_exists(h));
+    assert_int_equal(ig_run_marker_release(held, 0, &err), IG_OK); /* as if killed */
+    assert_int_equal(ig_run_marker_live(h), 0);
+    assert_int_equal(run(&in, 1, h, 1, NULL, NULL, &err), IG_OK);
+    assert_int_equal(ig_shard_verify(g_ctx, h, &err), IG_OK);
+    assert_false(ig_run_marker_exists(h));
+    free(h);
 
     /* glob characters in the prefix are literal: nothing else is matched, let alone removed */
     char *g = strdup(igt_fmt("%s/out[1]", dir));

@@ -548,6 +548,197 @@ static void test_long_line_and_zst(void **state) {
     free(line);
 }
 
+/* JSONL of exactly size bytes: lines {"text":"..."} of varied lengths, the last one padded.
+ * *ndocs gets the number of lines, *text the total length of their texts. */
+static char *jsonl_of_size(size_t size, size_t *ndocs, size_t *text) {
+    char *s = malloc(size + 1);
+    assert_non_null(s);
+    size_t o = 0, n = 0, t = 0;
+    uint32_t x = (uint32_t)size * 2654435761u;
+    while (o < size) {
+        x = x * 1103515245u + 12345u;
+        size_t want = 20 + (x >> 16) % 300, rest = size - o;
+        if (rest < want + 40) want = rest; /* the last line takes what is left */
+        size_t body = want - 12;           /* {"text":"  "}\n */
+        o += (size_t)sprintf(s + o, "{\"text\":\"");
+        for (size_t i = 0; i < body; i++) s[o++] = (char)('a' + (x >> (i % 24)) % 26);
+        memcpy(s + o, "\"}\n", 3);
+        o += 3;
+        n++;
+        t += body;
+    }
+    assert_int_equal(o, size);
+    *ndocs = n;
+    *text = t;
+    return s;
+}
+
+/* As the zstd command line compresses: streaming, no content size in the header, 128 KiB
+ * blocks. */
+static void *zstd_compress_streaming(const void *src, size_t n, size_t *out_len) {
+    size_t cap = ZSTD_compressBound(n) + 1024;
+    uint8_t *dst = malloc(cap);
+    assert_non_null(dst);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    assert_non_null(cc);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 1);
+    ZSTD_outBuffer out = {dst, cap, 0};
+    for (size_t at = 0;;) {
+        size_t k = n - at < 65536 ? n - at : 65536;
+        ZSTD_inBuffer in = {(const char *)src + at, k, 0};
+        ZSTD_EndDirective mode = at + k == n ? ZSTD_e_end : ZSTD_e_continue;
+        size_t left;
+        do {
+            left = ZSTD_compressStream2(cc, &out, &in, mode);
+            assert_false(ZSTD_isError(left));
+        } while (in.pos < in.size || (mode == ZSTD_e_end && left != 0));
+        at += k;
+        if (mode == ZSTD_e_end) break;
+    }
+    ZSTD_freeCCtx(cc);
+    *out_len = out.pos;
+    return dst;
+}
+
+/* Reads path and checks the document count and the total text length. */
+static void expect_docs(const char *path, ig_input_kind kind, size_t ndocs, size_t text) {
+    docs d = {0};
+    ig_err err = {0};
+    if (read_docs(path, kind, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    size_t t = 0;
+    for (size_t i = 0; i < d.n; i++) t += d.len[i];
+    if (d.n != ndocs || t != text)
+        fail_msg("%s: %zu documents of %zu bytes, expected %zu of %zu", path, d.n, t, ndocs, text);
+    docs_free(&d);
+}
+
+static void expect_docs_mem(const void *data, size_t len, size_t ndocs, size_t text) {
+    ig_record_reader *r = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_record_reader_open_mem(&r, "mem.zst", data, len, IG_INPUT_JSONL_ZST, &err),
+                     IG_OK);
+    docs d = {0};
+    if (drain(r, "mem.zst", IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &d, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    ig_record_reader_close(r);
+    size_t t = 0;
+    for (size_t i = 0; i < d.n; i++) t += d.len[i];
+    assert_int_equal(d.n, ndocs);
+    assert_int_equal(t, text);
+    docs_free(&d);
+}
+
+/* Sizes on and around every buffer boundary: the decompressed output (ZSTD_DStreamOutSize,
+ * 128 KiB) and the raw read buffer (1 MiB), for plain and zstd inputs, compressed in one shot
+ * and as the zstd command line does (a valid file whose decompressed size is a multiple of
+ * 128 KiB was refused as truncated). */
+static void test_buffer_boundaries(void **state) {
+    (void)state;
+    const size_t K128 = (size_t)128 << 10, M1 = (size_t)1 << 20;
+    const size_t sizes[] = {K128 - 1, K128,      K128 + 1, 2 * K128,   M1 - 1,       M1,
+                            M1 + 1,   M1 + K128, 2 * M1,   2 * M1 + 1, 3 * K128 - 1, 3 * K128};
+    const char *p = igt_fmt("%s/bound.jsonl", g_dir);
+    char *pz = strdup(igt_fmt("%s/bound.jsonl.zst", g_dir));
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t ndocs, text;
+        char *s = jsonl_of_size(sizes[i], &ndocs, &text);
+        igt_write(p, s, sizes[i]);
+        expect_docs(p, IG_INPUT_JSONL, ndocs, text);
+        for (int streaming = 0; streaming < 2; streaming++) {
+            size_t zl;
+            void *z = streaming ? zstd_compress_streaming(s, sizes[i], &zl)
+                                : zstd_compress(s, sizes[i], &zl);
+            igt_write(pz, z, zl);
+            expect_docs(pz, IG_INPUT_JSONL_ZST, ndocs, text);
+            expect_docs_mem(z, zl, ndocs, text);
+            free(z);
+        }
+        free(s);
+    }
+
+    /* compressed files whose frames end on, before and after the 1 MiB read buffer's end:
+     * a skippable frame of the right size in front places the data frame */
+    size_t ndocs, text;
+    char *s = jsonl_of_size(3 * K128, &ndocs, &text);
+    size_t zl;
+    void *z = zstd_compress_streaming(s, 3 * K128, &zl);
+    uint8_t *f = malloc(2 * M1 + zl);
+    assert_non_null(f);
+    const long shifts[] = {-1, 0, 1};
+    for (int at_start = 0; at_start < 2; at_start++)
+        for (size_t j = 0; j < 3; j++) {
+            /* the data frame ends (or starts) at M1 + shift */
+            size_t target = (size_t)((long)M1 + shifts[j]);
+            size_t pad = at_start ? target : target - zl;
+            assert_true(pad >= 8);
+            f[0] = 0x50, f[1] = 0x2A, f[2] = 0x4D, f[3] = 0x18; /* skippable frame magic */
+            uint32_t payload = (uint32_t)(pad - 8);
+            for (int b = 0; b < 4; b++) f[4 + b] = (uint8_t)(payload >> (8 * b));
+            memset(f + 8, 0xAB, payload);
+            memcpy(f + pad, z, zl);
+            igt_write(pz, f, pad + zl);
+            expect_docs(pz, IG_INPUT_JSONL_ZST, ndocs, text);
+            expect_docs_mem(f, pad + zl, ndocs, text);
+        }
+    free(f);
+    free(z);
+    free(s);
+    free(pz);
+}
+
+/* A file that shrinks or grows while it is read is an error naming both sizes, not a quietly
+ * shorter (or longer) input; the expected size can also be set from when a run started. */
+static void test_file_changed(void **state) {
+    (void)state;
+    const size_t size = (size_t)3 << 20; /* more than the 1 MiB read buffer */
+    size_t ndocs, text;
+    char *s = jsonl_of_size(size, &ndocs, &text);
+    const char *nl = memchr(s + ((size_t)2 << 20), '\n', size);
+    size_t cut = (size_t)(nl - s) + 1; /* a line boundary: what is left still parses */
+    const char *p = igt_fmt("%s/changing.jsonl", g_dir);
+    for (int grow = 0; grow < 2; grow++) {
+        igt_write(p, s, size);
+        ig_record_reader *r = NULL;
+        ig_err err = {0};
+        assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+        ig_record rec;
+        int has = 0;
+        assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
+        if (grow) {
+            FILE *f = fopen(p, "ab");
+            assert_non_null(f);
+            fputs("{\"text\": \"more\"}\n", f);
+            fclose(f);
+        } else {
+            assert_int_equal(truncate(p, (off_t)cut), 0);
+        }
+        docs d = {0};
+        assert_int_equal(drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &d, &err), IG_ERR_IO);
+        const char *want =
+            grow ? igt_fmt("it had %zu bytes when the run started, but at least", size)
+                 : igt_fmt("it had %zu bytes when the run started, but only %zu "
+                           "were read",
+                           size, cut);
+        if (!strstr(err.msg, want) || !strstr(err.msg, "changing.jsonl: the file changed"))
+            fail_msg("'%s' not in: %s", want, err.msg);
+        docs_free(&d);
+        ig_record_reader_close(r);
+    }
+    /* the size a run saw when it started, before the file was opened */
+    igt_write(p, s, cut);
+    ig_record_reader *r = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    ig_record_reader_expect_size(r, size);
+    docs d = {0};
+    assert_int_equal(drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &d, &err), IG_ERR_IO);
+    assert_non_null(strstr(err.msg, "the file changed while it was read"));
+    docs_free(&d);
+    ig_record_reader_close(r);
+    free(s);
+}
+
 static void test_txt_modes(void **state) {
     (void)state;
     const char *p = igt_fmt("%s/doc.txt", g_dir);
@@ -568,6 +759,32 @@ static void test_txt_modes(void **state) {
     if (read_docs(p, IG_INPUT_TXT, &d, &err) != IG_OK) fail_msg("%s", err.msg);
     assert_int_equal(d.n, 1);
     assert_string_equal(d.text[0], "first\r\n\nsecond line\n\r\n  \nlast");
+    docs_free(&d);
+    /* a UTF-8 byte order mark is dropped from .txt as from .jsonl (it was kept as text, so the
+     * same words tokenized differently); an invalid byte after it keeps its file offset */
+    const char *b = igt_fmt("%s/bom.txt", g_dir);
+    write_str(b, "\xEF\xBB\xBFhello\nworld\n");
+    if (read_docs(b, IG_INPUT_TXT, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.text[0], "hello\nworld\n");
+    docs_free(&d);
+    if (read_docs(b, IG_INPUT_TXT_LINES, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.text[0], "hello");
+    assert_int_equal(d.line[0], 1);
+    docs_free(&d);
+    write_str(b, "\xEF\xBB\xBF\n\nx\n"); /* a BOM alone on the first line: an empty line */
+    if (read_docs(b, IG_INPUT_TXT_LINES, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.text[0], "x");
+    assert_int_equal(d.line[0], 3);
+    docs_free(&d);
+    write_str(b, "\xEF\xBB\xBFok\xFF");
+    expect_fail(b, IG_INPUT_TXT, IG_ERR_FORMAT, b, "invalid UTF-8 at byte offset 5");
+    const char *bj = igt_fmt("%s/bom.jsonl", g_dir);
+    write_str(bj, "\xEF\xBB\xBF{\"text\": \"hello\\nworld\\n\"}\n");
+    if (read_docs(bj, IG_INPUT_JSONL, &d, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_string_equal(d.text[0], "hello\nworld\n"); /* the same text as the .txt's */
     docs_free(&d);
     /* an empty .txt file is one empty document */
     const char *e = igt_fmt("%s/empty.txt", g_dir);
@@ -843,6 +1060,8 @@ int main(void) {
         cmocka_unit_test(test_blank_lines_crlf_last_line),
         cmocka_unit_test(test_multiple_keys),
         cmocka_unit_test(test_long_line_and_zst),
+        cmocka_unit_test(test_buffer_boundaries),
+        cmocka_unit_test(test_file_changed),
         cmocka_unit_test(test_txt_modes),
         cmocka_unit_test(test_stdin),
         cmocka_unit_test(test_expand_inputs),

@@ -3,6 +3,8 @@
  * every corruption the reader must name, verify, atomicity of the writer, and merge. */
 #include "testutil.h"
 
+#include <sys/mman.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +431,111 @@ static void test_verify(void **state) {
     free(dir);
 }
 
+/* Replaces the first `from` in the file at path with `to` (the test fails when it is absent). */
+static void replace_in_file(const char *path, const char *from, const char *to) {
+    size_t len;
+    char *text = igt_read(path, &len);
+    char *at = strstr(text, from);
+    if (!at) fail_msg("%s: '%s' not found", path, from);
+    size_t fl = strlen(from), tl = strlen(to);
+    char *out = malloc(len - fl + tl);
+    assert_non_null(out);
+    size_t head = (size_t)(at - text);
+    memcpy(out, text, head);
+    memcpy(out + head, to, tl);
+    memcpy(out + head + tl, at + fl, len - head - fl);
+    igt_write(path, out, len - fl + tl);
+    free(out);
+    free(text);
+}
+
+/* A manifest must say which ids the .bin may hold (vocab_size, eod_id, a dtype that holds them),
+ * and verify reads every token anyway: ids outside the vocabulary are refused, even when the
+ * manifest's checksums were recomputed over the changed .bin. */
+static void test_verify_vocab_and_ids(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    const char *prefix = strdup(igt_fmt("%s/g", dir));
+    char *json = strdup(igt_fmt("%s.json", prefix)), *bin = strdup(igt_fmt("%s.bin", prefix));
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+    meta.tokenizer_hash = 0x1234;
+    meta.vocab_size = 50257;
+    meta.eod_id = 50256;
+    write_golden_docs(ctx, prefix, 0, &meta);
+    ig_err err = {0};
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+    size_t len;
+    char *good = igt_read(json, &len);
+
+    const struct {
+        const char *from, *to, *says;
+    } bad[] = {
+        {"\"vocab_size\": 50257", "\"vocab_size\": 0", "vocab_size = 0 but the manifest names"},
+        {"\"vocab_size\": 50257", "\"vocab_size\": 4611686018427387904",
+         "vocab_size = 4611686018427387904 but dtype uint16 holds only ids below 65536"},
+        {"\"vocab_size\": 50257", "\"vocab_size\": 65537", "holds only ids below 65536"},
+        {"\"eod_id\": 50256", "\"eod_id\": 1099511627776", "eod_id = 1099511627776 is not an id"},
+        {"\"eod_id\": 50256", "\"eod_id\": 50257", "eod_id = 50257 is not an id"},
+        {"\"eod_id\": 50256", "\"eod_id\": -2", "eod_id = -2 is not an id"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        igt_write(json, good, len);
+        replace_in_file(json, bad[i].from, bad[i].to);
+        assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+        if (!strstr(err.msg, bad[i].says)) fail_msg("'%s' not in: %s", bad[i].says, err.msg);
+        ig_shard *s = NULL; /* refused on open too: every command */
+        assert_int_equal(ig_shard_open(&s, ctx, prefix, &err), IG_ERR_FORMAT);
+    }
+    igt_write(json, good, len);
+    /* an unknown vocabulary is allowed only without a tokenizer (a merge of several) */
+    replace_in_file(json, "\"vocab_size\": 50257", "\"vocab_size\": 0");
+    replace_in_file(json, "\"tokenizer\": \"gpt2\"", "\"tokenizer\": \"\"");
+    replace_in_file(json, "\"tokenizer_hash\": \"0000000000001234\"",
+                    "\"tokenizer_hash\": \"0000000000000000\"");
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_OK);
+    igt_write(json, good, len);
+
+    /* the writer refuses to write such a manifest, and leaves nothing */
+    const char *w2 = igt_fmt("%s/w", dir);
+    meta.vocab_size = 0;
+    ig_shard_writer *w = NULL;
+    ig_shard_writer_opts wo = ig_shard_writer_opts_default();
+    assert_int_equal(ig_shard_writer_create(&w, ctx, w2, &wo, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, G_D0, 3, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_finish(w, &meta, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "vocab_size = 0"));
+    assert_int_equal(igt_count_entries(dir), 3); /* g.bin, g.idx, g.json */
+
+    /* 65535 in place of token 5 (sequence 1, position 2), the manifest re-signed: the checksums
+     * pass, the id does not */
+    size_t blen;
+    char *b = igt_read(bin, &blen);
+    b[10] = (char)0xff, b[11] = (char)0xff;
+    igt_write(bin, b, blen);
+    char old_hex[17], new_hex[17];
+    ig_shard_verify(ctx, prefix, &err); /* the checksum message names the old one */
+    assert_int_equal(err.status, IG_ERR_CHECKSUM);
+    ig_manifest m = {0};
+    assert_int_equal(ig_manifest_read(&m, prefix, &err), IG_OK);
+    ig_hash64_hex(m.bin_xxh3, old_hex);
+    ig_hash64_hex(ig_xxh3_64(b, blen), new_hex);
+    ig_manifest_clear(&m);
+    replace_in_file(json, old_hex, new_hex);
+    assert_int_equal(ig_shard_verify(ctx, prefix, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "g.bin: token 5 (sequence 1, position 2) is 65535 but the "
+                                    "vocabulary (gpt2) has ids 0..50256"));
+    free(b);
+    free(good);
+    free(json);
+    free(bin);
+    free((char *)prefix);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 static void test_abort_leaves_nothing(void **state) {
     (void)state;
     char *dir = igt_mkdtemp();
@@ -497,6 +604,7 @@ static void write_shard(const char *prefix, ig_dtype dt, uint64_t hash, int n_do
     ig_manifest meta = {0};
     snprintf(meta.tokenizer, sizeof meta.tokenizer, hash == 1 ? "gpt2" : "cl100k_base");
     meta.tokenizer_hash = hash;
+    meta.vocab_size = 1000;
     meta.eod_id = -1;
     assert_int_equal(ig_shard_writer_finish(w, &meta, &err), IG_OK);
 }
@@ -712,22 +820,116 @@ static void test_shard_list(void **state) {
     free(dir);
 }
 
+/* Mappings the process has now (lines of /proc/self/maps), or -1. */
+static long count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    long n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* Leaves only `room` of the process's mappings free (vm.max_map_count): a region of pages whose
+ * protections alternate, each page its own mapping. Returns the region (unmap it with *len), or
+ * NULL when the limit cannot be read. */
+static void *use_up_maps(long room, size_t *len) {
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long max = 0;
+    if (!f || fscanf(f, "%ld", &max) != 1) max = 0;
+    if (f) fclose(f);
+    long now = count_maps();
+    if (max <= 0 || now < 0 || max - now <= room) return NULL;
+    long pages = (max - now - room); /* each page becomes one mapping */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    *len = (size_t)pages * pg;
+    uint8_t *p = mmap(NULL, *len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    for (long i = 1; i < pages; i += 2) mprotect(p + (size_t)i * pg, pg, PROT_READ);
+    return p;
+}
+
+/* A shard list of more shards than a process can hold mapped two at a time: merge opens one at a
+ * time, a dataset keeps at most IG_DATASET_OPEN_MAX open and reads the rest on demand (60,000
+ * shards used to fail with "cannot map ...: Cannot allocate memory"). The test leaves the process
+ * fewer free mappings than two per shard. */
+static void test_many_shards(void **state) {
+    (void)state;
+    enum { N = IG_DATASET_OPEN_MAX + 300 };
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx = new_ctx();
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (int k = 0; k < N; k++) {
+        names[k] = strdup(igt_fmt("%s/s_%05d", dir, k));
+        /* shard k: one document of 1 + k % 3 tokens */
+        uint16_t ids[3] = {(uint16_t)(k % 1000), 7, (uint16_t)((k * 13) % 1000)};
+        igt_write_tiny_shard(names[k], ids, 1 + (size_t)(k % 3));
+    }
+    const char *list = strdup(igt_fmt("%s/s", dir));
+    ig_err err = {0};
+    assert_int_equal(ig_shard_list_write(list, (const char *const *)names, N, 0, &err), IG_OK);
+    char **inputs = NULL;
+    size_t n_inputs = 0;
+    assert_int_equal(ig_shard_list_expand(list, &inputs, &n_inputs, &err), IG_OK);
+    assert_int_equal(n_inputs, N);
+    size_t len = 0;
+    /* room for the shards a dataset keeps open and some to spare, but not for all of them */
+    void *hog = use_up_maps(2 * IG_DATASET_OPEN_MAX + 200, &len);
+    if (!hog) print_message("note: vm.max_map_count unreadable: the map pressure is left out\n");
+
+    ig_merge_opts mo = {0};
+    const char *out = igt_fmt("%s/merged", dir);
+    if (ig_shard_merge(ctx, (const char *const *)inputs, n_inputs, out, &mo, &err) != IG_OK)
+        fail_msg("merge: %s", err.msg);
+    ig_shard_list_free(inputs, n_inputs);
+    ig_dataset *ds = NULL;
+    if (ig_dataset_open(&ds, ctx, &list, 1, &err) != IG_OK) fail_msg("dataset: %s", err.msg);
+    assert_int_equal(ig_dataset_num_shards(ds), N);
+    assert_null(ig_dataset_shard(ds, 0)); /* opened on demand */
+    assert_string_equal(ig_dataset_shard_prefix(ds, N - 1), names[N - 1]);
+    /* every sequence, in an order that cycles through the shards several times */
+    uint64_t n_seqs = ig_dataset_sequences(ds);
+    assert_int_equal(n_seqs, N);
+    for (int pass = 0; pass < 3; pass++)
+        for (uint64_t j = 0; j < n_seqs; j++) {
+            uint64_t k = (j * 7919 + (uint64_t)pass) % n_seqs;
+            int32_t got[3];
+            size_t want_n = 1 + k % 3;
+            if (ig_dataset_read_tokens(ds, k, 0, want_n, got, &err) != IG_OK)
+                fail_msg("read %llu: %s", (unsigned long long)k, err.msg);
+            assert_int_equal(got[0], (int32_t)(k % 1000));
+            if (want_n == 3) assert_int_equal(got[2], (int32_t)((k * 13) % 1000));
+        }
+    ig_dataset_close(ds);
+    size_t checked = 0;
+    if (ig_shard_list_verify(ctx, list, &checked, &err) != IG_OK) fail_msg("verify: %s", err.msg);
+    assert_int_equal(checked, N);
+    if (hog) munmap(hog, len);
+    if (ig_shard_verify(ctx, out, &err) != IG_OK) fail_msg("%s", err.msg);
+    ig_shard *m = NULL;
+    assert_int_equal(ig_shard_open(&m, ctx, out, &err), IG_OK);
+    assert_int_equal(ig_shard_documents(m), N);
+    ig_shard_close(m);
+    for (int k = 0; k < N; k++) free(names[k]);
+    free(names);
+    free((char *)list);
+    ig_ctx_free(ctx);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_idx),
-        cmocka_unit_test(test_read_megatron_golden),
-        cmocka_unit_test(test_roundtrip_u16),
-        cmocka_unit_test(test_roundtrip_i32),
-        cmocka_unit_test(test_corruptions),
-        cmocka_unit_test(test_validator_message),
-        cmocka_unit_test(test_large_pointers),
-        cmocka_unit_test(test_verify),
-        cmocka_unit_test(test_abort_leaves_nothing),
-        cmocka_unit_test(test_no_overwrite),
-        cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_dtype_names),
-        cmocka_unit_test(test_all_dtypes),
-        cmocka_unit_test(test_shard_list),
+        cmocka_unit_test(test_golden_idx),           cmocka_unit_test(test_read_megatron_golden),
+        cmocka_unit_test(test_roundtrip_u16),        cmocka_unit_test(test_roundtrip_i32),
+        cmocka_unit_test(test_corruptions),          cmocka_unit_test(test_validator_message),
+        cmocka_unit_test(test_large_pointers),       cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_verify_vocab_and_ids), cmocka_unit_test(test_abort_leaves_nothing),
+        cmocka_unit_test(test_no_overwrite),         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_dtype_names),          cmocka_unit_test(test_all_dtypes),
+        cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_many_shards),
         cmocka_unit_test(test_manifest_hex_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

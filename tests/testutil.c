@@ -1,6 +1,8 @@
 /* testutil.c - helpers shared by the cmocka tests. */
 #include "testutil.h"
 
+#include "dataset/shard_internal.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,4 +100,32 @@ int igt_run(const char *cmd, char **out) {
     else
         free(buf);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+void igt_write_tiny_shard(const char *prefix, const uint16_t *ids, size_t n) {
+    uint8_t idx[IG_IDX_HEADER_BYTES + 12 + 16], bin[2 * 64];
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) {
+        bin[2 * i] = (uint8_t)ids[i];
+        bin[2 * i + 1] = (uint8_t)(ids[i] >> 8);
+    }
+    ig_idx_encode_header(idx, IG_DTYPE_U16, 1, 2);
+    ig_put_le_u32(idx + 34, (uint32_t)n); /* lengths[0] */
+    ig_put_le_u64(idx + 38, 0);           /* pointers[0] */
+    ig_put_le_u64(idx + 46, 0);           /* document_indices = [0, 1] */
+    ig_put_le_u64(idx + 54, 1);
+    igt_write(igt_fmt("%s.bin", prefix), bin, 2 * n);
+    igt_write(igt_fmt("%s.idx", prefix), idx, sizeof idx);
+    char bx[17], ix[17];
+    ig_hash64_hex(ig_xxh3_64(bin, 2 * n), bx);
+    ig_hash64_hex(ig_xxh3_64(idx, sizeof idx), ix);
+    const char *json = igt_fmt(
+        "{\"format\": \"ingot-token-shard\", \"format_version\": 1, \"tokenizer\": \"\", "
+        "\"tokenizer_path\": \"\", \"tokenizer_hash\": \"0000000000000000\", \"vocab_size\": "
+        "65536, \"eod_id\": -1, \"dtype\": \"uint16\", \"dtype_code\": 8, \"documents\": 1, "
+        "\"sequences\": 1, \"tokens\": %zu, \"bin_bytes\": %zu, \"idx_bytes\": %zu, "
+        "\"bin_xxh3\": \"%s\", \"idx_xxh3\": \"%s\", \"sources\": [], \"json_key\": \"\", "
+        "\"tool_version\": \"test\"}",
+        n, 2 * n, sizeof idx, bx, ix);
+    igt_write(igt_fmt("%s.json", prefix), json, strlen(json));
 }

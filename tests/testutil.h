@@ -42,6 +42,10 @@ char *igt_read(const char *path, size_t *len);
 void igt_write(const char *path, const void *data, size_t len);
 /* Number of entries in a directory other than . and .. (test fails when it cannot open it). */
 int igt_count_entries(const char *dir);
+/* Writes PREFIX.bin/.idx/.json of a uint16 shard holding one document of n tokens (vocabulary
+ * 65536, no tokenizer), straight to the files: no fsyncs, so hundreds of shards take a moment
+ * (through the shard writer, seconds). */
+void igt_write_tiny_shard(const char *prefix, const uint16_t *ids, size_t n);
 /* Runs a shell command, returns its exit status (or -1); stdout+stderr go to *out when out. */
 int igt_run(const char *cmd, char **out);
 

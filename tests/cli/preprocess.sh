@@ -56,7 +56,7 @@ if command -v zstd >/dev/null; then
   zstd -q -c "$SRC/data/tinyshakespeare.jsonl" >"$T/c.jsonl.zst"
   printf 'GARBAGE!' | dd of="$T/c.jsonl.zst" bs=1 seek=200000 conv=notrunc 2>/dev/null
   "$ING" preprocess text --input "$T/c.jsonl.zst" --tokenizer "$SRC/data/gpt2" \
-    --output-prefix "$T/cz" --quiet --on-error skip 2>"$T/err"
+    --output-prefix "$T/cz" --quiet 2>"$T/err"
   check "corrupt zst: exit 1" test $? -eq 1
   off=$(grep -o 'compressed byte offset [0-9]*' "$T/err" | grep -o '[0-9]*$')
   check "corrupt zst: offset $off within one block before byte 200000" \

@@ -96,9 +96,11 @@ if command -v zstd >/dev/null; then
     check_rc "truncated zst" 1 pp --input trunc.jsonl.zst --tokenizer "$G" --output-prefix tz &&
         expect "truncated zst: file and offset" "trunc.jsonl.zst: corrupt or truncated zstd data at compressed byte offset $((n / 2))" "$err"
     check "truncated zst: no output" none tz
-    check_rc "truncated zst with skip" 1 pp --input trunc.jsonl.zst --tokenizer "$G" --output-prefix tz \
-        --on-error skip
-    check "truncated zst with skip: no output" none tz
+    check_rc "truncated zst with skip" 0 "$ING" preprocess text --input trunc.jsonl.zst \
+        --tokenizer "$G" --output-prefix tz --on-error skip &&
+        expect "truncated zst with skip: counted" "1 skipped" "$out" &&
+        expect "truncated zst with skip: reported" "trunc.jsonl.zst: corrupt or truncated zstd data" "$err"
+    check_rc "truncated zst with skip: what was read before verifies" 0 "$ING" verify tz
     printf 'plain text, not zstd\n' >fake.jsonl.zst
     check_rc "not zstd" 1 pp --input fake.jsonl.zst --tokenizer "$G" --output-prefix fz &&
         expect "not zstd: names it" "fake.jsonl.zst" "$err"

@@ -108,12 +108,15 @@ run "merge no output" 2 "$IG_INGOT" merge "$T/a" && expect "merge no output" "--
 run "merge no inputs" 2 "$IG_INGOT" merge --output "$T/z" && pass
 run "merge bad option" 2 "$IG_INGOT" merge --output "$T/z" --bogus "$T/a" && pass
 run "merge --help" 0 "$IG_INGOT" merge --help && expect "merge --help" "examples:" "$out"
-# a shard without a manifest: one warning when there is another input to compare it with, none
-# when it is alone (it used to be said once per input, and for a lone input)
+# shards without a manifest: one warning for all of them (it used to be said once per input), which
+# names the tokenizer only when there is another input to compare with
 cp "$T/a.bin" "$T/nm.bin" && cp "$T/a.idx" "$T/nm.idx"
 run "merge manifest-less twice" 0 "$IG_INGOT" merge --output "$T/w1" "$T/nm" "$T/nm" &&
-    check "merge manifest-less twice: one warning" test "$(grep -c warning <<<"$err")" = 1
+    check "merge manifest-less twice: one warning" test "$(grep -c warning <<<"$err")" = 1 &&
+    expect "merge manifest-less twice: the tokenizer" "nor a tokenizer to compare" "$err"
 run "merge manifest-less alone" 0 "$IG_INGOT" merge --output "$T/w2" "$T/nm" &&
-    check "merge manifest-less alone: no warning" test "$(grep -c warning <<<"$err")" = 0
+    check "merge manifest-less alone: one warning" test "$(grep -c warning <<<"$err")" = 1 &&
+    check "merge manifest-less alone: no tokenizer to compare" \
+        test "$(grep -c "nor a tokenizer" <<<"$err")" = 0
 
 ig_end

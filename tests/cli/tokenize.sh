@@ -54,4 +54,29 @@ if run "tokenize --help" 0 "$IG_INGOT" tokenize --help; then
     if grep -q "examples:" "$T/.out"; then pass; else fail "--help lacks examples"; fi
 fi
 
+# ---- files read whole: regular files only, and not too large (/dev/zero used to grow to GBs, a
+# FIFO to hang); each run is bounded by timeout so that a regression fails instead of hanging
+mkdir "$T/ff" && mkfifo "$T/fifo.json" "$T/ff/cl100k_base.tiktoken" "$T/fifo.yaml"
+for tok in /dev/zero "$T/fifo.json" "$T/ff/cl100k_base.tiktoken"; do
+    run "tokenizer $tok" 1 timeout 20 "$IG_INGOT" tokenize --tokenizer "$tok" < <(echo hi) &&
+        expect "tokenizer $tok: refused" "is not a regular file" "$err"
+done
+printf '{}' >"$T/huge.json" && truncate -s 300M "$T/huge.json"
+run "a 300 MB tokenizer.json" 1 timeout 20 "$IG_INGOT" tokenize --tokenizer "$T/huge.json" < <(echo hi) &&
+    expect "300 MB tokenizer: refused" "more than the 268.44 MB ingot reads of such a file" "$err"
+for cfg in /dev/zero "$T/fifo.yaml"; do
+    run "config $cfg" 1 timeout 20 "$IG_INGOT" config show "$cfg" &&
+        expect "config $cfg: refused" "is not a regular file" "$err"
+done
+# inspect --decode takes the manifest's tokenizer_path; the manifest itself is read whole too
+G="$SRC/tests/data/golden/small"
+for tp in /dev/zero "$T/fifo.json"; do
+    cp "$G.bin" "$G.idx" "$T/" && sed "s|\"tokenizer_path\": \"[^\"]*\"|\"tokenizer_path\": \"$tp\"|" "$G.json" >"$T/small.json"
+    run "inspect --decode with tokenizer_path $tp" 1 timeout 20 "$IG_INGOT" inspect "$T/small" --doc 0 --decode &&
+        expect "decode $tp: refused" "is not a regular file" "$err"
+done
+rm "$T/small.json" && mkfifo "$T/small.json"
+run "a FIFO for a manifest" 1 timeout 20 "$IG_INGOT" inspect "$T/small" &&
+    expect "FIFO manifest: refused" "small.json is not a regular file (it is a pipe)" "$err"
+
 ig_end

@@ -36,6 +36,7 @@ const char ig_usage_preprocess[] =
     "                          e.g. 1GB), at document boundaries\n"
     "  --dedup exact|none      drop documents whose text was seen before (XXH3-128)\n"
     "  --on-error fail|skip    bad documents stop the run (default) or are skipped and counted\n"
+    "                          (with skip, a corrupt .zst is skipped from where it breaks)\n"
     "  --force                 replace an existing complete output\n"
     "config:\n"
     "  --config FILE           take settings from a YAML file (section preprocess:, see\n"

@@ -57,7 +57,7 @@ static const ig_cfg_key samples_keys[] = {
                "samples per micro-batch"),
     IG_KEY_INT("samples.grad_accum", samples_args, grad_accum, "1", 1, 1048576,
                "micro-batches per step and rank"),
-    IG_KEY_INT("samples.start", samples_args, start, "0", 0, 9.2e18, "first step"),
+    IG_KEY_INT("samples.start", samples_args, start, "0", 0, 1.8446744073709552e19, "first step"),
     IG_KEY_INT("samples.steps", samples_args, steps, "1", 0, 9.2e18, "steps to print"),
     IG_KEY_BOOL("samples.tokens", samples_args, tokens, "false", "also print the tokens"),
     IG_KEY_BOOL("samples.hash", samples_args, hash, "true",
