@@ -263,6 +263,16 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
     return st;
 }
 
+uint64_t ig_optim_extra_bytes(const ig_optim *o) {
+    const ig_gpt *m = o->m;
+    if (!o->gshard) return 0;
+    uint64_t pieces = 0, dp = (uint64_t)o->lo->dp, wte = 0;
+    for (size_t b = 0; b < m->n_buckets; b++)
+        if (m->gslot[b] < 0) wte = m->buckets[b].n;
+    pieces = wte / dp + 2 * (m->slot_elems / dp);
+    return (m->n_moments + pieces) * m->as;
+}
+
 double ig_optim_wait_seconds(const ig_optim *o) {
     return o->wait_s;
 }

@@ -69,6 +69,7 @@ ig_status ig_optim_ready_fn(void *user, size_t t0, size_t t1, ig_err *err); /* i
 ig_status ig_optim_reduce(ig_optim *o,
                           ig_err *err);          /* every reduction done (after the backwards) */
 double ig_optim_wait_seconds(const ig_optim *o); /* of the last reduce: waiting, not overlapped */
+uint64_t ig_optim_extra_bytes(const ig_optim *o); /* ZeRO-2's gradient pieces and buffers */
 ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on every rank */
 ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta2, float eps,
                         float weight_decay, float grad_scale, ig_err *err);

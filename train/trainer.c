@@ -229,15 +229,18 @@ static void comm_reset(run *r) {
 static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t lcap, ig_err *err) {
     json[0] = line[0] = '\0';
     ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g};
-    enum { NG = 4 };
-    uint64_t mine[NG];
+    enum { NG = 4, NV = NG + 1 };
+    uint64_t mine[NV];
     for (int g = 0; g < NG; g++) mine[g] = gs[g]->bytes, gs[g]->bytes = 0;
+    /* and the microseconds this rank waited for the data-parallel reductions after its backward
+     * (what the overlap with the backward did not hide) */
+    mine[NG] = (uint64_t)(ig_optim_wait_seconds(r->optim) * 1e6);
     r->lo.world_g.bytes = 0;
     if (!r->t->comm_stats) return IG_OK;
     int W = r->lo.world;
-    uint64_t *all = ig_calloc(r->ctx, (size_t)W * NG, sizeof *all);
+    uint64_t *all = ig_calloc(r->ctx, (size_t)W * NV, sizeof *all);
     if (!all) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st = ig_group_allgather(&r->lo.world_g, mine, all, NG, IG_COMM_U64, err);
+    ig_status st = ig_group_allgather(&r->lo.world_g, mine, all, NV, IG_COMM_U64, err);
     size_t jn = 0, ln = 0;
     jn += (size_t)snprintf(json + jn, jcap - jn, ",\"comm_bytes\":{");
     ln += (size_t)snprintf(line + ln, lcap - ln, " | comm MB");
@@ -246,7 +249,7 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
         jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s\"%s\":[", g ? "," : "",
                                gs[g]->name);
         for (int k = 0; k < W; k++) {
-            uint64_t v = all[(size_t)k * NG + (size_t)g];
+            uint64_t v = all[(size_t)k * NV + (size_t)g];
             if (v > mx) mx = v;
             jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s%llu", k ? "," : "",
                                    (unsigned long long)v);
@@ -255,7 +258,12 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
         ln += (size_t)snprintf(line + ln, lcap > ln ? lcap - ln : 0, " %s %.2f", gs[g]->name,
                                (double)mx / 1e6);
     }
-    if (jn < jcap) snprintf(json + jn, jcap - jn, "}");
+    uint64_t wait = 0;
+    for (int k = 0; k < W; k++)
+        if (all[(size_t)k * NV + NG] > wait) wait = all[(size_t)k * NV + NG];
+    if (jn < jcap)
+        snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
+    if (ln < lcap) snprintf(line + ln, lcap - ln, " | dp wait %.1f ms", (double)wait * 1e-3);
     ig_free(r->ctx, all);
     return st;
 }
@@ -512,6 +520,15 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                     "per replica\n",
                     r.lo.world, r.lo.tp, r.lo.pp, r.lo.dp, r.lo.sp ? ", sequence parallel" : "",
                     r.lo.zero ? (r.lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r.accum);
+        const ig_gpt *m = r.model;
+        double as = (double)m->as, MB = 1e-6;
+        fprintf(r.log,
+                "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, "
+                "activations %.2f MB\n",
+                r.lo.world > 1 ? " (rank 0)" : "", (double)m->n_params * as * MB,
+                ((double)m->n_grads * as + (double)ig_optim_extra_bytes(r.optim)) * MB,
+                2.0 * (double)m->n_moments * 4 * MB,
+                ((double)m->acts.act_total * as + (double)m->acts.f32_total * 4) * MB);
     }
     st = loop(&r, first, res, err);
     if (st == IG_OK && res->stopped && r.writer && !opts->quiet)

@@ -16,6 +16,9 @@ echo
 echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
 [ -x "$B/bench_video" ] && "$B/bench_video"
 echo
+echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2) and the all-reduce hidden behind the backward"
+bash "$SRC/tools/bench/bench_parallel.sh" "$B"
+echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then
   echo "bench: skipped: the shared corpora are not at $DATA (set IG_SHARED_DATA)"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench_parallel.sh BUILD_DIR - data-parallel training under mpirun, against the analytical figures
+# measured in the same run:
+#  1. memory per rank for ZeRO 0, 1 and 2 over 4 replicas: the trainer's accounting of its
+#     buffers and each rank's peak resident set, against the analytical bytes (parameters P x 4,
+#     gradients P x 4 or, with ZeRO-2, (P / dp + two working slots of the largest bucket, a
+#     layer, + the tied embedding's region + the pieces those are reduced into) x 4, AdamW
+#     moments 8 P or 8 P / dp);
+#  2. the fraction of the data-parallel all-reduce hidden behind the backward: the time each
+#     step waits for the reductions after its backward with small buckets (started as the backward
+#     finishes them) against one bucket started at the end (nothing hidden).
+# Needs mpirun; the model is small (bundled text, a byte vocabulary) so that it runs in a minute.
+set -uo pipefail
+B=$(cd "${1:-build}" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+ING="$B/ingot"
+command -v mpirun >/dev/null || { echo "bench_parallel: skipped: mpirun is not installed"; exit 0; }
+root=()
+[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+"$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
+    --tokenizer "$SRC/tests/data/tokenizer/bytes" --output-prefix ts --append-eod --quiet || exit 1
+C=256 L=8
+cat >m.yaml <<EOF
+model: {n_layer: $L, n_head: 8, d_model: $C, seq_len: 64, seed: 1}
+data: {path: [ts], split: "100,0,0"}
+train: {micro_batch: 2, global_batch: 16, steps: 6, run_dir: run}
+optim: {lr: 1.0e-3, min_lr: 1.0e-4, warmup: 0}
+ckpt: {every: 0}
+log: {every: 1}
+EOF
+# P: 8 layers of 12 C^2 + 13 C, wte 384 C, wpe 64 C, ln_f 2 C
+P=$((L * (12 * C * C + 13 * C) + 384 * C + 64 * C + 2 * C))
+dp=4
+echo "model: $P parameters ($(awk -v p=$P 'BEGIN { printf "%.1f", p * 4 / 1e6 }') MB in fp32); $dp data-parallel ranks"
+printf '%-6s %-34s %-34s %s\n' zero "measured: params/grads/moments MB" "analytical: params/grads/moments" "peak RSS per rank (MB)"
+for z in 0 1 2; do
+    rm -rf run
+    mpirun "${root[@]}" --oversubscribe -np $dp bash -c \
+        '/usr/bin/time -f %M -o rss.$OMPI_COMM_WORLD_RANK "$@"' _ \
+        "$ING" train m.yaml --threads 1 --set parallel.zero=$z --set parallel.bucket_size=400KB \
+        --set train.steps=2 >z$z.log 2>&1 || { echo "zero $z: failed: $(tail -3 z$z.log)"; continue; }
+    meas=$(grep -o 'parameters [0-9.]* MB, gradients [0-9.]* MB, AdamW moments [0-9.]* MB' z$z.log |
+        awk '{ print $2 "/" $5 "/" $9 }')
+    # ZeRO-2: this rank's pieces P / dp, two working slots of the largest bucket (a layer, 12 C^2
+    # + 13 C) and the embedding's region (384 C), and the pieces they are reduced into
+    grads=$(awk -v p=$P -v z=$z -v d=$dp -v c=$C 'BEGIN { l = 12 * c * c + 13 * c; e = 384 * c
+        printf "%.2f", (z == 2 ? p / d + 2 * l + e + (2 * l + e) / d : p) * 4 / 1e6 }')
+    moms=$(awk -v p=$P -v z=$z -v d=$dp 'BEGIN { printf "%.2f", (z >= 1 ? 8 * p / d : 8 * p) / 1e6 }')
+    ana="$(awk -v p=$P 'BEGIN { printf "%.2f", p * 4 / 1e6 }')/$grads/$moms"
+    rss=$(cat rss.* | awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $1 / 1024 }')
+    printf '%-6s %-34s %-34s %s\n' "$z" "$meas" "$ana" "$rss"
+    rm -f rss.*
+done
+echo
+echo "data-parallel all-reduce hidden behind the backward (dp 2, 6 steps, steps 2-6 averaged):"
+wait_ms() { grep -o '"dp_wait_ms":[0-9.]*' "$1/metrics.jsonl" | tail -n +2 | cut -d: -f2 |
+    awk '{ s += $1; n++ } END { printf "%.2f", n ? s / n : 0 }'; }
+for b in 1GB 200KB; do
+    rm -rf "run$b"
+    mpirun "${root[@]}" --oversubscribe -np 2 "$ING" train m.yaml --threads 1 --comm-stats \
+        --set parallel.bucket_size=$b --set train.run_dir="run$b" >"ov$b.log" 2>&1 ||
+        { echo "bucket $b: failed"; continue; }
+done
+one=$(wait_ms run1GB) small=$(wait_ms run200KB)
+awk -v a="$one" -v b="$small" 'BEGIN {
+    printf "  one bucket at the end: %.2f ms waiting per step; 200 KB buckets: %.2f ms\n", a, b
+    if (a > 0) printf "  hidden: %.0f%% of the reduction time (1 - %.2f / %.2f)\n", 100 * (1 - b / a), b, a }'
