@@ -131,6 +131,7 @@ struct ig_gpt {
     uint64_t n_grads;    /* elements of grads */
     /* backend buffers */
     void *params, *grads; /* [n_params] act type */
+    float *master;        /* [n_params] fp32 master weights when the act type is bf16, else NULL */
     float *adam_m, *adam_v;
     uint64_t n_moments; /* elements of adam_m / adam_v (n_params, or this rank's ZeRO share) */
     void *act;          /* [acts.act_total] act type */

@@ -466,6 +466,14 @@ ig_status ig_gpt_create_part(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig
         {(void **)&m->f32, m->acts.f32_total * sizeof(float), "LayerNorm statistics and losses"},
         {(void **)&m->i32, S * 3 * N * sizeof(int32_t), "token ids"},
     };
+    if (ig_backend_act_type(be) != IG_ACT_F32) /* bf16: AdamW updates fp32 master weights */
+        st = ig_backend_alloc(be, (size_t)(m->n_params * sizeof(float)), (void **)&m->master, err);
+    if (st != IG_OK) {
+        ig_err_prefix(err, st, "the model's fp32 master weights (%.1f MB)",
+                      (double)m->n_params * 4e-6);
+        ig_gpt_free(m);
+        return st;
+    }
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         st = ig_backend_alloc(be, (size_t)bufs[i].bytes, bufs[i].p, err);
         if (st != IG_OK) {
@@ -483,7 +491,7 @@ ig_status ig_gpt_create_part(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig
                           (double)m->n_params * 4e-6);
     }
     ig_gpt_init_host(m, ctx, seed, host);
-    st = ig_backend_upload_f32(be, m->params, host, m->n_params, err);
+    st = ig_gpt_write(m, IG_GPT_PARAMS, host, err);
     ig_free(ctx, host);
     if (st != IG_OK) {
         ig_gpt_free(m);
@@ -495,7 +503,7 @@ ig_status ig_gpt_create_part(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig
 
 void ig_gpt_free(ig_gpt *m) {
     if (!m) return;
-    void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->act, m->f32, m->i32};
+    void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->act, m->master, m->f32, m->i32};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_backend_release(m->be, bufs[i]);
     ig_free(m->ctx, m->tensors);
     ig_free(m->ctx, m->buckets);
@@ -519,7 +527,9 @@ static ig_status grads_sharded(ig_err *err) {
 
 ig_status ig_gpt_read(ig_gpt *m, ig_gpt_buffer which, float *out, ig_err *err) {
     switch (which) {
-    case IG_GPT_PARAMS:
+    case IG_GPT_PARAMS: /* the master weights when there are (bf16 parameters round them) */
+        if (m->master)
+            return ig_backend_download(m->be, out, m->master, m->n_params * sizeof(float), err);
         return ig_backend_download_f32(m->be, out, m->params, m->n_params, err);
     case IG_GPT_GRADS:
         if (m->n_grads != m->n_params) return grads_sharded(err);
@@ -534,8 +544,12 @@ ig_status ig_gpt_read(ig_gpt *m, ig_gpt_buffer which, float *out, ig_err *err) {
 
 ig_status ig_gpt_write(ig_gpt *m, ig_gpt_buffer which, const float *in, ig_err *err) {
     switch (which) {
-    case IG_GPT_PARAMS:
-        return ig_backend_upload_f32(m->be, m->params, in, m->n_params, err);
+    case IG_GPT_PARAMS: {
+        ig_status st = IG_OK;
+        if (m->master)
+            st = ig_backend_upload(m->be, m->master, in, m->n_params * sizeof(float), err);
+        return st == IG_OK ? ig_backend_upload_f32(m->be, m->params, in, m->n_params, err) : st;
+    }
     case IG_GPT_GRADS:
         if (m->n_grads != m->n_params) return grads_sharded(err);
         return ig_backend_upload_f32(m->be, m->grads, in, m->n_params, err);

@@ -461,7 +461,7 @@ ig_status ig_gpt_adamw(ig_gpt *m, int step, float lr, float beta1, float beta2, 
             j++;
         uint64_t off = m->tensors[i].offset;
         uint64_t n = m->tensors[j].offset + m->tensors[j].numel - off;
-        ig_kernel_adamw(m->be, (char *)m->params + off * m->as, NULL,
+        ig_kernel_adamw(m->be, (char *)m->params + off * m->as, m->master ? m->master + off : NULL,
                         (char *)m->grads + off * m->as, m->adam_m + off, m->adam_v + off, n, lr,
                         beta1, beta2, eps, m->tensors[i].decay ? weight_decay : 0.0f, grad_scale,
                         step);

@@ -342,9 +342,10 @@ ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta
             uint64_t e = x->offset + x->numel < phi ? x->offset + x->numel : phi;
             if (a >= e) continue;
             uint64_t mo = b->moff + (a - plo);
-            ig_kernel_adamw(m->be, at(m, m->params, a), NULL, reduced_grad(o, b, a), m->adam_m + mo,
-                            m->adam_v + mo, (size_t)(e - a), lr, beta1, beta2, eps,
-                            x->decay ? weight_decay : 0.0f, grad_scale, step);
+            ig_kernel_adamw(m->be, at(m, m->params, a), m->master ? m->master + a : NULL,
+                            reduced_grad(o, b, a), m->adam_m + mo, m->adam_v + mo, (size_t)(e - a),
+                            lr, beta1, beta2, eps, x->decay ? weight_decay : 0.0f, grad_scale,
+                            step);
         }
     }
     ig_status st = ig_backend_sync(m->be, err);

@@ -61,6 +61,8 @@ typedef struct ig_train_config {
     int global_batch; /* samples per step over all data-parallel ranks */
     int64_t steps;
     const char *run_dir;
+    int device;        /* 0: cpu, 1: cuda (ig_backend_kind) */
+    int dtype;         /* 0: auto (bf16 on cuda, fp32 on cpu), 1: fp32, 2: bf16 */
     int eod_mask_loss; /* no loss where the input token is end-of-document (as Megatron) */
     int doc_attention; /* attention does not cross end-of-document tokens */
     /* optim */

@@ -9,6 +9,8 @@
 #include <string.h>
 
 static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
+static const char *const devices[] = {"cpu", "cuda", NULL}; /* = ig_backend_kind */
+static const char *const dtypes[] = {"auto", "fp32", "bf16", NULL};
 
 /* The training keys take no command-line flags of their own (`--set optim.lr=3e-4`, or the config
  * file): dozens of them would crowd the flags and collide ("every", "seed"). */
@@ -44,6 +46,11 @@ const ig_cfg_key ig_train_keys[] = {
     K("train.steps", IG_CFG_INT, steps, "1000", 1, 1e15, "optimizer steps"),
     K("train.run_dir", IG_CFG_STRING, run_dir, "out/run", 0, 0,
       "where checkpoints, metrics.jsonl and tb/ go"),
+    KE("train.device", device, "cpu", devices,
+       "the compute backend: cpu, or cuda (one GPU per process: the local rank's)"),
+    KE("train.dtype", dtype, "auto", dtypes,
+       "parameters and activations: bf16 (with fp32 master weights, optimizer state and "
+       "reductions) or fp32; auto: bf16 on cuda, fp32 on cpu"),
     K("train.eod_mask_loss", IG_CFG_BOOL, eod_mask_loss, "false", 0, 0,
       "no loss on positions whose input token is end-of-document (Megatron's)"),
     K("train.doc_attention", IG_CFG_BOOL, doc_attention, "false", 0, 0,

@@ -261,8 +261,7 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
     uint64_t wait = 0;
     for (int k = 0; k < W; k++)
         if (all[(size_t)k * NV + NG] > wait) wait = all[(size_t)k * NV + NG];
-    if (jn < jcap)
-        snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
+    if (jn < jcap) snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
     if (ln < lcap) snprintf(line + ln, lcap - ln, " | dp wait %.1f ms", (double)wait * 1e-3);
     ig_free(r->ctx, all);
     return st;
@@ -467,6 +466,20 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     uint64_t hash = opts->config ? ig_config_hash(opts->config) : 0;
     if ((st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, err)) != IG_OK) goto done;
     r.accum = r.lo.accum;
+    /* the backend before the run directory: a device that is not there leaves nothing behind */
+    ig_backend_opts bo = ig_backend_opts_default();
+    bo.kind = t->device == 1 ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+    bo.act_type = t->dtype == 2 || (t->dtype == 0 && t->device == 1) ? IG_ACT_BF16 : IG_ACT_F32;
+    bo.device = 0;
+    if (bo.kind == IG_BACKEND_CUDA && r.world) { /* one GPU per process: the local rank's */
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr) lr = getenv("SLURM_LOCALID");
+        if (!lr) lr = getenv("MPI_LOCALRANKID");
+        bo.device = lr ? atoi(lr) : 0;
+    }
+    st = ig_backend_create(&r.be, ctx, &bo, err);
+    if (st != IG_OK) ig_err_prefix(err, st, "train.device %s", t->device == 1 ? "cuda" : "cpu");
+    if ((st = all_ranks_ok(&r, st, "creating the backend", err)) != IG_OK) goto done;
     if (r.writer) {
         if (!opts->resume) st = clear_run_dir(t->run_dir, opts->overwrite, err);
         if (st == IG_OK) st = make_run_dir(t->run_dir, err);
@@ -476,8 +489,6 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
         st = ig_watchdog_start(&r.dog, ctx, t->run_dir, r.lo.rank, r.lo.world, t->timeout, err);
     if ((st = all_ranks_ok(&r, st, "starting the watchdog", err)) != IG_OK) goto done;
 
-    ig_backend_opts bo = ig_backend_opts_default();
-    if ((st = ig_backend_create(&r.be, ctx, &bo, err)) != IG_OK) goto done;
     ig_gpt_part part = layout_part(&r);
     st = ig_gpt_create_part(&r.model, ctx, r.be, &r.shape, t->micro_batch, t->seq_len, t->seed,
                             &part, err);

@@ -84,8 +84,8 @@ static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(
 ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
     if (be->opts.act_type != IG_ACT_F32)
         return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "the CPU backend computes in fp32 only (act_type bf16 was asked for); "
-                          "use act_type f32, or the CUDA backend for bf16");
+                          "the CPU backend computes in fp32 only (bf16 was asked for): use fp32 "
+                          "there, or the CUDA backend for bf16");
     be->ops = be->opts.reference ? &cpu_reference_ops : &cpu_fast_ops;
     be->name = be->opts.reference ? "cpu-reference" : "cpu";
     be->act_type = IG_ACT_F32;
