@@ -68,6 +68,16 @@ done
 expect "(1,4,2): 4 micro-batches per step per replica" \
     "tp 1 x pp 4 x dp 2; 4 micro-batches per step per replica" "$(cat pp4dp2.log)"
 
+# ---- validation through the pipeline and the tensor-parallel head: the same validation losses ---
+EV=(--set data.split=95,5,0 --set eval.every=5 --set eval.batches=3 --set train.steps=10)
+"${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-one >ev-one.log 2>&1 || fail "validation: one process"
+mpi 4 "${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-tp2pp2 --set parallel.tp=2 \
+    --set parallel.pp=2 >ev-tp2pp2.log 2>&1 || fail "validation: tp2 pp2"
+vals() { grep -o '"val_loss":[^}]*' "$1/metrics.jsonl" | cut -d: -f2; }
+d=$(paste <(vals ev-one) <(vals ev-tp2pp2) |
+    awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; n++ } END { if (n == 2) printf "%.3g", m }')
+check "validation losses under tp2 pp2 are one process's within 1e-5 (max $d)" close "$d"
+
 # ---- a checkpoint changes layout: saved at tp2 pp2 dp2 (step 10), resumed three other ways -----
 for l in "8 to-pp4dp2 parallel.pp=4" "8 to-dp8zero1 parallel.zero=1" "1 to-one"; do
     read -r np name sets <<<"$l"
