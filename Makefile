@@ -5,6 +5,8 @@
 #                    the threaded ones (core pool, pipeline, loader) under TSan
 #   make quickstart  the main job on the bundled data in data/
 #   make bench       benchmark programs (figures as ratios against references)
+#   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
+#                    LLMC_DIR: see tools/bench/run.sh)
 #   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -15,7 +17,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan test-tsan quickstart bench fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart bench bench-train fuzz clean format
 
 all: build
 
@@ -50,6 +52,9 @@ quickstart: build
 
 bench: build
 	@bash tools/bench/run.sh $(BUILD)
+
+bench-train: build
+	@bash tools/bench/run.sh $(BUILD) train
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_FUZZ=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)
