@@ -59,7 +59,7 @@ typedef struct bench_opts {
 /* What a child sends back for the summary line. */
 typedef struct shape_result {
     int ok, B, T;
-    double step_s, tok_s, model_gflops, peak_gflops, mfu, rss_mb;
+    double step_s, tok_s, model_gflops, peak_gflops, mfu, rss_mib;
     double lib_gflops, mfu_lib; /* oneDNN's own sgemm peak; MFU over the higher peak */
 } shape_result;
 
@@ -79,10 +79,21 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-static double peak_rss_mb(void) {
+static double peak_rss_mib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+/* The resident memory now (MiB; 0 when /proc/self/statm cannot be read). */
+static double rss_now_mib(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
 }
 
 static double loadavg(void) {
@@ -168,6 +179,10 @@ static int write_full(int fd, const void *p, size_t n) {
 typedef struct peak_pair {
     double be, lib;
 } peak_pair;
+
+static double peak_best(peak_pair p) {
+    return p.lib > p.be ? p.lib : p.be;
+}
 
 /* In the child: the GEMM peaks now, measured by the parent. */
 static peak_pair peak_now(const peak_link *l) {
@@ -695,7 +710,7 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
     replay_step(r, be, 1); /* warm-up */
     for (int i = 0; i < reps; i++) {
         replay_step(r, be, 2 + i);
-        peaks[i] = peak_now(pl).be;
+        peaks[i] = peak_best(peak_now(pl));
         for (int k = 0; k < K_COUNT; k++) tk[k][i] = r->t[k];
     }
     double peak = median(peaks, reps);
@@ -712,7 +727,7 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
         if (k <= K_MM_B_HEAD) gemm_t += med[k], gemm_f += flops[k];
     }
     printf("\n  where the time goes: the step's kernels replayed one by one (median of %d "
-           "replays), %d threads%s; GEMM peak %.1f GFLOP/s after them\n",
+           "replays), %d threads%s; GEMM peak (the higher of the two) %.1f GFLOP/s after them\n",
            reps, o->threads, o->scaling && o->threads > 1 ? "; speed-up over 1 thread" : "", peak);
     printf("  %-32s %5s %9s %6s %9s %8s %7s\n", "kernel family", "calls", "ms/step", "share",
            "GFLOP/s", "of peak", o->scaling && o->threads > 1 ? "x 1 thr" : "");
@@ -728,7 +743,8 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
         printf("  %-32s %5d %9.1f %5.1f%% %s %7s\n", k_names[k], calls[k], med[k] * 1e3,
                100 * med[k] / sum, speed, up);
     }
-    printf("  sum of the kernels %.3f s (the step: %.3f s; the rest is staging and host work)\n",
+    printf("  sum of the kernels %.3f s (the timed steps' median: %.3f s; the step also stages the "
+           "tokens and reads the losses back)\n",
            sum, step_s);
     if (sum1 > 0)
         printf("  on 1 thread the same kernels take %.3f s: %.2fx for %d threads\n", sum1,
@@ -747,9 +763,10 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
                            {"fc", C, 4 * C, r->L, 0},
                            {"fc proj", 4 * C, C, r->L, 0},
                            {"lm head", C, r->Vp, 1, 1}};
-    printf("\n  every GEMM of the step alone (median of %d), GFLOP/s and [fraction of the GEMM "
-           "peak measured after the row]%s:\n",
-           reps, o->scaling && o->threads > 1 ? ", speed-up over 1 thread" : "");
+    printf(
+        "\n  every GEMM of the step alone (median of %d), GFLOP/s and [fraction of the higher GEMM "
+        "peak measured after the row]%s:\n",
+        reps, o->scaling && o->threads > 1 ? ", speed-up over 1 thread" : "");
     printf("  %-10s %-22s %5s %24s %24s %24s\n", "GEMM", "N x in -> out", "count", "forward",
            "input grad (dout W^T)", "weight grad (x^T dout)");
     double alone_t = 0, alone_f = 0;
@@ -764,7 +781,7 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
             if (o->scaling && o->threads > 1)
                 up[w] = gemm_alone(r, be1, &shapes[s], w, reps) / t[w];
         }
-        double row_peak = peak_now(pl).be;
+        double row_peak = peak_best(peak_now(pl));
         for (int w = 0; w < 3; w++) {
             char ups[32] = "";
             if (up[w] > 0) snprintf(ups, sizeof ups, " %4.2fx", up[w]);
@@ -781,7 +798,7 @@ static void run_breakdown(replay *r, ig_backend *be, ig_backend *be1, const benc
 static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, int T) {
     shape_result res = {0};
     res.B = B, res.T = T;
-    double rss0 = peak_rss_mb(), load0 = loadavg();
+    double load0 = loadavg();
     ig_ctx *ctx = make_ctx(o->threads), *ctx1 = make_ctx(1);
     ig_backend *be = make_backend(ctx), *be1 = make_backend(ctx1);
     ig_gpt_config c = {
@@ -790,7 +807,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     ig_err err = {0};
     double t0 = ig_now();
     if (ig_gpt_create(&m, ctx, be, &c, B, T, 1234, &err) != IG_OK) die("model", &err);
-    double create_s = ig_now() - t0;
+    double create_s = ig_now() - t0, rss_built = peak_rss_mib(), rss_built_now = rss_now_mib();
     const ig_gpt_config *mc = ig_gpt_shape(m);
     int32_t *tokens = malloc((size_t)B * (size_t)(T + 1) * sizeof *tokens);
     if (!tokens) die("out of memory", NULL);
@@ -818,16 +835,16 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
         peak_pair g = peak_now(pl);
         peaks[j] = g.be, libs[j] = g.lib, have_lib &= g.lib > 0;
         mfus[j] = step_flops / dt / 1e9 / g.be;
-        mfus_lib[j] = step_flops / dt / 1e9 / (g.lib > g.be ? g.lib : g.be);
+        mfus_lib[j] = step_flops / dt / 1e9 / peak_best(g);
         for (int k = 0; k < 4; k++) phases[k][j] = ph[k];
     }
-    double rss = peak_rss_mb(), load1 = loadavg();
+    double rss = peak_rss_mib(), rss_end_now = rss_now_mib(), load1 = loadavg();
     double sorted[64];
     memcpy(sorted, times, (size_t)n * sizeof *times);
     double step_s = median(sorted, n), peak = median(peaks, n), mfu = median(mfus, n);
     double lib = have_lib ? median(libs, n) : 0, mfu_lib = median(mfus_lib, n);
     double model_gflops = step_flops / step_s / 1e9;
-    double mb = 1e-6 * (double)ig_gpt_num_params(mc) * 4;
+    double mb = (double)ig_gpt_num_params(mc) * 4 / 1048576.0;
 
     printf("\n== GPT-2 small, B=%d T=%d (%d tokens per step), %d thread%s, load %.1f -> %.1f\n", B,
            T, B * T, o->threads, o->threads > 1 ? "s" : "", load0, load1);
@@ -854,9 +871,10 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
            mfu);
     if (have_lib) printf("; %.3f over the higher of the two peaks", mfu_lib);
     printf("\n");
-    printf("  peak RSS %.0f MB (at start %.0f MB; parameters, gradients and AdamW moments are "
-           "4 x %.0f MB)\n",
-           rss, rss0, mb);
+    printf("  peak RSS %.0f MiB (%.0f MiB once the model was built, when %.0f MiB were resident; "
+           "%.0f MiB resident after the steps); parameters, gradients and AdamW moments are 4 x "
+           "%.0f MiB\n",
+           rss, rss_built, rss_built_now, rss_end_now, mb);
     fflush(stdout);
 
     if (o->breakdown) { /* the replay's buffers take the model's place */
@@ -876,7 +894,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     res.step_s = step_s, res.tok_s = tokens_per_step / step_s;
     res.model_gflops = model_gflops, res.peak_gflops = peak, res.mfu = mfu;
     res.lib_gflops = lib, res.mfu_lib = mfu_lib;
-    res.rss_mb = rss;
+    res.rss_mib = rss;
     return res;
 }
 
@@ -962,9 +980,9 @@ int main(int argc, char **argv) {
         snprintf(key, sizeof key, "%dx%d", r[i].B, r[i].T);
         k = key;
         printf(" step_s_%s=%.3f tok_s_%s=%.1f model_gflops_%s=%.1f gemm_peak_%s=%.1f mfu_%s=%.3f "
-               "onednn_peak_%s=%.1f mfu_strict_%s=%.3f rss_mb_%s=%.0f",
+               "onednn_peak_%s=%.1f mfu_strict_%s=%.3f rss_mib_%s=%.0f",
                k, r[i].step_s, k, r[i].tok_s, k, r[i].model_gflops, k, r[i].peak_gflops, k,
-               r[i].mfu, k, r[i].lib_gflops, k, r[i].mfu_lib, k, r[i].rss_mb);
+               r[i].mfu, k, r[i].lib_gflops, k, r[i].mfu_lib, k, r[i].rss_mib);
     }
     printf("\n");
     return failed;

@@ -56,11 +56,11 @@ bench_train() {
   get() { grep -o "$1=[0-9.]*" <<<"$2" | head -1 | cut -d= -f2; }
   ratio() { # NAME PEER_LINE SHAPE GOAL
     local s r ps pr
-    s=$(get "step_s_$3" "$summary") r=$(get "rss_mb_$3" "$summary")
-    ps=$(get step_s "$2") pr=$(get rss_mb "$2")
+    s=$(get "step_s_$3" "$summary") r=$(get "rss_mib_$3" "$summary")
+    ps=$(get step_s "$2") pr=$(get rss_mib "$2")
     if [ -n "$s" ] && [ -n "$ps" ]; then
       awk -v s="$s" -v r="$r" -v ps="$ps" -v pr="$pr" -v n="$1" -v sh="$3" -v g="$4" 'BEGIN {
-        printf "ingot vs %s at %s: step %.3f s vs %.3f s = %.2fx faster (goal >= %s); peak RSS %.0f MB vs %.0f MB = %.2f of it (goal < 1)\n",
+        printf "ingot vs %s at %s: step %.3f s vs %.3f s = %.2fx faster (goal >= %s); peak RSS %.0f MiB vs %.0f MiB = %.2f of it (goal < 1)\n",
           n, sh, s, ps, ps / s, g, r, pr, r / pr }'
     fi
   }

@@ -146,7 +146,7 @@ def main():
     step = statistics.median(times)
     print(f"train_peer_llmc B={B} T={T} threads={a.threads} step_s={step:.3f} "
           f"step_min={min(times):.3f} step_max={max(times):.3f} steps={a.steps} "
-          f"tok_s={B * T / step:.1f} rss_mb={rss:.0f} loss_first={losses[0]:.3f} "
+          f"tok_s={B * T / step:.1f} rss_mib={rss:.0f} loss_first={losses[0]:.3f} "
           f"loss_last={losses[-1]:.3f}")
     return 0
 

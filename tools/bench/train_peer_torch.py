@@ -31,7 +31,7 @@ import torch.nn.functional as F
 VOCAB, PADDED_VOCAB, POSITIONS, LAYERS, HEADS, WIDTH = 50257, 50304, 1024, 12, 12, 768
 
 
-def rss_mb():
+def rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
@@ -99,7 +99,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     a = ap.parse_args()
-    rss0 = rss_mb()
+    rss0 = rss_mib()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
     model = GPT()
@@ -127,7 +127,7 @@ def main():
     step = statistics.median(times)
     print(f"train_peer_torch B={a.batch} T={a.seq} threads={a.threads} step_s={step:.3f} "
           f"step_min={min(times):.3f} step_max={max(times):.3f} steps={a.steps} "
-          f"tok_s={a.batch * a.seq / step:.1f} rss_mb={rss_mb():.0f} rss_start_mb={rss0:.0f} "
+          f"tok_s={a.batch * a.seq / step:.1f} rss_mib={rss_mib():.0f} rss_start_mib={rss0:.0f} "
           f"loss_first={losses[0]:.3f} loss_last={losses[-1]:.3f} torch={torch.__version__}")
     return 0
 
