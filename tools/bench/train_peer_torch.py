@@ -7,6 +7,10 @@ AdamW with configs/gpt2-small.yaml's hyperparameters (lr 6e-4, betas 0.9/0.95, e
 decay 0.1 on matrices and embeddings only) and gradient clipping at 1.0, on a micro-batch of random
 valid tokens with torch.set_num_threads(threads).
 
+Threads: Debian's torch does its GEMMs in OpenBLAS (pthreads), which starts its own threads (one
+per core) whatever torch.set_num_threads says; OPENBLAS_NUM_THREADS (and OMP_NUM_THREADS) are set
+to the same count before torch is loaded, so that every part of the step runs on `threads`.
+
 A step is what bench_train times: zero the gradients, forward + backward, clip (the gradient
 norm), AdamW. The loss is the cross-entropy over all 50304 logit columns (nanoGPT's choice; the 47
 padded columns never hold a target, ingot's kernel skips them: the same work within 0.1%).
@@ -19,14 +23,31 @@ at start for reference). Run one shape per process: the peak memory is the proce
 """
 import argparse
 import math
+import os
 import resource
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    return ap.parse_args()
+
+
+ARGS = parse_args()
+# before torch loads OpenBLAS and OpenMP, which read them once
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 VOCAB, PADDED_VOCAB, POSITIONS, LAYERS, HEADS, WIDTH = 50257, 50304, 1024, 12, 12, 768
 
@@ -92,13 +113,7 @@ class GPT(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    a = ap.parse_args()
+    a = ARGS
     rss0 = rss_mib()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
