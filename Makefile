@@ -7,6 +7,8 @@
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)
+#   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
+#                    LLMC_DIR: see tools/bench/run.sh)
 #   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -17,7 +19,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan test-tsan quickstart bench bench-cuda fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart bench bench-cuda bench-train fuzz clean format
 
 all: build
 
@@ -55,6 +57,8 @@ bench: build
 
 bench-cuda: build
 	$(BUILD)/bench_cuda
+bench-train: build
+	@bash tools/bench/run.sh $(BUILD) train
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_FUZZ=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)

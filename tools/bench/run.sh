@@ -1,11 +1,80 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR - every benchmark, with figures as ratios against references measured in the
-# same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm are
-# available; the ffmpeg CLI on the same videos).
-# Needs ../shared/data (or IG_SHARED_DATA) for the corpora.
+# run.sh BUILD_DIR [train] - every benchmark, with figures as ratios against references measured
+# in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
+# are available; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
+# trainer's benchmark and its peers (make bench-train).
+# Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
+#   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
+#   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
+#   LLMC_DIR=PATH     a checkout of karpathy/llm.c: its CPU trainer is built into BUILD_DIR and timed
 set -uo pipefail
 B=${1:-build}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+
+# The GPT-2 small training step (bench_train), then PyTorch's (Debian's python3-torch) and llm.c's
+# for the same model, shapes and threads, and the ratios.
+bench_train() {
+  local th=${TRAIN_THREADS:-2} out torch64="" torch256="" llmc=""
+  out=$(mktemp)
+  echo "== GPT-2 small training step (CPU backend), $th threads: MFU against the GEMM peak, where the time goes"
+  "$B/bench_train" "$th" | tee "$out"
+  local py=${TRAIN_PYTHON:-/usr/bin/python3}
+  if [ -x "$py" ] && "$py" -c "import torch" 2>/dev/null; then
+    echo
+    echo "== PyTorch $("$py" -c 'import torch; print(torch.__version__)'): the same model, shapes, optimizer and threads"
+    torch64=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 64)
+    echo "$torch64"
+    torch256=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 256)
+    echo "$torch256"
+  else
+    echo "PyTorch peer: skipped: $py cannot import torch (Debian: apt-get install python3-torch)"
+  fi
+  echo
+  if [ -z "${LLMC_DIR:-}" ]; then
+    echo "llm.c peer: skipped: LLMC_DIR is not set (point it at a checkout of karpathy/llm.c)"
+  elif [ ! -f "$LLMC_DIR/train_gpt2.c" ]; then
+    echo "llm.c peer: skipped: LLMC_DIR=$LLMC_DIR has no train_gpt2.c"
+  elif ! "$py" -c "import numpy" 2>/dev/null; then
+    echo "llm.c peer: skipped: $py cannot import numpy (to write its checkpoint and token files)"
+  else
+    echo "== llm.c's CPU trainer (train_gpt2.c as its Makefile builds it: -Ofast -march=native, OpenMP), B=4 T=64, OMP_NUM_THREADS=$th"
+    local dir="$B/llmc-peer"
+    mkdir -p "$dir"
+    if ${CC:-cc} -Ofast -Wno-unused-result -Wno-ignored-pragmas -Wno-unknown-attributes \
+      -march=native -fopenmp -DOMP "$LLMC_DIR/train_gpt2.c" -lm -lgomp -o "$dir/train_gpt2"; then
+      llmc=$("$py" "$SRC/tools/bench/train_peer_llmc.py" --bin "$dir/train_gpt2" --dir "$dir" \
+        --threads "$th")
+      echo "$llmc"
+    else
+      echo "llm.c peer: skipped: train_gpt2.c did not compile"
+    fi
+  fi
+  # ratios: the peer's step time over ingot's (how many times faster ingot is), memory ingot/peer
+  local summary
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  get() { grep -o "$1=[0-9.]*" <<<"$2" | head -1 | cut -d= -f2; }
+  ratio() { # NAME PEER_LINE SHAPE GOAL
+    local s r ps pr
+    s=$(get "step_s_$3" "$summary") r=$(get "rss_mib_$3" "$summary")
+    ps=$(get step_s "$2") pr=$(get rss_mib "$2")
+    if [ -n "$s" ] && [ -n "$ps" ]; then
+      awk -v s="$s" -v r="$r" -v ps="$ps" -v pr="$pr" -v n="$1" -v sh="$3" -v g="$4" 'BEGIN {
+        printf "ingot vs %s at %s: step %.3f s vs %.3f s = %.2fx faster (goal >= %s); peak RSS %.0f MiB vs %.0f MiB = %.2f of it (goal < 1)\n",
+          n, sh, s, ps, ps / s, g, r, pr, r / pr }'
+    fi
+  }
+  echo
+  [ -n "$torch64" ] && ratio PyTorch "$torch64" 4x64 1.5
+  [ -n "$torch256" ] && ratio PyTorch "$torch256" 4x256 1.5
+  [ -n "$llmc" ] && ratio llm.c "$llmc" 4x64 2
+  return 0
+}
+
+if [ "${2:-}" = train ]; then
+  bench_train
+  exit 0
+fi
 
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
@@ -18,6 +87,8 @@ echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline 
 echo
 echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2) and the all-reduce hidden behind the backward"
 bash "$SRC/tools/bench/bench_parallel.sh" "$B"
+echo
+bench_train
 echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then
