@@ -210,21 +210,49 @@ static void init_one_run(void *user, uint64_t global, uint64_t local, uint64_t n
  * normal(0, 0.02), the residual projections normal(0, 0.02 / sqrt(2 n_layer)), biases 0,
  * LayerNorm weights 1; the padded vocabulary rows 0. Element i of tensor NAME is drawn from
  * (seed, NAME, i): any slice of any tensor can be drawn alone, by any rank. */
-ig_status ig_gpt_init_host(const ig_gpt *m, ig_ctx *ctx, uint64_t seed, float *host) {
+/* Tensor i's initial values into out[numel]. */
+static void init_tensor(const ig_gpt *m, ig_ctx *ctx, uint64_t seed, size_t i, float *out) {
     const ig_gpt_config *c = &m->cfg;
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        const ig_gpt_tensor *t = &m->tensors[i];
-        init_run r = {.ctx = ctx,
-                      .key = ig_rng_key_make(seed, t->name),
-                      .out = host + t->offset,
-                      .init = m->info[i].init,
-                      .std = m->info[i].init == IG_INIT_RESIDUAL
-                                 ? (float)(0.02 / sqrt(2.0 * c->n_layer))
-                                 : 0.02f,
-                      .real = (uint64_t)c->vocab_size * (uint64_t)c->d_model};
-        ig_gpt_tensor_runs(t, init_one_run, &r);
-    }
+    const ig_gpt_tensor *t = &m->tensors[i];
+    init_run r = {
+        .ctx = ctx,
+        .key = ig_rng_key_make(seed, t->name),
+        .out = out,
+        .init = m->info[i].init,
+        .std = m->info[i].init == IG_INIT_RESIDUAL ? (float)(0.02 / sqrt(2.0 * c->n_layer)) : 0.02f,
+        .real = (uint64_t)c->vocab_size * (uint64_t)c->d_model};
+    ig_gpt_tensor_runs(t, init_one_run, &r);
+}
+
+ig_status ig_gpt_init_host(const ig_gpt *m, ig_ctx *ctx, uint64_t seed, float *host) {
+    for (size_t i = 0; i < m->n_tensors; i++)
+        init_tensor(m, ctx, seed, i, host + m->tensors[i].offset);
     return IG_OK;
+}
+
+/* The initial weights, drawn one tensor at a time on the host and uploaded (the largest tensor's
+ * size in host memory, not the model's: a 124M model used to peak at 475 MiB more while built). */
+static ig_status init_params(ig_gpt *m, ig_ctx *ctx, uint64_t seed, ig_err *err) {
+    uint64_t big = 1;
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].numel > big) big = m->tensors[i].numel;
+    float *host = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
+    if (!host)
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory for %.1f MB of initial weights",
+                          (double)big * 4e-6);
+    ig_status st = IG_OK;
+    for (size_t i = 0; i < m->n_tensors && st == IG_OK; i++) {
+        const ig_gpt_tensor *t = &m->tensors[i];
+        init_tensor(m, ctx, seed, i, host);
+        if (m->master)
+            st = ig_backend_upload(m->be, m->master + t->offset, host, t->numel * sizeof(float),
+                                   err);
+        if (st == IG_OK)
+            st = ig_backend_upload_f32(m->be, (char *)m->params + t->offset * m->as, host, t->numel,
+                                       err);
+    }
+    ig_free(ctx, host);
+    return st;
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
@@ -483,17 +511,7 @@ ig_status ig_gpt_create_part(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig
             return st;
         }
     }
-    /* initial weights, drawn on the host and uploaded */
-    float *host = ig_alloc_aligned(ctx, m->n_params * sizeof(float), IG_ALIGN_KERNEL);
-    if (!host) {
-        ig_gpt_free(m);
-        return ig_err_set(err, IG_ERR_NOMEM, "out of memory for %.1f MB of initial weights",
-                          (double)m->n_params * 4e-6);
-    }
-    ig_gpt_init_host(m, ctx, seed, host);
-    st = ig_gpt_write(m, IG_GPT_PARAMS, host, err);
-    ig_free(ctx, host);
-    if (st != IG_OK) {
+    if ((st = init_params(m, ctx, seed, err)) != IG_OK) {
         ig_gpt_free(m);
         return st;
     }

@@ -1,11 +1,14 @@
 /* cpu_matmul.c - the matmul (Conv1D / Linear) forward and backward on the CPU, and the column
  * sums the bias gradients share.
  *
- * Reference: triple loops with double sums. Fast: oneDNN's sgemm (cpu_gemm.c) on fixed chunks
- * of the output: the larger of its two dimensions is cut into about 16 chunks of a multiple of 64
- * rows or columns, each chunk one single-threaded sgemm on the pool. Every output element comes
- * from one library call whose shape depends on the sizes only, so the bits are the same for any
- * thread count; the bias is written into the output before the sgemm adds to it (beta = 1).
+ * Reference: triple loops with double sums. Fast: oneDNN's sgemm (cpu_gemm.c) on fixed tiles of
+ * the output: a grid of gr x gc = 16 tiles (multiples of 64 rows and columns), each one
+ * single-threaded sgemm on the pool. Each tile packs its rows of A and its columns of B, so the
+ * grid is the one that packs least (gc copies of A and gr of B): cutting one dimension only into
+ * 16 packed the other operand 16 times, which held the backward's GEMMs at 0.7-0.85 of the
+ * library's speed (bench_train). Every output element comes from one library call whose shape
+ * depends on the sizes only, so the bits are the same for any thread count; the bias is written
+ * into the output before the sgemm adds to it (beta = 1).
  *
  * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
  */
@@ -69,17 +72,17 @@ void ig_cpu_ref_matmul_backward(ig_backend *be, void *dinp_, void *dw_, void *db
 
 /* ---- fast: chunked GEMM ---------------------------------------------------------------------- */
 
-/* C[M, N] = op(A) @ op(B) (+ bias[N] broadcast over rows, or + beta * C), cut along rows or
- * columns. */
+/* C[M, N] = op(A) @ op(B) (+ bias[N] broadcast over rows, or + beta * C), cut into a grid of
+ * tiles. */
 typedef struct gemm_job {
     int ta, tb, M, N, K;
     const float *A, *B;
     int lda, ldb, ldc;
     float beta;
     float *C;
-    const float *bias; /* NULL, or [N]: written into C first, then beta = 1 */
-    int by_cols;       /* the chunks cut columns (else rows) */
-    size_t chunk;      /* rows or columns per chunk */
+    const float *bias;     /* NULL, or [N]: written into C first, then beta = 1 */
+    size_t rchunk, cchunk; /* rows and columns per tile */
+    size_t ncols;          /* tiles per row of the grid */
     atomic_int failed;
 } gemm_job;
 
@@ -87,36 +90,43 @@ static void gemm_chunk(void *arg, size_t b, size_t e, int worker) {
     (void)worker;
     gemm_job *j = arg;
     for (size_t ci = b; ci < e; ci++) {
-        size_t lo = ci * j->chunk, hi = lo + j->chunk;
-        size_t lim = (size_t)(j->by_cols ? j->N : j->M);
-        if (hi > lim) hi = lim;
-        int r0 = 0, r1 = j->M, c0 = 0, c1 = j->N;
-        if (j->by_cols)
-            c0 = (int)lo, c1 = (int)hi;
-        else
-            r0 = (int)lo, r1 = (int)hi;
-        const float *A = j->ta ? j->A + r0 : j->A + (size_t)r0 * j->lda;
-        const float *B = j->tb ? j->B + (size_t)c0 * j->ldb : j->B + c0;
-        float *C = j->C + (size_t)r0 * j->ldc + c0;
+        size_t r = ci / j->ncols, c = ci % j->ncols;
+        size_t r0 = r * j->rchunk, r1 = r0 + j->rchunk, c0 = c * j->cchunk, c1 = c0 + j->cchunk;
+        if (r1 > (size_t)j->M) r1 = (size_t)j->M;
+        if (c1 > (size_t)j->N) c1 = (size_t)j->N;
+        const float *A = j->ta ? j->A + r0 : j->A + r0 * (size_t)j->lda;
+        const float *B = j->tb ? j->B + c0 * (size_t)j->ldb : j->B + c0;
+        float *C = j->C + r0 * (size_t)j->ldc + c0;
         float beta = j->beta;
         if (j->bias) {
-            for (int r = r0; r < r1; r++)
-                for (int c = c0; c < c1; c++) j->C[(size_t)r * j->ldc + c] = j->bias[c];
+            for (size_t rr = r0; rr < r1; rr++)
+                for (size_t cc = c0; cc < c1; cc++) j->C[rr * (size_t)j->ldc + cc] = j->bias[cc];
             beta = 1.0f;
         }
-        if (ig_cpu_sgemm(j->ta, j->tb, r1 - r0, c1 - c0, j->K, A, j->lda, B, j->ldb, beta, C,
-                         j->ldc) != 0)
+        if (ig_cpu_sgemm(j->ta, j->tb, (int)(r1 - r0), (int)(c1 - c0), j->K, A, j->lda, B, j->ldb,
+                         beta, C, j->ldc) != 0)
             atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
     }
 }
 
 static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
     if (j->M <= 0 || j->N <= 0) return;
-    j->by_cols = j->N >= j->M;
-    size_t dim = (size_t)(j->by_cols ? j->N : j->M);
-    j->chunk = ig_cpu_chunk(dim, GEMM_PARTS, GEMM_ALIGN);
+    /* the grid gr x gc = GEMM_PARTS that packs the fewest elements: gc copies of A [M, K] and gr
+     * of B [K, N] (a function of the sizes only) */
+    double best = 0;
+    size_t gr_best = GEMM_PARTS;
+    for (size_t gc = 1; gc <= GEMM_PARTS; gc *= 2) {
+        size_t gr = GEMM_PARTS / gc;
+        double cost = (double)gc * j->M * j->K + (double)gr * j->K * j->N;
+        if (gc == 1 || cost < best) best = cost, gr_best = gr;
+    }
+    size_t gc = GEMM_PARTS / gr_best;
+    j->rchunk = ig_cpu_chunk((size_t)j->M, gr_best, GEMM_ALIGN);
+    j->cchunk = ig_cpu_chunk((size_t)j->N, gc, GEMM_ALIGN);
+    size_t nrows = ((size_t)j->M + j->rchunk - 1) / j->rchunk;
+    j->ncols = ((size_t)j->N + j->cchunk - 1) / j->cchunk;
     atomic_init(&j->failed, 0);
-    ig_parallel_range(be->ctx, (dim + j->chunk - 1) / j->chunk, 1, gemm_chunk, j);
+    ig_parallel_range(be->ctx, nrows * j->ncols, 1, gemm_chunk, j);
     if (atomic_load(&j->failed))
         ig_backend_raise(be, IG_ERR_INTERNAL, "%s: the GEMM library refused a %dx%dx%d sgemm", what,
                          j->M, j->N, j->K);
