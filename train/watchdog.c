@@ -156,6 +156,9 @@ ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, const char *run_dir,
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    /* the first heartbeat before training starts: a rank stopped within its first second is
+     * still named (the thread writes the next ones) */
+    write_heartbeat(w, w->seen_at);
     int rc = ig_thread_start(&w->thread, watchdog_main, w);
     if (rc != 0) {
         ig_watchdog_stop(w);
