@@ -87,10 +87,17 @@ ig_status ig_err_fix(ig_err *err, const char *option, const char *value);
 
 /* ---- allocator ----------------------------------------------------------------------------- */
 
-/* A pluggable allocator: all of ingot's library memory comes from it, so tests inject failing
+/* A pluggable allocator: ingot's library memory comes from it, so tests inject failing
  * allocators through it. alloc returns size bytes aligned to align (a power of two, at least 16;
  * kernels ask for 64) or NULL; realloc behaves as realloc(3) for blocks allocated with align 16;
- * free(NULL) is a no-op. */
+ * free(NULL) is a no-op.
+ *
+ * What goes through it: everything a handle made with a context owns (shard writers and readers,
+ * the text pipeline and its record readers, encoders, token vectors given a context, loaders,
+ * models, ...). What does not: plain result structs that the caller frees without a context
+ * (ig_manifest's sources, shard and input lists, ig_preprocess_stats' shard names: malloc'd, as
+ * their headers say), core's file and hashing helpers, and third-party libraries' own memory (zstd,
+ * jansson, libfyaml, FFmpeg, stdio). */
 typedef struct ig_allocator {
     void *(*alloc)(void *user, size_t size, size_t align);
     void *(*realloc)(void *user, void *ptr, size_t size);
@@ -151,13 +158,16 @@ void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) IG_PRINTF(3, 
 /* Allocation through the context's allocator. ig_alloc/ig_calloc/ig_realloc return NULL on
  * failure (the caller reports IG_ERR_NOMEM); ig_free(ctx, NULL) is a no-op. ig_calloc checks
  * n*size for overflow. ig_alloc_aligned aligns to align (a power of two >= 16; IG_ALIGN_KERNEL
- * for compute buffers); such a block must not be passed to ig_realloc. */
+ * for compute buffers); such a block must not be passed to ig_realloc. ctx may be NULL: then
+ * malloc, posix_memalign, realloc and free (for library code whose context is optional). */
 void *ig_alloc(ig_ctx *ctx, size_t size);
 void *ig_alloc_aligned(ig_ctx *ctx, size_t size, size_t align);
 void *ig_calloc(ig_ctx *ctx, size_t n, size_t size);
 void *ig_realloc(ig_ctx *ctx, void *ptr, size_t size);
 void ig_free(ig_ctx *ctx, void *ptr);
 char *ig_strdup(ig_ctx *ctx, const char *s);
+/* A formatted string allocated through ctx (NULL when out of memory). */
+char *ig_asprintf(ig_ctx *ctx, const char *fmt, ...) IG_PRINTF(2, 3);
 
 /* Runs fn(arg, begin, end, worker) over [0, n) cut into chunks of grain items ([0, grain),
  * [grain, 2*grain), ...; the last may be shorter) on the context's pool, the calling thread
