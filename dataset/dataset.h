@@ -12,7 +12,9 @@ extern "C" {
 #endif
 
 /* ==== token shards ========================================================================== */
-/* In this section ctx may be NULL (plain malloc, no logging). */
+/* In this section ctx may be NULL (plain malloc, no logging). Writers, readers, merge and verify
+ * allocate what they own through ctx; manifests (ig_manifest's sources) and shard lists are plain
+ * malloc'd results, freed by ig_manifest_clear and ig_shard_list_free. */
 
 /* Megatron's dtype codes. */
 typedef enum ig_dtype {

@@ -86,18 +86,6 @@ static inline void ig_put_le_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* ---- allocation that also works without a context ---- */
-
-static inline void *ig_shard_alloc(ig_ctx *ctx, size_t n) {
-    return ctx ? ig_alloc(ctx, n) : malloc(n);
-}
-static inline void ig_shard_free(ig_ctx *ctx, void *p) {
-    if (ctx)
-        ig_free(ctx, p);
-    else
-        free(p);
-}
-
 /* ---- writer primitives (shard_writer.c) used by merge ---- */
 
 /* Appends raw token bytes (already in the writer's dtype, little-endian; a multiple of the item
@@ -123,7 +111,7 @@ ig_status ig_shard_check_manifest(const ig_shard *s, ig_err *err);
 /* The raw bytes of an open shard's .idx (for verify's checksum). */
 const uint8_t *ig_shard_idx_data(const ig_shard *s, size_t *len);
 
-/* "PREFIX" + suffix into a malloc'd string (NULL when out of memory). */
-char *ig_shard_path(const char *prefix, const char *suffix);
+/* "PREFIX" + suffix, allocated through ctx (NULL: malloc); NULL when out of memory. */
+char *ig_shard_path(ig_ctx *ctx, const char *prefix, const char *suffix);
 
 #endif

@@ -162,7 +162,7 @@ ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs
     if (!err) err = &local;
     ig_merge_opts o = opts ? *opts : (ig_merge_opts){0};
     if (n_inputs == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "merge needs at least one input");
-    merge_scan *sc = calloc(1, sizeof *sc);
+    merge_scan *sc = ig_calloc(ctx, 1, sizeof *sc);
     if (!sc) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     /* first pass: every input opened (validated) and checked before anything is written */
     ig_status st = IG_OK;
@@ -212,6 +212,6 @@ ig_status ig_shard_merge(ig_ctx *ctx, const char *const *inputs, size_t n_inputs
         ig_shard_writer_abort(w);
     }
     ig_manifest_clear(&meta);
-    free(sc);
+    ig_free(ctx, sc);
     return st;
 }

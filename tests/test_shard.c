@@ -4,6 +4,9 @@
 #include "testutil.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <stdatomic.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -920,6 +923,110 @@ static void test_many_shards(void **state) {
     free(dir);
 }
 
+/* The steps of test_allocation_failures: two shards written through ctx, merged, the merge
+ * verified and read. Returns the first failure. */
+static ig_status shard_steps(ig_ctx *ctx, const char *dir, ig_err *err) {
+    const char *names[2] = {"a", "b"};
+    char prefixes[3][600];
+    for (int k = 0; k < 3; k++)
+        snprintf(prefixes[k], sizeof prefixes[k], "%s/%s", dir, k < 2 ? names[k] : "m");
+    ig_status st = IG_OK;
+    for (int k = 0; k < 2 && st == IG_OK; k++) {
+        ig_shard_writer *w = NULL;
+        ig_shard_writer_opts o = ig_shard_writer_opts_default();
+        if ((st = ig_shard_writer_create(&w, ctx, prefixes[k], &o, err)) != IG_OK) break;
+        for (int d = 0; d < 50 && st == IG_OK; d++) {
+            int32_t ids[5] = {d, d + 1, d + 2 + k, 7, 9};
+            st = ig_shard_writer_add_document(w, ids, 1 + (size_t)(d % 5), err);
+        }
+        ig_manifest meta = {0};
+        snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+        meta.tokenizer_hash = 1;
+        meta.vocab_size = 1000;
+        meta.eod_id = -1;
+        if (st == IG_OK)
+            st = ig_shard_writer_finish(w, &meta, err);
+        else
+            ig_shard_writer_abort(w);
+    }
+    const char *ins[2] = {prefixes[0], prefixes[1]};
+    ig_merge_opts mo = {0};
+    if (st == IG_OK) st = ig_shard_merge(ctx, ins, 2, prefixes[2], &mo, err);
+    if (st == IG_OK) st = ig_shard_verify(ctx, prefixes[2], err);
+    ig_shard *s = NULL;
+    if (st == IG_OK) st = ig_shard_open(&s, ctx, prefixes[2], err);
+    int32_t got[5];
+    for (uint64_t i = 0; st == IG_OK && i < ig_shard_sequences(s); i++)
+        st = ig_shard_read_tokens(s, i, 0, (uint64_t)ig_shard_seq_length(s, i), got, err);
+    ig_shard_close(s);
+    return st;
+}
+
+/* Every allocation of the writer, the reader, merge and verify failing in turn (the k-th alone,
+ * for every k up to the number the steps make), with 1 and 2 threads: each step succeeds or
+ * fails with IG_ERR_NOMEM, nothing leaks (ASan), no shard is left half-made (a shard is either
+ * complete, with a manifest that verifies, or has no file at all), and whatever succeeds writes
+ * the same bytes. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    char *root = igt_mkdtemp();
+    igt_flaky fl;
+    for (int threads = 1; threads <= 2; threads++) {
+        ig_ctx *ctx = igt_flaky_ctx(&fl, threads);
+        ig_ctx *plain = new_ctx();
+        char *ref = strdup(igt_fmt("%s/ref%d", root, threads));
+        assert_int_equal(mkdir(ref, 0755), 0);
+        ig_err err = {0};
+        if (shard_steps(ctx, ref, &err) != IG_OK) fail_msg("%s", err.msg);
+        long calls = atomic_load(&fl.calls);
+        assert_true(calls > 10);
+        int nomem = 0;
+        for (long k = 1; k <= calls + 5; k++) {
+            char *dir = strdup(igt_fmt("%s/k%ld_%d", root, k, threads));
+            assert_int_equal(mkdir(dir, 0755), 0);
+            igt_flaky_arm(&fl, k);
+            ig_status st = shard_steps(ctx, dir, &err);
+            if (st != IG_OK && st != IG_ERR_NOMEM) fail_msg("allocation %ld: %s", k, err.msg);
+            nomem += st == IG_ERR_NOMEM;
+            igt_flaky_arm(&fl, 0);
+            const char *names[3] = {"a", "b", "m"};
+            int complete = 0;
+            for (int n = 0; n < 3; n++) {
+                const char *p = igt_fmt("%s/%s", dir, names[n]);
+                if (ig_file_exists(igt_fmt("%s.json", p))) {
+                    complete++;
+                    if (ig_shard_verify(plain, p, &err) != IG_OK)
+                        fail_msg("allocation %ld: %s: %s", k, p, err.msg);
+                    for (int e = 0; e < 2; e++) {
+                        const char *ext = e ? ".idx" : ".bin";
+                        size_t la, lb;
+                        char *x = igt_read(igt_fmt("%s/%s%s", ref, names[n], ext), &la);
+                        char *y = igt_read(igt_fmt("%s%s", p, ext), &lb);
+                        assert_int_equal(la, lb);
+                        assert_memory_equal(x, y, la);
+                        free(x);
+                        free(y);
+                    }
+                } else if (ig_file_exists(igt_fmt("%s.bin", p)) ||
+                           ig_file_exists(igt_fmt("%s.idx", p))) {
+                    fail_msg("allocation %ld: %s has data without a manifest", k, p);
+                }
+            }
+            if (igt_count_entries(dir) != 3 * complete)
+                fail_msg("allocation %ld: temporaries left in %s", k, dir);
+            igt_rmtree(dir);
+            free(dir);
+        }
+        assert_true(nomem >= calls / 2);
+        print_message("threads %d: %ld allocations, %d failed cleanly\n", threads, calls, nomem);
+        free(ref);
+        ig_ctx_free(plain);
+        ig_ctx_free(ctx);
+    }
+    igt_rmtree(root);
+    free(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_idx),           cmocka_unit_test(test_read_megatron_golden),
@@ -930,7 +1037,7 @@ int main(void) {
         cmocka_unit_test(test_no_overwrite),         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_dtype_names),          cmocka_unit_test(test_all_dtypes),
         cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_many_shards),
-        cmocka_unit_test(test_manifest_hex_strict),
+        cmocka_unit_test(test_manifest_hex_strict),  cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
