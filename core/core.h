@@ -265,6 +265,14 @@ typedef struct ig_atomic_file ig_atomic_file;
 
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite, ig_err *err);
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err);
+/* Reserves the next len bytes of the file for ig_atomic_file_write_at (they count as written:
+ * later writes go after them) and returns their offset. The caller must write all of them before
+ * commit; unwritten bytes read as zeros. */
+ig_status ig_atomic_file_reserve(ig_atomic_file *af, uint64_t len, uint64_t *offset, ig_err *err);
+/* Writes data at offset, inside a range reserved before (pwrite, past the stream's buffer).
+ * Thread-safe for disjoint ranges, alongside no other call on af. */
+ig_status ig_atomic_file_write_at(ig_atomic_file *af, const void *data, size_t len, uint64_t offset,
+                                  ig_err *err);
 FILE *ig_atomic_file_stream(ig_atomic_file *af); /* the stdio stream of the temporary */
 const char *ig_atomic_file_temp_path(const ig_atomic_file *af);
 uint64_t ig_atomic_file_size(const ig_atomic_file *af); /* bytes written so far */

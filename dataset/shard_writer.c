@@ -152,6 +152,30 @@ ig_status ig_shard_writer_put_bytes(ig_shard_writer *w, const void *data, size_t
     return IG_OK;
 }
 
+ig_status ig_shard_writer_reserve(ig_shard_writer *w, uint64_t len, uint64_t *offset, ig_err *err) {
+    if (w->failed) return writer_failed(w, err);
+    ig_status st = ig_atomic_file_reserve(w->bin, len, offset, err);
+    if (st != IG_OK) {
+        w->failed = 1;
+        return st;
+    }
+    w->bin_bytes += len;
+    return IG_OK;
+}
+
+ig_status ig_shard_writer_put_at(ig_shard_writer *w, uint64_t offset, const void *data, size_t len,
+                                 ig_err *err) {
+    return ig_atomic_file_write_at(w->bin, data, len, offset, err);
+}
+
+void ig_shard_writer_hash_bin(ig_shard_writer *w, const void *data, size_t len) {
+    ig_xxh3_stream_update(w->bin_hash, data, len);
+}
+
+void ig_shard_writer_set_failed(ig_shard_writer *w) {
+    w->failed = 1;
+}
+
 ig_status ig_shard_writer_put_length(ig_shard_writer *w, int32_t length, ig_err *err) {
     if (w->failed) return writer_failed(w, err);
     uint8_t b[4];
