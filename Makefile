@@ -2,7 +2,7 @@
 #   make deps        install missing Debian packages (apt-get)
 #   make build       configure and build build/ingot (-Wall -Wextra -Werror)
 #   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan and
-#                    the threaded ones (core pool, pipeline, loader) under TSan
+#                    the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths (needs a GPU;
@@ -43,7 +43,7 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
-TSAN_TESTS = test_core test_pipeline test_loader test_kernels test_train test_video_pipeline
+TSAN_TESTS = test_core test_pipeline test_loader test_shard test_kernels test_train test_video_pipeline
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_TSAN=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)

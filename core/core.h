@@ -87,10 +87,17 @@ ig_status ig_err_fix(ig_err *err, const char *option, const char *value);
 
 /* ---- allocator ----------------------------------------------------------------------------- */
 
-/* A pluggable allocator: all of ingot's library memory comes from it, so tests inject failing
+/* A pluggable allocator: ingot's library memory comes from it, so tests inject failing
  * allocators through it. alloc returns size bytes aligned to align (a power of two, at least 16;
  * kernels ask for 64) or NULL; realloc behaves as realloc(3) for blocks allocated with align 16;
- * free(NULL) is a no-op. */
+ * free(NULL) is a no-op.
+ *
+ * What goes through it: everything a handle made with a context owns (shard writers and readers,
+ * the text pipeline and its record readers, encoders, token vectors given a context, loaders,
+ * models, ...). What does not: plain result structs that the caller frees without a context
+ * (ig_manifest's sources, shard and input lists, ig_preprocess_stats' shard names: malloc'd, as
+ * their headers say), core's file and hashing helpers, and third-party libraries' own memory (zstd,
+ * jansson, libfyaml, FFmpeg, stdio). */
 typedef struct ig_allocator {
     void *(*alloc)(void *user, size_t size, size_t align);
     void *(*realloc)(void *user, void *ptr, size_t size);
@@ -151,13 +158,16 @@ void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) IG_PRINTF(3, 
 /* Allocation through the context's allocator. ig_alloc/ig_calloc/ig_realloc return NULL on
  * failure (the caller reports IG_ERR_NOMEM); ig_free(ctx, NULL) is a no-op. ig_calloc checks
  * n*size for overflow. ig_alloc_aligned aligns to align (a power of two >= 16; IG_ALIGN_KERNEL
- * for compute buffers); such a block must not be passed to ig_realloc. */
+ * for compute buffers); such a block must not be passed to ig_realloc. ctx may be NULL: then
+ * malloc, posix_memalign, realloc and free (for library code whose context is optional). */
 void *ig_alloc(ig_ctx *ctx, size_t size);
 void *ig_alloc_aligned(ig_ctx *ctx, size_t size, size_t align);
 void *ig_calloc(ig_ctx *ctx, size_t n, size_t size);
 void *ig_realloc(ig_ctx *ctx, void *ptr, size_t size);
 void ig_free(ig_ctx *ctx, void *ptr);
 char *ig_strdup(ig_ctx *ctx, const char *s);
+/* A formatted string allocated through ctx (NULL when out of memory). */
+char *ig_asprintf(ig_ctx *ctx, const char *fmt, ...) IG_PRINTF(2, 3);
 
 /* Runs fn(arg, begin, end, worker) over [0, n) cut into chunks of grain items ([0, grain),
  * [grain, 2*grain), ...; the last may be shorter) on the context's pool, the calling thread
@@ -255,6 +265,14 @@ typedef struct ig_atomic_file ig_atomic_file;
 
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite, ig_err *err);
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err);
+/* Reserves the next len bytes of the file for ig_atomic_file_write_at (they count as written:
+ * later writes go after them) and returns their offset. The caller must write all of them before
+ * commit; unwritten bytes read as zeros. */
+ig_status ig_atomic_file_reserve(ig_atomic_file *af, uint64_t len, uint64_t *offset, ig_err *err);
+/* Writes data at offset, inside a range reserved before (pwrite, past the stream's buffer).
+ * Thread-safe for disjoint ranges, alongside no other call on af. */
+ig_status ig_atomic_file_write_at(ig_atomic_file *af, const void *data, size_t len, uint64_t offset,
+                                  ig_err *err);
 FILE *ig_atomic_file_stream(ig_atomic_file *af); /* the stdio stream of the temporary */
 const char *ig_atomic_file_temp_path(const ig_atomic_file *af);
 uint64_t ig_atomic_file_size(const ig_atomic_file *af); /* bytes written so far */

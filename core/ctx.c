@@ -4,6 +4,7 @@
 #include "pool_internal.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,14 +133,22 @@ void ig_log(ig_ctx *ctx, ig_log_level level, const char *fmt, ...) {
     pthread_mutex_unlock(&ctx->log_mu);
 }
 
+/* Without a context: the default allocator's functions, user NULL. */
+static const ig_allocator *allocator_of(const ig_ctx *ctx) {
+    static const ig_allocator plain = {default_alloc, default_realloc, default_free, NULL};
+    return ctx ? &ctx->allocator : &plain;
+}
+
 void *ig_alloc(ig_ctx *ctx, size_t size) {
-    return ctx->allocator.alloc(ctx->allocator.user, size, IG_ALIGN_DEFAULT);
+    const ig_allocator *a = allocator_of(ctx);
+    return a->alloc(a->user, size, IG_ALIGN_DEFAULT);
 }
 
 void *ig_alloc_aligned(ig_ctx *ctx, size_t size, size_t align) {
     if (align < IG_ALIGN_DEFAULT) align = IG_ALIGN_DEFAULT;
     if (align & (align - 1)) return NULL;
-    return ctx->allocator.alloc(ctx->allocator.user, size, align);
+    const ig_allocator *a = allocator_of(ctx);
+    return a->alloc(a->user, size, align);
 }
 
 void *ig_calloc(ig_ctx *ctx, size_t n, size_t size) {
@@ -150,17 +159,34 @@ void *ig_calloc(ig_ctx *ctx, size_t n, size_t size) {
 }
 
 void *ig_realloc(ig_ctx *ctx, void *ptr, size_t size) {
-    return ctx->allocator.realloc(ctx->allocator.user, ptr, size);
+    const ig_allocator *a = allocator_of(ctx);
+    return a->realloc(a->user, ptr, size);
 }
 
 void ig_free(ig_ctx *ctx, void *ptr) {
-    if (ptr) ctx->allocator.free(ctx->allocator.user, ptr);
+    if (!ptr) return;
+    const ig_allocator *a = allocator_of(ctx);
+    a->free(a->user, ptr);
 }
 
 char *ig_strdup(ig_ctx *ctx, const char *s) {
     size_t n = strlen(s) + 1;
     char *p = ig_alloc(ctx, n);
     if (p) memcpy(p, s, n);
+    return p;
+}
+
+char *ig_asprintf(ig_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *p = ig_alloc(ctx, (size_t)n + 1);
+    if (!p) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
     return p;
 }
 

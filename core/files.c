@@ -255,6 +255,36 @@ ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len,
     return IG_OK;
 }
 
+ig_status ig_atomic_file_reserve(ig_atomic_file *af, uint64_t len, uint64_t *offset, ig_err *err) {
+    /* what the stream holds goes first; later stream writes go after the reserved range */
+    if (fflush(af->f) != 0 || ferror(af->f))
+        return ig_err_errno(err, errno, "cannot write %s", af->path);
+    if (len > (uint64_t)INT64_MAX - af->size)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: a file of more than 2^63 bytes", af->path);
+    if (fseeko(af->f, (off_t)(af->size + len), SEEK_SET) != 0)
+        return ig_err_errno(err, errno, "cannot write %s", af->path);
+    *offset = af->size;
+    af->size += len;
+    return IG_OK;
+}
+
+ig_status ig_atomic_file_write_at(ig_atomic_file *af, const void *data, size_t len, uint64_t offset,
+                                  ig_err *err) {
+    int fd = fileno(af->f);
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return ig_err_errno(err, n < 0 ? errno : ENOSPC, "cannot write %s at byte offset %llu",
+                                af->path, (unsigned long long)offset);
+        p += n;
+        len -= (size_t)n;
+        offset += (uint64_t)n;
+    }
+    return IG_OK;
+}
+
 FILE *ig_atomic_file_stream(ig_atomic_file *af) {
     return af->f;
 }

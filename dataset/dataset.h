@@ -12,7 +12,9 @@ extern "C" {
 #endif
 
 /* ==== token shards ========================================================================== */
-/* In this section ctx may be NULL (plain malloc, no logging). */
+/* In this section ctx may be NULL (plain malloc, no logging). Writers, readers, merge and verify
+ * allocate what they own through ctx; manifests (ig_manifest's sources) and shard lists are plain
+ * malloc'd results, freed by ig_manifest_clear and ig_shard_list_free. */
 
 /* Megatron's dtype codes. */
 typedef enum ig_dtype {
@@ -134,14 +136,19 @@ const ig_manifest *ig_shard_manifest(const ig_shard *s);
 /* Checks a shard completely: structure (as open), the manifest present and consistent (counts,
  * sizes), and the xxh3 checksums of .bin and .idx. IG_OK, or the exact problem in err:
  * IG_ERR_FORMAT (structure, or a manifest describing other data), IG_ERR_NOT_FOUND (a missing
- * file or manifest), IG_ERR_CHECKSUM (a file changed since it was written). */
+ * file or manifest), IG_ERR_CHECKSUM (a file changed since it was written). With a context of
+ * several threads, one hashes the .bin while the others check its token ids in 1 MiB pieces
+ * (on the context's pool); the result and the message are those of one thread. */
 ig_status ig_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err);
 
 /* Concatenates shards into out_prefix (as Megatron's merge_datasets.py), streaming, with 64-bit
  * pointers. Every input is opened (validated) before anything is written, and the output is
- * written like any shard (atomically, manifest last). Shards made with different tokenizers (by
- * their manifests' hashes) are refused unless allow_mixed; different dtypes, or an output that is
- * also an input, always (IG_ERR_INVALID_ARG). */
+ * written like any shard (atomically, manifest last). With a context of several threads, windows
+ * of 64 inputs are opened, checked against their manifests' checksums and copied to their
+ * precomputed offsets in the output at once, the output's checksum and index written beside
+ * them: the output is the same bytes, and a failure the same message, for any thread count. Shards
+ * made with different tokenizers (by their manifests' hashes) are refused unless allow_mixed;
+ * different dtypes, or an output that is also an input, always (IG_ERR_INVALID_ARG). */
 typedef struct ig_merge_opts {
     int overwrite;
     int allow_mixed; /* --force: merge shards of different tokenizers */
@@ -207,7 +214,8 @@ ig_status ig_shard_list_expand(const char *prefix, char ***out, size_t *n, ig_er
 void ig_shard_list_free(char **list, size_t n);
 /* Verifies every shard of a list (ig_shard_verify) and that each still matches what the list
  * recorded (documents, tokens, .bin checksum). For a plain prefix, ig_shard_verify. *n_shards
- * is set to the number of shards checked. */
+ * is set to the number of shards checked (that passed, before the first failure). With a context
+ * of several threads, several shards are verified at once; the result is the same. */
 ig_status ig_shard_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
 
 /* ==== GPT sample index, splits and blends (DESIGN 4) ======================================== */

@@ -47,7 +47,7 @@ void ig_dataset_close(ig_dataset *ds) {
     if (ds->slot)
         for (size_t k = 0; k < ds->n; k++) {
             ig_shard_close(ds->slot[k].open);
-            free(ds->slot[k].prefix);
+            ig_free(ctx, ds->slot[k].prefix);
         }
     if (ds->lazy) pthread_mutex_destroy(&ds->mu);
     ig_free(ctx, ds->slot);
@@ -123,7 +123,7 @@ static ig_status open_shards(ig_dataset **out, ig_ctx *ctx, const char *const *p
         goto fail;
     }
     for (size_t k = 0; k < n; k++)
-        if (!(ds->slot[k].prefix = strdup(prefixes[k]))) {
+        if (!(ds->slot[k].prefix = ig_strdup(ctx, prefixes[k]))) {
             st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
             goto fail;
         }

@@ -57,9 +57,9 @@ ig_dtype ig_dtype_for_vocab(size_t vocab_size) {
     return vocab_size < 65500 ? IG_DTYPE_U16 : IG_DTYPE_I32;
 }
 
-char *ig_shard_path(const char *prefix, const char *suffix) {
+char *ig_shard_path(ig_ctx *ctx, const char *prefix, const char *suffix) {
     size_t a = strlen(prefix), b = strlen(suffix);
-    char *p = malloc(a + b + 1);
+    char *p = ig_alloc(ctx, a + b + 1);
     if (!p) return NULL;
     memcpy(p, prefix, a);
     memcpy(p + a, suffix, b + 1);

@@ -86,23 +86,22 @@ static inline void ig_put_le_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* ---- allocation that also works without a context ---- */
-
-static inline void *ig_shard_alloc(ig_ctx *ctx, size_t n) {
-    return ctx ? ig_alloc(ctx, n) : malloc(n);
-}
-static inline void ig_shard_free(ig_ctx *ctx, void *p) {
-    if (ctx)
-        ig_free(ctx, p);
-    else
-        free(p);
-}
-
 /* ---- writer primitives (shard_writer.c) used by merge ---- */
 
 /* Appends raw token bytes (already in the writer's dtype, little-endian; a multiple of the item
  * size) to .bin without starting a sequence. */
 ig_status ig_shard_writer_put_bytes(ig_shard_writer *w, const void *data, size_t len, ig_err *err);
+/* For copying into .bin from several threads: reserve takes the next len bytes of .bin (they
+ * count as put, at *offset), put_at writes a part of a reserved range (thread-safe for disjoint
+ * parts, alongside no other call on w), and hash_bin feeds the reserved bytes to the .bin's
+ * checksum, all of them, in order (one thread). Every reserved byte must be written and hashed
+ * before finish. */
+ig_status ig_shard_writer_reserve(ig_shard_writer *w, uint64_t len, uint64_t *offset, ig_err *err);
+ig_status ig_shard_writer_put_at(ig_shard_writer *w, uint64_t offset, const void *data, size_t len,
+                                 ig_err *err);
+void ig_shard_writer_hash_bin(ig_shard_writer *w, const void *data, size_t len);
+/* Marks w failed (after a put_at failed): it can only be aborted. */
+void ig_shard_writer_set_failed(ig_shard_writer *w);
 /* Records one sequence of `length` tokens whose bytes were put with put_bytes. */
 ig_status ig_shard_writer_put_length(ig_shard_writer *w, int32_t length, ig_err *err);
 /* Ends a document at the current sequence count (as ig_shard_writer_end_document, which also
@@ -120,10 +119,15 @@ ig_status ig_manifest_check_vocab(const ig_manifest *m, const char *path, ig_err
  * or IG_ERR_CHECKSUM. ig_shard_open calls it. */
 ig_status ig_shard_check_manifest(const ig_shard *s, ig_err *err);
 
+/* Verifies prefixes[0 .. n) (ig_shard_verify each), several at once on ctx's pool: IG_OK, or
+ * the first failure in order with *n_ok the shards before it (as one after another). */
+ig_status ig_shard_verify_many(ig_ctx *ctx, char *const *prefixes, size_t n, size_t *n_ok,
+                               ig_err *err);
+
 /* The raw bytes of an open shard's .idx (for verify's checksum). */
 const uint8_t *ig_shard_idx_data(const ig_shard *s, size_t *len);
 
-/* "PREFIX" + suffix into a malloc'd string (NULL when out of memory). */
-char *ig_shard_path(const char *prefix, const char *suffix);
+/* "PREFIX" + suffix, allocated through ctx (NULL: malloc); NULL when out of memory. */
+char *ig_shard_path(ig_ctx *ctx, const char *prefix, const char *suffix);
 
 #endif

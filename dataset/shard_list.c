@@ -285,10 +285,7 @@ ig_status ig_shard_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards
     char **list = NULL;
     size_t n = 0;
     ig_status st = ig_shard_list_expand(prefix, &list, &n, err);
-    for (size_t i = 0; st == IG_OK && i < n; i++) {
-        if ((st = ig_shard_verify(ctx, list[i], err)) != IG_OK) break;
-        *n_shards = i + 1;
-    }
+    if (st == IG_OK) st = ig_shard_verify_many(ctx, list, n, n_shards, err);
     ig_shard_list_free(list, n);
     return st;
 }

@@ -74,7 +74,7 @@ static json_t *manifest_to_json(const ig_manifest *m) {
 }
 
 ig_status ig_manifest_write(const ig_manifest *m, const char *prefix, int overwrite, ig_err *err) {
-    char *path = ig_shard_path(prefix, ".json");
+    char *path = ig_shard_path(NULL, prefix, ".json");
     json_t *o = manifest_to_json(m);
     char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
@@ -234,7 +234,7 @@ static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path,
 
 ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
     memset(m, 0, sizeof *m);
-    char *path = ig_shard_path(prefix, ".json");
+    char *path = ig_shard_path(NULL, prefix, ".json");
     if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ig_status st;
     if (!ig_file_exists(path)) {

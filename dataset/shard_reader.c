@@ -24,20 +24,21 @@ void ig_shard_close(ig_shard *s) {
     ig_mapped_file_close(&s->idx);
     ig_mapped_file_close(&s->bin);
     ig_manifest_clear(&s->manifest);
-    free(s->prefix);
-    ig_shard_free(s->ctx, s);
+    ig_free(s->ctx, s->prefix);
+    ig_free(s->ctx, s);
 }
 
 ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err *err) {
     ig_err local = {0};
     if (!err) err = &local;
     *out = NULL;
-    ig_shard *s = ig_shard_alloc(ctx, sizeof *s);
+    ig_shard *s = ig_alloc(ctx, sizeof *s);
     if (!s) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
-    s->prefix = strdup(prefix);
-    char *idx_path = ig_shard_path(prefix, ".idx"), *bin_path = ig_shard_path(prefix, ".bin");
+    s->prefix = ig_strdup(ctx, prefix);
+    char *idx_path = ig_shard_path(ctx, prefix, ".idx"),
+         *bin_path = ig_shard_path(ctx, prefix, ".bin");
     ig_status st = IG_OK;
     if (!s->prefix || !idx_path || !bin_path) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -55,9 +56,13 @@ ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err 
     st = ig_shard_validate_idx(s->idx.data, s->idx.size, s->bin.size, idx_path, bin_path,
                                &s->layout, err);
     if (st != IG_OK) goto done;
-    char *json_path = ig_shard_path(prefix, ".json");
-    int has_json = json_path && ig_file_exists(json_path);
-    free(json_path);
+    char *json_path = ig_shard_path(ctx, prefix, ".json");
+    if (!json_path) {
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int has_json = ig_file_exists(json_path);
+    ig_free(ctx, json_path);
     if (has_json) {
         if ((st = ig_manifest_read(&s->manifest, prefix, err)) != IG_OK) goto done;
         s->has_manifest = 1;
@@ -86,8 +91,8 @@ ig_status ig_shard_open(ig_shard **out, ig_ctx *ctx, const char *prefix, ig_err 
     /* a manifest that is there must describe these files */
     st = ig_shard_check_manifest(s, err);
 done:
-    free(idx_path);
-    free(bin_path);
+    ig_free(ctx, idx_path);
+    ig_free(ctx, bin_path);
     if (st != IG_OK) {
         ig_shard_close(s);
         return st;

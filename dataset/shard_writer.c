@@ -65,12 +65,12 @@ void ig_shard_writer_abort(ig_shard_writer *w) {
     ig_xxh3_stream_free(w->bin_hash);
     if (w->lens) fclose(w->lens);
     if (w->docs) fclose(w->docs);
-    free(w->prefix);
-    free(w->bin_path);
-    free(w->idx_path);
-    free(w->json_path);
-    ig_shard_free(w->ctx, w->buf);
-    ig_shard_free(w->ctx, w);
+    ig_free(w->ctx, w->prefix);
+    ig_free(w->ctx, w->bin_path);
+    ig_free(w->ctx, w->idx_path);
+    ig_free(w->ctx, w->json_path);
+    ig_free(w->ctx, w->buf);
+    ig_free(w->ctx, w);
 }
 
 ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char *prefix,
@@ -88,18 +88,18 @@ ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char 
     if (ig_dtype_size(o.dtype) == 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "dtype code %d is not a Megatron dtype (1..8)",
                           (int)o.dtype);
-    ig_shard_writer *w = ig_shard_alloc(ctx, sizeof *w);
+    ig_shard_writer *w = ig_alloc(ctx, sizeof *w);
     if (!w) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(w, 0, sizeof *w);
     w->ctx = ctx;
     w->dtype = o.dtype;
     w->itemsize = ig_dtype_size(o.dtype);
     w->overwrite = o.overwrite;
-    w->prefix = strdup(prefix);
-    w->bin_path = ig_shard_path(prefix, ".bin");
-    w->idx_path = ig_shard_path(prefix, ".idx");
-    w->json_path = ig_shard_path(prefix, ".json");
-    w->buf = ig_shard_alloc(ctx, CHUNK_ITEMS * 8);
+    w->prefix = ig_strdup(ctx, prefix);
+    w->bin_path = ig_shard_path(ctx, prefix, ".bin");
+    w->idx_path = ig_shard_path(ctx, prefix, ".idx");
+    w->json_path = ig_shard_path(ctx, prefix, ".json");
+    w->buf = ig_alloc(ctx, CHUNK_ITEMS * 8);
     w->bin_hash = ig_xxh3_stream_create();
     if (!w->prefix || !w->bin_path || !w->idx_path || !w->json_path || !w->buf || !w->bin_hash) {
         ig_shard_writer_abort(w);
@@ -150,6 +150,30 @@ ig_status ig_shard_writer_put_bytes(ig_shard_writer *w, const void *data, size_t
     ig_xxh3_stream_update(w->bin_hash, data, len);
     w->bin_bytes += len;
     return IG_OK;
+}
+
+ig_status ig_shard_writer_reserve(ig_shard_writer *w, uint64_t len, uint64_t *offset, ig_err *err) {
+    if (w->failed) return writer_failed(w, err);
+    ig_status st = ig_atomic_file_reserve(w->bin, len, offset, err);
+    if (st != IG_OK) {
+        w->failed = 1;
+        return st;
+    }
+    w->bin_bytes += len;
+    return IG_OK;
+}
+
+ig_status ig_shard_writer_put_at(ig_shard_writer *w, uint64_t offset, const void *data, size_t len,
+                                 ig_err *err) {
+    return ig_atomic_file_write_at(w->bin, data, len, offset, err);
+}
+
+void ig_shard_writer_hash_bin(ig_shard_writer *w, const void *data, size_t len) {
+    ig_xxh3_stream_update(w->bin_hash, data, len);
+}
+
+void ig_shard_writer_set_failed(ig_shard_writer *w) {
+    w->failed = 1;
 }
 
 ig_status ig_shard_writer_put_length(ig_shard_writer *w, int32_t length, ig_err *err) {
@@ -475,23 +499,28 @@ ig_status ig_shard_writer_finish(ig_shard_writer *w, const ig_manifest *meta, ig
     ig_err local = {0};
     if (!err) err = &local;
     int overwrite = w->overwrite;
-    char *prefix = strdup(w->prefix);
-    if (!prefix) {
+    ig_ctx *ctx = w->ctx;
+    /* the names the cleanup below needs are copied before anything is committed: once the data
+     * is in place, removing it must not depend on an allocation */
+    char *prefix = ig_strdup(ctx, w->prefix), *bin = ig_strdup(ctx, w->bin_path);
+    char *idx = ig_strdup(ctx, w->idx_path);
+    ig_status st = IG_OK;
+    if (!prefix || !bin || !idx) {
         ig_shard_writer_abort(w);
-        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    } else {
+        ig_manifest m;
+        st = ig_shard_writer_finish_data(w, meta, &m, err);
+        /* the manifest last: it marks the shard complete; without it, the data just written
+         * goes (only that: a manifest in the way is not ours) */
+        if (st == IG_OK && (st = ig_manifest_write(&m, prefix, overwrite, err)) != IG_OK) {
+            unlink(idx);
+            unlink(bin);
+        }
+        ig_manifest_clear(&m);
     }
-    ig_manifest m;
-    ig_status st = ig_shard_writer_finish_data(w, meta, &m, err);
-    /* the manifest last: it marks the shard complete; without it, the data just written goes
-     * (only that: a manifest in the way is not ours) */
-    if (st == IG_OK && (st = ig_manifest_write(&m, prefix, overwrite, err)) != IG_OK) {
-        char *bin = ig_shard_path(prefix, ".bin"), *idx = ig_shard_path(prefix, ".idx");
-        if (idx) unlink(idx);
-        if (bin) unlink(bin);
-        free(idx);
-        free(bin);
-    }
-    ig_manifest_clear(&m);
-    free(prefix);
+    ig_free(ctx, idx);
+    ig_free(ctx, bin);
+    ig_free(ctx, prefix);
     return st;
 }

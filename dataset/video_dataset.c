@@ -52,7 +52,7 @@ ig_status ig_video_list_write(const char *prefix, const char *const *shards, siz
         json_object_set_new(root, "shards", arr);
         arr = NULL;
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-        char *path = ig_shard_path(prefix, ".shards.json");
+        char *path = ig_shard_path(NULL, prefix, ".shards.json");
         st = text && path ? ig_write_file_atomic(path, text, strlen(text), overwrite, err)
                           : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         free(text);
@@ -103,7 +103,7 @@ ig_status ig_video_list_expand(const char *prefix, char ***out, size_t *n, ig_er
                           "%s is output of an unfinished preprocess run (%s.incomplete exists): "
                           "the run was killed or is still going; rerun it",
                           prefix, base);
-    char *path = ig_shard_path(prefix, ".shards.json");
+    char *path = ig_shard_path(NULL, prefix, ".shards.json");
     if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     char **list = NULL;
     size_t cnt = 1;
@@ -144,7 +144,7 @@ ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards
     char **list = NULL;
     size_t n = 0;
     ig_status st = ig_video_list_expand(prefix, &list, &n, err);
-    char *path = ig_shard_path(prefix, ".shards.json");
+    char *path = ig_shard_path(NULL, prefix, ".shards.json");
     json_t *root = NULL, *shards = NULL;
     int listed = path && ig_file_exists(path);
     if (st == IG_OK && listed) st = load_list(path, &root, &shards, err);
@@ -193,7 +193,7 @@ void ig_clip_dataset_close(ig_clip_dataset *ds) {
     free(ds->shards);
     free(ds->captions);
     free(ds->first);
-    ig_shard_free(ds->ctx, ds);
+    ig_free(ds->ctx, ds);
 }
 
 static int same_buckets(const ig_video_shard_meta *a, const ig_video_shard_meta *b) {
@@ -251,7 +251,7 @@ ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *c
                                size_t n, ig_err *err) {
     *out = NULL;
     if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no frame shards given");
-    ig_clip_dataset *ds = ig_shard_alloc(ctx, sizeof *ds);
+    ig_clip_dataset *ds = ig_alloc(ctx, sizeof *ds);
     if (!ds) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(ds, 0, sizeof *ds);
     ds->ctx = ctx;

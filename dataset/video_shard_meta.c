@@ -59,7 +59,7 @@ ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *pr
         bad |= json_object_set_new(o, "tool_version", json_string(m->tool_version));
     }
     char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    char *path = ig_shard_path(prefix, ".json");
+    char *path = ig_shard_path(NULL, prefix, ".json");
     ig_status st;
     if (!text || !path) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory writing the manifest of %s", prefix);
@@ -198,7 +198,7 @@ static ig_status from_json(ig_video_shard_meta *m, json_t *o, const char *path, 
 
 ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, ig_err *err) {
     memset(m, 0, sizeof *m);
-    char *path = ig_shard_path(prefix, ".json");
+    char *path = ig_shard_path(NULL, prefix, ".json");
     if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ig_status st;
     if (!ig_file_exists(path)) {
@@ -223,7 +223,8 @@ ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, i
 }
 
 int ig_video_shard_is(const char *prefix) {
-    char *clips = ig_shard_path(prefix, ".clips"), *list = ig_shard_path(prefix, ".shards.json");
+    char *clips = ig_shard_path(NULL, prefix, ".clips"),
+         *list = ig_shard_path(NULL, prefix, ".shards.json");
     int yes = clips && ig_file_exists(clips);
     if (!yes && list && ig_file_exists(list)) {
         json_t *o = json_load_file(list, 0, NULL);

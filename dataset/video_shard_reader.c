@@ -24,7 +24,7 @@ void ig_video_shard_close(ig_video_shard *s) {
     ig_mapped_file_close(&s->clips);
     ig_video_shard_meta_clear(&s->meta);
     free(s->prefix);
-    ig_shard_free(s->ctx, s);
+    ig_free(s->ctx, s);
 }
 
 /* The manifest must describe the index it sits beside. */
@@ -58,13 +58,13 @@ ig_status ig_video_shard_open(ig_video_shard **out, ig_ctx *ctx, const char *pre
     ig_err local = {0};
     if (!err) err = &local;
     *out = NULL;
-    ig_video_shard *s = ig_shard_alloc(ctx, sizeof *s);
+    ig_video_shard *s = ig_alloc(ctx, sizeof *s);
     if (!s) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
     s->prefix = strdup(prefix);
-    char *fp = ig_shard_path(prefix, ".frames"), *cp = ig_shard_path(prefix, ".clips");
-    char *jp = ig_shard_path(prefix, ".json");
+    char *fp = ig_shard_path(NULL, prefix, ".frames"), *cp = ig_shard_path(NULL, prefix, ".clips");
+    char *jp = ig_shard_path(NULL, prefix, ".json");
     ig_status st = IG_OK;
     char base[4096] = "";
     if (!s->prefix || !fp || !cp || !jp) {
@@ -253,11 +253,11 @@ ig_status ig_video_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err) {
 void ig_video_shard_remove(const char *prefix) {
     static const char *const exts[] = {".json", ".clips", ".frames"};
     for (size_t i = 0; i < 3; i++) {
-        char *p = ig_shard_path(prefix, exts[i]);
+        char *p = ig_shard_path(NULL, prefix, exts[i]);
         if (p) remove(p);
         free(p);
     }
-    char *cap = ig_shard_path(prefix, ".captions");
+    char *cap = ig_shard_path(NULL, prefix, ".captions");
     if (cap) ig_shard_remove(cap);
     free(cap);
 }

@@ -44,21 +44,21 @@ void ig_video_shard_writer_abort(ig_video_shard_writer *w) {
     if (w->table) fclose(w->table);
     ig_xxh3_stream_free(w->hash);
     free(w->prefix);
-    ig_shard_free(w->ctx, w);
+    ig_free(w->ctx, w);
 }
 
 ig_status ig_video_shard_writer_create(ig_video_shard_writer **out, ig_ctx *ctx, const char *prefix,
                                        const ig_video_shard_writer_opts *opts, ig_err *err) {
     *out = NULL;
-    ig_video_shard_writer *w = ig_shard_alloc(ctx, sizeof *w);
+    ig_video_shard_writer *w = ig_alloc(ctx, sizeof *w);
     if (!w) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(w, 0, sizeof *w);
     w->ctx = ctx;
     if (opts) w->o = *opts;
     w->prefix = strdup(prefix);
     w->hash = ig_xxh3_stream_create();
-    char *fp = ig_shard_path(prefix, ".frames"), *cp = ig_shard_path(prefix, ".clips");
-    char *jp = ig_shard_path(prefix, ".json");
+    char *fp = ig_shard_path(NULL, prefix, ".frames"), *cp = ig_shard_path(NULL, prefix, ".clips");
+    char *jp = ig_shard_path(NULL, prefix, ".json");
     ig_status st = IG_OK;
     if (!w->prefix || !w->hash || !fp || !cp || !jp) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");

@@ -77,10 +77,11 @@ static void shuffle(uint64_t *v, uint64_t n, ig_rng_key key) {
 static void block_free(void *self) {
     clip_block *b = self;
     if (!b) return;
-    free(b->order);
-    free(b->first);
-    free(b->group_of);
-    free(b);
+    ig_ctx *ctx = b->cs->ctx;
+    ig_free(ctx, b->order);
+    ig_free(ctx, b->first);
+    ig_free(ctx, b->group_of);
+    ig_free(ctx, b);
 }
 
 static uint64_t block_units(void *self) {
@@ -107,12 +108,13 @@ static ig_status block_get(void *self, uint64_t i, void *out, ig_err *err) {
 
 static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, ig_err *err) {
     const clip_stream *cs = user;
-    clip_block *b = calloc(1, sizeof *b);
+    ig_ctx *ctx = cs->ctx;
+    clip_block *b = ig_calloc(ctx, 1, sizeof *b);
     if (b) {
         b->cs = cs;
-        b->order = malloc((cs->total ? cs->total : 1) * sizeof *b->order);
-        b->first = malloc(cs->units * sizeof *b->first);
-        b->group_of = malloc(cs->units * sizeof *b->group_of);
+        b->order = ig_calloc(ctx, cs->total ? cs->total : 1, sizeof *b->order);
+        b->first = ig_calloc(ctx, cs->units, sizeof *b->first);
+        b->group_of = ig_calloc(ctx, cs->units, sizeof *b->group_of);
     }
     if (!b || !b->order || !b->first || !b->group_of) {
         block_free(b);
@@ -123,7 +125,7 @@ static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, i
         const group *g = &cs->g[k];
         uint64_t *v = b->order + at, kept = g->units * g->batch;
         /* shuffle all of the group, then take whole batches: padding repeats its first clips */
-        uint64_t *tmp = malloc(g->n * sizeof *tmp);
+        uint64_t *tmp = ig_calloc(ctx, g->n, sizeof *tmp);
         if (!tmp) {
             block_free(b);
             return ig_err_set(err, IG_ERR_NOMEM, "clip loader: out of memory for an epoch");
@@ -131,7 +133,7 @@ static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, i
         memcpy(tmp, g->clips, g->n * sizeof *tmp);
         if (cs->o.shuffle) shuffle(tmp, g->n, epoch_key(cs->o.seed, epoch, k + 1));
         for (uint64_t i = 0; i < kept; i++) v[i] = tmp[i % g->n];
-        free(tmp);
+        ig_free(ctx, tmp);
         for (uint64_t i = 0; i < g->units; i++, u++) {
             b->first[u] = at + i * g->batch;
             b->group_of[u] = (uint32_t)k;
@@ -139,11 +141,11 @@ static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, i
         at += kept;
     }
     if (cs->o.shuffle) { /* the micro-batches of all groups, in one order */
-        uint64_t *perm = malloc(cs->units * sizeof *perm);
-        uint64_t *f = malloc(cs->units * sizeof *f);
-        uint32_t *gr = malloc(cs->units * sizeof *gr);
+        uint64_t *perm = ig_calloc(ctx, cs->units, sizeof *perm);
+        uint64_t *f = ig_calloc(ctx, cs->units, sizeof *f);
+        uint32_t *gr = ig_calloc(ctx, cs->units, sizeof *gr);
         if (!perm || !f || !gr) {
-            free(perm), free(f), free(gr);
+            ig_free(ctx, perm), ig_free(ctx, f), ig_free(ctx, gr);
             block_free(b);
             return ig_err_set(err, IG_ERR_NOMEM, "clip loader: out of memory for an epoch");
         }
@@ -151,9 +153,9 @@ static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, i
         shuffle(perm, cs->units, epoch_key(cs->o.seed, epoch, 0));
         for (uint64_t i = 0; i < cs->units; i++)
             f[i] = b->first[perm[i]], gr[i] = b->group_of[perm[i]];
-        free(b->first);
-        free(b->group_of);
-        free(perm);
+        ig_free(ctx, b->first);
+        ig_free(ctx, b->group_of);
+        ig_free(ctx, perm);
         b->first = f;
         b->group_of = gr;
     }
@@ -170,8 +172,8 @@ static ig_status make_block(void *user, uint64_t epoch, ig_sample_source *out, i
  */
 
 static void stream_clear(clip_stream *cs) {
-    for (size_t k = 0; k < cs->n_groups; k++) free(cs->g[k].clips);
-    free(cs->g);
+    for (size_t k = 0; k < cs->n_groups; k++) ig_free(cs->ctx, cs->g[k].clips);
+    ig_free(cs->ctx, cs->g);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -186,7 +188,7 @@ static ig_status add_clip(clip_stream *cs, const ig_clip_info *c, uint64_t id, u
             break;
     }
     if (k == cs->n_groups) {
-        group *ng = realloc(cs->g, (k + 1) * sizeof *ng);
+        group *ng = ig_realloc(cs->ctx, cs->g, (k + 1) * sizeof *ng);
         if (!ng) return ig_err_set(err, IG_ERR_NOMEM, "clip loader: out of memory");
         cs->g = ng;
         cs->g[k] = (group){c->bucket, c->frames, c->height, c->width, batch, NULL, 0, 0};
@@ -194,7 +196,7 @@ static ig_status add_clip(clip_stream *cs, const ig_clip_info *c, uint64_t id, u
     }
     group *g = &cs->g[k];
     if ((g->n & (g->n - 1)) == 0) { /* grow at powers of two */
-        uint64_t *nc = realloc(g->clips, (g->n ? 2 * g->n : 1) * sizeof *nc);
+        uint64_t *nc = ig_realloc(cs->ctx, g->clips, (g->n ? 2 * g->n : 1) * sizeof *nc);
         if (!nc) return ig_err_set(err, IG_ERR_NOMEM, "clip loader: out of memory");
         g->clips = nc;
     }
@@ -251,7 +253,7 @@ ig_status ig_clip_loader_create(ig_clip_loader **out, ig_ctx *ctx, const ig_clip
         return ig_err_set(err, IG_ERR_INVALID_ARG, "clip loader: a dataset is required");
     if (opts->batch_size < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "clip loader: batch_size must be >= 1");
-    ig_clip_loader *l = calloc(1, sizeof *l);
+    ig_clip_loader *l = ig_calloc(ctx, 1, sizeof *l);
     if (!l) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     l->cs.ctx = ctx;
     l->cs.o = *opts;
@@ -279,8 +281,9 @@ ig_status ig_clip_loader_create(ig_clip_loader **out, ig_ctx *ctx, const ig_clip
 void ig_clip_loader_free(ig_clip_loader *l) {
     if (!l) return;
     ig_loader_free(l->ld); /* first: its threads read the groups */
+    ig_ctx *ctx = l->cs.ctx;
     stream_clear(&l->cs);
-    free(l);
+    ig_free(ctx, l);
 }
 
 ig_status ig_clip_loader_next(ig_clip_loader *l, ig_clip_batch *out, ig_err *err) {

@@ -426,10 +426,12 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
         ld->slots[i].data = ig_alloc_aligned(ctx, (size_t)o.micro_batch * ld->row, IG_ALIGN_KERNEL);
         ld->slots[i].ids = ig_calloc(ctx, o.micro_batch, sizeof(uint64_t));
         if (!ld->slots[i].data || !ld->slots[i].ids) {
+            int depth = ld->depth;
+            size_t row = ld->row; /* read before ld goes */
             ig_loader_free(ld);
             return ig_err_set(err, IG_ERR_NOMEM,
-                              "loader: out of memory for %d batches of %u x %zu bytes", ld->depth,
-                              o.micro_batch, ld->row);
+                              "loader: out of memory for %d batches of %u x %zu bytes", depth,
+                              o.micro_batch, row);
         }
     }
     if (o.prefetch_threads > 0) {

@@ -22,18 +22,18 @@
 
 static int scratch_reserve(ig_bpe_scratch *sc, size_t n) {
     if (!sc->pair_cache) {
-        sc->pair_cache = malloc(PAIR_CACHE_SLOTS * sizeof *sc->pair_cache);
+        sc->pair_cache = ig_alloc(sc->ctx, PAIR_CACHE_SLOTS * sizeof *sc->pair_cache);
         if (!sc->pair_cache) return 0;
         memset(sc->pair_cache, 0xFF, PAIR_CACHE_SLOTS * sizeof *sc->pair_cache);
     }
     if (n <= sc->cap) return 1;
     size_t cap = sc->cap ? sc->cap : 256;
     while (cap < n) cap *= 2;
-    uint32_t *id = realloc(sc->id, cap * sizeof *id);
+    uint32_t *id = ig_realloc(sc->ctx, sc->id, cap * sizeof *id);
     if (id) sc->id = id;
-    int32_t *next = realloc(sc->next, cap * sizeof *next);
+    int32_t *next = ig_realloc(sc->ctx, sc->next, cap * sizeof *next);
     if (next) sc->next = next;
-    int32_t *prev = realloc(sc->prev, cap * sizeof *prev);
+    int32_t *prev = ig_realloc(sc->ctx, sc->prev, cap * sizeof *prev);
     if (prev) sc->prev = prev;
     if (!id || !next || !prev) return 0;
     sc->cap = cap;
@@ -41,12 +41,14 @@ static int scratch_reserve(ig_bpe_scratch *sc, size_t n) {
 }
 
 void ig_bpe_scratch_free(ig_bpe_scratch *sc) {
-    free(sc->id);
-    free(sc->next);
-    free(sc->prev);
-    free(sc->heap);
-    free(sc->pair_cache);
+    ig_ctx *ctx = sc->ctx;
+    ig_free(ctx, sc->id);
+    ig_free(ctx, sc->next);
+    ig_free(ctx, sc->prev);
+    ig_free(ctx, sc->heap);
+    ig_free(ctx, sc->pair_cache);
     memset(sc, 0, sizeof *sc);
+    sc->ctx = ctx;
 }
 
 static inline uint32_t pair_rank(const ig_tokenizer *t, ig_bpe_scratch *sc, uint32_t l, uint32_t r,
@@ -151,7 +153,7 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
 
 static size_t merge_large(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8_t *s, size_t n) {
     if (sc->heap_cap < 3 * n) { /* n - 1 initial pairs and at most two per merge */
-        uint64_t *h = realloc(sc->heap, 3 * n * sizeof *h);
+        uint64_t *h = ig_realloc(sc->ctx, sc->heap, 3 * n * sizeof *h);
         if (!h) return 0;
         sc->heap = h;
         sc->heap_cap = 3 * n;

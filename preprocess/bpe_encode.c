@@ -41,13 +41,15 @@ static void cache_clear(ig_encoder *e) {
 
 ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err) {
     *out = NULL;
-    ig_encoder *e = calloc(1, sizeof *e);
+    ig_ctx *ctx = tok->ctx;
+    ig_encoder *e = ig_calloc(ctx, 1, sizeof *e);
     if (!e) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating an encoder");
     e->tok = tok;
-    e->slots = malloc(CACHE_SLOTS * sizeof *e->slots);
-    e->keys = malloc(CACHE_KEY_BYTES);
-    e->ids = malloc(CACHE_IDS * sizeof *e->ids);
-    e->special_at = calloc(tok->n_specials ? tok->n_specials : 1, sizeof *e->special_at);
+    e->sc.ctx = ctx;
+    e->slots = ig_alloc(ctx, CACHE_SLOTS * sizeof *e->slots);
+    e->keys = ig_alloc(ctx, CACHE_KEY_BYTES);
+    e->ids = ig_alloc(ctx, CACHE_IDS * sizeof *e->ids);
+    e->special_at = ig_calloc(ctx, tok->n_specials ? tok->n_specials : 1, sizeof *e->special_at);
     if (!e->slots || !e->keys || !e->ids || !e->special_at) {
         ig_encoder_free(e);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating an encoder");
@@ -59,12 +61,13 @@ ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *e
 
 void ig_encoder_free(ig_encoder *e) {
     if (!e) return;
+    ig_ctx *ctx = e->tok->ctx;
     ig_bpe_scratch_free(&e->sc);
-    free(e->slots);
-    free(e->keys);
-    free(e->ids);
-    free(e->special_at);
-    free(e);
+    ig_free(ctx, e->slots);
+    ig_free(ctx, e->keys);
+    ig_free(ctx, e->ids);
+    ig_free(ctx, e->special_at);
+    ig_free(ctx, e);
 }
 
 static ig_status grow_out(ig_tokens *out, size_t need) {

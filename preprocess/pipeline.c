@@ -146,7 +146,7 @@ static batch *take_free(pipeline *p) {
 /* Empties a batch for reuse (and shrinks what a huge record grew). */
 static void batch_reset(pipeline *p, batch *b) {
     if (b->bcap > BATCH_SHRINK_BYTES) {
-        char *nb = realloc(b->buf, BATCH_BYTES + (BATCH_BYTES >> 2));
+        char *nb = ig_realloc(p->ctx, b->buf, BATCH_BYTES + (BATCH_BYTES >> 2));
         if (nb) {
             b->buf = nb;
             b->bcap = BATCH_BYTES + (BATCH_BYTES >> 2);
@@ -158,7 +158,7 @@ static void batch_reset(pipeline *p, batch *b) {
     b->text_bytes = b->bytes_in = 0;
     for (size_t k = 0; k < p->n_keys; k++) b->toks[k].n = 0;
     for (size_t i = 0; i < b->cap; i++) {
-        free(b->msg[i]);
+        ig_free(p->ctx, b->msg[i]);
         b->msg[i] = NULL;
     }
 }
@@ -192,40 +192,42 @@ static void push_todo(pipeline *p, batch *b) {
 
 /* ---- batches -------------------------------------------------------------------------------- */
 
-static int batch_init(batch *b, size_t n_keys) {
+static int batch_init(ig_ctx *ctx, batch *b, size_t n_keys) {
     b->cap = BATCH_DOCS;
     b->bcap = BATCH_BYTES + (BATCH_BYTES >> 2);
-    b->buf = malloc(b->bcap);
-    b->off = calloc(b->cap, sizeof *b->off);
-    b->rlen = calloc(b->cap, sizeof *b->rlen);
-    b->line = calloc(b->cap, sizeof *b->line);
-    b->toks = calloc(n_keys, sizeof *b->toks);
-    b->ntok = calloc(b->cap * n_keys, sizeof *b->ntok);
-    b->hash = calloc(b->cap, sizeof *b->hash);
-    b->msg = calloc(b->cap, sizeof *b->msg);
+    b->buf = ig_alloc(ctx, b->bcap);
+    b->off = ig_calloc(ctx, b->cap, sizeof *b->off);
+    b->rlen = ig_calloc(ctx, b->cap, sizeof *b->rlen);
+    b->line = ig_calloc(ctx, b->cap, sizeof *b->line);
+    b->toks = ig_calloc(ctx, n_keys, sizeof *b->toks);
+    b->ntok = ig_calloc(ctx, b->cap * n_keys, sizeof *b->ntok);
+    b->hash = ig_calloc(ctx, b->cap, sizeof *b->hash);
+    b->msg = ig_calloc(ctx, b->cap, sizeof *b->msg);
+    if (b->toks)
+        for (size_t k = 0; k < n_keys; k++) b->toks[k].ctx = ctx;
     return b->buf && b->off && b->rlen && b->line && b->toks && b->ntok && b->hash && b->msg;
 }
 
-static void batch_free(batch *b, size_t n_keys) {
-    free(b->buf);
-    free(b->off);
-    free(b->rlen);
-    free(b->line);
+static void batch_free(ig_ctx *ctx, batch *b, size_t n_keys) {
+    ig_free(ctx, b->buf);
+    ig_free(ctx, b->off);
+    ig_free(ctx, b->rlen);
+    ig_free(ctx, b->line);
     if (b->toks)
         for (size_t k = 0; k < n_keys; k++) ig_tokens_free(&b->toks[k]);
-    free(b->toks);
-    free(b->ntok);
-    free(b->hash);
+    ig_free(ctx, b->toks);
+    ig_free(ctx, b->ntok);
+    ig_free(ctx, b->hash);
     if (b->msg)
-        for (size_t i = 0; i < b->cap; i++) free(b->msg[i]);
-    free(b->msg);
+        for (size_t i = 0; i < b->cap; i++) ig_free(ctx, b->msg[i]);
+    ig_free(ctx, b->msg);
 }
 
-static ig_status batch_append(batch *b, const ig_record *rec, ig_err *err) {
+static ig_status batch_append(ig_ctx *ctx, batch *b, const ig_record *rec, ig_err *err) {
     if (b->len + rec->len > b->bcap) {
         size_t cap = b->bcap;
         while (cap < b->len + rec->len) cap *= 2;
-        char *nb = realloc(b->buf, cap);
+        char *nb = ig_realloc(ctx, b->buf, cap);
         if (!nb) return ig_err_set(err, IG_ERR_NOMEM, "out of memory buffering a record");
         b->buf = nb;
         b->bcap = cap;
@@ -244,13 +246,13 @@ static ig_status batch_append(batch *b, const ig_record *rec, ig_err *err) {
 /* With --on-error skip, a file the reader cannot go on with (a corrupt or truncated .zst, a record
  * past the size limit) is one bad record: an empty record whose message is already set, so that
  * the workers pass it by and the writer counts and reports it in order with the others. */
-static ig_status add_bad_file(batch *b, size_t f, const ig_err *why, ig_err *err) {
+static ig_status add_bad_file(ig_ctx *ctx, batch *b, size_t f, const ig_err *why, ig_err *err) {
     ig_record rec = {"", 0, 0, 0};
     if (b->n == 0) b->file = f;
-    ig_status st = batch_append(b, &rec, err);
+    ig_status st = batch_append(ctx, b, &rec, err);
     if (st != IG_OK) return st;
-    if (asprintf(&b->msg[b->n - 1], "%s (the rest of this file is skipped)", why->msg) < 0) {
-        b->msg[b->n - 1] = NULL;
+    b->msg[b->n - 1] = ig_asprintf(ctx, "%s (the rest of this file is skipped)", why->msg);
+    if (!b->msg[b->n - 1]) {
         b->n--;
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
@@ -262,7 +264,7 @@ static void *reader_main(void *arg) {
     ig_err err = {0};
     for (size_t f = 0; f < p->n_files; f++) {
         ig_record_reader *r = NULL;
-        ig_status st = ig_record_reader_open(&r, p->files[f], p->kinds[f], &err);
+        ig_status st = ig_record_reader_open(&r, p->ctx, p->files[f], p->kinds[f], &err);
         if (st != IG_OK) {
             fail(p, st, &err);
             break;
@@ -275,7 +277,7 @@ static void *reader_main(void *arg) {
             int has = 0;
             st = ig_record_reader_next(r, &rec, &has, &err);
             if (st == IG_ERR_FORMAT && p->o->on_error == IG_ON_ERROR_SKIP &&
-                (st = add_bad_file(b, f, &err, &err)) == IG_OK)
+                (st = add_bad_file(p->ctx, b, f, &err, &err)) == IG_OK)
                 break; /* on to the next file */
             if (st != IG_OK) {
                 fail(p, st, &err);
@@ -285,7 +287,7 @@ static void *reader_main(void *arg) {
             }
             if (!has) break;
             if (b->n == 0) b->file = f;
-            if ((st = batch_append(b, &rec, &err)) != IG_OK) {
+            if ((st = batch_append(p->ctx, b, &rec, &err)) != IG_OK) {
                 fail(p, st, &err);
                 give_free(p, b);
                 b = NULL;
@@ -348,7 +350,7 @@ static ig_status tokenize_batch(pipeline *p, ig_encoder *enc, batch *b, ig_err *
         ig_status st = ig_record_parse(&rec, p->kinds[b->file], p->files[b->file], p->keys,
                                        p->n_keys, &doc, &perr);
         if (st == IG_ERR_FORMAT) {
-            b->msg[i] = strdup(perr.msg[0] ? perr.msg : "malformed record");
+            b->msg[i] = ig_strdup(p->ctx, perr.msg[0] ? perr.msg : "malformed record");
             if (!b->msg[i]) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
             for (size_t k = 0; k < p->n_keys; k++) b->ntok[i * p->n_keys + k] = 0;
             continue;
@@ -417,7 +419,7 @@ static int seen_insert(pipeline *p, ig_hash128 h) {
     if (h.lo == 0 && h.hi == 0) h.lo = 1;
     if ((p->seen_n + 1) * 2 > p->seen_cap) {
         size_t ncap = p->seen_cap ? p->seen_cap * 2 : 1 << 16;
-        ig_hash128 *ns = calloc(ncap, sizeof *ns);
+        ig_hash128 *ns = ig_calloc(p->ctx, ncap, sizeof *ns);
         if (!ns) return -1;
         for (size_t i = 0; i < p->seen_cap; i++) {
             ig_hash128 e = p->seen[i];
@@ -426,7 +428,7 @@ static int seen_insert(pipeline *p, ig_hash128 h) {
             while (ns[j].lo || ns[j].hi) j = (j + 1) & (ncap - 1);
             ns[j] = e;
         }
-        free(p->seen);
+        ig_free(p->ctx, p->seen);
         p->seen = ns;
         p->seen_cap = ncap;
     }
@@ -441,16 +443,14 @@ static int seen_insert(pipeline *p, ig_hash128 h) {
 }
 
 static char *shard_name(const pipeline *p, const out_key *ok) {
-    char *name = NULL;
-    int rc = p->o->shard_size
-                 ? asprintf(&name, "%s_%05llu", ok->base, (unsigned long long)ok->shard_no)
-                 : asprintf(&name, "%s", ok->base);
-    return rc < 0 ? NULL : name;
+    return p->o->shard_size
+               ? ig_asprintf(p->ctx, "%s_%05llu", ok->base, (unsigned long long)ok->shard_no)
+               : ig_strdup(p->ctx, ok->base);
 }
 
 static ig_status close_shard(pipeline *p, out_key *ok, ig_err *err) {
     if (!ok->w) return IG_OK;
-    ig_manifest *np = realloc(ok->pending, (ok->n_pending + 1) * sizeof *np);
+    ig_manifest *np = ig_realloc(p->ctx, ok->pending, (ok->n_pending + 1) * sizeof *np);
     if (!np) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ok->pending = np;
     memset(&np[ok->n_pending], 0, sizeof *np);
@@ -469,9 +469,9 @@ static ig_status close_shard(pipeline *p, out_key *ok, ig_err *err) {
 static ig_status open_shard(pipeline *p, out_key *ok, ig_err *err) {
     char *name = shard_name(p, ok);
     if (!name) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    char **np = realloc(ok->prefixes, (ok->n_prefixes + 1) * sizeof *np);
+    char **np = ig_realloc(p->ctx, ok->prefixes, (ok->n_prefixes + 1) * sizeof *np);
     if (!np) {
-        free(name);
+        ig_free(p->ctx, name);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
     ok->prefixes = np;
@@ -554,7 +554,7 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
     batch *b = p->free_list;
     for (size_t f = 0; st == IG_OK && f < p->n_files; f++) {
         ig_record_reader *r = NULL;
-        if ((st = ig_record_reader_open(&r, p->files[f], p->kinds[f], err)) != IG_OK) break;
+        if ((st = ig_record_reader_open(&r, p->ctx, p->files[f], p->kinds[f], err)) != IG_OK) break;
         if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
         uint64_t consumed = 0;
         for (int more = 1; st == IG_OK && more;) {
@@ -565,12 +565,12 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
                  * one bad record, and the run goes on with the next file */
                 if (st != IG_ERR_FORMAT || p->o->on_error != IG_ON_ERROR_SKIP) break;
                 ig_err why = *err;
-                if ((st = add_bad_file(b, f, &why, err)) != IG_OK) break;
+                if ((st = add_bad_file(p->ctx, b, f, &why, err)) != IG_OK) break;
                 has = 0;
             }
             if (has) {
                 b->file = f;
-                if ((st = batch_append(b, &rec, err)) != IG_OK) break;
+                if ((st = batch_append(p->ctx, b, &rec, err)) != IG_OK) break;
             }
             more = has;
             if (b->n == 0 || (has && b->n < b->cap && b->len < BATCH_BYTES)) continue;
@@ -638,14 +638,16 @@ static uint64_t file_size(const char *path) {
  * every rank computes the same split; each rank keeps its files in input order. */
 static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) {
     int world = p->world;
-    p->files = calloc(n_all ? n_all : 1, sizeof *p->files);
-    p->kinds = calloc(n_all ? n_all : 1, sizeof *p->kinds);
-    p->sizes = calloc(n_all ? n_all : 1, sizeof *p->sizes);
-    size_t *order = calloc(n_all ? n_all : 1, sizeof *order);
-    uint64_t *sizes = calloc(n_all ? n_all : 1, sizeof *sizes);
-    uint64_t *exact = calloc(n_all ? n_all : 1, sizeof *exact);
-    uint64_t *load = calloc((size_t)world, sizeof *load);
-    int *owner = calloc(n_all ? n_all : 1, sizeof *owner);
+    ig_ctx *ctx = p->ctx;
+    size_t n1 = n_all ? n_all : 1;
+    p->files = ig_calloc(ctx, n1, sizeof *p->files);
+    p->kinds = ig_calloc(ctx, n1, sizeof *p->kinds);
+    p->sizes = ig_calloc(ctx, n1, sizeof *p->sizes);
+    size_t *order = ig_calloc(ctx, n1, sizeof *order);
+    uint64_t *sizes = ig_calloc(ctx, n1, sizeof *sizes);
+    uint64_t *exact = ig_calloc(ctx, n1, sizeof *exact);
+    uint64_t *load = ig_calloc(ctx, (size_t)world, sizeof *load);
+    int *owner = ig_calloc(ctx, n1, sizeof *owner);
     ig_status st = IG_OK;
     if (!p->files || !p->kinds || !p->sizes || !order || !sizes || !exact || !load || !owner) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -674,30 +676,32 @@ static ig_status pick_files(pipeline *p, char **all, size_t n_all, ig_err *err) 
     }
     for (size_t i = 0; i < n_all; i++) {
         if (owner[i] != p->rank) continue;
+        if (!(p->files[p->n_files] = ig_strdup(ctx, all[i]))) {
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+            goto out;
+        }
         p->kinds[p->n_files] = ig_input_kind_of(all[i], p->o->txt_lines);
-        p->sizes[p->n_files] = exact[i];
-        p->files[p->n_files++] = all[i];
-        all[i] = NULL;
+        p->sizes[p->n_files++] = exact[i];
     }
 out:
-    free(order);
-    free(sizes);
-    free(exact);
-    free(load);
-    free(owner);
+    ig_free(ctx, order);
+    ig_free(ctx, sizes);
+    ig_free(ctx, exact);
+    ig_free(ctx, load);
+    ig_free(ctx, owner);
     return st;
 }
 
 static ig_status make_outputs(pipeline *p, ig_err *err) {
-    p->outs = calloc(p->n_keys, sizeof *p->outs);
+    p->outs = ig_calloc(p->ctx, p->n_keys, sizeof *p->outs);
     if (!p->outs) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < p->n_keys; k++) {
         char rank[32] = "";
         if (p->world > 1) snprintf(rank, sizeof rank, "_r%04d", p->rank);
-        int rc = p->n_keys > 1
-                     ? asprintf(&p->outs[k].base, "%s_%s%s", p->o->output_prefix, p->keys[k], rank)
-                     : asprintf(&p->outs[k].base, "%s%s", p->o->output_prefix, rank);
-        if (rc < 0) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        p->outs[k].base =
+            p->n_keys > 1 ? ig_asprintf(p->ctx, "%s_%s%s", p->o->output_prefix, p->keys[k], rank)
+                          : ig_asprintf(p->ctx, "%s%s", p->o->output_prefix, rank);
+        if (!p->outs[k].base) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
     ig_manifest *m = &p->meta;
     snprintf(m->tokenizer, sizeof m->tokenizer, "%s", ig_tokenizer_name(p->o->tokenizer));
@@ -778,10 +782,10 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if (threads > 257) threads = 257;
     p->n_workers = threads - 1; /* and the reader; 0: all on the calling thread */
     p->pool_n = p->n_workers ? (size_t)p->n_workers * POOL_PER_WORKER + 2 : 1;
-    p->pool = calloc(p->pool_n, sizeof *p->pool);
+    p->pool = ig_calloc(p->ctx, p->pool_n, sizeof *p->pool);
     if (!p->pool) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < p->pool_n; i++) {
-        if (!batch_init(&p->pool[i], p->n_keys))
+        if (!batch_init(p->ctx, &p->pool[i], p->n_keys))
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory allocating batches");
         p->pool[i].next = p->free_list;
         p->free_list = &p->pool[i];
@@ -807,7 +811,7 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         p->progress = NULL;
         return s;
     }
-    pthread_t reader, *workers = calloc((size_t)p->n_workers, sizeof *workers);
+    pthread_t reader, *workers = ig_calloc(p->ctx, (size_t)p->n_workers, sizeof *workers);
     int reader_started = 0, n_started = 0;
     if (!workers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -827,7 +831,7 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
     }
     if (reader_started) pthread_join(reader, NULL);
     for (int i = 0; i < n_started; i++) pthread_join(workers[i], NULL);
-    free(workers);
+    ig_free(p->ctx, workers);
     ig_progress_finish(p->progress);
     p->progress = NULL;
     return s;
@@ -861,8 +865,13 @@ static ig_status finish_shards(pipeline *p, ig_err *err) {
                 break;
             }
             st->shard_prefixes = np;
-            st->shard_prefixes[st->n_shard_prefixes++] = ok->prefixes[i];
-            ok->prefixes[i] = NULL;
+            /* the stats are the caller's, freed without a context: malloc'd */
+            char *name = strdup(ok->prefixes[i]);
+            if (!name) {
+                s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+                break;
+            }
+            st->shard_prefixes[st->n_shard_prefixes++] = name;
             st->shards++;
         }
     }
@@ -878,24 +887,25 @@ static void remove_own_shards(pipeline *p) {
 }
 
 static void pipeline_free(pipeline *p) {
+    ig_ctx *ctx = p->ctx;
     for (size_t k = 0; p->outs && k < p->n_keys; k++) {
         out_key *ok = &p->outs[k];
         ig_shard_writer_abort(ok->w);
         for (size_t i = 0; i < ok->n_pending; i++) ig_manifest_clear(&ok->pending[i]);
-        free(ok->pending);
-        for (size_t i = 0; i < ok->n_prefixes; i++) free(ok->prefixes[i]);
-        free(ok->prefixes);
-        free(ok->base);
+        ig_free(ctx, ok->pending);
+        for (size_t i = 0; i < ok->n_prefixes; i++) ig_free(ctx, ok->prefixes[i]);
+        ig_free(ctx, ok->prefixes);
+        ig_free(ctx, ok->base);
     }
-    free(p->outs);
+    ig_free(ctx, p->outs);
     ig_manifest_clear(&p->meta);
-    for (size_t i = 0; p->pool && i < p->pool_n; i++) batch_free(&p->pool[i], p->n_keys);
-    free(p->pool);
-    free(p->seen);
-    for (size_t f = 0; f < p->n_files; f++) free(p->files[f]);
-    free(p->files);
-    free(p->kinds);
-    free(p->sizes);
+    for (size_t i = 0; p->pool && i < p->pool_n; i++) batch_free(ctx, &p->pool[i], p->n_keys);
+    ig_free(ctx, p->pool);
+    ig_free(ctx, p->seen);
+    for (size_t f = 0; p->files && f < p->n_files; f++) ig_free(ctx, p->files[f]);
+    ig_free(ctx, p->files);
+    ig_free(ctx, p->kinds);
+    ig_free(ctx, p->sizes);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_free);
     pthread_cond_destroy(&p->cv_todo);

@@ -15,10 +15,12 @@ extern "C" {
 
 /* ---- token vectors ------------------------------------------------------------------------- */
 
-/* A growable vector of token ids. Zero-initialise; free with ig_tokens_free. */
+/* A growable vector of token ids. Zero-initialise (ids then come from malloc), or set ctx to grow
+ * it through that context's allocator; free with ig_tokens_free (which keeps ctx). */
 typedef struct ig_tokens {
     int32_t *ids;
     size_t n, cap;
+    ig_ctx *ctx; /* NULL: malloc */
 } ig_tokens;
 
 ig_status ig_tokens_push(ig_tokens *t, int32_t id); /* IG_ERR_NOMEM on failure */
@@ -60,6 +62,8 @@ const char *ig_tokenizer_name(const ig_tokenizer *tok);
  * merged and blended together; manifests record it. */
 uint64_t ig_tokenizer_hash(const ig_tokenizer *tok);
 
+/* An encoder's memory (its cache and merge scratch, about 3 MB) comes from the context the
+ * tokenizer was loaded with (ig_tokenizer_load's ctx), which must outlive it. */
 typedef struct ig_encoder ig_encoder;
 ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err);
 void ig_encoder_free(ig_encoder *enc);
@@ -119,10 +123,11 @@ typedef struct ig_record {
 typedef struct ig_record_reader ig_record_reader;
 
 /* Opens path ("-" is stdin, read as JSONL) of the given kind. Reads through 1 MiB buffers: memory
- * does not grow with the file, only with the longest record. Not thread-safe (one reader per
- * thread). Close with ig_record_reader_close (NULL is a no-op). */
-ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_input_kind kind,
-                                ig_err *err);
+ * does not grow with the file, only with the longest record. The reader's memory comes from ctx
+ * (NULL: malloc), which must outlive it; zstd's decoder allocates its own. Not thread-safe: one
+ * thread at a time. Close with ig_record_reader_close (NULL is a no-op). */
+ig_status ig_record_reader_open(ig_record_reader **out, ig_ctx *ctx, const char *path,
+                                ig_input_kind kind, ig_err *err);
 /* Next record: IG_OK and *has = 1, or IG_OK and *has = 0 at the end. A truncated or corrupt .zst
  * is IG_ERR_FORMAT naming the file and the compressed byte offset. A record longer than 1 GiB is
  * IG_ERR_FORMAT naming file:line. */
@@ -214,7 +219,7 @@ typedef struct ig_preprocess_stats {
     double seconds;
     size_t n_reported; /* the first bad records, as "file:line: problem" */
     char reported[IG_PREPROCESS_MAX_REPORTED][512];
-    char **shard_prefixes; /* the shards written, in order (owned; ig_preprocess_stats_clear) */
+    char **shard_prefixes; /* the shards written, in order (malloc'd; ig_preprocess_stats_clear) */
     size_t n_shard_prefixes;
 } ig_preprocess_stats;
 
@@ -225,7 +230,8 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
  * OUT[_KEY].shards.json naming them all; "_rRRRR" before NNNNN with several ranks (rank 0 then
  * writes one shard list over all of them). The output bytes are identical for any worker count.
  * Memory stays bounded (batches in flight are limited; only the dedup set grows, 16 bytes per
- * document).
+ * document) and comes from ctx's allocator (the tokenizer's context for the encoders): an
+ * allocation that fails stops the run with IG_ERR_NOMEM and removes what it wrote.
  *
  * The run commits through one marker, OUT.incomplete, written before any file and removed once
  * all shards, manifests and shard lists of every key (and rank) are written, so a run killed at

@@ -23,7 +23,8 @@
 #define LINE_BUF_KEEP ((size_t)64 << 20) /* a line buffer above this is freed after its record */
 
 struct ig_record_reader {
-    char *path; /* for messages */
+    ig_ctx *ctx; /* allocates the reader's memory (NULL: malloc) */
+    char *path;  /* for messages */
     ig_input_kind kind;
     size_t max_record;
 
@@ -58,20 +59,21 @@ struct ig_record_reader {
     int txt_done; /* IG_INPUT_TXT: the single record was returned */
 };
 
-static ig_status reader_alloc(ig_record_reader **out, const char *name, ig_input_kind kind,
-                              ig_err *err) {
-    ig_record_reader *r = calloc(1, sizeof *r);
+static ig_status reader_alloc(ig_record_reader **out, ig_ctx *ctx, const char *name,
+                              ig_input_kind kind, ig_err *err) {
+    ig_record_reader *r = ig_calloc(ctx, 1, sizeof *r);
     if (!r) return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", name);
+    r->ctx = ctx;
     r->fd = -1;
     r->expect_size = UINT64_MAX;
     r->kind = kind;
     r->max_record = IG_RECORD_MAX_DEFAULT;
     r->last_ret = 1; /* nothing decoded yet: an empty .zst is truncated, not empty */
-    r->path = strdup(name);
+    r->path = ig_strdup(ctx, name);
     if (!r->path) goto nomem;
     if (kind == IG_INPUT_JSONL_ZST) {
         r->zd = ZSTD_createDCtx();
-        r->out = malloc(READ_BUF_SIZE);
+        r->out = ig_alloc(ctx, READ_BUF_SIZE);
         if (!r->zd || !r->out) goto nomem;
     }
     *out = r;
@@ -81,23 +83,23 @@ nomem:
     return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", name);
 }
 
-ig_status ig_record_reader_open(ig_record_reader **out, const char *path, ig_input_kind kind,
-                                ig_err *err) {
+ig_status ig_record_reader_open(ig_record_reader **out, ig_ctx *ctx, const char *path,
+                                ig_input_kind kind, ig_err *err) {
     *out = NULL;
     if (!path || (unsigned)kind > IG_INPUT_TXT_LINES)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_record_reader_open: bad path or kind");
     ig_record_reader *r;
-    ig_status st = reader_alloc(&r, path, kind, err);
+    ig_status st = reader_alloc(&r, ctx, path, kind, err);
     if (st != IG_OK) return st;
-    r->in = malloc(READ_BUF_SIZE);
+    r->in = ig_alloc(ctx, READ_BUF_SIZE);
     if (!r->in) {
         ig_record_reader_close(r);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", path);
     }
     if (strcmp(path, "-") == 0) {
         r->fd = STDIN_FILENO;
-        free(r->path);
-        r->path = strdup("<stdin>");
+        ig_free(ctx, r->path);
+        r->path = ig_strdup(ctx, "<stdin>");
         if (!r->path) {
             ig_record_reader_close(r);
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening stdin");
@@ -123,13 +125,13 @@ void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size) {
     r->expect_size = size;
 }
 
-ig_status ig_record_reader_open_mem(ig_record_reader **out, const char *name, const void *data,
-                                    size_t len, ig_input_kind kind, ig_err *err) {
+ig_status ig_record_reader_open_mem(ig_record_reader **out, ig_ctx *ctx, const char *name,
+                                    const void *data, size_t len, ig_input_kind kind, ig_err *err) {
     *out = NULL;
     if (!name || (!data && len) || (unsigned)kind > IG_INPUT_TXT_LINES)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_record_reader_open_mem: bad arguments");
     ig_record_reader *r;
-    ig_status st = reader_alloc(&r, name, kind, err);
+    ig_status st = reader_alloc(&r, ctx, name, kind, err);
     if (st != IG_OK) return st;
     r->mem = data;
     r->mem_len = len;
@@ -149,11 +151,11 @@ void ig_record_reader_close(ig_record_reader *r) {
     if (!r) return;
     if (r->own_fd && r->fd >= 0) close(r->fd);
     ZSTD_freeDCtx(r->zd);
-    free(r->out);
-    free(r->in);
-    free(r->lbuf);
-    free(r->path);
-    free(r);
+    ig_free(r->ctx, r->out);
+    ig_free(r->ctx, r->in);
+    ig_free(r->ctx, r->lbuf);
+    ig_free(r->ctx, r->path);
+    ig_free(r->ctx, r);
 }
 
 /* Makes the next raw chunk current: in_chunk[0..in_len). Sets raw_eof when there is none. */
@@ -279,7 +281,7 @@ static ig_status lbuf_append(ig_record_reader *r, const uint8_t *p, size_t n, ig
     if (r->llen + n > r->lcap) {
         size_t cap = r->lcap ? r->lcap : 4096;
         while (cap < r->llen + n) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        char *nb = realloc(r->lbuf, cap);
+        char *nb = ig_realloc(r->ctx, r->lbuf, cap);
         if (!nb)
             return ig_err_set(err, IG_ERR_NOMEM, "%s:%llu: out of memory for a %zu-byte line",
                               r->path, (unsigned long long)(r->line + 1), r->llen + n);
@@ -394,7 +396,7 @@ static void strip_bom(ig_record *rec) {
 ig_status ig_record_reader_next(ig_record_reader *r, ig_record *rec, int *has, ig_err *err) {
     *has = 0;
     if (r->lcap > LINE_BUF_KEEP) { /* do not pin a huge buffer */
-        free(r->lbuf);
+        ig_free(r->ctx, r->lbuf);
         r->lbuf = NULL;
         r->lcap = r->llen = 0;
     }

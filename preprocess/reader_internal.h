@@ -15,8 +15,8 @@ extern "C" {
 /* Opens a reader over data[0..len) instead of a file. data is not copied and must outlive the
  * reader; name is used in messages (copied). Kinds and behaviour are those of
  * ig_record_reader_open, including zstd decompression for IG_INPUT_JSONL_ZST. */
-ig_status ig_record_reader_open_mem(ig_record_reader **out, const char *name, const void *data,
-                                    size_t len, ig_input_kind kind, ig_err *err);
+ig_status ig_record_reader_open_mem(ig_record_reader **out, ig_ctx *ctx, const char *name,
+                                    const void *data, size_t len, ig_input_kind kind, ig_err *err);
 
 /* Lowers (or raises) the record size limit, so tests can exercise it without 1 GiB lines. */
 void ig_record_reader_set_max_record(ig_record_reader *r, size_t max_bytes);

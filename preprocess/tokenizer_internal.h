@@ -141,9 +141,10 @@ typedef struct ig_pair_cache_slot {
     uint32_t id;
 } ig_pair_cache_slot;
 
-/* Scratch space for merging one piece; zero-initialise, free with ig_bpe_scratch_free. One per
- * thread: it also holds that thread's pair cache. */
+/* Scratch space for merging one piece; zero-initialise (then set ctx), free with
+ * ig_bpe_scratch_free. One per thread: it also holds that thread's pair cache. */
 typedef struct ig_bpe_scratch {
+    ig_ctx *ctx; /* allocates the arrays (NULL: malloc) */
     uint32_t *id;
     int32_t *next, *prev;
     uint64_t *heap; /* (rank << 32 | position) */

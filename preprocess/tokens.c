@@ -6,7 +6,7 @@
 ig_status ig_tokens_reserve(ig_tokens *t, size_t cap) {
     if (cap <= t->cap) return IG_OK;
     if (cap > SIZE_MAX / sizeof(int32_t)) return IG_ERR_NOMEM;
-    int32_t *ids = realloc(t->ids, cap * sizeof(int32_t));
+    int32_t *ids = ig_realloc(t->ctx, t->ids, cap * sizeof(int32_t));
     if (!ids) return IG_ERR_NOMEM;
     t->ids = ids;
     t->cap = cap;
@@ -24,7 +24,7 @@ ig_status ig_tokens_push(ig_tokens *t, int32_t id) {
 
 void ig_tokens_free(ig_tokens *t) {
     if (!t) return;
-    free(t->ids);
+    ig_free(t->ctx, t->ids);
     t->ids = NULL;
     t->n = t->cap = 0;
 }

@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -697,6 +698,79 @@ static void test_lazy_dataset_threads(void **state) {
     free(dir);
 }
 
+/* Opens a blend of a and b through ctx and reads `steps` micro-batches with two prefetch threads
+ * into out (steps x 4 x 17 tokens). Returns the first failure. */
+static ig_status loader_steps(ig_ctx *ctx, const char *a, const char *b, int steps, int32_t *out,
+                              ig_err *err) {
+    const char *pre[2] = {a, b};
+    double w[2] = {0.6, 0.4};
+    ig_data_opts o = ig_data_opts_default();
+    o.prefixes = pre;
+    o.weights = w;
+    o.n = 2;
+    o.seq_len = 16;
+    o.num_samples = 40;
+    ig_data_stream *ds = NULL;
+    ig_status st = ig_data_stream_open(&ds, ctx, &o, err);
+    ig_loader *ld = NULL;
+    if (st == IG_OK) {
+        ig_loader_opts lo = ig_loader_opts_default();
+        lo.make_block = ig_data_stream_make_block;
+        lo.block_user = ds;
+        lo.micro_batch = 4;
+        lo.prefetch_threads = 2;
+        lo.prefetch_depth = 3;
+        st = ig_loader_create(&ld, ctx, &lo, NULL, err);
+    }
+    for (int k = 0; k < steps && st == IG_OK; k++) { /* past one block: a second is made */
+        ig_batch bt;
+        if ((st = ig_loader_next(ld, &bt, err)) == IG_OK)
+            memcpy(out + (size_t)k * 4 * 17, bt.tokens, 4 * 17 * sizeof *out);
+    }
+    ig_loader_free(ld);
+    ig_data_stream_close(ds);
+    return st;
+}
+
+/* Every allocation of opening a blend and loading from it failing in turn (the k-th alone, for
+ * every k up to the number a run makes, some in the prefetch threads): each run gives the same
+ * batches or fails with IG_ERR_NOMEM, and nothing leaks (ASan) or hangs. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *plain = new_ctx();
+    char *a = strdup(igt_fmt("%s/a", dir)), *b = strdup(igt_fmt("%s/b", dir));
+    write_shard(plain, a, 30, 1, "gpt2");
+    write_shard(plain, b, 20, 2, "gpt2");
+    ig_ctx_free(plain);
+    enum { STEPS = 14 };
+    int32_t ref[STEPS * 4 * 17], got[STEPS * 4 * 17];
+    igt_flaky fl;
+    ig_ctx *ctx = igt_flaky_ctx(&fl, 1);
+    ig_err err = {0};
+    if (loader_steps(ctx, a, b, STEPS, ref, &err) != IG_OK) fail_msg("%s", err.msg);
+    long calls = atomic_load(&fl.calls);
+    assert_true(calls > 20);
+    int nomem = 0;
+    for (long k = 1; k <= calls + 10; k++) {
+        igt_flaky_arm(&fl, k);
+        ig_status st = loader_steps(ctx, a, b, STEPS, got, &err);
+        if (st == IG_OK) {
+            assert_memory_equal(ref, got, sizeof ref);
+            continue;
+        }
+        if (st != IG_ERR_NOMEM) fail_msg("allocation %ld: %s", k, err.msg);
+        nomem++;
+    }
+    assert_true(nomem >= calls / 2);
+    print_message("%ld allocations, %d failed cleanly\n", calls, nomem);
+    ig_ctx_free(ctx);
+    free(a);
+    free(b);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_union),
@@ -710,6 +784,7 @@ int main(void) {
         cmocka_unit_test(test_free_mid_flight),
         cmocka_unit_test(test_data_stream),
         cmocka_unit_test(test_lazy_dataset_threads),
+        cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,7 @@ static ig_status drain(ig_record_reader *r, const char *name, ig_input_kind kind
 
 static ig_status read_docs(const char *path, ig_input_kind kind, docs *out, ig_err *err) {
     ig_record_reader *r = NULL;
-    ig_status st = ig_record_reader_open(&r, path, kind, err);
+    ig_status st = ig_record_reader_open(&r, NULL, path, kind, err);
     if (st != IG_OK) return st;
     st = drain(r, path, kind, KEY_TEXT, 1, 0, out, err);
     ig_record_reader_close(r);
@@ -194,7 +194,7 @@ static void test_corpora_fast_path_matches_jansson(void **state) {
         const char *path = igt_fmt("%s/text/%s.jsonl", igt_shared_data(), CORPORA[c]);
         ig_record_reader *r;
         ig_err err = {0};
-        assert_int_equal(ig_record_reader_open(&r, path, IG_INPUT_JSONL, &err), IG_OK);
+        assert_int_equal(ig_record_reader_open(&r, NULL, path, IG_INPUT_JSONL, &err), IG_OK);
         size_t n = 0;
         for (;;) {
             ig_record rec;
@@ -383,7 +383,7 @@ static void test_blank_lines_crlf_last_line(void **state) {
     docs_free(&d);
     /* byte offsets of the records */
     ig_record_reader *r;
-    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    assert_int_equal(ig_record_reader_open(&r, NULL, p, IG_INPUT_JSONL, &err), IG_OK);
     ig_record rec;
     int has;
     assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
@@ -406,7 +406,7 @@ static void test_multiple_keys(void **state) {
     const char *keys[] = {"text", "title"};
     ig_record_reader *r;
     ig_err err = {0};
-    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    assert_int_equal(ig_record_reader_open(&r, NULL, p, IG_INPUT_JSONL, &err), IG_OK);
     docs t = {0}, ti = {0};
     for (;;) {
         ig_record rec;
@@ -476,7 +476,7 @@ static void test_long_line_and_zst(void **state) {
 
     /* bytes_in reaches the (compressed) file size */
     ig_record_reader *r;
-    assert_int_equal(ig_record_reader_open(&r, pz, IG_INPUT_JSONL_ZST, &err), IG_OK);
+    assert_int_equal(ig_record_reader_open(&r, NULL, pz, IG_INPUT_JSONL_ZST, &err), IG_OK);
     docs c = {0};
     assert_int_equal(drain(r, pz, IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &c, &err), IG_OK);
     assert_int_equal(ig_record_reader_bytes_in(r), zlen);
@@ -484,7 +484,7 @@ static void test_long_line_and_zst(void **state) {
     docs_free(&c);
 
     /* a record limit names the line */
-    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    assert_int_equal(ig_record_reader_open(&r, NULL, p, IG_INPUT_JSONL, &err), IG_OK);
     ig_record_reader_set_max_record(r, 1u << 20);
     ig_status st = drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &c, &err);
     assert_int_equal(st, IG_ERR_FORMAT);
@@ -493,8 +493,8 @@ static void test_long_line_and_zst(void **state) {
     docs_free(&c);
 
     /* the same bytes from memory */
-    assert_int_equal(ig_record_reader_open_mem(&r, "mem.zst", z, zlen, IG_INPUT_JSONL_ZST, &err),
-                     IG_OK);
+    assert_int_equal(
+        ig_record_reader_open_mem(&r, NULL, "mem.zst", z, zlen, IG_INPUT_JSONL_ZST, &err), IG_OK);
     assert_int_equal(drain(r, "mem", IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &c, &err), IG_OK);
     assert_int_equal(c.n, 3);
     assert_memory_equal(c.text[1], a.text[1], a.len[1]);
@@ -616,8 +616,8 @@ static void expect_docs(const char *path, ig_input_kind kind, size_t ndocs, size
 static void expect_docs_mem(const void *data, size_t len, size_t ndocs, size_t text) {
     ig_record_reader *r = NULL;
     ig_err err = {0};
-    assert_int_equal(ig_record_reader_open_mem(&r, "mem.zst", data, len, IG_INPUT_JSONL_ZST, &err),
-                     IG_OK);
+    assert_int_equal(
+        ig_record_reader_open_mem(&r, NULL, "mem.zst", data, len, IG_INPUT_JSONL_ZST, &err), IG_OK);
     docs d = {0};
     if (drain(r, "mem.zst", IG_INPUT_JSONL_ZST, KEY_TEXT, 1, 0, &d, &err) != IG_OK)
         fail_msg("%s", err.msg);
@@ -701,7 +701,7 @@ static void test_file_changed(void **state) {
         igt_write(p, s, size);
         ig_record_reader *r = NULL;
         ig_err err = {0};
-        assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+        assert_int_equal(ig_record_reader_open(&r, NULL, p, IG_INPUT_JSONL, &err), IG_OK);
         ig_record rec;
         int has = 0;
         assert_int_equal(ig_record_reader_next(r, &rec, &has, &err), IG_OK);
@@ -729,7 +729,7 @@ static void test_file_changed(void **state) {
     igt_write(p, s, cut);
     ig_record_reader *r = NULL;
     ig_err err = {0};
-    assert_int_equal(ig_record_reader_open(&r, p, IG_INPUT_JSONL, &err), IG_OK);
+    assert_int_equal(ig_record_reader_open(&r, NULL, p, IG_INPUT_JSONL, &err), IG_OK);
     ig_record_reader_expect_size(r, size);
     docs d = {0};
     assert_int_equal(drain(r, p, IG_INPUT_JSONL, KEY_TEXT, 1, 0, &d, &err), IG_ERR_IO);
@@ -1012,7 +1012,8 @@ static void *parse_all(void *arg) {
     par_job *j = arg;
     ig_record_reader *r;
     ig_err err = {0};
-    if (ig_record_reader_open_mem(&r, "par", j->buf, j->len, IG_INPUT_JSONL, &err)) return NULL;
+    if (ig_record_reader_open_mem(&r, NULL, "par", j->buf, j->len, IG_INPUT_JSONL, &err))
+        return NULL;
     for (;;) {
         ig_record rec;
         int has;

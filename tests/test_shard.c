@@ -4,6 +4,9 @@
 #include "testutil.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <stdatomic.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -920,6 +923,277 @@ static void test_many_shards(void **state) {
     free(dir);
 }
 
+static ig_ctx *threads_ctx(int threads) {
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = threads;
+    o.log_level = IG_LOG_ERROR;
+    ig_ctx *ctx = NULL;
+    assert_int_equal(ig_ctx_create(&ctx, &o, NULL), IG_OK);
+    return ctx;
+}
+
+/* Writes a u16 shard of `docs` documents (several MB, so that verify and merge split it into many
+ * pieces), vocabulary 50000, ids from seed. */
+static void write_big_shard(const char *prefix, int docs, uint64_t seed) {
+    ig_shard_writer *w = NULL;
+    ig_shard_writer_opts o = ig_shard_writer_opts_default();
+    ig_err err = {0};
+    assert_int_equal(ig_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+    int32_t ids[3000];
+    uint64_t x = seed;
+    for (int d = 0; d < docs; d++) {
+        size_t n = 1000 + (size_t)(x % 2000);
+        for (size_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((x >> 33) % 50000);
+        }
+        assert_int_equal(ig_shard_writer_add_document(w, ids, n, &err), IG_OK);
+    }
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+    meta.tokenizer_hash = 1;
+    meta.vocab_size = 50000;
+    meta.eod_id = -1;
+    if (ig_shard_writer_finish(w, &meta, &err) != IG_OK) fail_msg("%s", err.msg);
+}
+
+/* Rewrites PREFIX.json's bin_xxh3 to the .bin's own: damage the checksum does not catch. */
+static void resign_bin(const char *prefix) {
+    size_t blen;
+    char *b = igt_read(igt_fmt("%s.bin", prefix), &blen);
+    ig_manifest m = {0};
+    assert_int_equal(ig_manifest_read(&m, prefix, NULL), IG_OK);
+    char old_hex[17], new_hex[17];
+    ig_hash64_hex(m.bin_xxh3, old_hex);
+    ig_hash64_hex(ig_xxh3_64(b, blen), new_hex);
+    ig_manifest_clear(&m);
+    replace_in_file(igt_fmt("%s.json", prefix), old_hex, new_hex);
+    free(b);
+}
+
+/* verify and merge on 1, 2 and 3 threads: the same verdicts, messages and output bytes, for many
+ * inputs (more than a window) and for large ones; a bad id in the middle of a large .bin whose
+ * checksum matches is named, not reported as a changed file. */
+static void test_threads_same_result(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_ctx *ctx[4] = {NULL, threads_ctx(1), threads_ctx(2), threads_ctx(3)};
+    enum { SMALL = 150 };
+    const char *ins[SMALL + 2];
+    char *names[SMALL + 2];
+    for (int k = 0; k < SMALL + 2; k++) {
+        names[k] = strdup(igt_fmt("%s/in_%03d", dir, k));
+        ins[k] = names[k];
+        if (k == 3 || k == 100) { /* two large ones among them */
+            write_big_shard(names[k], 1500 + k, (uint64_t)k + 1);
+        } else {
+            uint16_t ids[3] = {(uint16_t)k, 7, (uint16_t)(k * 13 % 1000)};
+            igt_write_tiny_shard(names[k], ids, 1 + (size_t)(k % 3));
+        }
+    }
+    ig_err err = {0};
+    ig_merge_opts mo = {.overwrite = 1};
+    for (int t = 1; t <= 3; t++) {
+        const char *out = igt_fmt("%s/m%d", dir, t);
+        if (ig_shard_merge(ctx[t], ins, SMALL + 2, out, &mo, &err) != IG_OK)
+            fail_msg("threads %d: %s", t, err.msg);
+        if (ig_shard_verify(ctx[t], out, &err) != IG_OK) fail_msg("threads %d: %s", t, err.msg);
+        if (t > 1)
+            for (int e = 0; e < 2; e++) {
+                const char *ext = e ? ".idx" : ".bin";
+                size_t la, lb;
+                char *a = igt_read(igt_fmt("%s/m1%s", dir, ext), &la);
+                char *b = igt_read(igt_fmt("%s/m%d%s", dir, t, ext), &lb);
+                assert_int_equal(la, lb);
+                assert_memory_equal(a, b, la);
+                free(a);
+                free(b);
+            }
+    }
+
+    /* a bad id near the middle of the large input, the checksum re-signed; and then a byte
+     * changed behind the checksum's back in another input */
+    const char *big = names[100];
+    char *bin = strdup(igt_fmt("%s.bin", big));
+    size_t blen;
+    char *b = igt_read(bin, &blen);
+    assert_true(blen > 4 * ((size_t)1 << 20));
+    size_t at = blen / 4 * 2 + 1234 * 2; /* even: a whole token */
+    b[at] = (char)0xf0, b[at + 1] = (char)0xff;
+    igt_write(bin, b, blen);
+    resign_bin(big);
+    char msg[3][IG_ERR_MSG_MAX];
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(ig_shard_verify(ctx[t], big, &err), IG_ERR_FORMAT);
+        snprintf(msg[t - 1], sizeof msg[0], "%s", err.msg);
+    }
+    assert_non_null(strstr(msg[0], igt_fmt("token %zu", at / 2)));
+    if (!strstr(msg[0], "is 65520 but the vocabulary (gpt2) has ids 0..49999"))
+        fail_msg("%s", msg[0]);
+    assert_string_equal(msg[0], msg[1]);
+    assert_string_equal(msg[0], msg[2]);
+    const char *damaged = names[3];
+    char *dbin = strdup(igt_fmt("%s.bin", damaged));
+    char *d = igt_read(dbin, &blen);
+    d[blen - 3] ^= 1;
+    igt_write(dbin, d, blen);
+    char mmsg[3][IG_ERR_MSG_MAX];
+    char *out = strdup(igt_fmt("%s/bad", dir));
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(ig_shard_verify(ctx[t], damaged, &err), IG_ERR_CHECKSUM);
+        snprintf(msg[t - 1], sizeof msg[0], "%s", err.msg);
+        /* merge refuses the first damaged input, with the same message, and writes nothing */
+        assert_int_equal(ig_shard_merge(ctx[t], ins, SMALL + 2, out, &mo, &err), IG_ERR_CHECKSUM);
+        snprintf(mmsg[t - 1], sizeof mmsg[0], "%s", err.msg);
+        assert_false(ig_file_exists(igt_fmt("%s.bin", out)));
+        assert_false(ig_file_exists(igt_fmt("%s.json", out)));
+    }
+    /* a list of the small ones (one tokenizer), one of them damaged: the first bad shard in
+     * order, after the same number of good ones */
+    const char *small[SMALL];
+    size_t n_small = 0;
+    for (int k = 0; k < SMALL + 2; k++)
+        if (k != 3 && k != 100) small[n_small++] = names[k];
+    char *list = strdup(igt_fmt("%s/list", dir));
+    assert_int_equal(ig_shard_list_write(list, small, n_small, 0, &err), IG_OK);
+    char *sbin = strdup(igt_fmt("%s.bin", names[70]));
+    char *sb = igt_read(sbin, &blen);
+    sb[0] ^= 1;
+    igt_write(sbin, sb, blen);
+    free(sb);
+    free(sbin);
+    char lmsg[3][IG_ERR_MSG_MAX];
+    for (int t = 1; t <= 3; t++) {
+        size_t checked = 99;
+        if (ig_shard_list_verify(ctx[t], list, &checked, &err) != IG_ERR_CHECKSUM)
+            fail_msg("%s", err.msg);
+        assert_int_equal(checked, 69); /* in_000 .. in_069 less in_003 */
+        snprintf(lmsg[t - 1], sizeof lmsg[0], "%s", err.msg);
+        assert_string_equal(lmsg[0], lmsg[t - 1]);
+    }
+    assert_non_null(strstr(lmsg[0], "in_070.bin: xxh3 is"));
+    free(list);
+    free(out);
+    assert_non_null(strstr(mmsg[0], "merging"));
+    assert_non_null(strstr(mmsg[0], "in_003 into"));
+    for (int t = 1; t < 3; t++) {
+        assert_string_equal(msg[0], msg[t]);
+        assert_string_equal(mmsg[0], mmsg[t]);
+    }
+    free(d);
+    free(dbin);
+    free(b);
+    free(bin);
+    for (int k = 0; k < SMALL + 2; k++) free(names[k]);
+    for (int t = 1; t <= 3; t++) ig_ctx_free(ctx[t]);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* The steps of test_allocation_failures: two shards written through ctx, merged, the merge
+ * verified and read. Returns the first failure. */
+static ig_status shard_steps(ig_ctx *ctx, const char *dir, ig_err *err) {
+    const char *names[2] = {"a", "b"};
+    char prefixes[3][600];
+    for (int k = 0; k < 3; k++)
+        snprintf(prefixes[k], sizeof prefixes[k], "%s/%s", dir, k < 2 ? names[k] : "m");
+    ig_status st = IG_OK;
+    for (int k = 0; k < 2 && st == IG_OK; k++) {
+        ig_shard_writer *w = NULL;
+        ig_shard_writer_opts o = ig_shard_writer_opts_default();
+        if ((st = ig_shard_writer_create(&w, ctx, prefixes[k], &o, err)) != IG_OK) break;
+        for (int d = 0; d < 50 && st == IG_OK; d++) {
+            int32_t ids[5] = {d, d + 1, d + 2 + k, 7, 9};
+            st = ig_shard_writer_add_document(w, ids, 1 + (size_t)(d % 5), err);
+        }
+        ig_manifest meta = {0};
+        snprintf(meta.tokenizer, sizeof meta.tokenizer, "gpt2");
+        meta.tokenizer_hash = 1;
+        meta.vocab_size = 1000;
+        meta.eod_id = -1;
+        if (st == IG_OK)
+            st = ig_shard_writer_finish(w, &meta, err);
+        else
+            ig_shard_writer_abort(w);
+    }
+    const char *ins[2] = {prefixes[0], prefixes[1]};
+    ig_merge_opts mo = {0};
+    if (st == IG_OK) st = ig_shard_merge(ctx, ins, 2, prefixes[2], &mo, err);
+    if (st == IG_OK) st = ig_shard_verify(ctx, prefixes[2], err);
+    ig_shard *s = NULL;
+    if (st == IG_OK) st = ig_shard_open(&s, ctx, prefixes[2], err);
+    int32_t got[5];
+    for (uint64_t i = 0; st == IG_OK && i < ig_shard_sequences(s); i++)
+        st = ig_shard_read_tokens(s, i, 0, (uint64_t)ig_shard_seq_length(s, i), got, err);
+    ig_shard_close(s);
+    return st;
+}
+
+/* Every allocation of the writer, the reader, merge and verify failing in turn (the k-th alone,
+ * for every k up to the number the steps make), with 1 and 2 threads: each step succeeds or
+ * fails with IG_ERR_NOMEM, nothing leaks (ASan), no shard is left half-made (a shard is either
+ * complete, with a manifest that verifies, or has no file at all), and whatever succeeds writes
+ * the same bytes. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    char *root = igt_mkdtemp();
+    igt_flaky fl;
+    for (int threads = 1; threads <= 2; threads++) {
+        ig_ctx *ctx = igt_flaky_ctx(&fl, threads);
+        ig_ctx *plain = new_ctx();
+        char *ref = strdup(igt_fmt("%s/ref%d", root, threads));
+        assert_int_equal(mkdir(ref, 0755), 0);
+        ig_err err = {0};
+        if (shard_steps(ctx, ref, &err) != IG_OK) fail_msg("%s", err.msg);
+        long calls = atomic_load(&fl.calls);
+        assert_true(calls > 10);
+        int nomem = 0;
+        for (long k = 1; k <= calls + 5; k++) {
+            char *dir = strdup(igt_fmt("%s/k%ld_%d", root, k, threads));
+            assert_int_equal(mkdir(dir, 0755), 0);
+            igt_flaky_arm(&fl, k);
+            ig_status st = shard_steps(ctx, dir, &err);
+            if (st != IG_OK && st != IG_ERR_NOMEM) fail_msg("allocation %ld: %s", k, err.msg);
+            nomem += st == IG_ERR_NOMEM;
+            igt_flaky_arm(&fl, 0);
+            const char *names[3] = {"a", "b", "m"};
+            int complete = 0;
+            for (int n = 0; n < 3; n++) {
+                const char *p = igt_fmt("%s/%s", dir, names[n]);
+                if (ig_file_exists(igt_fmt("%s.json", p))) {
+                    complete++;
+                    if (ig_shard_verify(plain, p, &err) != IG_OK)
+                        fail_msg("allocation %ld: %s: %s", k, p, err.msg);
+                    for (int e = 0; e < 2; e++) {
+                        const char *ext = e ? ".idx" : ".bin";
+                        size_t la, lb;
+                        char *x = igt_read(igt_fmt("%s/%s%s", ref, names[n], ext), &la);
+                        char *y = igt_read(igt_fmt("%s%s", p, ext), &lb);
+                        assert_int_equal(la, lb);
+                        assert_memory_equal(x, y, la);
+                        free(x);
+                        free(y);
+                    }
+                } else if (ig_file_exists(igt_fmt("%s.bin", p)) ||
+                           ig_file_exists(igt_fmt("%s.idx", p))) {
+                    fail_msg("allocation %ld: %s has data without a manifest", k, p);
+                }
+            }
+            if (igt_count_entries(dir) != 3 * complete)
+                fail_msg("allocation %ld: temporaries left in %s", k, dir);
+            igt_rmtree(dir);
+            free(dir);
+        }
+        assert_true(nomem >= calls / 2);
+        print_message("threads %d: %ld allocations, %d failed cleanly\n", threads, calls, nomem);
+        free(ref);
+        ig_ctx_free(plain);
+        ig_ctx_free(ctx);
+    }
+    igt_rmtree(root);
+    free(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_idx),           cmocka_unit_test(test_read_megatron_golden),
@@ -930,7 +1204,8 @@ int main(void) {
         cmocka_unit_test(test_no_overwrite),         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_dtype_names),          cmocka_unit_test(test_all_dtypes),
         cmocka_unit_test(test_shard_list),           cmocka_unit_test(test_many_shards),
-        cmocka_unit_test(test_manifest_hex_strict),
+        cmocka_unit_test(test_manifest_hex_strict),  cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_threads_same_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

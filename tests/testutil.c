@@ -4,6 +4,7 @@
 #include "dataset/shard_internal.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,4 +129,55 @@ void igt_write_tiny_shard(const char *prefix, const uint16_t *ids, size_t n) {
         "\"tool_version\": \"test\"}",
         n, 2 * n, sizeof idx, bx, ix);
     igt_write(igt_fmt("%s.json", prefix), json, strlen(json));
+}
+
+/* ---- the failing allocator ---------------------------------------------------------------- */
+
+static int flaky_turn(igt_flaky *f) {
+    long n = atomic_fetch_add(&f->calls, 1) + 1;
+    if (f->fail_at > 0 && n == f->fail_at) {
+        atomic_fetch_add(&f->failed, 1);
+        return 0;
+    }
+    return 1;
+}
+
+static void *flaky_alloc(void *user, size_t size, size_t align) {
+    if (!flaky_turn(user)) return NULL;
+    void *p = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    return posix_memalign(&p, align, size ? size : 1) == 0 ? p : NULL;
+}
+
+static void *flaky_realloc(void *user, void *ptr, size_t size) {
+    if (!flaky_turn(user)) return NULL;
+    return realloc(ptr, size ? size : 1);
+}
+
+static void flaky_free(void *user, void *ptr) {
+    (void)user;
+    free(ptr);
+}
+
+ig_allocator igt_flaky_allocator(igt_flaky *f) {
+    return (ig_allocator){flaky_alloc, flaky_realloc, flaky_free, f};
+}
+
+void igt_flaky_arm(igt_flaky *f, long fail_at) {
+    f->fail_at = fail_at;
+    atomic_store(&f->calls, 0);
+    atomic_store(&f->failed, 0);
+}
+
+ig_ctx *igt_flaky_ctx(igt_flaky *f, int threads) {
+    igt_flaky_arm(f, 0);
+    ig_allocator a = igt_flaky_allocator(f);
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.allocator = &a;
+    o.threads = threads;
+    o.log_level = IG_LOG_ERROR;
+    ig_ctx *ctx = NULL;
+    ig_err err = {0};
+    if (ig_ctx_create(&ctx, &o, &err) != IG_OK) fail_msg("%s", err.msg);
+    return ctx;
 }

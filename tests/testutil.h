@@ -49,4 +49,20 @@ void igt_write_tiny_shard(const char *prefix, const uint16_t *ids, size_t n);
 /* Runs a shell command, returns its exit status (or -1); stdout+stderr go to *out when out. */
 int igt_run(const char *cmd, char **out);
 
+/* An allocator that fails one chosen allocation: it counts every alloc and realloc call (from any
+ * thread), and when fail_at > 0 the fail_at-th of them (1-based) returns NULL; the others succeed.
+ * Tests count the allocations of a run with fail_at = 0, then fail each in turn. */
+typedef struct igt_flaky {
+    _Atomic long calls;   /* allocations asked for since the last igt_flaky_arm */
+    _Atomic long fail_at; /* the one to fail; 0: none */
+    _Atomic int failed;   /* how many were failed */
+} igt_flaky;
+
+/* The allocator over f (f must outlive every context made with it). */
+ig_allocator igt_flaky_allocator(igt_flaky *f);
+/* Restarts the count and fails allocation fail_at from now on (0: none). */
+void igt_flaky_arm(igt_flaky *f, long fail_at);
+/* A context (log level error) whose allocator is f's, with threads threads. */
+ig_ctx *igt_flaky_ctx(igt_flaky *f, int threads);
+
 #endif

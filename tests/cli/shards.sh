@@ -119,4 +119,42 @@ run "merge manifest-less alone" 0 "$IG_INGOT" merge --output "$T/w2" "$T/nm" &&
     check "merge manifest-less alone: no tokenizer to compare" \
         test "$(grep -c "nor a tokenizer" <<<"$err")" = 0
 
+# ---- --threads: verify, merge and inspect give the same output for 1 and 2 threads ----
+# a sharded preprocess output (a list of 4 shards, one of them large enough to be checked in
+# pieces), merged, verified and inspected with each thread count
+for i in $(seq 8); do cat "$SRC/data/tinyshakespeare.jsonl"; done >"$T/ts8.jsonl"
+"$IG_INGOT" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" --input "$T/ts8.jsonl" \
+    --tokenizer "$SRC/data/gpt2" --output-prefix "$T/tl" --shard-size 2MB --threads 2 --quiet ||
+    fail "preprocess for the --threads checks"
+for t in 1 2; do
+    run "merge --threads $t" 0 "$IG_INGOT" merge --threads $t --output "$T/mt$t" "$T/tl" "$T/a" &&
+        sed "s|$T/mt$t|MERGED|" "$T/.out" >"$T/merge$t.out"
+    run "verify --threads $t" 0 "$IG_INGOT" verify --threads $t "$T/tl" "$T/mt$t" &&
+        sed "s|$T/mt$t|MERGED|" "$T/.out" >"$T/verify$t.out"
+    run "inspect --threads $t" 0 "$IG_INGOT" inspect --threads $t --json "$T/tl" && cp "$T/.out" "$T/inspect$t.out"
+done
+check "--threads: merge outputs are the same bytes (.bin)" cmp -s "$T/mt1.bin" "$T/mt2.bin"
+check "--threads: merge outputs are the same bytes (.idx)" cmp -s "$T/mt1.idx" "$T/mt2.idx"
+check "--threads: merge manifests agree" cmp -s <(sed "s|mt1|MT|" "$T/mt1.json") <(sed "s|mt2|MT|" "$T/mt2.json")
+check "--threads: merge summaries agree" cmp -s "$T/merge1.out" "$T/merge2.out"
+check "--threads: verify prints the same" cmp -s "$T/verify1.out" "$T/verify2.out"
+check "--threads: inspect prints the same" cmp -s "$T/inspect1.out" "$T/inspect2.out"
+# a changed byte in a large shard of the list: the same failure for 1 and 2 threads
+big=$(ls -S "$T"/tl_0000?.bin | head -1)
+/usr/bin/python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(1000000); b = f.read(1); f.seek(1000000); f.write(bytes([b[0] ^ 1]))' "$big"
+for t in 1 2; do
+    run "verify --threads $t (damaged)" 1 "$IG_INGOT" verify --threads $t "$T/tl" && cp "$T/.err" "$T/vbad$t.err"
+    run "merge --threads $t (damaged)" 1 "$IG_INGOT" merge --threads $t --output "$T/mb" "$T/tl" &&
+        cp "$T/.err" "$T/mbad$t.err"
+done
+check "--threads: verify names the same problem" cmp -s "$T/vbad1.err" "$T/vbad2.err"
+expect "--threads: verify names the damage" "xxh3 is" "$(cat "$T/vbad2.err")"
+check "--threads: merge refuses the same input" cmp -s "$T/mbad1.err" "$T/mbad2.err"
+check "--threads: a refused merge writes nothing" test ! -e "$T/mb.bin"
+run "--threads out of range" 2 "$IG_INGOT" verify --threads 1025 "$T/a" &&
+    expect "--threads out of range: says the range" "must be in [0, 1024]" "$err"
+run "verify --help names --threads" 0 "$IG_INGOT" verify --help && expect "verify --help" "--threads N" "$out"
+run "merge --help names --threads" 0 "$IG_INGOT" merge --help && expect "merge --help" "--threads N" "$out"
+run "inspect --help names --threads" 0 "$IG_INGOT" inspect --help && expect "inspect --help" "--threads N" "$out"
+
 ig_end

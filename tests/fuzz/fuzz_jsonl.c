@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ig_input_kind kind = zst ? IG_INPUT_JSONL_ZST : IG_INPUT_JSONL;
     ig_record_reader *r = NULL;
     ig_err err = {0};
-    if (ig_record_reader_open_mem(&r, "fuzz.jsonl", data, size, kind, &err) != IG_OK) abort();
+    if (ig_record_reader_open_mem(&r, NULL, "fuzz.jsonl", data, size, kind, &err) != IG_OK) abort();
     ig_record_reader_set_max_record(r, (size_t)1 << 20);
     for (int n = 0; n < 100000; n++) {
         ig_record rec;

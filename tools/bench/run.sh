@@ -133,6 +133,10 @@ if [ -n "$tik" ] && [ -n "$w1" ]; then
     printf "\ningot preprocess vs tiktoken encode (same text, same run): 1 worker %.2fx, 2 workers %.2fx per core (goal: >= 5x)\n", a / t, b / t / 2 }'
 fi
 
+echo
+echo "== verify and merge on 2 threads against 1 (shards of the shared corpora, same run)"
+"$B/bench_shards" --data "$DATA" --shards 4 --shard-mb 128 --runs 7
+
 for prog in bench_loader bench_index; do
   if [ -x "$B/$prog" ]; then
     echo

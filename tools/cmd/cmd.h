@@ -79,6 +79,10 @@ int ig_cmd_getopt(int argc, char **argv, const char *optstring, const struct opt
  * is missing) or anything else (an unknown option). */
 int ig_cmd_bad_option(const ig_command *cmd, int c, char **argv);
 
+/* Sets flags->threads from a --threads value through the common key (same checks and messages as
+ * the commands parsed from tables); on failure prints a usage error and returns 0. */
+int ig_cmd_parse_threads(const ig_command *cmd, const char *value, ig_common_flags *flags);
+
 /* Parses a non-negative integer option value; on failure prints a usage error and returns 0. */
 int ig_cmd_parse_u64(const ig_command *cmd, const char *opt, const char *s, uint64_t *out);
 

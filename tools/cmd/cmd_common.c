@@ -128,3 +128,15 @@ bad:
     ig_cmd_usage_error(cmd, "%s expects a non-negative integer, got '%s'", opt, s ? s : "");
     return 0;
 }
+
+int ig_cmd_parse_threads(const ig_command *cmd, const char *value, ig_common_flags *flags) {
+    ig_config *cfg = NULL;
+    ig_err err = {0};
+    ig_status st = ig_config_create(&cfg, ig_cmd_common_keys, ig_cmd_n_common_keys, &err);
+    if (st == IG_OK) st = ig_config_set_text(cfg, "threads", value, "--threads", 0, &err);
+    if (st == IG_OK) flags->threads = (int)ig_config_int(cfg, "threads");
+    ig_config_free(cfg);
+    if (st == IG_OK) return 1;
+    ig_cmd_usage_error(cmd, "%s", err.msg);
+    return 0;
+}

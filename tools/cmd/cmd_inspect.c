@@ -15,7 +15,7 @@
 #include "preprocess/preprocess.h"
 
 const char ig_usage_inspect[] =
-    "usage: ingot inspect PREFIX [--json]\n"
+    "usage: ingot inspect PREFIX [--json] [--threads N]\n"
     "       ingot inspect PREFIX --doc N [--decode [--tokenizer T]] [--json]\n"
     "\n"
     "Shows what the token shard PREFIX.bin + PREFIX.idx holds (or every shard of the shard list\n"
@@ -30,10 +30,14 @@ const char ig_usage_inspect[] =
     "  --tokenizer T    with --decode: the tokenizer (tokenizer.json, a directory, or a\n"
     "                   .tiktoken file); default: the manifest's tokenizer_path (a relative\n"
     "                   path is tried from the current directory, then from the shard's)\n"
+    "  --threads N      threads in all (default: one per CPU) computing the document length\n"
+    "                   statistics, a piece of the documents each; the figures are the same\n"
+    "                   for any N\n"
     "\n"
     "examples:\n"
     "  ingot inspect out/corpus_text_document\n"
     "  ingot inspect out/corpus_text_document --json\n"
+    "  ingot inspect out/web --threads 4\n"
     "  ingot inspect out/corpus_text_document --doc 0\n"
     "  ingot inspect out/corpus_text_document --doc 12 --decode --tokenizer data/gpt2\n"
     "\n"
@@ -48,18 +52,57 @@ typedef struct doc_stats {
     double mean;
 } doc_stats;
 
-static doc_stats document_stats(const ig_shard *s) {
+/* Document lengths are summed over pieces of STATS_GRAIN documents on the context's pool; each
+ * piece keeps its own minimum, maximum and total, combined in order: the same for any thread
+ * count. */
+#define STATS_GRAIN ((size_t)1 << 16)
+
+typedef struct stats_piece {
+    uint64_t min, max, total;
+} stats_piece;
+
+typedef struct stats_job {
+    const ig_shard *s;
+    stats_piece *piece;
+} stats_job;
+
+static void stats_range(void *arg, size_t begin, size_t end, int worker) {
+    (void)worker;
+    const stats_job *j = arg;
+    stats_piece p = {UINT64_MAX, 0, 0};
+    for (size_t d = begin; d < end; d++) {
+        uint64_t len = 0;
+        uint64_t a = (uint64_t)ig_shard_doc_index(j->s, d);
+        uint64_t b = (uint64_t)ig_shard_doc_index(j->s, d + 1);
+        for (uint64_t i = a; i < b; i++) len += (uint64_t)ig_shard_seq_length(j->s, i);
+        if (len < p.min) p.min = len;
+        if (len > p.max) p.max = len;
+        p.total += len;
+    }
+    j->piece[begin / STATS_GRAIN] = p;
+}
+
+static doc_stats document_stats(ig_ctx *ctx, const ig_shard *s) {
     doc_stats st = {0, 0, 0.0};
     uint64_t docs = ig_shard_documents(s), total = 0;
-    for (uint64_t d = 0; d < docs; d++) {
-        uint64_t len = 0;
-        uint64_t a = (uint64_t)ig_shard_doc_index(s, d), b = (uint64_t)ig_shard_doc_index(s, d + 1);
-        for (uint64_t i = a; i < b; i++) len += (uint64_t)ig_shard_seq_length(s, i);
-        if (d == 0 || len < st.min) st.min = len;
-        if (len > st.max) st.max = len;
-        total += len;
+    if (docs == 0) return st;
+    size_t pieces = (size_t)((docs + STATS_GRAIN - 1) / STATS_GRAIN);
+    stats_job j = {s, calloc(pieces, sizeof(stats_piece))};
+    if (!j.piece) { /* no room for the pieces: one thread */
+        stats_piece one[1];
+        j.piece = one;
+        stats_range(&j, 0, (size_t)docs, 0);
+        return (doc_stats){one[0].min, one[0].max, (double)one[0].total / (double)docs};
     }
-    if (docs) st.mean = (double)total / (double)docs;
+    ig_parallel_range(ctx, (size_t)docs, STATS_GRAIN, stats_range, &j);
+    st.min = UINT64_MAX;
+    for (size_t k = 0; k < pieces; k++) {
+        if (j.piece[k].min < st.min) st.min = j.piece[k].min;
+        if (j.piece[k].max > st.max) st.max = j.piece[k].max;
+        total += j.piece[k].total;
+    }
+    free(j.piece);
+    st.mean = (double)total / (double)docs;
     return st;
 }
 
@@ -70,10 +113,10 @@ static uint64_t file_size(const char *prefix, const char *ext) {
     return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
-static void print_summary_text(const ig_shard *s) {
+static void print_summary_text(ig_ctx *ctx, const ig_shard *s) {
     const char *p = ig_shard_prefix(s);
     const ig_manifest *m = ig_shard_manifest(s);
-    doc_stats ds = document_stats(s);
+    doc_stats ds = document_stats(ctx, s);
     char b1[32], b2[32];
     printf("shard:       %s\n", p);
     printf("documents:   %" PRIu64 "\n", ig_shard_documents(s));
@@ -107,10 +150,10 @@ static int print_json(json_t *o) {
     return IG_EXIT_OK;
 }
 
-static json_t *summary_json(const ig_shard *s) {
+static json_t *summary_json(ig_ctx *ctx, const ig_shard *s) {
     const char *p = ig_shard_prefix(s);
     const ig_manifest *m = ig_shard_manifest(s);
-    doc_stats ds = document_stats(s);
+    doc_stats ds = document_stats(ctx, s);
     json_t *o = json_object();
     json_object_set_new(o, "prefix", json_string(p));
     json_object_set_new(o, "documents", json_integer((json_int_t)ig_shard_documents(s)));
@@ -240,18 +283,15 @@ static int print_document(const ig_command *cmd, ig_ctx *ctx, const ig_shard *s,
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
     if (ig_cmd_video_target(argc, argv)) return ig_cmd_inspect_video(cmd, argc, argv);
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"doc", required_argument, NULL, 'd'},
-        {"decode", no_argument, NULL, 'D'},
-        {"tokenizer", required_argument, NULL, 't'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, 'j'},          {"doc", required_argument, NULL, 'd'},
+        {"decode", no_argument, NULL, 'D'},        {"tokenizer", required_argument, NULL, 't'},
+        {"quiet", no_argument, NULL, 'q'},         {"verbose", no_argument, NULL, 'v'},
+        {"threads", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
     };
     int as_json = 0, decode = 0, have_doc = 0;
     uint64_t doc = 0;
     const char *tok_path = NULL;
-    ig_common_flags flags = {.threads = 1};
+    ig_common_flags flags = {.threads = 0};
     opterr = 0;
     optind = 1;
     int c;
@@ -276,6 +316,9 @@ int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
             break;
         case 'v':
             flags.verbose = 1;
+            break;
+        case 'T':
+            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
             break;
         default:
             return ig_cmd_bad_option(cmd, c, argv);
@@ -311,12 +354,12 @@ int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
                 doc -= docs;
             }
         } else if (all) {
-            json_array_append_new(all, summary_json(s));
+            json_array_append_new(all, summary_json(ctx, s));
         } else if (as_json) {
-            rc = print_json(summary_json(s));
+            rc = print_json(summary_json(ctx, s));
         } else {
             if (k) printf("\n");
-            print_summary_text(s);
+            print_summary_text(ctx, s);
         }
         ig_shard_close(s);
     }

@@ -220,9 +220,12 @@ int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
         {"png", required_argument, NULL, 'p'},
         {"tokenizer", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     int as_json = 0, have_clip = 0;
+    ig_common_flags flags = {.threads = 0}; /* accepted and checked; a frame shard's summary
+                                               is read on this thread alone */
     uint64_t clip = 0;
     const char *raw = NULL, *png = NULL, *tok = NULL;
     opterr = 0;
@@ -247,6 +250,9 @@ int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
             tok = optarg;
             break;
         case 'q':
+            break;
+        case 'T':
+            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
             break;
         default:
             return ig_cmd_bad_option(cmd, c, argv);

@@ -10,7 +10,7 @@
 #include "dataset/dataset.h"
 
 const char ig_usage_verify[] =
-    "usage: ingot verify PREFIX...\n"
+    "usage: ingot verify [--threads N] PREFIX...\n"
     "\n"
     "Checks each token shard PREFIX.bin + PREFIX.idx (or frame shard PREFIX.frames +\n"
     "PREFIX.clips, with its caption shard and every clip's checksum) completely: the index\n"
@@ -23,11 +23,16 @@ const char ig_usage_verify[] =
     "and the problem for each bad one; the exit status is 1 when any shard fails.\n"
     "\n"
     "options:\n"
+    "  --threads N      threads in all (default: one per CPU): the shards of a list are\n"
+    "                   verified N at once, and a shard alone is hashed by one thread while\n"
+    "                   the others check its token ids, piece by piece; the verdicts and\n"
+    "                   messages are the same for any N\n"
     "  --quiet          print only the failures\n"
     "\n"
     "examples:\n"
     "  ingot verify out/corpus_text_document\n"
-    "  ingot verify out/corpus_*.idx    (a .bin/.idx/.json extension is ignored)\n";
+    "  ingot verify out/corpus_*.idx    (a .bin/.idx/.json extension is ignored)\n"
+    "  ingot verify --threads 4 out/web  (every shard of the list out/web.shards.json)\n";
 
 /* Accepts "x.bin", "x.idx" and "x.json" for the prefix "x" (so that shell globs work). */
 static void strip_extension(char *arg) {
@@ -45,9 +50,10 @@ static void strip_extension(char *arg) {
 int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
     static const struct option longopts[] = {
         {"quiet", no_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
-    ig_common_flags flags = {.threads = 1};
+    ig_common_flags flags = {.threads = 0};
     opterr = 0;
     optind = 1;
     int c;
@@ -55,6 +61,9 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
         switch (c) {
         case 'q':
             flags.quiet = 1;
+            break;
+        case 'T':
+            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
             break;
         default:
             return ig_cmd_bad_option(cmd, c, argv);
