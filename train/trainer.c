@@ -521,10 +521,12 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     if (r.writer && !opts->quiet) {
         fprintf(r.log,
                 "model: %d layers, %d heads, d_model %d, %d positions, vocabulary %d (%d padded): "
-                "%.2fM parameters on %s; %d x %d tokens per micro-batch, %d per step\n",
+                "%.2fM parameters on %s; %d x %d tokens per micro-batch, %d micro-batches (%lld "
+                "tokens) per step\n",
                 r.shape.n_layer, r.shape.n_head, r.shape.d_model, r.shape.seq_len,
                 r.shape.vocab_size, r.shape.padded_vocab, (double)ig_gpt_num_params(&r.shape) / 1e6,
-                ig_backend_name(r.be), t->micro_batch, t->seq_len, r.accum * r.lo.dp);
+                ig_backend_name(r.be), t->micro_batch, t->seq_len, r.accum * r.lo.dp,
+                (long long)r.accum * r.lo.dp * t->micro_batch * t->seq_len);
         if (r.lo.world > 1)
             fprintf(r.log,
                     "layout: %d ranks = tp %d x pp %d x dp %d%s%s; %d micro-batches per step "
