@@ -109,6 +109,11 @@ ig_status ig_backend_download(ig_backend *be, void *dst, const void *src, size_t
     return st != IG_OK || !bytes ? st : be->ops->download(be, dst, src, bytes, err);
 }
 
+ig_status ig_backend_copy(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err) {
+    ig_status st = check_copy(dst, src, bytes, "copy", err);
+    return st != IG_OK || !bytes || dst == src ? st : be->ops->copy(be, dst, src, bytes, err);
+}
+
 ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
     ig_status st = check_copy(p, p, bytes, "zero", err);
     return st != IG_OK || !bytes ? st : be->ops->zero(be, p, bytes, err);

@@ -76,6 +76,9 @@ ig_status ig_backend_upload(ig_backend *be, void *dst, const void *src, size_t b
 ig_status ig_backend_download(ig_backend *be, void *dst, const void *src, size_t bytes,
                               ig_err *err);
 ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err);
+/* Backend memory to backend memory, queued like a kernel (dst == src is a no-op; other overlaps
+ * are not allowed). */
+ig_status ig_backend_copy(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
 /* Host fp32 <-> backend act type (a copy, or a conversion to bf16 with round-to-nearest-even). */
 ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
 ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, size_t n,

@@ -24,6 +24,7 @@ typedef struct ig_backend_ops {
     ig_status (*upload)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
     ig_status (*download)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
     ig_status (*zero)(ig_backend *be, void *p, size_t bytes, ig_err *err);
+    ig_status (*copy)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
     ig_status (*upload_f32)(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
     ig_status (*download_f32)(ig_backend *be, float *dst, const void *src, size_t n, ig_err *err);
     ig_status (*sync)(ig_backend *be, ig_err *err);

@@ -427,6 +427,26 @@ static void test_crossentropy(void **state) {
 /* The tensor-parallel pieces: the embedding with other ranks' tokens (-1) and no positions, the
  * cross-entropy's three passes over a slice of the vocabulary (stats from the reference, as the
  * all-reduces would bring them), and the elementwise add. */
+/* backend memory to backend memory, as a group of one rank moves it */
+static void test_copy(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    ig_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        pair a = mk(g, 1000, 1, 1), b = mk(g, 1000, 1, 0);
+        size_t es = ig_backend_act_size(g);
+        assert_int_equal(ig_backend_copy(g, b.gpu, (char *)a.gpu + 10 * es, 990 * es, &err), IG_OK);
+        assert_int_equal(ig_backend_copy(g, a.gpu, a.gpu, 1000 * es, &err), IG_OK);
+        float *got = fetch(g, &b);
+        assert_memory_equal(got, a.h + 10, 990 * sizeof(float));
+        assert_true(got[990] == 0);
+        free(got);
+        drop(g, &a);
+        drop(g, &b);
+    }
+}
+
 static void test_parallel_pieces(void **state) {
     (void)state;
     REQUIRE_DEVICE();
@@ -765,6 +785,7 @@ int main(void) {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_parallel_pieces),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_and_scale),

@@ -173,6 +173,13 @@ static void test_backend_basics(void **state) {
     assert_int_equal(ig_backend_zero(FAST(f), p, 2 * sizeof(float), &err), IG_OK);
     assert_int_equal(ig_backend_download_f32(FAST(f), dst, p, 5, &err), IG_OK);
     assert_true(dst[0] == 0 && dst[1] == 0 && dst[2] == 3);
+    /* backend memory to backend memory (a group of one rank's collectives) */
+    assert_int_equal(
+        ig_backend_copy(FAST(f), p, (char *)p + 2 * sizeof(float), 2 * sizeof(float), &err), IG_OK);
+    assert_int_equal(ig_backend_copy(FAST(f), p, p, 5 * sizeof(float), &err), IG_OK);
+    assert_int_equal(ig_backend_download_f32(FAST(f), dst, p, 5, &err), IG_OK);
+    assert_true(dst[0] == 3 && dst[1] == 4 && dst[2] == 3 && dst[4] == 5);
+    assert_int_equal(ig_backend_copy(FAST(f), NULL, p, 4, &err), IG_ERR_INVALID_ARG);
     assert_int_equal(ig_backend_upload(FAST(f), p, NULL, 4, &err), IG_ERR_INVALID_ARG);
     assert_int_equal(ig_backend_sync(FAST(f), &err), IG_OK);
     ig_backend_release(FAST(f), p);

@@ -192,4 +192,10 @@ uint64_t ig_gpt_stage_elems(const ig_gpt *m); /* Nl * C */
 /* The mean loss of slot's last forward (last stage). */
 ig_status ig_gpt_stage_loss(ig_gpt *m, int slot, double *loss, ig_err *err);
 
+/* The element type of the model's act-typed memory (parameters, gradients, activations) in a
+ * collective: fp32, or bf16 (which only NCCL reduces: bf16 is a device backend's). */
+static inline ig_comm_type ig_gpt_comm_type(const ig_gpt *m) {
+    return m->as == 2 ? IG_COMM_BF16 : IG_COMM_F32;
+}
+
 #endif

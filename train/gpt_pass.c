@@ -71,11 +71,6 @@ static ig_status tp_coll(ig_gpt *m, tp_op op, const void *send, void *recv, uint
                          ig_comm_type type, ig_err *err) {
     ig_status st = ig_backend_sync(m->be, err);
     if (st != IG_OK) return st;
-    if (ig_backend_kind_of(m->be) != IG_BACKEND_CPU)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "tensor parallelism on the %s backend needs its collectives (NCCL), "
-                          "which this build does not have yet",
-                          ig_backend_name(m->be));
     ig_group *g = m->part.tpg;
     switch (op) {
     case TP_SUM:
@@ -91,7 +86,7 @@ static ig_status tp_coll(ig_gpt *m, tp_op op, const void *send, void *recv, uint
 }
 
 static ig_comm_type act_type(const ig_gpt *m) {
-    return m->as == 4 ? IG_COMM_F32 : IG_COMM_U8; /* bf16 is refused by tp_coll's backend check */
+    return ig_gpt_comm_type(m);
 }
 
 /* rows gathered over the group (sp): [Nl, C] -> [N, C]; else the rows themselves */

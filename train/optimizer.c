@@ -48,14 +48,6 @@ static void *at(const ig_gpt *m, void *base, uint64_t elems) {
     return (char *)base + elems * m->as;
 }
 
-static ig_status need_host(const ig_optim *o, ig_err *err) {
-    if (ig_backend_kind_of(o->m->be) == IG_BACKEND_CPU) return IG_OK;
-    return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                      "data and pipeline parallelism on the %s backend need its collectives "
-                      "(NCCL), which this build does not have yet",
-                      ig_backend_name(o->m->be));
-}
-
 static int sharded_grads(const ig_optim *o) {
     return o->gshard != NULL;
 }
@@ -91,7 +83,6 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_gpt *m, ig_layout *lo,
             if (sizes[r])
                 st = ig_backend_alloc(m->be, (size_t)(sizes[r] * m->as), &o->piece[r], err);
     }
-    if (st == IG_OK && (lo->dp > 1 || lo->pp > 1 || lo->sp)) st = need_host(o, err);
     if (st != IG_OK) {
         ig_optim_free(o);
         return st;
@@ -145,7 +136,7 @@ static ig_status sum_tp_partials(ig_optim *o, const ig_gpt_bucket *b, ig_err *er
         const ig_gpt_tensor *x = &m->tensors[t];
         if (!x->tp_partial) continue;
         ig_status st = ig_group_allreduce(&o->lo->tp_g, at(m, m->grads, m->goff[t]),
-                                          (size_t)x->numel, IG_COMM_F32, IG_COMM_SUM, err);
+                                          (size_t)x->numel, ig_gpt_comm_type(m), IG_COMM_SUM, err);
         if (st != IG_OK) return st;
     }
     return IG_OK;
@@ -190,14 +181,14 @@ static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
         int r = region_of(o, bi);
         if (o->inflight[r] >= 0) /* settled when the other slot's bucket started (below) */
             return ig_err_set(err, IG_ERR_INTERNAL, "ZeRO-2: bucket %zu's slot is still busy", bi);
-        st = ig_group_ireduce_scatter(&lo->dp_g, g, o->piece[r], (size_t)s, IG_COMM_F32,
+        st = ig_group_ireduce_scatter(&lo->dp_g, g, o->piece[r], (size_t)s, ig_gpt_comm_type(m),
                                       &o->reqs[bi], err);
         o->inflight[r] = (long)bi;
         /* the backward goes on into the other slot: the bucket reduced from it lands first */
         if (st == IG_OK && r > 0) st = settle(o, 3 - r, err);
         return st;
     }
-    st = ig_group_iallreduce(&lo->dp_g, g, (size_t)b->n, IG_COMM_F32, &o->reqs[bi], err);
+    st = ig_group_iallreduce(&lo->dp_g, g, (size_t)b->n, ig_gpt_comm_type(m), &o->reqs[bi], err);
     /* drive the reductions already under way (MPI progresses inside its calls) */
     for (size_t k = 0; st == IG_OK && k < bi; k++)
         if (o->reqs[k]) {
@@ -254,11 +245,11 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
         if (!b->emb) continue;
         if (sharded_grads(o))
             st = ig_group_allreduce(&lo->emb_g, at(m, o->gshard, b->moff),
-                                    (size_t)(b->n / (uint64_t)lo->dp), IG_COMM_F32, IG_COMM_SUM,
-                                    err);
-        else
-            st = ig_group_allreduce(&lo->emb_g, at(m, m->grads, b->off), (size_t)b->n, IG_COMM_F32,
+                                    (size_t)(b->n / (uint64_t)lo->dp), ig_gpt_comm_type(m),
                                     IG_COMM_SUM, err);
+        else
+            st = ig_group_allreduce(&lo->emb_g, at(m, m->grads, b->off), (size_t)b->n,
+                                    ig_gpt_comm_type(m), IG_COMM_SUM, err);
     }
     return st;
 }
@@ -355,7 +346,7 @@ ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta
         uint64_t plo, phi;
         piece(o, b, &plo, &phi);
         st = ig_group_iallgather(&lo->dp_g, at(m, m->params, plo), at(m, m->params, b->off),
-                                 (size_t)(phi - plo), IG_COMM_F32, &o->reqs[bi], err);
+                                 (size_t)(phi - plo), ig_gpt_comm_type(m), &o->reqs[bi], err);
     }
     for (size_t bi = 0; bi < m->n_buckets; bi++) {
         ig_status w = ig_comm_wait(o->reqs[bi], err);

@@ -14,43 +14,60 @@ static uint64_t ring(const ig_group *g, uint64_t bytes) {
     return g->size > 1 ? bytes * (uint64_t)(g->size - 1) / (uint64_t)g->size : 0;
 }
 
+/* The communicator for the group's memory, once the kernels that wrote it have finished (a device
+ * backend's operations are queued; NCCL runs on a stream of its own). */
+static ig_status ready(ig_group *g, ig_comm **c, ig_err *err) {
+    *c = g->dev ? g->dev : g->comm;
+    return g->dev ? ig_backend_sync(g->be, err) : IG_OK;
+}
+
+/* A group of one: recv = send, on the group's memory. */
+static ig_status self_copy(ig_group *g, void *recv, const void *send, size_t bytes, ig_err *err) {
+    if (recv == send || !bytes) return IG_OK;
+    if (g->be) return ig_backend_copy(g->be, recv, send, bytes, err);
+    memmove(recv, send, bytes);
+    return IG_OK;
+}
+
 ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
                              ig_err *err) {
     ig_progress_tick();
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
-    return ig_comm_allreduce(g->comm, buf, buf, n, t, op, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_allreduce(c, buf, buf, n, t, op, err);
 }
 
 ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                              ig_err *err) {
     ig_progress_tick();
     size_t es = ig_comm_type_size(t);
-    if (g->size == 1) {
-        if (recv != send && n) memmove(recv, send, n * es);
-        return IG_OK;
-    }
+    if (g->size == 1) return self_copy(g, recv, send, n * es, err);
     g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
-    return ig_comm_allgather(g->comm, send, recv, n, t, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_allgather(c, send, recv, n, t, err);
 }
 
 ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                   ig_comm_type t, ig_err *err) {
     ig_progress_tick();
     size_t es = ig_comm_type_size(t);
-    if (g->size == 1) {
-        if (recv != send && n) memmove(recv, send, n * es);
-        return IG_OK;
-    }
+    if (g->size == 1) return self_copy(g, recv, send, n * es, err);
     g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
-    return ig_comm_reduce_scatter(g->comm, send, recv, n, t, IG_COMM_SUM, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_reduce_scatter(c, send, recv, n, t, IG_COMM_SUM, err);
 }
 
 ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err) {
     ig_progress_tick();
     if (g->size == 1) return IG_OK;
     if (g->rank == root) g->bytes += (uint64_t)n * ig_comm_type_size(t);
-    return ig_comm_bcast(g->comm, buf, n, t, root, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_bcast(c, buf, n, t, root, err);
 }
 
 ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
@@ -59,44 +76,48 @@ ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, 
     *req = NULL;
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
-    return ig_comm_iallreduce(g->comm, buf, buf, n, t, IG_COMM_SUM, req, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_iallreduce(c, buf, buf, n, t, IG_COMM_SUM, req, err);
 }
 
 ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                    ig_comm_type t, ig_comm_req **req, ig_err *err) {
     ig_progress_tick();
     *req = NULL;
-    if (g->size == 1) {
-        if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
-        return IG_OK;
-    }
+    if (g->size == 1) return self_copy(g, recv, send, n * ig_comm_type_size(t), err);
     g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
-    return ig_comm_ireduce_scatter(g->comm, send, recv, n, t, IG_COMM_SUM, req, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_ireduce_scatter(c, send, recv, n, t, IG_COMM_SUM, req, err);
 }
 
 ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                               ig_comm_req **req, ig_err *err) {
     ig_progress_tick();
     *req = NULL;
-    if (g->size == 1) {
-        if (recv != send && n) memmove(recv, send, n * ig_comm_type_size(t));
-        return IG_OK;
-    }
+    if (g->size == 1) return self_copy(g, recv, send, n * ig_comm_type_size(t), err);
     g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
-    return ig_comm_iallgather(g->comm, send, recv, n, t, req, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_iallgather(c, send, recv, n, t, req, err);
 }
 
 ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
     ig_progress_tick();
     g->bytes += (uint64_t)n * ig_comm_type_size(t);
-    return ig_comm_isend(g->comm, buf, n, t, peer, tag, req, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_isend(c, buf, n, t, peer, tag, req, err);
 }
 
 ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
     ig_progress_tick();
-    return ig_comm_irecv(g->comm, buf, n, t, peer, tag, req, err);
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_irecv(c, buf, n, t, peer, tag, req, err);
 }
 
 /* ---- the layout ------------------------------------------------------------------------------ */
@@ -130,6 +151,24 @@ static ig_status split(ig_layout *l, ig_comm *world, int color, int key, ig_grou
         g->comm = c;
     (void)l;
     return IG_OK;
+}
+
+/* The colour and key of each of the tp, dp, pp and emb groups in ig_comm_split: the colour is the
+ * coordinates the group does not vary, the key the one it does. */
+enum { N_SPLIT = 4 };
+static void split_plan(ig_layout *l, ig_group *gs[N_SPLIT], const char *names[N_SPLIT],
+                       int color[N_SPLIT], int key[N_SPLIT]) {
+    int tp = l->tp, dp = l->dp;
+    gs[0] = &l->tp_g, names[0] = "tp";
+    color[0] = l->pp_rank * dp + l->dp_rank, key[0] = l->tp_rank;
+    gs[1] = &l->dp_g, names[1] = "dp";
+    color[1] = l->pp_rank * tp + l->tp_rank, key[1] = l->dp_rank;
+    gs[2] = &l->pp_g, names[2] = "pp";
+    color[2] = l->dp_rank * tp + l->tp_rank, key[2] = l->pp_rank;
+    /* the tied embedding's group: first and last stage; the middle stages split off alone */
+    int in_emb = l->pp > 1 && (ig_layout_first(l) || ig_layout_last(l));
+    gs[3] = &l->emb_g, names[3] = "emb";
+    color[3] = in_emb ? l->dp_rank * tp + l->tp_rank : dp * tp + l->rank, key[3] = l->pp_rank;
 }
 
 static ig_status stage_layers(ig_layout *l, const ig_train_config *t, int n_layer, ig_err *err) {
@@ -238,31 +277,57 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
     l->l0 = l->stage_layers[l->pp_rank];
     l->l1 = l->stage_layers[l->pp_rank + 1];
     if (!world) {
-        l->world_g = l->tp_g = l->dp_g = l->pp_g = l->emb_g = (ig_group){NULL, 1, 0, "", 0};
+        l->world_g = l->tp_g = l->dp_g = l->pp_g = l->emb_g = (ig_group){0};
+        l->world_g.size = l->tp_g.size = l->dp_g.size = l->pp_g.size = l->emb_g.size = 1;
         l->world_g.name = "world", l->tp_g.name = "tp", l->dp_g.name = "dp";
         l->pp_g.name = "pp", l->emb_g.name = "emb";
         return IG_OK;
     }
-    l->world_g = (ig_group){l->world > 1 ? world : NULL, l->world, l->rank, "world", 0};
-    /* colors: the coordinates the group does not vary */
-    int tp = l->tp, dp = l->dp;
-    if ((st = split(l, world, l->pp_rank * dp + l->dp_rank, l->tp_rank, &l->tp_g, "tp", err)) ||
-        (st = split(l, world, l->pp_rank * tp + l->tp_rank, l->dp_rank, &l->dp_g, "dp", err)) ||
-        (st = split(l, world, l->dp_rank * tp + l->tp_rank, l->pp_rank, &l->pp_g, "pp", err)))
-        return st;
-    /* the tied embedding's group: first and last stage; the middle stages split off alone */
-    int in_emb = l->pp > 1 && (ig_layout_first(l) || ig_layout_last(l));
-    int color = in_emb ? l->dp_rank * tp + l->tp_rank : dp * tp + l->rank;
-    if ((st = split(l, world, color, l->pp_rank, &l->emb_g, "emb", err)) != IG_OK) return st;
+    l->world_g = (ig_group){l->world > 1 ? world : NULL, NULL, NULL, l->world, l->rank, "world", 0};
+    ig_group *gs[N_SPLIT];
+    const char *names[N_SPLIT];
+    int color[N_SPLIT], key[N_SPLIT];
+    split_plan(l, gs, names, color, key);
+    for (int i = 0; i < N_SPLIT; i++)
+        if ((st = split(l, world, color[i], key[i], gs[i], names[i], err)) != IG_OK) return st;
     return IG_OK;
+}
+
+ig_status ig_layout_attach_backend(ig_layout *l, ig_comm *world, ig_backend *be, ig_err *err) {
+    ig_group *gs[N_SPLIT];
+    const char *names[N_SPLIT];
+    int color[N_SPLIT], key[N_SPLIT];
+    split_plan(l, gs, names, color, key);
+    int device = ig_backend_kind_of(be) != IG_BACKEND_CPU;
+    for (int i = 0; i < N_SPLIT; i++) gs[i]->be = device ? be : NULL;
+    if (!device || !world || l->world == 1) return IG_OK;
+    ig_comm *nccl = NULL;
+    ig_status st = ig_comm_nccl_create(&nccl, world, err);
+    if (st != IG_OK)
+        return ig_err_prefix(err, st, "the %s backend's collectives (NCCL)", ig_backend_name(be));
+    /* the same colours as the MPI groups; every rank takes part in every split */
+    for (int i = 0; i < N_SPLIT && st == IG_OK; i++) {
+        ig_comm *c = NULL;
+        st = ig_comm_split(nccl, color[i], key[i], &c, err);
+        if (st != IG_OK) {
+            ig_err_prefix(err, st, "cannot form the %s group's NCCL communicator", names[i]);
+        } else if (ig_comm_size(c) == 1) {
+            ig_comm_free(c);
+        } else {
+            gs[i]->dev = c;
+        }
+    }
+    ig_comm_free(nccl);
+    return st;
 }
 
 void ig_layout_free(ig_layout *l) {
     if (!l) return;
     ig_group *gs[] = {&l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
+        ig_comm_free(gs[i]->dev); /* before the MPI communicators NCCL's bootstrap used */
         ig_comm_free(gs[i]->comm);
-        gs[i]->comm = NULL;
+        gs[i]->comm = gs[i]->dev = NULL;
     }
     ig_free(l->ctx, l->stage_layers);
     l->stage_layers = NULL;

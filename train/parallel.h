@@ -12,14 +12,24 @@
  * scatter or all-gather of n bytes in all: (g - 1) / g n; a send: n), so that the figures can be
  * checked against the model's analytical volumes. A group of one rank sends nothing and makes no
  * call.
+ *
+ * Memory: world carries host memory only (losses, norms, checks); tp, dp, pp and emb carry the
+ * model's backend memory. On a CPU backend both are MPI's. On a device backend
+ * (ig_layout_attach_backend) those four groups also get an NCCL communicator over the same ranks,
+ * split from an NCCL world with the same colours, and their operations wait for the backend's
+ * queued kernels (ig_backend_sync) and then go through NCCL; the MPI communicator stays for host
+ * memory (the checkpoint's gathers).
  */
 #ifndef INGOT_TRAIN_PARALLEL_H
 #define INGOT_TRAIN_PARALLEL_H
 
+#include "kernels/backend.h"
 #include "train/train.h"
 
 typedef struct ig_group {
-    ig_comm *comm; /* NULL when size == 1 */
+    ig_comm *comm;  /* NULL when size == 1 */
+    ig_comm *dev;   /* NCCL over the same ranks for backend memory on a device (NULL: comm) */
+    ig_backend *be; /* whose memory the operations take (NULL: host memory) */
     int size, rank;
     const char *name; /* "tp", "dp", "pp", "emb", "world" */
     uint64_t bytes;   /* sent by this rank, ring accounting (reset by the reader) */
@@ -69,6 +79,11 @@ typedef struct ig_layout {
 ig_status ig_layout_create(ig_layout *out, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
                            const ig_gpt_config *shape, uint64_t config_hash, ig_err *err);
 void ig_layout_free(ig_layout *l);
+
+/* Points the tp, dp, pp and emb groups at be's memory: on a device backend with more than one
+ * process, creates their NCCL communicators (collective over the world; IG_ERR_UNSUPPORTED in a
+ * build without NCCL). A CPU backend needs nothing more. */
+ig_status ig_layout_attach_backend(ig_layout *l, ig_comm *world, ig_backend *be, ig_err *err);
 
 /* Whether this rank has the embedding / the head (the first / the last stage). */
 static inline int ig_layout_first(const ig_layout *l) {

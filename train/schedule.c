@@ -28,14 +28,6 @@ typedef struct sched {
     int counted_batches;
 } sched;
 
-static ig_status need_host(const ig_gpt *m, ig_err *err) {
-    if (ig_backend_kind_of(m->be) == IG_BACKEND_CPU) return IG_OK;
-    return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                      "pipeline parallelism on the %s backend needs device-to-device sends "
-                      "(NCCL), which this build does not have yet",
-                      ig_backend_name(m->be));
-}
-
 static ig_status forward_one(sched *s, int i, ig_err *err) {
     ig_progress_tick();
     ig_gpt *m = s->m;
@@ -52,8 +44,8 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
                             err);
     if (st == IG_OK && !ig_layout_first(lo)) {
         ig_comm_req *r = NULL;
-        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_input(m, slot), n, IG_COMM_F32, lo->pp_rank - 1,
-                            TAG_ACT, &r, err);
+        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_input(m, slot), n, ig_gpt_comm_type(m),
+                            lo->pp_rank - 1, TAG_ACT, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
     if (st == IG_OK) st = ig_gpt_stage_forward(m, slot, s->grad_scale > 0, err);
@@ -66,8 +58,8 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
         s->counted_batches++;
         return IG_OK;
     }
-    return ig_group_isend(&lo->pp_g, ig_gpt_stage_output(m, slot), n, IG_COMM_F32, lo->pp_rank + 1,
-                          TAG_ACT, &s->act_send[slot], err);
+    return ig_group_isend(&lo->pp_g, ig_gpt_stage_output(m, slot), n, ig_gpt_comm_type(m),
+                          lo->pp_rank + 1, TAG_ACT, &s->act_send[slot], err);
 }
 
 static ig_status backward_one(sched *s, int i, int last, const ig_sched_hooks *h, ig_err *err) {
@@ -82,14 +74,14 @@ static ig_status backward_one(sched *s, int i, int last, const ig_sched_hooks *h
     s->grad_send = NULL;
     if (st == IG_OK && !ig_layout_last(lo)) {
         ig_comm_req *r = NULL;
-        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_dgrad(m), n, IG_COMM_F32, lo->pp_rank + 1,
-                            TAG_GRAD, &r, err);
+        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_dgrad(m), n, ig_gpt_comm_type(m),
+                            lo->pp_rank + 1, TAG_GRAD, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
     if (st == IG_OK)
         st = ig_gpt_stage_backward(m, slot, h ? h->ready : NULL, h ? h->user : NULL, err);
     if (st != IG_OK || ig_layout_first(lo)) return st;
-    return ig_group_isend(&lo->pp_g, ig_gpt_stage_dgrad(m), n, IG_COMM_F32, lo->pp_rank - 1,
+    return ig_group_isend(&lo->pp_g, ig_gpt_stage_dgrad(m), n, ig_gpt_comm_type(m), lo->pp_rank - 1,
                           TAG_GRAD, &s->grad_send, err);
 }
 
@@ -118,8 +110,6 @@ ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_bat
                .slots = m->part.slots,
                .act_send = sends};
     if (lo->pp > 1) {
-        ig_status st = need_host(m, err);
-        if (st != IG_OK) return st;
         if (s.slots > (int)(sizeof sends / sizeof sends[0]))
             return ig_err_set(err, IG_ERR_UNSUPPORTED, "more than 64 micro-batches in flight");
     }

@@ -66,9 +66,9 @@ void ig_optim_free(ig_optim *o);
 ig_status ig_optim_begin(ig_optim *o, ig_err *err); /* before a step's backwards */
 const ig_sched_hooks *ig_optim_hooks(ig_optim *o);  /* for ig_sched_run */
 ig_status ig_optim_ready_fn(void *user, size_t t0, size_t t1, ig_err *err); /* ig_gpt_ready_fn */
-ig_status ig_optim_reduce(ig_optim *o,
-                          ig_err *err);          /* every reduction done (after the backwards) */
-double ig_optim_wait_seconds(const ig_optim *o); /* of the last reduce: waiting, not overlapped */
+/* every reduction done (after the backwards) */
+ig_status ig_optim_reduce(ig_optim *o, ig_err *err);
+double ig_optim_wait_seconds(const ig_optim *o);  /* of the last reduce: waiting, not overlapped */
 uint64_t ig_optim_extra_bytes(const ig_optim *o); /* ZeRO-2's gradient pieces and buffers */
 ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on every rank */
 ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta2, float eps,

@@ -480,6 +480,8 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     st = ig_backend_create(&r.be, ctx, &bo, err);
     if (st != IG_OK) ig_err_prefix(err, st, "train.device %s", t->device == 1 ? "cuda" : "cpu");
     if ((st = all_ranks_ok(&r, st, "creating the backend", err)) != IG_OK) goto done;
+    /* the groups that move the model's memory: NCCL on a device (itself all-or-nothing) */
+    if ((st = ig_layout_attach_backend(&r.lo, r.world, r.be, err)) != IG_OK) goto done;
     if (r.writer) {
         if (!opts->resume) st = clear_run_dir(t->run_dir, opts->overwrite, err);
         if (st == IG_OK) st = make_run_dir(t->run_dir, err);

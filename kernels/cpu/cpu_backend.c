@@ -61,7 +61,7 @@ static ig_status cpu_sync(ig_backend *be, ig_err *err) {
 
 #define CPU_MEMORY_OPS                                                                             \
     .destroy = cpu_destroy, .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_copy,        \
-    .download = cpu_copy, .zero = cpu_zero, .upload_f32 = cpu_upload_f32,                          \
+    .download = cpu_copy, .zero = cpu_zero, .copy = cpu_copy, .upload_f32 = cpu_upload_f32,        \
     .download_f32 = cpu_download_f32, .sync = cpu_sync
 
 #define CPU_KERNEL_OPS(prefix)                                                                     \

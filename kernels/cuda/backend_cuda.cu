@@ -10,7 +10,8 @@
 
 #include "cuda_internal.h"
 
-#define LT_WORKSPACE ((size_t)32 << 20)  /* cuBLASLt workspace: Hopper's kernels use up to 32 MiB  \
+#define LT_WORKSPACE                                                                               \
+    ((size_t)32 << 20)                   /* cuBLASLt workspace: Hopper's kernels use up to 32 MiB  \
                                           */
 #define STAGING_FLOATS ((size_t)1 << 22) /* host staging for conversions: 16 MiB of fp32 */
 
@@ -133,6 +134,12 @@ static ig_status cu_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
     return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemsetAsync");
 }
 
+static ig_status cu_copy(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu->stream);
+    return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemcpyAsync (device to device)");
+}
+
 /* The host staging buffer (STAGING_FLOATS * 2 bytes of bf16) for conversions. */
 static uint16_t *staging(ig_backend *be, ig_err *err) {
     cu_impl *cu = (cu_impl *)be->impl;
@@ -245,6 +252,7 @@ static const ig_backend_ops cuda_ops = {
     cu_upload,
     cu_download,
     cu_zero,
+    cu_copy,
     cu_upload_f32,
     cu_download_f32,
     cu_sync,
