@@ -161,6 +161,9 @@ int ig_comm_nccl_available(void);
 /* The CUDA device of an NCCL communicator (-1 for other backends). */
 int ig_comm_nccl_device(const ig_comm *c);
 
+/* The cudaStream_t an NCCL communicator queues its operations on (NULL for other backends). */
+void *ig_comm_nccl_stream(const ig_comm *c);
+
 /* Queues c's operations on stream (a cudaStream_t of c's device; NULL: c's own stream again).
  * The stream is borrowed: it must outlive its use by c. IG_ERR_INVALID_ARG for a communicator
  * that is not NCCL's. */

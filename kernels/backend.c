@@ -143,6 +143,11 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err) {
     return st;
 }
 
+ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
+    if (!stream) return ig_err_set(err, IG_ERR_INVALID_ARG, "a fence for a NULL stream");
+    return be->ops->fence(be, stream, err);
+}
+
 /* ---- operations: argument checks, then the backend's kernel ---------------------------------- */
 
 void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,

@@ -85,6 +85,10 @@ ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, s
                                   ig_err *err);
 /* Waits for queued kernels; returns an error a kernel raised meanwhile. */
 ig_status ig_backend_sync(ig_backend *be, ig_err *err);
+/* Makes another queue of the device - stream, a cudaStream_t of be's device (NCCL's) - wait for
+ * every kernel queued on be so far, without the host waiting: what that queue runs next sees
+ * their results while be goes on with the kernels after them. Nothing to do on the CPU. */
+ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 
 /* ==== operations ============================================================================= */
 

@@ -28,6 +28,7 @@ typedef struct ig_backend_ops {
     ig_status (*upload_f32)(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
     ig_status (*download_f32)(ig_backend *be, float *dst, const void *src, size_t n, ig_err *err);
     ig_status (*sync)(ig_backend *be, ig_err *err);
+    ig_status (*fence)(ig_backend *be, void *stream, ig_err *err);
 
     void (*encoder_forward)(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                             const void *wpe, int B, int T, int C);

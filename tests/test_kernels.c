@@ -182,6 +182,9 @@ static void test_backend_basics(void **state) {
     assert_int_equal(ig_backend_copy(FAST(f), NULL, p, 4, &err), IG_ERR_INVALID_ARG);
     assert_int_equal(ig_backend_upload(FAST(f), p, NULL, 4, &err), IG_ERR_INVALID_ARG);
     assert_int_equal(ig_backend_sync(FAST(f), &err), IG_OK);
+    int queue = 0; /* another queue: nothing to order on the CPU, but a NULL one is a mistake */
+    assert_int_equal(ig_backend_fence(FAST(f), &queue, &err), IG_OK);
+    assert_int_equal(ig_backend_fence(FAST(f), NULL, &err), IG_ERR_INVALID_ARG);
     ig_backend_release(FAST(f), p);
     ig_backend_release(FAST(f), NULL);
     ig_backend_free(NULL);

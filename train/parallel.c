@@ -14,11 +14,14 @@ static uint64_t ring(const ig_group *g, uint64_t bytes) {
     return g->size > 1 ? bytes * (uint64_t)(g->size - 1) / (uint64_t)g->size : 0;
 }
 
-/* The communicator for the group's memory, once the kernels that wrote it have finished (a device
- * backend's operations are queued; NCCL runs on a stream of its own). */
+/* The communicator for the group's memory, ordered after the kernels that wrote it: a device
+ * backend queues its kernels, and NCCL runs on a stream of its own, which waits for them there
+ * (the host goes on queueing the backward's next kernels: the overlap). */
 static ig_status ready(ig_group *g, ig_comm **c, ig_err *err) {
     *c = g->dev ? g->dev : g->comm;
-    return g->dev ? ig_backend_sync(g->be, err) : IG_OK;
+    if (!g->dev) return IG_OK;
+    void *stream = ig_comm_nccl_stream(g->dev);
+    return stream ? ig_backend_fence(g->be, stream, err) : ig_backend_sync(g->be, err);
 }
 
 /* A group of one: recv = send, on the group's memory. */

@@ -16,9 +16,9 @@
  * Memory: world carries host memory only (losses, norms, checks); tp, dp, pp and emb carry the
  * model's backend memory. On a CPU backend both are MPI's. On a device backend
  * (ig_layout_attach_backend) those four groups also get an NCCL communicator over the same ranks,
- * split from an NCCL world with the same colours, and their operations wait for the backend's
- * queued kernels (ig_backend_sync) and then go through NCCL; the MPI communicator stays for host
- * memory (the checkpoint's gathers).
+ * split from an NCCL world with the same colours, whose stream waits for the backend's queued
+ * kernels (ig_backend_fence) before each operation; the MPI communicator stays for host memory
+ * (the checkpoint's gathers).
  */
 #ifndef INGOT_TRAIN_PARALLEL_H
 #define INGOT_TRAIN_PARALLEL_H

@@ -202,6 +202,10 @@ int ig_comm_nccl_device(const ig_comm *c) {
     return c && c->ops == &nccl_ops ? impl_of(c)->device : -1;
 }
 
+void *ig_comm_nccl_stream(const ig_comm *c) {
+    return c && c->ops == &nccl_ops ? (void *)impl_of(c)->stream : NULL;
+}
+
 ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
     if (!c || c->ops != &nccl_ops)
         return ig_err_set(err, IG_ERR_INVALID_ARG,

@@ -20,6 +20,11 @@ int ig_comm_nccl_device(const ig_comm *c) {
     return -1;
 }
 
+void *ig_comm_nccl_stream(const ig_comm *c) {
+    (void)c;
+    return NULL;
+}
+
 ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
     (void)c, (void)stream;
     return ig_err_set(err, IG_ERR_INVALID_ARG,

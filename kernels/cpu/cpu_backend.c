@@ -59,10 +59,15 @@ static ig_status cpu_sync(ig_backend *be, ig_err *err) {
     return IG_OK; /* synchronous: backend.c returns what a kernel raised */
 }
 
+static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
+    (void)be, (void)stream, (void)err;
+    return IG_OK; /* every kernel has finished when it returns */
+}
+
 #define CPU_MEMORY_OPS                                                                             \
     .destroy = cpu_destroy, .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_copy,        \
     .download = cpu_copy, .zero = cpu_zero, .copy = cpu_copy, .upload_f32 = cpu_upload_f32,        \
-    .download_f32 = cpu_download_f32, .sync = cpu_sync
+    .download_f32 = cpu_download_f32, .sync = cpu_sync, .fence = cpu_fence
 
 #define CPU_KERNEL_OPS(prefix)                                                                     \
     .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \

@@ -140,6 +140,16 @@ static ig_status cu_copy(ig_backend *be, void *dst, const void *src, size_t byte
     return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemcpyAsync (device to device)");
 }
 
+static ig_status cu_fence(ig_backend *be, void *stream, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaEvent_t ev = NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)stream, ev, 0);
+    if (ev) cudaEventDestroy(ev); /* released once the wait has been met */
+    return e == cudaSuccess ? IG_OK : cu_fail(err, e, "a fence between streams");
+}
+
 /* The host staging buffer (STAGING_FLOATS * 2 bytes of bf16) for conversions. */
 static uint16_t *staging(ig_backend *be, ig_err *err) {
     cu_impl *cu = (cu_impl *)be->impl;
@@ -256,6 +266,7 @@ static const ig_backend_ops cuda_ops = {
     cu_upload_f32,
     cu_download_f32,
     cu_sync,
+    cu_fence,
     cu_encoder_forward,
     cu_encoder_backward,
     cu_layernorm_forward,

@@ -94,6 +94,15 @@ int main(void) {
     OK(ig_comm_allreduce(nc, y, y, N, IG_COMM_BF16, IG_COMM_SUM, &err));
     OK(ig_backend_download_f32(be, g, y, N, &err));
     CHECK(g[0] == (float)(P * (P + 1) / 2) && g[N - 1] == g[0], "bf16 all-reduce %g", g[0]);
+    /* the trainer's order: a kernel still queued on the backend writes the buffer, NCCL's stream
+     * waits for it on the device (ig_backend_fence), and the all-reduce sums what it wrote */
+    CHECK(ig_comm_nccl_stream(nc) != NULL, "the NCCL communicator's stream");
+    OK(ig_backend_upload_f32(be, y, h, N, &err));
+    ig_kernel_add(be, y, y, y, N); /* 2 (rank + 1), queued */
+    OK(ig_backend_fence(be, ig_comm_nccl_stream(nc), &err));
+    OK(ig_comm_allreduce(nc, y, y, N, IG_COMM_BF16, IG_COMM_SUM, &err));
+    OK(ig_backend_download_f32(be, g, y, N, &err));
+    CHECK(g[0] == (float)(P * (P + 1)) && g[N - 1] == g[0], "fenced all-reduce %g", g[0]);
     /* all-gather, int32 */
     int32_t mine[4], all[4 * 64];
     int32_t *a = dev(be, 4 * 4), *b = dev(be, (size_t)4 * 4 * P);
