@@ -471,13 +471,14 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     bo.kind = t->device == 1 ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
     bo.act_type = t->dtype == 2 || (t->dtype == 0 && t->device == 1) ? IG_ACT_BF16 : IG_ACT_F32;
     bo.device = 0;
-    if (bo.kind == IG_BACKEND_CUDA && r.world) { /* one GPU per process: the local rank's */
-        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-        if (!lr) lr = getenv("SLURM_LOCALID");
-        if (!lr) lr = getenv("MPI_LOCALRANKID");
-        bo.device = lr ? atoi(lr) : 0;
+    if (bo.kind == IG_BACKEND_CUDA && r.world) {
+        /* one GPU per process: the node-local rank's, as the NCCL communicators choose it */
+        ig_comm *node = NULL;
+        st = ig_comm_split_local(r.world, &node, err);
+        if (st == IG_OK) bo.device = ig_comm_rank(node);
+        ig_comm_free(node);
     }
-    st = ig_backend_create(&r.be, ctx, &bo, err);
+    if (st == IG_OK) st = ig_backend_create(&r.be, ctx, &bo, err);
     if (st != IG_OK) ig_err_prefix(err, st, "train.device %s", t->device == 1 ? "cuda" : "cpu");
     if ((st = all_ranks_ok(&r, st, "creating the backend", err)) != IG_OK) goto done;
     /* the groups that move the model's memory: NCCL on a device (itself all-or-nothing) */
