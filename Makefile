@@ -5,7 +5,7 @@
 #                    the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/
 #   make bench       benchmark programs (figures as ratios against references)
-#   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths (needs a GPU;
+#   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)
 #   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
 #                    LLMC_DIR: see tools/bench/run.sh)
@@ -56,7 +56,7 @@ bench: build
 	@bash tools/bench/run.sh $(BUILD)
 
 bench-cuda: build
-	$(BUILD)/bench_cuda
+	@bash tools/bench/run.sh $(BUILD) cuda
 bench-train: build
 	@bash tools/bench/run.sh $(BUILD) train
 

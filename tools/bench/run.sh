@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
-# trainer's benchmark and its peers (make bench-train).
+# trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
+# step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -70,6 +71,40 @@ bench_train() {
   [ -n "$llmc" ] && ratio llm.c "$llmc" 4x64 2
   return 0
 }
+
+# The CUDA backend (bench_cuda), then PyTorch's step for the same model and shapes on the same GPU
+# (bf16 autocast, fused attention and AdamW, torch.compile), and the ratio of tokens/s.
+bench_cuda() {
+  local out py=${TRAIN_PYTHON:-python3} B16=${CUDA_BATCH:-16}
+  out=$("$B/bench_cuda" --micro-batch "$B16")
+  echo "$out"
+  grep -q '^cuda_summary' <<<"$out" || return 0
+  if ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "PyTorch peer: skipped: $py has no torch that sees a CUDA device"
+    return 0
+  fi
+  echo "== PyTorch $("$py" -c 'import torch; print(torch.__version__)') on the same GPU: GPT-2 small, $B16 x 1024, bf16, torch.compile"
+  local peer
+  peer=$("$py" "$SRC/tools/bench/train_peer_torch.py" --device cuda --dtype bf16 --compile \
+    --batch "$B16" --seq 1024 --steps 10 --warmup 3 2>&1 | grep '^train_peer_torch')
+  if ! grep -q 'tok_s=' <<<"$peer"; then # torch.compile can fail where Triton is missing
+    echo "torch.compile failed; the peer without it"
+    peer=$("$py" "$SRC/tools/bench/train_peer_torch.py" --device cuda --dtype bf16 \
+      --batch "$B16" --seq 1024 --steps 10 --warmup 3 | grep '^train_peer_torch')
+  fi
+  echo "$peer"
+  local ours theirs
+  ours=$(grep -o 'tokens_per_s=[0-9.]*' <<<"$out" | cut -d= -f2)
+  theirs=$(grep -o 'tok_s=[0-9.]*' <<<"$peer" | cut -d= -f2)
+  [ -n "$ours" ] && [ -n "$theirs" ] && awk -v a="$ours" -v b="$theirs" 'BEGIN {
+    printf "ingot vs PyTorch on the GPU: %.0f vs %.0f tokens/s = %.2fx (goal >= 1)\n", a, b, a / b }'
+  return 0
+}
+
+if [ "${2:-}" = cuda ]; then
+  bench_cuda
+  exit 0
+fi
 
 if [ "${2:-}" = train ]; then
   bench_train

@@ -16,6 +16,13 @@ norm), AdamW. The loss is the cross-entropy over all 50304 logit columns (nanoGP
 padded columns never hold a target, ingot's kernel skips them: the same work within 0.1%).
 
     python3 train_peer_torch.py [--threads 2] [--batch 4] [--seq 64] [--steps 5] [--warmup 2]
+    python3 train_peer_torch.py --device cuda --dtype bf16 --compile --batch 16 --seq 1024
+
+On a GPU (bench_cuda's peer, `make bench-cuda`): the same model and step on cuda:0, in bf16
+autocast (fp32 weights, AdamW state and reductions, as ingot's CUDA backend keeps them) with
+PyTorch's fused attention (scaled_dot_product_attention, causal) and fused AdamW where this torch
+has them, compiled with torch.compile when --compile is given and this torch has it; the step is
+timed between CUDA synchronisations and the memory is torch.cuda.max_memory_allocated.
 
 Prints one machine-readable line, "train_peer_torch k=v ...": the median step time, tokens/s and
 the process's peak resident memory (getrusage; the interpreter and torch included, and the same
@@ -37,6 +44,9 @@ def parse_args():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
     return ap.parse_args()
 
 
@@ -73,6 +83,11 @@ class Block(nn.Module):
         q = q.view(B, T, HEADS, hs).transpose(1, 2)
         k = k.view(B, T, HEADS, hs).transpose(1, 2)
         v = v.view(B, T, HEADS, hs).transpose(1, 2)
+        if ARGS.device == "cuda" and hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.attn_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
         # torch 1.13 has no fused attention on the CPU: scores, causal mask, softmax, weighted sum
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
@@ -105,7 +120,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.h:
             x = block(x, self.mask)
         logits = self.ln_f(x) @ self.wte.weight.t()  # tied embeddings
@@ -117,33 +132,57 @@ def main():
     rss0 = rss_mib()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
-    model = GPT()
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("train_peer_torch: skipped: torch sees no CUDA device")
+        return 0
+    dev = torch.device(a.device)
+    model = GPT().to(dev)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = 0
+    try:
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+        fused = int(cuda)
+    except TypeError:  # a torch without fused AdamW
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+    step_model = model
+    compiled = 0
+    if a.compile and hasattr(torch, "compile"):
+        step_model = torch.compile(model)
+        compiled = 1
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, VOCAB, (a.batch, a.seq + 1), generator=g)
-    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    x, y = tokens[:, :-1].contiguous().to(dev), tokens[:, 1:].contiguous().to(dev)
+    bf16 = a.dtype == "bf16"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     times, losses = [], []
     for i in range(a.warmup + a.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync()
         dt = time.perf_counter() - t0
         losses.append(loss.item())
         if i >= a.warmup:
             times.append(dt)
     step = statistics.median(times)
-    print(f"train_peer_torch B={a.batch} T={a.seq} threads={a.threads} step_s={step:.3f} "
+    mem = f" mem_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else ""
+    print(f"train_peer_torch device={a.device} dtype={a.dtype} compile={compiled} fused_adamw={fused} "
+          f"B={a.batch} T={a.seq} threads={a.threads} step_s={step:.4f} "
           f"step_min={min(times):.3f} step_max={max(times):.3f} steps={a.steps} "
           f"tok_s={a.batch * a.seq / step:.1f} rss_mib={rss_mib():.0f} rss_start_mib={rss0:.0f} "
-          f"loss_first={losses[0]:.3f} loss_last={losses[-1]:.3f} torch={torch.__version__}")
+          f"loss_first={losses[0]:.3f} loss_last={losses[-1]:.3f}{mem} torch={torch.__version__}")
     return 0
 
 
