@@ -77,7 +77,8 @@ typedef struct scan {
 
 static void note_match(const char *path, void *arg) {
     scan *s = arg;
-    if (s->n++ == 0) snprintf(s->first, sizeof s->first, "%s", path);
+    /* a path longer than the buffer is shown cut short (the precision says so to -Wformat) */
+    if (s->n++ == 0) snprintf(s->first, sizeof s->first, "%.*s", (int)sizeof s->first - 1, path);
 }
 
 static void remove_file(const char *path, void *arg) {

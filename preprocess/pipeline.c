@@ -1,16 +1,25 @@
 /* pipeline.c - the text pipeline: inputs -> tokens -> Megatron-compatible shards.
  *
- * Three stages, so that the output is byte-identical for any number of workers:
- *   reader thread   reads records in file order and packs them into numbered batches;
+ * Three stages, so that the output is byte-identical for any number of workers and readers:
+ *   reader threads  each take the next "unit" of the input (a file, or a byte range of a large
+ *                   .jsonl / line-mode .txt) and pack its records into batches numbered within
+ *                   the unit;
  *   worker threads  parse (JSON, UTF-8) and tokenize whole batches, in any order;
- *   writer (caller) takes batches back in their numbered order, drops duplicates and bad
- *                   records, and appends documents to the shard writers.
- * Batches come from a fixed pool, so memory is bounded by the pool size whatever the input size.
+ *   writer (caller) takes batches back unit by unit, each in its numbered order, drops duplicates
+ *                   and bad records, and appends documents to the shard writers.
+ * One reader decompresses and splits lines at about 1 GB/s, enough for some 15 workers; several
+ * readers read several files, or ranges of one file, at once. A reader's errors travel with its
+ * records (as the unit's last record), so the writer meets them in input order whatever the
+ * readers' timing. Records carry line numbers counted from their unit's first line; the writer,
+ * which has seen the units before, knows the file's line when it must name one.
+ * Batches come from a fixed pool, so memory is bounded by the pool size whatever the input size;
+ * readers ahead of the writer's unit leave a reserve of batches to the unit it waits for.
  * Manifests are written only once every shard of the run is complete: a run killed at any
  * moment leaves no shard that `ingot verify` accepts.
  */
 #include "preprocess/preprocess.h"
 #include "output_internal.h"
+#include "reader_internal.h"
 
 #include <errno.h>
 #include <dirent.h>
@@ -35,10 +44,17 @@
 #define BATCH_SHRINK_BYTES (4 * (size_t)BATCH_BYTES)
 #define TOKENS_SHRINK_IDS  ((size_t)1 << 21)
 #define POOL_PER_WORKER    4 /* batches in flight per worker: reading ahead and writing behind */
+/* Several readers: a large .jsonl or line-mode .txt is read as byte ranges of this size (a range
+ * reads on to the end of its last line, up to 1 MiB more), and each reader past the first adds
+ * enough batches to the pool to hold about one range read ahead of the writer. */
+#define SPLIT_BYTES_DEFAULT ((uint64_t)8 << 20)
+#define POOL_PER_READER     32
+#define THREADS_PER_READER  16 /* default: one reader per 16 threads of the budget */
 
 typedef struct batch {
-    uint64_t seq;
-    size_t file;
+    uint64_t seq; /* within its unit */
+    size_t unit, file;
+    ig_status rerr; /* IG_OK, or the reader's error: the last record, msg its message */
     size_t n, cap;
     char *buf; /* the records' bytes, back to back */
     size_t len, bcap;
@@ -54,6 +70,18 @@ typedef struct batch {
     uint64_t pushed;   /* bytes counted in pipeline.inflight */
     struct batch *next;
 } batch;
+
+/* What one reader reads at a time: a file, or the lines starting in a byte range of one. */
+typedef struct unit {
+    size_t file;
+    uint64_t begin, end; /* a range; a whole file: 0, UINT64_MAX */
+    int range;           /* read with ig_record_reader_open_range */
+    /* under pipeline.mu */
+    uint64_t n_batches; /* pushed so far; final once done */
+    uint64_t lines;     /* lines read (set when done) */
+    uint64_t inflight;  /* bytes of its batches pushed and not yet given back */
+    int done;
+} unit;
 
 typedef struct out_key {
     char *base; /* OUT or OUT_KEY (and _rRRRR) */
@@ -82,8 +110,15 @@ typedef struct pipeline {
     size_t pool_n;
     uint64_t inflight; /* bytes of the batches pushed and not yet given back */
     batch *free_list, *todo_head, *todo_tail, *done;
-    int reader_done;
-    uint64_t n_batches;
+    size_t n_free;
+    size_t reserve; /* free batches only the writer's unit may take */
+    unit *units;
+    size_t n_units;
+    size_t next_unit; /* the next unit a reader takes */
+    size_t w_unit;    /* the unit the writer takes batches from */
+    size_t cut_file;  /* a file skipped from a reader's error on (--on-error skip); SIZE_MAX */
+    int n_readers, readers_left;
+    int reader_done; /* every reader finished */
     int stop;
     ig_status fail;
     ig_err ferr;
@@ -133,12 +168,25 @@ static void fail(pipeline *p, ig_status status, const ig_err *e) {
     pthread_mutex_unlock(&p->mu);
 }
 
-static batch *take_free(pipeline *p) {
+/* Whether the reader of unit u may take a free batch now. The writer's unit may always have one
+ * batch in flight and then up to INFLIGHT_BYTES; the units ahead of it share another
+ * INFLIGHT_BYTES and leave `reserve` free batches to it, so that the writer never waits on a unit
+ * that cannot get a batch. Call with mu held. */
+static int may_take(const pipeline *p, size_t u) {
+    if (!p->free_list) return 0;
+    uint64_t own = p->w_unit < p->n_units ? p->units[p->w_unit].inflight : 0;
+    if (u == p->w_unit) return own < INFLIGHT_BYTES;
+    return p->n_free > p->reserve && p->inflight - own < INFLIGHT_BYTES;
+}
+
+static batch *take_free(pipeline *p, size_t u) {
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && (!p->free_list || p->inflight >= INFLIGHT_BYTES))
-        pthread_cond_wait(&p->cv_free, &p->mu);
+    while (!p->stop && !may_take(p, u)) pthread_cond_wait(&p->cv_free, &p->mu);
     batch *b = p->stop ? NULL : p->free_list;
-    if (b) p->free_list = b->next;
+    if (b) {
+        p->free_list = b->next;
+        p->n_free--;
+    }
     pthread_mutex_unlock(&p->mu);
     return b;
 }
@@ -155,6 +203,7 @@ static void batch_reset(pipeline *p, batch *b) {
     for (size_t k = 0; k < p->n_keys; k++)
         if (b->toks[k].cap > TOKENS_SHRINK_IDS) ig_tokens_free(&b->toks[k]);
     b->n = b->len = 0;
+    b->rerr = IG_OK;
     b->text_bytes = b->bytes_in = 0;
     for (size_t k = 0; k < p->n_keys; k++) b->toks[k].n = 0;
     for (size_t i = 0; i < b->cap; i++) {
@@ -169,18 +218,23 @@ static void give_free(pipeline *p, batch *b) {
     batch_reset(p, b);
     pthread_mutex_lock(&p->mu);
     p->inflight -= pushed;
+    p->units[b->unit].inflight -= pushed;
     b->next = p->free_list;
     p->free_list = b;
-    pthread_cond_signal(&p->cv_free);
+    p->n_free++;
+    /* readers wait on different conditions (their unit's): wake them all */
+    pthread_cond_broadcast(&p->cv_free);
     pthread_mutex_unlock(&p->mu);
 }
 
-static void push_todo(pipeline *p, batch *b) {
+static void push_todo(pipeline *p, batch *b, size_t u) {
     pthread_mutex_lock(&p->mu);
-    b->seq = p->n_batches++;
+    b->unit = u;
+    b->seq = p->units[u].n_batches++;
     b->next = NULL;
     b->pushed = b->len;
     p->inflight += b->len;
+    p->units[u].inflight += b->len;
     if (p->todo_tail)
         p->todo_tail->next = b;
     else
@@ -243,85 +297,103 @@ static ig_status batch_append(ig_ctx *ctx, batch *b, const ig_record *rec, ig_er
 
 /* ---- reader thread -------------------------------------------------------------------------- */
 
-/* With --on-error skip, a file the reader cannot go on with (a corrupt or truncated .zst, a record
- * past the size limit) is one bad record: an empty record whose message is already set, so that
- * the workers pass it by and the writer counts and reports it in order with the others. */
-static ig_status add_bad_file(ig_ctx *ctx, batch *b, size_t f, const ig_err *why, ig_err *err) {
+/* A reader's error ends its unit as one more record, an empty one whose message is set, so that
+ * the workers pass it by and the writer meets it in input order: with --on-error skip a format
+ * error (a corrupt or truncated .zst, a record past the size limit) is a bad record and the rest
+ * of the file is skipped; any other error, or any error without skip, stops the run there. */
+static ig_status add_reader_error(ig_ctx *ctx, batch *b, size_t f, ig_status why_st,
+                                  const ig_err *why, ig_err *err) {
     ig_record rec = {"", 0, 0, 0};
     if (b->n == 0) b->file = f;
     ig_status st = batch_append(ctx, b, &rec, err);
     if (st != IG_OK) return st;
-    b->msg[b->n - 1] = ig_asprintf(ctx, "%s (the rest of this file is skipped)", why->msg);
+    b->msg[b->n - 1] = ig_strdup(ctx, why->msg);
     if (!b->msg[b->n - 1]) {
         b->n--;
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
+    b->rerr = why_st;
     return IG_OK;
+}
+
+static ig_status open_unit(pipeline *p, const unit *un, ig_record_reader **r, ig_err *err) {
+    size_t f = un->file;
+    ig_status st = un->range ? ig_record_reader_open_range(r, p->ctx, p->files[f], p->kinds[f],
+                                                           un->begin, un->end, err)
+                             : ig_record_reader_open(r, p->ctx, p->files[f], p->kinds[f], err);
+    if (st == IG_OK && p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(*r, p->sizes[f]);
+    return st;
+}
+
+/* Input bytes a unit has consumed: a range's reader reads on past its end to finish its last
+ * line, bytes that the next range counts; on an error, everything read up to it (as a reader
+ * of the whole file would have). */
+static uint64_t unit_bytes(const unit *un, const ig_record_reader *r, int error) {
+    uint64_t now = ig_record_reader_bytes_in(r);
+    return !error && now > un->end ? un->end : now;
+}
+
+/* Reads unit u into batches. Returns when the unit is read (its last batch, holding its error if
+ * any, pushed) or the run stopped. */
+static void read_unit(pipeline *p, size_t u) {
+    unit *un = &p->units[u];
+    size_t f = un->file;
+    ig_err err = {0};
+    ig_record_reader *r = NULL;
+    ig_status st = open_unit(p, un, &r, &err);
+    batch *b = take_free(p, u);
+    uint64_t consumed = un->begin;
+    while (b && st == IG_OK) {
+        ig_record rec;
+        int has = 0;
+        if ((st = ig_record_reader_next(r, &rec, &has, &err)) != IG_OK || !has) break;
+        if (b->n == 0) b->file = f;
+        if ((st = batch_append(p->ctx, b, &rec, &err)) != IG_OK) break;
+        if (b->n == b->cap || b->len >= BATCH_BYTES) {
+            uint64_t now = unit_bytes(un, r, 0);
+            b->bytes_in = now - consumed;
+            consumed = now;
+            push_todo(p, b, u);
+            b = take_free(p, u);
+        }
+    }
+    if (b) {
+        ig_err aerr = {0};
+        ig_status ast = st == IG_OK ? IG_OK : add_reader_error(p->ctx, b, f, st, &err, &aerr);
+        if (ast != IG_OK) {
+            fail(p, ast, &aerr);
+            give_free(p, b);
+        } else {
+            /* the last batch goes even when empty: its bytes count */
+            if (r) b->bytes_in = unit_bytes(un, r, st != IG_OK) - consumed;
+            b->file = f;
+            pthread_mutex_lock(&p->mu);
+            un->lines = r ? ig_record_reader_lines(r) : 0;
+            pthread_mutex_unlock(&p->mu);
+            push_todo(p, b, u);
+        }
+    }
+    ig_record_reader_close(r);
 }
 
 static void *reader_main(void *arg) {
     pipeline *p = arg;
-    ig_err err = {0};
-    for (size_t f = 0; f < p->n_files; f++) {
-        ig_record_reader *r = NULL;
-        ig_status st = ig_record_reader_open(&r, p->ctx, p->files[f], p->kinds[f], &err);
-        if (st != IG_OK) {
-            fail(p, st, &err);
-            break;
-        }
-        if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
-        batch *b = take_free(p);
-        uint64_t consumed = 0;
-        while (b) {
-            ig_record rec;
-            int has = 0;
-            st = ig_record_reader_next(r, &rec, &has, &err);
-            if (st == IG_ERR_FORMAT && p->o->on_error == IG_ON_ERROR_SKIP &&
-                (st = add_bad_file(p->ctx, b, f, &err, &err)) == IG_OK)
-                break; /* on to the next file */
-            if (st != IG_OK) {
-                fail(p, st, &err);
-                give_free(p, b);
-                b = NULL;
-                break;
-            }
-            if (!has) break;
-            if (b->n == 0) b->file = f;
-            if ((st = batch_append(p->ctx, b, &rec, &err)) != IG_OK) {
-                fail(p, st, &err);
-                give_free(p, b);
-                b = NULL;
-                break;
-            }
-            if (b->n == b->cap || b->len >= BATCH_BYTES) {
-                uint64_t now = ig_record_reader_bytes_in(r);
-                b->bytes_in = now - consumed;
-                consumed = now;
-                push_todo(p, b);
-                b = take_free(p);
-            }
-        }
-        if (b) {
-            uint64_t now = ig_record_reader_bytes_in(r);
-            b->bytes_in = now - consumed;
-            if (b->n > 0) {
-                b->file = f;
-                push_todo(p, b);
-            } else {
-                if (p->progress) ig_progress_add(p->progress, b->bytes_in);
-                give_free(p, b);
-            }
-        }
-        ig_record_reader_close(r);
-        pthread_mutex_lock(&p->mu);
-        int stop = p->stop;
-        pthread_mutex_unlock(&p->mu);
-        if (stop) break;
-    }
     pthread_mutex_lock(&p->mu);
-    p->reader_done = 1;
-    pthread_cond_broadcast(&p->cv_done);
-    pthread_cond_broadcast(&p->cv_todo);
+    while (!p->stop && p->next_unit < p->n_units) {
+        size_t u = p->next_unit++;
+        /* a file skipped from an earlier unit's error on: nothing of it is written */
+        int cut = p->units[u].file == p->cut_file;
+        pthread_mutex_unlock(&p->mu);
+        if (!cut) read_unit(p, u);
+        pthread_mutex_lock(&p->mu);
+        p->units[u].done = 1;
+        pthread_cond_broadcast(&p->cv_done);
+    }
+    if (--p->readers_left == 0) {
+        p->reader_done = 1;
+        pthread_cond_broadcast(&p->cv_done);
+        pthread_cond_broadcast(&p->cv_todo);
+    }
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
@@ -491,19 +563,51 @@ static ig_status write_doc(pipeline *p, out_key *ok, const int32_t *ids, size_t 
     return ig_shard_writer_add_document(ok->w, ids, n, err);
 }
 
-static ig_status write_batch(pipeline *p, batch *b, size_t *tok_pos, ig_err *err) {
+/* Why record i of b is bad, naming the file's line: a worker named the line counted from its
+ * unit's first line, so for a unit that starts after line_base lines of its file the record is
+ * parsed again (here, only for the message) with the file's line number. */
+static const char *bad_record_msg(pipeline *p, const batch *b, size_t i, uint64_t line_base,
+                                  ig_err *tmp) {
+    if (line_base == 0 || b->rerr != IG_OK) return b->msg[i];
+    ig_record rec = {b->buf + b->off[i], b->rlen[i], b->line[i] + line_base, 0};
+    ig_doc doc;
+    if (ig_record_parse(&rec, p->kinds[b->file], p->files[b->file], p->keys, p->n_keys, &doc,
+                        tmp) == IG_OK) {
+        ig_doc_release(&doc); /* cannot happen: a worker found it bad */
+        return b->msg[i];
+    }
+    return tmp->msg;
+}
+
+/* Appends the documents of b. line_base: the lines of b's file before b's unit. */
+static ig_status write_batch(pipeline *p, batch *b, uint64_t line_base, size_t *tok_pos,
+                             ig_err *err) {
     ig_preprocess_stats *st = p->st;
     for (size_t k = 0; k < p->n_keys; k++) tok_pos[k] = 0;
     for (size_t i = 0; i < b->n; i++) {
         st->docs_read++;
         int keep = 1;
-        if (b->msg[i]) {
+        if (b->msg[i] && b->rerr != IG_OK && i == b->n - 1) { /* the reader's error */
+            if (b->rerr != IG_ERR_FORMAT || p->o->on_error == IG_ON_ERROR_FAIL)
+                return ig_err_set(err, b->rerr, "%s", b->msg[i]);
+            if (st->n_reported < IG_PREPROCESS_MAX_REPORTED)
+                snprintf(st->reported[st->n_reported++], sizeof st->reported[0],
+                         "%s (the rest of this file is skipped)", b->msg[i]);
+            st->docs_skipped++;
+            pthread_mutex_lock(&p->mu);
+            p->cut_file = b->file; /* its later units are not written (nor read, if not begun) */
+            pthread_mutex_unlock(&p->mu);
+            keep = 0;
+        } else if (b->msg[i]) {
+            ig_err tmp = {0};
+            const char *why = bad_record_msg(p, b, i, line_base, &tmp);
             if (p->o->on_error == IG_ON_ERROR_FAIL) {
-                ig_err_set(err, IG_ERR_FORMAT, "%s", b->msg[i]);
+                ig_err_set(err, IG_ERR_FORMAT, "%s", why);
                 return ig_err_fix(err, "on_error", "skip");
             }
             if (st->n_reported < IG_PREPROCESS_MAX_REPORTED)
-                snprintf(st->reported[st->n_reported++], sizeof st->reported[0], "%s", b->msg[i]);
+                snprintf(st->reported[st->n_reported++], sizeof st->reported[0], "%.*s",
+                         (int)sizeof st->reported[0] - 1, why);
             st->docs_skipped++;
             keep = 0;
         } else if (p->o->dedup_exact) {
@@ -544,8 +648,8 @@ static void show_progress(pipeline *p, uint64_t bytes, double t0, double *last, 
     *last = now;
 }
 
-/* With one thread: read, tokenize and write batch by batch on the calling thread (the same
- * batches as the threaded pipeline, so the same output). */
+/* With one thread: read, tokenize and write batch by batch on the calling thread, file by file
+ * (the same documents as the threaded pipeline, so the same output). */
 static ig_status run_inline(pipeline *p, ig_err *err) {
     size_t tok_pos[IG_MAX_JSON_KEYS];
     double t0 = ig_now(), last = 0;
@@ -553,36 +657,32 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
     ig_status st = ig_encoder_create(&enc, p->o->tokenizer, err);
     batch *b = p->free_list;
     for (size_t f = 0; st == IG_OK && f < p->n_files; f++) {
+        unit whole = {.file = f, .end = UINT64_MAX};
         ig_record_reader *r = NULL;
-        if ((st = ig_record_reader_open(&r, p->ctx, p->files[f], p->kinds[f], err)) != IG_OK) break;
-        if (p->sizes[f] != UINT64_MAX) ig_record_reader_expect_size(r, p->sizes[f]);
+        ig_err rerr = {0};
+        ig_status rst = open_unit(p, &whole, &r, &rerr);
         uint64_t consumed = 0;
         for (int more = 1; st == IG_OK && more;) {
             ig_record rec;
             int has = 0;
-            if ((st = ig_record_reader_next(r, &rec, &has, err)) != IG_OK) {
-                /* as reader_main: with --on-error skip, a file the reader cannot go on with is
-                 * one bad record, and the run goes on with the next file */
-                if (st != IG_ERR_FORMAT || p->o->on_error != IG_ON_ERROR_SKIP) break;
-                ig_err why = *err;
-                if ((st = add_bad_file(p->ctx, b, f, &why, err)) != IG_OK) break;
-                has = 0;
-            }
-            if (has) {
+            if (rst == IG_OK && (rst = ig_record_reader_next(r, &rec, &has, &rerr)) == IG_OK &&
+                has) {
                 b->file = f;
-                if ((st = batch_append(p->ctx, b, &rec, err)) != IG_OK) break;
+                st = batch_append(p->ctx, b, &rec, err);
             }
-            more = has;
-            if (b->n == 0 || (has && b->n < b->cap && b->len < BATCH_BYTES)) continue;
-            uint64_t now = ig_record_reader_bytes_in(r);
+            /* as read_unit: the reader's error is the file's last record */
+            if (st == IG_OK && rst != IG_OK) st = add_reader_error(p->ctx, b, f, rst, &rerr, err);
+            more = st == IG_OK && rst == IG_OK && has;
+            if (st != IG_OK || (more && b->n < b->cap && b->len < BATCH_BYTES)) continue;
+            uint64_t now = r ? ig_record_reader_bytes_in(r) : 0;
             b->bytes_in = now - consumed;
             consumed = now;
+            b->file = f;
             st = tokenize_batch(p, enc, b, err);
-            if (st == IG_OK) st = write_batch(p, b, tok_pos, err);
+            if (st == IG_OK) st = write_batch(p, b, 0, tok_pos, err);
             show_progress(p, b->bytes_in, t0, &last, 0);
             batch_reset(p, b);
         }
-        if (st == IG_OK) show_progress(p, ig_record_reader_bytes_in(r) - consumed, t0, &last, 0);
         ig_record_reader_close(r);
     }
     show_progress(p, 0, t0, &last, 1);
@@ -592,27 +692,37 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
 
 static ig_status run_writer(pipeline *p, ig_err *err) {
     size_t tok_pos[IG_MAX_JSON_KEYS];
-    uint64_t next = 0;
+    uint64_t next = 0, line_base = 0;
+    size_t u = 0;
     double t0 = ig_now(), last = 0;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         batch *b = NULL;
-        for (;;) {
-            if (p->stop) break;
+        while (!p->stop && u < p->n_units) {
             batch **pp = &p->done;
-            while (*pp && (*pp)->seq != next) pp = &(*pp)->next;
+            while (*pp && ((*pp)->unit != u || (*pp)->seq != next)) pp = &(*pp)->next;
             if (*pp) {
                 b = *pp;
                 *pp = b->next;
                 break;
             }
-            if (p->reader_done && next == p->n_batches) break;
+            if (p->units[u].done && next == p->units[u].n_batches) { /* on to the next unit */
+                line_base = u + 1 < p->n_units && p->units[u + 1].file == p->units[u].file
+                                ? line_base + p->units[u].lines
+                                : 0;
+                p->w_unit = ++u;
+                next = 0;
+                pthread_cond_broadcast(&p->cv_free); /* its reader may take the reserve */
+                continue;
+            }
             pthread_cond_wait(&p->cv_done, &p->mu);
         }
+        int cut = b && b->file == p->cut_file;
         pthread_mutex_unlock(&p->mu);
         if (!b) break;
-        ig_status st = write_batch(p, b, tok_pos, err);
-        show_progress(p, b->bytes_in, t0, &last, 0);
+        /* a file skipped from a reader's error on: its later units' records are not written */
+        ig_status st = cut ? IG_OK : write_batch(p, b, line_base, tok_pos, err);
+        show_progress(p, cut ? 0 : b->bytes_in, t0, &last, 0);
         give_free(p, b);
         if (st != IG_OK) return st;
         next++;
@@ -766,8 +876,39 @@ static ig_status check_name_lengths(const pipeline *p, ig_err *err) {
                       p->o->output_prefix, worst, worst_len, NAME_MAX);
 }
 
+/* The units the readers take, in input order: each file whole, or, with several readers
+ * (split), a regular .jsonl or line-mode .txt file larger than the split size as byte ranges
+ * of that size. */
+static ig_status plan_units(pipeline *p, int split, ig_err *err) {
+    uint64_t size = p->o->split_size ? p->o->split_size : SPLIT_BYTES_DEFAULT;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (size_t f = 0; f < p->n_files; f++) {
+            uint64_t fsize = p->sizes[f];
+            int ranges = split && fsize != UINT64_MAX && fsize > size &&
+                         (p->kinds[f] == IG_INPUT_JSONL || p->kinds[f] == IG_INPUT_TXT_LINES);
+            uint64_t pieces = ranges ? (fsize + size - 1) / size : 1;
+            for (uint64_t k = 0; k < pieces; k++, n++) {
+                if (pass == 0) continue;
+                unit *un = &p->units[n];
+                un->file = f;
+                un->range = ranges;
+                un->begin = k * size;
+                un->end = k + 1 < pieces ? (k + 1) * size : UINT64_MAX;
+            }
+        }
+        if (pass == 0) {
+            p->units = ig_calloc(p->ctx, n ? n : 1, sizeof *p->units);
+            if (!p->units) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        }
+    }
+    p->n_units = n;
+    return IG_OK;
+}
+
 /* Everything before the output is touched: the inputs (this rank's share), the output names,
- * the batch pool. */
+ * the units of reading, the batch pool. */
 static ig_status setup(pipeline *p, ig_err *err) {
     char **all = NULL;
     size_t n_all = 0;
@@ -780,8 +921,18 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if ((s = check_name_lengths(p, err)) != IG_OK) return s;
     int threads = p->o->threads > 0 ? p->o->threads : ig_ctx_threads(p->ctx);
     if (threads > 257) threads = 257;
-    p->n_workers = threads - 1; /* and the reader; 0: all on the calling thread */
-    p->pool_n = p->n_workers ? (size_t)p->n_workers * POOL_PER_WORKER + 2 : 1;
+    int readers =
+        p->o->readers > 0 ? p->o->readers : (threads + THREADS_PER_READER - 1) / THREADS_PER_READER;
+    if (threads < 2) readers = 0; /* all on the calling thread */
+    if ((s = plan_units(p, readers > 1, err)) != IG_OK) return s;
+    if ((size_t)readers > p->n_units) readers = p->n_units ? (int)p->n_units : 1;
+    p->n_readers = readers;
+    /* the readers come out of the thread budget, but one worker at least */
+    p->n_workers = readers == 0 ? 0 : threads - readers > 1 ? threads - readers : 1;
+    p->pool_n = p->n_workers ? (size_t)p->n_workers * POOL_PER_WORKER + 2 +
+                                   (size_t)(readers - 1) * POOL_PER_READER
+                             : 1;
+    p->reserve = readers > 1 ? (size_t)p->n_workers + 1 : 0;
     p->pool = ig_calloc(p->ctx, p->pool_n, sizeof *p->pool);
     if (!p->pool) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < p->pool_n; i++) {
@@ -789,6 +940,7 @@ static ig_status setup(pipeline *p, ig_err *err) {
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory allocating batches");
         p->pool[i].next = p->free_list;
         p->free_list = &p->pool[i];
+        p->n_free++;
     }
     return IG_OK;
 }
@@ -811,14 +963,30 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         p->progress = NULL;
         return s;
     }
-    pthread_t reader, *workers = ig_calloc(p->ctx, (size_t)p->n_workers, sizeof *workers);
-    int reader_started = 0, n_started = 0;
-    if (!workers) {
+    pthread_t *readers = ig_calloc(p->ctx, (size_t)p->n_readers, sizeof *readers);
+    pthread_t *workers = ig_calloc(p->ctx, (size_t)p->n_workers, sizeof *workers);
+    int readers_started = 0, n_started = 0;
+    if (!workers || !readers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    } else if (ig_thread_start(&reader, reader_main, p) != 0) {
-        s = ig_err_set(err, IG_ERR_IO, "cannot start the reader thread");
     } else {
-        reader_started = 1;
+        p->readers_left = p->n_readers;
+        for (; readers_started < p->n_readers; readers_started++)
+            if (ig_thread_start(&readers[readers_started], reader_main, p) != 0) break;
+        if (readers_started < p->n_readers) {
+            /* the ones started read every unit; the others will not count down */
+            pthread_mutex_lock(&p->mu);
+            p->readers_left -= p->n_readers - readers_started;
+            if (p->readers_left == 0) {
+                p->reader_done = 1;
+                pthread_cond_broadcast(&p->cv_todo);
+                pthread_cond_broadcast(&p->cv_done);
+            }
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    if (s == IG_OK && readers_started == 0) {
+        s = ig_err_set(err, IG_ERR_IO, "cannot start the reader thread");
+    } else if (s == IG_OK) {
         for (; n_started < p->n_workers; n_started++)
             if (ig_thread_start(&workers[n_started], worker_main, p) != 0) {
                 ig_err e;
@@ -829,9 +997,10 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         s = run_writer(p, err);
         if (s != IG_OK) fail(p, s, err);
     }
-    if (reader_started) pthread_join(reader, NULL);
+    for (int i = 0; i < readers_started; i++) pthread_join(readers[i], NULL);
     for (int i = 0; i < n_started; i++) pthread_join(workers[i], NULL);
     ig_free(p->ctx, workers);
+    ig_free(p->ctx, readers);
     ig_progress_finish(p->progress);
     p->progress = NULL;
     return s;
@@ -906,6 +1075,7 @@ static void pipeline_free(pipeline *p) {
     ig_free(ctx, p->files);
     ig_free(ctx, p->kinds);
     ig_free(ctx, p->sizes);
+    ig_free(ctx, p->units);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_free);
     pthread_cond_destroy(&p->cv_todo);
@@ -924,7 +1094,7 @@ ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
     if (s != IG_OK) return s;
 
     double t0 = ig_now();
-    pipeline p = {.ctx = ctx, .o = opts, .st = st, .rank = 0, .world = 1};
+    pipeline p = {.ctx = ctx, .o = opts, .st = st, .rank = 0, .world = 1, .cut_file = SIZE_MAX};
     if (opts->comm) {
         p.rank = ig_comm_rank(opts->comm);
         p.world = ig_comm_size(opts->comm);

@@ -186,8 +186,14 @@ typedef struct ig_preprocess_opts {
     int allow_special;             /* special-token strings in the text are special tokens */
     int txt_lines;                 /* .txt: a document per line instead of per file */
     int threads; /* threads the run may use, all of them together: 1 reads, tokenizes and writes
-                    on the calling thread; N >= 2 starts one reader and N - 1 tokenizing workers
-                    (the calling thread writes); 0: the context's thread count */
+                    on the calling thread; N >= 2 starts R readers and N - R tokenizing workers
+                    (at least one; the calling thread writes); 0: the context's thread count */
+    int readers; /* R, reader threads (with threads >= 2): 0: one per 16 threads; never more
+                    than the units there are to read (files, and ranges of large files) */
+    /* with R >= 2, a regular .jsonl or line-mode .txt file larger than this is read as byte
+     * ranges of this size, several at once (ranges split at lines, so any size gives the same
+     * output); 0: 8 MiB */
+    uint64_t split_size;
     uint64_t shard_size; /* .bin bytes per shard (split at documents); 0: one shard */
     int dedup_exact;     /* drop documents whose text's XXH3-128 was seen before */
     /* bad records: fail (default) or skip and count; with skip, a file the reader cannot go on

@@ -57,6 +57,12 @@ struct ig_record_reader {
     char *lbuf;    /* line buffer for lines that straddle windows */
     size_t llen, lcap;
     int txt_done; /* IG_INPUT_TXT: the single record was returned */
+
+    /* a byte range of a file (ig_record_reader_open_range): the lines that start in it */
+    uint64_t range_end;   /* no line starting at or past this offset is read (UINT64_MAX) */
+    int skip_partial;     /* the range starts inside a line: skip to the first '\n' first */
+    uint64_t range_first; /* where the range's first line starts (0: at the file's start) */
+    int64_t lines_before; /* the file's lines before range_first; -1: not counted yet */
 };
 
 static ig_status reader_alloc(ig_record_reader **out, ig_ctx *ctx, const char *name,
@@ -69,6 +75,8 @@ static ig_status reader_alloc(ig_record_reader **out, ig_ctx *ctx, const char *n
     r->kind = kind;
     r->max_record = IG_RECORD_MAX_DEFAULT;
     r->last_ret = 1; /* nothing decoded yet: an empty .zst is truncated, not empty */
+    r->range_end = UINT64_MAX;
+    r->lines_before = -1;
     r->path = ig_strdup(ctx, name);
     if (!r->path) goto nomem;
     if (kind == IG_INPUT_JSONL_ZST) {
@@ -88,7 +96,7 @@ ig_status ig_record_reader_open(ig_record_reader **out, ig_ctx *ctx, const char 
     *out = NULL;
     if (!path || (unsigned)kind > IG_INPUT_TXT_LINES)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_record_reader_open: bad path or kind");
-    ig_record_reader *r;
+    ig_record_reader *r = NULL;
     ig_status st = reader_alloc(&r, ctx, path, kind, err);
     if (st != IG_OK) return st;
     r->in = ig_alloc(ctx, READ_BUF_SIZE);
@@ -121,6 +129,49 @@ ig_status ig_record_reader_open(ig_record_reader **out, ig_ctx *ctx, const char 
     return IG_OK;
 }
 
+ig_status ig_record_reader_open_range(ig_record_reader **out, ig_ctx *ctx, const char *path,
+                                      ig_input_kind kind, uint64_t begin, uint64_t end,
+                                      ig_err *err) {
+    *out = NULL;
+    if (kind != IG_INPUT_JSONL && kind != IG_INPUT_TXT_LINES)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: only .jsonl and line-mode .txt files can be read by byte ranges",
+                          path);
+    if (!strcmp(path, "-") || begin > end)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: no byte range %llu..%llu to read", path,
+                          (unsigned long long)begin, (unsigned long long)end);
+    ig_record_reader *r = NULL;
+    ig_status st = ig_record_reader_open(&r, ctx, path, kind, err);
+    if (st != IG_OK) return st;
+    r->range_end = end;
+    if (begin > 0) {
+        /* the range's first line starts at begin when a line ends just before it */
+        unsigned char before = 0;
+        ssize_t n;
+        while ((n = pread(r->fd, &before, 1, (off_t)(begin - 1))) < 0 && errno == EINTR) {
+        }
+        if (n < 0)
+            st = ig_err_errno(err, errno, "%s: read failed at byte offset %llu", path,
+                              (unsigned long long)(begin - 1));
+        if (st == IG_OK && lseek(r->fd, (off_t)begin, SEEK_SET) < 0)
+            st = ig_err_errno(err, errno, "%s: cannot seek to byte offset %llu", path,
+                              (unsigned long long)begin);
+        if (st != IG_OK) {
+            ig_record_reader_close(r);
+            return st;
+        }
+        /* n == 0: the file is shorter than the range's start; the first read says so */
+        r->skip_partial = n == 1 && before != '\n';
+        r->bytes_in = r->win_off = r->range_first = begin;
+    }
+    *out = r;
+    return IG_OK;
+}
+
+uint64_t ig_record_reader_lines(const ig_record_reader *r) {
+    return r->line;
+}
+
 void ig_record_reader_expect_size(ig_record_reader *r, uint64_t size) {
     r->expect_size = size;
 }
@@ -130,7 +181,7 @@ ig_status ig_record_reader_open_mem(ig_record_reader **out, ig_ctx *ctx, const c
     *out = NULL;
     if (!name || (!data && len) || (unsigned)kind > IG_INPUT_TXT_LINES)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "ig_record_reader_open_mem: bad arguments");
-    ig_record_reader *r;
+    ig_record_reader *r = NULL;
     ig_status st = reader_alloc(&r, ctx, name, kind, err);
     if (st != IG_OK) return st;
     r->mem = data;
@@ -171,8 +222,11 @@ static ig_status raw_next(ig_record_reader *r, ig_err *err) {
         }
         return IG_OK;
     }
+    /* reads end at multiples of the buffer size in the file, wherever reading started: a range
+     * reader meets the same chunks (and so reports the same offsets) as one from the start */
+    size_t want = READ_BUF_SIZE - (size_t)(r->bytes_in % READ_BUF_SIZE);
     for (;;) {
-        ssize_t n = read(r->fd, r->in, READ_BUF_SIZE);
+        ssize_t n = read(r->fd, r->in, want);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0)
             return ig_err_errno(err, errno, "%s: read failed at byte offset %llu", r->path,
@@ -266,11 +320,33 @@ static ig_status fill_window(ig_record_reader *r, ig_err *err) {
     }
 }
 
+/* The file's line number of the line being read, for a message. A range reader counts its lines
+ * from the range's first line; the lines before it are counted here, once, only when a message
+ * needs them (a pass over the file up to the range; when that read fails, the count so far). */
+static unsigned long long message_line(ig_record_reader *r) {
+    if (r->lines_before < 0) {
+        uint64_t count = 0, at = 0;
+        char buf[16384];
+        while (r->fd >= 0 && at < r->range_first) {
+            size_t want =
+                r->range_first - at < sizeof buf ? (size_t)(r->range_first - at) : sizeof buf;
+            ssize_t n = pread(r->fd, buf, want, (off_t)at);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            for (const char *q = buf, *e = buf + n; (q = memchr(q, '\n', (size_t)(e - q))); q++)
+                count++;
+            at += (uint64_t)n;
+        }
+        r->lines_before = (int64_t)count;
+    }
+    return (unsigned long long)((uint64_t)r->lines_before + r->line + 1);
+}
+
 static ig_status too_long(ig_record_reader *r, ig_err *err) {
     return ig_err_set(err, IG_ERR_FORMAT,
                       "%s:%llu: record longer than %zu bytes (is this really %s? a record must "
                       "fit in %zu bytes)",
-                      r->path, (unsigned long long)(r->line + 1), r->max_record,
+                      r->path, message_line(r), r->max_record,
                       r->kind == IG_INPUT_TXT ? "a text document" : "one JSON document per line",
                       r->max_record);
 }
@@ -284,7 +360,7 @@ static ig_status lbuf_append(ig_record_reader *r, const uint8_t *p, size_t n, ig
         char *nb = ig_realloc(r->ctx, r->lbuf, cap);
         if (!nb)
             return ig_err_set(err, IG_ERR_NOMEM, "%s:%llu: out of memory for a %zu-byte line",
-                              r->path, (unsigned long long)(r->line + 1), r->llen + n);
+                              r->path, message_line(r), r->llen + n);
         r->lbuf = nb;
         r->lcap = cap;
     }
@@ -293,9 +369,42 @@ static ig_status lbuf_append(ig_record_reader *r, const uint8_t *p, size_t n, ig
     return IG_OK;
 }
 
-/* The next physical line, without its '\n'. *has = 0 at the end of the input. */
+/* A range that starts inside a line: skips to just past the end of that line (which belongs to
+ * the range before), without buffering it or counting it. */
+static ig_status skip_partial_line(ig_record_reader *r, ig_err *err) {
+    ig_status st;
+    for (;;) {
+        if (r->win_pos == r->win_len) {
+            if (r->eof) break;
+            if ((st = fill_window(r, err)) != IG_OK) return st;
+            continue;
+        }
+        const uint8_t *p = r->win + r->win_pos;
+        const uint8_t *nl = memchr(p, '\n', r->win_len - r->win_pos);
+        if (nl) {
+            r->win_pos += (size_t)(nl - p) + 1;
+            break;
+        }
+        r->win_pos = r->win_len;
+    }
+    r->skip_partial = 0;
+    r->range_first = r->win_off + r->win_pos;
+    return IG_OK;
+}
+
+/* The next physical line, without its '\n'. *has = 0 at the end of the input (or of the range:
+ * no line starting at or past range_end). */
 static ig_status next_line(ig_record_reader *r, ig_record *rec, int *has, ig_err *err) {
     ig_status st;
+    if (r->skip_partial && (st = skip_partial_line(r, err)) != IG_OK) return st;
+    if (r->range_end != UINT64_MAX) {
+        while (r->win_pos == r->win_len && !r->eof) /* where the next line starts */
+            if ((st = fill_window(r, err)) != IG_OK) return st;
+        if (r->win_off + r->win_pos >= r->range_end) {
+            *has = 0;
+            return IG_OK;
+        }
+    }
     r->llen = 0;
     uint64_t start = 0;
     int started = 0;

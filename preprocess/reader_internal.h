@@ -18,6 +18,23 @@ extern "C" {
 ig_status ig_record_reader_open_mem(ig_record_reader **out, ig_ctx *ctx, const char *name,
                                     const void *data, size_t len, ig_input_kind kind, ig_err *err);
 
+/* Opens a reader over the lines of path that start in the byte range [begin, end) (end
+ * UINT64_MAX: to the end of the file), for reading one large .jsonl or line-mode .txt file with
+ * several readers at once: a line belongs to the range its first byte is in, so the ranges of a
+ * file together give every line once, in order, whatever the boundaries (one inside a line,
+ * between '\r' and '\n', or ranges holding no line start at all). Records' line numbers count
+ * from the range's first line (ig_record_reader_lines gives how many it read, so the caller can
+ * add those of the ranges before); byte offsets are the file's. The reader's own messages (a
+ * record over the size limit) name the file's line: it counts the lines before the range then,
+ * and only then. Reads end at the same 1 MiB boundaries of the file as a reader from the start,
+ * so errors name the same offsets and stop at the same byte. JSONL and TXT_LINES only; not
+ * stdin. */
+ig_status ig_record_reader_open_range(ig_record_reader **out, ig_ctx *ctx, const char *path,
+                                      ig_input_kind kind, uint64_t begin, uint64_t end,
+                                      ig_err *err);
+/* Lines read so far (every '\n' consumed, blank lines included, and a last line without one). */
+uint64_t ig_record_reader_lines(const ig_record_reader *r);
+
 /* Lowers (or raises) the record size limit, so tests can exercise it without 1 GiB lines. */
 void ig_record_reader_set_max_record(ig_record_reader *r, size_t max_bytes);
 

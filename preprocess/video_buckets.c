@@ -62,7 +62,7 @@ static void dict_set(ratio *a, size_t *n, const char *name, uint32_t h, uint32_t
             a[i].h = h, a[i].w = w;
             return;
         }
-    snprintf(a[*n].name, sizeof a[*n].name, "%s", name);
+    snprintf(a[*n].name, sizeof a[*n].name, "%.*s", (int)sizeof a[*n].name - 1, name);
     a[*n].h = h, a[*n].w = w;
     (*n)++;
 }

@@ -533,7 +533,10 @@ static void test_allocation_failures(void **state) {
     static const char *const keys[] = {"text", "title"};
 
     igt_flaky fl;
-    for (int threads = 1; threads <= 3; threads += 2) {
+    /* one thread; a reader and two workers; two readers over a.jsonl in ranges of 700 bytes */
+    const int cfg_threads[] = {1, 3, 3}, cfg_readers[] = {0, 0, 2};
+    for (int cfg = 0; cfg < 3; cfg++) {
+        int threads = cfg_threads[cfg];
         ig_ctx *ctx = igt_flaky_ctx(&fl, threads);
         ig_tokenizer *tok = NULL;
         ig_err err = {0};
@@ -547,12 +550,14 @@ static void test_allocation_failures(void **state) {
         o.json_keys = keys;
         o.n_keys = 2;
         o.threads = threads;
+        o.readers = cfg_readers[cfg];
+        o.split_size = cfg_readers[cfg] > 1 ? 700 : 0;
         o.shard_size = 400;
         o.dedup_exact = 1;
         o.on_error = IG_ON_ERROR_SKIP;
         o.append_eod = 1;
         /* the reference, and how many allocations it takes */
-        char *ref = strdup(igt_fmt("%s/ref%d", dir, threads));
+        char *ref = strdup(igt_fmt("%s/ref%d", dir, cfg));
         o.output_prefix = ref;
         igt_flaky_arm(&fl, 0);
         ig_preprocess_stats st = {0};
@@ -591,8 +596,9 @@ static void test_allocation_failures(void **state) {
             assert_int_equal(mkdir(out_dir, 0755), 0);
         }
         assert_true(nomem >= calls / 2);
-        print_message("threads %d: %ld allocations, %d runs failed cleanly, %d succeeded\n",
-                      threads, calls, nomem, ok);
+        print_message("threads %d, readers %d: %ld allocations, %d runs failed cleanly, %d "
+                      "succeeded\n",
+                      threads, cfg_readers[cfg], calls, nomem, ok);
         ig_preprocess_stats_clear(&ref_st);
         ig_tokenizer_free(tok);
         ig_ctx_free(ctx);
@@ -602,6 +608,166 @@ static void test_allocation_failures(void **state) {
     free(in_a);
     free(in_b);
     free(out_dir);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* A ~300 KB .jsonl of lines of many lengths with multi-byte UTF-8 (so that ranges of a few KB
+ * split inside lines and inside characters), CRLF ends, blank lines and repeated documents; with
+ * bad, a malformed record and one with invalid UTF-8 near its end. */
+static void write_big_jsonl(const char *path, int bad) {
+    size_t cap = 1u << 20, n = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    for (int i = 0; i < 2600; i++) {
+        int d = i % 50 == 49 ? i - 10 : i; /* a repeat, for dedup */
+        if (bad && i == 2300)
+            n += (size_t)snprintf(t + n, cap - n, "{\"text\": broken %d}\n", i);
+        else if (bad && i == 2450)
+            n += (size_t)snprintf(t + n, cap - n, "{\"text\": \"bad \xff byte\"}\n");
+        else {
+            n += (size_t)snprintf(t + n, cap - n, "{\"text\": \"doc %d caf\xC3\xA9 \xE2\x82\xAC%d ",
+                                  d, d % 9);
+            for (int k = 0; k < (d * 37) % 160; k++)
+                n += (size_t)snprintf(t + n, cap - n, "%s", k % 11 == 3 ? "\xF0\x9F\x98\x80" : "w");
+            n += (size_t)snprintf(t + n, cap - n, "\"}%s", i % 7 == 0 ? "\r\n" : "\n");
+        }
+        if (i % 13 == 0) n += (size_t)snprintf(t + n, cap - n, "\n");
+    }
+    assert_true(n < cap - 64);
+    igt_write(path, t, n);
+    free(t);
+}
+
+static void write_zst(const char *path, const char *text, size_t len, size_t cut) {
+    size_t bound = ZSTD_compressBound(len);
+    char *z = malloc(bound);
+    size_t zn = ZSTD_compress(z, bound, text, len, 3);
+    assert_false(ZSTD_isError(zn));
+    igt_write(path, z, zn - cut);
+    free(z);
+}
+
+static void assert_same_stats(const ig_preprocess_stats *a, const ig_preprocess_stats *b,
+                              const char *what) {
+    if (a->docs_read != b->docs_read || a->docs_written != b->docs_written ||
+        a->docs_skipped != b->docs_skipped || a->docs_duplicate != b->docs_duplicate ||
+        a->tokens != b->tokens || a->bytes_in != b->bytes_in || a->text_bytes != b->text_bytes ||
+        a->shards != b->shards || a->n_reported != b->n_reported)
+        fail_msg("%s: stats differ: read %llu/%llu, written %llu/%llu, skipped %llu/%llu, tokens "
+                 "%llu/%llu, bytes in %llu/%llu, shards %llu/%llu",
+                 what, (unsigned long long)a->docs_read, (unsigned long long)b->docs_read,
+                 (unsigned long long)a->docs_written, (unsigned long long)b->docs_written,
+                 (unsigned long long)a->docs_skipped, (unsigned long long)b->docs_skipped,
+                 (unsigned long long)a->tokens, (unsigned long long)b->tokens,
+                 (unsigned long long)a->bytes_in, (unsigned long long)b->bytes_in,
+                 (unsigned long long)a->shards, (unsigned long long)b->shards);
+    for (size_t i = 0; i < a->n_reported; i++)
+        if (strcmp(a->reported[i], b->reported[i]) != 0)
+            fail_msg("%s: report %zu: '%s', not '%s'", what, i, b->reported[i], a->reported[i]);
+}
+
+/* Several readers, over several files of each kind and one large .jsonl read as byte ranges of
+ * a few KB: the same shards, stats and messages as one thread, for 2, 3 and 5 threads and 1, 2
+ * and 3 readers; with bad records in later ranges, the same error (file, line) without skip and
+ * the same reports with it, a truncated .zst included. */
+static void test_readers_and_ranges(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    char *big = strdup(igt_fmt("%s/big.jsonl", dir)), *bad = strdup(igt_fmt("%s/bad.jsonl", dir));
+    char *zst = strdup(igt_fmt("%s/small.jsonl.zst", dir));
+    char *cut = strdup(igt_fmt("%s/cut.jsonl.zst", dir));
+    char *txt = strdup(igt_fmt("%s/doc.txt", dir)), *small = strdup(igt_fmt("%s/small.jsonl", dir));
+    write_big_jsonl(big, 0);
+    write_big_jsonl(bad, 1);
+    char text[16384];
+    size_t len = 0;
+    for (int d = 0; d < 150; d++)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "{\"text\": \"small %d \xC3\xBC\xC3\xB1\xC3\xAF\"}\n", d % 120);
+    write_zst(zst, text, len, 0);
+    write_zst(cut, text, len, 7);
+    size_t small_len = 2000;
+    while (text[small_len - 1] != '\n') small_len--; /* whole lines */
+    igt_write(small, text, small_len);
+    const char *doc = "A text file is one document,\nwith its lines.\r\n\n\xE2\x9C\x93 done\n";
+    igt_write(txt, doc, strlen(doc));
+
+    struct {
+        const char *inputs[6];
+        size_t n;
+        int skip, lines;
+    } cases[] = {
+        {{small, big, zst, txt, big, zst}, 6, 0, 0}, /* a file twice: dedup drops its copy */
+        {{txt, big}, 2, 0, 1},                       /* .txt by lines, and no dedup hits */
+        {{zst, bad, small}, 3, 0, 0},                /* fails at bad.jsonl's first bad line */
+        {{zst, bad, cut, big}, 4, 1, 0},             /* reports both bad lines and the cut .zst */
+    };
+    const int threads[] = {2, 3, 5}, readers[] = {1, 2, 3};
+    const uint64_t splits[] = {4096, 1000 + 7};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ig_preprocess_opts o = ig_preprocess_opts_default();
+        o.append_eod = 1;
+        o.dedup_exact = 1;
+        o.shard_size = 40000;
+        o.txt_lines = cases[c].lines;
+        o.on_error = cases[c].skip ? IG_ON_ERROR_SKIP : IG_ON_ERROR_FAIL;
+        ig_preprocess_stats ref = {0};
+        ig_err ref_err = {0};
+        const char *ref_out = igt_fmt("%s/ref%zu", dir, c);
+        char *ref_prefix = strdup(ref_out);
+        ig_status ref_s = run(cases[c].inputs, cases[c].n, ref_prefix, 1, &o, &ref, &ref_err);
+        if (c == 2) {
+            assert_int_equal(ref_s, IG_ERR_FORMAT);
+            assert_non_null(strstr(ref_err.msg, "bad.jsonl:"));
+        } else if (ref_s != IG_OK) {
+            fail_msg("case %zu: %s", c, ref_err.msg);
+        }
+        if (c == 3) assert_int_equal(ref.docs_skipped, 3);
+        size_t runs = 0;
+        for (size_t ti = 0; ti < 3; ti++)
+            for (size_t ri = 0; ri < 3; ri++)
+                for (size_t si = 0; si < 2; si++) {
+                    if (readers[ri] == 1 && si == 1) continue; /* one reader does not split */
+                    o.readers = readers[ri];
+                    o.split_size = splits[si];
+                    ig_preprocess_stats st = {0};
+                    ig_err err = {0};
+                    const char *what =
+                        igt_fmt("case %zu, %d threads, %d readers, split %llu", c, threads[ti],
+                                readers[ri], (unsigned long long)splits[si]);
+                    char *w = strdup(what);
+                    char *out = strdup(igt_fmt("%s/o%zu_%zu_%zu_%zu", dir, c, ti, ri, si));
+                    ig_status s = run(cases[c].inputs, cases[c].n, out, threads[ti], &o, &st, &err);
+                    if (s != ref_s) fail_msg("%s: status %d, not %d (%s)", w, s, ref_s, err.msg);
+                    if (s != IG_OK) {
+                        if (strcmp(err.msg, ref_err.msg) != 0)
+                            fail_msg("%s: '%s', not '%s'", w, err.msg, ref_err.msg);
+                    } else {
+                        assert_same_stats(&ref, &st, w);
+                        for (size_t i = 0; i < ref.n_shard_prefixes; i++)
+                            for (int e = 0; e < 2; e++) {
+                                const char *ext = e ? ".idx" : ".bin";
+                                const char *name = ref.shard_prefixes[i] + strlen(ref_prefix);
+                                assert_same_file(igt_fmt("%s%s%s", ref_prefix, name, ext),
+                                                 igt_fmt("%s%s%s", out, name, ext));
+                            }
+                    }
+                    ig_preprocess_stats_clear(&st);
+                    free(out);
+                    free(w);
+                    runs++;
+                }
+        assert_int_equal(runs, 15);
+        ig_preprocess_stats_clear(&ref);
+        free(ref_prefix);
+    }
+    free(big);
+    free(bad);
+    free(zst);
+    free(cut);
+    free(txt);
+    free(small);
     igt_rmtree(dir);
     free(dir);
 }
@@ -617,6 +783,7 @@ int main(void) {
         cmocka_unit_test(test_existing_outputs),
         cmocka_unit_test(test_txt_inputs),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_readers_and_ranges),
     };
     return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);
 }

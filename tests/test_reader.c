@@ -1050,6 +1050,146 @@ static void test_parallel_parse(void **state) {
     free(buf);
 }
 
+/* Every record of path read whole, as "line:offset:bytes\n" lines into a growing buffer. */
+static void record_lines(ig_record_reader *r, uint64_t line_base, char **buf, size_t *len,
+                         size_t *cap) {
+    for (;;) {
+        ig_record rec;
+        int has = 0;
+        ig_err err = {0};
+        if (ig_record_reader_next(r, &rec, &has, &err) != IG_OK) fail_msg("%s", err.msg);
+        if (!has) return;
+        size_t need = *len + rec.len + 64;
+        if (need > *cap) {
+            *cap = need * 2;
+            *buf = realloc(*buf, *cap);
+            assert_non_null(*buf);
+        }
+        *len += (size_t)snprintf(*buf + *len, *cap - *len,
+                                 "%llu:%llu:", (unsigned long long)(rec.line + line_base),
+                                 (unsigned long long)rec.byte_offset);
+        memcpy(*buf + *len, rec.data, rec.len);
+        *len += rec.len;
+        (*buf)[(*len)++] = '\n';
+    }
+}
+
+/* Reads path whole and then as ranges of each size in sizes[], for both line kinds: the ranges
+ * together give the records of the whole file, with the same offsets and, once each range's
+ * line numbers are offset by the lines of the ranges before, the same line numbers. */
+static void check_ranges(const char *path, size_t n, const size_t *sizes, size_t n_sizes) {
+    for (int kind = 0; kind < 2; kind++) {
+        ig_input_kind k = kind ? IG_INPUT_TXT_LINES : IG_INPUT_JSONL;
+        ig_record_reader *r = NULL;
+        ig_err err = {0};
+        assert_int_equal(ig_record_reader_open(&r, NULL, path, k, &err), IG_OK);
+        char *whole = NULL;
+        size_t wlen = 0, wcap = 0;
+        record_lines(r, 0, &whole, &wlen, &wcap);
+        uint64_t lines = ig_record_reader_lines(r);
+        ig_record_reader_close(r);
+        for (size_t si = 0; si < n_sizes; si++) {
+            size_t rs = sizes[si];
+            char *got = NULL;
+            size_t glen = 0, gcap = 0;
+            uint64_t base = 0;
+            for (uint64_t b = 0; b < n; b += rs) {
+                uint64_t e = b + rs >= n ? UINT64_MAX : b + rs;
+                if (ig_record_reader_open_range(&r, NULL, path, k, b, e, &err) != IG_OK)
+                    fail_msg("%s", err.msg);
+                record_lines(r, base, &got, &glen, &gcap);
+                base += ig_record_reader_lines(r);
+                ig_record_reader_close(r);
+            }
+            if (base != lines)
+                fail_msg("kind %d, ranges of %zu bytes: %llu lines, not %llu", kind, rs,
+                         (unsigned long long)base, (unsigned long long)lines);
+            if (glen != wlen || memcmp(got, whole, wlen) != 0)
+                fail_msg("kind %d, ranges of %zu bytes: the records differ", kind, rs);
+            free(got);
+        }
+        free(whole);
+    }
+}
+
+/* A file read as byte ranges (ig_record_reader_open_range) gives the records of reading it whole:
+ * a small file under every range size from 1 byte up, so that boundaries fall everywhere (inside
+ * lines and multi-byte UTF-8, between '\r' and '\n', on blank lines, in ranges that start no line
+ * at all, at the end), and a file with a 3 MiB line (past a read buffer) under coarser ranges. A
+ * record over the size limit in a later range is reported at the file's line. */
+static void test_byte_ranges(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    const char *small = igt_fmt("%s/s.jsonl", dir);
+    /* lines of many lengths, CRLF ends, blank lines, a BOM, UTF-8, and no '\n' at the end */
+    size_t cap = 4u << 20, n = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    n += (size_t)sprintf(text + n, "\xEF\xBB\xBF{\"text\": \"bom\"}\n\n  \r\n");
+    for (int i = 0; i < 40; i++) {
+        n += (size_t)sprintf(text + n, "{\"text\": \"%d \xC3\xA9\xE2\x82\xAC ", i);
+        for (int k = 0; k < (i * 37) % 90; k++) text[n++] = (char)('a' + k % 26);
+        n += (size_t)sprintf(text + n, "\"}%s", i % 3 == 0 ? "\r\n" : i % 7 == 0 ? "\n\n" : "\n");
+    }
+    n += (size_t)sprintf(text + n, "{\"text\": \"last\"}");
+    igt_write(small, text, n);
+    size_t sizes[80], n_sizes = 0;
+    for (size_t rs = 1; rs <= 64; rs++) sizes[n_sizes++] = rs;
+    const size_t more[] = {100, 333, 1000, n - 1, n, n + 10};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) sizes[n_sizes++] = more[i];
+    check_ranges(small, n, sizes, n_sizes);
+
+    /* the same lines, then one of 3 MiB and one more */
+    const char *big = igt_fmt("%s/b.jsonl", dir);
+    n -= strlen("{\"text\": \"last\"}");
+    n += (size_t)sprintf(text + n, "{\"text\": \"");
+    size_t long_at = n;
+    memset(text + n, 'x', 3u << 20);
+    n += 3u << 20;
+    n += (size_t)sprintf(text + n, "\"}\n{\"text\": \"last\"}");
+    igt_write(big, text, n);
+    const size_t big_sizes[] = {700, 65536, (1u << 20) + 3, long_at, n - 1, n};
+    check_ranges(big, n, big_sizes, sizeof big_sizes / sizeof big_sizes[0]);
+
+    /* the long line (from long_at - 10) over a 1 MiB limit, read by a range that starts inside
+     * the line before it: the message names the file's line, as a whole-file reader does */
+    uint64_t lines_before = 0;
+    for (size_t i = 0; i < long_at; i++) lines_before += text[i] == '\n';
+    const char *want =
+        igt_fmt("%s:%llu: record longer than", big, (unsigned long long)lines_before + 1);
+    for (int whole = 0; whole < 2; whole++) {
+        ig_record_reader *r = NULL;
+        ig_err err = {0};
+        if (whole)
+            assert_int_equal(ig_record_reader_open(&r, NULL, big, IG_INPUT_JSONL, &err), IG_OK);
+        else
+            assert_int_equal(ig_record_reader_open_range(&r, NULL, big, IG_INPUT_JSONL,
+                                                         long_at - 13, long_at - 9, &err),
+                             IG_OK);
+        ig_record_reader_set_max_record(r, 1u << 20);
+        ig_record rec;
+        int has = 1;
+        ig_status st;
+        while ((st = ig_record_reader_next(r, &rec, &has, &err)) == IG_OK && has) {
+        }
+        assert_int_equal(st, IG_ERR_FORMAT);
+        if (strncmp(err.msg, want, strlen(want)) != 0)
+            fail_msg("whole %d: got '%s', want '%s...'", whole, err.msg, want);
+        ig_record_reader_close(r);
+    }
+
+    /* what cannot be read by ranges */
+    ig_record_reader *r = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_record_reader_open_range(&r, NULL, big, IG_INPUT_JSONL_ZST, 0, 10, &err),
+                     IG_ERR_INVALID_ARG);
+    assert_int_equal(ig_record_reader_open_range(&r, NULL, "-", IG_INPUT_JSONL, 0, 10, &err),
+                     IG_ERR_INVALID_ARG);
+    free(text);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corpora_jsonl_zst_txt),
@@ -1068,6 +1208,7 @@ int main(void) {
         cmocka_unit_test(test_expand_inputs),
         cmocka_unit_test(test_fast_path_agrees_with_jansson),
         cmocka_unit_test(test_parallel_parse),
+        cmocka_unit_test(test_byte_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

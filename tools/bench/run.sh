@@ -169,6 +169,10 @@ if [ -n "$tik" ] && [ -n "$w1" ]; then
 fi
 
 echo
+echo "== preprocess ceilings: one reader (.jsonl, .jsonl.zst), the writer, one worker; saturation before and after several readers"
+"$B/bench_readers" --data "$DATA" --repeat "${READERS_REPEAT:-8}" --readers "${READERS:-2}" --runs 3
+
+echo
 echo "== verify and merge on 2 threads against 1 (shards of the shared corpora, same run)"
 "$B/bench_shards" --data "$DATA" --shards 4 --shard-mb 128 --runs 7
 
