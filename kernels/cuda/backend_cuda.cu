@@ -10,9 +10,8 @@
 
 #include "cuda_internal.h"
 
-#define LT_WORKSPACE                                                                               \
-    ((size_t)32 << 20)                   /* cuBLASLt workspace: Hopper's kernels use up to 32 MiB  \
-                                          */
+/* cuBLASLt workspace: Hopper's kernels use up to 32 MiB */
+#define LT_WORKSPACE   ((size_t)32 << 20)
 #define STAGING_FLOATS ((size_t)1 << 22) /* host staging for conversions: 16 MiB of fp32 */
 
 /* ---- errors ---------------------------------------------------------------------------------- */
