@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "json_fields.h"
 #include "shard_internal.h"
 
 void ig_manifest_clear(ig_manifest *m) {
@@ -30,12 +31,6 @@ ig_status ig_manifest_add_source(ig_manifest *m, const char *source, ig_err *err
     return IG_OK;
 }
 
-static json_t *hex_string(uint64_t h) {
-    char hex[17];
-    ig_hash64_hex(h, hex);
-    return json_string(hex);
-}
-
 static json_t *manifest_to_json(const ig_manifest *m) {
     json_t *o = json_object(), *src = json_array();
     if (!o || !src) {
@@ -50,7 +45,7 @@ static json_t *manifest_to_json(const ig_manifest *m) {
     bad |= json_object_set_new(o, "format_version", json_integer(IG_MANIFEST_VERSION));
     bad |= json_object_set_new(o, "tokenizer", json_string(m->tokenizer));
     bad |= json_object_set_new(o, "tokenizer_path", json_string(m->tokenizer_path));
-    bad |= json_object_set_new(o, "tokenizer_hash", hex_string(m->tokenizer_hash));
+    bad |= json_object_set_new(o, "tokenizer_hash", ig_json_hex64(m->tokenizer_hash));
     bad |= json_object_set_new(o, "vocab_size", json_integer((json_int_t)m->vocab_size));
     bad |= json_object_set_new(o, "eod_id", json_integer((json_int_t)m->eod_id));
     bad |= json_object_set_new(o, "dtype", json_string(ig_dtype_name(m->dtype)));
@@ -60,8 +55,8 @@ static json_t *manifest_to_json(const ig_manifest *m) {
     bad |= json_object_set_new(o, "tokens", json_integer((json_int_t)m->tokens));
     bad |= json_object_set_new(o, "bin_bytes", json_integer((json_int_t)m->bin_bytes));
     bad |= json_object_set_new(o, "idx_bytes", json_integer((json_int_t)m->idx_bytes));
-    bad |= json_object_set_new(o, "bin_xxh3", hex_string(m->bin_xxh3));
-    bad |= json_object_set_new(o, "idx_xxh3", hex_string(m->idx_xxh3));
+    bad |= json_object_set_new(o, "bin_xxh3", ig_json_hex64(m->bin_xxh3));
+    bad |= json_object_set_new(o, "idx_xxh3", ig_json_hex64(m->idx_xxh3));
     bad |= json_object_set_new(o, "sources", src);
     bad |= json_object_set_new(o, "json_key", json_string(m->json_key));
     if (m->output[0]) bad |= json_object_set_new(o, "output", json_string(m->output));
@@ -74,62 +69,13 @@ static json_t *manifest_to_json(const ig_manifest *m) {
 }
 
 ig_status ig_manifest_write(const ig_manifest *m, const char *prefix, int overwrite, ig_err *err) {
-    char *path = ig_shard_path(NULL, prefix, ".json");
     json_t *o = manifest_to_json(m);
-    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    ig_status st = ig_json_write_manifest(o, prefix, overwrite, err);
     json_decref(o);
-    ig_status st;
-    if (!path || !text) {
-        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory writing the manifest of %s", prefix);
-    } else {
-        size_t len = strlen(text);
-        text[len] = '\n'; /* replaces the NUL: the file ends with a newline */
-        st = ig_write_file_atomic(path, text, len + 1, overwrite, err);
-        text[len] = '\0';
-    }
-    free(text);
-    free(path);
     return st;
 }
 
 /* ---- reading ---- */
-
-static ig_status field_missing(const char *path, const char *key, const char *type, ig_err *err) {
-    return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" is missing or not %s", path, key, type);
-}
-
-static ig_status get_u64(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err) {
-    json_t *v = json_object_get(o, key);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return field_missing(path, key, "a non-negative integer", err);
-    *out = (uint64_t)json_integer_value(v);
-    return IG_OK;
-}
-
-static ig_status get_str(json_t *o, const char *path, const char *key, char *out, size_t cap,
-                         ig_err *err) {
-    json_t *v = json_object_get(o, key);
-    if (!json_is_string(v)) return field_missing(path, key, "a string", err);
-    const char *s = json_string_value(v);
-    if (strlen(s) >= cap)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" is longer than %zu bytes", path,
-                          key, cap - 1);
-    memcpy(out, s, strlen(s) + 1);
-    return IG_OK;
-}
-
-static ig_status get_hex(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err) {
-    char hex[32];
-    ig_status st = get_str(o, path, key, hex, sizeof hex, err);
-    if (st != IG_OK) return st;
-    /* exactly 16 lowercase hex digits, as written: no sign, spaces or 0x (strtoull takes those) */
-    if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16) goto bad;
-    *out = strtoull(hex, NULL, 16);
-    return IG_OK;
-bad:
-    return ig_err_set(err, IG_ERR_FORMAT, "%s: field \"%s\" = \"%s\" is not 16 hex digits", path,
-                      key, hex);
-}
 
 /* The number of token ids a dtype can hold from 0 up (ids are int32 wherever ingot reads them). */
 static uint64_t dtype_ids(ig_dtype dt) {
@@ -175,36 +121,37 @@ static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path,
     if (!json_is_object(o))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object", path);
     char format[64];
-    ig_status st = get_str(o, path, "format", format, sizeof format, err);
+    ig_status st = ig_json_get_str(o, path, "format", format, sizeof format, err);
     if (st != IG_OK) return st;
     if (strcmp(format, IG_MANIFEST_FORMAT) != 0)
         return ig_err_set(err, IG_ERR_FORMAT, "%s: format = \"%s\" but expected \"%s\"", path,
                           format, IG_MANIFEST_FORMAT);
     uint64_t version = 0, dtype = 0;
-    if ((st = get_u64(o, path, "format_version", &version, err)) != IG_OK) return st;
+    if ((st = ig_json_get_u64(o, path, "format_version", &version, err)) != IG_OK) return st;
     if (version != IG_MANIFEST_VERSION)
         return ig_err_set(err, IG_ERR_UNSUPPORTED,
                           "%s: format_version = %" PRIu64 " but this ingot reads version %d "
                           "(upgrade ingot)",
                           path, version, IG_MANIFEST_VERSION);
     json_t *eod = json_object_get(o, "eod_id");
-    if (!json_is_integer(eod)) return field_missing(path, "eod_id", "an integer", err);
+    if (!json_is_integer(eod)) return ig_json_missing(path, "eod_id", "an integer", err);
     m->eod_id = (int64_t)json_integer_value(eod);
-    if ((st = get_str(o, path, "tokenizer", m->tokenizer, sizeof m->tokenizer, err)) ||
-        (st = get_str(o, path, "tokenizer_path", m->tokenizer_path, sizeof m->tokenizer_path,
-                      err)) ||
-        (st = get_hex(o, path, "tokenizer_hash", &m->tokenizer_hash, err)) ||
-        (st = get_u64(o, path, "vocab_size", &m->vocab_size, err)) ||
-        (st = get_u64(o, path, "dtype_code", &dtype, err)) ||
-        (st = get_u64(o, path, "documents", &m->documents, err)) ||
-        (st = get_u64(o, path, "sequences", &m->sequences, err)) ||
-        (st = get_u64(o, path, "tokens", &m->tokens, err)) ||
-        (st = get_u64(o, path, "bin_bytes", &m->bin_bytes, err)) ||
-        (st = get_u64(o, path, "idx_bytes", &m->idx_bytes, err)) ||
-        (st = get_hex(o, path, "bin_xxh3", &m->bin_xxh3, err)) ||
-        (st = get_hex(o, path, "idx_xxh3", &m->idx_xxh3, err)) ||
-        (st = get_str(o, path, "json_key", m->json_key, sizeof m->json_key, err)) ||
-        (st = get_str(o, path, "tool_version", m->tool_version, sizeof m->tool_version, err)))
+    if ((st = ig_json_get_str(o, path, "tokenizer", m->tokenizer, sizeof m->tokenizer, err)) ||
+        (st = ig_json_get_str(o, path, "tokenizer_path", m->tokenizer_path,
+                              sizeof m->tokenizer_path, err)) ||
+        (st = ig_json_get_hex(o, path, "tokenizer_hash", &m->tokenizer_hash, err)) ||
+        (st = ig_json_get_u64(o, path, "vocab_size", &m->vocab_size, err)) ||
+        (st = ig_json_get_u64(o, path, "dtype_code", &dtype, err)) ||
+        (st = ig_json_get_u64(o, path, "documents", &m->documents, err)) ||
+        (st = ig_json_get_u64(o, path, "sequences", &m->sequences, err)) ||
+        (st = ig_json_get_u64(o, path, "tokens", &m->tokens, err)) ||
+        (st = ig_json_get_u64(o, path, "bin_bytes", &m->bin_bytes, err)) ||
+        (st = ig_json_get_u64(o, path, "idx_bytes", &m->idx_bytes, err)) ||
+        (st = ig_json_get_hex(o, path, "bin_xxh3", &m->bin_xxh3, err)) ||
+        (st = ig_json_get_hex(o, path, "idx_xxh3", &m->idx_xxh3, err)) ||
+        (st = ig_json_get_str(o, path, "json_key", m->json_key, sizeof m->json_key, err)) ||
+        (st = ig_json_get_str(o, path, "tool_version", m->tool_version, sizeof m->tool_version,
+                              err)))
         return st;
     if (dtype > 255 || ig_dtype_size((ig_dtype)dtype) == 0)
         return ig_err_set(err, IG_ERR_FORMAT,
@@ -222,7 +169,7 @@ static ig_status manifest_from_json(ig_manifest *m, json_t *o, const char *path,
         snprintf(m->output, sizeof m->output, "%s", json_string_value(output));
     }
     json_t *src = json_object_get(o, "sources");
-    if (!json_is_array(src)) return field_missing(path, "sources", "an array of strings", err);
+    if (!json_is_array(src)) return ig_json_missing(path, "sources", "an array of strings", err);
     for (size_t i = 0; i < json_array_size(src); i++) {
         json_t *s = json_array_get(src, i);
         if (!json_is_string(s))
