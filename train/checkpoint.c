@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -289,6 +290,14 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
     snprintf(final, sizeof final, "%s/step_%08lld", ckdir, (long long)info->step);
     int lead = lo->rank == 0;
     ig_status st = IG_OK;
+    /* a test hook: IG_FAULT_STOP=R,S stops world rank R (SIGSTOP) as it starts saving step S, while
+     * the others wait for it in the checkpoint's collectives (between two steps) */
+    const char *stop = getenv("IG_FAULT_STOP");
+    int sr = -1;
+    long long ss = -1;
+    if (stop && sscanf(stop, "%d,%lld", &sr, &ss) == 2 && sr == lo->rank &&
+        ss == (long long)info->step)
+        raise(SIGSTOP);
     if (lead) {
         snprintf(tmp, sizeof tmp, "%s/.step_%08lld.tmp.%ld", ckdir, (long long)info->step,
                  (long)getpid());
@@ -307,9 +316,10 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
     memset(mine, 0, sizeof mine);
     int writer = lo->dp_rank == 0;
     st = gather_moments(ctx, m, lo, &mom, &var, err);
+    ig_progress_busy(1); /* files of this rank's own: the others wait for it */
     if (st == IG_OK && writer) st = write_part(ctx, m, lo, tmp, mom, var, mine, err);
-    /* a test hook: IG_FAULT_CKPT=R,S makes world rank R fail here when saving step S, as a full
-     * disk would */
+    /* test hooks for world rank R at step S: IG_FAULT_CKPT=R,S fails here, as a full disk would;
+     * IG_FAULT_CKPT_SLOW=R,S,SECONDS writes that much longer, as a slow file system would */
     const char *fault = getenv("IG_FAULT_CKPT");
     int fr = -1;
     long long fs = -1;
@@ -319,6 +329,12 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
                         "cannot write step %lld into %s: injected fault "
                         "(IG_FAULT_CKPT)",
                         fs, tmp);
+    const char *slow = getenv("IG_FAULT_CKPT_SLOW");
+    unsigned secs = 0;
+    if (st == IG_OK && slow && sscanf(slow, "%d,%lld,%u", &fr, &fs, &secs) == 3 && fr == lo->rank &&
+        fs == (long long)info->step)
+        sleep(secs);
+    ig_progress_busy(0);
     ig_free(ctx, mom);
     ig_free(ctx, var);
     st = everyone_ok(lo, st, "writing the checkpoint", err);
@@ -334,6 +350,7 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
     } else if (st == IG_OK) {
         recs = mine, nrec = 2;
     }
+    if (lead) ig_progress_busy(1);
     if (st == IG_OK && lead) {
         st = write_manifest(tmp, info, cfg, lo, recs, nrec, err);
         if (st == IG_OK) st = fsync_dir(tmp, err);
@@ -353,6 +370,7 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
             if (old[0]) remove_dir(old);
         }
     }
+    if (lead) ig_progress_busy(0);
     if (recs != mine) ig_free(ctx, recs);
     st = everyone_ok(lo, st, "committing the checkpoint", err);
     if (st != IG_OK) {
@@ -360,7 +378,11 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_gpt *m, const ig_layout *lo, const i
         return st;
     }
     if (path) snprintf(path, cap, "%s", final);
-    if (lead) prune(ckdir, keep);
+    if (lead) {
+        ig_progress_busy(1);
+        prune(ckdir, keep);
+        ig_progress_busy(0);
+    }
     return IG_OK;
 }
 

@@ -79,13 +79,19 @@ ig_status ig_optim_step(ig_optim *o, int step, float lr, float beta1, float beta
 
 /* One unit of progress: a collective started, a micro-batch done (any thread). */
 void ig_progress_tick(void);
+/* This process works alone for a while (writing its checkpoint files: no collective to tick):
+ * busy 1 before, 0 after. Its heartbeat says so, and neither its watchdog nor the others' end
+ * the job meanwhile (for at most 4 timeouts: a write that never returns still ends it). */
+void ig_progress_busy(int busy);
 
 typedef struct ig_watchdog ig_watchdog;
 /* Starts this rank's watchdog thread and its heartbeats in RUN_DIR/.heartbeat/. */
 ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, const char *run_dir, int rank,
                             int world, double timeout, ig_err *err);
-/* Between arm and disarm, timeout seconds without progress end the process (status 3) with a
- * message naming the rank(s) that stopped or fell behind. */
+/* Between arm and disarm, timeout seconds without progress - here and on every rank whose
+ * heartbeat this one reads - end the process (status 3) with a message naming the rank(s) that
+ * stopped or fell behind. A rank still making progress (a slow checkpoint write elsewhere) keeps
+ * the others waiting. */
 void ig_watchdog_arm(ig_watchdog *w, int64_t step);
 void ig_watchdog_disarm(ig_watchdog *w);
 void ig_watchdog_stop(ig_watchdog *w); /* NULL is a no-op */

@@ -289,9 +289,10 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
     char cjson[16384], cline[256];
     for (; step < t->steps; step++) {
         double t0 = ig_now(), norm = 0, lr = 0;
+        /* armed through everything until the next step: the step, the stop check, validation and
+         * the checkpoint all wait on other ranks */
         ig_watchdog_arm(r->dog, step);
         st = train_step(r, step, &loss, &norm, &lr, err);
-        ig_watchdog_disarm(r->dog);
         if (st != IG_OK) break;
         double dt = ig_now() - t0;
         double tps = tokens_per_step / dt,
@@ -317,9 +318,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         if ((st = stop_requested(r, &stop, err)) != IG_OK) break;
         if (t->eval_every > 0 && ((step + 1) % t->eval_every == 0 || last)) {
             double vl = 0;
-            ig_watchdog_arm(r->dog, step);
             st = validate(r, &vl, err);
-            ig_watchdog_disarm(r->dog);
             if (st != IG_OK) break;
             res->val_loss = vl;
             if (r->writer && (st = ig_metrics_val(r->metrics, step + 1, vl, err)) != IG_OK) break;
@@ -337,6 +336,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
             break;
         }
     }
+    ig_watchdog_disarm(r->dog);
     return st;
 }
 

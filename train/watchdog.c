@@ -12,6 +12,12 @@
  * hang in computation or I/O). Run directories are shared between nodes in multi-node training
  * (checkpoints need that); where one is not, a watchdog sees its own node's ranks only and says
  * so.
+ *
+ * A rank that has made no progress itself only ends the job when no other rank has either: while
+ * another rank's heartbeat is fresh and shows progress within the timeout, or says it is busy
+ * alone (writing its checkpoint files), the waiting ranks keep waiting. So the watchdog can stay
+ * armed through everything between two steps (the checkpoint, the stop check) however long a
+ * checkpoint takes to write.
  */
 #include "train_internal.h"
 
@@ -27,9 +33,15 @@
 #include <unistd.h>
 
 static _Atomic uint64_t progress_ticks;
+static _Atomic int progress_busy;
 
 void ig_progress_tick(void) {
     atomic_fetch_add_explicit(&progress_ticks, 1, memory_order_relaxed);
+}
+
+void ig_progress_busy(int busy) {
+    atomic_fetch_add_explicit(&progress_ticks, 1, memory_order_relaxed);
+    atomic_store_explicit(&progress_busy, busy != 0, memory_order_relaxed);
 }
 
 struct ig_watchdog {
@@ -42,10 +54,13 @@ struct ig_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int quit;
-    int armed;      /* a step is under way */
-    int64_t step;   /* the step under way */
-    uint64_t seen;  /* the counter at the last change */
-    double seen_at; /* wall time of the last change */
+    int armed;         /* a step is under way */
+    int64_t step;      /* the step under way */
+    uint64_t seen;     /* the counter at the last change */
+    double seen_at;    /* wall time of the last change */
+    int busy_on;       /* ig_progress_busy(1) is in force */
+    double busy_since; /* since when */
+    int busy;          /* and counts as progress (for at most 4 timeouts) */
 };
 
 static double wall(void) {
@@ -62,9 +77,45 @@ static void write_heartbeat(ig_watchdog *w, double now) {
     if (!f) return;
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
-    fprintf(f, "%d %ld %s %lld %llu %.3f %.3f\n", w->rank, (long)getpid(), host, (long long)w->step,
-            (unsigned long long)w->seen, w->seen_at, now);
+    fprintf(f, "%d %ld %s %lld %llu %.3f %.3f %d\n", w->rank, (long)getpid(), host,
+            (long long)w->step, (unsigned long long)w->seen, w->seen_at, now, w->busy);
     if (fclose(f) == 0) rename(tmp, path);
+}
+
+/* One rank's heartbeat file; 0 when it cannot be read. */
+typedef struct heartbeat {
+    int rank, busy;
+    long pid;
+    char host[256];
+    long long step;
+    unsigned long long ticks;
+    double at, wrote; /* its last progress; when it wrote this */
+} heartbeat;
+
+static int read_heartbeat(const ig_watchdog *w, int r, heartbeat *h) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/rank-%05d", w->dir, r);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "%d %ld %255s %lld %llu %lf %lf %d", &h->rank, &h->pid, h->host, &h->step,
+                    &h->ticks, &h->at, &h->wrote, &h->busy) == 8;
+    fclose(f);
+    return ok;
+}
+
+/* Whether a heartbeat was written recently (its watchdog thread runs: the process is not stopped
+ * or dead) and shows progress within the timeout, or work of its own under way. */
+static int still_moving(const ig_watchdog *w, const heartbeat *h, double now) {
+    return now - h->wrote <= 5.0 && (h->busy || now - h->at <= w->timeout);
+}
+
+/* Whether some other rank is still moving: then this one's wait is theirs, not a hang. */
+static int others_moving(const ig_watchdog *w, double now) {
+    for (int r = 0; r < w->world; r++) {
+        heartbeat h;
+        if (r != w->rank && read_heartbeat(w, r, &h) && still_moving(w, &h, now)) return 1;
+    }
+    return 0;
 }
 
 /* Reads every rank's heartbeat and writes the suspects into msg. */
@@ -75,29 +126,17 @@ static void suspects(ig_watchdog *w, double now, char *msg, size_t cap) {
     int least_rank = -1;
     int64_t least_step = 0;
     for (int r = 0; r < w->world; r++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/rank-%05d", w->dir, r);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        int rank = -1;
-        long pid = 0;
-        char host[256];
-        long long step = 0;
-        unsigned long long ticks = 0;
-        double at = 0, wrote = 0;
-        int ok = fscanf(f, "%d %ld %255s %lld %llu %lf %lf", &rank, &pid, host, &step, &ticks, &at,
-                        &wrote) == 7;
-        fclose(f);
-        if (!ok) continue;
+        heartbeat h;
+        if (!read_heartbeat(w, r, &h)) continue;
         found++;
-        if (now - wrote > 5.0) { /* the watchdog thread itself stopped writing */
+        if (now - h.wrote > 5.0) { /* the watchdog thread itself stopped writing */
             stale++;
             n += (size_t)snprintf(msg + n, n < cap ? cap - n : 0,
                                   "%srank %d (pid %ld on %s) has been silent for %.0f s: it is "
                                   "stopped or dead, or its node is unreachable",
-                                  stale > 1 ? "; " : "", rank, pid, host, now - wrote);
+                                  stale > 1 ? "; " : "", h.rank, h.pid, h.host, now - h.wrote);
         }
-        if (ticks < least) least = ticks, least_rank = rank, least_step = step;
+        if (h.ticks < least) least = h.ticks, least_rank = h.rank, least_step = h.step;
     }
     if (!stale && least_rank >= 0)
         n += (size_t)snprintf(msg + n, n < cap ? cap - n : 0,
@@ -123,8 +162,13 @@ static void *watchdog_main(void *arg) {
         double now = wall();
         uint64_t t = atomic_load_explicit(&progress_ticks, memory_order_relaxed);
         if (t != w->seen) w->seen = t, w->seen_at = now;
+        int busy = atomic_load_explicit(&progress_busy, memory_order_relaxed);
+        if (busy && !w->busy_on) w->busy_since = now;
+        w->busy_on = busy;
+        w->busy = busy && now - w->busy_since <= 4 * w->timeout;
+        if (w->busy) w->seen_at = now;
         write_heartbeat(w, now);
-        if (w->armed && now - w->seen_at > w->timeout) {
+        if (w->armed && now - w->seen_at > w->timeout && !others_moving(w, now)) {
             char msg[4096] = "";
             suspects(w, now, msg, sizeof msg);
             fprintf(stderr,

@@ -122,6 +122,30 @@ expect "SIGSTOP: the watchdog names rank 2" "rank 2 (pid" "$said"
 expect "SIGSTOP: as silent" "has been silent" "$said"
 expect "SIGSTOP: after the timeout" "no progress for" "$said"
 
+# a rank that stops between two steps, while the others wait for it in the checkpoint's
+# collectives (IG_FAULT_STOP=R,S: rank R stops itself as it starts saving step S): the watchdog is
+# armed there too
+t0=$SECONDS
+timeout -s KILL 90 env IG_FAULT_STOP=2,10 mpirun "${root[@]}" --oversubscribe -x IG_FAULT_STOP \
+    -np 4 "${TRAIN[@]}" --set train.run_dir=ckstop --set train.steps=20 \
+    --set parallel.timeout=8 >ckstop.out 2>&1
+rc=$? took=$((SECONDS - t0))
+check "stopped while checkpointing: the job fails (exit $rc)" test "$rc" -ne 0
+out=$(cat ckstop.out) err=""
+check "stopped while checkpointing: the job ends within 60 s of the stop ($took s in all)" \
+    test "$took" -lt 75
+said=$(grep -v "^step \|^checkpoint: " <<<"$out$err")
+expect "stopped while checkpointing: the watchdog names rank 2" "rank 2 (pid" "$said"
+expect "stopped while checkpointing: as silent" "has been silent" "$said"
+pkill -KILL -f "run_dir=ckstop" 2>/dev/null
+
+# a rank that takes longer than the timeout to write its checkpoint files is busy, not hung: the
+# others wait for it (IG_FAULT_CKPT_SLOW=R,S,SECONDS)
+check_rc "a slow checkpoint write (7 s, parallel.timeout 3) is waited for" 0 \
+    env IG_FAULT_CKPT_SLOW=1,10,7 mpirun "${root[@]}" --oversubscribe -x IG_FAULT_CKPT_SLOW \
+    -np 4 "${TRAIN[@]}" --set train.run_dir=ckslow --set parallel.timeout=3 --quiet
+check "and the run completes its checkpoints" test "$(ls ckslow/ckpt | tail -n 1)" = step_00000010
+
 # ---- a rank fails while saving: the previous checkpoint stays the latest -----------------------
 run "a checkpoint write fails on rank 1" 1 env IG_FAULT_CKPT=1,10 \
     mpirun "${root[@]}" --oversubscribe -x IG_FAULT_CKPT -np 4 "${TRAIN[@]}" \
