@@ -181,11 +181,14 @@ struct ig_atomic_file {
     char *path;
     char *tmp;
     FILE *f;
+    char *iobuf; /* f's buffer: glibc's setvbuf with a NULL buffer keeps the 4 KiB default */
     int overwrite;
     uint64_t size;
 };
 
 static atomic_uint tmp_counter;
+
+#define ATOMIC_FILE_BUFFER ((size_t)1 << 20)
 
 char *ig_temp_path(const char *path, const char *suffix) {
     const char *slash = strrchr(path, '/');
@@ -243,7 +246,9 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
         ig_atomic_file_abort(af);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    setvbuf(af->f, NULL, _IOFBF, 1 << 20);
+    /* writes of 1 MiB: 4 KiB ones cost the writer of a token shard 8x the system time */
+    af->iobuf = malloc(ATOMIC_FILE_BUFFER);
+    if (af->iobuf) setvbuf(af->f, af->iobuf, _IOFBF, ATOMIC_FILE_BUFFER);
     *out = af;
     return IG_OK;
 }
@@ -344,6 +349,7 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
 void ig_atomic_file_abort(ig_atomic_file *af) {
     if (!af) return;
     if (af->f) fclose(af->f);
+    free(af->iobuf); /* after the stream that used it */
     if (af->tmp) unlink(af->tmp);
     free(af->tmp);
     free(af->path);

@@ -25,8 +25,9 @@ struct ig_shard_writer {
     int overwrite;
     ig_atomic_file *bin;
     ig_xxh3_stream *bin_hash;
-    FILE *lens; /* spill: i32 LE per sequence */
-    FILE *docs; /* spill: i64 LE per document end (document_indices[1..]) */
+    FILE *lens;         /* spill: i32 LE per sequence */
+    FILE *docs;         /* spill: i64 LE per document end (document_indices[1..]) */
+    char *spill_buf[2]; /* their stdio buffers (setvbuf with NULL keeps glibc's 4 KiB) */
     uint64_t n_seqs, n_docs, n_tokens, bin_bytes;
     uint64_t last_doc_end; /* sequence count at the last end_document */
     int failed;            /* a write failed: the shard can only be aborted */
@@ -37,9 +38,11 @@ ig_shard_writer_opts ig_shard_writer_opts_default(void) {
     return (ig_shard_writer_opts){.dtype = IG_DTYPE_U16, .overwrite = 0};
 }
 
+#define SPILL_BUFFER ((size_t)1 << 18)
+
 /* An anonymous temporary file beside the output: created, then unlinked while open (its name
  * matches the PREFIX.*.tmp.* pattern that preprocess clears after a killed run). */
-static ig_status spill_open(FILE **out, const char *prefix, ig_err *err) {
+static ig_status spill_open(FILE **out, char **buf, ig_ctx *ctx, const char *prefix, ig_err *err) {
     char *tmpl = ig_temp_path(prefix, "spill.tmp.XXXXXX");
     if (!tmpl) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     int fd = mkstemp(tmpl);
@@ -55,7 +58,9 @@ static ig_status spill_open(FILE **out, const char *prefix, ig_err *err) {
         close(fd);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    setvbuf(*out, NULL, _IOFBF, 1 << 18);
+    if (!(*buf = ig_alloc(ctx, SPILL_BUFFER)))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    setvbuf(*out, *buf, _IOFBF, SPILL_BUFFER);
     return IG_OK;
 }
 
@@ -65,6 +70,8 @@ void ig_shard_writer_abort(ig_shard_writer *w) {
     ig_xxh3_stream_free(w->bin_hash);
     if (w->lens) fclose(w->lens);
     if (w->docs) fclose(w->docs);
+    ig_free(w->ctx, w->spill_buf[0]); /* after the streams that used them */
+    ig_free(w->ctx, w->spill_buf[1]);
     ig_free(w->ctx, w->prefix);
     ig_free(w->ctx, w->bin_path);
     ig_free(w->ctx, w->idx_path);
@@ -117,8 +124,8 @@ ig_status ig_shard_writer_create(ig_shard_writer **out, ig_ctx *ctx, const char 
         }
     }
     ig_status st = ig_atomic_file_create(&w->bin, w->bin_path, o.overwrite, err);
-    if (st == IG_OK) st = spill_open(&w->lens, prefix, err);
-    if (st == IG_OK) st = spill_open(&w->docs, prefix, err);
+    if (st == IG_OK) st = spill_open(&w->lens, &w->spill_buf[0], ctx, prefix, err);
+    if (st == IG_OK) st = spill_open(&w->docs, &w->spill_buf[1], ctx, prefix, err);
     if (st != IG_OK) {
         ig_shard_writer_abort(w);
         return st;
