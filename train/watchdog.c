@@ -54,8 +54,8 @@ struct ig_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int quit;
-    int armed;         /* a step is under way */
-    int64_t step;      /* the step under way */
+    int armed;         /* from a step's start to the next step's */
+    int64_t step;      /* the step under way (or just done) */
     uint64_t seen;     /* the counter at the last change */
     double seen_at;    /* wall time of the last change */
     int busy_on;       /* ig_progress_busy(1) is in force */
