@@ -721,12 +721,22 @@ static void test_model_losses(void **state) {
         ig_gpt *mg = model_on(fx.gpu[k]);
         train_steps(mg, tokens, 1, 20, gpu);
         ig_gpt_free(mg);
-        double tol = k ? 5e-2 : 1e-3; /* relative; bf16 without master weights is rougher */
+        /* relative: fp32 everywhere 1e-4 (issue 12); bf16 activations with fp32 master weights */
+        double tol = k ? 5e-2 : 1e-4;
         for (int s = 0; s < 20; s++)
             if (!(fabs(gpu[s] - cpu[s]) <= tol * fabs(cpu[s])))
                 fail_msg("step %d (%s): gpu loss %.6f, cpu %.6f", s + 1, NAMES(fx.gpu[k]), gpu[s],
                          cpu[s]);
         if (!(gpu[19] < gpu[0])) fail_msg("%s: the loss did not fall", NAMES(fx.gpu[k]));
+        /* determinism: a second run on the GPU gives the same losses, bit for bit */
+        double again[20];
+        mg = model_on(fx.gpu[k]);
+        train_steps(mg, tokens, 1, 20, again);
+        ig_gpt_free(mg);
+        for (int s = 0; s < 20; s++)
+            if (again[s] != gpu[s])
+                fail_msg("step %d (%s): a second GPU run gives %.9f, the first %.9f", s + 1,
+                         NAMES(fx.gpu[k]), again[s], gpu[s]);
     }
 }
 
@@ -766,7 +776,31 @@ static void test_checkpoint_across_devices(void **state) {
             assert_int_equal(ig_gpt_read(mc, (ig_gpt_buffer)which, b, &err), IG_OK);
             assert_memory_equal(a, b, n * 4);
         }
+        /* and resumes there: two more steps on each side give the same losses */
+        double lg[5], lc[5];
+        train_steps(mg, tokens, 4, 5, lg);
+        train_steps(mc, tokens, 4, 5, lc);
+        double tol = k ? 5e-2 : 1e-4;
+        for (int s = 3; s < 5; s++)
+            if (!(fabs(lg[s] - lc[s]) <= tol * fabs(lc[s])))
+                fail_msg("resumed step %d (%s): gpu loss %.6f, cpu %.6f", s + 1, NAMES(fx.gpu[k]),
+                         lg[s], lc[s]);
+        /* the reverse: a checkpoint of the CPU model loads on the GPU */
+        info.step = 5;
+        info.loss = lc[4];
+        if (ig_ckpt_save(fx.ctx, mc, &info, NULL, dir, 1, path, sizeof path, &err) != IG_OK)
+            fail_msg("%s", err.msg);
+        ig_gpt *mg2 = model_on(fx.gpu[k]);
+        if (ig_ckpt_load(fx.ctx, path, mg2, 1, &loaded, &err) != IG_OK) fail_msg("%s", err.msg);
+        assert_int_equal(loaded.step, 5);
+        for (int which = IG_GPT_PARAMS; which <= IG_GPT_ADAM_V; which++) {
+            if (which == IG_GPT_GRADS) continue;
+            assert_int_equal(ig_gpt_read(mc, (ig_gpt_buffer)which, a, &err), IG_OK);
+            assert_int_equal(ig_gpt_read(mg2, (ig_gpt_buffer)which, b, &err), IG_OK);
+            assert_memory_equal(a, b, n * 4);
+        }
         free(a), free(b);
+        ig_gpt_free(mg2);
         ig_gpt_free(mc);
         ig_gpt_free(mg);
         igt_rmtree(dir);
