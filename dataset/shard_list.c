@@ -1,6 +1,7 @@
 /* shard_list.c - PREFIX.shards.json: one manifest over the shards of a sharded or multi-process
  * preprocess run, so that the whole output can be named by one prefix. Entries hold names
  * relative to the list's directory, so the files can be moved together. */
+#include "json_fields.h"
 #include "shard_internal.h"
 
 #include <jansson.h>
@@ -101,16 +102,8 @@ static int is_count(json_t *v) {
  * a distinct file-name prefix with counts and 16-hex-digit checksums, and the list's totals are
  * the sums of its entries'. */
 static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
-    json_error_t je;
-    char *text = NULL;
-    size_t len = 0;
-    ig_status rs = ig_read_file_max(path, IG_JSON_FILE_MAX, &text, &len, err);
+    ig_status rs = ig_json_load(path, "shard list", root, err);
     if (rs != IG_OK) return rs;
-    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    free(text);
-    if (!*root)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed shard list: %s", path, je.line,
-                          je.column, je.text);
     json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
     *shards = json_object_get(*root, "shards");
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), LIST_FORMAT) != 0)

@@ -192,23 +192,10 @@ ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
         free(path);
         return st;
     }
-    json_error_t je;
-    char *text = NULL;
-    size_t len = 0;
-    st = ig_read_file_max(path, IG_JSON_FILE_MAX, &text, &len, err);
-    if (st != IG_OK) {
-        free(path);
-        return st;
-    }
-    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    free(text);
-    if (!o) {
-        st = ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
-                        je.column, je.text);
-    } else {
-        st = manifest_from_json(m, o, path, err);
-        json_decref(o);
-    }
+    json_t *o = NULL;
+    st = ig_json_load(path, "manifest", &o, err);
+    if (st == IG_OK) st = manifest_from_json(m, o, path, err);
+    json_decref(o);
     if (st != IG_OK) ig_manifest_clear(m);
     free(path);
     return st;

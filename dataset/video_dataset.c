@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "json_fields.h"
 #include "video_shard_internal.h"
 
 #define VLIST_FORMAT  "ingot-video-shard-list"
@@ -65,11 +66,8 @@ ig_status ig_video_list_write(const char *prefix, const char *const *shards, siz
 
 /* Loads and checks the list of prefix (which exists): *root holds it, *shards its array. */
 static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
-    json_error_t je;
-    *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!*root)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed shard list: %s", path, je.line,
-                          je.column, je.text);
+    ig_status rs = ig_json_load(path, "shard list", root, err);
+    if (rs != IG_OK) return rs;
     json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
     *shards = json_object_get(*root, "shards");
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), VLIST_FORMAT) != 0)

@@ -151,15 +151,10 @@ ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, i
         free(path);
         return st;
     }
-    json_error_t je;
-    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!o) {
-        st = ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed manifest: %s", path, je.line,
-                        je.column, je.text);
-    } else {
-        st = from_json(m, o, path, err);
-        json_decref(o);
-    }
+    json_t *o = NULL;
+    st = ig_json_load(path, "manifest", &o, err);
+    if (st == IG_OK) st = from_json(m, o, path, err);
+    json_decref(o);
     if (st != IG_OK) ig_video_shard_meta_clear(m);
     free(path);
     return st;
@@ -170,7 +165,9 @@ int ig_video_shard_is(const char *prefix) {
          *list = ig_shard_path(NULL, prefix, ".shards.json");
     int yes = clips && ig_file_exists(clips);
     if (!yes && list && ig_file_exists(list)) {
-        json_t *o = json_load_file(list, 0, NULL);
+        json_t *o = NULL;
+        ig_err ignored;
+        ig_json_load(list, "shard list", &o, &ignored);
         json_t *f = json_object_get(o, "format");
         yes = json_is_string(f) && !strcmp(json_string_value(f), "ingot-video-shard-list");
         json_decref(o);

@@ -44,6 +44,13 @@ check "png is a PNG" test "$(head -c 4 "$T/c0.png" | od -An -c | tr -d ' ')" = "
 run "inspect --clip out of range" 1 "$ING" inspect "$T/out" --clip 9
 expect "out of range names the count" "holds 4 clips" "$err"
 
+# a frame shard's manifest is read as token shards' are: a regular file of bounded size (a
+# manifest replaced by /dev/zero used to be read until memory ran out)
+for f in clips frames json; do cp "$T/out.$f" "$T/z.$f"; done
+ln -sf /dev/zero "$T/z.json"
+run "a manifest that is /dev/zero" 1 timeout 20 "$ING" inspect "$T/z"
+expect "it is refused as not a regular file" "is not a regular file" "$err"
+
 # an output is not overwritten without --force
 run "rerun without --force" 1 "$ING" preprocess video --manifest "$T/m.csv" --output-prefix "$T/out" --frames 4 --quiet
 expect "refusal names --force" "(use --force)" "$err"
