@@ -295,6 +295,10 @@ int ig_file_exists(const char *path);
  * error naming it. */
 ig_status ig_remove_tree(const char *path, ig_err *err);
 
+/* mkdir -p: creates path and every missing directory above it (mode 0755). A directory that
+ * exists is IG_OK; a file in the way is an error naming it. */
+ig_status ig_mkdir_p(const char *path, ig_err *err);
+
 /* Parses sizes such as "1GB", "512MiB", "4096", "1.5G" into bytes. K/M/G/T are powers of 1000,
  * Ki/Mi/Gi/Ti powers of 1024; a trailing B is optional. */
 ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err);

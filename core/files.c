@@ -442,6 +442,30 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return 0;
 }
 
+ig_status ig_mkdir_p(const char *path, ig_err *err) {
+    size_t n = strlen(path);
+    char *p = strdup(path);
+    if (n == 0) {
+        free(p);
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "an empty directory name");
+    }
+    if (!p) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = IG_OK;
+    for (size_t i = 1; i <= n && st == IG_OK; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char c = p[i];
+        p[i] = '\0';
+        struct stat sb;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            st = ig_err_errno(err, errno, "cannot create directory %s", p);
+        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = ig_err_set(err, IG_ERR_IO, "cannot create directory %s: a file is in the way", p);
+        p[i] = c;
+    }
+    free(p);
+    return st;
+}
+
 ig_status ig_remove_tree(const char *path, ig_err *err) {
     struct stat sb;
     if (lstat(path, &sb) != 0) {

@@ -212,33 +212,12 @@ ig_status ig_icache_store(const char *dir, const char *kind, uint64_t key,
     return IG_OK;
 }
 
-/* mkdir -p */
-static ig_status make_dirs(const char *dir, ig_err *err) {
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof buf)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "bad index cache directory \"%s\"", dir);
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return ig_err_errno(err, errno, "cannot create index cache directory %s", buf);
-        buf[i] = c;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ig_err_set(err, IG_ERR_IO, "index cache directory %s is not a directory", dir);
-    return IG_OK;
-}
-
 ig_status ig_icache_lock(const char *dir, const char *kind, uint64_t key, int *fd_out,
                          ig_err *err) {
     char path[4096];
     *fd_out = -1;
-    ig_status st = make_dirs(dir, err);
-    if (st != IG_OK) return st;
+    ig_status st = ig_mkdir_p(dir, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "the index cache directory");
     st = ig_icache_path(path, sizeof path, dir, kind, key, ".lock", err);
     if (st != IG_OK) return st;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -2,7 +2,7 @@
  * (appended, so a resumed run continues the file), and with log.tensorboard the same scalars as
  * TensorBoard event files under RUN_DIR/tb/ (tb_events.c). Every write is checked: a full disk
  * stops the run instead of silently losing its record. */
-#include "train_internal.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <math.h>

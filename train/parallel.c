@@ -2,7 +2,7 @@
  * makes before any work, the groups split from the world, and the counted collectives the model
  * and the trainer talk through. */
 #include "parallel.h"
-#include "train_internal.h"
+#include "family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@ static ig_status self_copy(ig_group *g, void *recv, const void *send, size_t byt
 
 ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
                              ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
     ig_comm *c;
@@ -44,7 +44,7 @@ ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, i
 
 ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                              ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     size_t es = ig_comm_type_size(t);
     if (g->size == 1) return self_copy(g, recv, send, n * es, err);
     g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
@@ -55,7 +55,7 @@ ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n
 
 ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                   ig_comm_type t, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     size_t es = ig_comm_type_size(t);
     if (g->size == 1) return self_copy(g, recv, send, n * es, err);
     g->bytes += ring(g, (uint64_t)n * es * (uint64_t)g->size);
@@ -65,7 +65,7 @@ ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, siz
 }
 
 ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     if (g->size == 1) return IG_OK;
     if (g->rank == root) g->bytes += (uint64_t)n * ig_comm_type_size(t);
     ig_comm *c;
@@ -75,7 +75,7 @@ ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int r
 
 ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
                               ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     *req = NULL;
     if (g->size == 1 || n == 0) return IG_OK;
     g->bytes += 2 * ring(g, (uint64_t)n * ig_comm_type_size(t));
@@ -86,7 +86,7 @@ ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, 
 
 ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                    ig_comm_type t, ig_comm_req **req, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     *req = NULL;
     if (g->size == 1) return self_copy(g, recv, send, n * ig_comm_type_size(t), err);
     g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
@@ -97,7 +97,7 @@ ig_status ig_group_ireduce_scatter(ig_group *g, const void *send, void *recv, si
 
 ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
                               ig_comm_req **req, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     *req = NULL;
     if (g->size == 1) return self_copy(g, recv, send, n * ig_comm_type_size(t), err);
     g->bytes += ring(g, (uint64_t)n * ig_comm_type_size(t) * (uint64_t)g->size);
@@ -108,7 +108,7 @@ ig_status ig_group_iallgather(ig_group *g, const void *send, void *recv, size_t 
 
 ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     g->bytes += (uint64_t)n * ig_comm_type_size(t);
     ig_comm *c;
     ig_status st = ready(g, &c, err);
@@ -117,7 +117,7 @@ ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t,
 
 ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err) {
-    ig_progress_tick();
+    ig_pulse_tick(g->pulse);
     ig_comm *c;
     ig_status st = ready(g, &c, err);
     return st != IG_OK ? st : ig_comm_irecv(c, buf, n, t, peer, tag, req, err);
@@ -143,6 +143,7 @@ static ig_status split(ig_layout *l, ig_comm *world, int color, int key, ig_grou
     g->name = name;
     g->bytes = 0;
     g->comm = NULL;
+    g->pulse = l->pulse;
     ig_comm *c = NULL;
     ig_status st = ig_comm_split(world, color, key, &c, err);
     if (st != IG_OK) return ig_err_prefix(err, st, "cannot form the %s group", name);
@@ -152,7 +153,6 @@ static ig_status split(ig_layout *l, ig_comm *world, int color, int key, ig_grou
         ig_comm_free(c);
     else
         g->comm = c;
-    (void)l;
     return IG_OK;
 }
 
@@ -209,9 +209,11 @@ static ig_status stage_layers(ig_layout *l, const ig_train_config *t, int n_laye
 }
 
 ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
-                           const ig_gpt_config *shape, uint64_t config_hash, ig_err *err) {
+                           const ig_model_config *shape, uint64_t config_hash, ig_pulse *pulse,
+                           ig_err *err) {
     memset(l, 0, sizeof *l);
     l->ctx = ctx;
+    l->pulse = pulse;
     l->world = world ? ig_comm_size(world) : 1;
     l->rank = world ? ig_comm_rank(world) : 0;
     l->tp = t->tp > 0 ? t->tp : 1; /* 0: a config struct filled by hand */
@@ -245,24 +247,18 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
                       "parallel.dp %d does not match the %d processes started: world %d / "
                       "(tp %d x pp %d) = %d",
                       t->dp, l->world, l->world, l->tp, l->pp, l->dp);
-    if (shape->n_head % l->tp)
-        return refuse(err,
-                      "parallel.tp %d does not divide model.n_head %d (each rank gets whole "
-                      "heads)",
-                      l->tp, shape->n_head);
-    if (shape->padded_vocab % l->tp)
-        return refuse(err,
-                      "parallel.tp %d does not divide the padded vocabulary of %d rows (a "
-                      "multiple of 128): use a tp that divides 128",
-                      l->tp, shape->padded_vocab);
+    const ig_family *fam = ig_family_of(shape->arch);
+    ig_status st = fam ? fam->check_layout(shape, l->tp, err)
+                       : refuse(err, "model.arch %d is not a known family", shape->arch);
+    if (st != IG_OK) return st;
     if (l->sp && l->tp < 2)
         return refuse(err, "parallel.sp needs parallel.tp > 1 (sequence parallelism shards what "
                            "tensor parallelism replicates)");
-    if (l->sp && ((int64_t)t->micro_batch * t->seq_len) % l->tp)
+    if (l->sp && ((int64_t)t->micro_batch * t->model.seq_len) % l->tp)
         return refuse(err,
                       "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not split "
                       "into parallel.tp %d equal parts",
-                      t->micro_batch, t->seq_len, l->tp);
+                      t->micro_batch, t->model.seq_len, l->tp);
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     if (gb % (t->micro_batch * l->dp))
         return refuse(err,
@@ -271,7 +267,7 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
                       "micro-batches per step",
                       gb, t->micro_batch, l->dp, t->micro_batch * l->dp);
     l->accum = gb / (t->micro_batch * l->dp);
-    ig_status st = stage_layers(l, t, shape->n_layer, err);
+    st = stage_layers(l, t, shape->n_layer, err);
     if (st != IG_OK) return st;
 
     l->tp_rank = l->rank % l->tp;
@@ -286,7 +282,8 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
         l->pp_g.name = "pp", l->emb_g.name = "emb";
         return IG_OK;
     }
-    l->world_g = (ig_group){l->world > 1 ? world : NULL, NULL, NULL, l->world, l->rank, "world", 0};
+    l->world_g =
+        (ig_group){l->world > 1 ? world : NULL, NULL, NULL, l->world, l->rank, "world", 0, pulse};
     ig_group *gs[N_SPLIT];
     const char *names[N_SPLIT];
     int color[N_SPLIT], key[N_SPLIT];
@@ -322,6 +319,32 @@ ig_status ig_layout_attach_backend(ig_layout *l, ig_comm *world, ig_backend *be,
     }
     ig_comm_free(nccl);
     return st;
+}
+
+ig_status ig_all_ranks_ok(ig_comm *world, ig_status st, const char *what, ig_err *err) {
+    if (!world || ig_comm_size(world) <= 1) return st;
+    int all = 0;
+    ig_err e2;
+    ig_status cs = ig_comm_all_ok(world, st == IG_OK, &all, st == IG_OK ? err : &e2);
+    if (st != IG_OK) return st;
+    if (cs != IG_OK) return cs;
+    if (!all)
+        return ig_err_set(err, IG_ERR_IO, "%s failed on another rank (its message says why)", what);
+    return IG_OK;
+}
+
+ig_status ig_layout_single(ig_layout *l, ig_ctx *ctx, int n_layer, ig_err *err) {
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    l->world = l->tp = l->pp = l->dp = l->accum = 1;
+    l->l1 = n_layer;
+    l->stage_layers = ig_calloc(ctx, 2, sizeof(int));
+    if (!l->stage_layers) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    l->stage_layers[1] = n_layer;
+    ig_group *gs[] = {&l->world_g, &l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g};
+    const char *names[] = {"world", "tp", "dp", "pp", "emb"};
+    for (int i = 0; i < 5; i++) *gs[i] = (ig_group){.size = 1, .name = names[i]};
+    return IG_OK;
 }
 
 void ig_layout_free(ig_layout *l) {

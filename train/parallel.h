@@ -25,6 +25,7 @@
 
 #include "kernels/backend.h"
 #include "train/train.h"
+#include "watchdog.h"
 
 typedef struct ig_group {
     ig_comm *comm;  /* NULL when size == 1 */
@@ -33,6 +34,7 @@ typedef struct ig_group {
     int size, rank;
     const char *name; /* "tp", "dp", "pp", "emb", "world" */
     uint64_t bytes;   /* sent by this rank, ring accounting (reset by the reader) */
+    ig_pulse *pulse;  /* ticked by every operation (may be NULL) */
 } ig_group;
 
 /* Blocking collectives of a group (SUM unless op is given). counts are elements. */
@@ -67,17 +69,26 @@ typedef struct ig_layout {
     int *stage_layers; /* [pp]: the first layer of each stage, then n_layer ([pp + 1]) */
     int accum;         /* micro-batches per step on each data-parallel rank */
     ig_group world_g, tp_g, dp_g, pp_g, emb_g;
+    ig_pulse *pulse; /* the run's (may be NULL) */
     ig_ctx *ctx;
 } ig_layout;
 
 /* The layout of t over world's ranks: refuses (IG_ERR_CONFIG, on every rank, with the numbers)
- * a world that tp x pp does not divide, a parallel.dp that is given and does not match, heads or
- * the padded vocabulary that tp does not divide, layers that pp does not divide (or a
+ * a world that tp x pp does not divide, a parallel.dp that is given and does not match, a tp the
+ * model's family does not allow (heads, vocabulary), layers that pp does not divide (or a
  * parallel.pipeline_layers that does not add up to them), sp without tp > 1, a global batch that
  * micro_batch x dp does not divide, and a configuration that differs between ranks (config_hash
- * compared). world may be NULL (one process). */
+ * compared). world may be NULL (one process). pulse (may be NULL) hears of every collective. */
 ig_status ig_layout_create(ig_layout *out, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
-                           const ig_gpt_config *shape, uint64_t config_hash, ig_err *err);
+                           const ig_model_config *shape, uint64_t config_hash, ig_pulse *pulse,
+                           ig_err *err);
+/* Whether every rank of world got through a phase that can fail on some ranks only (files one
+ * node cannot read, a full disk): collective; a rank that failed keeps its own message (st), the
+ * others say that `what` failed on another rank. world NULL or of one rank: st. */
+ig_status ig_all_ranks_ok(ig_comm *world, ig_status st, const char *what, ig_err *err);
+
+/* The layout of one process training a model of n_layer layers alone. */
+ig_status ig_layout_single(ig_layout *out, ig_ctx *ctx, int n_layer, ig_err *err);
 void ig_layout_free(ig_layout *l);
 
 /* Points the tp, dp, pp and emb groups at be's memory: on a device backend with more than one

@@ -1,106 +1,133 @@
-/* schedule.c - the micro-batches of a step through this rank's part of the model: one after the
- * other on a single stage, or PipeDream-Flush's 1F1B over the pipeline stages (Narayanan et al.
- * 2021, as Megatron-LM runs it): stage s first runs min(pp - s - 1, M) forwards (warm-up), then
- * alternates one forward and one backward, then runs the remaining backwards; it keeps the
- * activations of at most pp - s micro-batches. Activations go to the next stage and gradients to
- * the previous one by MPI point to point. Every send is non-blocking and waited for only before
+/* schedule.c - the micro-batches of a step through this rank's part of a model of any family (its
+ * stage operations, family.h): one after the other on a single stage, or PipeDream-Flush's 1F1B
+ * over the pipeline stages (Narayanan et al. 2021, as Megatron-LM runs it): stage s first runs
+ * min(pp - s - 1, M) forwards (warm-up), then alternates one forward and one backward, then runs
+ * the remaining backwards; it keeps the activations of at most pp - s micro-batches. What crosses a
+ * boundary (the family's stage io: one tensor or several) goes to the next stage, and its gradient
+ * to the previous one, by MPI point to point. Every send is non-blocking and waited for only before
  * its buffer is written again, and receives block, which in this order cannot deadlock.
  *
  * Every rank reads every micro-batch of its data-parallel rank from the loader (the middle stages
  * need the document ids for attention masks; reading is cheap), so the stages stay in step.
  */
-#include "gpt_internal.h"
-#include "train_internal.h"
+#include "schedule.h"
+
+#include "family.h"
 
 enum { TAG_ACT = 11, TAG_GRAD = 12 };
 
+enum { MAX_IO = 4 };
+
 typedef struct sched {
-    ig_gpt *m;
+    ig_model *m;
     ig_layout *lo;
     ig_loader *ld;
-    const ig_gpt_batch_opts *bo;
+    const ig_batch_opts *bo;
     int T;
     float grad_scale; /* 0: forward only */
     int slots;
-    ig_comm_req **act_send; /* per slot: the output's send in flight */
-    ig_comm_req *grad_send; /* the input gradient's send in flight */
+    ig_comm_req **act_send;         /* per slot and boundary tensor: the output's send in flight */
+    ig_comm_req *grad_send[MAX_IO]; /* the input gradients' sends in flight */
     double loss_sum;
     int counted_batches;
 } sched;
 
 static ig_status forward_one(sched *s, int i, ig_err *err) {
-    ig_progress_tick();
-    ig_gpt *m = s->m;
+    ig_pulse_tick(s->lo->pulse);
+    ig_model *m = s->m;
+    const ig_family *f = m->fam;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;
-    size_t n = (size_t)ig_gpt_stage_elems(m);
     ig_batch b;
     ig_status st = ig_loader_next(s->ld, &b, err);
     if (st != IG_OK) return st;
-    /* the slot's output may still be on its way to the next stage */
-    if ((st = ig_comm_wait(s->act_send[slot], err)) != IG_OK) return st;
-    s->act_send[slot] = NULL;
-    st = ig_gpt_stage_batch(m, slot, b.tokens, (int)b.micro_batch, s->T, s->bo, s->grad_scale, NULL,
+    /* the slot's outputs may still be on their way to the next stage */
+    ig_comm_req **sends = s->act_send + (size_t)slot * MAX_IO;
+    for (int k = 0; k < MAX_IO && st == IG_OK; k++) {
+        st = ig_comm_wait(sends[k], err);
+        sends[k] = NULL;
+    }
+    if (st == IG_OK)
+        st = f->stage_batch(m, slot, b.tokens, (int)b.micro_batch, s->T, s->bo, s->grad_scale, NULL,
                             err);
-    if (st == IG_OK && !ig_layout_first(lo)) {
+    ig_stage_io io;
+    if (st == IG_OK) f->stage_io(m, slot, &io);
+    for (int k = 0; st == IG_OK && !ig_layout_first(lo) && k < io.n; k++) {
         ig_comm_req *r = NULL;
-        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_input(m, slot), n, ig_gpt_comm_type(m),
-                            lo->pp_rank - 1, TAG_ACT, &r, err);
+        st = ig_group_irecv(&lo->pp_g, io.in[k], (size_t)io.elems[k], ig_model_comm_type(m),
+                            lo->pp_rank - 1, TAG_ACT + 2 * k, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
-    if (st == IG_OK) st = ig_gpt_stage_forward(m, slot, s->grad_scale > 0, err);
+    if (st == IG_OK) st = f->forward(m, slot, s->grad_scale > 0, err);
     if (st == IG_OK) st = ig_backend_sync(m->be, err);
     if (st != IG_OK) return st;
     if (ig_layout_last(lo)) {
         double loss = 0;
-        if ((st = ig_gpt_stage_loss(m, slot, &loss, err)) != IG_OK) return st;
+        if ((st = f->loss(m, slot, &loss, err)) != IG_OK) return st;
         s->loss_sum += loss;
         s->counted_batches++;
         return IG_OK;
     }
-    return ig_group_isend(&lo->pp_g, ig_gpt_stage_output(m, slot), n, ig_gpt_comm_type(m),
-                          lo->pp_rank + 1, TAG_ACT, &s->act_send[slot], err);
+    for (int k = 0; st == IG_OK && k < io.n; k++)
+        st = ig_group_isend(&lo->pp_g, io.out[k], (size_t)io.elems[k], ig_model_comm_type(m),
+                            lo->pp_rank + 1, TAG_ACT + 2 * k, &sends[k], err);
+    return st;
 }
 
 static ig_status backward_one(sched *s, int i, int last, const ig_sched_hooks *h, ig_err *err) {
-    ig_progress_tick();
-    ig_gpt *m = s->m;
+    ig_pulse_tick(s->lo->pulse);
+    ig_model *m = s->m;
+    const ig_family *f = m->fam;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;
-    size_t n = (size_t)ig_gpt_stage_elems(m);
-    /* the gradient buffer: the last send from it must be out before it is written */
-    ig_status st = ig_comm_wait(s->grad_send, err);
+    /* the gradient buffers: the last sends from them must be out before they are written */
+    ig_status st = IG_OK;
+    for (int k = 0; k < MAX_IO && st == IG_OK; k++) {
+        st = ig_comm_wait(s->grad_send[k], err);
+        s->grad_send[k] = NULL;
+    }
     if (st == IG_OK && h && h->backward_begin) st = h->backward_begin(h->user, last, err);
-    s->grad_send = NULL;
-    if (st == IG_OK && !ig_layout_last(lo)) {
+    ig_stage_io io;
+    f->stage_io(m, slot, &io);
+    for (int k = 0; st == IG_OK && !ig_layout_last(lo) && k < io.n; k++) {
         ig_comm_req *r = NULL;
-        st = ig_group_irecv(&lo->pp_g, ig_gpt_stage_dgrad(m), n, ig_gpt_comm_type(m),
-                            lo->pp_rank + 1, TAG_GRAD, &r, err);
+        st = ig_group_irecv(&lo->pp_g, io.grad[k], (size_t)io.elems[k], ig_model_comm_type(m),
+                            lo->pp_rank + 1, TAG_GRAD + 2 * k, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
-    if (st == IG_OK)
-        st = ig_gpt_stage_backward(m, slot, h ? h->ready : NULL, h ? h->user : NULL, err);
+    if (st == IG_OK) {
+        m->ready = h ? h->ready : NULL;
+        m->ready_user = h ? h->user : NULL;
+        st = f->backward(m, slot, err);
+        m->ready = NULL;
+        m->ready_user = NULL;
+    }
     if (st != IG_OK || ig_layout_first(lo)) return st;
-    return ig_group_isend(&lo->pp_g, ig_gpt_stage_dgrad(m), n, ig_gpt_comm_type(m), lo->pp_rank - 1,
-                          TAG_GRAD, &s->grad_send, err);
+    for (int k = 0; st == IG_OK && k < io.n; k++)
+        st = ig_group_isend(&lo->pp_g, io.grad[k], (size_t)io.elems[k], ig_model_comm_type(m),
+                            lo->pp_rank - 1, TAG_GRAD + 2 * k, &s->grad_send[k], err);
+    return st;
 }
 
 static ig_status drain(sched *s, ig_status st, ig_err *err) {
-    for (int k = 0; k < s->slots; k++) {
+    for (int k = 0; k < s->slots * MAX_IO; k++) {
         ig_err e;
         ig_status w = ig_comm_wait(s->act_send[k], st == IG_OK ? err : &e);
         if (st == IG_OK) st = w;
     }
-    ig_err e;
-    ig_status w = ig_comm_wait(s->grad_send, st == IG_OK ? err : &e);
-    return st == IG_OK ? w : st;
+    for (int k = 0; k < MAX_IO; k++) {
+        ig_err e;
+        ig_status w = ig_comm_wait(s->grad_send[k], st == IG_OK ? err : &e);
+        if (st == IG_OK) st = w;
+    }
+    return st;
 }
 
-ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_batch_opts *bo, int T,
+ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_loader *ld, const ig_batch_opts *bo, int T,
                        int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
                        double *loss_sum, ig_err *err) {
     *loss_sum = 0;
-    ig_comm_req *sends[64] = {0};
+    ig_comm_req *sends[64 * MAX_IO] = {0};
     sched s = {.m = m,
                .lo = lo,
                .ld = ld,
@@ -110,7 +137,7 @@ ig_status ig_sched_run(ig_gpt *m, ig_layout *lo, ig_loader *ld, const ig_gpt_bat
                .slots = m->part.slots,
                .act_send = sends};
     if (lo->pp > 1) {
-        if (s.slots > (int)(sizeof sends / sizeof sends[0]))
+        if (s.slots > 64)
             return ig_err_set(err, IG_ERR_UNSUPPORTED, "more than 64 micro-batches in flight");
     }
     int M = micro_batches, train = grad_scale > 0;

@@ -219,28 +219,6 @@ static ig_status append_event(ig_tb_writer *w, double wall_time, int64_t step, c
     return w->len >= FLUSH_AT ? write_pending(w, err) : IG_OK;
 }
 
-/* mkdir -p dir. */
-static ig_status make_dirs(ig_ctx *ctx, const char *dir, ig_err *err) {
-    size_t n = strlen(dir);
-    char *p = tb_alloc(ctx, n + 1);
-    if (!p) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    memcpy(p, dir, n + 1);
-    ig_status st = IG_OK;
-    for (size_t i = 1; i <= n && st == IG_OK; i++) {
-        if (p[i] != '/' && p[i] != '\0') continue;
-        char c = p[i];
-        p[i] = '\0';
-        struct stat sb;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            st = ig_err_errno(err, errno, "cannot create directory %s", p);
-        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = ig_err_set(err, IG_ERR_IO, "cannot create directory %s: a file is in the way", p);
-        p[i] = c;
-    }
-    tb_free(ctx, p);
-    return st;
-}
-
 ig_tb_writer_opts ig_tb_writer_opts_default(void) {
     return (ig_tb_writer_opts){.start_time = 0, .hostname = NULL};
 }
@@ -296,7 +274,7 @@ ig_status ig_tb_writer_create(ig_tb_writer **out, ig_ctx *ctx, const char *dir,
     double start = o.start_time > 0 ? o.start_time : ig_tb_wall_time();
     if (!dir || !dir[0])
         return ig_err_set(err, IG_ERR_INVALID_ARG, "the event file directory must be named");
-    ig_status st = make_dirs(ctx, dir, err);
+    ig_status st = ig_mkdir_p(dir, err);
     if (st != IG_OK) return st;
     ig_tb_writer *w = tb_alloc(ctx, sizeof *w);
     if (!w) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");

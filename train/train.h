@@ -1,12 +1,15 @@
-/* train.h - the public API of ingot's trainer: GPT-2 models over a compute backend
- * (kernels/backend.h), their configuration, the training loop on the distributed loader, AdamW,
- * learning-rate schedules, checkpoints that resume bit for bit, Hugging Face export and import,
- * evaluation and sampling.
+/* train.h - the public API of ingot's trainer: models of several families (GPT-2, Llama) over a
+ * compute backend (kernels/backend.h), their configuration, the training loop on the distributed
+ * loader, AdamW, learning-rate schedules, checkpoints that resume bit for bit, Hugging Face export
+ * and import, evaluation and sampling.
  *
- * A model is a list of named global tensors (Hugging Face GPT-2 names); every tensor's initial
- * values are drawn by (seed, name, element index) with a counter-based generator, so every
- * layout and every backend starts from the same model. Parameters, gradients and the optimizer's
- * moments each live in one backend allocation, with per-tensor views.
+ * A model is a list of named global tensors, described by its family (train/models/FAMILY/); every
+ * tensor's initial values are drawn by (seed, name, element index) with a counter-based generator,
+ * so every layout and every backend starts from the same model. The trainer itself - the loop,
+ * the 1F1B schedule, the optimizer, the checkpoints - never names a family: it works on the
+ * tensors' tags (layer, pipeline placement, tensor-parallel split, decay) and on the stage
+ * operations the family provides. Parameters and gradients each live in one backend allocation
+ * with per-tensor views; the AdamW moments belong to the optimizer.
  */
 #ifndef INGOT_TRAIN_H
 #define INGOT_TRAIN_H
@@ -20,24 +23,38 @@
 extern "C" {
 #endif
 
-/* ==== configuration ========================================================================== */
+/* ==== model families and their configuration ================================================= */
 
-/* GPT-2's shape. */
-typedef struct ig_gpt_config {
+/* The families this build knows, by model.arch: {"gpt2", "llama", NULL}. */
+extern const char *const ig_model_archs[];
+typedef enum ig_model_arch { IG_ARCH_GPT2 = 0, IG_ARCH_LLAMA } ig_model_arch;
+
+/* A model's shape: the keys every family has, then the families' own (a family ignores the
+ * others' and refuses them when they are set in a config). */
+typedef struct ig_model_config {
+    int arch; /* ig_model_arch (model.arch) */
     int n_layer, n_head, d_model;
-    int seq_len;      /* the longest sequence: the number of learned positions */
+    int seq_len;      /* the longest sequence: the positions */
     int vocab_size;   /* ids 0 .. vocab_size - 1 */
-    int padded_vocab; /* vocab_size rounded up to a multiple of 128 (rows of wte) */
-} ig_gpt_config;
+    int padded_vocab; /* filled by ig_model_config_check: vocab_size up to a multiple of 128 */
+    double norm_eps;  /* the LayerNorm (gpt2) or RMSNorm (llama) epsilon; 0: the family's 1e-5 */
+    /* llama */
+    int n_kv_heads;     /* key/value heads (grouped-query attention); 0: n_head */
+    int ffn_hidden;     /* SwiGLU width; 0: 2/3 * 4 * d_model up to a multiple of 256 */
+    double rope_theta;  /* rotary base; 0: 10000 */
+    int tie_embeddings; /* the output layer is the input embedding (gpt2: always) */
+} ig_model_config;
 
-/* Checks the shape (every field positive, heads dividing d_model, ...) and fills padded_vocab;
- * errors name the field. */
-ig_status ig_gpt_config_check(ig_gpt_config *c, ig_err *err);
+/* Fills the family's defaults and derived fields (padded_vocab, ...) and checks the shape (every
+ * field positive, heads dividing d_model, kv heads dividing heads, ...); errors name the key. */
+ig_status ig_model_config_check(ig_model_config *c, ig_err *err);
 /* Parameters of the model (the padded vocabulary rows included). */
-uint64_t ig_gpt_num_params(const ig_gpt_config *c);
-/* Forward FLOPs per token (matmuls and attention, as PaLM's 6N + 12 L T C accounting counts them:
- * a training step costs 3x). */
-double ig_gpt_flops_per_token(const ig_gpt_config *c, int T);
+uint64_t ig_model_num_params(const ig_model_config *c);
+/* Forward FLOPs per token at sequence length T (matmuls and attention, as PaLM's 6N + 12 L T C
+ * accounting counts them: a training step costs 3x). */
+double ig_model_flops_per_token(const ig_model_config *c, int T);
+/* One line describing the shape ("gpt2: 4 layers, 4 heads, d_model 128, ..."). Returns buf. */
+char *ig_model_describe(const ig_model_config *c, char *buf, size_t cap);
 
 typedef enum ig_lr_schedule {
     IG_LR_COSINE = 0,
@@ -46,13 +63,13 @@ typedef enum ig_lr_schedule {
     IG_LR_WSD /* warmup, stable, then a linear decay over the last optim.decay_fraction */
 } ig_lr_schedule;
 
-/* Everything a run is: the keys of a training config (ig_train_keys: model, data, train, optim,
- * eval, ckpt, log), bound into this struct. Strings point into the ig_config they came from. */
+/* Everything a run is: the keys of a training config (the tables of ig_train_key_tables: model,
+ * data, train, optim, eval, ckpt, log, parallel), bound into this struct. Strings point into the
+ * ig_config they came from. */
 typedef struct ig_train_config {
     /* model */
-    int n_layer, n_head, d_model, seq_len;
-    int vocab_size;        /* 0: from the shards' manifest */
-    const char *init_from; /* "": random init; else a Hugging Face GPT-2 model.safetensors */
+    ig_model_config model; /* vocab_size 0: from the shards' manifest */
+    const char *init_from; /* "": random init; else a Hugging Face model directory or file */
     uint64_t seed;         /* initial weights */
     /* data (the loader module's keys) */
     ig_data_config data;
@@ -89,88 +106,123 @@ typedef struct ig_train_config {
     double timeout;        /* seconds without progress before every rank gives up */
 } ig_train_config;
 
-extern const ig_cfg_key ig_train_keys[];
-extern const size_t ig_train_n_keys;
+/* The keys of a training config, as tables that all bind into an ig_train_config: the trainer's
+ * own (model.arch and the keys every family has, train, optim, eval, ckpt, log, parallel), then
+ * each family's model.* keys. Fills up to cap tables (tables[i] has counts[i] keys) and returns
+ * how many there are. */
+size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap);
 
 /* Checks what the keys cannot check alone (heads dividing d_model, global_batch a multiple of
- * micro_batch, min_lr <= lr, a schedule's warmup within the steps, ...); errors name the key and,
- * through cfg, where its value came from (file:line). cfg may be NULL. */
+ * micro_batch, min_lr <= lr, a schedule's warmup within the steps, a key of another family than
+ * model.arch's, ...); errors name the key and, through cfg, where its value came from
+ * (file:line). cfg may be NULL. */
 ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err);
 
 /* The learning rate at step (0-based) of a run of t->steps steps. */
 double ig_train_lr(const ig_train_config *t, int64_t step);
 
-/* ==== the model ============================================================================== */
+/* ==== a model on one process ================================================================= */
 
-typedef struct ig_gpt ig_gpt;
+typedef struct ig_model ig_model;
 
-/* A model on a backend: parameters (initialised from (seed, name, index)), gradients, AdamW
- * moments, and activations for micro-batches of B x T (T <= seq_len). */
-ig_status ig_gpt_create(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const ig_gpt_config *c, int B,
-                        int T, uint64_t seed, ig_err *err);
-void ig_gpt_free(ig_gpt *m); /* NULL is a no-op */
+/* A whole model on a backend: parameters (initialised from (seed, name, index)), gradients and
+ * activations for micro-batches of B x T (T <= seq_len). No optimizer state (ig_optimizer). */
+ig_status ig_model_create(ig_model **out, ig_ctx *ctx, ig_backend *be, const ig_model_config *c,
+                          int B, int T, uint64_t seed, ig_err *err);
+void ig_model_free(ig_model *m); /* NULL is a no-op */
 
-const ig_gpt_config *ig_gpt_shape(const ig_gpt *m);
+const ig_model_config *ig_model_shape(const ig_model *m);
+ig_backend *ig_model_backend(const ig_model *m);
 
-/* The parameters as named tensors (Hugging Face names, e.g. "transformer.h.0.attn.c_attn.weight",
- * shapes as Hugging Face stores them; wte is [padded_vocab, C]). */
-typedef struct ig_gpt_tensor {
+/* Where a tensor's pipeline stage is: a layer's, the first stage's (embeddings), the last's (the
+ * head), or both the first's and the last's (a tied embedding, its two gradients summed). */
+typedef enum ig_place {
+    IG_PLACE_LAYER = 0,
+    IG_PLACE_FIRST = 1,
+    IG_PLACE_LAST = 2,
+    IG_PLACE_TIED = 3
+} ig_place;
+
+#define IG_MAX_BLOCKS 4
+
+/* The parameters as named tensors (the family's names: Hugging Face GPT-2's for gpt2, e.g.
+ * "transformer.h.0.attn.c_attn.weight" [in, out]; Llama's with q|k|v fused into one
+ * "model.layers.0.self_attn.qkv_proj.weight"). */
+typedef struct ig_model_tensor {
     const char *name;
     int ndim;
     int64_t shape[2]; /* the part this model holds */
-    uint64_t offset;  /* in elements, in the parameter (and gradient, moment) buffers */
+    uint64_t offset;  /* in elements, in the parameter (and gradient) buffers */
     uint64_t numel;
-    int decay; /* AdamW weight decay applies (matrices and embeddings, not biases or LayerNorm) */
+    int decay;      /* AdamW weight decay applies (matrices and embeddings, not biases, norms) */
+    ig_place place; /* its pipeline stage */
+    int layer;      /* IG_PLACE_LAYER: the (global) layer */
     /* Where the part sits in the global tensor (tensor parallelism): split_dim is the dimension
-     * tensor parallelism cuts (-1: none, the tensor is replicated), into `blocks` equal blocks (3
-     * for c_attn's q, k, v; else 1) and each block into `parts` equal slices (1 on one rank), of
-     * which this part holds slice `part` of every block. */
+     * tensor parallelism cuts (-1: none, the tensor is replicated); along it the tensor is
+     * n_blocks blocks of block[k] elements (c_attn's q, k, v: 3 equal blocks; grouped-query
+     * attention's q, k, v: unequal ones; else 1), and each block is cut into `parts` equal slices,
+     * of which this part holds slice `part` of every block. */
     int64_t global_shape[2];
-    int split_dim, blocks, part, parts;
-    /* a replicated tensor whose gradient each tensor-parallel rank holds a share of (the
-     * LayerNorms under sequence parallelism): summed over the group before the optimizer */
+    int split_dim, part, parts;
+    int n_blocks;
+    int64_t block[IG_MAX_BLOCKS];
+    /* a replicated tensor whose gradient each tensor-parallel rank holds a share of (the norms
+     * under sequence parallelism): summed over the group before the optimizer */
     int tp_partial;
-} ig_gpt_tensor;
+} ig_model_tensor;
 
-size_t ig_gpt_num_tensors(const ig_gpt *m);
-const ig_gpt_tensor *ig_gpt_tensor_at(const ig_gpt *m, size_t i);
-const ig_gpt_tensor *ig_gpt_tensor_find(const ig_gpt *m, const char *name);
+size_t ig_model_num_tensors(const ig_model *m);
+const ig_model_tensor *ig_model_tensor_at(const ig_model *m, size_t i);
+const ig_model_tensor *ig_model_tensor_find(const ig_model *m, const char *name);
 
-/* Host copies of the parameters, gradients or moments (fp32, every tensor back to back in the
- * order of the table: ig_gpt_num_params elements). */
-typedef enum ig_gpt_buffer {
-    IG_GPT_PARAMS = 0,
-    IG_GPT_GRADS,
-    IG_GPT_ADAM_M,
-    IG_GPT_ADAM_V
-} ig_gpt_buffer;
-ig_status ig_gpt_read(ig_gpt *m, ig_gpt_buffer which, float *out, ig_err *err);
-ig_status ig_gpt_write(ig_gpt *m, ig_gpt_buffer which, const float *in, ig_err *err);
+/* Host copies of the parameters or gradients (fp32, every tensor at its offset: a buffer of
+ * ig_model_buffer_elems elements, the gaps between tensors 0). */
+typedef enum ig_model_buffer { IG_MODEL_PARAMS = 0, IG_MODEL_GRADS } ig_model_buffer;
+uint64_t ig_model_buffer_elems(const ig_model *m);
+ig_status ig_model_read(ig_model *m, ig_model_buffer which, float *out, ig_err *err);
+ig_status ig_model_write(ig_model *m, ig_model_buffer which, const float *in, ig_err *err);
 
-/* One micro-batch: tokens [B, T + 1] in host memory (inputs are [:, :T], targets [:, 1:]).
- * Forward computes the mean loss over the counted positions (all, or with eod_mask_loss those
- * whose input is not eod_id); with backward (grad_scale > 0), the gradient of grad_scale * loss
- * is added to the gradients. doc_attention: attention stays within documents ended by eod_id.
- * Returns the loss in *loss; *counted receives the positions counted. */
-typedef struct ig_gpt_batch_opts {
+/* One micro-batch of a language model: tokens [B, T + 1] in host memory (inputs are [:, :T],
+ * targets [:, 1:]). Forward computes the mean loss over the counted positions (all, or with
+ * eod_mask_loss those whose input is not eod_id); with backward (grad_scale > 0), the gradient of
+ * grad_scale * loss is added to the gradients. doc_attention: attention stays within documents
+ * ended by eod_id. Returns the loss in *loss; *counted receives the positions counted. */
+typedef struct ig_batch_opts {
     int eod_mask_loss;
     int doc_attention;
     int32_t eod_id; /* -1: none */
-} ig_gpt_batch_opts;
+} ig_batch_opts;
 
-ig_status ig_gpt_forward(ig_gpt *m, const int32_t *tokens, int B, int T, const ig_gpt_batch_opts *o,
-                         double *loss, uint64_t *counted, ig_err *err);
+ig_status ig_model_forward(ig_model *m, const int32_t *tokens, int B, int T, const ig_batch_opts *o,
+                           double *loss, uint64_t *counted, ig_err *err);
 /* forward + backward of the loss scaled by grad_scale (e.g. 1 / micro-batches per step). */
-ig_status ig_gpt_forward_backward(ig_gpt *m, const int32_t *tokens, int B, int T,
-                                  const ig_gpt_batch_opts *o, float grad_scale, double *loss,
-                                  uint64_t *counted, ig_err *err);
-ig_status ig_gpt_zero_grads(ig_gpt *m, ig_err *err);
+ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, int T,
+                                    const ig_batch_opts *o, float grad_scale, double *loss,
+                                    uint64_t *counted, ig_err *err);
+ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */
-ig_status ig_gpt_grad_norm(ig_gpt *m, double *norm, ig_err *err);
-/* One AdamW step (t = step >= 1) at lr, gradients scaled by grad_scale (clipping); weight decay
- * on the tensors marked decay. */
-ig_status ig_gpt_adamw(ig_gpt *m, int step, float lr, float beta1, float beta2, float eps,
-                       float weight_decay, float grad_scale, ig_err *err);
+ig_status ig_model_grad_norm(ig_model *m, double *norm, ig_err *err);
+
+/* ==== AdamW ================================================================================== */
+
+/* The optimizer of a model on one process: the AdamW moments (fp32, the model's buffer layout)
+ * and the update, as torch.optim.AdamW (weight decay on the tensors marked decay). Under a
+ * parallel layout the trainer makes its own (with the gradient reductions and ZeRO). */
+typedef struct ig_optimizer ig_optimizer;
+ig_status ig_optimizer_create(ig_optimizer **out, ig_ctx *ctx, ig_model *m, ig_err *err);
+void ig_optimizer_free(ig_optimizer *o); /* NULL is a no-op */
+
+typedef struct ig_adamw_hparams {
+    float lr, beta1, beta2, eps, weight_decay;
+} ig_adamw_hparams;
+
+/* One AdamW step (t = step >= 1), gradients scaled by grad_scale (clipping). */
+ig_status ig_optimizer_step(ig_optimizer *o, int step, const ig_adamw_hparams *h, float grad_scale,
+                            ig_err *err);
+/* Host copies of the moments (exp_avg, exp_avg_sq), as ig_model_read lays them out. */
+typedef enum ig_moment { IG_MOMENT_EXP_AVG = 0, IG_MOMENT_EXP_AVG_SQ } ig_moment;
+ig_status ig_optimizer_read(ig_optimizer *o, ig_moment which, float *out, ig_err *err);
+ig_status ig_optimizer_write(ig_optimizer *o, ig_moment which, const float *in, ig_err *err);
 
 /* ==== training ============================================================================== */
 
@@ -207,13 +259,15 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
 /* ==== checkpoints (checkpoint.c) ============================================================= */
 
 #define IG_CKPT_FORMAT  "ingot-checkpoint"
-#define IG_CKPT_VERSION 1
+#define IG_CKPT_VERSION 2 /* 2: model.arch and the tensors' placements; version 1 (GPT-2) is read  \
+                           */
 
 /* What a checkpoint says about itself (its manifest.json). */
 typedef struct ig_ckpt_info {
+    int version;            /* of its manifest */
     int64_t step;           /* steps done */
     ig_loader_state loader; /* consumed samples and the index key */
-    ig_gpt_config model;    /* the model's shape */
+    ig_model_config model;  /* the model's family and shape */
     uint64_t seed;          /* the initial weights' seed */
     int32_t eod_id;         /* the data's end-of-document id (-1: none) */
     uint64_t config_hash;   /* ig_config_hash of the run's configuration */
@@ -221,12 +275,13 @@ typedef struct ig_ckpt_info {
     double loss;            /* the loss of its last step */
 } ig_ckpt_info;
 
-/* Writes the state after info->step steps (parameters, AdamW moments, the loader's state, the
- * configuration) into RUN_DIR/ckpt/step_NNNNNNNN: under a temporary name, every file checksummed
- * in manifest.json, fsync'd, renamed into place; then only the newest `keep` checkpoints stay.
- * The directory's path goes to path[cap]. */
-ig_status ig_ckpt_save(ig_ctx *ctx, ig_gpt *m, const ig_ckpt_info *info, const ig_config *cfg,
-                       const char *run_dir, int64_t keep, char *path, size_t cap, ig_err *err);
+/* Writes the state after info->step steps (the model's parameters, the optimizer's moments when
+ * o is not NULL, the loader's state, the configuration) into RUN_DIR/ckpt/step_NNNNNNNN: under a
+ * temporary name, every file checksummed in manifest.json, fsync'd, renamed into place; then only
+ * the newest `keep` checkpoints stay. The directory's path goes to path[cap]. One process. */
+ig_status ig_ckpt_save(ig_ctx *ctx, ig_model *m, ig_optimizer *o, const ig_ckpt_info *info,
+                       const ig_config *cfg, const char *run_dir, int64_t keep, char *path,
+                       size_t cap, ig_err *err);
 /* A checkpoint directory from a path: path itself when it holds a manifest.json, the newest
  * checkpoint of a run directory (one with a ckpt/ folder), else path unchanged. */
 ig_status ig_ckpt_resolve(const char *path, char *out, size_t cap, ig_err *err);
@@ -236,29 +291,46 @@ ig_status ig_ckpt_latest(const char *run_dir, char *path, size_t cap, ig_err *er
  * size; with verify, every file's xxh3). Errors name the file. */
 ig_status ig_ckpt_read_info(ig_ctx *ctx, const char *dir, int verify, ig_ckpt_info *info,
                             ig_err *err);
-/* Loads a checkpoint into m (whose shape must match): parameters and, with optimizer, the AdamW
- * moments. Checksums are verified first. */
-ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_gpt *m, int optimizer, ig_ckpt_info *info,
-                       ig_err *err);
+/* Loads a checkpoint into m (whose family and shape must match): parameters and, when o is not
+ * NULL, the AdamW moments. Checksums are verified first. */
+ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *o,
+                       ig_ckpt_info *info, ig_err *err);
 
-/* Writes a checkpoint as a Hugging Face GPT-2 directory (hf_io.c): model.safetensors (names as
- * transformers saves GPT2LMHeadModel, the tied lm_head not stored, the padded vocabulary rows
- * dropped, __metadata__ {"format": "pt"}) and config.json. The checkpoint is verified first. */
+/* Writes a checkpoint as a Hugging Face directory of its family (model.safetensors with
+ * transformers' names, the padded vocabulary rows dropped, __metadata__ {"format": "pt"}, and
+ * config.json: GPT2LMHeadModel for gpt2, LlamaForCausalLM for llama). The checkpoint is verified
+ * first. */
 ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir, int overwrite,
                          ig_err *err);
+
+/* ==== Hugging Face files (the family's) ===================================================== */
+
+/* Reads the shape of a Hugging Face model directory (config.json + model.safetensors) or
+ * model.safetensors file: the family from config.json's model_type, its eos_token_id into *eod
+ * (-1 when none). */
+ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out, int32_t *eod,
+                            ig_err *err);
+/* Loads a Hugging Face model.safetensors of m's family into m's parameters: every tensor of the
+ * model must be there with its shape, and every tensor of the file must be used; errors name the
+ * tensor. */
+ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err);
+/* Writes m as a Hugging Face directory of its family (see ig_ckpt_export). */
+ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod_id, const char *dir, int overwrite,
+                       ig_err *err);
 
 /* ==== using a model (inference.c) ============================================================ */
 
 /* Opens a model for inference on be from a checkpoint directory, a Hugging Face directory
  * (config.json + model.safetensors, as ig_ckpt_export writes) or a model.safetensors file (with
  * config.json beside it, or ingot's own metadata). B x T: the largest micro-batch it will run
- * (T <= its positions). *eod_id: the end-of-document id when the model says (-1 otherwise). */
-ig_status ig_model_open(ig_gpt **out, ig_ctx *ctx, ig_backend *be, const char *path, int B, int T,
+ * (T <= its positions; 0: all). *eod_id: the end-of-document id when the model says (-1
+ * otherwise). */
+ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char *path, int B, int T,
                         int32_t *eod_id, ig_err *err);
 
 /* The mean loss of a model over `batches` micro-batches of B samples of data (read from the
  * start of the stream, as a validation pass does). */
-ig_status ig_model_eval(ig_gpt *m, ig_ctx *ctx, const ig_data_opts *data, int B, int batches,
+ig_status ig_model_eval(ig_model *m, ig_ctx *ctx, const ig_data_opts *data, int B, int batches,
                         double *loss, ig_err *err);
 
 typedef struct ig_sample_opts {
@@ -276,7 +348,7 @@ ig_sample_opts ig_sample_opts_default(void);
  * processed at once, then one token per step), calling emit(user, id) for each (it may return
  * nonzero to stop). The prompt and the generated tokens must fit the model's positions: the
  * generation stops there. *n_out: tokens generated. */
-ig_status ig_model_generate(ig_gpt *m, ig_ctx *ctx, const int32_t *prompt, size_t n_prompt,
+ig_status ig_model_generate(ig_model *m, ig_ctx *ctx, const int32_t *prompt, size_t n_prompt,
                             const ig_sample_opts *o, int (*emit)(void *user, int32_t id),
                             void *user, size_t *n_out, ig_err *err);
 

@@ -1,8 +1,10 @@
-/* train_options.c - the keys of a training config (model, train, optim, eval, ckpt, log; data
- * comes from the loader module's keys), bound to ig_train_config, the checks the keys cannot make
- * alone, and the learning-rate schedules. The key names are part of ingot's interface: configs
- * in the wild depend on them. */
+/* train_options.c - the keys of a training config (model, train, optim, eval, ckpt, log,
+ * parallel; data comes from the loader module's keys, and each model family adds its own model.*
+ * keys), bound to ig_train_config, the checks the keys cannot make alone, and the learning-rate
+ * schedules. The key names are part of ingot's interface: configs in the wild depend on them. */
 #include "train/train.h"
+
+#include "family.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -27,16 +29,22 @@ static const char *const dtypes[] = {"auto", "fp32", "bf16", NULL};
         .is_signed = 1, .choices = (ch)                                                            \
     }
 
-const ig_cfg_key ig_train_keys[] = {
-    K("model.n_layer", IG_CFG_INT, n_layer, "12", 1, 1024, "transformer blocks"),
-    K("model.n_head", IG_CFG_INT, n_head, "12", 1, 4096, "attention heads"),
-    K("model.d_model", IG_CFG_INT, d_model, "768", 1, 65536, "model width (C)"),
-    K("model.seq_len", IG_CFG_INT, seq_len, "1024", 2, 1048576,
-      "tokens per sample, and the learned positions"),
-    K("model.vocab_size", IG_CFG_INT, vocab_size, "0", 0, 1073741824,
+static const ig_cfg_key train_keys[] = {
+    KE("model.arch", model.arch, "gpt2", ig_model_archs,
+       "the model family: gpt2 (learned positions, LayerNorm, GeLU, tied embeddings) or llama "
+       "(RMSNorm, rotary positions, SwiGLU, grouped-query attention)"),
+    K("model.n_layer", IG_CFG_INT, model.n_layer, "12", 1, 1024, "transformer blocks"),
+    K("model.n_head", IG_CFG_INT, model.n_head, "12", 1, 4096, "attention heads"),
+    K("model.d_model", IG_CFG_INT, model.d_model, "768", 1, 65536, "model width (C)"),
+    K("model.seq_len", IG_CFG_INT, model.seq_len, "1024", 2, 1048576,
+      "tokens per sample, and the positions"),
+    K("model.vocab_size", IG_CFG_INT, model.vocab_size, "0", 0, 1073741824,
       "vocabulary size; 0: from the shards' manifest"),
+    K("model.norm_eps", IG_CFG_FLOAT, model.norm_eps, "1e-5", 1e-12, 0.1,
+      "the epsilon of the LayerNorms (gpt2) or RMSNorms (llama)"),
     K("model.init_from", IG_CFG_STRING, init_from, "", 0, 0,
-      "a Hugging Face GPT-2 model.safetensors (or its directory) to start from"),
+      "a Hugging Face model directory (config.json + model.safetensors) of model.arch's family "
+      "to start from"),
     K("model.seed", IG_CFG_INT, seed, "1234", 0, 9.2e18,
       "seed of the initial weights (each tensor keyed by its name)"),
     K("train.micro_batch", IG_CFG_INT, micro_batch, "4", 1, 1048576,
@@ -117,7 +125,19 @@ const ig_cfg_key ig_train_keys[] = {
     K("parallel.timeout", IG_CFG_FLOAT, timeout, "300", 1, 1e9,
       "seconds a rank may wait for another (a dead or hung rank) before every rank stops"),
 };
-const size_t ig_train_n_keys = sizeof ig_train_keys / sizeof ig_train_keys[0];
+
+size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap) {
+    size_t n = 0;
+    if (n < cap) tables[n] = train_keys, counts[n] = sizeof train_keys / sizeof train_keys[0];
+    n++;
+    for (int a = 0; ig_family_of(a); a++) {
+        const ig_family *f = ig_family_of(a);
+        if (!f->n_keys) continue;
+        if (n < cap) tables[n] = f->keys, counts[n] = f->n_keys;
+        n++;
+    }
+    return n;
+}
 
 /* "FILE:LINE: key" or "key" when the value is a default or cfg is unknown. */
 static void where(const ig_config *cfg, const char *key, char *buf, size_t cap) {
@@ -128,14 +148,40 @@ static void where(const ig_config *cfg, const char *key, char *buf, size_t cap) 
         snprintf(buf, cap, "%s: %s", o, key);
 }
 
+/* A key of another family than model.arch's, set in the configuration, is refused: it would be
+ * silently ignored. */
+static ig_status foreign_keys(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    const ig_family *mine = ig_family_of(t->model.arch);
+    for (int a = 0; cfg && mine && ig_family_of(a); a++) {
+        const ig_family *f = ig_family_of(a);
+        for (size_t i = 0; f != mine && i < f->n_keys; i++) {
+            const char *path = f->keys[i].path;
+            int shared = 0;
+            for (size_t j = 0; j < mine->n_keys; j++) shared |= !strcmp(mine->keys[j].path, path);
+            if (shared || !ig_config_is_set(cfg, path)) continue;
+            char w[600];
+            where(cfg, path, w, sizeof w);
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "%s is a key of model.arch %s, and this configuration's model.arch "
+                              "is %s: remove it, or set model.arch: %s",
+                              w, f->arch, mine->arch, f->arch);
+        }
+    }
+    return IG_OK;
+}
+
 ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
     char w[600];
-    if (t->d_model % t->n_head) {
+    if (!ig_family_of(t->model.arch))
+        return ig_err_set(err, IG_ERR_CONFIG, "model.arch %d is not a known family", t->model.arch);
+    ig_status st = foreign_keys(t, cfg, err);
+    if (st != IG_OK) return st;
+    if (t->model.n_head < 1 || t->model.d_model % t->model.n_head) {
         where(cfg, "model.n_head", w, sizeof w);
         return ig_err_set(err, IG_ERR_CONFIG,
                           "%s: %d heads do not divide model.d_model %d (each head gets d_model / "
                           "n_head channels)",
-                          w, t->n_head, t->d_model);
+                          w, t->model.n_head, t->model.d_model);
     }
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     if (gb % t->micro_batch) {

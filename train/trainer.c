@@ -1,8 +1,9 @@
-/* trainer.c - the training loop: loader -> forward -> loss -> backward -> gradient accumulation ->
- * gradient reduction -> clip -> AdamW -> metrics, with validation and checkpoints, on one process
- * or on every rank of a tp x dp x pp layout (parallel.h: this rank's part of the model, the 1F1B
- * schedule in schedule.c, the reductions and ZeRO in optimizer.c). Rank 0 writes the logs, the
- * metrics and the run directory; the loss it reports is the global one, the same on every rank.
+/* trainer.c - the training loop, for a model of any family: loader -> forward -> loss -> backward
+ * -> gradient accumulation -> gradient reduction -> clip -> AdamW -> metrics, with validation and
+ * checkpoints, on one process or on every rank of a tp x dp x pp layout (parallel.h: this rank's
+ * part of the model, the 1F1B schedule in schedule.c, the reductions and ZeRO in optimizer.c). Rank
+ * 0 writes the logs, the metrics and the run directory; the loss it reports is the global one, the
+ * same on every rank.
  *
  * Everything a step depends on is in a checkpoint: the parameters, the AdamW moments, the step
  * (which gives the learning rate) and the loader's consumed samples (which give the data). The
@@ -10,9 +11,6 @@
  * and every kernel is deterministic, so a resumed run repeats the losses of an uninterrupted one
  * bit for bit.
  */
-#include "gpt_internal.h"
-#include "train_internal.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,26 +18,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
+#include "family.h"
+#include "metrics.h"
+#include "watchdog.h"
+
 typedef struct run {
     ig_ctx *ctx;
     const ig_train_opts *o;
     const ig_train_config *t;
     FILE *log;
     ig_backend *be;
-    ig_gpt *model;
-    ig_gpt_config shape;
+    ig_model *model;
+    ig_model_config shape;
     ig_data_resolved train_data, val_data;
     ig_data_stream *train_ds, *val_ds;
     ig_loader *loader;
     ig_metrics *metrics;
-    ig_gpt_batch_opts batch;
+    ig_batch_opts batch;
     int accum;         /* micro-batches per step on this data-parallel rank */
     double peak_flops; /* the backend's GEMM throughput, measured at the start */
     ig_comm *world;    /* NULL: one process */
     ig_layout lo;
     ig_optim *optim;
-    ig_watchdog *dog; /* several ranks: none waits forever */
-    int writer;       /* rank 0: logs, metrics, the run directory */
+    ig_watchdog *dog;      /* several ranks: none waits forever */
+    ig_pulse pulse;        /* the run's progress, which the watchdog reads */
+    int writer;            /* rank 0: logs, metrics, the run directory */
+    int64_t first;         /* the first step to run */
+    ig_loader_state start; /* where the data resumes (resume) */
 } run;
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -68,14 +74,14 @@ static ig_status open_data(run *r, ig_err *err) {
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     uint64_t samples = (uint64_t)t->steps * (uint64_t)gb;
     ig_status st =
-        ig_data_config_resolve(&t->data, (uint32_t)t->seq_len, samples, &r->train_data, err);
+        ig_data_config_resolve(&t->data, (uint32_t)t->model.seq_len, samples, &r->train_data, err);
     if (st == IG_OK) st = ig_data_stream_open(&r->train_ds, r->ctx, &r->train_data.opts, err);
     if (st != IG_OK) return ig_err_prefix(err, st, "data");
     if (t->eval_every > 0) {
         ig_data_config v = t->data;
         v.part = IG_SPLIT_VALID;
         uint64_t vs = (uint64_t)t->eval_batches * (uint64_t)t->micro_batch;
-        st = ig_data_config_resolve(&v, (uint32_t)t->seq_len, vs, &r->val_data, err);
+        st = ig_data_config_resolve(&v, (uint32_t)t->model.seq_len, vs, &r->val_data, err);
         if (st == IG_OK) st = ig_data_stream_open(&r->val_ds, r->ctx, &r->val_data.opts, err);
         if (st != IG_OK)
             return ig_err_prefix(err, st,
@@ -144,8 +150,8 @@ static ig_status validate(run *r, double *val_loss, ig_err *err) {
     double sum = 0;
     ig_status st = ig_loader_create(&ld, r->ctx, &lo, NULL, err);
     if (st == IG_OK)
-        st = ig_sched_run(r->model, &r->lo, ld, &r->batch, r->t->seq_len, (int)r->t->eval_batches,
-                          0.0f, NULL, &sum, err);
+        st = ig_sched_run(r->model, &r->lo, ld, &r->batch, r->t->model.seq_len,
+                          (int)r->t->eval_batches, 0.0f, NULL, &sum, err);
     ig_loader_free(ld);
     if (st == IG_OK) st = global_loss(r, sum, 0, &sum, err);
     *val_loss = sum / (double)r->t->eval_batches;
@@ -160,7 +166,7 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
     double sum = 0;
     /* each micro-batch's mean loss weighs 1 / (micro-batches per step over all replicas) */
     if (st == IG_OK)
-        st = ig_sched_run(r->model, &r->lo, r->loader, &r->batch, t->seq_len, M,
+        st = ig_sched_run(r->model, &r->lo, r->loader, &r->batch, t->model.seq_len, M,
                           1.0f / (float)(M * dp), ig_optim_hooks(r->optim), &sum, err);
     if (st == IG_OK) st = ig_optim_reduce(r->optim, err);
     if (st == IG_OK) st = global_loss(r, sum, 1, &sum, err);
@@ -183,8 +189,9 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
         if (coef < 1.0) scale = (float)coef;
     }
     *lr = ig_train_lr(t, step);
-    return ig_optim_step(r->optim, (int)(step + 1), (float)*lr, (float)t->beta1, (float)t->beta2,
-                         (float)t->eps, (float)t->weight_decay, scale, err);
+    ig_adamw_hparams h = {(float)*lr, (float)t->beta1, (float)t->beta2, (float)t->eps,
+                          (float)t->weight_decay};
+    return ig_optim_step(r->optim, (int)(step + 1), &h, scale, err);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -211,8 +218,9 @@ static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *
                          .pp = r->lo.pp,
                          .dp = r->lo.dp,
                          .loss = loss};
-    ig_status st = ig_ckpt_save_part(r->ctx, r->model, &r->lo, &info, r->o->config, r->t->run_dir,
-                                     r->t->ckpt_keep, res->checkpoint, sizeof res->checkpoint, err);
+    ig_status st =
+        ig_ckpt_save_part(r->ctx, r->model, r->optim, &r->lo, &info, r->o->config, r->t->run_dir,
+                          r->t->ckpt_keep, res->checkpoint, sizeof res->checkpoint, err);
     if (st == IG_OK && r->writer && !r->o->quiet)
         fprintf(r->log, "checkpoint: %s\n", res->checkpoint);
     return st;
@@ -279,10 +287,10 @@ static ig_status stop_requested(run *r, int *stop, ig_err *err) {
 static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) {
     const ig_train_config *t = r->t;
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
-    double tokens_per_step = (double)gb * t->seq_len;
+    double tokens_per_step = (double)gb * t->model.seq_len;
     /* per rank: the model's FLOPs spread over the world */
-    double flops_per_step =
-        3.0 * ig_gpt_flops_per_token(&r->shape, t->seq_len) * tokens_per_step / (double)r->lo.world;
+    double flops_per_step = 3.0 * ig_model_flops_per_token(&r->shape, t->model.seq_len) *
+                            tokens_per_step / (double)r->lo.world;
     double t_start = ig_now(), loss = NAN;
     int64_t step = first;
     ig_status st = IG_OK;
@@ -367,53 +375,164 @@ static ig_status clear_run_dir(const char *dir, int overwrite, ig_err *err) {
     return IG_OK;
 }
 
-static ig_status make_run_dir(const char *dir, ig_err *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            return ig_err_errno(err, errno, "cannot create %s", path);
-        *p = '/';
-    }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return ig_err_errno(err, errno, "cannot create the run directory %s", path);
-    return IG_OK;
-}
-
-/* Whether every rank got through a phase that can fail on some ranks only (files one node cannot
- * read, a full disk): the ones that failed keep their own message, the others say so. */
+/* Whether every rank got through a phase that can fail on some ranks only. */
 static ig_status all_ranks_ok(run *r, ig_status st, const char *what, ig_err *err) {
-    if (!r->world || r->lo.world <= 1) return st;
-    int all = 0;
-    ig_err e2;
-    ig_status cs = ig_comm_all_ok(r->world, st == IG_OK, &all, st == IG_OK ? err : &e2);
-    if (st != IG_OK) return st;
-    if (cs != IG_OK) return cs;
-    if (!all)
-        return ig_err_set(err, IG_ERR_IO, "%s failed on another rank (its message says why)", what);
+    return ig_all_ranks_ok(r->world, st, what, err);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+/* The data (rank 0 first: it builds the index caches, which the others then read), and the
+ * vocabulary and end-of-document id its shards were made with. */
+static ig_status setup_data(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    int rank = r->world ? ig_comm_rank(r->world) : 0;
+    ig_status st = IG_OK;
+    if (rank == 0) st = open_data(r, err);
+    if (r->world && (st = all_ranks_ok(r, st, "opening the data", err)) == IG_OK && rank != 0)
+        st = open_data(r, err);
+    if ((st = all_ranks_ok(r, st, "opening the data", err)) != IG_OK) return st;
+    int vocab = 0;
+    int32_t eod = -1;
+    if ((st = data_vocab(r->train_ds, &vocab, &eod, err)) != IG_OK && t->model.vocab_size == 0)
+        return st;
+    if (t->model.vocab_size && vocab > t->model.vocab_size)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.vocab_size %d is smaller than the shards' vocabulary of %d",
+                          t->model.vocab_size, vocab);
+    r->shape = t->model;
+    if (!r->shape.vocab_size) r->shape.vocab_size = vocab;
+    if ((st = ig_model_config_check(&r->shape, err)) != IG_OK) return st;
+    r->batch = (ig_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
+    if ((t->eod_mask_loss || t->doc_attention) && eod < 0)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.eod_mask_loss and train.doc_attention need an end-of-document "
+                          "id, and the shards' manifests name none");
     return IG_OK;
 }
 
-/* The model part this rank holds in the layout. */
-static ig_gpt_part layout_part(const run *r) {
+/* The backend, before the run directory: a device that is not there leaves nothing behind. */
+static ig_status setup_backend(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    ig_backend_opts bo = ig_backend_opts_default();
+    bo.kind = t->device == 1 ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+    bo.act_type = t->dtype == 2 || (t->dtype == 0 && t->device == 1) ? IG_ACT_BF16 : IG_ACT_F32;
+    bo.device = 0;
+    ig_status st = IG_OK;
+    if (bo.kind == IG_BACKEND_CUDA && r->world) {
+        /* one GPU per process: the node-local rank's, as the NCCL communicators choose it */
+        ig_comm *node = NULL;
+        st = ig_comm_split_local(r->world, &node, err);
+        if (st == IG_OK) bo.device = ig_comm_rank(node);
+        ig_comm_free(node);
+    }
+    if (st == IG_OK) st = ig_backend_create(&r->be, r->ctx, &bo, err);
+    if (st != IG_OK) ig_err_prefix(err, st, "train.device %s", t->device == 1 ? "cuda" : "cpu");
+    if ((st = all_ranks_ok(r, st, "creating the backend", err)) != IG_OK) return st;
+    /* the groups that move the model's memory: NCCL on a device (itself all-or-nothing) */
+    return ig_layout_attach_backend(&r->lo, r->world, r->be, err);
+}
+
+/* The run directory (rank 0), and the watchdog of every rank. */
+static ig_status setup_run_dir(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    ig_status st = IG_OK;
+    if (r->writer) {
+        if (!r->o->resume) st = clear_run_dir(t->run_dir, r->o->overwrite, err);
+        if (st == IG_OK) st = ig_mkdir_p(t->run_dir, err);
+        if (st != IG_OK) ig_err_prefix(err, st, "the run directory");
+    }
+    if ((st = all_ranks_ok(r, st, "preparing the run directory", err)) != IG_OK) return st;
+    if (r->world && t->timeout > 0)
+        st = ig_watchdog_start(&r->dog, r->ctx, &r->pulse, t->run_dir, r->lo.rank, r->lo.world,
+                               t->timeout, err);
+    return all_ranks_ok(r, st, "starting the watchdog", err);
+}
+
+/* The model part this rank holds in the layout, and its optimizer. */
+static ig_status setup_model(run *r, ig_err *err) {
     const ig_layout *lo = &r->lo;
     size_t as = ig_backend_act_size(r->be);
-    return (ig_gpt_part){.tp = lo->tp,
-                         .tp_rank = lo->tp_rank,
-                         .sp = lo->sp,
-                         .l0 = lo->l0,
-                         .l1 = lo->l1,
-                         .first = ig_layout_first(lo),
-                         .last = ig_layout_last(lo),
-                         .slots = ig_sched_slots(lo),
-                         .tpg = (ig_group *)&lo->tp_g,
-                         .dp = lo->dp,
-                         .dp_rank = lo->dp_rank,
-                         .zero = lo->zero,
-                         .pp = lo->pp,
-                         .bucket_elems = r->t->bucket_bytes / as};
+    ig_part part = {.tp = lo->tp,
+                    .tp_rank = lo->tp_rank,
+                    .sp = lo->sp,
+                    .l0 = lo->l0,
+                    .l1 = lo->l1,
+                    .first = ig_layout_first(lo),
+                    .last = ig_layout_last(lo),
+                    .slots = ig_sched_slots(lo),
+                    .tpg = (ig_group *)&lo->tp_g,
+                    .dp = lo->dp,
+                    .dp_rank = lo->dp_rank,
+                    .zero = lo->zero,
+                    .pp = lo->pp,
+                    .bucket_elems = r->t->bucket_bytes / as};
+    ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->t->micro_batch,
+                                        r->t->model.seq_len, r->t->seed, &part, err);
+    if (st == IG_OK) st = ig_optim_create(&r->optim, r->ctx, r->model, &r->lo, err);
+    return all_ranks_ok(r, st, "creating the model", err);
+}
+
+/* The starting point: the latest checkpoint (resume), a Hugging Face model (model.init_from), or
+ * the initial weights; then the loader and the metrics. */
+static ig_status restore(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    ig_loader_state *startp = NULL;
+    ig_status st = IG_OK;
+    if (r->o->resume) {
+        char ckpt[4096] = "";
+        ig_ckpt_info info;
+        st = ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, err);
+        if (st == IG_OK) st = ig_ckpt_load(r->ctx, ckpt, r->model, r->optim, &info, err);
+        if ((st = all_ranks_ok(r, st, "loading the checkpoint", err)) != IG_OK) return st;
+        r->first = info.step;
+        r->start = info.loader;
+        startp = &r->start;
+        if (r->writer && !r->o->quiet)
+            fprintf(r->log,
+                    "resuming from %s (step %lld, %llu samples consumed, saved under tp %d "
+                    "pp %d dp %d)\n",
+                    ckpt, (long long)r->first, (unsigned long long)r->start.consumed_samples,
+                    info.tp, info.pp, info.dp);
+    } else if (t->init_from && *t->init_from) {
+        st = ig_hf_load(r->ctx, r->model, t->init_from, err);
+        if ((st = all_ranks_ok(r, st, "loading model.init_from", err)) != IG_OK) return st;
+    }
+    st = make_loader(r, startp, err);
+    if (st == IG_OK && r->writer)
+        st = ig_metrics_open(&r->metrics, r->ctx, t->run_dir, t->tensorboard, err);
+    return all_ranks_ok(r, st, "starting the loader and metrics", err);
+}
+
+/* What the run is: the model, the layout, the memory of rank 0. */
+static void print_banner(run *r) {
+    const ig_train_config *t = r->t;
+    char shape[512];
+    fprintf(r->log,
+            "model: %s: %.2fM parameters on %s; %d x %d tokens per micro-batch, %d micro-batches "
+            "(%lld tokens) per step\n",
+            ig_model_describe(&r->shape, shape, sizeof shape),
+            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), t->micro_batch,
+            t->model.seq_len, r->accum * r->lo.dp,
+            (long long)r->accum * r->lo.dp * t->micro_batch * t->model.seq_len);
+    if (r->lo.world > 1)
+        fprintf(r->log,
+                "layout: %d ranks = tp %d x pp %d x dp %d%s%s; %d micro-batches per step per "
+                "replica\n",
+                r->lo.world, r->lo.tp, r->lo.pp, r->lo.dp, r->lo.sp ? ", sequence parallel" : "",
+                r->lo.zero ? (r->lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r->accum);
+    const ig_model *m = r->model;
+    const ig_act_sizes *a = &m->acts;
+    double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
+    fprintf(r->log,
+            "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, "
+            "activations %.2f MB\n",
+            r->lo.world > 1 ? " (rank 0)" : "", (double)m->st.n_params * as * MB,
+            ((double)m->st.n_grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
+            2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
+            ((S * (double)a->act + (double)a->scratch_act) * as +
+             (S * (double)(a->f32 + a->io_f32) + (double)a->scratch_f32) * 4) *
+                MB);
 }
 
 ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
@@ -429,124 +548,18 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     r.world = comm && ig_comm_size(comm) > 1 ? comm : NULL;
     r.writer = !r.world || ig_comm_rank(r.world) == 0;
     r.lo.world = r.world ? ig_comm_size(r.world) : 1;
-    int64_t first = 0;
-    char ckpt[4096] = "";
-    ig_ckpt_info info;
-
-    /* the data: rank 0 first (it builds the index caches), then the others read them */
-    int rank = r.world ? ig_comm_rank(r.world) : 0;
-    if (rank == 0) st = open_data(&r, err);
-    if (r.world && (st = all_ranks_ok(&r, st, "opening the data", err)) == IG_OK && rank != 0)
-        st = open_data(&r, err);
-    if ((st = all_ranks_ok(&r, st, "opening the data", err)) != IG_OK) goto done;
-    int vocab = 0;
-    int32_t eod = -1;
-    if ((st = data_vocab(r.train_ds, &vocab, &eod, err)) != IG_OK && t->vocab_size == 0) goto done;
-    st = IG_OK;
-    if (t->vocab_size && vocab > t->vocab_size) {
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "model.vocab_size %d is smaller than the shards' vocabulary of %d",
-                        t->vocab_size, vocab);
-        goto done;
-    }
-    r.shape = (ig_gpt_config){.n_layer = t->n_layer,
-                              .n_head = t->n_head,
-                              .d_model = t->d_model,
-                              .seq_len = t->seq_len,
-                              .vocab_size = t->vocab_size ? t->vocab_size : vocab};
-    if ((st = ig_gpt_config_check(&r.shape, err)) != IG_OK) goto done;
-    r.batch = (ig_gpt_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
-    if ((t->eod_mask_loss || t->doc_attention) && eod < 0) {
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "train.eod_mask_loss and train.doc_attention need an end-of-document id, "
-                        "and the shards' manifests name none");
-        goto done;
-    }
+    if ((st = setup_data(&r, err)) != IG_OK) goto done;
     /* the layout: the same checks on every rank, before any work */
     uint64_t hash = opts->config ? ig_config_hash(opts->config) : 0;
-    if ((st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, err)) != IG_OK) goto done;
+    st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, &r.pulse, err);
+    if (st != IG_OK) goto done;
     r.accum = r.lo.accum;
-    /* the backend before the run directory: a device that is not there leaves nothing behind */
-    ig_backend_opts bo = ig_backend_opts_default();
-    bo.kind = t->device == 1 ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
-    bo.act_type = t->dtype == 2 || (t->dtype == 0 && t->device == 1) ? IG_ACT_BF16 : IG_ACT_F32;
-    bo.device = 0;
-    if (bo.kind == IG_BACKEND_CUDA && r.world) {
-        /* one GPU per process: the node-local rank's, as the NCCL communicators choose it */
-        ig_comm *node = NULL;
-        st = ig_comm_split_local(r.world, &node, err);
-        if (st == IG_OK) bo.device = ig_comm_rank(node);
-        ig_comm_free(node);
-    }
-    if (st == IG_OK) st = ig_backend_create(&r.be, ctx, &bo, err);
-    if (st != IG_OK) ig_err_prefix(err, st, "train.device %s", t->device == 1 ? "cuda" : "cpu");
-    if ((st = all_ranks_ok(&r, st, "creating the backend", err)) != IG_OK) goto done;
-    /* the groups that move the model's memory: NCCL on a device (itself all-or-nothing) */
-    if ((st = ig_layout_attach_backend(&r.lo, r.world, r.be, err)) != IG_OK) goto done;
-    if (r.writer) {
-        if (!opts->resume) st = clear_run_dir(t->run_dir, opts->overwrite, err);
-        if (st == IG_OK) st = make_run_dir(t->run_dir, err);
-    }
-    if ((st = all_ranks_ok(&r, st, "preparing the run directory", err)) != IG_OK) goto done;
-    if (r.world && t->timeout > 0)
-        st = ig_watchdog_start(&r.dog, ctx, t->run_dir, r.lo.rank, r.lo.world, t->timeout, err);
-    if ((st = all_ranks_ok(&r, st, "starting the watchdog", err)) != IG_OK) goto done;
-
-    ig_gpt_part part = layout_part(&r);
-    st = ig_gpt_create_part(&r.model, ctx, r.be, &r.shape, t->micro_batch, t->seq_len, t->seed,
-                            &part, err);
-    if (st == IG_OK) st = ig_optim_create(&r.optim, ctx, r.model, &r.lo, err);
-    if ((st = all_ranks_ok(&r, st, "creating the model", err)) != IG_OK) goto done;
-
-    ig_loader_state start = {0}, *startp = NULL;
-    if (opts->resume) {
-        st = ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, err);
-        if (st == IG_OK) st = ig_ckpt_load(ctx, ckpt, r.model, 1, &info, err);
-        if ((st = all_ranks_ok(&r, st, "loading the checkpoint", err)) != IG_OK) goto done;
-        first = info.step;
-        start = info.loader;
-        startp = &start;
-        if (r.writer && !opts->quiet)
-            fprintf(r.log,
-                    "resuming from %s (step %lld, %llu samples consumed, saved under tp %d "
-                    "pp %d dp %d)\n",
-                    ckpt, (long long)first, (unsigned long long)start.consumed_samples, info.tp,
-                    info.pp, info.dp);
-    } else if (t->init_from && *t->init_from) {
-        st = ig_hf_load(ctx, r.model, t->init_from, err);
-        if ((st = all_ranks_ok(&r, st, "loading model.init_from", err)) != IG_OK) goto done;
-    }
-    st = make_loader(&r, startp, err);
-    if (st == IG_OK && r.writer)
-        st = ig_metrics_open(&r.metrics, ctx, t->run_dir, t->tensorboard, err);
-    if ((st = all_ranks_ok(&r, st, "starting the loader and metrics", err)) != IG_OK) goto done;
+    if ((st = setup_backend(&r, err)) != IG_OK || (st = setup_run_dir(&r, err)) != IG_OK ||
+        (st = setup_model(&r, err)) != IG_OK || (st = restore(&r, err)) != IG_OK)
+        goto done;
     if (r.writer) r.peak_flops = measure_peak(&r);
-    if (r.writer && !opts->quiet) {
-        fprintf(r.log,
-                "model: %d layers, %d heads, d_model %d, %d positions, vocabulary %d (%d padded): "
-                "%.2fM parameters on %s; %d x %d tokens per micro-batch, %d micro-batches (%lld "
-                "tokens) per step\n",
-                r.shape.n_layer, r.shape.n_head, r.shape.d_model, r.shape.seq_len,
-                r.shape.vocab_size, r.shape.padded_vocab, (double)ig_gpt_num_params(&r.shape) / 1e6,
-                ig_backend_name(r.be), t->micro_batch, t->seq_len, r.accum * r.lo.dp,
-                (long long)r.accum * r.lo.dp * t->micro_batch * t->seq_len);
-        if (r.lo.world > 1)
-            fprintf(r.log,
-                    "layout: %d ranks = tp %d x pp %d x dp %d%s%s; %d micro-batches per step "
-                    "per replica\n",
-                    r.lo.world, r.lo.tp, r.lo.pp, r.lo.dp, r.lo.sp ? ", sequence parallel" : "",
-                    r.lo.zero ? (r.lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r.accum);
-        const ig_gpt *m = r.model;
-        double as = (double)m->as, MB = 1e-6;
-        fprintf(r.log,
-                "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, "
-                "activations %.2f MB\n",
-                r.lo.world > 1 ? " (rank 0)" : "", (double)m->n_params * as * MB,
-                ((double)m->n_grads * as + (double)ig_optim_extra_bytes(r.optim)) * MB,
-                2.0 * (double)m->n_moments * 4 * MB,
-                ((double)m->acts.act_total * as + (double)m->acts.f32_total * 4) * MB);
-    }
-    st = loop(&r, first, res, err);
+    if (r.writer && !opts->quiet) print_banner(&r);
+    st = loop(&r, r.first, res, err);
     if (st == IG_OK && res->stopped && r.writer && !opts->quiet)
         fprintf(r.log, "stopped after step %lld; resume with: ingot train CONFIG --resume %s\n",
                 (long long)res->step, t->run_dir);
@@ -560,7 +573,7 @@ done:;
     ig_watchdog_stop(r.dog);
     ig_optim_free(r.optim);
     ig_loader_free(r.loader);
-    ig_gpt_free(r.model);
+    ig_model_free(r.model);
     ig_backend_free(r.be);
     ig_data_stream_close(r.train_ds);
     ig_data_stream_close(r.val_ds);

@@ -19,7 +19,7 @@
  * armed through everything between two steps (the checkpoint, the stop check) however long a
  * checkpoint takes to write.
  */
-#include "train_internal.h"
+#include "watchdog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,20 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static _Atomic uint64_t progress_ticks;
-static _Atomic int progress_busy;
-
-void ig_progress_tick(void) {
-    atomic_fetch_add_explicit(&progress_ticks, 1, memory_order_relaxed);
-}
-
-void ig_progress_busy(int busy) {
-    atomic_fetch_add_explicit(&progress_ticks, 1, memory_order_relaxed);
-    atomic_store_explicit(&progress_busy, busy != 0, memory_order_relaxed);
-}
-
 struct ig_watchdog {
     ig_ctx *ctx;
+    ig_pulse *pulse;
     char dir[4200];
     int rank, world;
     double timeout;
@@ -58,7 +47,7 @@ struct ig_watchdog {
     int64_t step;      /* the step under way (or just done) */
     uint64_t seen;     /* the counter at the last change */
     double seen_at;    /* wall time of the last change */
-    int busy_on;       /* ig_progress_busy(1) is in force */
+    int busy_on;       /* ig_pulse_busy(1) is in force */
     double busy_since; /* since when */
     int busy;          /* and counts as progress (for at most 4 timeouts) */
 };
@@ -160,9 +149,9 @@ static void *watchdog_main(void *arg) {
         pthread_cond_timedwait(&w->cv, &w->mu, &until);
         if (w->quit) break;
         double now = wall();
-        uint64_t t = atomic_load_explicit(&progress_ticks, memory_order_relaxed);
+        uint64_t t = atomic_load_explicit(&w->pulse->ticks, memory_order_relaxed);
         if (t != w->seen) w->seen = t, w->seen_at = now;
-        int busy = atomic_load_explicit(&progress_busy, memory_order_relaxed);
+        int busy = atomic_load_explicit(&w->pulse->busy, memory_order_relaxed);
         if (busy && !w->busy_on) w->busy_since = now;
         w->busy_on = busy;
         w->busy = busy && now - w->busy_since <= 4 * w->timeout;
@@ -185,12 +174,12 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
-ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, const char *run_dir, int rank,
-                            int world, double timeout, ig_err *err) {
+ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, ig_pulse *pulse, const char *run_dir,
+                            int rank, int world, double timeout, ig_err *err) {
     *out = NULL;
     ig_watchdog *w = ig_calloc(ctx, 1, sizeof *w);
     if (!w) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    w->ctx = ctx, w->rank = rank, w->world = world, w->timeout = timeout;
+    w->ctx = ctx, w->pulse = pulse, w->rank = rank, w->world = world, w->timeout = timeout;
     w->seen_at = wall();
     snprintf(w->dir, sizeof w->dir, "%s/.heartbeat", run_dir);
     if (mkdir(w->dir, 0755) != 0 && errno != EEXIST) {
@@ -218,7 +207,7 @@ void ig_watchdog_arm(ig_watchdog *w, int64_t step) {
     pthread_mutex_lock(&w->mu);
     w->armed = 1;
     w->step = step;
-    w->seen = atomic_load_explicit(&progress_ticks, memory_order_relaxed);
+    w->seen = atomic_load_explicit(&w->pulse->ticks, memory_order_relaxed);
     w->seen_at = wall();
     pthread_mutex_unlock(&w->mu);
 }

@@ -101,6 +101,30 @@ check_rc "sample again" 0 "$ING" sample hf --tokenizer "$SRC/data/gpt2" --prompt
 check "sample: the same seed, the same text (checkpoint and export)" test "$out" = "$s1"
 check_rc "sample greedy" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 5 --temperature 0
 
+# ---- a version-1 checkpoint (before model families) resumes, bit for bit -----------------------
+V1=$SRC/tests/data/ckpt_v1
+head -n 200 "$SRC/data/tinyshakespeare.jsonl" >v1.jsonl
+"$ING" preprocess text --input v1.jsonl --tokenizer "$SRC/tests/data/tokenizer/bytes" \
+    --output-prefix bytes --append-eod --quiet || die "preprocess v1"
+mkdir -p v1run/ckpt && cp -r "$V1/step_00000002" v1run/ckpt/
+check_rc "ckpt verify: a version-1 checkpoint" 0 "$ING" ckpt verify v1run
+check_rc "resume a version-1 checkpoint" 0 "$ING" train "$V1/v1.yaml" --threads 1 --resume v1run
+expect "v1 resume: from step 2" "resuming from v1run/ckpt/step_00000002 (step 2" "$out"
+check "v1 resume: steps 3-4 give the old ingot's losses, bit for bit" \
+    test "$(grep -o '"loss":[^,]*' v1run/metrics.jsonl | cut -d: -f2)" = "$(tail -n 2 "$V1/expected.txt")"
+check_rc "v1: its next checkpoint is version 2" 0 grep -q '"version": 2' v1run/ckpt/step_00000004/manifest.json
+check_rc "v1: export" 0 "$ING" ckpt export v1run/ckpt/step_00000002 --output v1hf
+expect "v1 export: a GPT-2" '"model_type": "gpt2"' "$(cat v1hf/config.json)"
+
+# ---- an edited manifest is refused --------------------------------------------------------------
+cp -r run/ckpt/step_00000012 edited
+sed -i 's/"consumed_samples": [0-9]*/"consumed_samples": 8/' edited/manifest.json
+check_rc "edited consumed_samples" 1 "$ING" ckpt verify edited
+expect "edited: the checksum names manifest.json" "manifest.json: its checksum does not match" "$err"
+mkdir -p renamed/ckpt && cp -r run/ckpt/step_00000012 renamed/ckpt/step_00000016
+check_rc "a step that differs from the directory's name" 1 "$ING" ckpt verify renamed
+expect "renamed: says so" '"step" is 12 but the directory is step_00000016' "$err"
+
 # ---- bad configs: the key, where it came from, before any work ----------------------------------
 printf 'model:\n  n_layer: 2\n  n_haed: 2\n' >typo.yaml
 check_rc "unknown key" 1 "$ING" train typo.yaml && expect "unknown key: file:line and a suggestion" "typo.yaml:3:" "$err" &&

@@ -1,7 +1,7 @@
 /* bench_cuda.c - the CUDA backend on the device it finds (`make bench-cuda`): GPT-2 small (124M)
  * training steps at micro-batch 16 x 1024 tokens in bf16, as tokens per second and MFU, and the
  * two attention paths at 1024 tokens. Every figure is a ratio against a reference measured in the
- * same run: MFU is the model's FLOPs per second (ig_gpt_flops_per_token, 3x for a training step)
+ * same run: MFU is the model's FLOPs per second (ig_model_flops_per_token, 3x for a training step)
  * over the bf16 GEMM throughput that cuBLASLt reaches on the same device (an 8192^3 matmul through
  * the same backend), and attention is FLOP/s over that same GEMM peak. Memory: what the model and
  * the step took on the device (cudaMemGetInfo before and after, when the CUDA runtime is linked).
@@ -174,36 +174,41 @@ int main(int argc, char **argv) {
     printf("bf16 GEMM (cuBLASLt, 8192^3): %.1f TFLOP/s\n", peak / 1e12);
 
     /* GPT-2 small: one training step (zero grads, forward + backward, norm, AdamW) */
-    ig_gpt_config c = {
+    ig_model_config c = {
         .n_layer = a.layers, .n_head = 12, .d_model = 768, .seq_len = a.T, .vocab_size = 50257};
-    if (ig_gpt_config_check(&c, &err) != IG_OK) die("model", &err);
+    if (ig_model_config_check(&c, &err) != IG_OK) die("model", &err);
     size_t used0 = device_used();
-    ig_gpt *m = NULL;
-    if (ig_gpt_create(&m, ctx, be, &c, a.B, a.T, 1234, &err) != IG_OK) die("the model", &err);
+    ig_model *m = NULL;
+    ig_optimizer *opt = NULL;
+    if (ig_model_create(&m, ctx, be, &c, a.B, a.T, 1234, &err) != IG_OK ||
+        ig_optimizer_create(&opt, ctx, m, &err) != IG_OK)
+        die("the model", &err);
+    ig_adamw_hparams h = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
     int32_t *tokens = malloc((size_t)a.B * (a.T + 1) * sizeof *tokens);
     for (size_t i = 0; i < (size_t)a.B * (a.T + 1); i++) tokens[i] = (int32_t)(i * 7919 % 50257);
     double loss = 0, step_s = 0;
     for (int s = 1; s <= a.steps + 2; s++) { /* 2 warm-up steps */
         double t0 = ig_now(), norm = 0;
-        if (ig_gpt_zero_grads(m, &err) != IG_OK ||
-            ig_gpt_forward_backward(m, tokens, a.B, a.T, NULL, 1.0f, &loss, NULL, &err) != IG_OK ||
-            ig_gpt_grad_norm(m, &norm, &err) != IG_OK ||
-            ig_gpt_adamw(m, s, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1 ? (float)(1 / norm) : 1,
-                         &err) != IG_OK)
+        if (ig_model_zero_grads(m, &err) != IG_OK ||
+            ig_model_forward_backward(m, tokens, a.B, a.T, NULL, 1.0f, &loss, NULL, &err) !=
+                IG_OK ||
+            ig_model_grad_norm(m, &norm, &err) != IG_OK ||
+            ig_optimizer_step(opt, s, &h, norm > 1 ? (float)(1 / norm) : 1, &err) != IG_OK)
             die("a training step", &err);
         if (s > 2) step_s += ig_now() - t0;
     }
     size_t used = device_used() - used0;
     step_s /= a.steps;
     double tok_s = (double)a.B * a.T / step_s;
-    double flops = 3.0 * ig_gpt_flops_per_token(&c, a.T) * tok_s;
+    double flops = 3.0 * ig_model_flops_per_token(&c, a.T) * tok_s;
     printf("GPT-2 %dL d768, micro-batch %d x %d, bf16: %.1f ms/step, %.0f tokens/s, "
            "MFU %.1f%% of the GEMM peak (%.1f TFLOP/s), loss %.3f\n",
            a.layers, a.B, a.T, step_s * 1e3, tok_s, 100 * flops / peak, flops / 1e12, loss);
     if (used)
         printf("device memory taken by the model and its step: %.2f GiB (%llu bytes)\n",
                (double)used / (1u << 30), (unsigned long long)used);
-    ig_gpt_free(m);
+    ig_optimizer_free(opt);
+    ig_model_free(m);
     free(tokens);
     ig_backend_free(be);
 

@@ -5,7 +5,7 @@
  *   - the step (zero gradients, forward + backward, gradient norm, AdamW with clipping, the
  *     hyperparameters of configs/gpt2-small.yaml at a constant learning rate): median time of
  *     several steps after warm-up ones, its phases, tokens/s, model FLOP/s
- *     (ig_gpt_flops_per_token x 3 per token) and MFU: that over the GEMM peak of the same backend
+ *     (ig_model_flops_per_token x 3 per token) and MFU: that over the GEMM peak of the same backend
  *     at the same thread count (a 2048^3 sgemm through ig_kernel_matmul_forward), measured just
  *     after each step (the machine is shared: the load changes from one step to the next), and
  *     also over oneDNN's own sgemm with its own threads on the same matrices (the backend cuts
@@ -299,23 +299,23 @@ static double memcpy_gbs(ig_ctx *ctx) {
 
 /* One training step as the trainer does it (one micro-batch per step); the seconds of its phases
  * (zero grads, forward + backward, grad norm, AdamW) go to phase[4]. */
-static double train_step(ig_gpt *m, const int32_t *tokens, int B, int T, int step, double *loss,
-                         double phase[4]) {
+static double train_step(ig_model *m, ig_optimizer *opt, const int32_t *tokens, int B, int T,
+                         int step, double *loss, double phase[4]) {
     ig_err err = {0};
     uint64_t counted = 0;
     double norm = 0, t[5];
-    ig_gpt_batch_opts bo = {0, 0, -1};
+    ig_batch_opts bo = {0, 0, -1};
     t[0] = ig_now();
-    if (ig_gpt_zero_grads(m, &err) != IG_OK) die("zero grads", &err);
+    if (ig_model_zero_grads(m, &err) != IG_OK) die("zero grads", &err);
     t[1] = ig_now();
-    if (ig_gpt_forward_backward(m, tokens, B, T, &bo, 1.0f, loss, &counted, &err) != IG_OK)
+    if (ig_model_forward_backward(m, tokens, B, T, &bo, 1.0f, loss, &counted, &err) != IG_OK)
         die("forward+backward", &err);
     t[2] = ig_now();
-    if (ig_gpt_grad_norm(m, &norm, &err) != IG_OK) die("grad norm", &err);
+    if (ig_model_grad_norm(m, &norm, &err) != IG_OK) die("grad norm", &err);
     t[3] = ig_now();
     float clip = norm > GRAD_CLIP ? (float)(GRAD_CLIP / norm) : 1.0f;
-    if (ig_gpt_adamw(m, step, LR, BETA1, BETA2, EPS, WEIGHT_DECAY, clip, &err) != IG_OK)
-        die("AdamW", &err);
+    ig_adamw_hparams h = {LR, BETA1, BETA2, EPS, WEIGHT_DECAY};
+    if (ig_optimizer_step(opt, step, &h, clip, &err) != IG_OK) die("AdamW", &err);
     t[4] = ig_now();
     for (int i = 0; i < 4; i++) phase[i] = t[i + 1] - t[i];
     return norm;
@@ -426,27 +426,27 @@ static float *G(const replay *r, int l, int w) {
     return r->grads + r->off[l][w];
 }
 
-static uint64_t tensor_off(const ig_gpt *m, const char *name) {
-    const ig_gpt_tensor *t = ig_gpt_tensor_find(m, name);
+static uint64_t tensor_off(const ig_model *m, const char *name) {
+    const ig_model_tensor *t = ig_model_tensor_find(m, name);
     if (!t) die(name, NULL);
     return t->offset;
 }
 
 /* Lays out the replay from the model (its tensor table, its parameters' values) and the tokens. */
-static void replay_create(replay *r, ig_backend *be, ig_gpt *model, const int32_t *tokens, int B,
+static void replay_create(replay *r, ig_backend *be, ig_model *model, const int32_t *tokens, int B,
                           int T) {
     static const char *const wn[W_PER_LAYER] = {
         "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
         "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
         "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-    const ig_gpt_config *c = ig_gpt_shape(model);
+    const ig_model_config *c = ig_model_shape(model);
     memset(r, 0, sizeof *r);
     r->B = B, r->T = T, r->C = c->d_model, r->NH = c->n_head, r->L = c->n_layer;
     r->V = c->vocab_size, r->Vp = c->padded_vocab, r->N = B * T;
-    r->n_params = ig_gpt_num_params(c);
+    r->n_params = ig_model_num_params(c);
     r->off = calloc((size_t)r->L, sizeof *r->off);
     r->layer = calloc((size_t)r->L, sizeof *r->layer);
-    r->runs = calloc(ig_gpt_num_tensors(model), sizeof *r->runs);
+    r->runs = calloc(ig_model_num_tensors(model), sizeof *r->runs);
     if (!r->off || !r->layer || !r->runs) die("out of memory", NULL);
     r->off_wte = tensor_off(model, "transformer.wte.weight");
     r->off_wpe = tensor_off(model, "transformer.wpe.weight");
@@ -458,12 +458,12 @@ static void replay_create(replay *r, ig_backend *be, ig_gpt *model, const int32_
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, wn[w]);
             r->off[l][w] = tensor_off(model, name);
         }
-    size_t nt = ig_gpt_num_tensors(model);
+    size_t nt = ig_model_num_tensors(model);
     for (size_t i = 0; i < nt;) {
         size_t j = i;
-        const ig_gpt_tensor *ti = ig_gpt_tensor_at(model, i);
-        while (j + 1 < nt && ig_gpt_tensor_at(model, j + 1)->decay == ti->decay) j++;
-        const ig_gpt_tensor *tj = ig_gpt_tensor_at(model, j);
+        const ig_model_tensor *ti = ig_model_tensor_at(model, i);
+        while (j + 1 < nt && ig_model_tensor_at(model, j + 1)->decay == ti->decay) j++;
+        const ig_model_tensor *tj = ig_model_tensor_at(model, j);
         r->runs[r->n_runs++] =
             (adam_run){ti->offset, tj->offset + tj->numel - ti->offset, ti->decay};
         i = j + 1;
@@ -475,7 +475,7 @@ static void replay_create(replay *r, ig_backend *be, ig_gpt *model, const int32_
     ig_err err = {0};
     float *host = malloc(np);
     if (!host) die("out of memory", NULL);
-    if (ig_gpt_read(model, IG_GPT_PARAMS, host, &err) != IG_OK ||
+    if (ig_model_read(model, IG_MODEL_PARAMS, host, &err) != IG_OK ||
         ig_backend_upload_f32(be, r->params, host, r->n_params, &err) != IG_OK)
         die("parameters", &err);
     free(host);
@@ -801,14 +801,17 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     double load0 = loadavg();
     ig_ctx *ctx = make_ctx(o->threads), *ctx1 = make_ctx(1);
     ig_backend *be = make_backend(ctx), *be1 = make_backend(ctx1);
-    ig_gpt_config c = {
+    ig_model_config c = {
         .n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
-    ig_gpt *m = NULL;
+    ig_model *m = NULL;
     ig_err err = {0};
     double t0 = ig_now();
-    if (ig_gpt_create(&m, ctx, be, &c, B, T, 1234, &err) != IG_OK) die("model", &err);
+    ig_optimizer *opt = NULL;
+    if (ig_model_create(&m, ctx, be, &c, B, T, 1234, &err) != IG_OK ||
+        ig_optimizer_create(&opt, ctx, m, &err) != IG_OK)
+        die("model", &err);
     double create_s = ig_now() - t0, rss_built = peak_rss_mib(), rss_built_now = rss_now_mib();
-    const ig_gpt_config *mc = ig_gpt_shape(m);
+    const ig_model_config *mc = ig_model_shape(m);
     int32_t *tokens = malloc((size_t)B * (size_t)(T + 1) * sizeof *tokens);
     if (!tokens) die("out of memory", NULL);
     uint64_t s = 0x1234567ull;
@@ -819,14 +822,14 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
 
     /* warm-up steps, then timed ones, each followed by the GEMM peak (measured by the parent) */
     int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
-    double fpt = ig_gpt_flops_per_token(mc, T), tokens_per_step = (double)B * T;
+    double fpt = ig_model_flops_per_token(mc, T), tokens_per_step = (double)B * T;
     double step_flops = 3.0 * fpt * tokens_per_step;
     double times[64], peaks[64], libs[64], mfus[64], mfus_lib[64], phases[4][64];
     double loss = 0, first_loss = 0, norm = 0;
     int have_lib = 1;
     for (int i = 0; i < o->warmup + n; i++) {
         double ts = ig_now(), ph[4];
-        norm = train_step(m, tokens, B, T, i + 1, &loss, ph);
+        norm = train_step(m, opt, tokens, B, T, i + 1, &loss, ph);
         double dt = ig_now() - ts;
         if (i == 0) first_loss = loss;
         if (i < o->warmup) continue;
@@ -844,12 +847,12 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     double step_s = median(sorted, n), peak = median(peaks, n), mfu = median(mfus, n);
     double lib = have_lib ? median(libs, n) : 0, mfu_lib = median(mfus_lib, n);
     double model_gflops = step_flops / step_s / 1e9;
-    double mb = (double)ig_gpt_num_params(mc) * 4 / 1048576.0;
+    double mb = (double)ig_model_num_params(mc) * 4 / 1048576.0;
 
     printf("\n== GPT-2 small, B=%d T=%d (%d tokens per step), %d thread%s, load %.1f -> %.1f\n", B,
            T, B * T, o->threads, o->threads > 1 ? "s" : "", load0, load1);
     printf("  %.1fM parameters (vocabulary padded to %d); model built in %.1f s\n",
-           (double)ig_gpt_num_params(mc) / 1e6, mc->padded_vocab, create_s);
+           (double)ig_model_num_params(mc) / 1e6, mc->padded_vocab, create_s);
     printf("  step (zero grads, forward+backward, grad norm, clip, AdamW): median %.3f s of %d "
            "(min %.3f, max %.3f) after %d warm-up; loss %.3f -> %.3f, grad norm %.3f\n",
            step_s, n, sorted[0], sorted[n - 1], o->warmup, first_loss, loss, norm);
@@ -881,11 +884,14 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
         double bw = memcpy_gbs(ctx);
         replay r;
         replay_create(&r, be, m, tokens, B, T);
-        ig_gpt_free(m);
+        ig_optimizer_free(opt);
+        opt = NULL;
+        ig_model_free(m);
         m = NULL;
         run_breakdown(&r, be, be1, o, pl, step_s, bw);
     }
-    ig_gpt_free(m);
+    ig_optimizer_free(opt);
+    ig_model_free(m);
     free(tokens);
     ig_backend_free(be), ig_backend_free(be1);
     ig_ctx_free(ctx), ig_ctx_free(ctx1);

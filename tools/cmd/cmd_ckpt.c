@@ -54,34 +54,41 @@ static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double
                              int *differ, ig_err *err) {
     *differ = 0;
     ig_backend *be = NULL;
-    ig_gpt *ma = NULL, *mb = NULL;
+    ig_model *ma = NULL, *mb = NULL;
     float *ha = NULL, *hb = NULL;
     ig_backend_opts bo = ig_backend_opts_default();
     ig_status st = ig_backend_create(&be, ctx, &bo, err);
     if (st == IG_OK) st = ig_model_open(&ma, ctx, be, pa, 1, 1, NULL, err);
     if (st == IG_OK) st = ig_model_open(&mb, ctx, be, pb, 1, 1, NULL, err);
     if (st == IG_OK) {
-        const ig_gpt_config *a = ig_gpt_shape(ma), *b = ig_gpt_shape(mb);
-        if (a->n_layer != b->n_layer || a->n_head != b->n_head || a->d_model != b->d_model ||
-            a->seq_len != b->seq_len || a->vocab_size != b->vocab_size)
+        const ig_model_config *a = ig_model_shape(ma), *b = ig_model_shape(mb);
+        if (a->arch != b->arch || a->n_layer != b->n_layer || a->n_head != b->n_head ||
+            a->d_model != b->d_model || a->seq_len != b->seq_len || a->vocab_size != b->vocab_size)
             st = ig_err_set(err, IG_ERR_INVALID_ARG,
                             "%s and %s are models of different shapes (%d x %d, vocabulary %d; "
                             "%d x %d, vocabulary %d)",
                             pa, pb, a->n_layer, a->d_model, a->vocab_size, b->n_layer, b->d_model,
                             b->vocab_size);
     }
-    uint64_t n = st == IG_OK ? ig_gpt_num_params(ig_gpt_shape(ma)) : 0;
-    if (st == IG_OK && (!(ha = malloc(n * sizeof *ha)) || !(hb = malloc(n * sizeof *hb))))
+    uint64_t na = st == IG_OK ? ig_model_buffer_elems(ma) : 0;
+    uint64_t nb = st == IG_OK ? ig_model_buffer_elems(mb) : 0;
+    if (st == IG_OK && (!(ha = malloc(na * sizeof *ha + 1)) || !(hb = malloc(nb * sizeof *hb + 1))))
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    if (st == IG_OK) st = ig_gpt_read(ma, IG_GPT_PARAMS, ha, err);
-    if (st == IG_OK) st = ig_gpt_read(mb, IG_GPT_PARAMS, hb, err);
+    if (st == IG_OK) st = ig_model_read(ma, IG_MODEL_PARAMS, ha, err);
+    if (st == IG_OK) st = ig_model_read(mb, IG_MODEL_PARAMS, hb, err);
     double worst = 0;
     const char *worst_name = "";
-    for (size_t i = 0; st == IG_OK && i < ig_gpt_num_tensors(ma); i++) {
-        const ig_gpt_tensor *t = ig_gpt_tensor_at(ma, i);
+    for (size_t i = 0; st == IG_OK && i < ig_model_num_tensors(ma); i++) {
+        const ig_model_tensor *t = ig_model_tensor_at(ma, i);
+        const ig_model_tensor *u = ig_model_tensor_find(mb, t->name);
+        if (!u || u->numel != t->numel) {
+            st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s has no tensor %s of %s's shape", pb,
+                            t->name, pa);
+            break;
+        }
         double mag = 0, d = 0;
         for (uint64_t k = 0; k < t->numel; k++) {
-            double x = ha[t->offset + k], y = hb[t->offset + k];
+            double x = ha[t->offset + k], y = hb[u->offset + k];
             mag = fmax(mag, fabs(x));
             double e = fabs(x - y);
             if (!(e <= d)) d = e; /* NaN counts */
@@ -95,12 +102,12 @@ static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double
     }
     if (st == IG_OK && !quiet)
         printf("%s%zu tensors compared; largest difference %.3g (%s): %s tolerance %g\n",
-               *differ ? "" : "same: ", ig_gpt_num_tensors(ma), worst, worst_name,
+               *differ ? "" : "same: ", ig_model_num_tensors(ma), worst, worst_name,
                *differ ? "above" : "within", tol);
     free(ha);
     free(hb);
-    ig_gpt_free(ma);
-    ig_gpt_free(mb);
+    ig_model_free(ma);
+    ig_model_free(mb);
     ig_backend_free(be);
     return st;
 }

@@ -67,7 +67,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_backend *be = NULL;
-    ig_gpt *m = NULL;
+    ig_model *m = NULL;
     ig_data_resolved dr = {0};
     double loss = 0;
     int32_t eod = -1;
@@ -76,7 +76,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
     if (st == IG_OK)
         st = ig_model_open(&m, ctx, be, argv[first], a.micro_batch, a.seq_len, &eod, &err);
-    int T = m ? ig_gpt_shape(m)->seq_len : 0;
+    int T = m ? ig_model_shape(m)->seq_len : 0;
     if (st == IG_OK && a.seq_len > T)
         st = ig_err_set(&err, IG_ERR_INVALID_ARG,
                         "--seq-len %d is more than the model's %d "
@@ -96,7 +96,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     }
     rc = st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
     ig_data_resolved_free(&dr);
-    ig_gpt_free(m);
+    ig_model_free(m);
     ig_backend_free(be);
     ig_ctx_free(ctx);
     ig_config_free(cfg);

@@ -86,7 +86,7 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_backend *be = NULL;
-    ig_gpt *m = NULL;
+    ig_model *m = NULL;
     ig_tokenizer *tok = NULL;
     ig_encoder *enc = NULL;
     ig_tokens ids = {0};
@@ -122,7 +122,7 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     ig_tokens_free(&ids);
     ig_encoder_free(enc);
     ig_tokenizer_free(tok);
-    ig_gpt_free(m);
+    ig_model_free(m);
     ig_backend_free(be);
     ig_ctx_free(ctx);
     ig_config_free(cfg);

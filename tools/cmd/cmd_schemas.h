@@ -6,7 +6,7 @@
 
 #include "cmd.h"
 
-#define IG_SCHEMA_MAX_TABLES 4
+#define IG_SCHEMA_MAX_TABLES 8
 
 typedef struct ig_schema {
     const char *name; /* "preprocess" */

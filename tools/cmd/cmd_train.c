@@ -1,5 +1,6 @@
-/* cmd_train.c - `ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR]`: trains a GPT-2
- * as the config says (the keys of ig_train_keys and the loader's data keys). Thin over
+/* cmd_train.c - `ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR]`: trains a model
+ * of any family (model.arch) as the config says (the tables of ig_train_key_tables and the
+ * loader's data keys). Thin over
  * ig_train_run. SIGINT or SIGTERM finishes the step in progress, writes a checkpoint and exits 0
  * with the command that resumes; a second one stops at once. */
 #include <signal.h>
@@ -16,7 +17,8 @@ const char ig_usage_train[] =
     "usage: ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR | --force] [--threads "
     "N]\n"
     "\n"
-    "Trains a GPT-2 model on token shards as CONFIG.yaml says (see configs/gpt-tiny.yaml and\n"
+    "Trains a model on token shards as CONFIG.yaml says: model.arch gpt2 or llama (see\n"
+    "configs/gpt-tiny.yaml, configs/llama-tiny.yaml and\n"
     "'ingot config show --schema train' for every key with its default): data from the\n"
     "loader (Megatron's blends and splits, exact resume), gradient accumulation to the global\n"
     "batch, AdamW with a learning-rate schedule and gradient clipping, validation and\n"
@@ -95,13 +97,15 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     ig_common_flags flags = {0};
     train_cli cli = {0};
     memset(&t, 0, sizeof t);
-    ig_cmd_table tables[] = {
-        {ig_cmd_common_keys, ig_cmd_n_common_keys, &flags},
-        {ig_train_keys, ig_train_n_keys, &t},
-        {ig_data_keys, ig_data_n_keys, &t.data},
-        {ig_train_cli_keys, ig_train_n_cli_keys, &cli},
-    };
-    ig_cmd_spec spec = {tables, 4, NULL, 0, 1};
+    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &flags}};
+    const ig_cfg_key *keys[5];
+    size_t counts[5], n_tables = 1;
+    size_t nk = ig_train_key_tables(keys, counts, 5);
+    for (size_t i = 0; i < nk && i < 5; i++)
+        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], &t};
+    tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t.data};
+    tables[n_tables++] = (ig_cmd_table){ig_train_cli_keys, ig_train_n_cli_keys, &cli};
+    ig_cmd_spec spec = {tables, n_tables, NULL, 0, 1};
     ig_config *cfg = NULL;
     int first = 0;
     int rc = ig_cmd_parse(cmd, n, args, &spec, &cfg, &first);

@@ -1,0 +1,124 @@
+/* family.h - private to train/: what a model family provides (as Megatron-Core's schedule takes a
+ * model and a forward-step function): its config keys, its shape checks, its tensor table with
+ * tags, its layout checks, FLOPs and memory, the stage operations of the 1F1B schedule, and
+ * optionally Hugging Face import/export and generation. A family is one folder,
+ * train/models/FAMILY/, with a model file (the table and the checks), a pass file (forward and
+ * backward) and its kernels in kernels/; registry.c lists the families. The trainer's loop,
+ * schedule, optimizer and checkpoint code call these and never name a family.
+ */
+#ifndef INGOT_TRAIN_FAMILY_H
+#define INGOT_TRAIN_FAMILY_H
+
+#include <jansson.h>
+
+#include <stddef.h>
+
+#include "model.h"
+#include "safetensors.h"
+
+/* A model.* key of a family, bound into ig_train_config's model (config file or --set only). */
+#define IG_MODEL_KEY(p, ty, F, def, lo, hi, h)                                                     \
+    {                                                                                              \
+        .path = (p), .type = (ty), .default_val = (def), .help = (h), .flag = "",                  \
+        .offset = offsetof(ig_train_config, model.F),                                              \
+        .size = sizeof(((ig_train_config *)0)->model.F), .is_signed = 1, .min = (lo), .max = (hi)  \
+    }
+
+/* What crosses a pipeline stage boundary for a slot: up to 4 act-typed tensors (a language
+ * model's residual stream; a diffusion model's tokens and conditioning). The schedule receives
+ * into in[i] before a forward and sends out[i] after it; before a backward it receives the
+ * gradient of out[i] into grad[i], and after it sends grad[i], which then holds the gradient of
+ * in[i] (one buffer for both, shared by the slots). */
+typedef struct ig_stage_io {
+    int n;
+    void *in[4], *out[4], *grad[4];
+    uint64_t elems[4];
+} ig_stage_io;
+
+/* A piece of a tensor in a Hugging Face file (hf_pieces). */
+typedef struct ig_hf_piece {
+    char name[128], alt[128];
+    int64_t row0, rows;
+} ig_hf_piece;
+
+struct ig_family {
+    const char *arch; /* model.arch */
+    ig_model_arch id;
+    const char *what; /* one line: "GPT-2: learned positions, LayerNorm, GeLU, tied embeddings" */
+    /* its own model.* keys (beyond those every family has), bound into ig_train_config */
+    const ig_cfg_key *keys;
+    size_t n_keys;
+
+    /* Fills the defaults and derived fields of c (padded_vocab, ...) and checks the shape;
+     * errors name the key. */
+    ig_status (*check)(ig_model_config *c, ig_err *err);
+    /* Refuses a tensor-parallel size the shape does not allow (heads, kv heads, vocabulary), with
+     * the numbers. */
+    ig_status (*check_layout)(const ig_model_config *c, int tp, ig_err *err);
+    uint64_t (*num_params)(const ig_model_config *c);
+    double (*flops_per_token)(const ig_model_config *c, int T);
+
+    /* The tensor table of a part, in the order of the parameter buffer (embeddings, the layers in
+     * order, the head): writes up to cap specs into out (out NULL: only counts), returns the
+     * count. The backward must finish the groups in the reverse order (head, layers from the
+     * last, embeddings), which is what the gradient buckets follow. */
+    size_t (*tensors)(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out, size_t cap);
+    /* The activation memory of micro-batches of B x T on part p, and (create) the family's own
+     * state m->fs: the offsets the passes use. plan must not allocate: it is the memory estimate
+     * as well. */
+    void (*plan)(const ig_model_config *c, const ig_part *p, int B, int T, ig_act_sizes *out);
+    ig_status (*create)(ig_model *m, ig_err *err);
+    void (*destroy)(ig_model *m);
+
+    /* The stage operations on a slot (ig_model.slot is set by them). */
+    ig_status (*stage_batch)(ig_model *m, int slot, const int32_t *tokens, int B, int T,
+                             const ig_batch_opts *o, float grad_scale, uint64_t *counted,
+                             ig_err *err);
+    /* forward of this part: from the first stage's input or the received in[], to out[] or the
+     * loss (last stage; with_grad: and the loss's gradient) */
+    ig_status (*forward)(ig_model *m, int slot, int with_grad, ig_err *err);
+    /* backward of this part: gradients added to the parameters' ones, ig_model_ready called as
+     * groups become final, the input's gradient left in grad[] */
+    ig_status (*backward)(ig_model *m, int slot, ig_err *err);
+    ig_status (*loss)(ig_model *m, int slot, double *loss, ig_err *err);
+    void (*stage_io)(ig_model *m, int slot, ig_stage_io *io);
+
+    /* The family's own fields of c in a checkpoint manifest's "model" object (n_layer, n_head,
+     * d_model, seq_len, vocab_size and arch are written by the checkpoint code), and back. */
+    ig_status (*to_json)(const ig_model_config *c, json_t *model, ig_err *err);
+    ig_status (*from_json)(json_t *model, ig_model_config *c, const char *file, ig_err *err);
+
+    /* Hugging Face (hf_model_type NULL: none). The family is chosen by config.json's model_type;
+     * hf_config reads the shape from the parsed config.json (strictly: a field ingot cannot
+     * honour is refused), hf_write_config makes one; hf_pieces maps a tensor (whole, whatever part
+     * a rank holds) to the file's tensors: its global rows [row0, row0 + rows) are the tensor
+     * `name` (or `alt`, the name in older files) of [rows, cols] (rows past the last piece are
+     * padding: 0 on import, dropped on export); hf_ignored names the file's tensors a model does
+     * not use (buffers such as a causal mask). hf_from_tensors (may be NULL) reads the shape of a
+     * model.safetensors without a config.json. */
+    const char *hf_model_type;
+    ig_status (*hf_config)(json_t *config, const char *file, ig_model_config *out, int32_t *eod,
+                           ig_err *err);
+    json_t *(*hf_write_config)(const ig_model_config *c, int32_t eod);
+    size_t (*hf_pieces)(const ig_model_config *c, const ig_tensor_spec *t, ig_hf_piece *out,
+                        size_t cap);
+    int (*hf_ignored)(const char *name);
+    ig_status (*hf_from_tensors)(const ig_st_file *f, const char *file, ig_model_config *out,
+                                 ig_err *err);
+
+    /* Generation with a KV cache (NULL: none): a session of up to Tmax positions, into which
+     * tokens are fed n at a time from position pos0; after each feed the logits of the last
+     * position are in *logits (host, padded_vocab floats, valid until the next call). */
+    ig_status (*gen_open)(ig_model *m, int Tmax, void **session, ig_err *err);
+    ig_status (*gen_feed)(void *session, const int32_t *tokens, int n, int pos0,
+                          const float **logits, ig_err *err);
+    void (*gen_close)(void *session);
+};
+
+/* The families (models/registry.c), by ig_model_arch, and by name (NULL: unknown). */
+const ig_family *ig_family_of(int arch);
+const ig_family *ig_family_find(const char *arch);
+/* The family of a Hugging Face config.json's model_type (NULL: none). */
+const ig_family *ig_family_of_hf(const char *model_type);
+
+#endif

@@ -1,0 +1,345 @@
+/* hf.c - Hugging Face model directories for every family: reading a config.json (the family from
+ * its model_type, the shape from the family's hf_config), importing a model.safetensors into a
+ * model (each tensor assembled whole from the file's pieces, then this rank's part taken out, so a
+ * part of any layout can start from a released model; every tensor of the file must be used, so
+ * a config.json that says fewer layers than the file holds is caught), and exporting a whole
+ * model as a directory transformers' from_pretrained loads. No family is named here.
+ */
+#include "hf.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "family.h"
+#include "safetensors.h"
+
+enum { HF_CONFIG_MAX = 1 << 20 }; /* bytes of a config.json ingot reads */
+
+ig_status ig_train_json_load(const char *path, size_t max, json_t **out, ig_err *err) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    ig_status st = ig_read_file_max(path, max, &text, &len, err);
+    if (st != IG_OK) return st;
+    json_error_t je;
+    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!*out)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed JSON: %s", path, je.line,
+                          je.column, je.text);
+    return IG_OK;
+}
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap) {
+    if (is_dir(path)) {
+        snprintf(st, cap, "%s/model.safetensors", path);
+        snprintf(cfg, cap, "%s/config.json", path);
+        return;
+    }
+    snprintf(st, cap, "%s", path);
+    const char *slash = strrchr(path, '/');
+    if (slash)
+        snprintf(cfg, cap, "%.*s/config.json", (int)(slash - path), path);
+    else
+        snprintf(cfg, cap, "config.json");
+}
+
+/* ---- config.json fields ---------------------------------------------------------------------- */
+
+ig_status ig_hf_get_int(json_t *o, const char *file, const char *key, const char *alt, int64_t lo,
+                        int64_t hi, int required, int64_t dflt, int64_t *out, ig_err *err) {
+    json_t *v = json_object_get(o, key);
+    const char *name = key;
+    if (!v && alt) v = json_object_get(o, alt), name = alt;
+    if (!v || json_is_null(v)) {
+        if (required) return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" is missing", file, key);
+        *out = dflt;
+        return IG_OK;
+    }
+    if (!json_is_integer(v))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" must be an integer", file, name);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" is %lld, outside [%lld, %lld]", file,
+                          name, (long long)x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
+    return IG_OK;
+}
+
+ig_status ig_hf_get_float(json_t *o, const char *file, const char *key, int required, double dflt,
+                          double *out, ig_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required) return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" is missing", file, key);
+        *out = dflt;
+        return IG_OK;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" must be a number", file, key);
+    *out = json_number_value(v);
+    return IG_OK;
+}
+
+ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt, int *out,
+                         ig_err *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return IG_OK;
+    }
+    if (!json_is_boolean(v))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" must be true or false", file, key);
+    *out = json_is_true(v);
+    return IG_OK;
+}
+
+/* ---- the shape --------------------------------------------------------------------------------
+ */
+
+/* The family and shape of a parsed config.json. */
+static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
+                          ig_err *err) {
+    json_t *mt = json_object_get(o, "model_type");
+    if (!json_is_object(o)) return ig_err_set(err, IG_ERR_FORMAT, "%s: not a JSON object", file);
+    if (!json_is_string(mt))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: no \"model_type\": ingot reads gpt2 and llama models (config.json "
+                          "as transformers writes it)",
+                          file);
+    const ig_family *f = ig_family_of_hf(json_string_value(mt));
+    if (!f)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: model_type \"%s\": ingot trains gpt2 and llama models", file,
+                          json_string_value(mt));
+    memset(out, 0, sizeof *out);
+    out->arch = f->id;
+    ig_status st = f->hf_config(o, file, out, eod, err);
+    if (st != IG_OK) return st;
+    st = f->check(out, err);
+    return st == IG_OK ? IG_OK : ig_err_prefix(err, st, "%s", file);
+}
+
+ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out, int32_t *eod,
+                            ig_err *err) {
+    char st_path[4096], cfg_path[4096];
+    ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
+    memset(out, 0, sizeof *out);
+    *eod = -1;
+    if (ig_file_exists(cfg_path)) {
+        json_t *o = NULL;
+        ig_status st = ig_train_json_load(cfg_path, HF_CONFIG_MAX, &o, err);
+        if (st == IG_OK) st = shape_of(o, cfg_path, out, eod, err);
+        json_decref(o);
+        return st;
+    }
+    /* no config.json: the shape from the tensors (a family that can tell) */
+    ig_st_file *f = NULL;
+    ig_status st = ig_st_file_open(&f, ctx, st_path, err);
+    if (st != IG_OK) return st;
+    st = ig_err_set(err, IG_ERR_NOT_FOUND,
+                    "%s: no config.json beside it, and its tensors do not say the model's shape: "
+                    "put the model's config.json beside it",
+                    st_path);
+    for (int a = 0; ig_family_of(a); a++) {
+        const ig_family *fam = ig_family_of(a);
+        if (!fam->hf_from_tensors) continue;
+        memset(out, 0, sizeof *out);
+        out->arch = fam->id;
+        ig_err e2 = {0};
+        if (fam->hf_from_tensors(f, st_path, out, &e2) == IG_OK) {
+            st = fam->check(out, err);
+            if (st != IG_OK) ig_err_prefix(err, st, "%s", st_path);
+            break;
+        }
+        if (e2.status != IG_ERR_NOT_FOUND) { /* this family's file, and something wrong in it */
+            if (err) *err = e2;
+            st = e2.status;
+            break;
+        }
+    }
+    ig_st_file_free(f);
+    return st;
+}
+
+/* The first field two shapes of one family differ in ("" when none). */
+static const char *shape_differs(const ig_model_config *a, const ig_model_config *b) {
+    if (a->arch != b->arch) return "model_type";
+    if (a->n_layer != b->n_layer) return "the number of layers";
+    if (a->n_head != b->n_head) return "the number of heads";
+    if (a->d_model != b->d_model) return "the width (d_model)";
+    if (a->seq_len != b->seq_len) return "the positions";
+    if (a->vocab_size != b->vocab_size) return "the vocabulary";
+    if (a->norm_eps != b->norm_eps) return "the norm epsilon";
+    if (a->n_kv_heads != b->n_kv_heads) return "the key/value heads";
+    if (a->ffn_hidden != b->ffn_hidden) return "the MLP width";
+    if (a->rope_theta != b->rope_theta) return "rope_theta";
+    if (a->tie_embeddings != b->tie_embeddings) return "tied embeddings";
+    return "";
+}
+
+/* ---- import ---------------------------------------------------------------------------------- */
+
+typedef struct part_copy {
+    float *dst;
+    const float *whole;
+} part_copy;
+
+static void take_run(void *user, uint64_t global, uint64_t local, uint64_t n) {
+    part_copy *c = user;
+    memcpy(c->dst + local, c->whole + global, n * sizeof(float));
+}
+
+ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
+    char st_path[4096], cfg_path[4096];
+    ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
+    const ig_family *fam = m->fam;
+    if (!fam->hf_pieces)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s models have no Hugging Face form",
+                          fam->arch);
+    ig_status st = IG_OK;
+    /* a config.json beside the file must describe this model */
+    if (ig_file_exists(cfg_path)) {
+        ig_model_config have;
+        int32_t eod;
+        if ((st = ig_hf_read_config(ctx, path, &have, &eod, err)) != IG_OK) return st;
+        const char *d = shape_differs(&have, &m->cfg);
+        if (*d) {
+            char a[256], b[256];
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "%s describes another model than the configuration's (%s "
+                              "differs): %s; the configuration asks for %s",
+                              cfg_path, d, ig_model_describe(&have, a, sizeof a),
+                              ig_model_describe(&m->cfg, b, sizeof b));
+        }
+    }
+    uint64_t big = 1;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        uint64_t g =
+            (uint64_t)m->tensors[i].global_shape[0] * (uint64_t)m->tensors[i].global_shape[1];
+        if (g > big) big = g;
+    }
+    ig_st_file *f = NULL;
+    float *host = ig_calloc(ctx, m->st.n_params ? m->st.n_params : 1, sizeof(float));
+    float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
+    if (!host || !whole) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
+    if (st == IG_OK) st = ig_st_file_open(&f, ctx, st_path, err);
+    size_t nf = f ? ig_st_file_count(f) : 0;
+    char *used = st == IG_OK ? ig_calloc(ctx, nf ? nf : 1, 1) : NULL;
+    if (st == IG_OK && !used) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
+        const ig_model_tensor *t = &m->tensors[i];
+        uint64_t cols = (uint64_t)t->global_shape[1];
+        ig_hf_piece pieces[8];
+        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, 8);
+        memset(whole, 0, (size_t)((uint64_t)t->global_shape[0] * cols * sizeof(float)));
+        for (size_t k = 0; st == IG_OK && k < np; k++) {
+            const ig_hf_piece *pc = &pieces[k];
+            const ig_st_tensor *x = ig_st_file_find(f, pc->name);
+            if (!x && pc->alt[0]) x = ig_st_file_find(f, pc->alt);
+            if (!x) {
+                st =
+                    ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", st_path, pc->name);
+                break;
+            }
+            const uint64_t *sh = ig_st_tensor_shape(x);
+            if (ig_st_tensor_ndim(x) != t->ndim || sh[0] != (uint64_t)pc->rows ||
+                (t->ndim > 1 && sh[1] != cols)) {
+                st = ig_err_set(err, IG_ERR_FORMAT,
+                                "%s: tensor '%s' is not [%lld%s%llu] as the model needs", st_path,
+                                ig_st_tensor_name(x), (long long)pc->rows, t->ndim > 1 ? ", " : "",
+                                t->ndim > 1 ? (unsigned long long)cols : 0ULL);
+                break;
+            }
+            for (size_t j = 0; j < nf; j++)
+                if (ig_st_file_tensor(f, j) == x) used[j] = 1;
+            st = ig_st_tensor_to_f32(x, whole + (uint64_t)pc->row0 * cols,
+                                     (uint64_t)pc->rows * cols, err);
+        }
+        if (st != IG_OK) break;
+        part_copy c = {host + t->offset, whole};
+        ig_tensor_runs(t, take_run, &c);
+    }
+    /* a whole model uses every tensor of the file (a part uses its own only) */
+    int whole_model = m->part.first && m->part.last && m->part.tp == 1;
+    for (size_t j = 0; st == IG_OK && whole_model && j < nf; j++) {
+        const char *name = ig_st_tensor_name(ig_st_file_tensor(f, j));
+        if (!used[j] && !(fam->hf_ignored && fam->hf_ignored(name)))
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s: tensor '%s' is not part of the model (%d layers, d_model %d): the "
+                            "file holds a larger model than its config.json says, or another one",
+                            st_path, name, m->cfg.n_layer, m->cfg.d_model);
+    }
+    ig_st_file_free(f);
+    ig_free(ctx, used);
+    if (st == IG_OK) st = ig_model_write(m, IG_MODEL_PARAMS, host, err);
+    ig_free(ctx, whole);
+    ig_free(ctx, host);
+    return st;
+}
+
+/* ---- export ---------------------------------------------------------------------------------- */
+
+static ig_status write_config(json_t *o, const char *path, int overwrite, ig_err *err) {
+    if (!o) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!text) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    size_t len = strlen(text);
+    text[len] = '\n'; /* json_dumps leaves room for its NUL: the newline takes it */
+    ig_status st = ig_write_file_atomic(path, text, len + 1, overwrite, err);
+    free(text);
+    return st;
+}
+
+ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, int overwrite,
+                       ig_err *err) {
+    const ig_family *fam = m->fam;
+    if (!fam->hf_pieces)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s models have no Hugging Face form",
+                          fam->arch);
+    if (!(m->part.first && m->part.last && m->part.tp == 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "only a whole model is exported");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ig_err_errno(err, errno, "cannot create %s", dir);
+    uint64_t n = m->st.n_params;
+    float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
+    if (!host) return ig_err_set(err, IG_ERR_NOMEM, "out of memory exporting");
+    ig_status st = ig_model_read(m, IG_MODEL_PARAMS, host, err);
+    char path[4200], heads[32];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(heads, sizeof heads, "%d", m->cfg.n_head);
+    ig_st_writer *w = NULL;
+    if (st == IG_OK) st = ig_st_writer_create(&w, ctx, path, overwrite, err);
+    for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
+        const ig_model_tensor *t = &m->tensors[i];
+        ig_hf_piece pieces[8];
+        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, 8);
+        for (size_t k = 0; st == IG_OK && k < np; k++) {
+            uint64_t shape[2] = {(uint64_t)pieces[k].rows, (uint64_t)t->shape[1]};
+            st = ig_st_writer_add(
+                w, pieces[k].name, IG_ST_F32, shape, t->ndim,
+                host + t->offset + (uint64_t)pieces[k].row0 * (uint64_t)t->shape[1], err);
+        }
+    }
+    if (st == IG_OK) st = ig_st_writer_set_metadata(w, "format", "pt", err);
+    if (st == IG_OK) st = ig_st_writer_set_metadata(w, "n_head", heads, err);
+    if (st == IG_OK)
+        st = ig_st_writer_commit(w, NULL, err);
+    else
+        ig_st_writer_abort(w);
+    ig_free(ctx, host);
+    if (st == IG_OK) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = write_config(fam->hf_write_config(&m->cfg, eod), path, overwrite, err);
+    }
+    return st;
+}

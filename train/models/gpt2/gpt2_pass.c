@@ -1,0 +1,371 @@
+/* gpt2_pass.c - GPT-2's forward and backward passes over one micro-batch as calls of the
+ * backend's operation table and of the tensor-parallel layers (tp_layers.h), and generation with
+ * a KV cache through the same layer forward.
+ *
+ * Per layer (pre-LayerNorm; the residual add is fused into the LayerNorm that follows it):
+ *   ln1 = LN(res_in); qkv = ln1 @ Wqkv + b; atty = attention(qkv); attproj = atty @ Wproj + b;
+ *   res2 = res_in + attproj, ln2 = LN(res2); fch = ln2 @ Wfc; fch_gelu = gelu(fch + bfc);
+ *   fcproj = fch_gelu @ Wfcproj + b; res3 = res2 + fcproj (done by the next LayerNorm).
+ * The head: lnf = LN(res3 of the last layer); logits = lnf @ wte^T (tied); the fused softmax
+ * cross-entropy leaves the logits' gradient in place of the logits.
+ *
+ * Tensor parallelism: each rank computes its heads and its quarter of the MLP from the whole
+ * input; c_attn and c_fc are column-parallel, the two c_proj row-parallel, the embedding and the
+ * head vocabulary-parallel. Sequence parallelism: the LayerNorms and residual adds work on this
+ * rank's 1/tp of the token rows; the gathered inputs are kept for the weight gradients (no second
+ * all-gather in the backward), and the LayerNorms' gradients, taken over this rank's rows, are
+ * partial (summed by the optimizer).
+ *
+ * Generation runs the same layer forward on the new positions' rows, with attention over a cache
+ * of every position's keys and values so far ([Tmax, C] per layer): the new rows' keys and values
+ * are copied into it on the backend (no host round trip), and only the last row gets logits.
+ */
+#include "gpt2.h"
+
+#include <string.h>
+
+#include "../../tp_layers.h"
+
+/* slot activations, scratch, fp32 likewise */
+#define A(off)  ig_model_act(m, off)
+#define S(off)  ig_model_scratch(m, off)
+#define F(off)  ig_model_f32(m, off)
+#define FS(off) ig_model_scratch_f32(m, off)
+
+static void *P(const ig_model *m, int l, int which) {
+    return ig_model_param(m, gpt2_lt(m, l, which));
+}
+static void *G(const ig_model *m, int l, int which) {
+    return ig_model_grad(m, gpt2_lt(m, l, which));
+}
+
+/* ---- one layer's forward, for training and for generation ------------------------------------ */
+
+/* The buffers of one layer's forward. */
+typedef struct layer_bufs {
+    void *ln1, *ln1_full, *qkv, *atty, *attproj, *res2, *ln2, *ln2_full, *fch, *fch_gelu, *fcproj;
+    void *res3;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+} layer_bufs;
+
+/* How attention runs: over the micro-batch (kc NULL; docs: document ids or NULL), or the n new
+ * rows at positions pos0.. over the layer's caches kc, vc [Tmax, C] (q: [n, C] scratch). */
+typedef struct attn_ctx {
+    const int32_t *docs;
+    void *kc, *vc, *q;
+    int pos0, Tmax;
+} attn_ctx;
+
+static layer_bufs slot_bufs(const ig_model *m, const gpt2_layer_acts *y) {
+    return (layer_bufs){
+        A(y->ln1),      A(y->ln1_full), A(y->qkv), A(y->atty),     A(y->attproj), A(y->res2),
+        A(y->ln2),      A(y->ln2_full), A(y->fch), A(y->fch_gelu), A(y->fcproj),  A(y->res3),
+        F(y->ln1_mean), F(y->ln1_rstd), F(y->lse), F(y->ln2_mean), F(y->ln2_rstd)};
+}
+
+static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac, int B, int T,
+                           ig_err *err) {
+    int C = m->cfg.d_model, Cl = gpt2_of(m)->Cl, NHl = m->cfg.n_head / m->part.tp;
+    if (!ac->kc) {
+        ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, B, T, Cl, NHl);
+        return IG_OK;
+    }
+    /* the new rows' q, k, v into the query scratch and the caches */
+    size_t row = (size_t)C * m->as;
+    ig_status st = IG_OK;
+    for (int t = 0; t < T && st == IG_OK; t++) {
+        const char *src = (const char *)y->qkv + (size_t)t * 3 * row;
+        char *kdst = (char *)ac->kc + (size_t)(ac->pos0 + t) * row;
+        char *vdst = (char *)ac->vc + (size_t)(ac->pos0 + t) * row;
+        st = ig_backend_copy(m->be, (char *)ac->q + (size_t)t * row, src, row, err);
+        if (st == IG_OK) st = ig_backend_copy(m->be, kdst, src + row, row, err);
+        if (st == IG_OK) st = ig_backend_copy(m->be, vdst, src + 2 * row, row, err);
+    }
+    if (st == IG_OK)
+        ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, 1, T, ac->pos0, ac->Tmax,
+                                   C, m->cfg.n_head);
+    return st;
+}
+
+/* Layer l on B x T rows (N in all, Nl held): res_in is prev's res3 (the fused residual add writes
+ * it) or, for the stage's first layer (prev NULL), the stage's input. */
+static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
+                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    int N = B * T, Nl = p->sp ? N / p->tp : N;
+    int C = m->cfg.d_model, Cl = gpt2_of(m)->Cl;
+    float eps = (float)m->cfg.norm_eps;
+    (void)eps;
+    void *res_in = prev ? prev->res3 : input;
+    ig_status st;
+    if (!prev)
+        ig_kernel_layernorm_forward(be, y->ln1, y->ln1_mean, y->ln1_rstd, res_in,
+                                    P(m, l, GPT2_LN1W), P(m, l, GPT2_LN1B), Nl, C);
+    else
+        ig_kernel_residual_layernorm_forward(be, prev->res3, y->ln1, y->ln1_mean, y->ln1_rstd,
+                                             prev->res2, prev->fcproj, P(m, l, GPT2_LN1W),
+                                             P(m, l, GPT2_LN1B), Nl, C);
+    const void *ln1 = NULL, *ln2 = NULL;
+    if ((st = ig_tp_gather(m, y->ln1, y->ln1_full, N, C, &ln1, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, y->qkv, ln1, P(m, l, GPT2_QKVW), IG_W_IN_OUT, P(m, l, GPT2_QKVB),
+                             N, C, 3 * Cl);
+    if ((st = attention(m, y, ac, B, T, err)) != IG_OK) return st;
+    st = ig_tp_row_linear(m, y->attproj, y->atty, P(m, l, GPT2_PROJW), IG_W_IN_OUT,
+                          P(m, l, GPT2_PROJB), S(gpt2_of(m)->partial), N, Cl, C, err);
+    if (st != IG_OK) return st;
+    ig_kernel_residual_layernorm_forward(be, y->res2, y->ln2, y->ln2_mean, y->ln2_rstd, res_in,
+                                         y->attproj, P(m, l, GPT2_LN2W), P(m, l, GPT2_LN2B), Nl, C);
+    if ((st = ig_tp_gather(m, y->ln2, y->ln2_full, N, C, &ln2, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, y->fch, ln2, P(m, l, GPT2_FCW), IG_W_IN_OUT, NULL, N, C, 4 * Cl);
+    ig_kernel_gelu_bias_forward(be, y->fch_gelu, y->fch, P(m, l, GPT2_FCB), N, 4 * Cl);
+    return ig_tp_row_linear(m, y->fcproj, y->fch_gelu, P(m, l, GPT2_FCPW), IG_W_IN_OUT,
+                            P(m, l, GPT2_FCPB), S(gpt2_of(m)->partial), N, 4 * Cl, C, err);
+}
+
+/* ---- the stage's forward and backward ----------------------------------------------------------
+ */
+
+ig_status gpt2_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const gpt2_state *x = gpt2_of(m);
+    m->slot = slot;
+    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
+    int C = m->cfg.d_model;
+    attn_ctx ac = {.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL};
+    ig_status st = IG_OK;
+    if (p->first) {
+        const void *wpe = p->tp_rank == 0 ? ig_model_param(m, (size_t)x->t_wpe) : NULL;
+        void *dst = p->sp ? S(x->partial) : A(x->encoded);
+        ig_kernel_encoder_forward(be, dst, ig_model_i32(m, 0), ig_model_param(m, (size_t)x->t_wte),
+                                  wpe, B, T, C);
+        if (p->tp > 1 && (st = ig_tp_reduce(m, dst, A(x->encoded), N, C, err)) != IG_OK) return st;
+    }
+    layer_bufs prev = {0}, y;
+    for (int l = p->l0; l < p->l1; l++) {
+        y = slot_bufs(m, &x->layer[l - p->l0]);
+        st = layer_forward(m, l, &y, l > p->l0 ? &prev : NULL, A(x->encoded), &ac, B, T, err);
+        if (st != IG_OK) return st;
+        prev = y;
+    }
+    if (!p->last) {
+        ig_kernel_add(be, A(x->output), prev.res2, prev.fcproj, (size_t)Nl * (size_t)C);
+        return IG_OK;
+    }
+    size_t lnf = (size_t)x->t_lnf;
+    ig_kernel_residual_layernorm_forward(be, prev.res3, A(x->lnf), F(x->lnf_mean), F(x->lnf_rstd),
+                                         prev.res2, prev.fcproj, ig_model_param(m, lnf),
+                                         ig_model_param(m, lnf + 1), Nl, C);
+    const void *lnf_in = NULL;
+    if ((st = ig_tp_gather(m, A(x->lnf), A(x->lnf_full), N, C, &lnf_in, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, A(x->logits), lnf_in, ig_model_param(m, (size_t)x->t_wte),
+                             IG_W_OUT_IN, NULL, N, C, x->Vl);
+    uint64_t rows = (uint64_t)x->N;
+    return ig_tp_cross_entropy(m, ig_model_io_f32(m, 0), A(x->logits), ig_model_i32(m, rows),
+                               with_grad ? ig_model_io_f32(m, rows) : NULL, FS(x->rowmax),
+                               FS(x->stats), N, err);
+}
+
+ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const gpt2_state *x = gpt2_of(m);
+    m->slot = slot;
+    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
+    int C = m->cfg.d_model, Cl = x->Cl, NHl = m->cfg.n_head / p->tp;
+    const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
+    size_t as = m->as;
+    void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
+    const void *dfull = NULL, *in = NULL;
+    ig_status st = IG_OK;
+    if (p->last) {
+        /* the head: the logits hold their gradient; dres starts at 0 and gathers the residual
+         * stream's */
+        size_t lnf = (size_t)x->t_lnf, wte = (size_t)x->t_wte;
+        const gpt2_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
+        in = p->sp ? A(x->lnf_full) : A(x->lnf);
+        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, wte),
+                                  NULL, A(x->logits), in, ig_model_param(m, wte), IG_W_OUT_IN, N, C,
+                                  x->Vl);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * as, NULL);
+        ig_kernel_layernorm_backward(be, dres, ig_model_grad(m, lnf), ig_model_grad(m, lnf + 1), dl,
+                                     A(last->res3), ig_model_param(m, lnf), F(x->lnf_mean),
+                                     F(x->lnf_rstd), Nl, C);
+        if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
+    }
+    for (int l = p->l1 - 1; l >= p->l0; l--) {
+        const gpt2_layer_acts *y = &x->layer[l - p->l0];
+        const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
+        /* res3 = res2 + fcproj: dres is the gradient of both */
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, GPT2_FCPW), G(m, l, GPT2_FCPB), dfull,
+                                  A(y->fch_gelu), P(m, l, GPT2_FCPW), IG_W_IN_OUT, N, 4 * Cl, C);
+        ig_kernel_gelu_bias_backward(be, S(x->dfch), G(m, l, GPT2_FCB), S(x->dfcg), A(y->fch),
+                                     P(m, l, GPT2_FCB), N, 4 * Cl);
+        in = p->sp ? A(y->ln2_full) : A(y->ln2);
+        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_FCW), NULL,
+                                  S(x->dfch), in, P(m, l, GPT2_FCW), IG_W_IN_OUT, N, C, 4 * Cl);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN2W), G(m, l, GPT2_LN2B), dl,
+                                     A(y->res2), P(m, l, GPT2_LN2W), F(y->ln2_mean), F(y->ln2_rstd),
+                                     Nl, C);
+        /* res2 = res_in + attproj: dres is the gradient of both */
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_matmul_backward(be, S(x->datty), G(m, l, GPT2_PROJW), G(m, l, GPT2_PROJB), dfull,
+                                  A(y->atty), P(m, l, GPT2_PROJW), IG_W_IN_OUT, N, Cl, C);
+        ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
+                                     docs, B, T, Cl, NHl);
+        in = p->sp ? A(y->ln1_full) : A(y->ln1);
+        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_QKVW),
+                                  G(m, l, GPT2_QKVB), S(x->dqkv), in, P(m, l, GPT2_QKVW),
+                                  IG_W_IN_OUT, N, C, 3 * Cl);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN1W), G(m, l, GPT2_LN1B), dl, res_in,
+                                     P(m, l, GPT2_LN1W), F(y->ln1_mean), F(y->ln1_rstd), Nl, C);
+        if ((st = ig_model_ready(m, l, err)) != IG_OK) return st;
+    }
+    if (p->first) {
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_encoder_backward(be, ig_model_grad(m, (size_t)x->t_wte),
+                                   ig_model_grad(m, (size_t)x->t_wpe), dfull, ig_model_i32(m, 0), B,
+                                   T, C);
+        if ((st = ig_model_ready(m, IG_GRADS_EMBEDDING, err)) != IG_OK) return st;
+    }
+    return ig_backend_sync(be, err);
+}
+
+void gpt2_stage_io(ig_model *m, int slot, ig_stage_io *io) {
+    const gpt2_state *x = gpt2_of(m);
+    m->slot = slot;
+    memset(io, 0, sizeof *io);
+    io->n = 1;
+    io->in[0] = A(x->encoded);
+    io->out[0] = m->part.last ? NULL : A(x->output);
+    io->grad[0] = S(x->dres);
+    io->elems[0] = (uint64_t)x->Nl * (uint64_t)m->cfg.d_model;
+}
+
+/* ---- generation -------------------------------------------------------------------------------
+ */
+
+/* A generation session: per layer the key and value caches, two sets of layer buffers of Tmax
+ * rows that the layers take turns in, the final LayerNorm and one row of logits. */
+typedef struct gen {
+    ig_model *m;
+    int Tmax;
+    void *kv;  /* [L][2][Tmax, C] */
+    void *act; /* the buffers below */
+    float *f32;
+    int32_t *tok; /* [Tmax] */
+    layer_bufs set[2];
+    void *input, *lnf, *q, *logits;
+    float *lnf_mean, *lnf_rstd;
+    float *host; /* [padded_vocab] */
+} gen;
+
+void gpt2_gen_close(void *session) {
+    gen *g = session;
+    if (!g) return;
+    ig_backend *be = g->m->be;
+    ig_backend_release(be, g->kv);
+    ig_backend_release(be, g->act);
+    ig_backend_release(be, g->f32);
+    ig_backend_release(be, g->tok);
+    ig_free(g->m->ctx, g->host);
+    ig_free(g->m->ctx, g);
+}
+
+ig_status gpt2_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
+    *session = NULL;
+    if (!(m->part.first && m->part.last && m->part.tp == 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "generation needs the whole model");
+    gen *g = ig_calloc(m->ctx, 1, sizeof *g);
+    if (!g) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    g->m = m;
+    g->Tmax = Tmax;
+    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, L = (uint64_t)m->cfg.n_layer;
+    uint64_t per = T * C, as = m->as;
+    /* per set: ln1, atty, attproj, res2, ln2, fcproj, res3: C; qkv: 3C; fch, fch_gelu: 4C (18C);
+     * then input, lnf, q: C; logits: one row */
+    uint64_t n_act = 2 * 18 * per + 3 * per + (uint64_t)m->cfg.padded_vocab;
+    ig_status st = ig_backend_alloc(m->be, (size_t)(2 * L * per * as), &g->kv, err);
+    if (st == IG_OK) st = ig_backend_alloc(m->be, (size_t)(n_act * as), &g->act, err);
+    if (st == IG_OK)
+        st = ig_backend_alloc(m->be, (size_t)(2 * 5 * T * sizeof(float) + 2 * T * sizeof(float)),
+                              (void **)&g->f32, err);
+    if (st == IG_OK)
+        st = ig_backend_alloc(m->be, (size_t)(T * sizeof(int32_t)), (void **)&g->tok, err);
+    if (st == IG_OK && !(g->host = ig_alloc(m->ctx, (size_t)m->cfg.padded_vocab * sizeof(float))))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st != IG_OK) {
+        gpt2_gen_close(g);
+        return ig_err_prefix(err, st, "the KV cache of %d positions", Tmax);
+    }
+    char *a = g->act;
+    float *f = g->f32;
+#define TAKE(n) (a += (n)*per * as, (void *)(a - (n)*per * as))
+    for (int k = 0; k < 2; k++) {
+        layer_bufs *y = &g->set[k];
+        y->ln1 = TAKE(1), y->qkv = TAKE(3), y->atty = TAKE(1), y->attproj = TAKE(1);
+        y->res2 = TAKE(1), y->ln2 = TAKE(1), y->fch = TAKE(4), y->fch_gelu = TAKE(4);
+        y->fcproj = TAKE(1), y->res3 = TAKE(1);
+        y->ln1_mean = f, f += T;
+        y->ln1_rstd = f, f += T;
+        y->lse = NULL;
+        y->ln2_mean = f, f += T;
+        y->ln2_rstd = f, f += T;
+        f += T;
+    }
+    g->input = TAKE(1), g->lnf = TAKE(1), g->q = TAKE(1);
+#undef TAKE
+    g->logits = a;
+    g->lnf_mean = f, f += T;
+    g->lnf_rstd = f;
+    *session = g;
+    return IG_OK;
+}
+
+ig_status gpt2_gen_feed(void *session, const int32_t *tokens, int n, int pos0, const float **logits,
+                        ig_err *err) {
+    gen *g = session;
+    ig_model *m = g->m;
+    ig_backend *be = m->be;
+    const gpt2_state *x = gpt2_of(m);
+    int C = m->cfg.d_model, L = m->cfg.n_layer;
+    size_t as = m->as;
+    if (n < 1 || pos0 < 0 || pos0 + n > g->Tmax)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%d tokens at position %d do not fit %d", n,
+                          pos0, g->Tmax);
+    ig_status st = ig_backend_upload(be, g->tok, tokens, (size_t)n * sizeof(int32_t), err);
+    if (st != IG_OK) return st;
+    /* positions pos0 .. : the encoder adds wpe[t] for t < n, so start wpe at row pos0 */
+    const char *wpe = ig_model_param(m, (size_t)x->t_wpe);
+    ig_kernel_encoder_forward(be, g->input, g->tok, ig_model_param(m, (size_t)x->t_wte),
+                              wpe + (size_t)pos0 * (size_t)C * as, 1, n, C);
+    uint64_t cache = (uint64_t)g->Tmax * (uint64_t)C * as;
+    for (int l = 0; l < L && st == IG_OK; l++) {
+        attn_ctx ac = {.kc = (char *)g->kv + (uint64_t)(2 * l) * cache,
+                       .vc = (char *)g->kv + (uint64_t)(2 * l + 1) * cache,
+                       .q = g->q,
+                       .pos0 = pos0,
+                       .Tmax = g->Tmax};
+        st = layer_forward(m, l, &g->set[l & 1], l ? &g->set[(l - 1) & 1] : NULL, g->input, &ac, 1,
+                           n, err);
+    }
+    if (st != IG_OK) return st;
+    const layer_bufs *last = &g->set[(L - 1) & 1];
+    size_t lnf = (size_t)x->t_lnf;
+    ig_kernel_residual_layernorm_forward(be, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd,
+                                         last->res2, last->fcproj, ig_model_param(m, lnf),
+                                         ig_model_param(m, lnf + 1), n, C);
+    /* the logits of the last position only */
+    ig_kernel_matmul_forward(be, g->logits, (char *)g->lnf + (size_t)(n - 1) * (size_t)C * as,
+                             ig_model_param(m, (size_t)x->t_wte), IG_W_OUT_IN, NULL, 1, C,
+                             m->cfg.padded_vocab);
+    if ((st = ig_backend_sync(be, err)) == IG_OK)
+        st = ig_backend_download_f32(be, g->host, g->logits, (size_t)m->cfg.padded_vocab, err);
+    *logits = g->host;
+    return st;
+}

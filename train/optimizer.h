@@ -1,0 +1,32 @@
+/* optimizer.h - private to train/: what happens to the gradients after the backward, on any
+ * family's model (optimizer.c): the reduction over the data-parallel replicas in buckets started
+ * while the backward runs, the tied tensors' sum between the first and the last stage, the
+ * sequence-parallel norms' sum over the tensor-parallel group, the global gradient norm, and
+ * AdamW with its moments (fp32) - the whole buffers, or with ZeRO this rank's pieces. */
+#ifndef INGOT_TRAIN_OPTIMIZER_H
+#define INGOT_TRAIN_OPTIMIZER_H
+
+#include "schedule.h"
+
+typedef struct ig_optimizer ig_optim;
+
+/* The optimizer of m under layout lo (borrowed; NULL: one process, a layout of its own). */
+ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *lo, ig_err *err);
+void ig_optim_free(ig_optim *o);
+ig_status ig_optim_begin(ig_optim *o, ig_err *err); /* before a step's backwards */
+const ig_sched_hooks *ig_optim_hooks(ig_optim *o);  /* for ig_sched_run */
+/* every reduction done (after the backwards) */
+ig_status ig_optim_reduce(ig_optim *o, ig_err *err);
+double ig_optim_wait_seconds(const ig_optim *o);   /* of the last reduce: waiting, not overlapped */
+uint64_t ig_optim_extra_bytes(const ig_optim *o);  /* ZeRO-2's gradient pieces and buffers */
+uint64_t ig_optim_moment_elems(const ig_optim *o); /* elements of each moment this rank holds */
+ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on every rank */
+ig_status ig_optim_step(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
+                        ig_err *err);
+/* This rank's moments (n_moments elements: the whole buffer, or its ZeRO pieces in bucket order),
+ * to and from the host. */
+ig_status ig_optim_read_pieces(ig_optim *o, ig_moment which, float *out, ig_err *err);
+ig_status ig_optim_write_pieces(ig_optim *o, ig_moment which, const float *in, ig_err *err);
+const ig_layout *ig_optim_layout(const ig_optim *o);
+
+#endif

@@ -1,0 +1,28 @@
+/* schedule.h - private to train/: the micro-batches of a step through this rank's part of a model
+ * of any family, one after the other on a single stage or in the 1F1B order over the pipeline
+ * stages (schedule.c). */
+#ifndef INGOT_TRAIN_SCHEDULE_H
+#define INGOT_TRAIN_SCHEDULE_H
+
+#include "model.h"
+
+/* What the schedule tells its listener (the optimizer) during a step's backwards. */
+typedef struct ig_sched_hooks {
+    /* before each backward; last: the step's last on this rank */
+    ig_status (*backward_begin)(void *user, int last, ig_err *err);
+    ig_ready_fn ready; /* tensors [t0, t1) whose gradient of this backward is final */
+    void *user;
+} ig_sched_hooks;
+
+/* Runs micro_batches micro-batches of B x T (T tokens each) from ld through this rank's part of
+ * the model: forward only when grad_scale is 0 (validation), else forward and backward with each
+ * micro-batch's loss scaled by grad_scale, in the 1F1B order when there are pipeline stages.
+ * hooks (may be NULL) hear of each backward and of its final gradients. *loss_sum: the sum of
+ * the micro-batches' mean losses (on the last stage; 0 elsewhere). */
+ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_loader *ld, const ig_batch_opts *bo, int T,
+                       int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
+                       double *loss_sum, ig_err *err);
+/* The micro-batches whose activations a stage keeps at once under 1F1B. */
+int ig_sched_slots(const ig_layout *lo);
+
+#endif
