@@ -24,9 +24,25 @@ PyTorch's fused attention (scaled_dot_product_attention, causal) and fused AdamW
 has them, compiled with torch.compile when --compile is given and this torch has it; the step is
 timed between CUDA synchronisations and the memory is torch.cuda.max_memory_allocated.
 
+With --arch llama: the same step for a Llama written directly in torch modules as Hugging Face's
+LlamaForCausalLM computes it (token embedding only, pre-RMSNorm blocks with the norm in fp32,
+rotary embeddings in the rotate_half convention on q and k, grouped-query attention with
+--n-kv-heads key/value heads each serving heads / n_kv_heads query heads, SiLU-gated MLP
+down(silu(gate(x)) * up(x)) of --ffn-hidden, no biases, final RMSNorm, lm_head untied unless
+--tie), HF's initialisation (normal 0.02 for every matrix, RMSNorm weights 1), the same AdamW
+(decay on the 2-d parameters) and clipping. Its shape: --layers --heads --width --vocab (default
+12, 12, 768, 50304: GPT-2 small's size) and --n-kv-heads --ffn-hidden --rope-theta --norm-eps
+(default 4, 2048, 10000, 1e-5). Attention is scaled_dot_product_attention (causal) wherever this
+torch has it, CPU included, the key/value heads repeated to the query heads first; torch 1.13 has
+none: scores, causal mask, softmax, weighted sum. The shape options belong to --arch llama only.
+
+    python3 train_peer_torch.py --arch llama --layers 2 --heads 4 --n-kv-heads 2 --width 64 \
+        --ffn-hidden 172 --vocab 1000 --batch 2 --seq 32 --steps 3 --warmup 1
+
 Prints one machine-readable line, "train_peer_torch k=v ...": the median step time, tokens/s and
 the process's peak resident memory (getrusage; the interpreter and torch included, and the same
-at start for reference). Run one shape per process: the peak memory is the process's.
+at start for reference); with --arch llama also the arch, its shape and its parameter count.
+Run one shape per process: the peak memory is the process's.
 """
 import argparse
 import math
@@ -47,7 +63,30 @@ def parse_args():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
-    return ap.parse_args()
+    ap.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2")
+    llama = {"layers": (int, 12), "heads": (int, 12), "width": (int, 768), "vocab": (int, 50304),
+             "n_kv_heads": (int, 4), "ffn_hidden": (int, 2048), "rope_theta": (float, 10000.0),
+             "norm_eps": (float, 1e-5)}
+    for name, (kind, _) in llama.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
+                        help="--arch llama only (default %s)" % llama[name][1])
+    ap.add_argument("--tie", action="store_true", help="--arch llama only: lm_head = embedding")
+    a = ap.parse_args()
+    given = [n for n in llama if getattr(a, n) is not None] + (["tie"] if a.tie else [])
+    if a.arch == "gpt2" and given:
+        ap.error("--%s: a Llama shape option; GPT-2's shape is fixed (add --arch llama)"
+                 % given[0].replace("_", "-"))
+    for name, (_, default) in llama.items():
+        if getattr(a, name) is None:
+            setattr(a, name, default)
+    if a.arch == "llama":
+        if a.width % a.heads or (a.width // a.heads) % 2:
+            ap.error("--width must be --heads times an even head size")
+        if a.n_kv_heads < 1 or a.heads % a.n_kv_heads:
+            ap.error("--heads must be a multiple of --n-kv-heads")
+        if min(a.layers, a.ffn_hidden, a.vocab) < 1:
+            ap.error("--layers, --ffn-hidden and --vocab must be positive")
+    return a
 
 
 ARGS = parse_args()
@@ -127,6 +166,90 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, PADDED_VOCAB), targets.view(-1))
 
 
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * w, in fp32 as LlamaRMSNorm (torch 1.13 has no nn.RMSNorm)."""
+
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.nh, self.nkv, self.hs = a.heads, a.n_kv_heads, a.width // a.heads
+        self.input_layernorm = RMSNorm(a.width, a.norm_eps)
+        self.q_proj = nn.Linear(a.width, self.nh * self.hs, bias=False)
+        self.k_proj = nn.Linear(a.width, self.nkv * self.hs, bias=False)
+        self.v_proj = nn.Linear(a.width, self.nkv * self.hs, bias=False)
+        self.o_proj = nn.Linear(self.nh * self.hs, a.width, bias=False)
+        self.post_attention_layernorm = RMSNorm(a.width, a.norm_eps)
+        self.gate_proj = nn.Linear(a.width, a.ffn_hidden, bias=False)
+        self.up_proj = nn.Linear(a.width, a.ffn_hidden, bias=False)
+        self.down_proj = nn.Linear(a.ffn_hidden, a.width, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, C = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(B, T, self.nh, self.hs).transpose(1, 2)
+        k = self.k_proj(h).view(B, T, self.nkv, self.hs).transpose(1, 2)
+        v = self.v_proj(h).view(B, T, self.nkv, self.hs).transpose(1, 2)
+        cos, sin = cos[:T].to(q.dtype), sin[:T].to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        g = self.nh // self.nkv  # key/value head j serves query heads j*g .. j*g+g-1
+        if g > 1:
+            k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.13: scores, causal mask, softmax, weighted sum
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
+            att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        x = x + self.o_proj(y.transpose(1, 2).contiguous().view(B, T, self.nh * self.hs))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.vocab, self.tie = a.vocab, a.tie
+        self.embed_tokens = nn.Embedding(a.vocab, a.width)
+        self.layers = nn.ModuleList([LlamaBlock(a) for _ in range(a.layers)])
+        self.norm = RMSNorm(a.width, a.norm_eps)
+        self.lm_head = None if a.tie else nn.Linear(a.width, a.vocab, bias=False)
+        hs = a.width // a.heads
+        inv_freq = 1.0 / a.rope_theta ** (torch.arange(0, hs, 2).float() / hs)  # [hs/2]
+        ang = torch.outer(torch.arange(a.seq).float(), inv_freq)
+        ang = torch.cat((ang, ang), dim=-1)  # [T, hs]
+        self.register_buffer("cos", ang.cos())
+        self.register_buffer("sin", ang.sin())
+        self.register_buffer("mask", torch.tril(torch.ones(a.seq, a.seq)).view(1, 1, a.seq, a.seq))
+        for p in self.parameters():  # Hugging Face's Llama initialisation (initializer_range 0.02)
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        x = self.embed_tokens(idx)
+        for block in self.layers:
+            x = block(x, self.cos, self.sin, self.mask)
+        x = self.norm(x)
+        logits = x @ self.embed_tokens.weight.t() if self.tie else self.lm_head(x)
+        return F.cross_entropy(logits.reshape(-1, self.vocab).float(), targets.reshape(-1))
+
+
 def main():
     a = ARGS
     rss0 = rss_mib()
@@ -137,7 +260,8 @@ def main():
         print("train_peer_torch: skipped: torch sees no CUDA device")
         return 0
     dev = torch.device(a.device)
-    model = GPT().to(dev)
+    llama = a.arch == "llama"
+    model = (Llama(a) if llama else GPT()).to(dev)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
@@ -153,7 +277,7 @@ def main():
         step_model = torch.compile(model)
         compiled = 1
     g = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, VOCAB, (a.batch, a.seq + 1), generator=g)
+    tokens = torch.randint(0, a.vocab if llama else VOCAB, (a.batch, a.seq + 1), generator=g)
     x, y = tokens[:, :-1].contiguous().to(dev), tokens[:, 1:].contiguous().to(dev)
     bf16 = a.dtype == "bf16"
 
@@ -178,7 +302,14 @@ def main():
             times.append(dt)
     step = statistics.median(times)
     mem = f" mem_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else ""
-    print(f"train_peer_torch device={a.device} dtype={a.dtype} compile={compiled} fused_adamw={fused} "
+    shape = ""
+    if llama:
+        n = sum(p.numel() for p in model.parameters())
+        attn = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "manual"
+        shape = (f" arch=llama L={a.layers} heads={a.heads} kv_heads={a.n_kv_heads} C={a.width} "
+                 f"ffn={a.ffn_hidden} V={a.vocab} rope_theta={a.rope_theta:g} "
+                 f"norm_eps={a.norm_eps:g} tie={int(a.tie)} params={n} attn={attn}")
+    print(f"train_peer_torch{shape} device={a.device} dtype={a.dtype} compile={compiled} fused_adamw={fused} "
           f"B={a.batch} T={a.seq} threads={a.threads} step_s={step:.4f} "
           f"step_min={min(times):.3f} step_max={max(times):.3f} steps={a.steps} "
           f"tok_s={a.batch * a.seq / step:.1f} rss_mib={rss_mib():.0f} rss_start_mib={rss0:.0f} "
