@@ -2,20 +2,20 @@
 """make_llama_goldens.py - golden values of two tiny random Llamas from PyTorch, for the Llama
 family's tests (read as tests/test_train.c reads tests/data/golden/gpt/).
 
-Writes, next to this script, for the case "tiny" (untied: L 2, 4 query heads, 2 key/value heads,
+Writes, into a folder per case next to this script (tiny/, tied/: each a Hugging Face model
+directory, config.json beside the weights), for the case "tiny" (untied: L 2, 4 query heads, 2 key/value heads,
 hidden 32, head size 8, intermediate 64, T 16, vocab 100, B 2) and for the case "tied" (tied
 embeddings: L 2, 2 query heads, 2 key/value heads, hidden 16, head size 8, intermediate 40, T 8,
 vocab 50, B 2):
-  CASE_init.safetensors   the initial parameters (Hugging Face LlamaForCausalLM names; nn.Linear
+  CASE/init.safetensors   the initial parameters (Hugging Face LlamaForCausalLM names; nn.Linear
                           weights [out, in]: q_proj [NH * hs, C], k_proj and v_proj [NKV * hs, C],
                           o_proj [C, NH * hs], gate_proj and up_proj [F, C], down_proj [C, F];
                           embed_tokens and lm_head [V, C]; a tied model stores no lm_head.weight,
                           as save_pretrained drops it)
-  config.json (tiny), tied_config.json (tied)
-                          the config as transformers writes it for LlamaForCausalLM
-  CASE_tokens.bin         the micro-batch: int32 little-endian [B, T + 1] (inputs [:, :T],
+  CASE/config.json        the config as transformers writes it for LlamaForCausalLM
+  CASE/tokens.bin         the micro-batch: int32 little-endian [B, T + 1] (inputs [:, :T],
                           targets [:, 1:])
-  CASE_expected.safetensors
+  CASE/expected.safetensors
       loss                 [1]  the mean cross-entropy of the initial model over all B * T targets
       grad.NAME            the gradient of that loss for every parameter
       loss_step1..3        the loss before each of 3 AdamW steps
@@ -52,10 +52,10 @@ import torch.nn.functional as F
 
 LR, BETAS, EPS, WD, CLIP = 1e-2, (0.9, 0.95), 1e-8, 0.1, 1.0
 NORM_EPS, THETA = 1e-5, 10000.0
-CASES = [  # prefix, config file, seed, shape
+CASES = [  # folder, config file, seed, shape
     ("tiny", "config.json", 20261124,
      dict(L=2, NH=4, NKV=2, C=32, F=64, T=16, V=100, B=2, tie=False)),
-    ("tied", "tied_config.json", 20261125,
+    ("tied", "config.json", 20261125,
      dict(L=2, NH=2, NKV=2, C=16, F=40, T=8, V=50, B=2, tie=True)),
 ]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,11 +161,13 @@ def make(prefix, config_name, seed, s):
         init.append((name, a.numpy().astype(np.float32)))
     tokens = torch.randint(0, s["V"], (s["B"], s["T"] + 1), generator=gen).numpy().astype(np.int32)
 
-    write_safetensors(os.path.join(HERE, prefix + "_init.safetensors"), init)
-    with open(os.path.join(HERE, config_name), "w") as f:
+    out_dir = os.path.join(HERE, prefix)
+    os.makedirs(out_dir, exist_ok=True)
+    write_safetensors(os.path.join(out_dir, "init.safetensors"), init)
+    with open(os.path.join(out_dir, config_name), "w") as f:
         json.dump(hf_config(s), f, indent=2, sort_keys=True)
         f.write("\n")
-    with open(os.path.join(HERE, prefix + "_tokens.bin"), "wb") as f:
+    with open(os.path.join(out_dir, "tokens.bin"), "wb") as f:
         f.write(tokens.astype("<i4").tobytes())
 
     # the initial values as the test sees them: float32, then computed in float64
@@ -192,7 +194,7 @@ def make(prefix, config_name, seed, s):
         out.append(("loss_step%d" % step, np.array([loss.item()], dtype=np.float32)))
         out.append(("grad_norm_step%d" % step, np.array([norm.item()], dtype=np.float32)))
     out += [("param." + n, p[n].detach().numpy().astype(np.float32)) for n, _ in init]
-    write_safetensors(os.path.join(HERE, prefix + "_expected.safetensors"), out)
+    write_safetensors(os.path.join(out_dir, "expected.safetensors"), out)
     print("%s: loss %.6f, losses %s, norms %s" % (
         prefix, out[0][1][0], [o[1][0] for o in out if o[0].startswith("loss_step")],
         [o[1][0] for o in out if o[0].startswith("grad_norm")]))
