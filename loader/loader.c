@@ -348,12 +348,14 @@ ig_status ig_loader_create(ig_loader **out, ig_ctx *ctx, const ig_loader_opts *o
     uint64_t per_micro = (uint64_t)o.micro_batch * o.dp;
     if (start) {
         if (start->index_key != b0.key) {
+            uint64_t key = b0.key; /* free_source clears it */
             free_source(&b0);
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "loader: the saved state belongs to another index (key %016llx, "
-                              "this index is %016llx): the data, split, seq_len, samples or seed "
-                              "changed since it was saved",
-                              (unsigned long long)start->index_key, (unsigned long long)b0.key);
+                              "this index is %016llx): the data, split, seq_len, number of "
+                              "samples (a trainer's train.steps x global batch) or seed changed "
+                              "since it was saved",
+                              (unsigned long long)start->index_key, (unsigned long long)key);
         }
         if (start->consumed_samples % per_micro != 0) {
             free_source(&b0);

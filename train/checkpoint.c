@@ -204,9 +204,11 @@ static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const
     }
     const ig_family *fam = ig_family_of(info->model.arch);
     json_t *root = json_pack(
-        "{s:s,s:i,s:I,s:I,s:s,s:f,s:s,s:o,s:o,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:b,s:o},s:s,s:s,s:o,s:s}",
+        "{s:s,s:i,s:I,s:I,s:I,s:s,s:f,s:s,s:o,s:o,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:b,s:o},s:s,s:s,s:o,"
+        "s:s}",
         "format", IG_CKPT_FORMAT, "version", IG_CKPT_VERSION, "step", (json_int_t)info->step,
-        "consumed_samples", (json_int_t)info->loader.consumed_samples, "index_key", k, "loss",
+        "consumed_samples", (json_int_t)info->loader.consumed_samples, "train_samples",
+        (json_int_t)info->train_samples, "index_key", k, "loss",
         isfinite(info->loss) ? info->loss : 0.0, "arch", fam->arch, "model", model, "tensors",
         tensors_json(&info->model), "seed", (json_int_t)info->seed, "eod_id",
         (json_int_t)info->eod_id, "layout", "tp", lo->tp, "pp", lo->pp, "dp", lo->dp, "zero",
@@ -315,6 +317,10 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     if (v < 0) return ig_err_set(err, IG_ERR_FORMAT, "%s: \"consumed_samples\" must be >= 0", path);
     info->loader.consumed_samples = (uint64_t)v;
     if ((st = get_hex(root, "index_key", path, &info->loader.index_key, err)) != IG_OK) return st;
+    if (info->version >= 2) {
+        if ((st = get_int(root, "train_samples", path, &v, err)) != IG_OK) return st;
+        info->train_samples = v > 0 ? (uint64_t)v : 0;
+    }
     if ((st = get_int(root, "seed", path, &v, err)) != IG_OK) return st;
     info->seed = (uint64_t)v;
     if ((st = get_int(root, "eod_id", path, &v, err)) != IG_OK) return st;
@@ -392,8 +398,11 @@ static ig_status check_file(const char *dir, const char *name, int64_t bytes, ui
     return IG_OK;
 }
 
-/* Checks every file the manifest lists (with verify, or only the one named `only`, its xxh3). */
-static ig_status check_files(const manifest *mf, int verify, const char *only, ig_err *err) {
+/* Checks every file the manifest lists (with verify, or only the one named `only`, its xxh3);
+ * *model_bytes (may be NULL) gets the bytes of the listed model-r* files. */
+static ig_status check_files(const manifest *mf, int verify, const char *only,
+                             uint64_t *model_bytes, ig_err *err) {
+    if (model_bytes) *model_bytes = 0;
     json_t *files = json_object_get(mf->root, "files");
     if (!json_is_array(files) || json_array_size(files) == 0)
         return ig_err_set(err, IG_ERR_FORMAT, "%s: \"files\" must be a non-empty array", mf->path);
@@ -413,6 +422,7 @@ static ig_status check_files(const manifest *mf, int verify, const char *only, i
         if (st == IG_OK) st = get_hex(f, "xxh3", mf->path, &sum, err);
         if (st == IG_OK) st = check_file(mf->dir, name, bytes, sum, verify || only, err);
         if (st != IG_OK) return st;
+        if (model_bytes && !strncmp(name, "model-r", 7)) *model_bytes += (uint64_t)bytes;
     }
     if (only && !found)
         return ig_err_set(err, IG_ERR_NOT_FOUND,
@@ -422,14 +432,30 @@ static ig_status check_files(const manifest *mf, int verify, const char *only, i
     return IG_OK;
 }
 
+/* The model a manifest describes must be the one its files hold (fp32 parameters), or a manifest
+ * naming a huge model would have it allocated before any file is read. */
+static ig_status check_size(const manifest *mf, const ig_ckpt_info *info, uint64_t model_bytes,
+                            ig_err *err) {
+    uint64_t need = ig_model_num_params(&info->model) * sizeof(float);
+    if (need <= model_bytes) return IG_OK;
+    char a[32], b[32];
+    return ig_err_set(err, IG_ERR_FORMAT,
+                      "%s describes a model of %s of parameters, but its model files hold %s: the "
+                      "manifest is not this checkpoint's",
+                      mf->path, ig_format_bytes((double)need, a, sizeof a),
+                      ig_format_bytes((double)model_bytes, b, sizeof b));
+}
+
 ig_status ig_ckpt_read_info(ig_ctx *ctx, const char *dir, int verify, ig_ckpt_info *info,
                             ig_err *err) {
     (void)ctx;
     memset(info, 0, sizeof *info);
     manifest mf;
+    uint64_t model_bytes = 0;
     ig_status st = manifest_open(&mf, dir, err);
     if (st == IG_OK) st = manifest_info(&mf, info, err);
-    if (st == IG_OK) st = check_files(&mf, verify, NULL, err);
+    if (st == IG_OK) st = check_files(&mf, verify, NULL, &model_bytes, err);
+    if (st == IG_OK) st = check_size(&mf, info, model_bytes, err);
     manifest_close(&mf);
     return st;
 }
@@ -814,7 +840,7 @@ static ig_status shard_file(open_files *of, int optim, int r, ig_st_file **out, 
     char name[64], path[8192];
     shard_name(name, sizeof name, optim, r);
     snprintf(path, sizeof path, "%s/%s", of->mf->dir, name);
-    ig_status st = check_files(of->mf, 1, name, err);
+    ig_status st = check_files(of->mf, 1, name, NULL, err);
     if (st == IG_OK) st = ig_st_file_open(&of->f[k], of->ctx, path, err);
     *out = of->f[k];
     return st;
@@ -970,9 +996,11 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
 ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *o,
                        ig_ckpt_info *info, ig_err *err) {
     manifest mf;
+    uint64_t model_bytes = 0;
     ig_status st = manifest_open(&mf, dir, err);
     if (st == IG_OK) st = manifest_info(&mf, info, err);
-    if (st == IG_OK) st = check_files(&mf, 0, NULL, err);
+    if (st == IG_OK) st = check_files(&mf, 0, NULL, &model_bytes, err);
+    if (st == IG_OK) st = check_size(&mf, info, model_bytes, err);
     if (st == IG_OK) st = load_all(ctx, &mf, info, m, o, err);
     manifest_close(&mf);
     return st;

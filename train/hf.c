@@ -12,7 +12,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "family.h"
 #include "safetensors.h"
@@ -188,6 +191,74 @@ static const char *shape_differs(const ig_model_config *a, const ig_model_config
 
 /* ---- import ---------------------------------------------------------------------------------- */
 
+enum { MAX_PIECES = 8 };
+
+/* The file's tensor of piece pc with the shape a tensor of cols columns (ndim dimensions) needs,
+ * or an error naming it. */
+static ig_status find_piece(const ig_st_file *f, const char *file, const ig_hf_piece *pc, int ndim,
+                            uint64_t cols, const ig_st_tensor **out, ig_err *err) {
+    const ig_st_tensor *x = ig_st_file_find(f, pc->name);
+    if (!x && pc->alt[0]) x = ig_st_file_find(f, pc->alt);
+    *out = x;
+    if (!x) return ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", file, pc->name);
+    const uint64_t *sh = ig_st_tensor_shape(x);
+    if (ig_st_tensor_ndim(x) != ndim || sh[0] != (uint64_t)pc->rows || (ndim > 1 && sh[1] != cols))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: tensor '%s' is not [%lld%s%llu] as the model needs", file,
+                          ig_st_tensor_name(x), (long long)pc->rows, ndim > 1 ? ", " : "",
+                          ndim > 1 ? (unsigned long long)cols : 0ULL);
+    return IG_OK;
+}
+
+ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err) {
+    char st_path[4096], cfg_path[4096];
+    ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
+    const ig_family *fam = ig_family_of(cfg->arch);
+    if (!fam || !fam->hf_pieces)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s models have no Hugging Face form",
+                          fam ? fam->arch : "?");
+    ig_st_file *f = NULL;
+    ig_status st = ig_st_file_open(&f, ctx, st_path, err);
+    if (st != IG_OK) return st;
+    size_t nf = ig_st_file_count(f);
+    ig_part whole = {.tp = 1, .l0 = 0, .l1 = cfg->n_layer, .first = 1, .last = 1};
+    size_t n = fam->tensors(cfg, &whole, NULL, 0);
+    ig_tensor_spec *specs = NULL;
+    char *used = NULL;
+    if (n > nf) /* before the table is made: a config.json of 100000 layers costs nothing */
+        st = ig_err_set(err, IG_ERR_FORMAT,
+                        "%s: the model its config.json describes (%d layers) has %zu tensors, and "
+                        "the file holds %zu: the config.json is not this file's",
+                        st_path, cfg->n_layer, n, nf);
+    if (st == IG_OK && (!(specs = ig_calloc(ctx, n ? n : 1, sizeof *specs)) ||
+                        !(used = ig_calloc(ctx, nf ? nf : 1, 1))))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_OK) fam->tensors(cfg, &whole, specs, n);
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        ig_hf_piece pieces[MAX_PIECES];
+        size_t np = fam->hf_pieces(cfg, &specs[i], pieces, MAX_PIECES);
+        for (size_t k = 0; st == IG_OK && k < np; k++) {
+            const ig_st_tensor *x = NULL;
+            st = find_piece(f, st_path, &pieces[k], specs[i].ndim, (uint64_t)specs[i].shape[1], &x,
+                            err);
+            for (size_t j = 0; st == IG_OK && j < nf; j++)
+                if (ig_st_file_tensor(f, j) == x) used[j] = 1;
+        }
+    }
+    for (size_t j = 0; st == IG_OK && j < nf; j++) {
+        const char *name = ig_st_tensor_name(ig_st_file_tensor(f, j));
+        if (!used[j] && !(fam->hf_ignored && fam->hf_ignored(name)))
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s: tensor '%s' is not part of the model (%d layers, d_model %d): the "
+                            "file holds a larger model than its config.json says, or another one",
+                            st_path, name, cfg->n_layer, cfg->d_model);
+    }
+    ig_free(ctx, specs);
+    ig_free(ctx, used);
+    ig_st_file_free(f);
+    return st;
+}
+
 typedef struct part_copy {
     float *dst;
     const float *whole;
@@ -202,9 +273,6 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
     char st_path[4096], cfg_path[4096];
     ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
     const ig_family *fam = m->fam;
-    if (!fam->hf_pieces)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s models have no Hugging Face form",
-                          fam->arch);
     ig_status st = IG_OK;
     /* a config.json beside the file must describe this model */
     if (ig_file_exists(cfg_path)) {
@@ -221,6 +289,8 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
                               ig_model_describe(&m->cfg, b, sizeof b));
         }
     }
+    /* every tensor there with its shape, and none left over */
+    if ((st = ig_hf_check(ctx, path, &m->cfg, err)) != IG_OK) return st;
     uint64_t big = 1;
     for (size_t i = 0; i < m->n_tensors; i++) {
         uint64_t g =
@@ -232,54 +302,24 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
     float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
     if (!host || !whole) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
     if (st == IG_OK) st = ig_st_file_open(&f, ctx, st_path, err);
-    size_t nf = f ? ig_st_file_count(f) : 0;
-    char *used = st == IG_OK ? ig_calloc(ctx, nf ? nf : 1, 1) : NULL;
-    if (st == IG_OK && !used) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
         const ig_model_tensor *t = &m->tensors[i];
         uint64_t cols = (uint64_t)t->global_shape[1];
-        ig_hf_piece pieces[8];
-        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, 8);
+        ig_hf_piece pieces[MAX_PIECES];
+        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, MAX_PIECES);
         memset(whole, 0, (size_t)((uint64_t)t->global_shape[0] * cols * sizeof(float)));
         for (size_t k = 0; st == IG_OK && k < np; k++) {
-            const ig_hf_piece *pc = &pieces[k];
-            const ig_st_tensor *x = ig_st_file_find(f, pc->name);
-            if (!x && pc->alt[0]) x = ig_st_file_find(f, pc->alt);
-            if (!x) {
-                st =
-                    ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", st_path, pc->name);
-                break;
-            }
-            const uint64_t *sh = ig_st_tensor_shape(x);
-            if (ig_st_tensor_ndim(x) != t->ndim || sh[0] != (uint64_t)pc->rows ||
-                (t->ndim > 1 && sh[1] != cols)) {
-                st = ig_err_set(err, IG_ERR_FORMAT,
-                                "%s: tensor '%s' is not [%lld%s%llu] as the model needs", st_path,
-                                ig_st_tensor_name(x), (long long)pc->rows, t->ndim > 1 ? ", " : "",
-                                t->ndim > 1 ? (unsigned long long)cols : 0ULL);
-                break;
-            }
-            for (size_t j = 0; j < nf; j++)
-                if (ig_st_file_tensor(f, j) == x) used[j] = 1;
-            st = ig_st_tensor_to_f32(x, whole + (uint64_t)pc->row0 * cols,
-                                     (uint64_t)pc->rows * cols, err);
+            const ig_st_tensor *x = NULL;
+            st = find_piece(f, st_path, &pieces[k], t->ndim, cols, &x, err);
+            if (st == IG_OK)
+                st = ig_st_tensor_to_f32(x, whole + (uint64_t)pieces[k].row0 * cols,
+                                         (uint64_t)pieces[k].rows * cols, err);
         }
         if (st != IG_OK) break;
         part_copy c = {host + t->offset, whole};
         ig_tensor_runs(t, take_run, &c);
     }
-    /* a whole model uses every tensor of the file (a part uses its own only) */
-    int whole_model = m->part.first && m->part.last && m->part.tp == 1;
-    for (size_t j = 0; st == IG_OK && whole_model && j < nf; j++) {
-        const char *name = ig_st_tensor_name(ig_st_file_tensor(f, j));
-        if (!used[j] && !(fam->hf_ignored && fam->hf_ignored(name)))
-            st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: tensor '%s' is not part of the model (%d layers, d_model %d): the "
-                            "file holds a larger model than its config.json says, or another one",
-                            st_path, name, m->cfg.n_layer, m->cfg.d_model);
-    }
     ig_st_file_free(f);
-    ig_free(ctx, used);
     if (st == IG_OK) st = ig_model_write(m, IG_MODEL_PARAMS, host, err);
     ig_free(ctx, whole);
     ig_free(ctx, host);
@@ -300,6 +340,29 @@ static ig_status write_config(json_t *o, const char *path, int overwrite, ig_err
     return st;
 }
 
+/* The temporary files a killed export left in dir (NAME.tmp.PID.N of model.safetensors and
+ * config.json, whose process is gone), removed. */
+static void remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        static const char *const names[] = {"model.safetensors.tmp.", "config.json.tmp."};
+        for (int k = 0; k < 2; k++) {
+            size_t n = strlen(names[k]);
+            if (strncmp(e->d_name, names[k], n) != 0) continue;
+            char *end = NULL;
+            long pid = strtol(e->d_name + n, &end, 10);
+            if (pid <= 0 || !end || *end != '.' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                continue;
+            char p[4400];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    }
+    closedir(d);
+}
+
 ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, int overwrite,
                        ig_err *err) {
     const ig_family *fam = m->fam;
@@ -310,6 +373,7 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
         return ig_err_set(err, IG_ERR_INVALID_ARG, "only a whole model is exported");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ig_err_errno(err, errno, "cannot create %s", dir);
+    remove_stale_temps(dir);
     uint64_t n = m->st.n_params;
     float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
     if (!host) return ig_err_set(err, IG_ERR_NOMEM, "out of memory exporting");
@@ -321,8 +385,8 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
     if (st == IG_OK) st = ig_st_writer_create(&w, ctx, path, overwrite, err);
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
         const ig_model_tensor *t = &m->tensors[i];
-        ig_hf_piece pieces[8];
-        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, 8);
+        ig_hf_piece pieces[MAX_PIECES];
+        size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, MAX_PIECES);
         for (size_t k = 0; st == IG_OK && k < np; k++) {
             uint64_t shape[2] = {(uint64_t)pieces[k].rows, (uint64_t)t->shape[1]};
             st = ig_st_writer_add(

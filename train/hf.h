@@ -17,6 +17,11 @@ ig_status ig_train_json_load(const char *path, size_t max, json_t **out, ig_err 
 /* The safetensors file and the config.json of a model path (a directory or the file). */
 void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap);
 
+/* Checks a model.safetensors (or a directory's) against a model of shape cfg before anything is
+ * allocated for it: every tensor the model needs is there with its shape, and every tensor of the
+ * file is one the model uses (or one its family ignores); errors name the tensor. */
+ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err);
+
 /* config.json fields, strictly: key (or alt when key is absent; alt may be NULL) must be an
  * integer in [lo, hi] / a number / a boolean. When absent: *out = dflt, or with required an
  * error naming the file and the key. */

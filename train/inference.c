@@ -22,19 +22,28 @@ ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char 
     path = dir;
     snprintf(man, sizeof man, "%s/manifest.json", path);
     ig_model_config shape;
+    /* parameters and activations: no gradients */
+    ig_part inference = {.tp = 1, .l0 = 0, .first = 1, .last = 1, .inference = 1};
     if (ig_file_exists(man)) { /* a checkpoint */
         ig_ckpt_info info;
         if ((st = ig_ckpt_read_info(ctx, path, 0, &info, err)) != IG_OK) return st;
         shape = info.model;
+        inference.l1 = shape.n_layer;
         if (T <= 0 || T > shape.seq_len) T = shape.seq_len;
-        if ((st = ig_model_create(out, ctx, be, &shape, B, T, info.seed, err)) != IG_OK) return st;
+        if ((st = ig_model_create_part(out, ctx, be, &shape, B, T, info.seed, &inference, err)) !=
+            IG_OK)
+            return st;
         st = ig_ckpt_load(ctx, path, *out, NULL, &info, err);
         if (eod_id) *eod_id = info.eod_id;
     } else {
         int32_t eod = -1;
         if ((st = ig_hf_read_config(ctx, path, &shape, &eod, err)) != IG_OK) return st;
+        inference.l1 = shape.n_layer;
         if (T <= 0 || T > shape.seq_len) T = shape.seq_len;
-        if ((st = ig_model_create(out, ctx, be, &shape, B, T, 0, err)) != IG_OK) return st;
+        /* the file's tensors against config.json before anything is allocated */
+        if ((st = ig_hf_check(ctx, path, &shape, err)) != IG_OK) return st;
+        if ((st = ig_model_create_part(out, ctx, be, &shape, B, T, 0, &inference, err)) != IG_OK)
+            return st;
         st = ig_hf_load(ctx, *out, path, err);
         if (eod_id) *eod_id = eod;
     }
@@ -53,8 +62,10 @@ ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir,
     ig_backend *be = NULL;
     ig_model *m = NULL;
     ig_backend_opts bo = ig_backend_opts_default();
+    ig_part inference = {.tp = 1, .l1 = info.model.n_layer, .first = 1, .last = 1, .inference = 1};
     st = ig_backend_create(&be, ctx, &bo, err);
-    if (st == IG_OK) st = ig_model_create(&m, ctx, be, &info.model, 1, 1, info.seed, err);
+    if (st == IG_OK)
+        st = ig_model_create_part(&m, ctx, be, &info.model, 1, 1, info.seed, &inference, err);
     if (st == IG_OK) st = ig_ckpt_load(ctx, ckpt_dir, m, NULL, &info, err);
     if (st == IG_OK) st = ig_hf_export(ctx, m, info.eod_id, out_dir, overwrite, err);
     ig_model_free(m);
@@ -139,7 +150,9 @@ static int32_t draw(const float *logits, int V, const ig_sample_opts *o, int pos
     qsort(cs, (size_t)V, sizeof *cs, cand_desc);
     int n = V;
     if (o->top_k > 0 && o->top_k < n) n = o->top_k;
-    if (o->top_p > 0 && o->top_p < 1) {
+    if (!(o->top_p > 0)) {
+        n = 1; /* top-p 0: the most likely token alone */
+    } else if (o->top_p < 1) {
         double acc = 0;
         for (int i = 0; i < n; i++) {
             acc += cs[i].p;

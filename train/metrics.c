@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tb_events.h"
 
@@ -18,13 +19,66 @@ struct ig_metrics {
     ig_tb_writer *tb;
 };
 
+/* The step of a record ("{\"step\":N,..."), or -1. */
+static long long record_step(const char *line) {
+    long long s = -1;
+    return sscanf(line, "{\"step\":%lld", &s) == 1 ? s : -1;
+}
+
+/* Keeps the records of steps <= upto in path (a resumed run writes the later ones again), through
+ * a temporary file renamed over it. */
+static ig_status truncate_records(const char *path, int64_t upto, ig_err *err) {
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? IG_OK : ig_err_errno(err, errno, "cannot open %s", path);
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ig_err_errno(err, errno, "cannot create %s", tmp);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int dropped = 0;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        long long s = record_step(line);
+        if (s > (long long)upto) {
+            dropped = 1;
+            continue;
+        }
+        fwrite(line, 1, (size_t)n, out);
+    }
+    free(line);
+    int bad = ferror(in) || ferror(out);
+    fclose(in);
+    if (fclose(out) != 0) bad = 1;
+    if (bad || !dropped) {
+        unlink(tmp);
+        return bad ? ig_err_errno(err, errno, "cannot rewrite %s", path) : IG_OK;
+    }
+    if (rename(tmp, path) != 0) {
+        ig_status st = ig_err_errno(err, errno, "cannot replace %s", path);
+        unlink(tmp);
+        return st;
+    }
+    return IG_OK;
+}
+
 ig_status ig_metrics_open(ig_metrics **out, ig_ctx *ctx, const char *run_dir, int tensorboard,
-                          ig_err *err) {
+                          int64_t resume_step, ig_err *err) {
     *out = NULL;
     ig_metrics *m = ig_calloc(ctx, 1, sizeof *m);
     if (!m) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     m->ctx = ctx;
     snprintf(m->path, sizeof m->path, "%s/metrics.jsonl", run_dir);
+    if (resume_step >= 0) {
+        ig_status st = truncate_records(m->path, resume_step, err);
+        if (st != IG_OK) {
+            ig_free(ctx, m);
+            return st;
+        }
+    }
     m->jsonl = fopen(m->path, "a");
     if (!m->jsonl) {
         ig_status st = ig_err_errno(err, errno, "cannot open %s", m->path);

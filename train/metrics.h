@@ -7,10 +7,11 @@
 
 typedef struct ig_metrics ig_metrics;
 
-/* RUN_DIR/metrics.jsonl (appended: a resumed run continues it) and, with tensorboard, event files
- * under RUN_DIR/tb/. */
+/* RUN_DIR/metrics.jsonl (appended: a resumed run continues it; resume_step >= 0 first drops the
+ * records of later steps, which the resumed run writes again, so each step has one) and, with
+ * tensorboard, event files under RUN_DIR/tb/. */
 ig_status ig_metrics_open(ig_metrics **out, ig_ctx *ctx, const char *run_dir, int tensorboard,
-                          ig_err *err);
+                          int64_t resume_step, ig_err *err);
 /* One line {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"} (and the same scalars);
  * extra (may be NULL or "") is more members, ",\"key\":value...", appended as they are. */
 ig_status ig_metrics_step(ig_metrics *m, int64_t step, double loss, double lr, double grad_norm,

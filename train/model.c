@@ -457,7 +457,9 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
         ig_model_free(m);
         return st;
     }
+    if (p.inference) bufs[1].bytes = 0, m->st.n_grads = 0; /* no gradients */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (!bufs[i].bytes) continue;
         st = ig_backend_alloc(be, (size_t)bufs[i].bytes, bufs[i].p, err);
         if (st != IG_OK) {
             ig_err_prefix(err, st, "the model's %s (%.1f MB)", bufs[i].what,
@@ -506,6 +508,7 @@ ig_status ig_model_read(ig_model *m, ig_model_buffer which, float *out, ig_err *
             return ig_backend_download(m->be, out, m->st.master, n * sizeof(float), err);
         return ig_backend_download_f32(m->be, out, m->st.params, n, err);
     case IG_MODEL_GRADS:
+        if (!m->st.grads) return ig_err_set(err, IG_ERR_INVALID_ARG, "the model has no gradients");
         if (m->st.n_grads != n) return grads_sharded(err);
         return ig_backend_download_f32(m->be, out, m->st.grads, n, err);
     }
@@ -521,10 +524,27 @@ ig_status ig_model_write(ig_model *m, ig_model_buffer which, const float *in, ig
         return st == IG_OK ? ig_backend_upload_f32(m->be, m->st.params, in, n, err) : st;
     }
     case IG_MODEL_GRADS:
+        if (!m->st.grads) return ig_err_set(err, IG_ERR_INVALID_ARG, "the model has no gradients");
         if (m->st.n_grads != n) return grads_sharded(err);
         return ig_backend_upload_f32(m->be, m->st.grads, in, n, err);
     }
     return ig_err_set(err, IG_ERR_INVALID_ARG, "unknown model buffer %d", (int)which);
+}
+
+ig_status ig_model_check_finite(ig_model *m, ig_err *err) {
+    /* one sum of squares per tensor: NaN or infinity in any element makes it non-finite */
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const ig_model_tensor *t = &m->tensors[i];
+        double ss = ig_kernel_sum_squares(m->be, (char *)m->st.params + t->offset * m->as,
+                                          (size_t)t->numel);
+        if (!isfinite(ss)) {
+            ig_status st = ig_backend_sync(m->be, err);
+            if (st != IG_OK) return st;
+            return ig_err_set(err, IG_ERR_FORMAT, "%s holds %s values", t->name,
+                              isnan(ss) ? "NaN" : "infinite");
+        }
+    }
+    return ig_backend_sync(m->be, err);
 }
 
 /* ---- the whole model on one process ---------------------------------------------------------- */
@@ -550,6 +570,8 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
                                     const ig_batch_opts *o, float grad_scale, double *loss,
                                     uint64_t *counted, ig_err *err) {
     ig_status st = need_whole(m, err);
+    if (st == IG_OK && m->part.inference)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
     if (st == IG_OK && !(grad_scale > 0))
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "grad_scale must be > 0, got %g",
                         (double)grad_scale);
@@ -560,6 +582,8 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
 }
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err) {
+    if (m->part.inference)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
     return ig_backend_zero(m->be, m->st.grads, m->st.n_grads * m->as, err);
 }
 

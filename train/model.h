@@ -38,6 +38,7 @@ typedef struct ig_part {
     int dp, dp_rank, zero;
     int pp; /* stages: a tied tensor is summed between the first and the last */
     uint64_t bucket_elems;
+    int inference; /* forward passes only: no gradients are kept */
 } ig_part;
 
 /* How a tensor's initial values are drawn: element i of the global tensor NAME from (seed, NAME,

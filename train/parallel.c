@@ -196,8 +196,8 @@ static ig_status stage_layers(ig_layout *l, const ig_train_config *t, int n_laye
         if (!end || *end || v < 1 || v > n_layer)
             return refuse(err,
                           "parallel.pipeline_layers: stage %d has \"%s\" layers; each stage needs "
-                          "at least 1",
-                          s, t->pipeline_layers[s]);
+                          "at least 1 and at most model.n_layer %d, and the stages add up to %d",
+                          s, t->pipeline_layers[s], n_layer, n_layer);
         l->stage_layers[s] = sum;
         sum += (int)v;
     }

@@ -182,6 +182,10 @@ uint64_t ig_model_buffer_elems(const ig_model *m);
 ig_status ig_model_read(ig_model *m, ig_model_buffer which, float *out, ig_err *err);
 ig_status ig_model_write(ig_model *m, ig_model_buffer which, const float *in, ig_err *err);
 
+/* IG_OK when every parameter the model holds is finite; else IG_ERR_FORMAT naming the first
+ * tensor that holds a NaN or an infinity (one pass over the parameters). */
+ig_status ig_model_check_finite(ig_model *m, ig_err *err);
+
 /* One micro-batch of a language model: tokens [B, T + 1] in host memory (inputs are [:, :T],
  * targets [:, 1:]). Forward computes the mean loss over the counted positions (all, or with
  * eod_mask_loss those whose input is not eod_id); with backward (grad_scale > 0), the gradient of
@@ -258,15 +262,17 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
 
 /* ==== checkpoints (checkpoint.c) ============================================================= */
 
-#define IG_CKPT_FORMAT  "ingot-checkpoint"
-#define IG_CKPT_VERSION 2 /* 2: model.arch and the tensors' placements; version 1 (GPT-2) is read  \
-                           */
+#define IG_CKPT_FORMAT "ingot-checkpoint"
+#define IG_CKPT_VERSION                                                                            \
+    2 /* 2: model.arch and the tensors' placements; version 1 (GPT-2) is read                      \
+       */
 
 /* What a checkpoint says about itself (its manifest.json). */
 typedef struct ig_ckpt_info {
     int version;            /* of its manifest */
     int64_t step;           /* steps done */
     ig_loader_state loader; /* consumed samples and the index key */
+    uint64_t train_samples; /* the samples the data's index was built for (0: unknown, version 1) */
     ig_model_config model;  /* the model's family and shape */
     uint64_t seed;          /* the initial weights' seed */
     int32_t eod_id;         /* the data's end-of-document id (-1: none) */

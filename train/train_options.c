@@ -71,9 +71,9 @@ static const ig_cfg_key train_keys[] = {
        "then a linear decay over the last decay_fraction of the steps)"),
     K("optim.decay_fraction", IG_CFG_FLOAT, decay_fraction, "0.2", 0, 1,
       "wsd: the final fraction of the steps that decays"),
-    K("optim.beta1", IG_CFG_FLOAT, beta1, "0.9", 0, 1, "AdamW beta1"),
-    K("optim.beta2", IG_CFG_FLOAT, beta2, "0.95", 0, 1, "AdamW beta2"),
-    K("optim.eps", IG_CFG_FLOAT, eps, "1e-8", 0, 1, "AdamW epsilon"),
+    K("optim.beta1", IG_CFG_FLOAT, beta1, "0.9", 0, 1, "AdamW beta1, in [0, 1)"),
+    K("optim.beta2", IG_CFG_FLOAT, beta2, "0.95", 0, 1, "AdamW beta2, in [0, 1)"),
+    K("optim.eps", IG_CFG_FLOAT, eps, "1e-8", 0, 1, "AdamW epsilon, > 0"),
     K("optim.weight_decay", IG_CFG_FLOAT, weight_decay, "0.1", 0, 10,
       "decoupled weight decay on matrices and embeddings (not biases, LayerNorm)"),
     K("optim.grad_clip", IG_CFG_FLOAT, grad_clip, "1.0", 0, 1e30,
@@ -182,6 +182,24 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
                           "%s: %d heads do not divide model.d_model %d (each head gets d_model / "
                           "n_head channels)",
                           w, t->model.n_head, t->model.d_model);
+    }
+    const struct {
+        const char *key;
+        double v;
+    } unit[] = {{"optim.beta1", t->beta1}, {"optim.beta2", t->beta2}};
+    for (size_t i = 0; i < 2; i++)
+        if (!(unit[i].v >= 0 && unit[i].v < 1)) {
+            where(cfg, unit[i].key, w, sizeof w);
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "%s: %g: must be in [0, 1) (at 1 AdamW's bias correction divides by "
+                              "0 and the weights turn NaN)",
+                              w, unit[i].v);
+        }
+    if (!(t->eps > 0)) {
+        where(cfg, "optim.eps", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: %g: must be > 0 (AdamW divides by sqrt(v) + eps, and v can be 0)", w,
+                          t->eps);
     }
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     if (gb % t->micro_batch) {

@@ -41,11 +41,12 @@ typedef struct run {
     ig_comm *world;    /* NULL: one process */
     ig_layout lo;
     ig_optim *optim;
-    ig_watchdog *dog;      /* several ranks: none waits forever */
-    ig_pulse pulse;        /* the run's progress, which the watchdog reads */
-    int writer;            /* rank 0: logs, metrics, the run directory */
-    int64_t first;         /* the first step to run */
-    ig_loader_state start; /* where the data resumes (resume) */
+    ig_watchdog *dog;        /* several ranks: none waits forever */
+    ig_pulse pulse;          /* the run's progress, which the watchdog reads */
+    int writer;              /* rank 0: logs, metrics, the run directory */
+    int64_t first;           /* the first step to run */
+    ig_loader_state start;   /* where the data resumes (resume) */
+    char resumed_from[4096]; /* the checkpoint resumed from ("" for a fresh run) */
 } run;
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -69,10 +70,15 @@ static ig_status data_vocab(const ig_data_stream *ds, int *vocab, int32_t *eod, 
     return IG_OK;
 }
 
+/* The samples the training data's index is built for: every step's global batch. */
+static uint64_t train_samples(const ig_train_config *t) {
+    int gb = t->global_batch ? t->global_batch : t->micro_batch;
+    return (uint64_t)t->steps * (uint64_t)gb;
+}
+
 static ig_status open_data(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
-    int gb = t->global_batch ? t->global_batch : t->micro_batch;
-    uint64_t samples = (uint64_t)t->steps * (uint64_t)gb;
+    uint64_t samples = train_samples(t);
     ig_status st =
         ig_data_config_resolve(&t->data, (uint32_t)t->model.seq_len, samples, &r->train_data, err);
     if (st == IG_OK) st = ig_data_stream_open(&r->train_ds, r->ctx, &r->train_data.opts, err);
@@ -158,6 +164,39 @@ static ig_status validate(run *r, double *val_loss, ig_err *err) {
     return st;
 }
 
+/* The run diverged at step (0-based): a message with the step, what is not finite, the settings
+ * that cause it, and the checkpoint to resume from (only finite ones are ever written). */
+static ig_status diverged(run *r, int64_t step, const char *what, ig_err *err) {
+    const ig_train_config *t = r->t;
+    char ckpt[4096] = "", from[4200] = "";
+    if (ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, NULL) == IG_OK)
+        snprintf(from, sizeof from,
+                 "resume from %s (the last checkpoint; every checkpoint "
+                 "written holds finite weights)",
+                 ckpt);
+    else
+        snprintf(from, sizeof from, "no checkpoint was written yet: start over");
+    return ig_err_set(err, IG_ERR_FORMAT,
+                      "step %lld: %s: the run diverged; lower optim.lr (now %g), set "
+                      "optim.grad_clip (now %g) or a longer optim.warmup (now %lld), and %s",
+                      (long long)step + 1, what, t->lr, t->grad_clip, (long long)t->warmup, from);
+}
+
+/* Every rank's parameters are finite after the update of step (0-based), or the run stops before
+ * anything is saved of them. */
+static ig_status check_finite(run *r, int64_t step, ig_err *err) {
+    ig_err e = {0};
+    ig_status st = ig_model_check_finite(r->model, &e);
+    int32_t bad = st != IG_OK;
+    ig_status cs = ig_group_allreduce(&r->lo.world_g, &bad, 1, IG_COMM_I32, IG_COMM_MAX, err);
+    if (cs != IG_OK) return cs;
+    if (!bad) return IG_OK;
+    char what[IG_ERR_MSG_MAX + 64];
+    snprintf(what, sizeof what, "the parameters are not finite after the optimizer's update (%s)",
+             st != IG_OK ? e.msg : "on another rank");
+    return diverged(r, step, what, err);
+}
+
 static ig_status train_step(run *r, int64_t step, double *loss, double *norm, double *lr,
                             ig_err *err) {
     const ig_train_config *t = r->t;
@@ -173,15 +212,13 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
     if (st != IG_OK) return st;
     *loss = sum / (double)(M * dp);
     if ((st = ig_optim_norm(r->optim, norm, err)) != IG_OK) return st;
-    if (!isfinite(*loss) || !isfinite(*norm))
-        return ig_err_set(err, IG_ERR_FORMAT,
-                          "step %lld: the %s is %s: the run diverged; lower optim.lr (now %g), set "
-                          "optim.grad_clip (now %g) or a longer optim.warmup, and resume from the "
-                          "last checkpoint",
-                          (long long)step + 1, isfinite(*loss) ? "gradient norm" : "loss",
-                          isfinite(*loss) ? (isnan(*norm) ? "NaN" : "infinite")
-                                          : (isnan(*loss) ? "NaN" : "infinite"),
-                          t->lr, t->grad_clip);
+    if (!isfinite(*loss) || !isfinite(*norm)) {
+        char what[64];
+        snprintf(what, sizeof what, "the %s is %s", isfinite(*loss) ? "gradient norm" : "loss",
+                 isfinite(*loss) ? (isnan(*norm) ? "NaN" : "infinite")
+                                 : (isnan(*loss) ? "NaN" : "infinite"));
+        return diverged(r, step, what, err);
+    }
     /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1 */
     float scale = 1.0f;
     if (t->grad_clip > 0) {
@@ -192,6 +229,16 @@ static ig_status train_step(run *r, int64_t step, double *loss, double *norm, do
     ig_adamw_hparams h = {(float)*lr, (float)t->beta1, (float)t->beta2, (float)t->eps,
                           (float)t->weight_decay};
     return ig_optim_step(r->optim, (int)(step + 1), &h, scale, err);
+}
+
+/* A test hook: IG_FAULT_NAN=S makes one parameter NaN after step S's update (as a diverging
+ * optimizer would), so that the checks before a checkpoint can be seen to catch it. */
+static void inject_nan(run *r, int64_t step) {
+    const char *v = getenv("IG_FAULT_NAN");
+    long long s = -1;
+    if (!v || sscanf(v, "%lld", &s) != 1 || s != (long long)step + 1) return;
+    float nan = NAN;
+    ig_backend_upload_f32(r->be, r->model->st.params, &nan, 1, NULL);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -210,6 +257,7 @@ static void format_eta(double s, char *buf, size_t cap) {
 static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *res, ig_err *err) {
     ig_ckpt_info info = {.step = step,
                          .loader = ig_loader_state_get(r->loader),
+                         .train_samples = train_samples(r->t),
                          .model = r->shape,
                          .seed = r->t->seed,
                          .eod_id = r->batch.eod_id,
@@ -302,6 +350,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         ig_watchdog_arm(r->dog, step);
         st = train_step(r, step, &loss, &norm, &lr, err);
         if (st != IG_OK) break;
+        inject_nan(r, step);
         double dt = ig_now() - t0;
         double tps = tokens_per_step / dt,
                mfu = r->peak_flops > 0 ? flops_per_step / dt / r->peak_flops : 0;
@@ -329,12 +378,20 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
             st = validate(r, &vl, err);
             if (st != IG_OK) break;
             res->val_loss = vl;
+            if (!isfinite(vl)) {
+                st = diverged(r, step,
+                              isnan(vl) ? "the validation loss is NaN"
+                                        : "the validation loss is infinite",
+                              err);
+                break;
+            }
             if (r->writer && (st = ig_metrics_val(r->metrics, step + 1, vl, err)) != IG_OK) break;
             if (r->writer && !r->o->quiet)
                 fprintf(r->log, "step %lld | val loss %.6f\n", (long long)step + 1, vl);
             comm_reset(r); /* not the next step's */
         }
         if (last || stop || (t->ckpt_every > 0 && (step + 1) % t->ckpt_every == 0)) {
+            if ((st = check_finite(r, step, err)) != IG_OK) break;
             if ((st = checkpoint(r, step + 1, loss, res, err)) != IG_OK) break;
             comm_reset(r);
         }
@@ -441,6 +498,8 @@ static ig_status setup_run_dir(run *r, ig_err *err) {
         if (!r->o->resume) st = clear_run_dir(t->run_dir, r->o->overwrite, err);
         if (st == IG_OK) st = ig_mkdir_p(t->run_dir, err);
         if (st != IG_OK) ig_err_prefix(err, st, "the run directory");
+        /* what killed saves of this host left (a whole checkpoint's size each) */
+        if (st == IG_OK) ig_ckpt_remove_stale(t->run_dir);
     }
     if ((st = all_ranks_ok(r, st, "preparing the run directory", err)) != IG_OK) return st;
     if (r->world && t->timeout > 0)
@@ -473,6 +532,53 @@ static ig_status setup_model(run *r, ig_err *err) {
     return all_ranks_ok(r, st, "creating the model", err);
 }
 
+/* A resumed run whose train.steps differ from the checkpoint's (extending a finished run, most
+ * often): its data index is built for another number of samples, so its key differs from the
+ * saved one. The data is the same when the index built for the saved number of samples has the
+ * saved key: then the run goes on from the consumed samples of the new index (a shuffle of all its
+ * samples, as Megatron's when --train-iters grows: the steps that follow may read again samples
+ * that the first steps read, and skip others). Otherwise the data changed, which is refused. */
+static ig_status extend(run *r, const ig_ckpt_info *info, ig_err *err) {
+    const ig_train_config *t = r->t;
+    uint64_t now = train_samples(t), key = ig_data_stream_key(r->train_ds);
+    if (key == info->loader.index_key) return IG_OK;
+    if (info->train_samples && info->train_samples != now) {
+        ig_data_resolved d = {0};
+        ig_data_stream *ds = NULL;
+        ig_status st = ig_data_config_resolve(&t->data, (uint32_t)t->model.seq_len,
+                                              info->train_samples, &d, err);
+        if (st == IG_OK) st = ig_data_stream_open(&ds, r->ctx, &d.opts, err);
+        uint64_t then = ds ? ig_data_stream_key(ds) : 0;
+        ig_data_stream_close(ds);
+        ig_data_resolved_free(&d);
+        if (st != IG_OK) return ig_err_prefix(err, st, "the checkpoint's data");
+        if (then == info->loader.index_key) {
+            if (r->writer && !r->o->quiet)
+                fprintf(r->log,
+                        "train.steps is %lld now (%llu samples; the checkpoint's run had %llu): "
+                        "the data's index is rebuilt for them and the run goes on from sample "
+                        "%llu of it\n",
+                        (long long)t->steps, (unsigned long long)now,
+                        (unsigned long long)info->train_samples,
+                        (unsigned long long)info->loader.consumed_samples);
+            r->start.index_key = key;
+            return IG_OK;
+        }
+    }
+    if (!info->train_samples)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "the checkpoint's data index differs from this configuration's: "
+                          "data.path, data.split, data.seed, model.seq_len or train.steps changed "
+                          "since it was saved, or the shards did (a version-1 checkpoint does not "
+                          "record its run's length: resume it with its own train.steps)");
+    return ig_err_set(err, IG_ERR_CONFIG,
+                      "the checkpoint was saved on other data than this configuration's: "
+                      "data.path, data.split, data.seed or model.seq_len changed, or the shards "
+                      "did (train.steps %lld: %llu samples%s)",
+                      (long long)t->steps, (unsigned long long)now,
+                      info->train_samples == now ? ", as the checkpoint's run" : "");
+}
+
 /* The starting point: the latest checkpoint (resume), a Hugging Face model (model.init_from), or
  * the initial weights; then the loader and the metrics. */
 static ig_status restore(run *r, ig_err *err) {
@@ -488,19 +594,23 @@ static ig_status restore(run *r, ig_err *err) {
         r->first = info.step;
         r->start = info.loader;
         startp = &r->start;
+        snprintf(r->resumed_from, sizeof r->resumed_from, "%s", ckpt);
         if (r->writer && !r->o->quiet)
             fprintf(r->log,
                     "resuming from %s (step %lld, %llu samples consumed, saved under tp %d "
                     "pp %d dp %d)\n",
                     ckpt, (long long)r->first, (unsigned long long)r->start.consumed_samples,
                     info.tp, info.pp, info.dp);
+        st = r->first < t->steps ? extend(r, &info, err) : IG_OK;
+        if ((st = all_ranks_ok(r, st, "resuming the data", err)) != IG_OK) return st;
     } else if (t->init_from && *t->init_from) {
         st = ig_hf_load(r->ctx, r->model, t->init_from, err);
         if ((st = all_ranks_ok(r, st, "loading model.init_from", err)) != IG_OK) return st;
     }
     st = make_loader(r, startp, err);
     if (st == IG_OK && r->writer)
-        st = ig_metrics_open(&r->metrics, r->ctx, t->run_dir, t->tensorboard, err);
+        st = ig_metrics_open(&r->metrics, r->ctx, t->run_dir, t->tensorboard,
+                             r->o->resume ? r->first : -1, err);
     return all_ranks_ok(r, st, "starting the loader and metrics", err);
 }
 
@@ -557,6 +667,17 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     if ((st = setup_backend(&r, err)) != IG_OK || (st = setup_run_dir(&r, err)) != IG_OK ||
         (st = setup_model(&r, err)) != IG_OK || (st = restore(&r, err)) != IG_OK)
         goto done;
+    if (r.first >= t->steps) { /* a finished run: nothing to do */
+        res->step = r.first;
+        res->loss = NAN;
+        snprintf(res->checkpoint, sizeof res->checkpoint, "%s", r.resumed_from);
+        if (r.writer && !opts->quiet)
+            fprintf(r.log,
+                    "%s finished at step %lld (train.steps %lld): nothing to do; raise "
+                    "train.steps to train it further\n",
+                    t->run_dir, (long long)r.first, (long long)t->steps);
+        goto done;
+    }
     if (r.writer) r.peak_flops = measure_peak(&r);
     if (r.writer && !opts->quiet) print_banner(&r);
     st = loop(&r, r.first, res, err);

@@ -60,15 +60,56 @@ check_rc "resume after SIGKILL" 0 "$ING" train tiny.yaml --resume killed
 expect "resume: says from where" "resuming from killed/ckpt/step_00000008" "$out"
 losses() { grep '"loss"' "$1/metrics.jsonl" | grep -E "\"step\":($2)," | tail -n 4 | sed 's/,"tokens_per_s.*//'; }
 check "resumed losses are bit-identical (steps 9-12)" test "$(losses run '9|10|11|12')" = "$(losses killed '9|10|11|12')"
+check "metrics.jsonl after the resume: one record per step (12), the killed run's later ones dropped" \
+    test "$(grep -c '"loss"' killed/metrics.jsonl)" = 12 -a \
+    "$(grep -o '"step":[0-9]*,"loss"' killed/metrics.jsonl | sort -u | wc -l)" = 12
 
-# ---- SIGINT: the step finishes, a checkpoint is written, exit 0 with how to resume ----------------
+# ---- resuming a finished run, extending it, resuming on other data ------------------------------
+check_rc "resume a finished run" 0 "$ING" train tiny.yaml --resume killed
+expect "finished: says so" "killed finished at step 12 (train.steps 12): nothing to do" "$out"
+expect "finished: names its checkpoint" "checkpoint killed/ckpt/step_00000012" "$out"
+check_rc "--resume with --force" 2 "$ING" train tiny.yaml --resume killed --force
+expect "--resume --force: says they exclude each other" "give one of them" "$err"
+cp -r killed longer
+check_rc "extend a finished run: train.steps 12 -> 16" 0 "$ING" train tiny.yaml --resume longer \
+    --set train.steps=16
+expect "extend: says how" "train.steps is 16 now (128 samples; the checkpoint's run had 96)" "$out"
+check "extend: 16 steps, one record each" test "$(grep -c '"loss"' longer/metrics.jsonl)" = 16
+check "extend: the first 12 steps' records kept" test "$(losses longer '1|2|12')" = "$(losses run '1|2|12')"
+cp -r killed otherdata
+rm -rf otherdata/ckpt/step_00000012
+check_rc "resume on other data" 1 "$ING" train tiny.yaml --resume otherdata --set data.seed=99
+expect "other data: says so" "the checkpoint was saved on other data than this configuration's" "$err"
+
+# ---- what killed saves left behind is removed ----------------------------------------------------
+h=$(hostname | tr './' '__')
+dead=$(sh -c 'echo $$')
+mkdir -p "killed/ckpt/.step_00000099.tmp.$h.$dead" "killed/ckpt/step_00000012.old.$h.$dead"
+mkdir -p "killed/ckpt/.step_00000098.tmp.otherhost.$dead"
+check_rc "resume with leftovers" 0 "$ING" train tiny.yaml --resume killed --set train.steps=13
+check "a dead process's unfinished checkpoint is removed" test ! -e "killed/ckpt/.step_00000099.tmp.$h.$dead"
+check "a dead process's replaced checkpoint is removed" test ! -e "killed/ckpt/step_00000012.old.$h.$dead"
+check "another host's is left alone" test -e "killed/ckpt/.step_00000098.tmp.otherhost.$dead"
+
+# ---- weights that turn NaN are never checkpointed ------------------------------------------------
+IG_FAULT_NAN=8 "$ING" train tiny.yaml --set train.run_dir=nan >nan.out 2>nan.err
+check "NaN weights: the run fails" test $? -eq 1
+expect "NaN weights: names the step and what" "step 8: the parameters are not finite after the optimizer's update (transformer.wte.weight holds NaN values)" "$(cat nan.err)"
+expect "NaN weights: names the last checkpoint, a finite one" "resume from nan/ckpt/step_00000004" "$(cat nan.err)"
+check "NaN weights: no checkpoint of them" test ! -e nan/ckpt/step_00000008
+check_rc "optim.beta2 1" 1 "$ING" train tiny.yaml --set optim.beta2=1 --set train.run_dir=nowork
+expect "beta2 1: says why" "optim.beta2: 1: must be in [0, 1)" "$err"
+check_rc "optim.eps 0" 1 "$ING" train tiny.yaml --set optim.eps=0 --set train.run_dir=nowork
+expect "eps 0: says why" "optim.eps: 0: must be > 0" "$err"
+
+# ---- SIGINT: the step finishes, a checkpoint is written, exit 4 with how to resume ----------------
 "$ING" train tiny.yaml --set train.run_dir=intr --set train.steps=400 --set ckpt.every=0 \
     --set eval.every=0 >intr.out 2>intr.err &
 pid=$!
 for _ in $(seq 600); do grep -q '"step":3,' intr/metrics.jsonl 2>/dev/null && break; sleep 0.1; done
 kill -INT "$pid"
 wait "$pid"
-check "SIGINT: exit 0" test $? -eq 0
+check "SIGINT: exit 4 (stopped, not finished)" test $? -eq 4
 expect "SIGINT: how to resume" "resume with: ingot train CONFIG --resume intr" "$(cat intr.out)"
 n=$(grep -c '"loss"' intr/metrics.jsonl)
 check "SIGINT: a checkpoint of the last step" test -d "intr/ckpt/step_$(printf %08d "$n")"
@@ -85,6 +126,10 @@ check_rc "resume from a damaged checkpoint" 1 "$ING" train tiny.yaml --resume ba
 
 # ---- export, eval, sample ----------------------------------------------------------------------
 check_rc "ckpt export" 0 "$ING" ckpt export run --output hf
+dead=$(sh -c 'echo $$')
+: >"hf/model.safetensors.tmp.$dead.0"
+check_rc "ckpt export again, with a killed export's leftover" 0 "$ING" ckpt export run --output hf --force
+check "the killed export's temporary file is removed" test ! -e "hf/model.safetensors.tmp.$dead.0"
 check "export: model.safetensors and config.json" test -s hf/model.safetensors -a -s hf/config.json
 expect "export: GPT-2 config" '"model_type": "gpt2"' "$(cat hf/config.json)"
 check_rc "export again without --force" 1 "$ING" ckpt export run --output hf && expect "export exists" "use --force" "$err"
@@ -100,6 +145,13 @@ expect "sample: starts with the prompt" "ROMEO:" "$s1"
 check_rc "sample again" 0 "$ING" sample hf --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
 check "sample: the same seed, the same text (checkpoint and export)" test "$out" = "$s1"
 check_rc "sample greedy" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 5 --temperature 0
+g=$out
+check_rc "sample --top-p 0: the most likely token" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" \
+    --prompt "ROMEO:" --tokens 5 --top-p 0 --seed 3
+check "--top-p 0 is greedy" test "$out" = "$g"
+check_rc "sample --top-p 1e-60 (0 as a float)" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" \
+    --prompt "ROMEO:" --tokens 5 --top-p 1e-60 --seed 4
+check "--top-p 1e-60 is greedy" test "$out" = "$g"
 
 # ---- a version-1 checkpoint (before model families) resumes, bit for bit -----------------------
 V1=$SRC/tests/data/ckpt_v1

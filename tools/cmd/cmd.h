@@ -2,13 +2,15 @@
  * subcommand shares (usage errors, runtime errors, the context from common flags).
  *
  * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (the usage is
- * printed). */
+ * printed), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
+ * ends it), 4 `ingot train` stopped on a signal (SIGINT, SIGTERM) after writing a checkpoint: not
+ * finished, resume it. */
 #ifndef INGOT_CMD_H
 #define INGOT_CMD_H
 
 #include "core/core.h"
 
-enum { IG_EXIT_OK = 0, IG_EXIT_FAIL = 1, IG_EXIT_USAGE = 2 };
+enum { IG_EXIT_OK = 0, IG_EXIT_FAIL = 1, IG_EXIT_USAGE = 2, IG_EXIT_HUNG = 3, IG_EXIT_STOPPED = 4 };
 
 typedef struct ig_command {
     const char *name;    /* "preprocess" */

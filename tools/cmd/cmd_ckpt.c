@@ -1,7 +1,8 @@
-/* cmd_ckpt.c - `ingot ckpt export|verify|diff`: a training checkpoint as a Hugging Face GPT-2
- * directory, the check of every file a checkpoint lists, and the comparison of two models' weights
- * (runs under two layouts, a checkpoint and its export). CKPT is a checkpoint directory
- * (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory (its latest checkpoint). */
+/* cmd_ckpt.c - `ingot ckpt export|verify|diff`: a training checkpoint as a Hugging Face directory
+ * of its family (GPT2LMHeadModel, LlamaForCausalLM), the check of every file a checkpoint lists,
+ * and the comparison of two models' weights (runs under two layouts, a checkpoint and its export).
+ * CKPT is a checkpoint directory (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory (its latest
+ * checkpoint). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,10 @@ const char ig_usage_ckpt[] =
     "       ingot ckpt verify CKPT\n"
     "       ingot ckpt diff MODEL_A MODEL_B [--tolerance X]\n"
     "\n"
-    "export  writes DIR/model.safetensors and DIR/config.json in Hugging Face GPT-2 layout\n"
-    "        (transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it; the tied lm_head is\n"
-    "        not stored, the padded vocabulary rows are dropped)\n"
+    "export  writes DIR/model.safetensors and DIR/config.json in the Hugging Face layout of the\n"
+    "        model's family: GPT2LMHeadModel (the tied lm_head not stored) or LlamaForCausalLM\n"
+    "        (q, k and v as three tensors; lm_head unless tied); the padded vocabulary rows are\n"
+    "        dropped, and transformers' from_pretrained(DIR) loads it\n"
     "verify  checks the checkpoint's manifest and the size and xxh3 of every file it lists;\n"
     "        exit 1 naming the first file that is missing, truncated or altered\n"
     "diff    compares the weights of two models of the same shape, tensor by tensor (saved\n"
@@ -26,10 +28,11 @@ const char ig_usage_ckpt[] =
     "        largest magnitude (magnitudes below 1 count as 1)\n"
     "\n"
     "CKPT is a checkpoint directory (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory, which\n"
-    "stands for its latest checkpoint; a MODEL is a CKPT or a Hugging Face GPT-2 directory.\n"
+    "stands for its latest checkpoint; a MODEL is a CKPT or a Hugging Face directory.\n"
     "\n"
     "examples:\n"
     "  ingot ckpt export out/gpt-tiny --output out/gpt-tiny-hf\n"
+    "  ingot ckpt export out/llama-tiny --output out/llama-tiny-hf\n"
     "  ingot ckpt verify out/gpt-tiny/ckpt/step_00000200\n"
     "  ingot ckpt diff out/run-1gpu out/run-tp2pp2 --tolerance 1e-5\n";
 

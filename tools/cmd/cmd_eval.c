@@ -15,7 +15,9 @@ const char ig_usage_eval[] =
     "Prints the mean loss of MODEL over K micro-batches of B samples of L tokens read from\n"
     "PREFIX (a token shard or shard list; --data W1 P1 --data W2 ... for a blend), from the\n"
     "start of its sample stream. The last line is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
-    "directory, a Hugging Face GPT-2 directory (ingot ckpt export) or a model.safetensors.\n"
+    "directory, a Hugging Face GPT-2 or Llama directory (ingot ckpt export) or a\n"
+    "model.safetensors with its config.json beside it. A model whose weights are not finite\n"
+    "(NaN, infinity) is refused.\n"
     "\n"
     "options:\n"
     "  --data ITEM        the data: a prefix, or weights and prefixes (repeat the option)\n"
@@ -76,6 +78,8 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
     if (st == IG_OK)
         st = ig_model_open(&m, ctx, be, argv[first], a.micro_batch, a.seq_len, &eod, &err);
+    if (st == IG_OK && (st = ig_model_check_finite(m, &err)) != IG_OK)
+        ig_err_prefix(&err, st, "%s: its weights are not finite", argv[first]);
     int T = m ? ig_model_shape(m)->seq_len : 0;
     if (st == IG_OK && a.seq_len > T)
         st = ig_err_set(&err, IG_ERR_INVALID_ARG,

@@ -16,7 +16,9 @@ const char ig_usage_sample[] =
     "Generates up to N tokens after TEXT and prints the prompt and the text as it comes. The\n"
     "prompt goes through the model at once, then each token alone over a cache of keys and\n"
     "values. Generation stops at the end-of-document token or at the model's last position.\n"
-    "MODEL is a checkpoint directory, a Hugging Face GPT-2 directory or a model.safetensors.\n"
+    "MODEL is a checkpoint directory (or a run directory: its latest), a Hugging Face GPT-2 or\n"
+    "Llama directory, or a model.safetensors with its config.json beside it. A model whose\n"
+    "weights are not finite (NaN, infinity) is refused.\n"
     "\n"
     "options:\n"
     "  --tokenizer T       the tokenizer the model was trained with (as for ingot tokenize)\n"
@@ -25,7 +27,7 @@ const char ig_usage_sample[] =
     "  --temperature X     softmax temperature; 0: always the most likely token (default 1)\n"
     "  --top-k K           draw among the K most likely tokens only (default 0: all)\n"
     "  --top-p P           draw among the most likely tokens whose probabilities add up to P\n"
-    "                      (default 1: all)\n"
+    "                      (default 1: all; 0: the most likely token alone)\n"
     "  --seed S            the draws' seed (default 1234)\n"
     "  --threads N, --quiet, --verbose\n"
     "\n"
@@ -49,7 +51,8 @@ static const ig_cfg_key sample_keys[] = {
     IG_KEY_FLOAT("sample.temperature", sample_args, temperature, "1", 0, 100,
                  "softmax temperature (0: greedy)"),
     IG_KEY_INT("sample.top_k", sample_args, top_k, "0", 0, 1073741824, "top-k (0: off)"),
-    IG_KEY_FLOAT("sample.top_p", sample_args, top_p, "1", 0, 1, "nucleus (1: off)"),
+    IG_KEY_FLOAT("sample.top_p", sample_args, top_p, "1", 0, 1,
+                 "nucleus (1: off; 0: the most likely token)"),
     IG_KEY_INT("sample.seed", sample_args, seed, "1234", 0, 9.2e18, "seed of the draws"),
 };
 
@@ -98,7 +101,9 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     if (st == IG_OK) st = ig_encoder_create(&enc, tok, &err);
     if (st == IG_OK) st = ig_encoder_encode(enc, a.prompt, strlen(a.prompt), 0, &ids, &err);
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
-    if (st == IG_OK) st = ig_model_open(&m, ctx, be, argv[first], 1, 0, &eod, &err);
+    if (st == IG_OK) st = ig_model_open(&m, ctx, be, argv[first], 1, 1, &eod, &err);
+    if (st == IG_OK && (st = ig_model_check_finite(m, &err)) != IG_OK)
+        ig_err_prefix(&err, st, "%s: its weights are not finite", argv[first]);
     if (st == IG_OK) {
         ig_sample_opts so = ig_sample_opts_default();
         so.max_tokens = a.tokens;

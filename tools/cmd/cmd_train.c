@@ -1,8 +1,9 @@
 /* cmd_train.c - `ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR]`: trains a model
  * of any family (model.arch) as the config says (the tables of ig_train_key_tables and the
  * loader's data keys). Thin over
- * ig_train_run. SIGINT or SIGTERM finishes the step in progress, writes a checkpoint and exits 0
+ * ig_train_run. SIGINT or SIGTERM finishes the step in progress, writes a checkpoint and exits 4
  * with the command that resumes; a second one stops at once. */
+#include <math.h>
 #include <signal.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -38,8 +39,9 @@ const char ig_usage_train[] =
     "  --threads N         threads (default: all cores)\n"
     "  --quiet, --verbose  less or more output\n"
     "\n"
-    "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second\n"
-    "Ctrl-C stops at once.\n"
+    "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits with status 4\n"
+    "(stopped, not finished: a scheduler can tell it from 0, done); a second Ctrl-C stops at\n"
+    "once. Exit status 3: a rank of a multi-process run hung past parallel.timeout.\n"
     "\n"
     "Under mpirun (or srun) every process is one rank of a tp x pp x dp layout: parallel.tp\n"
     "(tensor parallel; parallel.sp for sequence parallel), parallel.pp (pipeline stages, 1F1B),\n"
@@ -112,6 +114,9 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     if (rc < 0 && first < n)
         rc = ig_cmd_usage_error(cmd, "unexpected argument '%s' (one CONFIG file, then options)",
                                 args[first]);
+    if (rc < 0 && *cli.resume && cli.force)
+        rc = ig_cmd_usage_error(cmd, "--resume continues a run and --force starts one over: give "
+                                     "one of them");
     if (rc < 0 && !ig_config_is_set(cfg, "data.path") && !*cli.resume)
         rc = ig_cmd_usage_error(cmd, "no data: give a CONFIG with data.path (or --data-path)");
     free(args);
@@ -124,6 +129,7 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_comm *comm = NULL;
+    ig_train_result res = {0};
     ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
     if (st == IG_OK) st = ig_comm_world(&comm, ctx, &err);
     if (st == IG_OK) {
@@ -141,13 +147,16 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
                            .stop = (const volatile int *)&stop_requested,
                            .log = stdout,
                            .quiet = flags.quiet};
-        ig_train_result res;
         st = ig_train_run(ctx, comm, &o, &res, &err);
-        if (st == IG_OK && !flags.quiet && !res.stopped && ig_comm_rank(comm) == 0)
-            printf("done: %lld steps, loss %.6f; checkpoint %s\n", (long long)res.step, res.loss,
-                   res.checkpoint);
+        if (st == IG_OK && !flags.quiet && !res.stopped && ig_comm_rank(comm) == 0) {
+            if (isfinite(res.loss))
+                printf("done: %lld steps, loss %.6f; checkpoint %s\n", (long long)res.step,
+                       res.loss, res.checkpoint);
+            else /* nothing ran: a finished run resumed */
+                printf("done: %lld steps; checkpoint %s\n", (long long)res.step, res.checkpoint);
+        }
     }
-    rc = st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
+    rc = st != IG_OK ? ig_cmd_fail(&err) : res.stopped ? IG_EXIT_STOPPED : IG_EXIT_OK;
     fflush(stdout);
     fflush(stderr);
     ig_comm_free(comm);
