@@ -40,7 +40,27 @@ void ig_comm_launch_info(int *rank, int *size) {
     *size = s;
 }
 
-ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, ig_err *err) {
+/* Every rank runs the same command (the first collective of the world). */
+static ig_status agree_command(ig_comm *c, const char *command, ig_err *err) {
+    enum { N = 64 };
+    char mine[N] = {0};
+    snprintf(mine, sizeof mine, "%s", command ? command : "");
+    char *all = ig_alloc(c->ctx, (size_t)c->size * N);
+    if (!all) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_comm_allgather(c, mine, all, N, IG_COMM_U8, err);
+    for (int r = 0; st == IG_OK && r < c->size; r++) {
+        const char *theirs = all + (size_t)r * N;
+        if (memcmp(theirs, mine, N) != 0)
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "rank %d of this mpirun runs `ingot %.*s` and rank %d `ingot %s`: "
+                            "every rank of one launch must run the same command",
+                            r, N - 1, theirs, c->rank, mine);
+    }
+    ig_free(c->ctx, all);
+    return st;
+}
+
+ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, const char *command, ig_err *err) {
     *out = NULL;
     int rank = 0, size = 1;
     if (!launched(&rank, &size) || size == 1) return ig_comm_single(out, ctx, err);
@@ -49,7 +69,12 @@ ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, ig_err *err) {
                           "started by a launcher as rank %d of %d processes, but this ingot was "
                           "built without MPI: install libopenmpi-dev and rebuild (make build)",
                           rank, size);
-    return ig_comm_mpi_world(out, ctx, err);
+    ig_status st = ig_comm_mpi_world(out, ctx, err);
+    if (st == IG_OK && (st = agree_command(*out, command, err)) != IG_OK) {
+        ig_comm_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 void ig_comm_free(ig_comm *c) {

@@ -43,8 +43,12 @@ typedef struct ig_comm ig_comm;
  * initialised here; otherwise it is a single-process communicator (size 1, no MPI). A launcher's
  * job with more than one process in a build without MPI is IG_ERR_UNSUPPORTED, with a message
  * saying so. ig_comm_free of the world communicator finalises MPI: free every communicator split
- * from it first. */
-ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, ig_err *err);
+ * from it first.
+ *
+ * command names what this process runs ("train", "preprocess text", ...): the first collective
+ * compares it between the ranks, so that one mpirun starting different commands (which would wait
+ * in each other's collectives forever) is refused on every rank, naming both. */
+ig_status ig_comm_world(ig_comm **out, ig_ctx *ctx, const char *command, ig_err *err);
 
 /* A communicator of this process alone (size 1), whatever the launcher. */
 ig_status ig_comm_single(ig_comm **out, ig_ctx *ctx, ig_err *err);

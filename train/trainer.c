@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -445,10 +446,20 @@ static ig_status setup_data(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
     int rank = r->world ? ig_comm_rank(r->world) : 0;
     ig_status st = IG_OK;
+    /* busy: building an index can take long, and the others wait for it meanwhile */
+    ig_pulse_busy(&r->pulse, 1);
     if (rank == 0) st = open_data(r, err);
-    if (r->world && (st = all_ranks_ok(r, st, "opening the data", err)) == IG_OK && rank != 0)
+    ig_pulse_busy(&r->pulse, 0);
+    if (r->world && (st = all_ranks_ok(r, st, "opening the data", err)) == IG_OK && rank != 0) {
+        ig_pulse_busy(&r->pulse, 1);
         st = open_data(r, err);
+        ig_pulse_busy(&r->pulse, 0);
+    }
     if ((st = all_ranks_ok(r, st, "opening the data", err)) != IG_OK) return st;
+    /* a test hook: IG_FAULT_STOP_START=R stops world rank R (SIGSTOP) once the data is open, while
+     * the others go on to the run's first collectives */
+    const char *stop = getenv("IG_FAULT_STOP_START");
+    if (stop && r->world && atoi(stop) == rank) raise(SIGSTOP);
     int vocab = 0;
     int32_t eod = -1;
     if ((st = data_vocab(r->train_ds, &vocab, &eod, err)) != IG_OK && t->model.vocab_size == 0)
@@ -501,10 +512,18 @@ static ig_status setup_run_dir(run *r, ig_err *err) {
         /* what killed saves of this host left (a whole checkpoint's size each) */
         if (st == IG_OK) ig_ckpt_remove_stale(t->run_dir);
     }
-    if ((st = all_ranks_ok(r, st, "preparing the run directory", err)) != IG_OK) return st;
-    if (r->world && t->timeout > 0)
-        st = ig_watchdog_start(&r->dog, r->ctx, &r->pulse, t->run_dir, r->lo.rank, r->lo.world,
-                               t->timeout, err);
+    return all_ranks_ok(r, st, "preparing the run directory", err);
+}
+
+/* Several ranks: the watchdog from the first collective on, armed through the start (a rank that
+ * stops while the data is opened and indexed ends every rank within parallel.timeout, naming it).
+ */
+static ig_status start_watchdog(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    if (!r->world || !(t->timeout > 0)) return IG_OK;
+    ig_status st = ig_watchdog_start(&r->dog, r->ctx, &r->pulse, t->run_dir, ig_comm_rank(r->world),
+                                     ig_comm_size(r->world), t->timeout, err);
+    if (st == IG_OK) ig_watchdog_arm(r->dog, -1);
     return all_ranks_ok(r, st, "starting the watchdog", err);
 }
 
@@ -526,9 +545,11 @@ static ig_status setup_model(run *r, ig_err *err) {
                     .zero = lo->zero,
                     .pp = lo->pp,
                     .bucket_elems = r->t->bucket_bytes / as};
+    ig_pulse_busy(&r->pulse, 1); /* drawing the initial weights: each rank on its own */
     ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->t->micro_batch,
                                         r->t->model.seq_len, r->t->seed, &part, err);
     if (st == IG_OK) st = ig_optim_create(&r->optim, r->ctx, r->model, &r->lo, err);
+    ig_pulse_busy(&r->pulse, 0);
     return all_ranks_ok(r, st, "creating the model", err);
 }
 
@@ -589,7 +610,9 @@ static ig_status restore(run *r, ig_err *err) {
         char ckpt[4096] = "";
         ig_ckpt_info info;
         st = ig_ckpt_latest(t->run_dir, ckpt, sizeof ckpt, err);
+        ig_pulse_busy(&r->pulse, 1); /* reading its files: each rank on its own */
         if (st == IG_OK) st = ig_ckpt_load(r->ctx, ckpt, r->model, r->optim, &info, err);
+        ig_pulse_busy(&r->pulse, 0);
         if ((st = all_ranks_ok(r, st, "loading the checkpoint", err)) != IG_OK) return st;
         r->first = info.step;
         r->start = info.loader;
@@ -604,7 +627,9 @@ static ig_status restore(run *r, ig_err *err) {
         st = r->first < t->steps ? extend(r, &info, err) : IG_OK;
         if ((st = all_ranks_ok(r, st, "resuming the data", err)) != IG_OK) return st;
     } else if (t->init_from && *t->init_from) {
+        ig_pulse_busy(&r->pulse, 1);
         st = ig_hf_load(r->ctx, r->model, t->init_from, err);
+        ig_pulse_busy(&r->pulse, 0);
         if ((st = all_ranks_ok(r, st, "loading model.init_from", err)) != IG_OK) return st;
     }
     st = make_loader(r, startp, err);
@@ -658,7 +683,7 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     r.world = comm && ig_comm_size(comm) > 1 ? comm : NULL;
     r.writer = !r.world || ig_comm_rank(r.world) == 0;
     r.lo.world = r.world ? ig_comm_size(r.world) : 1;
-    if ((st = setup_data(&r, err)) != IG_OK) goto done;
+    if ((st = start_watchdog(&r, err)) != IG_OK || (st = setup_data(&r, err)) != IG_OK) goto done;
     /* the layout: the same checks on every rank, before any work */
     uint64_t hash = opts->config ? ig_config_hash(opts->config) : 0;
     st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, &r.pulse, err);

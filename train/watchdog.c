@@ -160,11 +160,15 @@ static void *watchdog_main(void *arg) {
         if (w->armed && now - w->seen_at > w->timeout && !others_moving(w, now)) {
             char msg[4096] = "";
             suspects(w, now, msg, sizeof msg);
+            char when[64];
+            if (w->step < 0)
+                snprintf(when, sizeof when, "while starting (the data, the model, the checkpoint)");
+            else
+                snprintf(when, sizeof when, "at step %lld", (long long)w->step + 1);
             fprintf(stderr,
-                    "ingot: error: rank %d: no progress for %.0f s at step %lld "
-                    "(parallel.timeout %g): %s. Stopping every rank; resume from the last "
-                    "checkpoint\n",
-                    w->rank, now - w->seen_at, (long long)w->step + 1, w->timeout,
+                    "ingot: error: rank %d: no progress for %.0f s %s (parallel.timeout %g): %s. "
+                    "Stopping every rank; resume from the last checkpoint\n",
+                    w->rank, now - w->seen_at, when, w->timeout,
                     msg[0] ? msg : "no other rank's heartbeat is readable");
             fflush(stderr);
             _exit(3); /* the launcher ends the other ranks */
@@ -182,10 +186,10 @@ ig_status ig_watchdog_start(ig_watchdog **out, ig_ctx *ctx, ig_pulse *pulse, con
     w->ctx = ctx, w->pulse = pulse, w->rank = rank, w->world = world, w->timeout = timeout;
     w->seen_at = wall();
     snprintf(w->dir, sizeof w->dir, "%s/.heartbeat", run_dir);
-    if (mkdir(w->dir, 0755) != 0 && errno != EEXIST) {
-        ig_status st = ig_err_errno(err, errno, "cannot create %s", w->dir);
+    ig_status st = ig_mkdir_p(w->dir, err);
+    if (st != IG_OK) {
         ig_free(ctx, w);
-        return st;
+        return ig_err_prefix(err, st, "the watchdog's heartbeats");
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);

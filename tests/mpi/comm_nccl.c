@@ -41,7 +41,7 @@ int main(void) {
     co.threads = 1;
     if (ig_ctx_create(&ctx, &co, &err) != IG_OK) return 1;
     ig_comm *world = NULL, *nc = NULL;
-    if (ig_comm_world(&world, ctx, &err) != IG_OK) {
+    if (ig_comm_world(&world, ctx, "comm_nccl", &err) != IG_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

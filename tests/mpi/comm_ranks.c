@@ -30,7 +30,7 @@ int main(void) {
     co.threads = 1;
     if (ig_ctx_create(&ctx, &co, &err) != IG_OK) return 1;
     ig_comm *w = NULL;
-    if (ig_comm_world(&w, ctx, &err) != IG_OK) {
+    if (ig_comm_world(&w, ctx, "comm_ranks", &err) != IG_OK) {
         fprintf(stderr, "comm_ranks: %s\n", err.msg);
         return 1;
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_faults.sh (MPI) - what goes wrong in a multi-process run, and the accounting:
 #  - layouts that cannot work are refused by every rank before any work, with the numbers;
-#  - a rank killed with SIGKILL, or stopped (SIGSTOP) past parallel.timeout, makes the whole job
-#    end within 60 s with a message naming that rank;
+#  - a rank killed with SIGKILL, or stopped (SIGSTOP) past parallel.timeout - in a step, while
+#    saving, or while the run starts - makes the whole job end within 60 s with a message naming
+#    that rank; one launch running different commands (MPMD) is refused at once;
 #  - a rank that fails while saving a checkpoint leaves the previous one the latest, valid and
 #    resumable;
 #  - --comm-stats: the bytes each rank sends per step and group are the model's analytical
@@ -145,6 +146,28 @@ check_rc "a slow checkpoint write (7 s, parallel.timeout 3) is waited for" 0 \
     env IG_FAULT_CKPT_SLOW=1,10,7 mpirun "${root[@]}" --oversubscribe -x IG_FAULT_CKPT_SLOW \
     -np 4 "${TRAIN[@]}" --set train.run_dir=ckslow --set parallel.timeout=3 --quiet
 check "and the run completes its checkpoints" test "$(ls ckslow/ckpt | tail -n 1)" = step_00000010
+
+# a rank that stops while the run starts (IG_FAULT_STOP_START=R: rank R stops itself once it has
+# opened the data, before the first step): the watchdog runs from the first collective on
+t0=$SECONDS
+timeout -s KILL 90 env IG_FAULT_STOP_START=1 mpirun "${root[@]}" --oversubscribe \
+    -x IG_FAULT_STOP_START -np 2 "${TRAIN[@]}" --set train.run_dir=ststop \
+    --set parallel.timeout=8 >ststop.out 2>&1
+rc=$? took=$((SECONDS - t0))
+check "stopped while starting: the job fails (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 137
+check "stopped while starting: the job ends within 60 s ($took s)" test "$took" -lt 60
+said=$(cat ststop.out)
+expect "stopped while starting: the watchdog names rank 1" "rank 1 (pid" "$said"
+expect "stopped while starting: says when" "while starting" "$said"
+pkill -KILL -f "run_dir=ststop" 2>/dev/null
+# different commands in one launch (MPMD) are refused at once, not left waiting on each other
+t0=$SECONDS
+run "train and preprocess in one mpirun" 1 timeout -s KILL 60 mpirun "${root[@]}" --oversubscribe \
+    -np 1 "${TRAIN[@]}" --set train.run_dir=mpmd : -np 1 "$ING" preprocess text \
+    --input "$SRC/data/tinyshakespeare.jsonl" --tokenizer "$SRC/tests/data/tokenizer/bytes" \
+    --output-prefix mpmd --quiet
+check "MPMD: refused within 30 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 30
+expect "MPMD: names both commands" "runs \`ingot preprocess text\` and rank 0 \`ingot train\`" "$out$err"
 
 # ---- a rank fails while saving: the previous checkpoint stays the latest -----------------------
 run "a checkpoint write fails on rank 1" 1 env IG_FAULT_CKPT=1,10 \

@@ -170,7 +170,7 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     ig_preprocess_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
     /* under a launcher (mpirun, srun) the ranks split the inputs; alone, comm has one rank */
-    if (s == IG_OK) s = ig_comm_world(&comm, ctx, &err);
+    if (s == IG_OK) s = ig_comm_world(&comm, ctx, "preprocess text", &err);
     int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
     if (s == IG_OK) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();

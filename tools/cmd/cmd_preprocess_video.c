@@ -282,7 +282,7 @@ int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv) {
     ig_video_buckets *buckets = NULL;
     ig_video_stats st = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
-    if (s == IG_OK) s = ig_comm_world(&comm, ctx, &err);
+    if (s == IG_OK) s = ig_comm_world(&comm, ctx, "preprocess video", &err);
     int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
     if (s == IG_OK && a.tokenizer && !a.o.probe_only) {
         ig_tokenizer_opts to = ig_tokenizer_opts_default();

@@ -147,7 +147,8 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv) {
     uint32_t n_loaders = 0;
     ig_loader **lds = NULL;
     ig_comm *comm = NULL;
-    if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK || ig_comm_world(&comm, ctx, &err) != IG_OK)
+    if (ig_cmd_ctx(&ctx, &a.flags, &err) != IG_OK ||
+        ig_comm_world(&comm, ctx, "samples", &err) != IG_OK)
         goto fail;
     /* under a launcher each process is one data-parallel rank, and rank 0 prints them all */
     int multi = ig_comm_size(comm) > 1;

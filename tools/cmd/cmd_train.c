@@ -131,7 +131,7 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     ig_comm *comm = NULL;
     ig_train_result res = {0};
     ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
-    if (st == IG_OK) st = ig_comm_world(&comm, ctx, &err);
+    if (st == IG_OK) st = ig_comm_world(&comm, ctx, "train", &err);
     if (st == IG_OK) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
