@@ -90,6 +90,17 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err);
  * their results while be goes on with the kernels after them. Nothing to do on the CPU. */
 ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 
+/* ==== bf16 on the host ========================================================================= */
+
+/* fp32 -> bf16 rounded to nearest, ties to even (as torch's .to(torch.bfloat16)); a value that
+ * rounds past the largest bf16 becomes infinity; every NaN becomes the quiet NaN 0x7FC0. bf16 ->
+ * fp32 is exact. The one definition of the rounding: the CUDA kernels give the same bits, and
+ * safetensors' conversions call these. The _n forms convert n elements. Thread-safe. */
+uint16_t ig_backend_bf16_from_f32(float x);
+float ig_backend_bf16_to_f32(uint16_t h);
+void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+
 /* ==== operations ============================================================================= */
 
 typedef enum ig_w_layout {

@@ -101,13 +101,6 @@ ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
 
 /* ---- host-side helpers of the accelerator backends (backend_host.c, plain C in every build) -- */
 
-/* fp32 -> bf16 with round-to-nearest-even (NaN stays NaN, overflow becomes infinity), and back
- * (exact). The _n forms convert n elements. */
-uint16_t ig_backend_bf16_from_f32(float x);
-float ig_backend_bf16_to_f32(uint16_t h);
-void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
-void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
-
 /* Sets err to IG_ERR_NOMEM for a device allocation of `bytes` for `what` that failed, naming what
  * the device has free and in all (total_bytes 0: unknown) and `why` (the runtime's words). */
 ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, size_t bytes,

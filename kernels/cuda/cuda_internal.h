@@ -85,8 +85,14 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) {
     return x;
 }
+/* fp32 -> bf16, round to nearest even: the device side of ig_backend_bf16_from_f32
+ * (backend_host.c), the same bits for every input: the hardware's conversion, except that every
+ * NaN becomes 0x7FC0 (cvt.rn.bf16.f32 gives 0x7FFF). Every bf16 a kernel stores goes through it. */
+__device__ __forceinline__ bf16 bf16_from_f(float x) {
+    return isnan(x) ? __ushort_as_bfloat16((unsigned short)0x7fc0u) : __float2bfloat16_rn(x);
+}
 template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) {
-    return __float2bfloat16_rn(x);
+    return bf16_from_f(x);
 }
 
 /* Sum of v over a warp: a butterfly in a fixed pattern, the same bits on every lane and every
