@@ -90,7 +90,53 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err);
  * their results while be goes on with the kernels after them. Nothing to do on the CPU. */
 ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 
-/* ==== bf16 on the host ========================================================================= */
+/* ==== the operations table ================================================================== */
+
+/* The operations of ig_kernel_*, one each, for asking what a backend has and for naming an
+ * operation (a trace, a message). A backend may lack an operation (an entry of its table left
+ * empty): calling it is a programmer error (it asserts, and in a release build raises
+ * IG_ERR_UNSUPPORTED for the next ig_backend_sync and does nothing), so model code that needs an
+ * operation asks ig_backend_supports first, when it is built. The CPU and CUDA backends have
+ * every operation. The values are not stable across versions: store names, not numbers. */
+typedef enum ig_op {
+    IG_OP_ENCODER_FORWARD = 0,
+    IG_OP_ENCODER_BACKWARD,
+    IG_OP_LAYERNORM_FORWARD,
+    IG_OP_RESIDUAL_LAYERNORM_FORWARD,
+    IG_OP_LAYERNORM_BACKWARD,
+    IG_OP_MATMUL_FORWARD,
+    IG_OP_MATMUL_BACKWARD,
+    IG_OP_GELU_BIAS_FORWARD,
+    IG_OP_GELU_BIAS_BACKWARD,
+    IG_OP_ATTENTION_FORWARD,
+    IG_OP_ATTENTION_BACKWARD,
+    IG_OP_ATTENTION_CACHED,
+    IG_OP_CROSSENTROPY,
+    IG_OP_CE_MAX,
+    IG_OP_CE_SUMS,
+    IG_OP_CE_FINISH,
+    IG_OP_ADD,
+    IG_OP_ADAMW,
+    IG_OP_SUM_SQUARES,
+    IG_OP_SCALE,
+    IG_OP_COUNT
+} ig_op;
+
+/* 1 when be has op, else 0 (also 0 for a value outside the enum). */
+int ig_backend_supports(const ig_backend *be, ig_op op);
+/* The operation's name, its function's without ig_kernel_ ("attention_forward"), static; NULL
+ * for a value outside the enum. */
+const char *ig_op_name(ig_op op);
+
+/* A per-kernel trace, as ggml's eval callback: with fn set, every ig_kernel_* call on be is timed
+ * and fn(user, op, seconds) is called once per call, on the thread that drives be, after the call
+ * has finished. On an asynchronous backend (a GPU) the queue is waited for before and after the
+ * call, so the time is the kernel's own (and the trace slows a run down: it is for benchmarks
+ * and profiles). fn NULL (the default) turns it off; off it costs one branch per call. */
+typedef void (*ig_backend_trace_fn)(void *user, ig_op op, double seconds);
+void ig_backend_set_trace(ig_backend *be, ig_backend_trace_fn fn, void *user);
+
+/* ==== bf16 on the host ======================================================================= */
 
 /* fp32 -> bf16 rounded to nearest, ties to even (as torch's .to(torch.bfloat16)); a value that
  * rounds past the largest bf16 becomes infinity; every NaN becomes the quiet NaN 0x7FC0. bf16 ->

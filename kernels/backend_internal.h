@@ -14,7 +14,10 @@ extern "C" {
 #endif
 
 /* The operations of a backend, one entry per public function of backend.h (same parameters, the
- * backend first). Every entry is set; backend.c has checked the arguments that it can (shapes,
+ * backend first). The memory entries (destroy .. fence) are always set; a kernel entry may be
+ * NULL, an operation this backend does not have (ig_backend_supports says 0, and backend.c never
+ * calls it). Fill a table with designated initializers (.attention_forward = ...), so that adding
+ * an entry never shifts the others. backend.c has checked the arguments that it can (shapes,
  * NULL pointers) before it calls one. */
 typedef struct ig_backend_ops {
     void (*destroy)(ig_backend *be); /* frees be->impl (not be) */
@@ -87,6 +90,8 @@ struct ig_backend {
      * set only by the thread that drives the backend, after a parallel loop has returned. */
     ig_status pending;
     char pending_msg[IG_ERR_MSG_MAX];
+    ig_backend_trace_fn trace; /* ig_backend_set_trace: NULL when off */
+    void *trace_user;
 };
 
 /* Records a kernel's error for the next ig_backend_sync (the first one wins). Called only from

@@ -204,6 +204,76 @@ static void test_backend_basics(void **state) {
     assert_non_null(strstr(ig_cuda_describe(buf, sizeof buf), "CUDA"));
 }
 
+/* the table seam: every operation named and present on the CPU; an entry left NULL is absent */
+typedef struct trace_log {
+    int calls;
+    ig_op ops[8];
+    double seconds;
+} trace_log;
+
+static void trace_hook(void *user, ig_op op, double seconds) {
+    trace_log *t = user;
+    if (t->calls < 8) t->ops[t->calls] = op;
+    t->calls++;
+    t->seconds += seconds;
+    assert_true(seconds >= 0);
+}
+
+static void test_backend_table(void **state) {
+    fixture *f = *state;
+    for (int op = 0; op < IG_OP_COUNT; op++) {
+        const char *name = ig_op_name((ig_op)op);
+        assert_non_null(name);
+        for (int o2 = 0; o2 < op; o2++) assert_string_not_equal(name, ig_op_name((ig_op)o2));
+        assert_true(ig_backend_supports(FAST(f), (ig_op)op));
+        assert_true(ig_backend_supports(f->ref, (ig_op)op));
+    }
+    assert_string_equal(ig_op_name(IG_OP_ATTENTION_FORWARD), "attention_forward");
+    assert_null(ig_op_name(IG_OP_COUNT));
+    assert_false(ig_backend_supports(FAST(f), IG_OP_COUNT));
+
+    /* a backend whose table lacks an operation says so */
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_create(&be, f->ctx[0], NULL, &err), IG_OK);
+    const ig_backend_ops *keep = be->ops;
+    ig_backend_ops partial = *keep;
+    partial.scale = NULL;
+    be->ops = &partial;
+    assert_false(ig_backend_supports(be, IG_OP_SCALE));
+    assert_true(ig_backend_supports(be, IG_OP_ADD));
+#ifdef NDEBUG /* a release build refuses the call at the next sync (a debug build asserts) */
+    float one = 1;
+    ig_kernel_scale(be, &one, 1, 2.0f);
+    assert_true(one == 1);
+    assert_int_equal(ig_backend_sync(be, &err), IG_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "scale"));
+#endif
+    be->ops = keep;
+
+    /* the trace: one report per call, in call order, then silence once it is off */
+    trace_log log = {0};
+    ig_backend_set_trace(be, trace_hook, &log);
+    size_t n = 1000;
+    float *x = talloc(f, n), *y = talloc(f, n);
+    fill(x, n, 1, -1, 1);
+    ig_kernel_add(be, y, x, x, n);
+    ig_kernel_scale(be, y, n, 0.5f);
+    ig_kernel_scale(be, y, 0, 0.5f); /* nothing to do is still a call */
+    double ss = ig_kernel_sum_squares(be, y, n);
+    assert_true(ss == ig_kernel_sum_squares(FAST(f), x, n)); /* y = x, traced or not */
+    assert_int_equal(log.calls, 4);
+    assert_int_equal(log.ops[0], IG_OP_ADD);
+    assert_int_equal(log.ops[1], IG_OP_SCALE);
+    assert_int_equal(log.ops[2], IG_OP_SCALE);
+    assert_int_equal(log.ops[3], IG_OP_SUM_SQUARES);
+    ig_backend_set_trace(be, NULL, NULL);
+    ig_kernel_add(be, y, x, x, n);
+    assert_int_equal(log.calls, 4);
+    tfree(f, x), tfree(f, y);
+    ig_backend_free(be);
+}
+
 /* an allocator that fails on demand */
 typedef struct flaky {
     int fail;
@@ -1157,6 +1227,7 @@ static void test_backend_host(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_basics),
+        cmocka_unit_test(test_backend_table),
         cmocka_unit_test(test_backend_nomem),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
