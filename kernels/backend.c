@@ -246,19 +246,20 @@ void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const vo
 }
 
 void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
-                                 const void *inp, const void *w, const void *b, int N, int C) {
-    assert(out && mean && rstd && inp && w && b && N >= 0 && C > 0);
+                                 const void *inp, const void *w, const void *b, int N, int C,
+                                 float eps) {
+    assert(out && mean && rstd && inp && w && b && N >= 0 && C > 0 && eps > 0);
     KERNEL_BEGIN(be, IG_OP_LAYERNORM_FORWARD, layernorm_forward);
-    be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C);
+    be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C, eps);
     KERNEL_END(be, IG_OP_LAYERNORM_FORWARD);
 }
 
 void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                           float *rstd, const void *a, const void *b_in,
-                                          const void *w, const void *b, int N, int C) {
-    assert(residual && out && mean && rstd && a && b_in && w && b && N >= 0 && C > 0);
+                                          const void *w, const void *b, int N, int C, float eps) {
+    assert(residual && out && mean && rstd && a && b_in && w && b && N >= 0 && C > 0 && eps > 0);
     KERNEL_BEGIN(be, IG_OP_RESIDUAL_LAYERNORM_FORWARD, residual_layernorm_forward);
-    be->ops->residual_layernorm_forward(be, residual, out, mean, rstd, a, b_in, w, b, N, C);
+    be->ops->residual_layernorm_forward(be, residual, out, mean, rstd, a, b_in, w, b, N, C, eps);
     KERNEL_END(be, IG_OP_RESIDUAL_LAYERNORM_FORWARD);
 }
 

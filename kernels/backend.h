@@ -164,15 +164,17 @@ void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens,
 void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                                 const int32_t *tokens, int B, int T, int C);
 
-/* out = (inp - mean) * rstd * w + b per row of C; mean and rstd [N] saved for backward (eps
- * 1e-5, biased variance, as torch.nn.LayerNorm). */
+/* out = (inp - mean) * rstd * w + b per row of C, rstd = 1 / sqrt(var + eps) (biased variance,
+ * as torch.nn.LayerNorm); mean and rstd [N] saved for backward. eps > 0 is the model's
+ * (GPT-2's layer_norm_epsilon: 1e-5f). */
 void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
-                                 const void *inp, const void *w, const void *b, int N, int C);
+                                 const void *inp, const void *w, const void *b, int N, int C,
+                                 float eps);
 /* residual = a + b_in, then out = LayerNorm(residual): the residual add fused into the next
  * LayerNorm. residual, mean, rstd are kept for backward. */
 void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                           float *rstd, const void *a, const void *b_in,
-                                          const void *w, const void *b, int N, int C);
+                                          const void *w, const void *b, int N, int C, float eps);
 /* dinp += d LayerNorm / d inp (added: dinp is the residual stream's gradient), dw += , db += . */
 void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                   const void *inp, const void *w, const float *mean,

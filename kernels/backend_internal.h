@@ -38,10 +38,10 @@ typedef struct ig_backend_ops {
     void (*encoder_backward)(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                              const int32_t *tokens, int B, int T, int C);
     void (*layernorm_forward)(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                              const void *w, const void *b, int N, int C);
+                              const void *w, const void *b, int N, int C, float eps);
     void (*residual_layernorm_forward)(ig_backend *be, void *residual, void *out, float *mean,
                                        float *rstd, const void *a, const void *b_in, const void *w,
-                                       const void *b, int N, int C);
+                                       const void *b, int N, int C, float eps);
     void (*layernorm_backward)(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                const void *inp, const void *w, const float *mean, const float *rstd,
                                int N, int C);

@@ -224,16 +224,18 @@ static void test_layernorm(void **state) {
         pair res = mk(g, nc, 1, 0), out = mk(g, nc, 1, 0), mean = mk(g, N, 0, 0),
              rstd = mk(g, N, 0, 0);
         ig_kernel_residual_layernorm_forward(fx.ref, res.cpu, out.cpu, mean.cpu, rstd.cpu, a.cpu,
-                                             bi.cpu, w.cpu, b.cpu, N, C);
+                                             bi.cpu, w.cpu, b.cpu, N, C, 1e-5f);
         ig_kernel_residual_layernorm_forward(g, res.gpu, out.gpu, mean.gpu, rstd.gpu, a.gpu, bi.gpu,
-                                             w.gpu, b.gpu, N, C);
+                                             w.gpu, b.gpu, N, C, 1e-5f);
         check(g, "residual_layernorm_forward residual", &res);
         check(g, "residual_layernorm_forward out", &out);
         check(g, "residual_layernorm_forward mean", &mean);
         check(g, "residual_layernorm_forward rstd", &rstd);
         /* the plain form, on a */
-        ig_kernel_layernorm_forward(fx.ref, out.cpu, mean.cpu, rstd.cpu, a.cpu, w.cpu, b.cpu, N, C);
-        ig_kernel_layernorm_forward(g, out.gpu, mean.gpu, rstd.gpu, a.gpu, w.gpu, b.gpu, N, C);
+        ig_kernel_layernorm_forward(fx.ref, out.cpu, mean.cpu, rstd.cpu, a.cpu, w.cpu, b.cpu, N, C,
+                                    1e-5f);
+        ig_kernel_layernorm_forward(g, out.gpu, mean.gpu, rstd.gpu, a.gpu, w.gpu, b.gpu, N, C,
+                                    1e-5f);
         check(g, "layernorm_forward out", &out);
         check(g, "layernorm_forward rstd", &rstd);
         /* backward: dinp, dw, db accumulate into nonzero values; the statistics are the GPU's
@@ -577,7 +579,7 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     mk_ids(g, N, V, &tc, &tg);
     mk_ids(g, N, 3, &dc, &dg);
     ig_kernel_encoder_forward(g, x.gpu, tg, wte.gpu, wpe.gpu, B, T, C);
-    ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C);
+    ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C, 1e-5f);
     ig_kernel_matmul_forward(g, qkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT, bq.gpu, N, C, 3 * C);
     ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, B, T, C, NH);
     ig_kernel_gelu_bias_forward(g, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);

@@ -30,6 +30,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/backend_internal.h"
+#include "kernels/cpu/cpu_internal.h" /* ig_cpu_eps */
 
 /* ---- fixtures -------------------------------------------------------------------------------- */
 
@@ -389,8 +390,8 @@ static void test_layernorm(void **state) {
     fill(b, C, 13, -0.5f, 0.5f);
     float *o1 = talloc(f, n), *o2 = talloc(f, n), *m1 = talloc(f, N), *m2 = talloc(f, N);
     float *r1 = talloc(f, N), *r2 = talloc(f, N);
-    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C);
-    ig_kernel_layernorm_forward(FAST(f), o2, m2, r2, x, w, b, N, C);
+    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C, 1e-5f);
+    ig_kernel_layernorm_forward(FAST(f), o2, m2, r2, x, w, b, N, C, 1e-5f);
     check_close(o2, o1, n, 1e-5, "layernorm_forward out");
     check_close(m2, m1, N, 1e-5, "layernorm_forward mean");
     check_close(r2, r1, N, 1e-5, "layernorm_forward rstd");
@@ -399,26 +400,50 @@ static void test_layernorm(void **state) {
         float row[4] = {1, 2, 3, 4}, one[4] = {1, 1, 1, 1}, zero[4] = {0}, out[4], mu, rs;
         float *dr = tdup(f, row, 4), *dw1 = tdup(f, one, 4), *db0 = tdup(f, zero, 4);
         float *dout4 = talloc(f, 4), *dm = talloc(f, 1), *drs = talloc(f, 1);
-        ig_kernel_layernorm_forward(FAST(f), dout4, dm, drs, dr, dw1, db0, 1, 4);
+        ig_kernel_layernorm_forward(FAST(f), dout4, dm, drs, dr, dw1, db0, 1, 4, 1e-5f);
         memcpy(out, dout4, sizeof out), mu = *dm, rs = *drs;
         assert_true(fabs(mu - 2.5) < 1e-6 && fabs(rs - 1.0 / sqrt(1.25 + 1e-5)) < 1e-6);
         assert_true(fabs(out[0] + 1.3416355) < 1e-5 && fabs(out[3] - 1.3416355) < 1e-5);
         tfree(f, dr), tfree(f, dw1), tfree(f, db0), tfree(f, dout4), tfree(f, dm), tfree(f, drs);
     }
 
+    /* the eps is the model's: another one is added where the default was */
+    {
+        float row[4] = {1, 2, 3, 4}, one[4] = {1, 1, 1, 1}, zero[4] = {0};
+        float *dr = tdup(f, row, 4), *dw1 = tdup(f, one, 4), *db0 = tdup(f, zero, 4);
+        float *o4 = talloc(f, 4), *dm = talloc(f, 1), *drs = talloc(f, 1);
+        for (int fast = 0; fast < 2; fast++) {
+            ig_kernel_layernorm_forward(fast ? FAST(f) : f->ref, o4, dm, drs, dr, dw1, db0, 1, 4,
+                                        0.25f);
+            assert_true(fabs(*drs - 1.0 / sqrt(1.25 + 0.25)) < 1e-6);
+        }
+        tfree(f, dr), tfree(f, dw1), tfree(f, db0), tfree(f, o4), tfree(f, dm), tfree(f, drs);
+    }
+    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C, 1e-2f);
+    ig_kernel_layernorm_forward(FAST(f), o2, m2, r2, x, w, b, N, C, 1e-2f);
+    check_close(o2, o1, n, 1e-5, "layernorm_forward out, eps 1e-2");
+    check_close(r2, r1, N, 1e-5, "layernorm_forward rstd, eps 1e-2");
+    /* the double sums add the decimal a config wrote: GPT-2's 1e-5f is 1e-5, as it always was */
+    assert_true(ig_cpu_eps(1e-5f) == 1e-5);
+    assert_true(ig_cpu_eps(1e-6f) == 1e-6);
+    assert_true(ig_cpu_eps(0.1f) == 0.1);
+    float odd[3] = {0x1p-15f, 1.2345679e-7f, 3.0f}; /* and always a double of the same float */
+    for (int i = 0; i < 3; i++) assert_true((float)ig_cpu_eps(odd[i]) == odd[i]);
+
     /* residual fused: residual = x + a2, then LayerNorm(residual) */
     float *res1 = talloc(f, n), *res2 = talloc(f, n);
-    ig_kernel_residual_layernorm_forward(f->ref, res1, o1, m1, r1, x, a2, w, b, N, C);
-    ig_kernel_residual_layernorm_forward(FAST(f), res2, o2, m2, r2, x, a2, w, b, N, C);
+    ig_kernel_residual_layernorm_forward(f->ref, res1, o1, m1, r1, x, a2, w, b, N, C, 1e-5f);
+    ig_kernel_residual_layernorm_forward(FAST(f), res2, o2, m2, r2, x, a2, w, b, N, C, 1e-5f);
     check_same(res1, res2, n * 4, "residual_layernorm_forward residual");
     for (size_t i = 0; i < n; i++) assert_true(res1[i] == x[i] + a2[i]);
     check_close(o2, o1, n, 1e-5, "residual_layernorm_forward out");
     float *o3 = talloc(f, n);
-    ig_kernel_layernorm_forward(FAST(f), o3, m2, r2, res2, w, b, N, C);
+    ig_kernel_layernorm_forward(FAST(f), o3, m2, r2, res2, w, b, N, C, 1e-5f);
     check_same(o2, o3, n * 4, "residual_layernorm_forward = add then layernorm");
     /* in place (residual == a: the residual stream updated where it lies) */
     float *inplace = tdup(f, x, n);
-    ig_kernel_residual_layernorm_forward(FAST(f), inplace, o3, m2, r2, inplace, a2, w, b, N, C);
+    ig_kernel_residual_layernorm_forward(FAST(f), inplace, o3, m2, r2, inplace, a2, w, b, N, C,
+                                         1e-5f);
     check_same(inplace, res2, n * 4, "residual_layernorm_forward in place");
     check_same(o3, o2, n * 4, "residual_layernorm_forward in place, out");
     tfree(f, inplace);
@@ -426,7 +451,7 @@ static void test_layernorm(void **state) {
     /* backward: fast vs reference, accumulating into nonzero gradients */
     float *dout = talloc(f, n);
     fill(dout, n, 14, -1, 1);
-    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C);
+    ig_kernel_layernorm_forward(f->ref, o1, m1, r1, x, w, b, N, C, 1e-5f);
     float *di1 = talloc(f, n), *dw1 = talloc(f, C), *db1 = talloc(f, C);
     fill(di1, n, 15, -1, 1);
     fill(dw1, C, 16, -1, 1);
@@ -442,7 +467,7 @@ static void test_layernorm(void **state) {
     int n2 = 3, c2 = 7;
     size_t s2 = (size_t)n2 * c2;
     float *gi = talloc(f, s2), *gw = talloc(f, c2), *gb = talloc(f, c2), *o = talloc(f, s2);
-    ig_kernel_layernorm_forward(f->ref, o, m1, r1, x, w, b, n2, c2);
+    ig_kernel_layernorm_forward(f->ref, o, m1, r1, x, w, b, n2, c2, 1e-5f);
     ig_kernel_layernorm_backward(f->ref, gi, gw, gb, dout, x, w, m1, r1, n2, c2);
     float *targets[3] = {x, w, b}, *grads[3] = {gi, gw, gb};
     size_t sizes[3] = {s2, (size_t)c2, (size_t)c2};
@@ -452,10 +477,10 @@ static void test_layernorm(void **state) {
         for (size_t i = 0; i < sizes[t]; i++) {
             float keep = targets[t][i];
             targets[t][i] = keep + FD_H;
-            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2);
+            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2, 1e-5f);
             double lp = dot_d(o, dout, s2);
             targets[t][i] = keep - FD_H;
-            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2);
+            ig_kernel_layernorm_forward(f->ref, o, m2, r2, x, w, b, n2, c2, 1e-5f);
             double lm = dot_d(o, dout, s2);
             targets[t][i] = keep;
             check_fd(grads[t][i], (lp - lm) / (2 * FD_H), scale, names[t], i);
@@ -1096,7 +1121,7 @@ static void test_determinism_rows(void **state) {
         float *o = talloc(f, n), *mu = talloc(f, N), *rs = talloc(f, N), *res = talloc(f, n);
         float *di = talloc(f, n), *dw = talloc(f, C), *db = talloc(f, C);
         float *eo = talloc(f, (size_t)B * T * C);
-        ig_kernel_residual_layernorm_forward(be, res, o, mu, rs, x, a, w, b, N, C);
+        ig_kernel_residual_layernorm_forward(be, res, o, mu, rs, x, a, w, b, N, C, 1e-5f);
         ig_kernel_layernorm_backward(be, di, dw, db, dout, res, w, mu, rs, N, C);
         ig_kernel_encoder_forward(be, eo, tok, wte, wpe, B, T, C);
         float *got[7] = {o, mu, rs, di, dw, db, eo};

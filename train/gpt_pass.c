@@ -235,11 +235,12 @@ ig_status ig_gpt_stage_forward(ig_gpt *m, int slot, int with_grad, ig_err *err) 
         void *res_in = prev ? A(m, prev->res3) : A(m, x->encoded);
         if (!prev)
             ig_kernel_layernorm_forward(be, A(m, y->ln1), F(m, y->ln1_mean), F(m, y->ln1_rstd),
-                                        res_in, P(m, l, L_LN1W), P(m, l, L_LN1B), Nl, C);
+                                        res_in, P(m, l, L_LN1W), P(m, l, L_LN1B), Nl, C, 1e-5f);
         else
-            ig_kernel_residual_layernorm_forward(
-                be, A(m, prev->res3), A(m, y->ln1), F(m, y->ln1_mean), F(m, y->ln1_rstd),
-                A(m, prev->res2), A(m, prev->fcproj), P(m, l, L_LN1W), P(m, l, L_LN1B), Nl, C);
+            ig_kernel_residual_layernorm_forward(be, A(m, prev->res3), A(m, y->ln1),
+                                                 F(m, y->ln1_mean), F(m, y->ln1_rstd),
+                                                 A(m, prev->res2), A(m, prev->fcproj),
+                                                 P(m, l, L_LN1W), P(m, l, L_LN1B), Nl, C, 1e-5f);
         const void *ln1 = NULL, *ln2 = NULL;
         if ((st = gathered(m, A(m, y->ln1), A(m, y->ln1_full), N, &ln1, err)) != IG_OK) return st;
         ig_kernel_matmul_forward(be, A(m, y->qkv), ln1, P(m, l, L_QKVW), IG_W_IN_OUT,
@@ -251,7 +252,7 @@ ig_status ig_gpt_stage_forward(ig_gpt *m, int slot, int with_grad, ig_err *err) 
         if (st != IG_OK) return st;
         ig_kernel_residual_layernorm_forward(be, A(m, y->res2), A(m, y->ln2), F(m, y->ln2_mean),
                                              F(m, y->ln2_rstd), res_in, A(m, y->attproj),
-                                             P(m, l, L_LN2W), P(m, l, L_LN2B), Nl, C);
+                                             P(m, l, L_LN2W), P(m, l, L_LN2B), Nl, C, 1e-5f);
         if ((st = gathered(m, A(m, y->ln2), A(m, y->ln2_full), N, &ln2, err)) != IG_OK) return st;
         ig_kernel_matmul_forward(be, A(m, y->fch), ln2, P(m, l, L_FCW), IG_W_IN_OUT, NULL, N, C,
                                  4 * Cl);
@@ -269,7 +270,7 @@ ig_status ig_gpt_stage_forward(ig_gpt *m, int slot, int with_grad, ig_err *err) 
     size_t lnf = (size_t)m->t_lnf;
     ig_kernel_residual_layernorm_forward(be, A(m, last->res3), A(m, x->lnf), F(m, x->lnf_mean),
                                          F(m, x->lnf_rstd), A(m, last->res2), A(m, last->fcproj),
-                                         param(m, lnf), param(m, lnf + 1), Nl, C);
+                                         param(m, lnf), param(m, lnf + 1), Nl, C, 1e-5f);
     const void *lnf_in = NULL;
     if ((st = gathered(m, A(m, x->lnf), A(m, x->lnf_full), N, &lnf_in, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, A(m, x->logits), lnf_in, param(m, (size_t)m->t_wte), IG_W_OUT_IN,

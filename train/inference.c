@@ -192,7 +192,7 @@ static ig_status step(gen *g, const int32_t *tokens, int n, int pos0, ig_err *er
     ig_kernel_encoder_forward(be, g->res[0], g->tok, param(g, T_WTE),
                               at(param(g, T_WPE), (uint64_t)pos0 * (uint64_t)C, as), 1, n, C);
     ig_kernel_layernorm_forward(be, g->ln, g->mean, g->rstd, g->res[0], lparam(g, 0, 0),
-                                lparam(g, 0, 1), n, C);
+                                lparam(g, 0, 1), n, C, 1e-5f);
     int cur = 0;
     for (int l = 0; l < c->n_layer; l++) {
         void *kc = at(g->kv, (uint64_t)(2 * l) * (uint64_t)g->Tmax * (uint64_t)C, as);
@@ -215,7 +215,8 @@ static ig_status step(gen *g, const int32_t *tokens, int n, int pos0, ig_err *er
         ig_kernel_matmul_forward(be, g->attproj, g->atty, lparam(g, l, 4), IG_W_IN_OUT,
                                  lparam(g, l, 5), n, C, C);
         ig_kernel_residual_layernorm_forward(be, g->res2, g->ln, g->mean, g->rstd, g->res[cur],
-                                             g->attproj, lparam(g, l, 6), lparam(g, l, 7), n, C);
+                                             g->attproj, lparam(g, l, 6), lparam(g, l, 7), n, C,
+                                             1e-5f);
         ig_kernel_matmul_forward(be, g->fch, g->ln, lparam(g, l, 8), IG_W_IN_OUT, NULL, n, C,
                                  4 * C);
         ig_kernel_gelu_bias_forward(be, g->fchg, g->fch, lparam(g, l, 9), n, 4 * C);
@@ -225,7 +226,8 @@ static ig_status step(gen *g, const int32_t *tokens, int n, int pos0, ig_err *er
         size_t wi = l + 1 < c->n_layer ? T_LAYER0 + (size_t)(l + 1) * T_PER_LAYER
                                        : T_LAYER0 + (size_t)c->n_layer * T_PER_LAYER;
         ig_kernel_residual_layernorm_forward(be, g->res[1 - cur], g->ln, g->mean, g->rstd, g->res2,
-                                             g->fcproj, param(g, wi), param(g, wi + 1), n, C);
+                                             g->fcproj, param(g, wi), param(g, wi + 1), n, C,
+                                             1e-5f);
         cur = 1 - cur;
     }
     /* the logits of the last position only */

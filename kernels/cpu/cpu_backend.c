@@ -4,6 +4,8 @@
  * The GEMM library's threads are never used (cpu_gemm.c): the pool is the only source of threads,
  * so a kernel's chunks, and with them its bits, depend on the sizes alone.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -108,6 +110,15 @@ void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what) {
 
 void ig_cpu_scratch_free(ig_backend *be, void *p) {
     ig_free(be->ctx, p);
+}
+
+double ig_cpu_eps(float eps) {
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) { /* 9 significant digits always read back */
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)eps);
+        if (strtof(buf, NULL) == eps) return strtod(buf, NULL);
+    }
+    return eps;
 }
 
 size_t ig_cpu_chunk(size_t n, size_t parts, size_t align) {

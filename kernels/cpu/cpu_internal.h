@@ -187,6 +187,11 @@ IG_CPU_INLINE void ig_cpu_acc64x2(float *acc0, float *acc1, const float *coef0, 
 void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what);
 void ig_cpu_scratch_free(ig_backend *be, void *p);
 
+/* A normalisation's eps (a float, as a model config gives it) as the double that the kernels'
+ * double sums add: the double nearest to the shortest decimal that reads back as eps (1e-5f ->
+ * 1e-5), i.e. the number the config wrote, not the float's binary neighbour of it. */
+double ig_cpu_eps(float eps);
+
 /* The chunk size that cuts n items into about `parts` chunks, a multiple of `align` and at least
  * `align`: a function of n alone, so the chunks never depend on the thread count. */
 size_t ig_cpu_chunk(size_t n, size_t parts, size_t align);
@@ -210,9 +215,10 @@ IG_CPU_DECLARE(encoder_forward, void *out, const int32_t *tokens, const void *wt
 IG_CPU_DECLARE(encoder_backward, void *dwte, void *dwpe, const void *dout, const int32_t *tokens,
                int B, int T, int C)
 IG_CPU_DECLARE(layernorm_forward, void *out, float *mean, float *rstd, const void *inp,
-               const void *w, const void *b, int N, int C)
+               const void *w, const void *b, int N, int C, float eps)
 IG_CPU_DECLARE(residual_layernorm_forward, void *residual, void *out, float *mean, float *rstd,
-               const void *a, const void *b_in, const void *w, const void *b, int N, int C)
+               const void *a, const void *b_in, const void *w, const void *b, int N, int C,
+               float eps)
 IG_CPU_DECLARE(layernorm_backward, void *dinp, void *dw, void *db, const void *dout,
                const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
 IG_CPU_DECLARE(matmul_forward, void *out, const void *inp, const void *w, ig_w_layout layout,

@@ -141,10 +141,10 @@ void cu_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dou
                          const int32_t *tokens, int B, int T, int C);
 /* cuda_layernorm.cu */
 void cu_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                          const void *w, const void *b, int N, int C);
+                          const void *w, const void *b, int N, int C, float eps);
 void cu_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                    float *rstd, const void *a, const void *b_in, const void *w,
-                                   const void *b, int N, int C);
+                                   const void *b, int N, int C, float eps);
 void cu_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                            const void *inp, const void *w, const float *mean, const float *rstd,
                            int N, int C);

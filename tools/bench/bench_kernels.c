@@ -235,11 +235,11 @@ static void k_run(void *arg) {
         ig_kernel_encoder_backward(k->be, k->b, k->c, k->a, k->tok, k->B, k->T, C);
         break;
     case K_LN_F:
-        ig_kernel_layernorm_forward(k->be, k->b, k->e, k->f, k->a, k->g, k->h, N, C);
+        ig_kernel_layernorm_forward(k->be, k->b, k->e, k->f, k->a, k->g, k->h, N, C, 1e-5f);
         break;
     case K_RLN_F:
         ig_kernel_residual_layernorm_forward(k->be, k->c, k->b, k->e, k->f, k->a, k->d, k->g, k->h,
-                                             N, C);
+                                             N, C, 1e-5f);
         break;
     case K_LN_B:
         ig_kernel_layernorm_backward(k->be, k->c, k->g, k->h, k->d, k->a, k->g, k->e, k->f, N, C);
