@@ -307,29 +307,35 @@ void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const
     KERNEL_END(be, IG_OP_GELU_BIAS_BACKWARD);
 }
 
+/* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
+static inline int attention_shape_ok(const ig_attention_shape *s) {
+    return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
+           s->n_head % s->n_kv_head == 0 && s->head_size > 0 && (s->causal == 0 || s->causal == 1);
+}
+
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                                 const int32_t *doc, int B, int T, int C, int NH) {
-    assert(out && lse && qkv && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
+                                 const int32_t *doc, const ig_attention_shape *s) {
+    assert(out && lse && qkv && attention_shape_ok(s));
     KERNEL_BEGIN(be, IG_OP_ATTENTION_FORWARD, attention_forward);
-    be->ops->attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+    be->ops->attention_forward(be, out, lse, qkv, doc, s);
     KERNEL_END(be, IG_OP_ATTENTION_FORWARD);
 }
 
 void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                  const void *out, const float *lse, const int32_t *doc, int B,
-                                  int T, int C, int NH) {
-    assert(dqkv && dout && qkv && out && lse && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
+                                  const void *out, const float *lse, const int32_t *doc,
+                                  const ig_attention_shape *s) {
+    assert(dqkv && dout && qkv && out && lse && attention_shape_ok(s));
     KERNEL_BEGIN(be, IG_OP_ATTENTION_BACKWARD, attention_backward);
-    be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+    be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, doc, s);
     KERNEL_END(be, IG_OP_ATTENTION_BACKWARD);
 }
 
 void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
-                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH) {
-    assert(out && q && k && v && B >= 0 && Tq >= 0 && pos0 >= 0 && pos0 + Tq <= Tmax);
-    assert(NH > 0 && C > 0 && C % NH == 0);
+                                const void *v, int pos0, int Tmax, const ig_attention_shape *s) {
+    assert(out && q && k && v && attention_shape_ok(s) && s->causal == 1);
+    assert(pos0 >= 0 && pos0 + s->T <= Tmax);
     KERNEL_BEGIN(be, IG_OP_ATTENTION_CACHED, attention_cached);
-    be->ops->attention_cached(be, out, q, k, v, B, Tq, pos0, Tmax, C, NH);
+    be->ops->attention_cached(be, out, q, k, v, pos0, Tmax, s);
     KERNEL_END(be, IG_OP_ATTENTION_CACHED);
 }
 

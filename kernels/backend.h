@@ -197,23 +197,42 @@ void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, con
 void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                   const void *inp, const void *bias, int N, int C);
 
-/* Causal self-attention with the scale (1/sqrt(hs)), mask and softmax fused: out [B, T, C] (heads
- * concatenated) from qkv [B, T, 3C]. Tiled with an online softmax: no [T, T] matrix is stored.
- * lse [B, NH, T] (log-sum-exp of each query's scaled scores) is kept for backward. doc: NULL, or
- * [B, T] document ids in backend memory: query t attends key s only when s <= t and
- * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens). */
+/* The shape of an attention call. Multi-head attention (GPT-2) is n_kv_head == n_head;
+ * grouped-query attention (Llama) shares each key/value head among g = n_head / n_kv_head query
+ * heads: kv head j serves the consecutive query heads j*g .. j*g+g-1 (multi-query: n_kv_head 1).
+ * With C = n_head * head_size and Ckv = n_kv_head * head_size, a packed qkv row is
+ * [C + 2 Ckv]: the n_head query heads, then the n_kv_head key heads, then the n_kv_head value
+ * heads, each head_size contiguous (GPT-2's [3C] rows: q, k, v). */
+typedef struct ig_attention_shape {
+    int B, T;      /* micro-batch and sequence length (Tq, the new queries, for the cached form) */
+    int n_head;    /* query heads */
+    int n_kv_head; /* key/value heads: divides n_head */
+    int head_size; /* hs */
+    int causal;    /* 1: query t attends keys s <= t; 0: every key of the sequence (DiT) */
+} ig_attention_shape;
+
+/* Self-attention with the scale (1/sqrt(hs)), masks and softmax fused: out [B, T, C] (heads
+ * concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix is
+ * stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
+ * doc: NULL, or [B, T] document ids in backend memory: query t attends key s only when
+ * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens), and, when causal,
+ * s <= t; without causality a query attends every key of its own document. Every query sees at
+ * least itself. */
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                                 const int32_t *doc, int B, int T, int C, int NH);
-/* dqkv [B, T, 3C] (overwritten) from dout [B, T, C], recomputing the probabilities from qkv and
- * lse; out is the forward's output. */
+                                 const int32_t *doc, const ig_attention_shape *s);
+/* dqkv [B, T, C + 2 Ckv] (overwritten) from dout [B, T, C], recomputing the probabilities from
+ * qkv and lse; out is the forward's output, doc and s the forward's. The gradient of a key/value
+ * head is the sum over its g query heads, added in one fixed order (the same bits for any thread
+ * count). */
 void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                  const void *out, const float *lse, const int32_t *doc, int B,
-                                  int T, int C, int NH);
-/* Attention of Tq new queries over a cache of keys and values (sampling with a KV cache): q
- * [B, Tq, C] at positions pos0 .. pos0 + Tq - 1, k and v [B, Tmax, C] holding positions
- * 0 .. pos0 + Tq - 1; query i attends positions 0 .. pos0 + i. out [B, Tq, C]. */
+                                  const void *out, const float *lse, const int32_t *doc,
+                                  const ig_attention_shape *s);
+/* Attention of s->T new queries over a cache of keys and values (sampling with a KV cache): q
+ * [B, Tq, C] at positions pos0 .. pos0 + Tq - 1, k and v [B, Tmax, Ckv] (n_kv_head heads of
+ * head_size per position) holding positions 0 .. pos0 + Tq - 1; query i attends positions
+ * 0 .. pos0 + i (s->causal must be 1). out [B, Tq, C]. */
 void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
-                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH);
+                                const void *v, int pos0, int Tmax, const ig_attention_shape *s);
 
 /* Softmax and cross-entropy over the first V of Vp logit columns (the padded columns are
  * ignored), forward and backward in one pass over each row, no probability tensor: losses[i] =

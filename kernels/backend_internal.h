@@ -55,12 +55,12 @@ typedef struct ig_backend_ops {
     void (*gelu_bias_backward)(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                const void *inp, const void *bias, int N, int C);
     void (*attention_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
-                              const int32_t *doc, int B, int T, int C, int NH);
+                              const int32_t *doc, const ig_attention_shape *s);
     void (*attention_backward)(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                               const void *out, const float *lse, const int32_t *doc, int B, int T,
-                               int C, int NH);
+                               const void *out, const float *lse, const int32_t *doc,
+                               const ig_attention_shape *s);
     void (*attention_cached)(ig_backend *be, void *out, const void *q, const void *k, const void *v,
-                             int B, int Tq, int pos0, int Tmax, int C, int NH);
+                             int pos0, int Tmax, const ig_attention_shape *s);
     void (*crossentropy)(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                          const float *dloss, int N, int V, int Vp);
     void (*ce_max)(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid, int Vl);

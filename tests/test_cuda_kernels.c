@@ -335,8 +335,21 @@ static ig_backend *with_path(ig_act_type at, const char *path) {
     return be;
 }
 
-static void attention_case(ig_backend *g, int B, int T, int C, int NH, int docs) {
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+/* the shape of an attention call: NH query heads, NKV key/value heads of hs */
+static ig_attention_shape att_shape(int B, int T, int NH, int NKV, int hs, int causal) {
+    ig_attention_shape s = {
+        .B = B, .T = T, .n_head = NH, .n_kv_head = NKV, .head_size = hs, .causal = causal};
+    return s;
+}
+
+static void attention_case(ig_backend *g, int B, int T, int NH, int NKV, int hs, int causal,
+                           int docs) {
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, causal);
+    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * hs, no = (size_t)B * T * NH * hs;
+    size_t nl = (size_t)B * NH * T;
+    char what[160];
+    snprintf(what, sizeof what, "attention B=%d T=%d NH=%d NKV=%d hs=%d%s%s", B, T, NH, NKV, hs,
+             causal ? " causal" : "", docs ? " documents" : "");
     pair qkv = mk(g, nqkv, 1, 1.5f), out = mk(g, no, 1, 0), lse = mk(g, nl, 0, 0);
     pair dout = mk(g, no, 1, 1), dqkv = mk(g, nqkv, 1, 1);
     int32_t *dc = NULL, *dg = NULL;
@@ -347,19 +360,22 @@ static void attention_case(ig_backend *g, int B, int T, int C, int NH, int docs)
         ig_err err = {0};
         assert_int_equal(ig_backend_upload(g, dg, dc, (size_t)B * T * 4, &err), IG_OK);
     }
-    ig_kernel_attention_forward(fx.ref, out.cpu, lse.cpu, qkv.cpu, dc, B, T, C, NH);
-    ig_kernel_attention_forward(g, out.gpu, lse.gpu, qkv.gpu, dg, B, T, C, NH);
-    check(g, "attention_forward out", &out);
-    check(g, "attention_forward lse", &lse);
+    ig_kernel_attention_forward(fx.ref, out.cpu, lse.cpu, qkv.cpu, dc, &s);
+    ig_kernel_attention_forward(g, out.gpu, lse.gpu, qkv.gpu, dg, &s);
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s: forward out", what);
+    check(g, w2, &out);
+    snprintf(w2, sizeof w2, "%s: forward lse", what);
+    check(g, w2, &lse);
     /* the backward from the GPU's own forward: out and lse given to both sides */
     float *go = fetch(g, &out), *gl = fetch(g, &lse);
     memcpy(out.cpu, go, no * sizeof(float));
     memcpy(lse.cpu, gl, nl * sizeof(float));
     free(go), free(gl);
-    ig_kernel_attention_backward(fx.ref, dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, dc, B, T, C,
-                                 NH);
-    ig_kernel_attention_backward(g, dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, dg, B, T, C, NH);
-    check(g, "attention_backward dqkv", &dqkv);
+    ig_kernel_attention_backward(fx.ref, dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, dc, &s);
+    ig_kernel_attention_backward(g, dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, dg, &s);
+    snprintf(w2, sizeof w2, "%s: backward dqkv", what);
+    check(g, w2, &dqkv);
     pair *ps[] = {&qkv, &out, &lse, &dout, &dqkv};
     for (size_t i = 0; i < 5; i++) drop(g, ps[i]);
     if (docs) ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
@@ -372,11 +388,17 @@ static void test_attention(void **state) {
     for (int p = 0; p < 2; p++)
         for (int k = 0; k < 2; k++) {
             ig_backend *g = with_path(k ? IG_ACT_BF16 : IG_ACT_F32, paths[p]);
-            attention_case(g, 2, 70, 64, 2, 0);   /* head size 32, a partial block of queries */
-            attention_case(g, 1, 130, 128, 2, 0); /* head size 64, three blocks */
-            attention_case(g, 2, 45, 200, 2, 0);  /* head size 100: padded to 128 */
-            attention_case(g, 1, 9, 8, 2, 0);     /* head size 4 */
-            attention_case(g, 2, 97, 64, 2, 1);   /* documents */
+            attention_case(g, 2, 70, 2, 2, 32, 1, 0);  /* head size 32, a partial block */
+            attention_case(g, 1, 130, 2, 2, 64, 1, 0); /* head size 64, three blocks */
+            attention_case(g, 2, 45, 2, 2, 100, 1, 0); /* head size 100: padded to 128 */
+            attention_case(g, 1, 9, 2, 2, 4, 1, 0);    /* head size 4 */
+            attention_case(g, 2, 97, 2, 2, 32, 1, 1);  /* documents */
+            /* grouped-query (groups of 2, and of n_head), causal or not, documents */
+            attention_case(g, 2, 70, 4, 2, 32, 1, 0);
+            attention_case(g, 2, 97, 6, 1, 64, 1, 1);
+            attention_case(g, 2, 130, 4, 2, 64, 0, 0);
+            attention_case(g, 3, 45, 4, 4, 32, 0, 1);
+            attention_case(g, 2, 33, 8, 2, 128, 0, 1);
             ig_backend_free(g);
         }
 }
@@ -384,18 +406,22 @@ static void test_attention(void **state) {
 static void test_attention_cached(void **state) {
     (void)state;
     REQUIRE_DEVICE();
-    int B = 2, Tq = 5, pos0 = 11, Tmax = 20, C = 64, NH = 2;
-    for (int k = 0; k < 2; k++) {
-        ig_backend *g = fx.gpu[k];
-        pair q = mk(g, (size_t)B * Tq * C, 1, 1), kc = mk(g, (size_t)B * Tmax * C, 1, 1);
-        pair vc = mk(g, (size_t)B * Tmax * C, 1, 1), out = mk(g, (size_t)B * Tq * C, 1, 0);
-        ig_kernel_attention_cached(fx.ref, out.cpu, q.cpu, kc.cpu, vc.cpu, B, Tq, pos0, Tmax, C,
-                                   NH);
-        ig_kernel_attention_cached(g, out.gpu, q.gpu, kc.gpu, vc.gpu, B, Tq, pos0, Tmax, C, NH);
-        check(g, "attention_cached", &out);
-        pair *ps[] = {&q, &kc, &vc, &out};
-        for (size_t i = 0; i < 4; i++) drop(g, ps[i]);
-    }
+    int B = 2, Tq = 5, pos0 = 11, Tmax = 20, hs = 32;
+    int heads[3][2] = {{2, 2}, {4, 2}, {3, 1}}; /* multi-head, grouped-query, multi-query */
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 3; c++) {
+            ig_backend *g = fx.gpu[k];
+            int NH = heads[c][0], NKV = heads[c][1];
+            ig_attention_shape s = att_shape(B, Tq, NH, NKV, hs, 1);
+            size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs;
+            pair q = mk(g, (size_t)B * Tq * C, 1, 1), kc = mk(g, (size_t)B * Tmax * Ckv, 1, 1);
+            pair vc = mk(g, (size_t)B * Tmax * Ckv, 1, 1), out = mk(g, (size_t)B * Tq * C, 1, 0);
+            ig_kernel_attention_cached(fx.ref, out.cpu, q.cpu, kc.cpu, vc.cpu, pos0, Tmax, &s);
+            ig_kernel_attention_cached(g, out.gpu, q.gpu, kc.gpu, vc.gpu, pos0, Tmax, &s);
+            check(g, "attention_cached", &out);
+            pair *ps[] = {&q, &kc, &vc, &out};
+            for (size_t i = 0; i < 4; i++) drop(g, ps[i]);
+        }
 }
 
 static void test_crossentropy(void **state) {
@@ -581,13 +607,14 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     ig_kernel_encoder_forward(g, x.gpu, tg, wte.gpu, wpe.gpu, B, T, C);
     ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C, 1e-5f);
     ig_kernel_matmul_forward(g, qkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT, bq.gpu, N, C, 3 * C);
-    ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, B, T, C, NH);
+    ig_attention_shape sh = att_shape(B, T, NH, NH, C / NH, 1);
+    ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, &sh);
     ig_kernel_gelu_bias_forward(g, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_forward(g, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN, NULL, N, C, Vp);
     ig_kernel_crossentropy(g, losses.gpu, logits.gpu, tg, dloss.gpu, N, V, Vp);
     ig_kernel_matmul_backward(g, dln.gpu, dwte.gpu, NULL, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN,
                               N, C, Vp);
-    ig_kernel_attention_backward(g, dqkv.gpu, dln.gpu, qkv.gpu, att.gpu, lse.gpu, dg, B, T, C, NH);
+    ig_kernel_attention_backward(g, dqkv.gpu, dln.gpu, qkv.gpu, att.gpu, lse.gpu, dg, &sh);
     ig_kernel_gelu_bias_backward(g, gl.gpu, bias4.gpu, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_backward(g, dln.gpu, dwq.gpu, dbq.gpu, dqkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT,
                               N, C, 3 * C);

@@ -309,6 +309,8 @@ static void test_backend_nomem(void **state) {
     assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
     assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
     int B = 1, T = 5, C = 8, NH = 2;
+    ig_attention_shape sh = {
+        .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1};
     void *qkv = NULL, *out = NULL, *lse = NULL, *big = NULL;
     assert_int_equal(ig_backend_alloc(be, (size_t)T * 3 * C * 4, &qkv, &err), IG_OK);
     assert_int_equal(ig_backend_alloc(be, (size_t)T * C * 4, &out, &err), IG_OK);
@@ -316,12 +318,12 @@ static void test_backend_nomem(void **state) {
     fl.fail = 1;
     assert_int_equal(ig_backend_alloc(be, 1 << 20, &big, &err), IG_ERR_NOMEM);
     assert_null(big);
-    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, &sh);
     fl.fail = 0;
     assert_int_equal(ig_backend_sync(be, &err), IG_ERR_NOMEM);
     assert_non_null(strstr(err.msg, "attention_forward"));
     assert_int_equal(ig_backend_sync(be, &err), IG_OK); /* reported once */
-    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, &sh);
     assert_int_equal(ig_backend_sync(be, &err), IG_OK);
     ig_backend_release(be, qkv), ig_backend_release(be, out), ig_backend_release(be, lse);
     ig_backend_free(be);
@@ -657,85 +659,235 @@ static void test_gelu(void **state) {
 
 /* ---- attention ------------------------------------------------------------------------------- */
 
-static void attention_case(fixture *f, int B, int T, int NH, int C) {
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+/* the shape of an attention call: NH query heads, NKV key/value heads of hs */
+static ig_attention_shape att_shape(int B, int T, int NH, int NKV, int hs, int causal) {
+    ig_attention_shape s = {
+        .B = B, .T = T, .n_head = NH, .n_kv_head = NKV, .head_size = hs, .causal = causal};
+    return s;
+}
+
+/* elements of packed qkv [B, T, (NH + 2 NKV) hs], of out [B, T, NH hs], of lse [B, NH, T] */
+static size_t att_nqkv(const ig_attention_shape *s) {
+    return (size_t)s->B * s->T * (s->n_head + 2 * s->n_kv_head) * s->head_size;
+}
+static size_t att_nout(const ig_attention_shape *s) {
+    return (size_t)s->B * s->T * s->n_head * s->head_size;
+}
+static size_t att_nlse(const ig_attention_shape *s) {
+    return (size_t)s->B * s->n_head * s->T;
+}
+
+/* Documents of uneven lengths: sequence b's boundaries at odd places, shifted by b. */
+static void att_docs(int32_t *doc, int B, int T) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            doc[(size_t)b * T + t] = t < T / 3 + b       ? 10
+                                     : t < T / 3 + b + 1 ? 11
+                                     : t < 3 * T / 4     ? 12
+                                                         : 13;
+}
+
+/* fast vs reference, forward and backward, and the same bits on 1, 2, 3 and 8 threads */
+static void attention_case(fixture *f, int B, int T, int NH, int NKV, int hs, int causal,
+                           int docs) {
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, causal);
+    char what[128];
+    snprintf(what, sizeof what, "attention B=%d T=%d NH=%d NKV=%d hs=%d%s%s", B, T, NH, NKV, hs,
+             causal ? " causal" : "", docs ? " documents" : "");
+    size_t nqkv = att_nqkv(&s), no = att_nout(&s), nl = att_nlse(&s);
     float *qkv = talloc(f, nqkv), *o1 = talloc(f, no), *o2 = talloc(f, no);
     float *l1 = talloc(f, nl), *l2 = talloc(f, nl);
+    int32_t *doc = docs ? ialloc(f, (size_t)B * T) : NULL;
+    if (doc) att_docs(doc, B, T);
     fill(qkv, nqkv, 50, -2, 2);
-    ig_kernel_attention_forward(f->ref, o1, l1, qkv, NULL, B, T, C, NH);
-    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, NULL, B, T, C, NH);
-    check_close(o2, o1, no, 1e-5, "attention_forward out");
-    check_close(l2, l1, nl, 1e-5, "attention_forward lse");
-    /* the first query sees only itself: its output is its own v */
-    for (int c = 0; c < C; c++) assert_true(fabs(o2[c] - qkv[2 * C + c]) < 1e-6);
+    ig_kernel_attention_forward(f->ref, o1, l1, qkv, doc, &s);
+    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, doc, &s);
+    check_close(o2, o1, no, 1e-5, what);
+    check_close(l2, l1, nl, 1e-5, what);
+    if (causal) { /* the first query sees only itself: its output is its kv head's v */
+        size_t C = (size_t)NH * hs;
+        for (int h = 0; h < NH; h++)
+            for (int c = 0; c < hs; c++)
+                assert_true(fabs(o2[(size_t)h * hs + c] -
+                                 qkv[C + (size_t)(NKV + h / (NH / NKV)) * hs + c]) < 1e-6);
+    }
 
     float *dout = talloc(f, no), *d1 = talloc(f, nqkv), *d2 = talloc(f, nqkv);
     fill(dout, no, 51, -1, 1);
     fill(d2, nqkv, 52, -1, 1); /* overwritten */
-    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, NULL, B, T, C, NH);
-    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o2, l2, NULL, B, T, C, NH);
-    check_close(d2, d1, nqkv, 1e-5, "attention_backward");
+    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, doc, &s);
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o2, l2, doc, &s);
+    check_close(d2, d1, nqkv, 1e-5, what);
 
     for (int t = 0; t < NTHREADS; t++) {
         float *o3 = talloc(f, no), *l3 = talloc(f, nl), *d3 = talloc(f, nqkv);
-        ig_kernel_attention_forward(f->fast[t], o3, l3, qkv, NULL, B, T, C, NH);
+        ig_kernel_attention_forward(f->fast[t], o3, l3, qkv, doc, &s);
         check_same(o3, o2, no * 4, "attention_forward threads");
         check_same(l3, l2, nl * 4, "attention_forward lse threads");
-        ig_kernel_attention_backward(f->fast[t], d3, dout, qkv, o2, l2, NULL, B, T, C, NH);
+        ig_kernel_attention_backward(f->fast[t], d3, dout, qkv, o2, l2, doc, &s);
         check_same(d3, d2, nqkv * 4, "attention_backward threads");
         tfree(f, o3), tfree(f, l3), tfree(f, d3);
     }
     float *all[] = {qkv, o1, o2, l1, l2, dout, d1, d2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    tfree(f, doc);
 }
 
 static void test_attention(void **state) {
     fixture *f = *state;
-    attention_case(f, 2, 70, 3, 24);   /* head size 8: the plain loops; a ragged second block */
-    attention_case(f, 1, 130, 2, 128); /* head size 64: the register-blocked loops, 3 blocks */
+    /* multi-head, causal (GPT-2) */
+    attention_case(f, 2, 70, 3, 3, 8, 1, 0);   /* head size 8: the plain loops; a ragged block */
+    attention_case(f, 1, 130, 2, 2, 64, 1, 0); /* head size 64: the register-blocked loops */
+    /* grouped-query: groups of 2 and of n_head (multi-query), causal or not, with documents */
+    attention_case(f, 2, 70, 4, 2, 8, 1, 0);
+    attention_case(f, 2, 67, 4, 1, 8, 1, 1);
+    attention_case(f, 3, 100, 6, 3, 64, 1, 1);
+    attention_case(f, 2, 129, 4, 2, 64, 0, 0); /* non-causal: every query sees 3 key blocks */
+    attention_case(f, 2, 70, 4, 4, 8, 0, 1);
+    attention_case(f, 2, 45, 6, 1, 64, 0, 1);
+    attention_case(f, 2, 33, 6, 2, 7, 1, 1); /* an odd head size */
+    attention_case(f, 2, 33, 6, 3, 7, 0, 0);
 }
 
-static void test_attention_fd(void **state) {
+/* Grouped-query attention is multi-head attention with each key/value head repeated for its
+ * query heads: the same outputs (the same bits: the same numbers meet in the same order), and
+ * the gradient of a key/value head is the sum of its copies' gradients. */
+static void test_attention_gqa(void **state) {
     fixture *f = *state;
-    int B = 1, T = 9, NH = 2, C = 8;
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    int32_t *doc = ialloc(f, (size_t)B * T);
-    int32_t ids[9] = {0, 0, 0, 0, 1, 1, 1, 2, 2};
-    memcpy(doc, ids, sizeof ids);
-    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, nl), *dout = talloc(f, no);
-    float *g = talloc(f, nqkv);
-    fill(qkv, nqkv, 53, -1, 1);
-    fill(dout, no, 54, -1, 1);
-    for (int masked = 0; masked < 2; masked++) {
-        const int32_t *dd = masked ? doc : NULL;
+    int B = 2, T = 75, NH = 6, NKV = 2, hs = 16, g = NH / NKV;
+    for (int causal = 0; causal < 2; causal++) {
+        ig_attention_shape sg = att_shape(B, T, NH, NKV, hs, causal);
+        ig_attention_shape sm = att_shape(B, T, NH, NH, hs, causal);
+        size_t C = (size_t)NH * hs, Rg = C + 2 * (size_t)NKV * hs, Rm = 3 * C;
+        float *qg = talloc(f, att_nqkv(&sg)), *qm = talloc(f, att_nqkv(&sm));
+        fill(qg, att_nqkv(&sg), 55, -2, 2);
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            memcpy(qm + r * Rm, qg + r * Rg, C * 4); /* queries */
+            for (int h = 0; h < NH; h++)
+                for (int part = 1; part < 3; part++) /* keys, values: kv head h / g */
+                    memcpy(qm + r * Rm + part * C + (size_t)h * hs,
+                           qg + r * Rg + C + (size_t)(part - 1) * NKV * hs + (size_t)(h / g) * hs,
+                           (size_t)hs * 4);
+        }
+        size_t no = att_nout(&sg), nl = att_nlse(&sg);
+        float *og = talloc(f, no), *om = talloc(f, no), *lg = talloc(f, nl), *lm = talloc(f, nl);
+        float *dout = talloc(f, no), *dg = talloc(f, att_nqkv(&sg)), *dm = talloc(f, att_nqkv(&sm));
+        fill(dout, no, 56, -1, 1);
         for (int fast = 0; fast < 2; fast++) {
             ig_backend *be = fast ? FAST(f) : f->ref;
-            ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
-            ig_kernel_attention_backward(be, g, dout, qkv, o, lse, dd, B, T, C, NH);
-            double scale = max_abs(g, nqkv);
-            for (size_t i = 0; i < nqkv; i++) {
-                float keep = qkv[i];
-                qkv[i] = keep + FD_H;
-                ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
-                double lp = dot_d(o, dout, no);
-                qkv[i] = keep - FD_H;
-                ig_kernel_attention_forward(be, o, lse, qkv, dd, B, T, C, NH);
-                double lm = dot_d(o, dout, no);
-                qkv[i] = keep;
-                check_fd(g[i], (lp - lm) / (2 * FD_H), scale,
-                         fast ? "attention (fast)" : "attention (reference)", i);
+            ig_kernel_attention_forward(be, og, lg, qg, NULL, &sg);
+            ig_kernel_attention_forward(be, om, lm, qm, NULL, &sm);
+            check_same(og, om, no * 4, "grouped-query = repeated heads: out");
+            check_same(lg, lm, nl * 4, "grouped-query = repeated heads: lse");
+            ig_kernel_attention_backward(be, dg, dout, qg, og, lg, NULL, &sg);
+            ig_kernel_attention_backward(be, dm, dout, qm, om, lm, NULL, &sm);
+            /* dq the same; dk, dv of a kv head: the sum over its query heads' copies */
+            float *want = talloc(f, att_nqkv(&sg));
+            for (size_t r = 0; r < (size_t)B * T; r++) {
+                memcpy(want + r * Rg, dm + r * Rm, C * 4);
+                for (int part = 1; part < 3; part++)
+                    for (int j = 0; j < NKV; j++)
+                        for (int c = 0; c < hs; c++) {
+                            double sum = 0;
+                            for (int h = j * g; h < (j + 1) * g; h++)
+                                sum += dm[r * Rm + part * C + (size_t)h * hs + c];
+                            want[r * Rg + C + (size_t)(part - 1) * NKV * hs + (size_t)j * hs + c] =
+                                (float)sum;
+                        }
+            }
+            check_close(dg, want, att_nqkv(&sg), 1e-5, "grouped-query gradient = summed copies");
+            tfree(f, want);
+        }
+        float *all[] = {qg, qm, og, om, lg, lm, dout, dg, dm};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+    }
+}
+
+/* Non-causal attention by hand: each query's softmax over every key of the sequence, in double. */
+static void test_attention_noncausal(void **state) {
+    fixture *f = *state;
+    int B = 2, T = 11, NH = 4, NKV = 2, hs = 5;
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, 0);
+    size_t C = (size_t)NH * hs, R = C + 2 * (size_t)NKV * hs;
+    float *qkv = talloc(f, att_nqkv(&s)), *o = talloc(f, att_nout(&s)),
+          *l = talloc(f, att_nlse(&s));
+    fill(qkv, att_nqkv(&s), 57, -2, 2);
+    for (int fast = 0; fast < 2; fast++) {
+        ig_kernel_attention_forward(fast ? FAST(f) : f->ref, o, l, qkv, NULL, &s);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *q = qkv + ((size_t)b * T + t) * R + (size_t)h * hs;
+                    double sc[11], m = -INFINITY, z = 0;
+                    for (int u = 0; u < T; u++) {
+                        const float *k = qkv + ((size_t)b * T + u) * R + C + (size_t)(h / 2) * hs;
+                        sc[u] = dot_d(q, k, (size_t)hs) / sqrt((double)hs);
+                        m = fmax(m, sc[u]);
+                    }
+                    for (int u = 0; u < T; u++) z += exp(sc[u] - m);
+                    assert_true(fabs(l[((size_t)b * NH + h) * T + t] - (m + log(z))) < 1e-5);
+                    for (int c = 0; c < hs; c++) {
+                        double want = 0;
+                        for (int u = 0; u < T; u++)
+                            want +=
+                                exp(sc[u] - m) / z *
+                                qkv[((size_t)b * T + u) * R + C + (size_t)(NKV + h / 2) * hs + c];
+                        assert_true(fabs(o[((size_t)b * T + t) * C + (size_t)h * hs + c] - want) <
+                                    1e-5);
+                    }
+                }
+    }
+    tfree(f, qkv), tfree(f, o), tfree(f, l);
+}
+
+/* the backward against central finite differences of the forward, on both kernels */
+static void test_attention_fd(void **state) {
+    fixture *f = *state;
+    int cfg[4][3] = {{2, 2, 1}, {4, 2, 0}, {4, 1, 1}, {3, 3, 0}}; /* NH, NKV, causal */
+    int B = 2, T = 9, hs = 4;
+    int32_t *doc = ialloc(f, (size_t)B * T);
+    int32_t ids[18] = {0, 0, 0, 0, 1, 1, 1, 2, 2, 5, 5, 6, 6, 6, 6, 6, 6, 7};
+    memcpy(doc, ids, sizeof ids);
+    for (int k = 0; k < 4; k++) {
+        ig_attention_shape s = att_shape(B, T, cfg[k][0], cfg[k][1], hs, cfg[k][2]);
+        size_t nqkv = att_nqkv(&s), no = att_nout(&s), nl = att_nlse(&s);
+        float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, nl);
+        float *dout = talloc(f, no), *g = talloc(f, nqkv);
+        fill(qkv, nqkv, 53, -1, 1);
+        fill(dout, no, 54, -1, 1);
+        for (int masked = 0; masked < 2; masked++) {
+            const int32_t *dd = masked ? doc : NULL;
+            for (int fast = 0; fast < 2; fast++) {
+                ig_backend *be = fast ? FAST(f) : f->ref;
+                ig_kernel_attention_forward(be, o, lse, qkv, dd, &s);
+                ig_kernel_attention_backward(be, g, dout, qkv, o, lse, dd, &s);
+                double scale = max_abs(g, nqkv);
+                for (size_t i = 0; i < nqkv; i++) {
+                    float keep = qkv[i];
+                    qkv[i] = keep + FD_H;
+                    ig_kernel_attention_forward(be, o, lse, qkv, dd, &s);
+                    double lp = dot_d(o, dout, no);
+                    qkv[i] = keep - FD_H;
+                    ig_kernel_attention_forward(be, o, lse, qkv, dd, &s);
+                    double lm = dot_d(o, dout, no);
+                    qkv[i] = keep;
+                    check_fd(g[i], (lp - lm) / (2 * FD_H), scale,
+                             fast ? "attention (fast)" : "attention (reference)", i);
+                }
             }
         }
+        float *all[] = {qkv, o, lse, dout, g};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
     }
-    float *all[] = {qkv, o, lse, dout, g};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
     tfree(f, doc);
 }
 
-/* document masking: each document attends only to itself, as if run alone */
-static void attention_documents_case(fixture *f, int NH, int C) {
+/* document masking: each document attends only to itself, as if run alone (causal or not) */
+static void attention_documents_case(fixture *f, int NH, int NKV, int hs, int causal) {
     int B = 2, T = 150;
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, causal);
+    size_t nqkv = att_nqkv(&s), no = att_nout(&s), nl = att_nlse(&s);
+    size_t C = (size_t)NH * hs, R = C + 2 * (size_t)NKV * hs;
     int32_t *doc = ialloc(f, (size_t)B * T);
     /* sequence 0: documents of 40, 1, 70, 39 tokens; sequence 1: one document */
     for (int t = 0; t < T; t++) doc[t] = t < 40 ? 5 : t < 41 ? 6 : t < 111 ? 7 : 8;
@@ -743,39 +895,43 @@ static void attention_documents_case(fixture *f, int NH, int C) {
     float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, nl);
     float *o1 = talloc(f, no), *l1 = talloc(f, nl);
     fill(qkv, nqkv, 60, -2, 2);
-    ig_kernel_attention_forward(FAST(f), o, lse, qkv, doc, B, T, C, NH);
-    ig_kernel_attention_forward(f->ref, o1, l1, qkv, doc, B, T, C, NH);
+    ig_kernel_attention_forward(FAST(f), o, lse, qkv, doc, &s);
+    ig_kernel_attention_forward(f->ref, o1, l1, qkv, doc, &s);
     check_close(o, o1, no, 1e-5, "attention_forward with documents");
     check_close(lse, l1, nl, 1e-5, "attention_forward with documents lse");
     int starts[5] = {0, 40, 41, 111, 150};
     for (int d = 0; d < 4; d++) {
         int len = starts[d + 1] - starts[d];
-        float *sq = tdup(f, qkv + (size_t)starts[d] * 3 * C, (size_t)len * 3 * C);
+        ig_attention_shape sd = att_shape(1, len, NH, NKV, hs, causal);
+        float *sq = tdup(f, qkv + (size_t)starts[d] * R, (size_t)len * R);
         float *so = talloc(f, (size_t)len * C), *sl = talloc(f, (size_t)NH * len);
-        ig_kernel_attention_forward(FAST(f), so, sl, sq, NULL, 1, len, C, NH);
+        ig_kernel_attention_forward(FAST(f), so, sl, sq, NULL, &sd);
         check_close(o + (size_t)starts[d] * C, so, (size_t)len * C, 1e-6,
                     "document alone = document masked");
         tfree(f, sq), tfree(f, so), tfree(f, sl);
     }
     /* the unmasked sequence 1 equals attention without doc */
     float *o2 = talloc(f, no), *l2 = talloc(f, nl);
-    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, NULL, B, T, C, NH);
+    ig_kernel_attention_forward(FAST(f), o2, l2, qkv, NULL, &s);
     check_same(o + (size_t)T * C, o2 + (size_t)T * C, (size_t)T * C * 4, "one document = none");
-    /* and the masked outputs differ from unmasked ones past the first document */
+    /* and the masked outputs differ from unmasked ones past the first document (or anywhere,
+     * without causality) */
     assert_true(fabs(o[(size_t)60 * C] - o2[(size_t)60 * C]) > 1e-6);
+    if (!causal) assert_true(fabs(o[0] - o2[0]) > 1e-6);
 
     /* backward with documents: fast vs reference; no gradient crosses documents */
     float *dout = talloc(f, no), *d1 = talloc(f, nqkv), *d2 = talloc(f, nqkv);
     fill(dout, no, 61, -1, 1);
-    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, doc, B, T, C, NH);
-    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, B, T, C, NH);
+    ig_kernel_attention_backward(f->ref, d1, dout, qkv, o1, l1, doc, &s);
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, &s);
     check_close(d2, d1, nqkv, 1e-5, "attention_backward with documents");
     memset(dout, 0, no * 4); /* gradient only on document 7's last query */
-    for (int c = 0; c < C; c++) dout[(size_t)110 * C + c] = 1;
-    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, B, T, C, NH);
+    for (size_t c = 0; c < C; c++) dout[(size_t)110 * C + c] = 1;
+    ig_kernel_attention_backward(FAST(f), d2, dout, qkv, o, lse, doc, &s);
     for (int t = 0; t < T; t++) {
-        double m = max_abs(d2 + (size_t)t * 3 * C, (size_t)3 * C);
+        double m = max_abs(d2 + (size_t)t * R, R);
         if (t < 41 || t > 110) assert_true(m == 0);
+        if (!causal && t > 41 && t < 110) assert_true(m > 0); /* later keys of its document */
     }
     float *all[] = {qkv, o, lse, o1, l1, o2, l2, dout, d1, d2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
@@ -784,45 +940,46 @@ static void attention_documents_case(fixture *f, int NH, int C) {
 
 static void test_attention_documents(void **state) {
     fixture *f = *state;
-    attention_documents_case(f, 2, 16);  /* head size 8 */
-    attention_documents_case(f, 2, 128); /* head size 64 */
+    attention_documents_case(f, 2, 2, 8, 1);  /* head size 8 */
+    attention_documents_case(f, 2, 2, 64, 1); /* head size 64 */
+    attention_documents_case(f, 4, 2, 8, 0);  /* grouped-query, non-causal (DiT's frames) */
+    attention_documents_case(f, 4, 1, 64, 0);
 }
 
 /* the KV-cache form equals the training attention at the same positions */
-static void test_attention_cached(void **state) {
-    fixture *f = *state;
-    int B = 2, T = 100, NH = 2, C = 128, Tmax = 128; /* head size 64 */
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
-    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, (size_t)B * NH * T);
+static void attention_cached_case(fixture *f, int NH, int NKV) {
+    int B = 2, T = 100, hs = 64, Tmax = 128;
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, 1);
+    size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs, R = C + 2 * Ckv;
+    size_t nqkv = att_nqkv(&s), no = att_nout(&s), nkv = (size_t)B * Tmax * Ckv;
+    float *qkv = talloc(f, nqkv), *o = talloc(f, no), *lse = talloc(f, att_nlse(&s));
     fill(qkv, nqkv, 70, -2, 2);
-    ig_kernel_attention_forward(FAST(f), o, lse, qkv, NULL, B, T, C, NH);
-    float *q = talloc(f, no), *k = talloc(f, (size_t)B * Tmax * C);
-    float *v = talloc(f, (size_t)B * Tmax * C);
-    for (size_t i = 0; i < (size_t)B * Tmax * C; i++) k[i] = v[i] = NAN; /* never read */
+    ig_kernel_attention_forward(FAST(f), o, lse, qkv, NULL, &s);
+    float *q = talloc(f, no), *k = talloc(f, nkv), *v = talloc(f, nkv);
+    for (size_t i = 0; i < nkv; i++) k[i] = v[i] = NAN; /* never read */
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int c = 0; c < C; c++) {
-                const float *row = qkv + ((size_t)b * T + t) * 3 * C;
-                q[((size_t)b * T + t) * C + c] = row[c];
-                k[((size_t)b * Tmax + t) * C + c] = row[C + c];
-                v[((size_t)b * Tmax + t) * C + c] = row[2 * C + c];
-            }
+        for (int t = 0; t < T; t++) {
+            const float *row = qkv + ((size_t)b * T + t) * R;
+            memcpy(q + ((size_t)b * T + t) * C, row, C * 4);
+            memcpy(k + ((size_t)b * Tmax + t) * Ckv, row + C, Ckv * 4);
+            memcpy(v + ((size_t)b * Tmax + t) * Ckv, row + C + Ckv, Ckv * 4);
+        }
     int pos0s[4] = {0, 37, 64, 99}, tqs[4] = {100, 30, 36, 1};
     for (int cse = 0; cse < 4; cse++) {
         int pos0 = pos0s[cse], Tq = tqs[cse];
+        ig_attention_shape sq = att_shape(B, Tq, NH, NKV, hs, 1);
         float *qq = talloc(f, (size_t)B * Tq * C), *oc = talloc(f, (size_t)B * Tq * C);
-        float * or = talloc(f, (size_t)B * Tq * C), *kk = talloc(f, (size_t)B * Tmax * C);
-        float *vv = talloc(f, (size_t)B * Tmax * C);
-        for (size_t i = 0; i < (size_t)B * Tmax * C; i++) kk[i] = vv[i] = NAN;
+        float * or = talloc(f, (size_t)B * Tq * C), *kk = talloc(f, nkv), *vv = talloc(f, nkv);
+        for (size_t i = 0; i < nkv; i++) kk[i] = vv[i] = NAN;
         for (int b = 0; b < B; b++) { /* the cache holds positions 0 .. pos0 + Tq - 1 */
             memcpy(qq + (size_t)b * Tq * C, q + ((size_t)b * T + pos0) * C, (size_t)Tq * C * 4);
-            memcpy(kk + (size_t)b * Tmax * C, k + (size_t)b * Tmax * C,
-                   (size_t)(pos0 + Tq) * C * 4);
-            memcpy(vv + (size_t)b * Tmax * C, v + (size_t)b * Tmax * C,
-                   (size_t)(pos0 + Tq) * C * 4);
+            memcpy(kk + (size_t)b * Tmax * Ckv, k + (size_t)b * Tmax * Ckv,
+                   (size_t)(pos0 + Tq) * Ckv * 4);
+            memcpy(vv + (size_t)b * Tmax * Ckv, v + (size_t)b * Tmax * Ckv,
+                   (size_t)(pos0 + Tq) * Ckv * 4);
         }
-        ig_kernel_attention_cached(FAST(f), oc, qq, kk, vv, B, Tq, pos0, Tmax, C, NH);
-        ig_kernel_attention_cached(f->ref, or, qq, kk, vv, B, Tq, pos0, Tmax, C, NH);
+        ig_kernel_attention_cached(FAST(f), oc, qq, kk, vv, pos0, Tmax, &sq);
+        ig_kernel_attention_cached(f->ref, or, qq, kk, vv, pos0, Tmax, &sq);
         check_close(oc, or, (size_t)B * Tq * C, 1e-5, "attention_cached vs reference");
         for (int b = 0; b < B; b++)
             check_close(oc + (size_t)b * Tq * C, o + ((size_t)b * T + pos0) * C, (size_t)Tq * C,
@@ -831,6 +988,13 @@ static void test_attention_cached(void **state) {
     }
     float *all[] = {qkv, o, lse, q, k, v};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
+static void test_attention_cached(void **state) {
+    fixture *f = *state;
+    attention_cached_case(f, 2, 2); /* multi-head */
+    attention_cached_case(f, 4, 2); /* grouped-query */
+    attention_cached_case(f, 3, 1); /* multi-query */
 }
 
 /* ---- cross-entropy --------------------------------------------------------------------------- */
@@ -1260,6 +1424,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_fd),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_attention_noncausal),
         cmocka_unit_test(test_attention_fd),
         cmocka_unit_test(test_attention_documents),
         cmocka_unit_test(test_attention_cached),

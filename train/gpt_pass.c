@@ -245,8 +245,13 @@ ig_status ig_gpt_stage_forward(ig_gpt *m, int slot, int with_grad, ig_err *err) 
         if ((st = gathered(m, A(m, y->ln1), A(m, y->ln1_full), N, &ln1, err)) != IG_OK) return st;
         ig_kernel_matmul_forward(be, A(m, y->qkv), ln1, P(m, l, L_QKVW), IG_W_IN_OUT,
                                  P(m, l, L_QKVB), N, C, 3 * Cl);
-        ig_kernel_attention_forward(be, A(m, y->atty), F(m, y->lse), A(m, y->qkv), docs, B, T, Cl,
-                                    NHl);
+        ig_kernel_attention_forward(be, A(m, y->atty), F(m, y->lse), A(m, y->qkv), docs,
+                                    &(ig_attention_shape){.B = B,
+                                                          .T = T,
+                                                          .n_head = NHl,
+                                                          .n_kv_head = NHl,
+                                                          .head_size = Cl / NHl,
+                                                          .causal = 1});
         st = row_parallel(m, A(m, y->attproj), A(m, y->atty), P(m, l, L_PROJW), P(m, l, L_PROJB), N,
                           Cl, err);
         if (st != IG_OK) return st;
@@ -347,7 +352,13 @@ ig_status ig_gpt_stage_backward(ig_gpt *m, int slot, ig_gpt_ready_fn ready, void
         ig_kernel_matmul_backward(be, S(m, x->datty), G(m, l, L_PROJW), G(m, l, L_PROJB), dfull,
                                   A(m, y->atty), P(m, l, L_PROJW), IG_W_IN_OUT, N, Cl, C);
         ig_kernel_attention_backward(be, S(m, x->dqkv), S(m, x->datty), A(m, y->qkv), A(m, y->atty),
-                                     F(m, y->lse), docs, B, T, Cl, NHl);
+                                     F(m, y->lse), docs,
+                                     &(ig_attention_shape){.B = B,
+                                                           .T = T,
+                                                           .n_head = NHl,
+                                                           .n_kv_head = NHl,
+                                                           .head_size = Cl / NHl,
+                                                           .causal = 1});
         in = p->sp ? A(m, y->ln1_full) : A(m, y->ln1);
         ig_kernel_matmul_backward(be, col_input_grad(m), G(m, l, L_QKVW), G(m, l, L_QKVB),
                                   S(m, x->dqkv), in, P(m, l, L_QKVW), IG_W_IN_OUT, N, C, 3 * Cl);

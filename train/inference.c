@@ -211,7 +211,13 @@ static ig_status step(gen *g, const int32_t *tokens, int n, int pos0, ig_err *er
                                        h + ((size_t)t * 3 + (size_t)part) * row, row, err);
         }
         if (st != IG_OK) return st;
-        ig_kernel_attention_cached(be, g->atty, g->q, kc, vc, 1, n, pos0, g->Tmax, C, g->NH);
+        ig_kernel_attention_cached(be, g->atty, g->q, kc, vc, pos0, g->Tmax,
+                                   &(ig_attention_shape){.B = 1,
+                                                         .T = n,
+                                                         .n_head = g->NH,
+                                                         .n_kv_head = g->NH,
+                                                         .head_size = C / g->NH,
+                                                         .causal = 1});
         ig_kernel_matmul_forward(be, g->attproj, g->atty, lparam(g, l, 4), IG_W_IN_OUT,
                                  lparam(g, l, 5), n, C, C);
         ig_kernel_residual_layernorm_forward(be, g->res2, g->ln, g->mean, g->rstd, g->res[cur],

@@ -228,12 +228,12 @@ IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *d
 IG_CPU_DECLARE(gelu_bias_forward, void *out, const void *inp, const void *bias, int N, int C)
 IG_CPU_DECLARE(gelu_bias_backward, void *dinp, void *dbias, const void *dout, const void *inp,
                const void *bias, int N, int C)
-IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc, int B,
-               int T, int C, int NH)
+IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc,
+               const ig_attention_shape *s)
 IG_CPU_DECLARE(attention_backward, void *dqkv, const void *dout, const void *qkv, const void *out,
-               const float *lse, const int32_t *doc, int B, int T, int C, int NH)
-IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const void *v, int B,
-               int Tq, int pos0, int Tmax, int C, int NH)
+               const float *lse, const int32_t *doc, const ig_attention_shape *s)
+IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const void *v, int pos0,
+               int Tmax, const ig_attention_shape *s)
 IG_CPU_DECLARE(crossentropy, float *losses, void *logits, const int32_t *targets,
                const float *dloss, int N, int V, int Vp)
 IG_CPU_DECLARE(ce_max, float *rowmax, const void *logits, int N, int Vvalid, int Vl)

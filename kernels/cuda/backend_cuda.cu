@@ -236,22 +236,22 @@ static void cu_destroy(ig_backend *be) {
 }
 
 static void attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                              const int32_t *doc, int B, int T, int C, int NH) {
+                              const int32_t *doc, const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
     if (cu->attention == IG_ATTENTION_GEMM)
-        cu_attention_gemm_forward(be, out, lse, qkv, doc, B, T, C, NH);
+        cu_attention_gemm_forward(be, out, lse, qkv, doc, s);
     else
-        cu_attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+        cu_attention_forward(be, out, lse, qkv, doc, s);
 }
 
 static void attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                               const void *out, const float *lse, const int32_t *doc, int B, int T,
-                               int C, int NH) {
+                               const void *out, const float *lse, const int32_t *doc,
+                               const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
     if (cu->attention == IG_ATTENTION_GEMM)
-        cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+        cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, s);
     else
-        cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+        cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, s);
 }
 
 /* Designated initializers (C++20, in the table's declaration order): adding an operation to the

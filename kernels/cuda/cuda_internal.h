@@ -160,21 +160,21 @@ void cu_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *
                            const void *inp, const void *bias, int N, int C);
 /* cuda_attention.cu (the fused path, the cached form, and the choice of path) */
 void cu_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                          const int32_t *doc, int B, int T, int C, int NH);
+                          const int32_t *doc, const ig_attention_shape *s);
 void cu_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                           const void *out, const float *lse, const int32_t *doc, int B, int T,
-                           int C, int NH);
+                           const void *out, const float *lse, const int32_t *doc,
+                           const ig_attention_shape *s);
 void cu_attention_cached(ig_backend *be, void *out, const void *q, const void *k, const void *v,
-                         int B, int Tq, int pos0, int Tmax, int C, int NH);
+                         int pos0, int Tmax, const ig_attention_shape *s);
 /* Dt[b, h, t] = dout_t . out_t over head h's channels (fp32): the backward's row terms. */
 void cu_attention_rowdots(ig_backend *be, float *Dt, const void *dout, const void *out, int B,
                           int T, int C, int NH);
 /* cuda_attention_gemm.cu (the GEMM path: cuBLASLt batched GEMMs and a fused softmax) */
 void cu_attention_gemm_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                               const int32_t *doc, int B, int T, int C, int NH);
+                               const int32_t *doc, const ig_attention_shape *s);
 void cu_attention_gemm_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                const void *out, const float *lse, const int32_t *doc, int B, int T,
-                                int C, int NH);
+                                const void *out, const float *lse, const int32_t *doc,
+                                const ig_attention_shape *s);
 /* cuda_crossentropy.cu */
 void cu_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                      const float *dloss, int N, int V, int Vp);

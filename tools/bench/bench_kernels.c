@@ -264,11 +264,22 @@ static void k_run(void *arg) {
         ig_kernel_scale(k->be, k->a, k->n, 1.0f);
         break;
     case K_ATT_F:
-        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL, k->B, k->T, C, k->NH);
+        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL,
+                                    &(ig_attention_shape){.B = k->B,
+                                                          .T = k->T,
+                                                          .n_head = k->NH,
+                                                          .n_kv_head = k->NH,
+                                                          .head_size = C / k->NH,
+                                                          .causal = 1});
         break;
     case K_ATT_B:
-        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL, k->B, k->T, C,
-                                     k->NH);
+        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL,
+                                     &(ig_attention_shape){.B = k->B,
+                                                           .T = k->T,
+                                                           .n_head = k->NH,
+                                                           .n_kv_head = k->NH,
+                                                           .head_size = C / k->NH,
+                                                           .causal = 1});
         break;
     }
 }
@@ -408,7 +419,13 @@ int main(int argc, char **argv) {
         if (k.which == K_CE)
             for (int r = 0; r < N; r++) big[5][r] = 1.0f / N; /* dloss */
         if (k.which == K_ATT_F || k.which == K_ATT_B)
-            ig_kernel_attention_forward(bet, k.b, k.e, k.a, NULL, B, T, C, NH);
+            ig_kernel_attention_forward(bet, k.b, k.e, k.a, NULL,
+                                        &(ig_attention_shape){.B = B,
+                                                              .T = T,
+                                                              .n_head = NH,
+                                                              .n_kv_head = NH,
+                                                              .head_size = C / NH,
+                                                              .causal = 1});
         double t = best_of(k_run, &k);
         if (ks[i].flops > 0) { /* the peak again, measured next to it: the machine may be shared */
             double g = ks[i].flops / t / 1e9, ref = square_gflops(bet, 1024);

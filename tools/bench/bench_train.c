@@ -557,7 +557,13 @@ static void replay_step(replay *r, ig_backend *be, int step) {
               ig_kernel_matmul_forward(be, y->qkv, y->ln1, P(r, l, W_QKVW), IG_W_IN_OUT,
                                        P(r, l, W_QKVB), N, C, 3 * C));
         TIMED(r, be, K_ATT_F,
-              ig_kernel_attention_forward(be, y->atty, y->lse, y->qkv, NULL, B, T, C, NH));
+              ig_kernel_attention_forward(be, y->atty, y->lse, y->qkv, NULL,
+                                          &(ig_attention_shape){.B = B,
+                                                                .T = T,
+                                                                .n_head = NH,
+                                                                .n_kv_head = NH,
+                                                                .head_size = C / NH,
+                                                                .causal = 1}));
         TIMED(r, be, K_MM_F_PROJ,
               ig_kernel_matmul_forward(be, y->attproj, y->atty, P(r, l, W_PROJW), IG_W_IN_OUT,
                                        P(r, l, W_PROJB), N, C, C));
@@ -612,8 +618,13 @@ static void replay_step(replay *r, ig_backend *be, int step) {
               ig_kernel_matmul_backward(be, r->datty, G(r, l, W_PROJW), G(r, l, W_PROJB), r->dres,
                                         y->atty, P(r, l, W_PROJW), IG_W_IN_OUT, N, C, C));
         TIMED(r, be, K_ATT_B,
-              ig_kernel_attention_backward(be, r->dqkv, r->datty, y->qkv, y->atty, y->lse, NULL, B,
-                                           T, C, NH));
+              ig_kernel_attention_backward(be, r->dqkv, r->datty, y->qkv, y->atty, y->lse, NULL,
+                                           &(ig_attention_shape){.B = B,
+                                                                 .T = T,
+                                                                 .n_head = NH,
+                                                                 .n_kv_head = NH,
+                                                                 .head_size = C / NH,
+                                                                 .causal = 1}));
         TIMED(r, be, K_MM_B_QKV,
               ig_kernel_matmul_backward(be, r->dln, G(r, l, W_QKVW), G(r, l, W_QKVB), r->dqkv,
                                         y->ln1, P(r, l, W_QKVW), IG_W_IN_OUT, N, C, 3 * C));
