@@ -161,6 +161,9 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_LAYERNORM_FORWARD, layernorm_forward)                                                  \
     X(IG_OP_RESIDUAL_LAYERNORM_FORWARD, residual_layernorm_forward)                                \
     X(IG_OP_LAYERNORM_BACKWARD, layernorm_backward)                                                \
+    X(IG_OP_RMSNORM_FORWARD, rmsnorm_forward)                                                      \
+    X(IG_OP_RESIDUAL_RMSNORM_FORWARD, residual_rmsnorm_forward)                                    \
+    X(IG_OP_RMSNORM_BACKWARD, rmsnorm_backward)                                                    \
     X(IG_OP_MATMUL_FORWARD, matmul_forward)                                                        \
     X(IG_OP_MATMUL_BACKWARD, matmul_backward)                                                      \
     X(IG_OP_GELU_BIAS_FORWARD, gelu_bias_forward)                                                  \
@@ -270,6 +273,31 @@ void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db
     KERNEL_BEGIN(be, IG_OP_LAYERNORM_BACKWARD, layernorm_backward);
     be->ops->layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
     KERNEL_END(be, IG_OP_LAYERNORM_BACKWARD);
+}
+
+void ig_kernel_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp,
+                               const void *w, int N, int C, float eps) {
+    assert(out && rstd && inp && w && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_RMSNORM_FORWARD, rmsnorm_forward);
+    be->ops->rmsnorm_forward(be, out, rstd, inp, w, N, C, eps);
+    KERNEL_END(be, IG_OP_RMSNORM_FORWARD);
+}
+
+void ig_kernel_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                        const void *a, const void *b, const void *w, int N, int C,
+                                        float eps) {
+    assert(residual && out && rstd && a && b && w && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_RESIDUAL_RMSNORM_FORWARD, residual_rmsnorm_forward);
+    be->ops->residual_rmsnorm_forward(be, residual, out, rstd, a, b, w, N, C, eps);
+    KERNEL_END(be, IG_OP_RESIDUAL_RMSNORM_FORWARD);
+}
+
+void ig_kernel_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout,
+                                const void *inp, const void *w, const float *rstd, int N, int C) {
+    assert(dinp && dw && dout && inp && w && rstd && N >= 0 && C > 0);
+    KERNEL_BEGIN(be, IG_OP_RMSNORM_BACKWARD, rmsnorm_backward);
+    be->ops->rmsnorm_backward(be, dinp, dw, dout, inp, w, rstd, N, C);
+    KERNEL_END(be, IG_OP_RMSNORM_BACKWARD);
 }
 
 void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,

@@ -104,6 +104,9 @@ typedef enum ig_op {
     IG_OP_LAYERNORM_FORWARD,
     IG_OP_RESIDUAL_LAYERNORM_FORWARD,
     IG_OP_LAYERNORM_BACKWARD,
+    IG_OP_RMSNORM_FORWARD,
+    IG_OP_RESIDUAL_RMSNORM_FORWARD,
+    IG_OP_RMSNORM_BACKWARD,
     IG_OP_MATMUL_FORWARD,
     IG_OP_MATMUL_BACKWARD,
     IG_OP_GELU_BIAS_FORWARD,
@@ -179,6 +182,22 @@ void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *
 void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                   const void *inp, const void *w, const float *mean,
                                   const float *rstd, int N, int C);
+
+/* RMSNorm (Llama's): out = inp * rstd * w per row of C, rstd[i] = 1 / sqrt(mean_j inp[i,j]^2 +
+ * eps) saved for the backward (no mean taken out, no bias). Computed in fp32 whatever the act
+ * type, out rounded once. eps > 0 is the model's (a config's rms_norm_eps). */
+void ig_kernel_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp,
+                               const void *w, int N, int C, float eps);
+/* residual = a + b, then out = RMSNorm(residual): the residual add fused in, as for LayerNorm
+ * (the norm is of residual as stored, in the act type). residual and rstd are kept for the
+ * backward. */
+void ig_kernel_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                        const void *a, const void *b, const void *w, int N, int C,
+                                        float eps);
+/* dinp += d RMSNorm / d inp (added: dinp is the residual stream's gradient), dw += sum over the
+ * rows of dout * inp * rstd. inp is the forward's input (residual for the fused form). */
+void ig_kernel_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout,
+                                const void *inp, const void *w, const float *rstd, int N, int C);
 
 /* out[N, OC] = inp[N, C] @ W (+ bias[OC] when bias is not NULL); W as layout says. */
 void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,

@@ -45,6 +45,13 @@ typedef struct ig_backend_ops {
     void (*layernorm_backward)(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                const void *inp, const void *w, const float *mean, const float *rstd,
                                int N, int C);
+    void (*rmsnorm_forward)(ig_backend *be, void *out, float *rstd, const void *inp, const void *w,
+                            int N, int C, float eps);
+    void (*residual_rmsnorm_forward)(ig_backend *be, void *residual, void *out, float *rstd,
+                                     const void *a, const void *b, const void *w, int N, int C,
+                                     float eps);
+    void (*rmsnorm_backward)(ig_backend *be, void *dinp, void *dw, const void *dout,
+                             const void *inp, const void *w, const float *rstd, int N, int C);
     void (*matmul_forward)(ig_backend *be, void *out, const void *inp, const void *w,
                            ig_w_layout layout, const void *bias, int N, int C, int OC);
     void (*matmul_backward)(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,

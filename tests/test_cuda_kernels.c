@@ -258,6 +258,42 @@ static void test_layernorm(void **state) {
     }
 }
 
+static void test_rmsnorm(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    int N = 37, C = 100;
+    size_t nc = (size_t)N * C;
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        pair a = mk(g, nc, 1, 2), bi = mk(g, nc, 1, 1), w = mk(g, C, 1, 1);
+        pair res = mk(g, nc, 1, 0), out = mk(g, nc, 1, 0), rstd = mk(g, N, 0, 0);
+        ig_kernel_residual_rmsnorm_forward(fx.ref, res.cpu, out.cpu, rstd.cpu, a.cpu, bi.cpu, w.cpu,
+                                           N, C, 1e-5f);
+        ig_kernel_residual_rmsnorm_forward(g, res.gpu, out.gpu, rstd.gpu, a.gpu, bi.gpu, w.gpu, N,
+                                           C, 1e-5f);
+        check(g, "residual_rmsnorm_forward residual", &res);
+        check(g, "residual_rmsnorm_forward out", &out);
+        check(g, "residual_rmsnorm_forward rstd", &rstd);
+        /* the plain form, on a, with another eps */
+        ig_kernel_rmsnorm_forward(fx.ref, out.cpu, rstd.cpu, a.cpu, w.cpu, N, C, 1e-2f);
+        ig_kernel_rmsnorm_forward(g, out.gpu, rstd.gpu, a.gpu, w.gpu, N, C, 1e-2f);
+        check(g, "rmsnorm_forward out", &out);
+        check(g, "rmsnorm_forward rstd", &rstd);
+        /* backward: dinp, dw accumulate into nonzero values; rstd is the GPU's own */
+        float *gr = fetch(g, &rstd);
+        memcpy(rstd.cpu, gr, N * sizeof(float));
+        free(gr);
+        pair dout = mk(g, nc, 1, 1), dinp = mk(g, nc, 1, 1), dw = mk(g, C, 1, 1);
+        ig_kernel_rmsnorm_backward(fx.ref, dinp.cpu, dw.cpu, dout.cpu, a.cpu, w.cpu, rstd.cpu, N,
+                                   C);
+        ig_kernel_rmsnorm_backward(g, dinp.gpu, dw.gpu, dout.gpu, a.gpu, w.gpu, rstd.gpu, N, C);
+        check(g, "rmsnorm_backward dinp", &dinp);
+        check(g, "rmsnorm_backward dw", &dw);
+        pair *ps[] = {&a, &bi, &w, &res, &out, &rstd, &dout, &dinp, &dw};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) drop(g, ps[i]);
+    }
+}
+
 static void matmul_case(ig_backend *g, int N, int C, int OC, ig_w_layout layout, int with_bias) {
     pair inp = mk(g, (size_t)N * C, 1, 1), w = mk(g, (size_t)C * OC, 1, 1);
     pair bias = mk(g, (size_t)OC + 1, 1, 1); /* bias + 1: an unaligned bias (the fallback) */
@@ -843,6 +879,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention),

@@ -493,6 +493,130 @@ static void test_layernorm(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
+/* ---- RMSNorm --------------------------------------------------------------------------------- */
+
+/* L = sum(RMSNorm(x) * dout) in double, for the finite differences */
+static double rms_loss_d(const double *x, const double *w, const float *dout, int N, int C,
+                         double eps) {
+    double L = 0;
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += x[(size_t)n * C + c] * x[(size_t)n * C + c];
+        double r = 1 / sqrt(ss / C + eps);
+        for (int c = 0; c < C; c++) L += x[(size_t)n * C + c] * r * w[c] * dout[(size_t)n * C + c];
+    }
+    return L;
+}
+
+static void test_rmsnorm(void **state) {
+    fixture *f = *state;
+    int N = 37, C = 101;
+    size_t n = (size_t)N * C;
+    float *x = talloc(f, n), *w = talloc(f, C), *a2 = talloc(f, n);
+    fill(x, n, 130, -2, 3);
+    fill(a2, n, 131, -1, 1);
+    fill(w, C, 132, 0.5f, 1.5f);
+    float *o1 = talloc(f, n), *o2 = talloc(f, n), *r1 = talloc(f, N), *r2 = talloc(f, N);
+    for (int e = 0; e < 2; e++) {
+        float eps = e ? 1e-2f : 1e-6f;
+        ig_kernel_rmsnorm_forward(f->ref, o1, r1, x, w, N, C, eps);
+        ig_kernel_rmsnorm_forward(FAST(f), o2, r2, x, w, N, C, eps);
+        check_close(o2, o1, n, 1e-5, "rmsnorm_forward out");
+        check_close(r2, r1, N, 1e-5, "rmsnorm_forward rstd");
+    }
+    /* by hand: [1, 2, 3, 4], w = [1, 2, 1, 1], eps 1e-6 (mean of squares 7.5) */
+    {
+        float row[4] = {1, 2, 3, 4}, wt[4] = {1, 2, 1, 1};
+        float *dr = tdup(f, row, 4), *dw = tdup(f, wt, 4), *o = talloc(f, 4), *rs = talloc(f, 1);
+        for (int fast = 0; fast < 2; fast++) {
+            ig_kernel_rmsnorm_forward(fast ? FAST(f) : f->ref, o, rs, dr, dw, 1, 4, 1e-6f);
+            double r = 1 / sqrt(7.5 + 1e-6);
+            assert_true(fabs(*rs - r) < 1e-7);
+            for (int c = 0; c < 4; c++) assert_true(fabs(o[c] - row[c] * r * wt[c]) < 1e-6);
+        }
+        tfree(f, dr), tfree(f, dw), tfree(f, o), tfree(f, rs);
+    }
+
+    /* residual fused: residual = x + a2, then RMSNorm(residual); in place too */
+    float *res1 = talloc(f, n), *res2 = talloc(f, n), *o3 = talloc(f, n);
+    ig_kernel_residual_rmsnorm_forward(f->ref, res1, o1, r1, x, a2, w, N, C, 1e-5f);
+    ig_kernel_residual_rmsnorm_forward(FAST(f), res2, o2, r2, x, a2, w, N, C, 1e-5f);
+    check_same(res1, res2, n * 4, "residual_rmsnorm_forward residual");
+    for (size_t i = 0; i < n; i++) assert_true(res1[i] == x[i] + a2[i]);
+    check_close(o2, o1, n, 1e-5, "residual_rmsnorm_forward out");
+    ig_kernel_rmsnorm_forward(FAST(f), o3, r1, res2, w, N, C, 1e-5f);
+    check_same(o2, o3, n * 4, "residual_rmsnorm_forward = add then rmsnorm");
+    float *inplace = tdup(f, x, n);
+    ig_kernel_residual_rmsnorm_forward(FAST(f), inplace, o3, r1, inplace, a2, w, N, C, 1e-5f);
+    check_same(inplace, res2, n * 4, "residual_rmsnorm_forward in place");
+    check_same(o3, o2, n * 4, "residual_rmsnorm_forward in place, out");
+
+    /* backward: fast vs reference, accumulating into nonzero gradients */
+    float *dout = talloc(f, n);
+    fill(dout, n, 133, -1, 1);
+    ig_kernel_rmsnorm_forward(f->ref, o1, r1, x, w, N, C, 1e-5f);
+    float *di1 = talloc(f, n), *dw1 = talloc(f, C);
+    fill(di1, n, 134, -1, 1);
+    fill(dw1, C, 135, -1, 1);
+    float *di2 = tdup(f, di1, n), *dw2 = tdup(f, dw1, C);
+    float *di0 = tdup(f, di1, n), *dw0 = tdup(f, dw1, C);
+    ig_kernel_rmsnorm_backward(f->ref, di1, dw1, dout, x, w, r1, N, C);
+    ig_kernel_rmsnorm_backward(FAST(f), di2, dw2, dout, x, w, r1, N, C);
+    check_close(di2, di1, n, 1e-5, "rmsnorm_backward dinp");
+    check_close(dw2, dw1, C, 1e-5, "rmsnorm_backward dw");
+
+    /* the same bits on any thread count */
+    for (int t = 0; t < NTHREADS; t++) {
+        float *o4 = talloc(f, n), *r4 = talloc(f, N), *res4 = talloc(f, n);
+        float *di4 = tdup(f, di0, n), *dw4 = tdup(f, dw0, C);
+        ig_kernel_rmsnorm_forward(f->fast[t], o4, r4, x, w, N, C, 1e-5f);
+        ig_kernel_rmsnorm_forward(FAST(f), o3, r2, x, w, N, C, 1e-5f);
+        check_same(o4, o3, n * 4, "rmsnorm_forward threads");
+        check_same(r4, r2, (size_t)N * 4, "rmsnorm_forward rstd threads");
+        ig_kernel_residual_rmsnorm_forward(f->fast[t], res4, o4, r4, x, a2, w, N, C, 1e-5f);
+        check_same(res4, res2, n * 4, "residual_rmsnorm_forward threads");
+        ig_kernel_rmsnorm_backward(f->fast[t], di4, dw4, dout, x, w, r1, N, C);
+        check_same(di4, di2, n * 4, "rmsnorm_backward dinp threads");
+        check_same(dw4, dw2, (size_t)C * 4, "rmsnorm_backward dw threads");
+        tfree(f, o4), tfree(f, r4), tfree(f, res4), tfree(f, di4), tfree(f, dw4);
+    }
+
+    /* finite differences in double of L = sum(RMSNorm(x) * dout) on a small shape */
+    int n2 = 3, c2 = 7;
+    size_t s2 = (size_t)n2 * c2;
+    double xd[21], wd[7], eps = 1e-2; /* a large eps, so that its part shows */
+    for (size_t i = 0; i < s2; i++) xd[i] = x[i];
+    for (int c = 0; c < c2; c++) wd[c] = w[c];
+    for (int fast = 0; fast < 2; fast++) {
+        ig_backend *be = fast ? FAST(f) : f->ref;
+        float *gi = talloc(f, s2), *gw = talloc(f, c2), *o = talloc(f, s2), *rs = talloc(f, n2);
+        ig_kernel_rmsnorm_forward(be, o, rs, x, w, n2, c2, (float)eps);
+        ig_kernel_rmsnorm_backward(be, gi, gw, dout, x, w, rs, n2, c2);
+        double *targets[2] = {xd, wd};
+        float *grads[2] = {gi, gw};
+        size_t sizes[2] = {s2, (size_t)c2};
+        for (int t = 0; t < 2; t++) {
+            double scale = max_abs(grads[t], sizes[t]);
+            for (size_t i = 0; i < sizes[t]; i++) {
+                double keep = targets[t][i], h = 1e-6;
+                targets[t][i] = keep + h;
+                double lp = rms_loss_d(xd, wd, dout, n2, c2, (double)(float)eps);
+                targets[t][i] = keep - h;
+                double lm = rms_loss_d(xd, wd, dout, n2, c2, (double)(float)eps);
+                targets[t][i] = keep;
+                double num = (lp - lm) / (2 * h);
+                if (fabs(grads[t][i] - num) > 1e-5 * scale + 1e-6)
+                    fail_msg("rmsnorm %s[%zu]: backward %.9g, finite differences %.9g",
+                             t ? "dw" : "dinp", i, grads[t][i], num);
+            }
+        }
+        tfree(f, gi), tfree(f, gw), tfree(f, o), tfree(f, rs);
+    }
+    float *all[] = {x,  w,    a2,  o1,  o2,  r1,  r2,  res1, res2,
+                    o3, dout, di1, dw1, di2, dw2, di0, dw0,  inplace};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 static void matmul_case(fixture *f, int N, int C, int OC, ig_w_layout layout, int with_bias,
@@ -1420,6 +1544,7 @@ int main(void) {
         cmocka_unit_test(test_backend_nomem),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_fd),
         cmocka_unit_test(test_gelu),

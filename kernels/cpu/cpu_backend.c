@@ -75,7 +75,9 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \
     .layernorm_forward = prefix##layernorm_forward,                                                \
     .residual_layernorm_forward = prefix##residual_layernorm_forward,                              \
-    .layernorm_backward = prefix##layernorm_backward, .matmul_forward = prefix##matmul_forward,    \
+    .layernorm_backward = prefix##layernorm_backward, .rmsnorm_forward = prefix##rmsnorm_forward,  \
+    .residual_rmsnorm_forward = prefix##residual_rmsnorm_forward,                                  \
+    .rmsnorm_backward = prefix##rmsnorm_backward, .matmul_forward = prefix##matmul_forward,        \
     .matmul_backward = prefix##matmul_backward, .gelu_bias_forward = prefix##gelu_bias_forward,    \
     .gelu_bias_backward = prefix##gelu_bias_backward,                                              \
     .attention_forward = prefix##attention_forward,                                                \

@@ -221,6 +221,12 @@ IG_CPU_DECLARE(residual_layernorm_forward, void *residual, void *out, float *mea
                float eps)
 IG_CPU_DECLARE(layernorm_backward, void *dinp, void *dw, void *db, const void *dout,
                const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
+IG_CPU_DECLARE(rmsnorm_forward, void *out, float *rstd, const void *inp, const void *w, int N,
+               int C, float eps)
+IG_CPU_DECLARE(residual_rmsnorm_forward, void *residual, void *out, float *rstd, const void *a,
+               const void *b, const void *w, int N, int C, float eps)
+IG_CPU_DECLARE(rmsnorm_backward, void *dinp, void *dw, const void *dout, const void *inp,
+               const void *w, const float *rstd, int N, int C)
 IG_CPU_DECLARE(matmul_forward, void *out, const void *inp, const void *w, ig_w_layout layout,
                const void *bias, int N, int C, int OC)
 IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *dout,

@@ -148,6 +148,14 @@ void cu_residual_layernorm_forward(ig_backend *be, void *residual, void *out, fl
 void cu_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                            const void *inp, const void *w, const float *mean, const float *rstd,
                            int N, int C);
+/* cuda_rmsnorm.cu */
+void cu_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp, const void *w,
+                        int N, int C, float eps);
+void cu_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                 const void *a, const void *b, const void *w, int N, int C,
+                                 float eps);
+void cu_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout, const void *inp,
+                         const void *w, const float *rstd, int N, int C);
 /* cuda_matmul.cu */
 void cu_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                        ig_w_layout layout, const void *bias, int N, int C, int OC);
