@@ -168,6 +168,8 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_MATMUL_BACKWARD, matmul_backward)                                                      \
     X(IG_OP_GELU_BIAS_FORWARD, gelu_bias_forward)                                                  \
     X(IG_OP_GELU_BIAS_BACKWARD, gelu_bias_backward)                                                \
+    X(IG_OP_SWIGLU_FORWARD, swiglu_forward)                                                        \
+    X(IG_OP_SWIGLU_BACKWARD, swiglu_backward)                                                      \
     X(IG_OP_ATTENTION_FORWARD, attention_forward)                                                  \
     X(IG_OP_ATTENTION_BACKWARD, attention_backward)                                                \
     X(IG_OP_ATTENTION_CACHED, attention_cached)                                                    \
@@ -333,6 +335,22 @@ void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const
     KERNEL_BEGIN(be, IG_OP_GELU_BIAS_BACKWARD, gelu_bias_backward);
     be->ops->gelu_bias_backward(be, dinp, dbias, dout, inp, bias, N, C);
     KERNEL_END(be, IG_OP_GELU_BIAS_BACKWARD);
+}
+
+void ig_kernel_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                              int F) {
+    assert(out && gate && up && N >= 0 && F >= 0);
+    KERNEL_BEGIN(be, IG_OP_SWIGLU_FORWARD, swiglu_forward);
+    be->ops->swiglu_forward(be, out, gate, up, N, F);
+    KERNEL_END(be, IG_OP_SWIGLU_FORWARD);
+}
+
+void ig_kernel_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                               const void *gate, const void *up, int N, int F) {
+    assert(dgate && dup && dout && gate && up && N >= 0 && F >= 0 && dgate != dup);
+    KERNEL_BEGIN(be, IG_OP_SWIGLU_BACKWARD, swiglu_backward);
+    be->ops->swiglu_backward(be, dgate, dup, dout, gate, up, N, F);
+    KERNEL_END(be, IG_OP_SWIGLU_BACKWARD);
 }
 
 /* A shape the attention kernels can take (asserted: a bad one is a programmer error). */

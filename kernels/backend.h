@@ -111,6 +111,8 @@ typedef enum ig_op {
     IG_OP_MATMUL_BACKWARD,
     IG_OP_GELU_BIAS_FORWARD,
     IG_OP_GELU_BIAS_BACKWARD,
+    IG_OP_SWIGLU_FORWARD,
+    IG_OP_SWIGLU_BACKWARD,
     IG_OP_ATTENTION_FORWARD,
     IG_OP_ATTENTION_BACKWARD,
     IG_OP_ATTENTION_CACHED,
@@ -215,6 +217,15 @@ void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, con
 /* dinp = dout * gelu'(inp + bias) (overwritten); dbias += column sums of dinp. */
 void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                   const void *inp, const void *bias, int N, int C);
+
+/* SwiGLU (Llama's MLP): out = silu(gate) * up, silu(x) = x / (1 + exp(-x)); gate, up, out
+ * [N, F] (F the MLP's hidden size). gate and up are kept (the backward recomputes from them). */
+void ig_kernel_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                              int F);
+/* dgate = dout * up * silu'(gate), dup = dout * silu(gate), both [N, F] and overwritten; either
+ * may be the same buffer as dout (each element is read before it is written). */
+void ig_kernel_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                               const void *gate, const void *up, int N, int F);
 
 /* The shape of an attention call. Multi-head attention (GPT-2) is n_kv_head == n_head;
  * grouped-query attention (Llama) shares each key/value head among g = n_head / n_kv_head query

@@ -61,6 +61,10 @@ typedef struct ig_backend_ops {
                               int C);
     void (*gelu_bias_backward)(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                const void *inp, const void *bias, int N, int C);
+    void (*swiglu_forward)(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                           int F);
+    void (*swiglu_backward)(ig_backend *be, void *dgate, void *dup, const void *dout,
+                            const void *gate, const void *up, int N, int F);
     void (*attention_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
                               const int32_t *doc, const ig_attention_shape *s);
     void (*attention_backward)(ig_backend *be, void *dqkv, const void *dout, const void *qkv,

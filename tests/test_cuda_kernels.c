@@ -357,6 +357,31 @@ static void test_gelu(void **state) {
     }
 }
 
+static void test_swiglu(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    int N = 300, F = 72;
+    size_t nf = (size_t)N * F;
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        pair gate = mk(g, nf, 1, 6), up = mk(g, nf, 1, 2), out = mk(g, nf, 1, 0);
+        pair dout = mk(g, nf, 1, 1), dgate = mk(g, nf, 1, 1), dup = mk(g, nf, 1, 1);
+        ig_kernel_swiglu_forward(fx.ref, out.cpu, gate.cpu, up.cpu, N, F);
+        ig_kernel_swiglu_forward(g, out.gpu, gate.gpu, up.gpu, N, F);
+        check(g, "swiglu_forward", &out);
+        ig_kernel_swiglu_backward(fx.ref, dgate.cpu, dup.cpu, dout.cpu, gate.cpu, up.cpu, N, F);
+        ig_kernel_swiglu_backward(g, dgate.gpu, dup.gpu, dout.gpu, gate.gpu, up.gpu, N, F);
+        check(g, "swiglu_backward dgate", &dgate);
+        check(g, "swiglu_backward dup", &dup);
+        /* in place: dgate is dout */
+        ig_kernel_swiglu_backward(g, dout.gpu, dup.gpu, dout.gpu, gate.gpu, up.gpu, N, F);
+        memcpy(dout.cpu, dgate.cpu, nf * sizeof(float));
+        check(g, "swiglu_backward in place", &dout);
+        pair *ps[] = {&gate, &up, &out, &dout, &dgate, &dup};
+        for (size_t i = 0; i < 6; i++) drop(g, ps[i]);
+    }
+}
+
 /* A CUDA backend with the attention path IG_CUDA_ATTENTION=path (freed by the caller). */
 static ig_backend *with_path(ig_act_type at, const char *path) {
     ig_backend_opts o = ig_backend_opts_default();
@@ -882,6 +907,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),

@@ -781,6 +781,80 @@ static void test_gelu(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
+/* ---- SwiGLU ---------------------------------------------------------------------------------- */
+
+static void test_swiglu(void **state) {
+    fixture *f = *state;
+    int N = 29, F = 203;
+    size_t n = (size_t)N * F;
+    float *gate = talloc(f, n), *up = talloc(f, n), *o1 = talloc(f, n), *o2 = talloc(f, n);
+    fill(gate, n, 140, -6, 6);
+    fill(up, n, 141, -2, 2);
+    gate[0] = 95, gate[1] = -95, gate[2] = 200, gate[3] = -200; /* past expf's range */
+    ig_kernel_swiglu_forward(f->ref, o1, gate, up, N, F);
+    ig_kernel_swiglu_forward(FAST(f), o2, gate, up, N, F);
+    check_close(o2, o1, n, 1e-6, "swiglu_forward");
+    { /* torch.nn.functional.silu(torch.tensor([1.0, -2.0])) * torch.tensor([2.0, 3.0]) */
+        float g2[2] = {1.0f, -2.0f}, u2[2] = {2.0f, 3.0f};
+        float *dg = tdup(f, g2, 2), *du = tdup(f, u2, 2), *dy = talloc(f, 2);
+        for (int fast = 0; fast < 2; fast++) {
+            ig_kernel_swiglu_forward(fast ? FAST(f) : f->ref, dy, dg, du, 1, 2);
+            assert_true(fabs(dy[0] - 1.4621171572) < 1e-6 && fabs(dy[1] + 0.7152175320) < 1e-6);
+        }
+        tfree(f, dg), tfree(f, du), tfree(f, dy);
+    }
+    float *dout = talloc(f, n), *dg1 = talloc(f, n), *du1 = talloc(f, n);
+    float *dg2 = talloc(f, n), *du2 = talloc(f, n);
+    fill(dout, n, 142, -1, 1);
+    fill(dg2, n, 143, -1, 1); /* overwritten */
+    ig_kernel_swiglu_backward(f->ref, dg1, du1, dout, gate, up, N, F);
+    ig_kernel_swiglu_backward(FAST(f), dg2, du2, dout, gate, up, N, F);
+    check_close(dg2, dg1, n, 1e-6, "swiglu_backward dgate");
+    check_close(du2, du1, n, 1e-6, "swiglu_backward dup");
+    for (size_t i = 0; i < n; i++) assert_false(isnan(dg2[i]) || isnan(du2[i]));
+    /* in place: dgate, or dup, is dout */
+    float *io = tdup(f, dout, n), *other = talloc(f, n);
+    ig_kernel_swiglu_backward(FAST(f), io, other, io, gate, up, N, F);
+    check_same(io, dg2, n * 4, "swiglu_backward dgate in place");
+    check_same(other, du2, n * 4, "swiglu_backward dgate in place, dup");
+    memcpy(io, dout, n * 4);
+    ig_kernel_swiglu_backward(FAST(f), other, io, io, gate, up, N, F);
+    check_same(io, du2, n * 4, "swiglu_backward dup in place");
+    check_same(other, dg2, n * 4, "swiglu_backward dup in place, dgate");
+    memcpy(io, dout, n * 4);
+    ig_kernel_swiglu_backward(f->ref, io, other, io, gate, up, N, F);
+    check_same(io, dg1, n * 4, "swiglu_backward (reference) in place");
+    /* threads */
+    for (int t = 0; t < NTHREADS; t++) {
+        float *o3 = talloc(f, n), *dg3 = talloc(f, n), *du3 = talloc(f, n);
+        ig_kernel_swiglu_forward(f->fast[t], o3, gate, up, N, F);
+        check_same(o3, o2, n * 4, "swiglu_forward threads");
+        ig_kernel_swiglu_backward(f->fast[t], dg3, du3, dout, gate, up, N, F);
+        check_same(dg3, dg2, n * 4, "swiglu_backward dgate threads");
+        check_same(du3, du2, n * 4, "swiglu_backward dup threads");
+        tfree(f, o3), tfree(f, dg3), tfree(f, du3);
+    }
+    /* finite differences in double of L = sum(silu(gate) * up * dout) */
+    for (size_t i = 0; i < 64; i++) {
+        size_t at = 4 + i * 37; /* away from the extremes */
+        for (int which = 0; which < 2; which++) {
+            double g = gate[at], u = up[at], h = 1e-6, d = dout[at];
+            double gp = which ? g : g + h, gm = which ? g : g - h;
+            double up_ = which ? u + h : u, um = which ? u - h : u;
+            double lp = gp / (1 + exp(-gp)) * up_ * d, lm = gm / (1 + exp(-gm)) * um * d;
+            double num = (lp - lm) / (2 * h);
+            for (int fast = 0; fast < 2; fast++) {
+                double got = which ? (fast ? du2 : du1)[at] : (fast ? dg2 : dg1)[at];
+                if (fabs(got - num) > 1e-5 * (1 + fabs(num)))
+                    fail_msg("swiglu %s[%zu] (%s): backward %.9g, finite differences %.9g",
+                             which ? "dup" : "dgate", at, fast ? "fast" : "reference", got, num);
+            }
+        }
+    }
+    float *all[] = {gate, up, o1, o2, dout, dg1, du1, dg2, du2, io, other};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
+}
+
 /* ---- attention ------------------------------------------------------------------------------- */
 
 /* the shape of an attention call: NH query heads, NKV key/value heads of hs */
@@ -1548,6 +1622,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_fd),
         cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_noncausal),

@@ -234,6 +234,9 @@ IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *d
 IG_CPU_DECLARE(gelu_bias_forward, void *out, const void *inp, const void *bias, int N, int C)
 IG_CPU_DECLARE(gelu_bias_backward, void *dinp, void *dbias, const void *dout, const void *inp,
                const void *bias, int N, int C)
+IG_CPU_DECLARE(swiglu_forward, void *out, const void *gate, const void *up, int N, int F)
+IG_CPU_DECLARE(swiglu_backward, void *dgate, void *dup, const void *dout, const void *gate,
+               const void *up, int N, int F)
 IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc,
                const ig_attention_shape *s)
 IG_CPU_DECLARE(attention_backward, void *dqkv, const void *dout, const void *qkv, const void *out,

@@ -166,6 +166,10 @@ void cu_gelu_bias_forward(ig_backend *be, void *out, const void *inp, const void
                           int C);
 void cu_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                            const void *inp, const void *bias, int N, int C);
+/* cuda_swiglu.cu */
+void cu_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N, int F);
+void cu_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
+                        const void *up, int N, int F);
 /* cuda_attention.cu (the fused path, the cached form, and the choice of path) */
 void cu_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
                           const int32_t *doc, const ig_attention_shape *s);
