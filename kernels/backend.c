@@ -170,6 +170,8 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_GELU_BIAS_BACKWARD, gelu_bias_backward)                                                \
     X(IG_OP_SWIGLU_FORWARD, swiglu_forward)                                                        \
     X(IG_OP_SWIGLU_BACKWARD, swiglu_backward)                                                      \
+    X(IG_OP_ROPE_FORWARD, rope_forward)                                                            \
+    X(IG_OP_ROPE_BACKWARD, rope_backward)                                                          \
     X(IG_OP_ATTENTION_FORWARD, attention_forward)                                                  \
     X(IG_OP_ATTENTION_BACKWARD, attention_backward)                                                \
     X(IG_OP_ATTENTION_CACHED, attention_cached)                                                    \
@@ -351,6 +353,24 @@ void ig_kernel_swiglu_backward(ig_backend *be, void *dgate, void *dup, const voi
     KERNEL_BEGIN(be, IG_OP_SWIGLU_BACKWARD, swiglu_backward);
     be->ops->swiglu_backward(be, dgate, dup, dout, gate, up, N, F);
     KERNEL_END(be, IG_OP_SWIGLU_BACKWARD);
+}
+
+void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head,
+                            int hs, int pos0, float theta) {
+    assert(qkv && B >= 0 && T >= 0 && n_head > 0 && n_kv_head > 0 && hs > 0 && hs % 2 == 0);
+    assert(pos0 >= 0 && theta > 0);
+    KERNEL_BEGIN(be, IG_OP_ROPE_FORWARD, rope_forward);
+    be->ops->rope_forward(be, qkv, B, T, n_head, n_kv_head, hs, pos0, theta);
+    KERNEL_END(be, IG_OP_ROPE_FORWARD);
+}
+
+void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                             int hs, int pos0, float theta) {
+    assert(dqkv && B >= 0 && T >= 0 && n_head > 0 && n_kv_head > 0 && hs > 0 && hs % 2 == 0);
+    assert(pos0 >= 0 && theta > 0);
+    KERNEL_BEGIN(be, IG_OP_ROPE_BACKWARD, rope_backward);
+    be->ops->rope_backward(be, dqkv, B, T, n_head, n_kv_head, hs, pos0, theta);
+    KERNEL_END(be, IG_OP_ROPE_BACKWARD);
 }
 
 /* A shape the attention kernels can take (asserted: a bad one is a programmer error). */

@@ -113,6 +113,8 @@ typedef enum ig_op {
     IG_OP_GELU_BIAS_BACKWARD,
     IG_OP_SWIGLU_FORWARD,
     IG_OP_SWIGLU_BACKWARD,
+    IG_OP_ROPE_FORWARD,
+    IG_OP_ROPE_BACKWARD,
     IG_OP_ATTENTION_FORWARD,
     IG_OP_ATTENTION_BACKWARD,
     IG_OP_ATTENTION_CACHED,
@@ -240,6 +242,21 @@ typedef struct ig_attention_shape {
     int head_size; /* hs */
     int causal;    /* 1: query t attends keys s <= t; 0: every key of the sequence (DiT) */
 } ig_attention_shape;
+
+/* Rotary position embedding (RoPE) in Hugging Face's rotate-half convention, in place on the
+ * query and key heads of packed qkv rows [B, T, (n_head + 2 n_kv_head) hs] (the layout above;
+ * the value heads are left alone). Row (b, t) is at position pos = pos0 + t. For i < hs / 2,
+ * computed as transformers computes it, in fp32: inv_freq_i = 1 / theta^(float(2i) / hs) and
+ * angle = (float)pos * inv_freq_i; then each head's pair (x_i, x_{i + hs/2}) becomes
+ * (x_i cos - x_{i + hs/2} sin, x_{i + hs/2} cos + x_i sin). hs is even; theta > 0 is the model's
+ * rope_theta (10000 for Llama 2, 500000 for Llama 3). */
+void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head,
+                            int hs, int pos0, float theta);
+/* The transposed rotation, the gradient of the forward: (g_i, g_{i + hs/2}) becomes
+ * (g_i cos + g_{i + hs/2} sin, g_{i + hs/2} cos - g_i sin), in place on the query and key heads of
+ * packed dqkv rows (the value heads' gradient is left alone). */
+void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                             int hs, int pos0, float theta);
 
 /* Self-attention with the scale (1/sqrt(hs)), masks and softmax fused: out [B, T, C] (heads
  * concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix is

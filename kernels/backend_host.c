@@ -41,6 +41,10 @@ void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ig_backend_bf16_to_f32(src[i]);
 }
 
+void ig_backend_rope_inv_freq(float *inv, int hs, float theta) {
+    for (int i = 0; i < hs / 2; i++) inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hs);
+}
+
 ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, size_t bytes,
                           size_t free_bytes, size_t total_bytes, const char *why) {
     char need[32], avail[32], total[32];

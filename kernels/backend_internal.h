@@ -65,6 +65,10 @@ typedef struct ig_backend_ops {
                            int F);
     void (*swiglu_backward)(ig_backend *be, void *dgate, void *dup, const void *dout,
                             const void *gate, const void *up, int N, int F);
+    void (*rope_forward)(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
+                         int pos0, float theta);
+    void (*rope_backward)(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                          int hs, int pos0, float theta);
     void (*attention_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
                               const int32_t *doc, const ig_attention_shape *s);
     void (*attention_backward)(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
@@ -116,6 +120,11 @@ ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err);
 ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
 
 /* ---- host-side helpers of the accelerator backends (backend_host.c, plain C in every build) -- */
+
+/* RoPE's inverse frequencies, inv[i] = 1 / theta^(float(2i) / hs) for i < hs / 2, in fp32 as
+ * transformers computes them: the one computation the fast CPU kernel and the CUDA kernels share
+ * (so that they rotate by the same angles). */
+void ig_backend_rope_inv_freq(float *inv, int hs, float theta);
 
 /* Sets err to IG_ERR_NOMEM for a device allocation of `bytes` for `what` that failed, naming what
  * the device has free and in all (total_bytes 0: unknown) and `why` (the runtime's words). */

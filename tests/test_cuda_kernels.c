@@ -382,6 +382,35 @@ static void test_swiglu(void **state) {
     }
 }
 
+static void test_rope(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* B, T, n_head, n_kv_head, hs, pos0, theta: far positions too (the angles are the CPU's) */
+    struct {
+        int B, T, NH, NKV, hs, pos0;
+        float theta;
+    } cs[3] = {{2, 37, 4, 2, 64, 0, 10000.0f},
+               {3, 5, 3, 3, 6, 8000, 500000.0f},
+               {1, 70, 2, 1, 128, 7, 10000.0f}};
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 3; c++) {
+            ig_backend *g = fx.gpu[k];
+            size_t n = (size_t)cs[c].B * cs[c].T * (cs[c].NH + 2 * cs[c].NKV) * cs[c].hs;
+            pair x = mk(g, n, 1, 2);
+            ig_kernel_rope_forward(fx.ref, x.cpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                   cs[c].pos0, cs[c].theta);
+            ig_kernel_rope_forward(g, x.gpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                   cs[c].pos0, cs[c].theta);
+            check(g, "rope_forward", &x);
+            ig_kernel_rope_backward(fx.ref, x.cpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                    cs[c].pos0, cs[c].theta);
+            ig_kernel_rope_backward(g, x.gpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                    cs[c].pos0, cs[c].theta);
+            check(g, "rope_backward", &x);
+            drop(g, &x);
+        }
+}
+
 /* A CUDA backend with the attention path IG_CUDA_ATTENTION=path (freed by the caller). */
 static ig_backend *with_path(ig_act_type at, const char *path) {
     ig_backend_opts o = ig_backend_opts_default();
@@ -908,6 +937,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),

@@ -855,6 +855,113 @@ static void test_swiglu(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfree(f, all[i]);
 }
 
+/* ---- RoPE ------------------------------------------------------------------------------------ */
+
+static void rope_case(fixture *f, int B, int T, int NH, int NKV, int hs, int pos0, float theta) {
+    char what[128];
+    snprintf(what, sizeof what, "rope B=%d T=%d NH=%d NKV=%d hs=%d pos0=%d theta=%g", B, T, NH, NKV,
+             hs, pos0, (double)theta);
+    size_t R = (size_t)(NH + 2 * NKV) * hs, n = (size_t)B * T * R;
+    size_t qk = (size_t)(NH + NKV) * hs; /* the rotated part of a row */
+    float *x = talloc(f, n);
+    fill(x, n, 150, -2, 2);
+    float *x1 = tdup(f, x, n), *x2 = tdup(f, x, n);
+    ig_kernel_rope_forward(f->ref, x1, B, T, NH, NKV, hs, pos0, theta);
+    ig_kernel_rope_forward(FAST(f), x2, B, T, NH, NKV, hs, pos0, theta);
+    check_close(x2, x1, n, 1e-6, what);
+    for (size_t r = 0; r < (size_t)B * T; r++) /* the value heads are left alone */
+        check_same(x2 + r * R + qk, x + r * R + qk, (R - qk) * 4, "rope leaves v alone");
+    /* a rotation keeps each pair's length */
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int h = 0; h < NH + NKV; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                const float *a = x + r * R + (size_t)h * hs, *b = x2 + r * R + (size_t)h * hs;
+                double l0 = (double)a[i] * a[i] + (double)a[i + hs / 2] * a[i + hs / 2];
+                double l1 = (double)b[i] * b[i] + (double)b[i + hs / 2] * b[i + hs / 2];
+                assert_true(fabs(l0 - l1) < 1e-5 * (1 + l0));
+            }
+    /* backward: the transpose, fast vs reference; after the forward it gives x back */
+    float *g1 = tdup(f, x2, n), *g2 = tdup(f, x2, n);
+    ig_kernel_rope_backward(f->ref, g1, B, T, NH, NKV, hs, pos0, theta);
+    ig_kernel_rope_backward(FAST(f), g2, B, T, NH, NKV, hs, pos0, theta);
+    check_close(g2, g1, n, 1e-6, what);
+    check_close(g2, x, n, 1e-6, "rope backward after forward = identity");
+    /* threads */
+    for (int t = 0; t < NTHREADS; t++) {
+        float *x3 = tdup(f, x, n);
+        ig_kernel_rope_forward(f->fast[t], x3, B, T, NH, NKV, hs, pos0, theta);
+        check_same(x3, x2, n * 4, "rope_forward threads");
+        ig_kernel_rope_backward(f->fast[t], x3, B, T, NH, NKV, hs, pos0, theta);
+        check_same(x3, g2, n * 4, "rope_backward threads");
+        tfree(f, x3);
+    }
+    tfree(f, x), tfree(f, x1), tfree(f, x2), tfree(f, g1), tfree(f, g2);
+}
+
+static void test_rope(void **state) {
+    fixture *f = *state;
+    rope_case(f, 2, 37, 4, 2, 64, 0, 10000.0f);
+    rope_case(f, 3, 5, 3, 3, 6, 1000, 500000.0f); /* far positions, Llama 3's theta */
+    rope_case(f, 1, 130, 2, 1, 128, 7, 10000.0f);
+    rope_case(f, 2, 9, 6, 1, 2, 3, 10.0f);
+
+    /* a direct formula: hs 8, theta 10000: inv_freq = 1, 0.1, 0.01, 0.001; the row of position
+     * pos0 + t = 3 rotates pair i by 3 inv_freq_i */
+    int NH = 1, NKV = 1, hs = 8, B = 1, T = 2, pos0 = 2;
+    size_t R = (size_t)(NH + 2 * NKV) * hs;
+    float *x = talloc(f, (size_t)B * T * R), *y = talloc(f, (size_t)B * T * R);
+    fill(x, (size_t)B * T * R, 151, -1, 1);
+    for (int fast = 0; fast < 2; fast++) {
+        memcpy(y, x, (size_t)B * T * R * 4);
+        ig_kernel_rope_forward(fast ? FAST(f) : f->ref, y, B, T, NH, NKV, hs, pos0, 10000.0f);
+        const float *in = x + R, *out = y + R; /* t = 1: position 3 */
+        double inv[4] = {1, 0.1, 0.01, 0.001};
+        for (int h = 0; h < 2; h++) /* the query head and the key head */
+            for (int i = 0; i < 4; i++) {
+                double c = cos(3 * inv[i]), s = sin(3 * inv[i]);
+                double a = in[h * hs + i], d = in[h * hs + i + 4];
+                assert_true(fabs(out[h * hs + i] - (a * c - d * s)) < 1e-6);
+                assert_true(fabs(out[h * hs + i + 4] - (d * c + a * s)) < 1e-6);
+            }
+        /* t = 0, position 2: the key head's pair 1 by 0.2 radians */
+        assert_true(fabs(y[hs + 1] - (x[hs + 1] * cos(0.2) - x[hs + 5] * sin(0.2))) < 1e-6);
+    }
+    /* the angles are transformers' fp32 ones: theta ** (float(2i) / hs), then 1 / that */
+    float inv[64];
+    ig_backend_rope_inv_freq(inv, 128, 500000.0f);
+    for (int i = 0; i < 64; i++)
+        assert_true(inv[i] == 1.0f / powf(500000.0f, (float)(2 * i) / 128));
+    assert_true(inv[0] == 1.0f);
+
+    /* the backward is the gradient: <rope(x), dout> = <x, rope_backward(dout)> in double, and
+     * central finite differences of the forward */
+    int B2 = 2, T2 = 3, NH2 = 2, NKV2 = 1, hs2 = 4;
+    size_t n2 = (size_t)B2 * T2 * (NH2 + 2 * NKV2) * hs2;
+    float *a = talloc(f, n2), *dout = talloc(f, n2), *ra = talloc(f, n2), *g = talloc(f, n2);
+    fill(a, n2, 152, -1, 1);
+    fill(dout, n2, 153, -1, 1);
+    for (int fast = 0; fast < 2; fast++) {
+        ig_backend *be = fast ? FAST(f) : f->ref;
+        memcpy(ra, a, n2 * 4), memcpy(g, dout, n2 * 4);
+        ig_kernel_rope_forward(be, ra, B2, T2, NH2, NKV2, hs2, 5, 10000.0f);
+        ig_kernel_rope_backward(be, g, B2, T2, NH2, NKV2, hs2, 5, 10000.0f);
+        assert_true(fabs(dot_d(ra, dout, n2) - dot_d(a, g, n2)) < 1e-5);
+        for (size_t i = 0; i < n2; i++) {
+            float keep = a[i];
+            memcpy(ra, a, n2 * 4);
+            ra[i] = keep + FD_H;
+            ig_kernel_rope_forward(be, ra, B2, T2, NH2, NKV2, hs2, 5, 10000.0f);
+            double lp = dot_d(ra, dout, n2);
+            memcpy(ra, a, n2 * 4);
+            ra[i] = keep - FD_H;
+            ig_kernel_rope_forward(be, ra, B2, T2, NH2, NKV2, hs2, 5, 10000.0f);
+            double lm = dot_d(ra, dout, n2);
+            check_fd(g[i], (lp - lm) / (2 * FD_H), max_abs(g, n2), "rope", i);
+        }
+    }
+    tfree(f, x), tfree(f, y), tfree(f, a), tfree(f, dout), tfree(f, ra), tfree(f, g);
+}
+
 /* ---- attention ------------------------------------------------------------------------------- */
 
 /* the shape of an attention call: NH query heads, NKV key/value heads of hs */
@@ -1623,6 +1730,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_fd),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_noncausal),

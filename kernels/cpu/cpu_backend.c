@@ -80,7 +80,8 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     .rmsnorm_backward = prefix##rmsnorm_backward, .matmul_forward = prefix##matmul_forward,        \
     .matmul_backward = prefix##matmul_backward, .gelu_bias_forward = prefix##gelu_bias_forward,    \
     .gelu_bias_backward = prefix##gelu_bias_backward, .swiglu_forward = prefix##swiglu_forward,    \
-    .swiglu_backward = prefix##swiglu_backward, .attention_forward = prefix##attention_forward,    \
+    .swiglu_backward = prefix##swiglu_backward, .rope_forward = prefix##rope_forward,              \
+    .rope_backward = prefix##rope_backward, .attention_forward = prefix##attention_forward,        \
     .attention_backward = prefix##attention_backward,                                              \
     .attention_cached = prefix##attention_cached, .crossentropy = prefix##crossentropy,            \
     .ce_max = prefix##ce_max, .ce_sums = prefix##ce_sums, .ce_finish = prefix##ce_finish,          \

@@ -237,6 +237,10 @@ IG_CPU_DECLARE(gelu_bias_backward, void *dinp, void *dbias, const void *dout, co
 IG_CPU_DECLARE(swiglu_forward, void *out, const void *gate, const void *up, int N, int F)
 IG_CPU_DECLARE(swiglu_backward, void *dgate, void *dup, const void *dout, const void *gate,
                const void *up, int N, int F)
+IG_CPU_DECLARE(rope_forward, void *qkv, int B, int T, int n_head, int n_kv_head, int hs, int pos0,
+               float theta)
+IG_CPU_DECLARE(rope_backward, void *dqkv, int B, int T, int n_head, int n_kv_head, int hs, int pos0,
+               float theta)
 IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc,
                const ig_attention_shape *s)
 IG_CPU_DECLARE(attention_backward, void *dqkv, const void *dout, const void *qkv, const void *out,

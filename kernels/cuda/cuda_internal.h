@@ -170,6 +170,11 @@ void cu_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *
 void cu_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N, int F);
 void cu_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
                         const void *up, int N, int F);
+/* cuda_rope.cu */
+void cu_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
+                     int pos0, float theta);
+void cu_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head, int hs,
+                      int pos0, float theta);
 /* cuda_attention.cu (the fused path, the cached form, and the choice of path) */
 void cu_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
                           const int32_t *doc, const ig_attention_shape *s);
