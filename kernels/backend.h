@@ -4,26 +4,38 @@
  * fast kernel per operation; kernels/cuda/ fills it on the GPU and is checked against the CPU
  * reference. Model code includes this header only.
  *
+ * Operations, by model family: GPT-2 uses the encoder, LayerNorm, matmul, bias + GeLU, attention
+ * (multi-head, causal) and cross-entropy; Llama uses RMSNorm, matmul without bias, SwiGLU, RoPE
+ * and grouped-query causal attention; DiT's non-causal attention is the same kernel with causal 0.
+ * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
+ *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
  * CPU they are host addresses, on a GPU device addresses. Model code does arithmetic on them
  * (offsets in elements of the backend's types, see ig_backend_act_size) but never dereferences
  * them; ig_backend_upload / ig_backend_download copy between host and backend memory.
  *
  * Types. Parameters, gradients and activations ("act" tensors, void *) have the backend's
- * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. LayerNorm statistics, losses,
- * the optimizer's moments and master weights are always fp32 (float *). Token ids are int32.
+ * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. Normalisation statistics (mean,
+ * rstd), attention's lse, losses, the optimizer's moments and master weights are always fp32
+ * (float *). Token and document ids are int32. Kernels compute in fp32 (or wider) whatever the
+ * act type and round each output once.
  *
- * Layouts (row-major, as Hugging Face GPT-2 stores them):
- *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); the tied embedding used as the
- *   output layer is [Vp, C] and logits = x @ W^T (IG_W_OUT_IN);
- *   qkv is [B, T, 3C]: q, k, v, each [NH, hs] per token (hs = C / NH);
+ * Layouts (row-major, as Hugging Face stores them):
+ *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); an nn.Linear weight, and the
+ *   tied embedding used as the output layer ([Vp, C]), is [out, in] and y = x @ W^T (IG_W_OUT_IN);
+ *   packed attention rows, qkv [B, T, (n_head + 2 n_kv_head) hs]: the n_head query heads, then
+ *   the n_kv_head key heads, then the n_kv_head value heads, each hs contiguous (GPT-2: n_kv_head
+ *   = n_head, the [B, T, 3C] of q, k, v); attention's output [B, T, n_head hs];
  *   N = B * T rows wherever a kernel works per token.
  *
- * Accumulation. Parameter gradients (dW, db, dwte, dwpe, LayerNorm dw/db) are added to (+=), so
- * micro-batches accumulate; kernels say where an input gradient is overwritten or added.
+ * Accumulation. Parameter gradients (dW, db, dwte, dwpe, LayerNorm and RMSNorm dw/db) are added
+ * to (+=), so micro-batches accumulate; each kernel says whether an input gradient is overwritten
+ * or added (the normalisations add: dinp is the residual stream's gradient).
  *
- * Determinism. For the same inputs every kernel gives the same bits whatever the thread count:
- * reductions are split by fixed chunks and combined in a fixed order, never by atomics.
+ * Determinism. For the same inputs every kernel gives the same bits whatever the thread count and
+ * on every run: reductions are split by fixed chunks and combined in a fixed order, never by
+ * atomics (grouped-query attention sums a key/value head's gradient over its query heads in head
+ * order). The CPU and CUDA backends agree to a tolerance, not to the bit.
  *
  * Thread-safety. One thread drives a backend; the CPU backend parallelises inside each kernel
  * through the context's pool. Kernels may run asynchronously (a GPU queue): ig_backend_sync waits

@@ -11,10 +11,13 @@
  *         in fp32 without TF32); the encoder (forward and backward) bit for bit
  *   bf16: 2e-2 (each output rounded to 8 bits of mantissa, 2^-9 relative, plus intermediate
  *         roundings, e.g. attention's P in the GEMM path)
- * Determinism: the same inputs run twice give the same bits, for every kernel, both act types and
- * both attention paths. Out of memory: IG_ERR_NOMEM naming the bytes asked for and what is free.
- * The model: a tiny GPT trained 20 steps on the GPU (fp32) gives the CPU's losses to 1e-3, and a
- * checkpoint written from the GPU loads on the CPU with the same parameters and moments.
+ * Attention: multi-head, grouped-query and multi-query, causal or not, with and without
+ * documents, on both paths (fused and GEMM). Determinism: the same inputs run twice give the same
+ * bits, for every kernel, both act types and both attention paths. Every operation is in the
+ * table; the trace reports each call. Out of memory: IG_ERR_NOMEM naming the bytes asked for and
+ * what is free. The model: a tiny GPT trained 20 steps on the GPU (fp32) gives the CPU's losses to
+ * 1e-3, and a checkpoint written from the GPU loads on the CPU with the same parameters and
+ * moments.
  */
 #include "testutil.h"
 
@@ -691,20 +694,35 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     pair dbq = mk(g, 3 * (size_t)C, 1, 0), dw = mk(g, C, 1, 0), db = mk(g, C, 1, 0);
     pair dwte = mk(g, (size_t)Vp * C, 1, 0), dwpe = mk(g, (size_t)T * C, 1, 0);
     pair gl = mk(g, nc * 4, 1, 1), glo = mk(g, nc * 4, 1, 0), bias4 = mk(g, 4 * (size_t)C, 1, 1);
+    /* Llama's kernels, and attention grouped-query (one key/value head) and non-causal over qkv
+     * read as [B, T, (NH + 2) hs] rows */
+    ig_attention_shape sq = att_shape(B, T, NH, 1, C / NH, 0);
+    pair rrs = mk(g, N, 0, 0), rn = mk(g, nc, 1, 0), sw = mk(g, nc, 1, 0), dsg = mk(g, nc, 1, 0);
+    pair dsu = mk(g, nc, 1, 0), drn = mk(g, nc, 1, 0), dwr = mk(g, C, 1, 0);
+    pair att2 = mk(g, nc, 1, 0), lse2 = mk(g, (size_t)B * NH * T, 0, 0),
+         dqkv2 = mk(g, nc * 3, 1, 0);
     int32_t *tc, *tg, *dc, *dg;
     mk_ids(g, N, V, &tc, &tg);
     mk_ids(g, N, 3, &dc, &dg);
     ig_kernel_encoder_forward(g, x.gpu, tg, wte.gpu, wpe.gpu, B, T, C);
     ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C, 1e-5f);
     ig_kernel_matmul_forward(g, qkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT, bq.gpu, N, C, 3 * C);
+    ig_kernel_rope_forward(g, qkv.gpu, B, T, NH, NH, C / NH, 5, 10000.0f);
     ig_attention_shape sh = att_shape(B, T, NH, NH, C / NH, 1);
     ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, &sh);
+    ig_kernel_attention_forward(g, att2.gpu, lse2.gpu, qkv.gpu, dg, &sq);
+    ig_kernel_rmsnorm_forward(g, rn.gpu, rrs.gpu, x.gpu, w.gpu, N, C, 1e-5f);
+    ig_kernel_swiglu_forward(g, sw.gpu, rn.gpu, ln.gpu, N, C);
+    ig_kernel_swiglu_backward(g, dsg.gpu, dsu.gpu, sw.gpu, rn.gpu, ln.gpu, N, C);
+    ig_kernel_rmsnorm_backward(g, drn.gpu, dwr.gpu, dsg.gpu, x.gpu, w.gpu, rrs.gpu, N, C);
     ig_kernel_gelu_bias_forward(g, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_forward(g, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN, NULL, N, C, Vp);
     ig_kernel_crossentropy(g, losses.gpu, logits.gpu, tg, dloss.gpu, N, V, Vp);
     ig_kernel_matmul_backward(g, dln.gpu, dwte.gpu, NULL, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN,
                               N, C, Vp);
     ig_kernel_attention_backward(g, dqkv.gpu, dln.gpu, qkv.gpu, att.gpu, lse.gpu, dg, &sh);
+    ig_kernel_attention_backward(g, dqkv2.gpu, dln.gpu, qkv.gpu, att2.gpu, lse2.gpu, dg, &sq);
+    ig_kernel_rope_backward(g, dqkv.gpu, B, T, NH, NH, C / NH, 5, 10000.0f);
     ig_kernel_gelu_bias_backward(g, gl.gpu, bias4.gpu, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_backward(g, dln.gpu, dwq.gpu, dbq.gpu, dqkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT,
                               N, C, 3 * C);
@@ -713,7 +731,8 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     ig_kernel_encoder_backward(g, dwte.gpu, dwpe.gpu, dx.gpu, tg, B, T, C);
     double ss = ig_kernel_sum_squares(g, dwte.gpu, dwte.n);
     pair *outs[] = {&x,   &ln, &mean, &rstd, &qkv, &att, &lse,  &logits, &losses, &dqkv,
-                    &dln, &dx, &dwq,  &dbq,  &dw,  &db,  &dwte, &dwpe,   &gl,     &glo};
+                    &dln, &dx, &dwq,  &dbq,  &dw,  &db,  &dwte, &dwpe,   &gl,     &glo,
+                    &rrs, &rn, &sw,   &dsg,  &dsu, &drn, &dwr,  &att2,   &lse2,   &dqkv2};
     size_t n_outs = sizeof outs / sizeof outs[0], total = sizeof ss;
     for (size_t i = 0; i < n_outs; i++) total += outs[i]->n * sizeof(float);
     unsigned char *all = malloc(total), *at = all;
@@ -724,9 +743,10 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
         at += outs[i]->n * sizeof(float);
         free(h);
     }
-    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,    &wq, &bq,
-                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,  &dx, &dwq,
-                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4};
+    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,     &wq,  &bq,
+                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,   &dx,  &dwq,
+                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4, &rrs, &rn,
+                         &sw,  &dsg, &dsu, &drn,    &dwr,    &att2,  &lse2, &dqkv2};
     for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; i++) drop(g, all_pairs[i]);
     ig_backend_release(fx.ref, tc), ig_backend_release(g, tg);
     ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
@@ -768,6 +788,58 @@ static void test_out_of_memory(void **state) {
     assert_int_equal(ig_backend_alloc(g, 1024, &p, &err), IG_OK);
     assert_int_equal(ig_backend_sync(g, &err), IG_OK);
     ig_backend_release(g, p);
+}
+
+/* The CUDA table has every operation; the trace reports each call; bf16 stores give the host's
+ * rounding, NaN included. */
+typedef struct trace_count {
+    int calls;
+    ig_op last;
+} trace_count;
+
+static void count_trace(void *user, ig_op op, double seconds) {
+    trace_count *t = user;
+    t->calls++;
+    t->last = op;
+    assert_true(seconds >= 0);
+}
+
+static void test_table_trace_rounding(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    for (int k = 0; k < 2; k++)
+        for (int op = 0; op < IG_OP_COUNT; op++)
+            if (!ig_backend_supports(fx.gpu[k], (ig_op)op))
+                fail_msg("the CUDA backend lacks %s", ig_op_name((ig_op)op));
+    ig_backend *g = fx.gpu[1];
+    trace_count tc = {0};
+    ig_backend_set_trace(g, count_trace, &tc);
+    pair x = mk(g, 1000, 1, 1);
+    ig_kernel_scale(g, x.gpu, x.n, 1.0f);
+    ig_kernel_add(g, x.gpu, x.gpu, x.gpu, x.n);
+    ig_backend_set_trace(g, NULL, NULL);
+    ig_kernel_scale(g, x.gpu, x.n, 1.0f);
+    assert_int_equal(tc.calls, 2);
+    assert_int_equal(tc.last, IG_OP_ADD);
+    drop(g, &x);
+
+    /* bf16 bits through a kernel: x * s rounded on the device = the host's rounding of the same
+     * fp32 product; every NaN comes out as 0x7FC0 */
+    uint16_t in[8] = {0x3f80, 0x3f81, 0xc2f7, 0x0001, 0x7f7f, 0x7fc0, 0xffc1, 0x7f81}, out[8];
+    void *d = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_alloc(g, sizeof in, &d, &err), IG_OK);
+    assert_int_equal(ig_backend_upload(g, d, in, sizeof in, &err), IG_OK);
+    float s = 1.0f / 3.0f;
+    ig_kernel_scale(g, d, 8, s);
+    assert_int_equal(ig_backend_download(g, out, d, sizeof out, &err), IG_OK);
+    for (int i = 0; i < 8; i++) {
+        uint16_t want = ig_backend_bf16_from_f32(ig_backend_bf16_to_f32(in[i]) * s);
+        if (out[i] != want)
+            fail_msg("bf16 %04x * 1/3: device %04x, host %04x", in[i], out[i], want);
+    }
+    assert_int_equal(out[6], 0x7fc0);
+    ig_backend_release(g, d);
 }
 
 /* Needs no device: refusals before one is touched, or the reason there is none. */
@@ -946,6 +1018,7 @@ int main(void) {
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_and_scale),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_table_trace_rounding),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_model_losses),
         cmocka_unit_test(test_checkpoint_across_devices),

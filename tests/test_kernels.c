@@ -1,18 +1,24 @@
 /* test_kernels.c - unit tests of the compute backends (kernels/): the backend's memory and its
- * refusals, every fast CPU kernel against its reference on random inputs at odd shapes (several
- * chunks, ragged edges), every backward against central finite differences of its forward,
- * document masking, the KV-cache attention against the training attention, cross-entropy's
- * padded columns, AdamW against torch.optim.AdamW (tests/data/golden/kernels/), and the same bits
- * for 1, 2, 3 and 8 pool threads.
+ * refusals, the ops table (names, absent operations, the per-kernel trace), every fast CPU kernel
+ * against its reference on random inputs at odd shapes (several chunks, ragged edges), every
+ * backward against central finite differences of its forward, attention's head layouts
+ * (multi-head, grouped-query, multi-query; causal or not) and document masking, the KV-cache
+ * attention against the training attention, RoPE against a direct formula, cross-entropy's padded
+ * columns, AdamW against torch.optim.AdamW (tests/data/golden/kernels/), and the same bits for 1,
+ * 2, 3 and 8 pool threads.
  *
  * Tolerances (max |fast - ref| over max |ref| of the tensor, "relative to the tensor's scale"):
- *   bit-identical: encoder forward and backward, bias gradients, scale
- *   1e-5: fp32 elementwise and row kernels (LayerNorm, GeLU, cross-entropy), AdamW fast vs ref
+ *   bit-identical: encoder forward and backward, bias gradients, scale, the fused residual adds,
+ *   grouped-query attention's forward against multi-head attention with repeated key/value heads
+ *   1e-6: RoPE, SwiGLU (elementwise fp32 against double)
+ *   1e-5: fp32 elementwise and row kernels (LayerNorm, RMSNorm, GeLU, cross-entropy), AdamW fast
+ *         vs ref
  *   1e-5: GEMMs (fp32 sums of <= 300 terms against double) and attention (fp32 online softmax
  *         against a double three-pass softmax)
  *   1e-12 (relative): sum of squares (double sums in other orders)
  *   finite differences (central, h = 1e-2 on fp32 forwards, loss summed in double): 2e-3 of the
- *   gradient's scale, plus 2e-3 absolute
+ *   gradient's scale, plus 2e-3 absolute; in double (h = 1e-6 on a double forward written here:
+ *   RMSNorm, SwiGLU): 1e-5
  *   AdamW against torch: 2e-6 relative per element (torch fuses some multiply-adds)
  *
  * The CPU backend's memory is host memory: the tests allocate through the backend and then read
