@@ -4,13 +4,16 @@
  * words, for `ingot --version`.
  *
  * Kernels return nothing (on a GPU they are queued): a shape that cannot be right (a negative
- * size, C not a multiple of NH, a NULL tensor) is a programmer error and asserts here; an error a
- * kernel meets while it runs (an allocation, a library call) is kept by the backend and returned
- * by the next ig_backend_sync.
+ * size, C not a multiple of NH, a NULL tensor) or an operation the backend lacks is a programmer
+ * error and asserts here; an error a kernel meets while it runs (an allocation, a library call)
+ * is kept by the backend and returned by the next ig_backend_sync. Every ig_kernel_* goes through
+ * one frame (KERNEL_BEGIN / KERNEL_END): the check that the backend has the operation, and the
+ * per-kernel trace when one is set.
  */
 #include "backend.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,45 +151,166 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     return be->ops->fence(be, stream, err);
 }
 
+/* ---- the operations table: names, what a backend has, the trace ----------------------------- */
+
+/* Every operation: its enum value and its entry in ig_backend_ops, whose name is the operation's
+ * (one line per operation: the names and the lookups below come from this list). */
+#define IG_OPS(X)                                                                                  \
+    X(IG_OP_ENCODER_FORWARD, encoder_forward)                                                      \
+    X(IG_OP_ENCODER_BACKWARD, encoder_backward)                                                    \
+    X(IG_OP_LAYERNORM_FORWARD, layernorm_forward)                                                  \
+    X(IG_OP_RESIDUAL_LAYERNORM_FORWARD, residual_layernorm_forward)                                \
+    X(IG_OP_LAYERNORM_BACKWARD, layernorm_backward)                                                \
+    X(IG_OP_RMSNORM_FORWARD, rmsnorm_forward)                                                      \
+    X(IG_OP_RESIDUAL_RMSNORM_FORWARD, residual_rmsnorm_forward)                                    \
+    X(IG_OP_RMSNORM_BACKWARD, rmsnorm_backward)                                                    \
+    X(IG_OP_MATMUL_FORWARD, matmul_forward)                                                        \
+    X(IG_OP_MATMUL_BACKWARD, matmul_backward)                                                      \
+    X(IG_OP_GELU_BIAS_FORWARD, gelu_bias_forward)                                                  \
+    X(IG_OP_GELU_BIAS_BACKWARD, gelu_bias_backward)                                                \
+    X(IG_OP_SWIGLU_FORWARD, swiglu_forward)                                                        \
+    X(IG_OP_SWIGLU_BACKWARD, swiglu_backward)                                                      \
+    X(IG_OP_ROPE_FORWARD, rope_forward)                                                            \
+    X(IG_OP_ROPE_BACKWARD, rope_backward)                                                          \
+    X(IG_OP_ATTENTION_FORWARD, attention_forward)                                                  \
+    X(IG_OP_ATTENTION_BACKWARD, attention_backward)                                                \
+    X(IG_OP_ATTENTION_CACHED, attention_cached)                                                    \
+    X(IG_OP_CROSSENTROPY, crossentropy)                                                            \
+    X(IG_OP_CE_MAX, ce_max)                                                                        \
+    X(IG_OP_CE_SUMS, ce_sums)                                                                      \
+    X(IG_OP_CE_FINISH, ce_finish)                                                                  \
+    X(IG_OP_ADD, add)                                                                              \
+    X(IG_OP_ADAMW, adamw)                                                                          \
+    X(IG_OP_SUM_SQUARES, sum_squares)                                                              \
+    X(IG_OP_SCALE, scale)
+
+static const struct {
+    const char *name;
+    size_t offset; /* of the entry in ig_backend_ops */
+} op_table[IG_OP_COUNT] = {
+#define OP_ROW(op, entry) [op] = {#entry, offsetof(ig_backend_ops, entry)},
+    IG_OPS(OP_ROW)
+#undef OP_ROW
+};
+
+const char *ig_op_name(ig_op op) {
+    return (int)op >= 0 && op < IG_OP_COUNT ? op_table[op].name : NULL;
+}
+
+int ig_backend_supports(const ig_backend *be, ig_op op) {
+    if ((int)op < 0 || op >= IG_OP_COUNT) return 0;
+    /* the entry, whatever its parameters (every function pointer has the same representation) */
+    void (*fn)(void);
+    memcpy(&fn, (const char *)be->ops + op_table[op].offset, sizeof fn);
+    return fn != NULL;
+}
+
+void ig_backend_set_trace(ig_backend *be, ig_backend_trace_fn fn, void *user) {
+    be->trace = fn;
+    be->trace_user = fn ? user : NULL;
+}
+
+/* The queue drained (a no-op on the CPU), so that a trace times one kernel; an error the wait
+ * meets is kept for the next ig_backend_sync like a kernel's. */
+static double trace_clock(ig_backend *be) {
+    ig_err err = {0};
+    if (be->ops->sync(be, &err) != IG_OK) ig_backend_raise(be, err.status, "%s", err.msg);
+    return ig_now();
+}
+
+/* An operation the backend lacks: a programmer error (model code asks ig_backend_supports). */
+static int unsupported(ig_backend *be, ig_op op) {
+    assert(!"the backend lacks this operation: check ig_backend_supports first");
+    ig_backend_raise(be, IG_ERR_UNSUPPORTED, "the %s backend has no %s operation", be->name,
+                     ig_op_name(op));
+    return 1;
+}
+
+/* The frame of every ig_kernel_*: BEGIN refuses an operation the backend lacks and starts the
+ * trace's clock; END reports the time. Between them, the call through the table. */
+#define KERNEL_BEGIN(be, op, entry)                                                                \
+    if (!(be)->ops->entry && unsupported(be, op)) return;                                          \
+    double trace_t0_ = (be)->trace ? trace_clock(be) : 0.0
+#define KERNEL_END(be, op)                                                                         \
+    if ((be)->trace) (be)->trace((be)->trace_user, op, trace_clock(be) - trace_t0_)
+
 /* ---- operations: argument checks, then the backend's kernel ---------------------------------- */
 
 void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                                const void *wpe, int B, int T, int C) {
     assert(out && tokens && wte && B >= 0 && T >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_ENCODER_FORWARD, encoder_forward);
     be->ops->encoder_forward(be, out, tokens, wte, wpe, B, T, C);
+    KERNEL_END(be, IG_OP_ENCODER_FORWARD);
 }
 
 void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                                 const int32_t *tokens, int B, int T, int C) {
     assert(dwte && dwpe && dout && tokens && B >= 0 && T >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_ENCODER_BACKWARD, encoder_backward);
     be->ops->encoder_backward(be, dwte, dwpe, dout, tokens, B, T, C);
+    KERNEL_END(be, IG_OP_ENCODER_BACKWARD);
 }
 
 void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
-                                 const void *inp, const void *w, const void *b, int N, int C) {
-    assert(out && mean && rstd && inp && w && b && N >= 0 && C > 0);
-    be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C);
+                                 const void *inp, const void *w, const void *b, int N, int C,
+                                 float eps) {
+    assert(out && mean && rstd && inp && w && b && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_LAYERNORM_FORWARD, layernorm_forward);
+    be->ops->layernorm_forward(be, out, mean, rstd, inp, w, b, N, C, eps);
+    KERNEL_END(be, IG_OP_LAYERNORM_FORWARD);
 }
 
 void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                           float *rstd, const void *a, const void *b_in,
-                                          const void *w, const void *b, int N, int C) {
-    assert(residual && out && mean && rstd && a && b_in && w && b && N >= 0 && C > 0);
-    be->ops->residual_layernorm_forward(be, residual, out, mean, rstd, a, b_in, w, b, N, C);
+                                          const void *w, const void *b, int N, int C, float eps) {
+    assert(residual && out && mean && rstd && a && b_in && w && b && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_RESIDUAL_LAYERNORM_FORWARD, residual_layernorm_forward);
+    be->ops->residual_layernorm_forward(be, residual, out, mean, rstd, a, b_in, w, b, N, C, eps);
+    KERNEL_END(be, IG_OP_RESIDUAL_LAYERNORM_FORWARD);
 }
 
 void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                   const void *inp, const void *w, const float *mean,
                                   const float *rstd, int N, int C) {
     assert(dinp && dw && db && dout && inp && w && mean && rstd && N >= 0 && C > 0);
+    KERNEL_BEGIN(be, IG_OP_LAYERNORM_BACKWARD, layernorm_backward);
     be->ops->layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    KERNEL_END(be, IG_OP_LAYERNORM_BACKWARD);
+}
+
+void ig_kernel_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp,
+                               const void *w, int N, int C, float eps) {
+    assert(out && rstd && inp && w && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_RMSNORM_FORWARD, rmsnorm_forward);
+    be->ops->rmsnorm_forward(be, out, rstd, inp, w, N, C, eps);
+    KERNEL_END(be, IG_OP_RMSNORM_FORWARD);
+}
+
+void ig_kernel_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                        const void *a, const void *b, const void *w, int N, int C,
+                                        float eps) {
+    assert(residual && out && rstd && a && b && w && N >= 0 && C > 0 && eps > 0);
+    KERNEL_BEGIN(be, IG_OP_RESIDUAL_RMSNORM_FORWARD, residual_rmsnorm_forward);
+    be->ops->residual_rmsnorm_forward(be, residual, out, rstd, a, b, w, N, C, eps);
+    KERNEL_END(be, IG_OP_RESIDUAL_RMSNORM_FORWARD);
+}
+
+void ig_kernel_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout,
+                                const void *inp, const void *w, const float *rstd, int N, int C) {
+    assert(dinp && dw && dout && inp && w && rstd && N >= 0 && C > 0);
+    KERNEL_BEGIN(be, IG_OP_RMSNORM_BACKWARD, rmsnorm_backward);
+    be->ops->rmsnorm_backward(be, dinp, dw, dout, inp, w, rstd, N, C);
+    KERNEL_END(be, IG_OP_RMSNORM_BACKWARD);
 }
 
 void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                               ig_w_layout layout, const void *bias, int N, int C, int OC) {
     assert(out && inp && w && N >= 0 && C >= 0 && OC >= 0);
     assert(layout == IG_W_IN_OUT || layout == IG_W_OUT_IN);
+    KERNEL_BEGIN(be, IG_OP_MATMUL_FORWARD, matmul_forward);
     be->ops->matmul_forward(be, out, inp, w, layout, bias, N, C, OC);
+    KERNEL_END(be, IG_OP_MATMUL_FORWARD);
 }
 
 void ig_kernel_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
@@ -194,57 +318,115 @@ void ig_kernel_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias
                                int OC) {
     assert(dw && dout && inp && w && N >= 0 && C >= 0 && OC >= 0);
     assert(layout == IG_W_IN_OUT || layout == IG_W_OUT_IN);
+    KERNEL_BEGIN(be, IG_OP_MATMUL_BACKWARD, matmul_backward);
     be->ops->matmul_backward(be, dinp, dw, dbias, dout, inp, w, layout, N, C, OC);
+    KERNEL_END(be, IG_OP_MATMUL_BACKWARD);
 }
 
 void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, const void *bias,
                                  int N, int C) {
     assert(out && inp && bias && N >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_GELU_BIAS_FORWARD, gelu_bias_forward);
     be->ops->gelu_bias_forward(be, out, inp, bias, N, C);
+    KERNEL_END(be, IG_OP_GELU_BIAS_FORWARD);
 }
 
 void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                   const void *inp, const void *bias, int N, int C) {
     assert(dinp && dbias && dout && inp && bias && N >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_GELU_BIAS_BACKWARD, gelu_bias_backward);
     be->ops->gelu_bias_backward(be, dinp, dbias, dout, inp, bias, N, C);
+    KERNEL_END(be, IG_OP_GELU_BIAS_BACKWARD);
+}
+
+void ig_kernel_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                              int F) {
+    assert(out && gate && up && N >= 0 && F >= 0);
+    KERNEL_BEGIN(be, IG_OP_SWIGLU_FORWARD, swiglu_forward);
+    be->ops->swiglu_forward(be, out, gate, up, N, F);
+    KERNEL_END(be, IG_OP_SWIGLU_FORWARD);
+}
+
+void ig_kernel_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                               const void *gate, const void *up, int N, int F) {
+    assert(dgate && dup && dout && gate && up && N >= 0 && F >= 0 && dgate != dup);
+    KERNEL_BEGIN(be, IG_OP_SWIGLU_BACKWARD, swiglu_backward);
+    be->ops->swiglu_backward(be, dgate, dup, dout, gate, up, N, F);
+    KERNEL_END(be, IG_OP_SWIGLU_BACKWARD);
+}
+
+void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head,
+                            int hs, int pos0, float theta) {
+    assert(qkv && B >= 0 && T >= 0 && n_head > 0 && n_kv_head > 0 && hs > 0 && hs % 2 == 0);
+    assert(pos0 >= 0 && theta > 0);
+    KERNEL_BEGIN(be, IG_OP_ROPE_FORWARD, rope_forward);
+    be->ops->rope_forward(be, qkv, B, T, n_head, n_kv_head, hs, pos0, theta);
+    KERNEL_END(be, IG_OP_ROPE_FORWARD);
+}
+
+void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                             int hs, int pos0, float theta) {
+    assert(dqkv && B >= 0 && T >= 0 && n_head > 0 && n_kv_head > 0 && hs > 0 && hs % 2 == 0);
+    assert(pos0 >= 0 && theta > 0);
+    KERNEL_BEGIN(be, IG_OP_ROPE_BACKWARD, rope_backward);
+    be->ops->rope_backward(be, dqkv, B, T, n_head, n_kv_head, hs, pos0, theta);
+    KERNEL_END(be, IG_OP_ROPE_BACKWARD);
+}
+
+/* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
+static inline int attention_shape_ok(const ig_attention_shape *s) {
+    return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
+           s->n_head % s->n_kv_head == 0 && s->head_size > 0 && (s->causal == 0 || s->causal == 1);
 }
 
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                                 const int32_t *doc, int B, int T, int C, int NH) {
-    assert(out && lse && qkv && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
-    be->ops->attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+                                 const int32_t *doc, const ig_attention_shape *s) {
+    assert(out && lse && qkv && attention_shape_ok(s));
+    KERNEL_BEGIN(be, IG_OP_ATTENTION_FORWARD, attention_forward);
+    be->ops->attention_forward(be, out, lse, qkv, doc, s);
+    KERNEL_END(be, IG_OP_ATTENTION_FORWARD);
 }
 
 void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                  const void *out, const float *lse, const int32_t *doc, int B,
-                                  int T, int C, int NH) {
-    assert(dqkv && dout && qkv && out && lse && B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0);
-    be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+                                  const void *out, const float *lse, const int32_t *doc,
+                                  const ig_attention_shape *s) {
+    assert(dqkv && dout && qkv && out && lse && attention_shape_ok(s));
+    KERNEL_BEGIN(be, IG_OP_ATTENTION_BACKWARD, attention_backward);
+    be->ops->attention_backward(be, dqkv, dout, qkv, out, lse, doc, s);
+    KERNEL_END(be, IG_OP_ATTENTION_BACKWARD);
 }
 
 void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
-                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH) {
-    assert(out && q && k && v && B >= 0 && Tq >= 0 && pos0 >= 0 && pos0 + Tq <= Tmax);
-    assert(NH > 0 && C > 0 && C % NH == 0);
-    be->ops->attention_cached(be, out, q, k, v, B, Tq, pos0, Tmax, C, NH);
+                                const void *v, int pos0, int Tmax, const ig_attention_shape *s) {
+    assert(out && q && k && v && attention_shape_ok(s) && s->causal == 1);
+    assert(pos0 >= 0 && pos0 + s->T <= Tmax);
+    KERNEL_BEGIN(be, IG_OP_ATTENTION_CACHED, attention_cached);
+    be->ops->attention_cached(be, out, q, k, v, pos0, Tmax, s);
+    KERNEL_END(be, IG_OP_ATTENTION_CACHED);
 }
 
 void ig_kernel_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                             const float *dloss, int N, int V, int Vp) {
     assert(losses && logits && targets && N >= 0 && V > 0 && Vp >= V);
+    KERNEL_BEGIN(be, IG_OP_CROSSENTROPY, crossentropy);
     be->ops->crossentropy(be, losses, logits, targets, dloss, N, V, Vp);
+    KERNEL_END(be, IG_OP_CROSSENTROPY);
 }
 
 void ig_kernel_ce_max(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid,
                       int Vl) {
     assert(rowmax && logits && N >= 0 && Vvalid >= 0 && Vl >= Vvalid && Vl > 0);
+    KERNEL_BEGIN(be, IG_OP_CE_MAX, ce_max);
     be->ops->ce_max(be, rowmax, logits, N, Vvalid, Vl);
+    KERNEL_END(be, IG_OP_CE_MAX);
 }
 
 void ig_kernel_ce_sums(ig_backend *be, float *stats, const void *logits, const float *rowmax,
                        const int32_t *targets, int N, int Vvalid, int Vl) {
     assert(stats && logits && rowmax && targets && N >= 0 && Vvalid >= 0 && Vl >= Vvalid && Vl > 0);
+    KERNEL_BEGIN(be, IG_OP_CE_SUMS, ce_sums);
     be->ops->ce_sums(be, stats, logits, rowmax, targets, N, Vvalid, Vl);
+    KERNEL_END(be, IG_OP_CE_SUMS);
 }
 
 void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowmax,
@@ -252,30 +434,42 @@ void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const floa
                          int Vvalid, int Vl) {
     assert(losses && logits && rowmax && stats && targets && N >= 0 && Vvalid >= 0 &&
            Vl >= Vvalid && Vl > 0);
+    KERNEL_BEGIN(be, IG_OP_CE_FINISH, ce_finish);
     be->ops->ce_finish(be, losses, logits, rowmax, stats, targets, dloss, N, Vvalid, Vl);
+    KERNEL_END(be, IG_OP_CE_FINISH);
 }
 
 void ig_kernel_add(ig_backend *be, void *out, const void *a, const void *b, size_t n) {
     assert((out && a && b) || n == 0);
+    KERNEL_BEGIN(be, IG_OP_ADD, add);
     if (n) be->ops->add(be, out, a, b, n);
+    KERNEL_END(be, IG_OP_ADD);
 }
 
 void ig_kernel_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, float grad_scale, int step) {
     assert(params && grads && m && v && step >= 1);
+    KERNEL_BEGIN(be, IG_OP_ADAMW, adamw);
     be->ops->adamw(be, params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
                    grad_scale, step);
+    KERNEL_END(be, IG_OP_ADAMW);
 }
 
 double ig_kernel_sum_squares(ig_backend *be, const void *x, size_t n) {
     assert(x || n == 0);
-    return n ? be->ops->sum_squares(be, x, n) : 0.0;
+    if (!be->ops->sum_squares && unsupported(be, IG_OP_SUM_SQUARES)) return 0.0;
+    double trace_t0_ = be->trace ? trace_clock(be) : 0.0;
+    double r = n ? be->ops->sum_squares(be, x, n) : 0.0;
+    KERNEL_END(be, IG_OP_SUM_SQUARES);
+    return r;
 }
 
 void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s) {
     assert(x || n == 0);
+    KERNEL_BEGIN(be, IG_OP_SCALE, scale);
     if (n) be->ops->scale(be, x, n, s);
+    KERNEL_END(be, IG_OP_SCALE);
 }
 
 /* ---- the CUDA runtime, in words -------------------------------------------------------------- */

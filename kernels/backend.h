@@ -4,26 +4,38 @@
  * fast kernel per operation; kernels/cuda/ fills it on the GPU and is checked against the CPU
  * reference. Model code includes this header only.
  *
+ * Operations, by model family: GPT-2 uses the encoder, LayerNorm, matmul, bias + GeLU, attention
+ * (multi-head, causal) and cross-entropy; Llama uses RMSNorm, matmul without bias, SwiGLU, RoPE
+ * and grouped-query causal attention; DiT's non-causal attention is the same kernel with causal 0.
+ * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
+ *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
  * CPU they are host addresses, on a GPU device addresses. Model code does arithmetic on them
  * (offsets in elements of the backend's types, see ig_backend_act_size) but never dereferences
  * them; ig_backend_upload / ig_backend_download copy between host and backend memory.
  *
  * Types. Parameters, gradients and activations ("act" tensors, void *) have the backend's
- * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. LayerNorm statistics, losses,
- * the optimizer's moments and master weights are always fp32 (float *). Token ids are int32.
+ * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. Normalisation statistics (mean,
+ * rstd), attention's lse, losses, the optimizer's moments and master weights are always fp32
+ * (float *). Token and document ids are int32. Kernels compute in fp32 (or wider) whatever the
+ * act type and round each output once.
  *
- * Layouts (row-major, as Hugging Face GPT-2 stores them):
- *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); the tied embedding used as the
- *   output layer is [Vp, C] and logits = x @ W^T (IG_W_OUT_IN);
- *   qkv is [B, T, 3C]: q, k, v, each [NH, hs] per token (hs = C / NH);
+ * Layouts (row-major, as Hugging Face stores them):
+ *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); an nn.Linear weight, and the
+ *   tied embedding used as the output layer ([Vp, C]), is [out, in] and y = x @ W^T (IG_W_OUT_IN);
+ *   packed attention rows, qkv [B, T, (n_head + 2 n_kv_head) hs]: the n_head query heads, then
+ *   the n_kv_head key heads, then the n_kv_head value heads, each hs contiguous (GPT-2: n_kv_head
+ *   = n_head, the [B, T, 3C] of q, k, v); attention's output [B, T, n_head hs];
  *   N = B * T rows wherever a kernel works per token.
  *
- * Accumulation. Parameter gradients (dW, db, dwte, dwpe, LayerNorm dw/db) are added to (+=), so
- * micro-batches accumulate; kernels say where an input gradient is overwritten or added.
+ * Accumulation. Parameter gradients (dW, db, dwte, dwpe, LayerNorm and RMSNorm dw/db) are added
+ * to (+=), so micro-batches accumulate; each kernel says whether an input gradient is overwritten
+ * or added (the normalisations add: dinp is the residual stream's gradient).
  *
- * Determinism. For the same inputs every kernel gives the same bits whatever the thread count:
- * reductions are split by fixed chunks and combined in a fixed order, never by atomics.
+ * Determinism. For the same inputs every kernel gives the same bits whatever the thread count and
+ * on every run: reductions are split by fixed chunks and combined in a fixed order, never by
+ * atomics (grouped-query attention sums a key/value head's gradient over its query heads in head
+ * order). The CPU and CUDA backends agree to a tolerance, not to the bit.
  *
  * Thread-safety. One thread drives a backend; the CPU backend parallelises inside each kernel
  * through the context's pool. Kernels may run asynchronously (a GPU queue): ig_backend_sync waits
@@ -90,6 +102,70 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err);
  * their results while be goes on with the kernels after them. Nothing to do on the CPU. */
 ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 
+/* ==== the operations table ================================================================== */
+
+/* The operations of ig_kernel_*, one each, for asking what a backend has and for naming an
+ * operation (a trace, a message). A backend may lack an operation (an entry of its table left
+ * empty): calling it is a programmer error (it asserts, and in a release build raises
+ * IG_ERR_UNSUPPORTED for the next ig_backend_sync and does nothing), so model code that needs an
+ * operation asks ig_backend_supports first, when it is built. The CPU and CUDA backends have
+ * every operation. The values are not stable across versions: store names, not numbers. */
+typedef enum ig_op {
+    IG_OP_ENCODER_FORWARD = 0,
+    IG_OP_ENCODER_BACKWARD,
+    IG_OP_LAYERNORM_FORWARD,
+    IG_OP_RESIDUAL_LAYERNORM_FORWARD,
+    IG_OP_LAYERNORM_BACKWARD,
+    IG_OP_RMSNORM_FORWARD,
+    IG_OP_RESIDUAL_RMSNORM_FORWARD,
+    IG_OP_RMSNORM_BACKWARD,
+    IG_OP_MATMUL_FORWARD,
+    IG_OP_MATMUL_BACKWARD,
+    IG_OP_GELU_BIAS_FORWARD,
+    IG_OP_GELU_BIAS_BACKWARD,
+    IG_OP_SWIGLU_FORWARD,
+    IG_OP_SWIGLU_BACKWARD,
+    IG_OP_ROPE_FORWARD,
+    IG_OP_ROPE_BACKWARD,
+    IG_OP_ATTENTION_FORWARD,
+    IG_OP_ATTENTION_BACKWARD,
+    IG_OP_ATTENTION_CACHED,
+    IG_OP_CROSSENTROPY,
+    IG_OP_CE_MAX,
+    IG_OP_CE_SUMS,
+    IG_OP_CE_FINISH,
+    IG_OP_ADD,
+    IG_OP_ADAMW,
+    IG_OP_SUM_SQUARES,
+    IG_OP_SCALE,
+    IG_OP_COUNT
+} ig_op;
+
+/* 1 when be has op, else 0 (also 0 for a value outside the enum). */
+int ig_backend_supports(const ig_backend *be, ig_op op);
+/* The operation's name, its function's without ig_kernel_ ("attention_forward"), static; NULL
+ * for a value outside the enum. */
+const char *ig_op_name(ig_op op);
+
+/* A per-kernel trace, as ggml's eval callback: with fn set, every ig_kernel_* call on be is timed
+ * and fn(user, op, seconds) is called once per call, on the thread that drives be, after the call
+ * has finished. On an asynchronous backend (a GPU) the queue is waited for before and after the
+ * call, so the time is the kernel's own (and the trace slows a run down: it is for benchmarks
+ * and profiles). fn NULL (the default) turns it off; off it costs one branch per call. */
+typedef void (*ig_backend_trace_fn)(void *user, ig_op op, double seconds);
+void ig_backend_set_trace(ig_backend *be, ig_backend_trace_fn fn, void *user);
+
+/* ==== bf16 on the host ======================================================================= */
+
+/* fp32 -> bf16 rounded to nearest, ties to even (as torch's .to(torch.bfloat16)); a value that
+ * rounds past the largest bf16 becomes infinity; every NaN becomes the quiet NaN 0x7FC0. bf16 ->
+ * fp32 is exact. The one definition of the rounding: the CUDA kernels give the same bits, and
+ * safetensors' conversions call these. The _n forms convert n elements. Thread-safe. */
+uint16_t ig_backend_bf16_from_f32(float x);
+float ig_backend_bf16_to_f32(uint16_t h);
+void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+
 /* ==== operations ============================================================================= */
 
 typedef enum ig_w_layout {
@@ -107,19 +183,37 @@ void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens,
 void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                                 const int32_t *tokens, int B, int T, int C);
 
-/* out = (inp - mean) * rstd * w + b per row of C; mean and rstd [N] saved for backward (eps
- * 1e-5, biased variance, as torch.nn.LayerNorm). */
+/* out = (inp - mean) * rstd * w + b per row of C, rstd = 1 / sqrt(var + eps) (biased variance,
+ * as torch.nn.LayerNorm); mean and rstd [N] saved for backward. eps > 0 is the model's
+ * (GPT-2's layer_norm_epsilon: 1e-5f). */
 void ig_kernel_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
-                                 const void *inp, const void *w, const void *b, int N, int C);
+                                 const void *inp, const void *w, const void *b, int N, int C,
+                                 float eps);
 /* residual = a + b_in, then out = LayerNorm(residual): the residual add fused into the next
  * LayerNorm. residual, mean, rstd are kept for backward. */
 void ig_kernel_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                           float *rstd, const void *a, const void *b_in,
-                                          const void *w, const void *b, int N, int C);
+                                          const void *w, const void *b, int N, int C, float eps);
 /* dinp += d LayerNorm / d inp (added: dinp is the residual stream's gradient), dw += , db += . */
 void ig_kernel_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                   const void *inp, const void *w, const float *mean,
                                   const float *rstd, int N, int C);
+
+/* RMSNorm (Llama's): out = inp * rstd * w per row of C, rstd[i] = 1 / sqrt(mean_j inp[i,j]^2 +
+ * eps) saved for the backward (no mean taken out, no bias). Computed in fp32 whatever the act
+ * type, out rounded once. eps > 0 is the model's (a config's rms_norm_eps). */
+void ig_kernel_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp,
+                               const void *w, int N, int C, float eps);
+/* residual = a + b, then out = RMSNorm(residual): the residual add fused in, as for LayerNorm
+ * (the norm is of residual as stored, in the act type). residual and rstd are kept for the
+ * backward. */
+void ig_kernel_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                        const void *a, const void *b, const void *w, int N, int C,
+                                        float eps);
+/* dinp += d RMSNorm / d inp (added: dinp is the residual stream's gradient), dw += sum over the
+ * rows of dout * inp * rstd. inp is the forward's input (residual for the fused form). */
+void ig_kernel_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout,
+                                const void *inp, const void *w, const float *rstd, int N, int C);
 
 /* out[N, OC] = inp[N, C] @ W (+ bias[OC] when bias is not NULL); W as layout says. */
 void ig_kernel_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
@@ -138,23 +232,66 @@ void ig_kernel_gelu_bias_forward(ig_backend *be, void *out, const void *inp, con
 void ig_kernel_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                   const void *inp, const void *bias, int N, int C);
 
-/* Causal self-attention with the scale (1/sqrt(hs)), mask and softmax fused: out [B, T, C] (heads
- * concatenated) from qkv [B, T, 3C]. Tiled with an online softmax: no [T, T] matrix is stored.
- * lse [B, NH, T] (log-sum-exp of each query's scaled scores) is kept for backward. doc: NULL, or
- * [B, T] document ids in backend memory: query t attends key s only when s <= t and
- * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens). */
+/* SwiGLU (Llama's MLP): out = silu(gate) * up, silu(x) = x / (1 + exp(-x)); gate, up, out
+ * [N, F] (F the MLP's hidden size). gate and up are kept (the backward recomputes from them). */
+void ig_kernel_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                              int F);
+/* dgate = dout * up * silu'(gate), dup = dout * silu(gate), both [N, F] and overwritten; either
+ * may be the same buffer as dout (each element is read before it is written). */
+void ig_kernel_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                               const void *gate, const void *up, int N, int F);
+
+/* The shape of an attention call. Multi-head attention (GPT-2) is n_kv_head == n_head;
+ * grouped-query attention (Llama) shares each key/value head among g = n_head / n_kv_head query
+ * heads: kv head j serves the consecutive query heads j*g .. j*g+g-1 (multi-query: n_kv_head 1).
+ * With C = n_head * head_size and Ckv = n_kv_head * head_size, a packed qkv row is
+ * [C + 2 Ckv]: the n_head query heads, then the n_kv_head key heads, then the n_kv_head value
+ * heads, each head_size contiguous (GPT-2's [3C] rows: q, k, v). */
+typedef struct ig_attention_shape {
+    int B, T;      /* micro-batch and sequence length (Tq, the new queries, for the cached form) */
+    int n_head;    /* query heads */
+    int n_kv_head; /* key/value heads: divides n_head */
+    int head_size; /* hs */
+    int causal;    /* 1: query t attends keys s <= t; 0: every key of the sequence (DiT) */
+} ig_attention_shape;
+
+/* Rotary position embedding (RoPE) in Hugging Face's rotate-half convention, in place on the
+ * query and key heads of packed qkv rows [B, T, (n_head + 2 n_kv_head) hs] (the layout above;
+ * the value heads are left alone). Row (b, t) is at position pos = pos0 + t. For i < hs / 2,
+ * computed as transformers computes it, in fp32: inv_freq_i = 1 / theta^(float(2i) / hs) and
+ * angle = (float)pos * inv_freq_i; then each head's pair (x_i, x_{i + hs/2}) becomes
+ * (x_i cos - x_{i + hs/2} sin, x_{i + hs/2} cos + x_i sin). hs is even; theta > 0 is the model's
+ * rope_theta (10000 for Llama 2, 500000 for Llama 3). */
+void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head,
+                            int hs, int pos0, float theta);
+/* The transposed rotation, the gradient of the forward: (g_i, g_{i + hs/2}) becomes
+ * (g_i cos + g_{i + hs/2} sin, g_{i + hs/2} cos - g_i sin), in place on the query and key heads of
+ * packed dqkv rows (the value heads' gradient is left alone). */
+void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                             int hs, int pos0, float theta);
+
+/* Self-attention with the scale (1/sqrt(hs)), masks and softmax fused: out [B, T, C] (heads
+ * concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix is
+ * stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
+ * doc: NULL, or [B, T] document ids in backend memory: query t attends key s only when
+ * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens), and, when causal,
+ * s <= t; without causality a query attends every key of its own document. Every query sees at
+ * least itself. */
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                                 const int32_t *doc, int B, int T, int C, int NH);
-/* dqkv [B, T, 3C] (overwritten) from dout [B, T, C], recomputing the probabilities from qkv and
- * lse; out is the forward's output. */
+                                 const int32_t *doc, const ig_attention_shape *s);
+/* dqkv [B, T, C + 2 Ckv] (overwritten) from dout [B, T, C], recomputing the probabilities from
+ * qkv and lse; out is the forward's output, doc and s the forward's. The gradient of a key/value
+ * head is the sum over its g query heads, added in one fixed order (the same bits for any thread
+ * count). */
 void ig_kernel_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                  const void *out, const float *lse, const int32_t *doc, int B,
-                                  int T, int C, int NH);
-/* Attention of Tq new queries over a cache of keys and values (sampling with a KV cache): q
- * [B, Tq, C] at positions pos0 .. pos0 + Tq - 1, k and v [B, Tmax, C] holding positions
- * 0 .. pos0 + Tq - 1; query i attends positions 0 .. pos0 + i. out [B, Tq, C]. */
+                                  const void *out, const float *lse, const int32_t *doc,
+                                  const ig_attention_shape *s);
+/* Attention of s->T new queries over a cache of keys and values (sampling with a KV cache): q
+ * [B, Tq, C] at positions pos0 .. pos0 + Tq - 1, k and v [B, Tmax, Ckv] (n_kv_head heads of
+ * head_size per position) holding positions 0 .. pos0 + Tq - 1; query i attends positions
+ * 0 .. pos0 + i (s->causal must be 1). out [B, Tq, C]. */
 void ig_kernel_attention_cached(ig_backend *be, void *out, const void *q, const void *k,
-                                const void *v, int B, int Tq, int pos0, int Tmax, int C, int NH);
+                                const void *v, int pos0, int Tmax, const ig_attention_shape *s);
 
 /* Softmax and cross-entropy over the first V of Vp logit columns (the padded columns are
  * ignored), forward and backward in one pass over each row, no probability tensor: losses[i] =

@@ -3,6 +3,10 @@
  * behind ig_backend_upload_f32 / download_f32 of a bf16 backend, the out-of-memory message of a
  * device allocation, and the choice of attention path. Plain C in every build, so the CPU tests
  * check them even where no GPU is.
+ *
+ * The bf16 rounding here is the only one on the host: safetensors' ig_f32_to_bf16 (train/) calls
+ * it, and the CUDA kernels' device helper (cuda_internal.h, bf16_from_f) gives the same bits,
+ * NaN included: every NaN becomes 0x7FC0, PyTorch's quiet NaN (c10::BFloat16).
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +18,8 @@
 uint16_t ig_backend_bf16_from_f32(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN, sign kept */
-        return (uint16_t)((u >> 16) | 0x0040u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* any NaN: PyTorch's quiet NaN (a signalling one too) */
+        return 0x7fc0u;
     /* round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate
      * (a value that rounds past the largest finite bf16 becomes infinity, as it should) */
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -35,6 +39,10 @@ void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n) {
 
 void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ig_backend_bf16_to_f32(src[i]);
+}
+
+void ig_backend_rope_inv_freq(float *inv, int hs, float theta) {
+    for (int i = 0; i < hs / 2; i++) inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hs);
 }
 
 ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, size_t bytes,

@@ -14,7 +14,10 @@ extern "C" {
 #endif
 
 /* The operations of a backend, one entry per public function of backend.h (same parameters, the
- * backend first). Every entry is set; backend.c has checked the arguments that it can (shapes,
+ * backend first). The memory entries (destroy .. fence) are always set; a kernel entry may be
+ * NULL, an operation this backend does not have (ig_backend_supports says 0, and backend.c never
+ * calls it). Fill a table with designated initializers (.attention_forward = ...), so that adding
+ * an entry never shifts the others. backend.c has checked the arguments that it can (shapes,
  * NULL pointers) before it calls one. */
 typedef struct ig_backend_ops {
     void (*destroy)(ig_backend *be); /* frees be->impl (not be) */
@@ -35,13 +38,20 @@ typedef struct ig_backend_ops {
     void (*encoder_backward)(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                              const int32_t *tokens, int B, int T, int C);
     void (*layernorm_forward)(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                              const void *w, const void *b, int N, int C);
+                              const void *w, const void *b, int N, int C, float eps);
     void (*residual_layernorm_forward)(ig_backend *be, void *residual, void *out, float *mean,
                                        float *rstd, const void *a, const void *b_in, const void *w,
-                                       const void *b, int N, int C);
+                                       const void *b, int N, int C, float eps);
     void (*layernorm_backward)(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                                const void *inp, const void *w, const float *mean, const float *rstd,
                                int N, int C);
+    void (*rmsnorm_forward)(ig_backend *be, void *out, float *rstd, const void *inp, const void *w,
+                            int N, int C, float eps);
+    void (*residual_rmsnorm_forward)(ig_backend *be, void *residual, void *out, float *rstd,
+                                     const void *a, const void *b, const void *w, int N, int C,
+                                     float eps);
+    void (*rmsnorm_backward)(ig_backend *be, void *dinp, void *dw, const void *dout,
+                             const void *inp, const void *w, const float *rstd, int N, int C);
     void (*matmul_forward)(ig_backend *be, void *out, const void *inp, const void *w,
                            ig_w_layout layout, const void *bias, int N, int C, int OC);
     void (*matmul_backward)(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
@@ -51,13 +61,21 @@ typedef struct ig_backend_ops {
                               int C);
     void (*gelu_bias_backward)(ig_backend *be, void *dinp, void *dbias, const void *dout,
                                const void *inp, const void *bias, int N, int C);
+    void (*swiglu_forward)(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                           int F);
+    void (*swiglu_backward)(ig_backend *be, void *dgate, void *dup, const void *dout,
+                            const void *gate, const void *up, int N, int F);
+    void (*rope_forward)(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
+                         int pos0, float theta);
+    void (*rope_backward)(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
+                          int hs, int pos0, float theta);
     void (*attention_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
-                              const int32_t *doc, int B, int T, int C, int NH);
+                              const int32_t *doc, const ig_attention_shape *s);
     void (*attention_backward)(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                               const void *out, const float *lse, const int32_t *doc, int B, int T,
-                               int C, int NH);
+                               const void *out, const float *lse, const int32_t *doc,
+                               const ig_attention_shape *s);
     void (*attention_cached)(ig_backend *be, void *out, const void *q, const void *k, const void *v,
-                             int B, int Tq, int pos0, int Tmax, int C, int NH);
+                             int pos0, int Tmax, const ig_attention_shape *s);
     void (*crossentropy)(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                          const float *dloss, int N, int V, int Vp);
     void (*ce_max)(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid, int Vl);
@@ -87,6 +105,8 @@ struct ig_backend {
      * set only by the thread that drives the backend, after a parallel loop has returned. */
     ig_status pending;
     char pending_msg[IG_ERR_MSG_MAX];
+    ig_backend_trace_fn trace; /* ig_backend_set_trace: NULL when off */
+    void *trace_user;
 };
 
 /* Records a kernel's error for the next ig_backend_sync (the first one wins). Called only from
@@ -101,12 +121,10 @@ ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
 
 /* ---- host-side helpers of the accelerator backends (backend_host.c, plain C in every build) -- */
 
-/* fp32 -> bf16 with round-to-nearest-even (NaN stays NaN, overflow becomes infinity), and back
- * (exact). The _n forms convert n elements. */
-uint16_t ig_backend_bf16_from_f32(float x);
-float ig_backend_bf16_to_f32(uint16_t h);
-void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
-void ig_backend_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+/* RoPE's inverse frequencies, inv[i] = 1 / theta^(float(2i) / hs) for i < hs / 2, in fp32 as
+ * transformers computes them: the one computation the fast CPU kernel and the CUDA kernels share
+ * (so that they rotate by the same angles). */
+void ig_backend_rope_inv_freq(float *inv, int hs, float theta);
 
 /* Sets err to IG_ERR_NOMEM for a device allocation of `bytes` for `what` that failed, naming what
  * the device has free and in all (total_bytes 0: unknown) and `why` (the runtime's words). */

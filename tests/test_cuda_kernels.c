@@ -11,10 +11,13 @@
  *         in fp32 without TF32); the encoder (forward and backward) bit for bit
  *   bf16: 2e-2 (each output rounded to 8 bits of mantissa, 2^-9 relative, plus intermediate
  *         roundings, e.g. attention's P in the GEMM path)
- * Determinism: the same inputs run twice give the same bits, for every kernel, both act types and
- * both attention paths. Out of memory: IG_ERR_NOMEM naming the bytes asked for and what is free.
- * The model: a tiny GPT trained 20 steps on the GPU (fp32) gives the CPU's losses to 1e-3, and a
- * checkpoint written from the GPU loads on the CPU with the same parameters and moments.
+ * Attention: multi-head, grouped-query and multi-query, causal or not, with and without
+ * documents, on both paths (fused and GEMM). Determinism: the same inputs run twice give the same
+ * bits, for every kernel, both act types and both attention paths. Every operation is in the
+ * table; the trace reports each call. Out of memory: IG_ERR_NOMEM naming the bytes asked for and
+ * what is free. The model: a tiny GPT trained 20 steps on the GPU (fp32) gives the CPU's losses to
+ * 1e-3, and a checkpoint written from the GPU loads on the CPU with the same parameters and
+ * moments.
  */
 #include "testutil.h"
 
@@ -224,16 +227,18 @@ static void test_layernorm(void **state) {
         pair res = mk(g, nc, 1, 0), out = mk(g, nc, 1, 0), mean = mk(g, N, 0, 0),
              rstd = mk(g, N, 0, 0);
         ig_kernel_residual_layernorm_forward(fx.ref, res.cpu, out.cpu, mean.cpu, rstd.cpu, a.cpu,
-                                             bi.cpu, w.cpu, b.cpu, N, C);
+                                             bi.cpu, w.cpu, b.cpu, N, C, 1e-5f);
         ig_kernel_residual_layernorm_forward(g, res.gpu, out.gpu, mean.gpu, rstd.gpu, a.gpu, bi.gpu,
-                                             w.gpu, b.gpu, N, C);
+                                             w.gpu, b.gpu, N, C, 1e-5f);
         check(g, "residual_layernorm_forward residual", &res);
         check(g, "residual_layernorm_forward out", &out);
         check(g, "residual_layernorm_forward mean", &mean);
         check(g, "residual_layernorm_forward rstd", &rstd);
         /* the plain form, on a */
-        ig_kernel_layernorm_forward(fx.ref, out.cpu, mean.cpu, rstd.cpu, a.cpu, w.cpu, b.cpu, N, C);
-        ig_kernel_layernorm_forward(g, out.gpu, mean.gpu, rstd.gpu, a.gpu, w.gpu, b.gpu, N, C);
+        ig_kernel_layernorm_forward(fx.ref, out.cpu, mean.cpu, rstd.cpu, a.cpu, w.cpu, b.cpu, N, C,
+                                    1e-5f);
+        ig_kernel_layernorm_forward(g, out.gpu, mean.gpu, rstd.gpu, a.gpu, w.gpu, b.gpu, N, C,
+                                    1e-5f);
         check(g, "layernorm_forward out", &out);
         check(g, "layernorm_forward rstd", &rstd);
         /* backward: dinp, dw, db accumulate into nonzero values; the statistics are the GPU's
@@ -252,6 +257,42 @@ static void test_layernorm(void **state) {
         check(g, "layernorm_backward dw", &dw);
         check(g, "layernorm_backward db", &db);
         pair *ps[] = {&a, &bi, &w, &b, &res, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) drop(g, ps[i]);
+    }
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    int N = 37, C = 100;
+    size_t nc = (size_t)N * C;
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        pair a = mk(g, nc, 1, 2), bi = mk(g, nc, 1, 1), w = mk(g, C, 1, 1);
+        pair res = mk(g, nc, 1, 0), out = mk(g, nc, 1, 0), rstd = mk(g, N, 0, 0);
+        ig_kernel_residual_rmsnorm_forward(fx.ref, res.cpu, out.cpu, rstd.cpu, a.cpu, bi.cpu, w.cpu,
+                                           N, C, 1e-5f);
+        ig_kernel_residual_rmsnorm_forward(g, res.gpu, out.gpu, rstd.gpu, a.gpu, bi.gpu, w.gpu, N,
+                                           C, 1e-5f);
+        check(g, "residual_rmsnorm_forward residual", &res);
+        check(g, "residual_rmsnorm_forward out", &out);
+        check(g, "residual_rmsnorm_forward rstd", &rstd);
+        /* the plain form, on a, with another eps */
+        ig_kernel_rmsnorm_forward(fx.ref, out.cpu, rstd.cpu, a.cpu, w.cpu, N, C, 1e-2f);
+        ig_kernel_rmsnorm_forward(g, out.gpu, rstd.gpu, a.gpu, w.gpu, N, C, 1e-2f);
+        check(g, "rmsnorm_forward out", &out);
+        check(g, "rmsnorm_forward rstd", &rstd);
+        /* backward: dinp, dw accumulate into nonzero values; rstd is the GPU's own */
+        float *gr = fetch(g, &rstd);
+        memcpy(rstd.cpu, gr, N * sizeof(float));
+        free(gr);
+        pair dout = mk(g, nc, 1, 1), dinp = mk(g, nc, 1, 1), dw = mk(g, C, 1, 1);
+        ig_kernel_rmsnorm_backward(fx.ref, dinp.cpu, dw.cpu, dout.cpu, a.cpu, w.cpu, rstd.cpu, N,
+                                   C);
+        ig_kernel_rmsnorm_backward(g, dinp.gpu, dw.gpu, dout.gpu, a.gpu, w.gpu, rstd.gpu, N, C);
+        check(g, "rmsnorm_backward dinp", &dinp);
+        check(g, "rmsnorm_backward dw", &dw);
+        pair *ps[] = {&a, &bi, &w, &res, &out, &rstd, &dout, &dinp, &dw};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) drop(g, ps[i]);
     }
 }
@@ -319,6 +360,60 @@ static void test_gelu(void **state) {
     }
 }
 
+static void test_swiglu(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    int N = 300, F = 72;
+    size_t nf = (size_t)N * F;
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        pair gate = mk(g, nf, 1, 6), up = mk(g, nf, 1, 2), out = mk(g, nf, 1, 0);
+        pair dout = mk(g, nf, 1, 1), dgate = mk(g, nf, 1, 1), dup = mk(g, nf, 1, 1);
+        ig_kernel_swiglu_forward(fx.ref, out.cpu, gate.cpu, up.cpu, N, F);
+        ig_kernel_swiglu_forward(g, out.gpu, gate.gpu, up.gpu, N, F);
+        check(g, "swiglu_forward", &out);
+        ig_kernel_swiglu_backward(fx.ref, dgate.cpu, dup.cpu, dout.cpu, gate.cpu, up.cpu, N, F);
+        ig_kernel_swiglu_backward(g, dgate.gpu, dup.gpu, dout.gpu, gate.gpu, up.gpu, N, F);
+        check(g, "swiglu_backward dgate", &dgate);
+        check(g, "swiglu_backward dup", &dup);
+        /* in place: dgate is dout */
+        ig_kernel_swiglu_backward(g, dout.gpu, dup.gpu, dout.gpu, gate.gpu, up.gpu, N, F);
+        memcpy(dout.cpu, dgate.cpu, nf * sizeof(float));
+        check(g, "swiglu_backward in place", &dout);
+        pair *ps[] = {&gate, &up, &out, &dout, &dgate, &dup};
+        for (size_t i = 0; i < 6; i++) drop(g, ps[i]);
+    }
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* B, T, n_head, n_kv_head, hs, pos0, theta: far positions too (the angles are the CPU's) */
+    struct {
+        int B, T, NH, NKV, hs, pos0;
+        float theta;
+    } cs[3] = {{2, 37, 4, 2, 64, 0, 10000.0f},
+               {3, 5, 3, 3, 6, 8000, 500000.0f},
+               {1, 70, 2, 1, 128, 7, 10000.0f}};
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 3; c++) {
+            ig_backend *g = fx.gpu[k];
+            size_t n = (size_t)cs[c].B * cs[c].T * (cs[c].NH + 2 * cs[c].NKV) * cs[c].hs;
+            pair x = mk(g, n, 1, 2);
+            ig_kernel_rope_forward(fx.ref, x.cpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                   cs[c].pos0, cs[c].theta);
+            ig_kernel_rope_forward(g, x.gpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                   cs[c].pos0, cs[c].theta);
+            check(g, "rope_forward", &x);
+            ig_kernel_rope_backward(fx.ref, x.cpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                    cs[c].pos0, cs[c].theta);
+            ig_kernel_rope_backward(g, x.gpu, cs[c].B, cs[c].T, cs[c].NH, cs[c].NKV, cs[c].hs,
+                                    cs[c].pos0, cs[c].theta);
+            check(g, "rope_backward", &x);
+            drop(g, &x);
+        }
+}
+
 /* A CUDA backend with the attention path IG_CUDA_ATTENTION=path (freed by the caller). */
 static ig_backend *with_path(ig_act_type at, const char *path) {
     ig_backend_opts o = ig_backend_opts_default();
@@ -333,8 +428,21 @@ static ig_backend *with_path(ig_act_type at, const char *path) {
     return be;
 }
 
-static void attention_case(ig_backend *g, int B, int T, int C, int NH, int docs) {
-    size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+/* the shape of an attention call: NH query heads, NKV key/value heads of hs */
+static ig_attention_shape att_shape(int B, int T, int NH, int NKV, int hs, int causal) {
+    ig_attention_shape s = {
+        .B = B, .T = T, .n_head = NH, .n_kv_head = NKV, .head_size = hs, .causal = causal};
+    return s;
+}
+
+static void attention_case(ig_backend *g, int B, int T, int NH, int NKV, int hs, int causal,
+                           int docs) {
+    ig_attention_shape s = att_shape(B, T, NH, NKV, hs, causal);
+    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * hs, no = (size_t)B * T * NH * hs;
+    size_t nl = (size_t)B * NH * T;
+    char what[160];
+    snprintf(what, sizeof what, "attention B=%d T=%d NH=%d NKV=%d hs=%d%s%s", B, T, NH, NKV, hs,
+             causal ? " causal" : "", docs ? " documents" : "");
     pair qkv = mk(g, nqkv, 1, 1.5f), out = mk(g, no, 1, 0), lse = mk(g, nl, 0, 0);
     pair dout = mk(g, no, 1, 1), dqkv = mk(g, nqkv, 1, 1);
     int32_t *dc = NULL, *dg = NULL;
@@ -345,19 +453,22 @@ static void attention_case(ig_backend *g, int B, int T, int C, int NH, int docs)
         ig_err err = {0};
         assert_int_equal(ig_backend_upload(g, dg, dc, (size_t)B * T * 4, &err), IG_OK);
     }
-    ig_kernel_attention_forward(fx.ref, out.cpu, lse.cpu, qkv.cpu, dc, B, T, C, NH);
-    ig_kernel_attention_forward(g, out.gpu, lse.gpu, qkv.gpu, dg, B, T, C, NH);
-    check(g, "attention_forward out", &out);
-    check(g, "attention_forward lse", &lse);
+    ig_kernel_attention_forward(fx.ref, out.cpu, lse.cpu, qkv.cpu, dc, &s);
+    ig_kernel_attention_forward(g, out.gpu, lse.gpu, qkv.gpu, dg, &s);
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s: forward out", what);
+    check(g, w2, &out);
+    snprintf(w2, sizeof w2, "%s: forward lse", what);
+    check(g, w2, &lse);
     /* the backward from the GPU's own forward: out and lse given to both sides */
     float *go = fetch(g, &out), *gl = fetch(g, &lse);
     memcpy(out.cpu, go, no * sizeof(float));
     memcpy(lse.cpu, gl, nl * sizeof(float));
     free(go), free(gl);
-    ig_kernel_attention_backward(fx.ref, dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, dc, B, T, C,
-                                 NH);
-    ig_kernel_attention_backward(g, dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, dg, B, T, C, NH);
-    check(g, "attention_backward dqkv", &dqkv);
+    ig_kernel_attention_backward(fx.ref, dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, dc, &s);
+    ig_kernel_attention_backward(g, dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, dg, &s);
+    snprintf(w2, sizeof w2, "%s: backward dqkv", what);
+    check(g, w2, &dqkv);
     pair *ps[] = {&qkv, &out, &lse, &dout, &dqkv};
     for (size_t i = 0; i < 5; i++) drop(g, ps[i]);
     if (docs) ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
@@ -370,11 +481,17 @@ static void test_attention(void **state) {
     for (int p = 0; p < 2; p++)
         for (int k = 0; k < 2; k++) {
             ig_backend *g = with_path(k ? IG_ACT_BF16 : IG_ACT_F32, paths[p]);
-            attention_case(g, 2, 70, 64, 2, 0);   /* head size 32, a partial block of queries */
-            attention_case(g, 1, 130, 128, 2, 0); /* head size 64, three blocks */
-            attention_case(g, 2, 45, 200, 2, 0);  /* head size 100: padded to 128 */
-            attention_case(g, 1, 9, 8, 2, 0);     /* head size 4 */
-            attention_case(g, 2, 97, 64, 2, 1);   /* documents */
+            attention_case(g, 2, 70, 2, 2, 32, 1, 0);  /* head size 32, a partial block */
+            attention_case(g, 1, 130, 2, 2, 64, 1, 0); /* head size 64, three blocks */
+            attention_case(g, 2, 45, 2, 2, 100, 1, 0); /* head size 100: padded to 128 */
+            attention_case(g, 1, 9, 2, 2, 4, 1, 0);    /* head size 4 */
+            attention_case(g, 2, 97, 2, 2, 32, 1, 1);  /* documents */
+            /* grouped-query (groups of 2, and of n_head), causal or not, documents */
+            attention_case(g, 2, 70, 4, 2, 32, 1, 0);
+            attention_case(g, 2, 97, 6, 1, 64, 1, 1);
+            attention_case(g, 2, 130, 4, 2, 64, 0, 0);
+            attention_case(g, 3, 45, 4, 4, 32, 0, 1);
+            attention_case(g, 2, 33, 8, 2, 128, 0, 1);
             ig_backend_free(g);
         }
 }
@@ -382,18 +499,22 @@ static void test_attention(void **state) {
 static void test_attention_cached(void **state) {
     (void)state;
     REQUIRE_DEVICE();
-    int B = 2, Tq = 5, pos0 = 11, Tmax = 20, C = 64, NH = 2;
-    for (int k = 0; k < 2; k++) {
-        ig_backend *g = fx.gpu[k];
-        pair q = mk(g, (size_t)B * Tq * C, 1, 1), kc = mk(g, (size_t)B * Tmax * C, 1, 1);
-        pair vc = mk(g, (size_t)B * Tmax * C, 1, 1), out = mk(g, (size_t)B * Tq * C, 1, 0);
-        ig_kernel_attention_cached(fx.ref, out.cpu, q.cpu, kc.cpu, vc.cpu, B, Tq, pos0, Tmax, C,
-                                   NH);
-        ig_kernel_attention_cached(g, out.gpu, q.gpu, kc.gpu, vc.gpu, B, Tq, pos0, Tmax, C, NH);
-        check(g, "attention_cached", &out);
-        pair *ps[] = {&q, &kc, &vc, &out};
-        for (size_t i = 0; i < 4; i++) drop(g, ps[i]);
-    }
+    int B = 2, Tq = 5, pos0 = 11, Tmax = 20, hs = 32;
+    int heads[3][2] = {{2, 2}, {4, 2}, {3, 1}}; /* multi-head, grouped-query, multi-query */
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 3; c++) {
+            ig_backend *g = fx.gpu[k];
+            int NH = heads[c][0], NKV = heads[c][1];
+            ig_attention_shape s = att_shape(B, Tq, NH, NKV, hs, 1);
+            size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs;
+            pair q = mk(g, (size_t)B * Tq * C, 1, 1), kc = mk(g, (size_t)B * Tmax * Ckv, 1, 1);
+            pair vc = mk(g, (size_t)B * Tmax * Ckv, 1, 1), out = mk(g, (size_t)B * Tq * C, 1, 0);
+            ig_kernel_attention_cached(fx.ref, out.cpu, q.cpu, kc.cpu, vc.cpu, pos0, Tmax, &s);
+            ig_kernel_attention_cached(g, out.gpu, q.gpu, kc.gpu, vc.gpu, pos0, Tmax, &s);
+            check(g, "attention_cached", &out);
+            pair *ps[] = {&q, &kc, &vc, &out};
+            for (size_t i = 0; i < 4; i++) drop(g, ps[i]);
+        }
 }
 
 static void test_crossentropy(void **state) {
@@ -573,19 +694,35 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     pair dbq = mk(g, 3 * (size_t)C, 1, 0), dw = mk(g, C, 1, 0), db = mk(g, C, 1, 0);
     pair dwte = mk(g, (size_t)Vp * C, 1, 0), dwpe = mk(g, (size_t)T * C, 1, 0);
     pair gl = mk(g, nc * 4, 1, 1), glo = mk(g, nc * 4, 1, 0), bias4 = mk(g, 4 * (size_t)C, 1, 1);
+    /* Llama's kernels, and attention grouped-query (one key/value head) and non-causal over qkv
+     * read as [B, T, (NH + 2) hs] rows */
+    ig_attention_shape sq = att_shape(B, T, NH, 1, C / NH, 0);
+    pair rrs = mk(g, N, 0, 0), rn = mk(g, nc, 1, 0), sw = mk(g, nc, 1, 0), dsg = mk(g, nc, 1, 0);
+    pair dsu = mk(g, nc, 1, 0), drn = mk(g, nc, 1, 0), dwr = mk(g, C, 1, 0);
+    pair att2 = mk(g, nc, 1, 0), lse2 = mk(g, (size_t)B * NH * T, 0, 0),
+         dqkv2 = mk(g, nc * 3, 1, 0);
     int32_t *tc, *tg, *dc, *dg;
     mk_ids(g, N, V, &tc, &tg);
     mk_ids(g, N, 3, &dc, &dg);
     ig_kernel_encoder_forward(g, x.gpu, tg, wte.gpu, wpe.gpu, B, T, C);
-    ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C);
+    ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C, 1e-5f);
     ig_kernel_matmul_forward(g, qkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT, bq.gpu, N, C, 3 * C);
-    ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, B, T, C, NH);
+    ig_kernel_rope_forward(g, qkv.gpu, B, T, NH, NH, C / NH, 5, 10000.0f);
+    ig_attention_shape sh = att_shape(B, T, NH, NH, C / NH, 1);
+    ig_kernel_attention_forward(g, att.gpu, lse.gpu, qkv.gpu, dg, &sh);
+    ig_kernel_attention_forward(g, att2.gpu, lse2.gpu, qkv.gpu, dg, &sq);
+    ig_kernel_rmsnorm_forward(g, rn.gpu, rrs.gpu, x.gpu, w.gpu, N, C, 1e-5f);
+    ig_kernel_swiglu_forward(g, sw.gpu, rn.gpu, ln.gpu, N, C);
+    ig_kernel_swiglu_backward(g, dsg.gpu, dsu.gpu, sw.gpu, rn.gpu, ln.gpu, N, C);
+    ig_kernel_rmsnorm_backward(g, drn.gpu, dwr.gpu, dsg.gpu, x.gpu, w.gpu, rrs.gpu, N, C);
     ig_kernel_gelu_bias_forward(g, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_forward(g, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN, NULL, N, C, Vp);
     ig_kernel_crossentropy(g, losses.gpu, logits.gpu, tg, dloss.gpu, N, V, Vp);
     ig_kernel_matmul_backward(g, dln.gpu, dwte.gpu, NULL, logits.gpu, att.gpu, wte.gpu, IG_W_OUT_IN,
                               N, C, Vp);
-    ig_kernel_attention_backward(g, dqkv.gpu, dln.gpu, qkv.gpu, att.gpu, lse.gpu, dg, B, T, C, NH);
+    ig_kernel_attention_backward(g, dqkv.gpu, dln.gpu, qkv.gpu, att.gpu, lse.gpu, dg, &sh);
+    ig_kernel_attention_backward(g, dqkv2.gpu, dln.gpu, qkv.gpu, att2.gpu, lse2.gpu, dg, &sq);
+    ig_kernel_rope_backward(g, dqkv.gpu, B, T, NH, NH, C / NH, 5, 10000.0f);
     ig_kernel_gelu_bias_backward(g, gl.gpu, bias4.gpu, glo.gpu, gl.gpu, bias4.gpu, N, 4 * C);
     ig_kernel_matmul_backward(g, dln.gpu, dwq.gpu, dbq.gpu, dqkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT,
                               N, C, 3 * C);
@@ -594,7 +731,8 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     ig_kernel_encoder_backward(g, dwte.gpu, dwpe.gpu, dx.gpu, tg, B, T, C);
     double ss = ig_kernel_sum_squares(g, dwte.gpu, dwte.n);
     pair *outs[] = {&x,   &ln, &mean, &rstd, &qkv, &att, &lse,  &logits, &losses, &dqkv,
-                    &dln, &dx, &dwq,  &dbq,  &dw,  &db,  &dwte, &dwpe,   &gl,     &glo};
+                    &dln, &dx, &dwq,  &dbq,  &dw,  &db,  &dwte, &dwpe,   &gl,     &glo,
+                    &rrs, &rn, &sw,   &dsg,  &dsu, &drn, &dwr,  &att2,   &lse2,   &dqkv2};
     size_t n_outs = sizeof outs / sizeof outs[0], total = sizeof ss;
     for (size_t i = 0; i < n_outs; i++) total += outs[i]->n * sizeof(float);
     unsigned char *all = malloc(total), *at = all;
@@ -605,9 +743,10 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
         at += outs[i]->n * sizeof(float);
         free(h);
     }
-    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,    &wq, &bq,
-                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,  &dx, &dwq,
-                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4};
+    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,     &wq,  &bq,
+                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,   &dx,  &dwq,
+                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4, &rrs, &rn,
+                         &sw,  &dsg, &dsu, &drn,    &dwr,    &att2,  &lse2, &dqkv2};
     for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; i++) drop(g, all_pairs[i]);
     ig_backend_release(fx.ref, tc), ig_backend_release(g, tg);
     ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
@@ -649,6 +788,58 @@ static void test_out_of_memory(void **state) {
     assert_int_equal(ig_backend_alloc(g, 1024, &p, &err), IG_OK);
     assert_int_equal(ig_backend_sync(g, &err), IG_OK);
     ig_backend_release(g, p);
+}
+
+/* The CUDA table has every operation; the trace reports each call; bf16 stores give the host's
+ * rounding, NaN included. */
+typedef struct trace_count {
+    int calls;
+    ig_op last;
+} trace_count;
+
+static void count_trace(void *user, ig_op op, double seconds) {
+    trace_count *t = user;
+    t->calls++;
+    t->last = op;
+    assert_true(seconds >= 0);
+}
+
+static void test_table_trace_rounding(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    for (int k = 0; k < 2; k++)
+        for (int op = 0; op < IG_OP_COUNT; op++)
+            if (!ig_backend_supports(fx.gpu[k], (ig_op)op))
+                fail_msg("the CUDA backend lacks %s", ig_op_name((ig_op)op));
+    ig_backend *g = fx.gpu[1];
+    trace_count tc = {0};
+    ig_backend_set_trace(g, count_trace, &tc);
+    pair x = mk(g, 1000, 1, 1);
+    ig_kernel_scale(g, x.gpu, x.n, 1.0f);
+    ig_kernel_add(g, x.gpu, x.gpu, x.gpu, x.n);
+    ig_backend_set_trace(g, NULL, NULL);
+    ig_kernel_scale(g, x.gpu, x.n, 1.0f);
+    assert_int_equal(tc.calls, 2);
+    assert_int_equal(tc.last, IG_OP_ADD);
+    drop(g, &x);
+
+    /* bf16 bits through a kernel: x * s rounded on the device = the host's rounding of the same
+     * fp32 product; every NaN comes out as 0x7FC0 */
+    uint16_t in[8] = {0x3f80, 0x3f81, 0xc2f7, 0x0001, 0x7f7f, 0x7fc0, 0xffc1, 0x7f81}, out[8];
+    void *d = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_alloc(g, sizeof in, &d, &err), IG_OK);
+    assert_int_equal(ig_backend_upload(g, d, in, sizeof in, &err), IG_OK);
+    float s = 1.0f / 3.0f;
+    ig_kernel_scale(g, d, 8, s);
+    assert_int_equal(ig_backend_download(g, out, d, sizeof out, &err), IG_OK);
+    for (int i = 0; i < 8; i++) {
+        uint16_t want = ig_backend_bf16_from_f32(ig_backend_bf16_to_f32(in[i]) * s);
+        if (out[i] != want)
+            fail_msg("bf16 %04x * 1/3: device %04x, host %04x", in[i], out[i], want);
+    }
+    assert_int_equal(out[6], 0x7fc0);
+    ig_backend_release(g, d);
 }
 
 /* Needs no device: refusals before one is touched, or the reason there is none. */
@@ -833,8 +1024,11 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),
@@ -843,6 +1037,7 @@ int main(void) {
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_and_scale),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_table_trace_rounding),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_model_losses),
         cmocka_unit_test(test_checkpoint_across_devices),

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "kernels/backend.h"
 #include "safetensors_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -119,16 +120,14 @@ static float f32_from_bits(uint32_t u) {
     return f;
 }
 
+/* bf16: the compute backends' conversions (kernels/backend_host.c), the one definition of the
+ * rounding, so that a checkpoint holds the bits a bf16 device computes with */
 float ig_bf16_to_f32(uint16_t h) {
-    return f32_from_bits((uint32_t)h << 16);
+    return ig_backend_bf16_to_f32(h);
 }
 
 uint16_t ig_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0; /* NaN: PyTorch's canonical quiet NaN */
-    /* add just under half an ulp of bf16, plus one when the kept part is odd: ties to even; a
-     * carry into the exponent is the correct rounding up (to infinity past the largest bf16) */
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return ig_backend_bf16_from_f32(f);
 }
 
 float ig_f16_to_f32(uint16_t h) {

@@ -1,5 +1,7 @@
-/* cpu_attention.c - causal self-attention with the scale, mask and softmax fused, forward and
- * backward, with optional document masking, and the KV-cache form for sampling.
+/* cpu_attention.c - self-attention with the scale, mask and softmax fused, forward and backward:
+ * causal (GPT-2, Llama) or not (DiT), multi-head or grouped-query (n_kv_head key/value heads, each
+ * serving g = n_head / n_kv_head consecutive query heads), with optional document masking; and
+ * the KV-cache form for sampling.
  *
  * Reference: for each (b, h, t), three passes over the keys (max, sum of exponentials, weighted
  * values) in double, recomputing the dot products each time; the backward recomputes the
@@ -10,18 +12,24 @@
  * query (the online softmax), and writes out and lse = max + log(sum). Nothing of size T x T is
  * ever stored. The backward is split in two passes so that every gradient element has exactly
  * one writer, without atomics: pass 1 walks each key block's queries and produces dK and dV,
- * pass 2 walks each query block's keys and produces dQ (both recompute P = exp(S - lse)). Tiles
+ * pass 2 walks each query block's keys and produces dQ (both recompute P = exp(S - lse)). With
+ * grouped-query attention a pass-1 item is a key block of one key/value head, and it walks the
+ * query blocks of its g query heads one head after the other, in head order, summing their dK and
+ * dV in the same accumulators: the sum over the group has one order, whatever the threads. Tiles
  * are kept transposed where that makes the inner loops run along contiguous memory: every dot
  * product and weighted sum is vectorised across independent outputs and adds its terms in a fixed
  * order (for head size 64 the 64 sums of a row stay in registers, two rows per pass over a tile),
  * and row maxima and sums use fixed 16 lanes. A query's numbers never depend on its neighbours,
  * on the thread count, or on the CPU's vector width.
  *
- * Masks: key s is visible to query t when s <= t and, with doc, doc[b, s] == doc[b, t]. A key
- * block whose documents cannot meet the query block's (disjoint id ranges) is skipped.
+ * Masks: key s is visible to query t when (not causal, or s <= t) and, with doc, doc[b, s] ==
+ * doc[b, t]. A key block whose documents cannot meet the query block's (disjoint id ranges) is
+ * skipped; without causality every query walks every key block.
  *
- * Shapes: qkv [B, T, 3C] (q, k, v per token, each [NH, hs]); out, dout [B, T, C]; lse [B, NH, T];
- * doc [B, T]; dqkv [B, T, 3C]. Cached: q, out [B, Tq, C]; k, v [B, Tmax, C].
+ * Shapes (NH query heads, NKV key/value heads, hs the head size, R = (NH + 2 NKV) hs): qkv, dqkv
+ * [B, T, R] (the NH query heads, then the NKV key heads, then the NKV value heads, each hs
+ * contiguous); out, dout [B, T, NH hs]; lse [B, NH, T]; doc [B, T]. Cached: q, out [B, Tq, NH hs];
+ * k, v [B, Tmax, NKV hs]. Query head h reads key/value head h / g.
  */
 #include <math.h>
 #include <string.h>
@@ -39,11 +47,18 @@ typedef struct head_view {
     size_t q_stride, kv_stride;
     const int32_t *doc; /* NULL, or this sequence's [T] ids */
     int hs;
+    int causal; /* else every key of the sequence is a candidate */
+    int nk;     /* keys in the sequence */
     double scale;
 } head_view;
 
 static int visible(const head_view *hv, int tq, int s) {
-    return s <= tq && (!hv->doc || hv->doc[s] == hv->doc[tq]);
+    return (!hv->causal || s <= tq) && (!hv->doc || hv->doc[s] == hv->doc[tq]);
+}
+
+/* the keys query tq may see are below this */
+static int key_end(const head_view *hv, int tq) {
+    return hv->causal ? tq + 1 : hv->nk;
 }
 
 static double ref_score(const head_view *hv, int i, int s) {
@@ -56,16 +71,17 @@ static double ref_score(const head_view *hv, int i, int s) {
 /* out row i (query at position tq) and its lse */
 static void ref_attend(const head_view *hv, int i, int tq, float *out, float *lse) {
     double m = -INFINITY, l = 0;
-    for (int s = 0; s <= tq; s++)
+    int end = key_end(hv, tq);
+    for (int s = 0; s < end; s++)
         if (visible(hv, tq, s)) {
             double x = ref_score(hv, i, s);
             if (x > m) m = x;
         }
-    for (int s = 0; s <= tq; s++)
+    for (int s = 0; s < end; s++)
         if (visible(hv, tq, s)) l += exp(ref_score(hv, i, s) - m);
     for (int c = 0; c < hv->hs; c++) {
         double o = 0;
-        for (int s = 0; s <= tq; s++)
+        for (int s = 0; s < end; s++)
             if (visible(hv, tq, s))
                 o += exp(ref_score(hv, i, s) - m) / l * hv->v[(size_t)s * hv->kv_stride + c];
         out[c] = (float)o;
@@ -73,23 +89,34 @@ static void ref_attend(const head_view *hv, int i, int tq, float *out, float *ls
     if (lse) *lse = (float)(m + log(l));
 }
 
-void ig_cpu_ref_attention_forward(ig_backend *be, void *out_, float *lse, const void *qkv_,
-                                  const int32_t *doc, int B, int T, int C, int NH) {
+/* The view of query head h of sequence b in packed qkv rows (training: Tq == Tk == T). */
+static head_view qkv_view(const float *qkv, const int32_t *doc, const ig_attention_shape *sh, int b,
+                          int h) {
+    int NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size, kvh = h / (NH / NKV);
+    size_t R = (size_t)(NH + 2 * NKV) * hs;
+    const float *base = qkv + (size_t)b * sh->T * R;
+    head_view hv = {base + (size_t)h * hs,
+                    base + (size_t)(NH + kvh) * hs,
+                    base + (size_t)(NH + NKV + kvh) * hs,
+                    R,
+                    R,
+                    doc ? doc + (size_t)b * sh->T : NULL,
+                    hs,
+                    sh->causal,
+                    sh->T,
+                    1.0 / sqrt((double)hs)};
+    return hv;
+}
+
+void ig_cpu_ref_attention_forward(ig_backend *be, void *out_, float *lse, const void *qkv,
+                                  const int32_t *doc, const ig_attention_shape *sh) {
     (void)be;
     float *out = out_;
-    const float *qkv = qkv_;
-    int hs = C / NH;
+    int B = sh->B, T = sh->T, NH = sh->n_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
-            head_view hv = {base,
-                            base + C,
-                            base + 2 * C,
-                            (size_t)3 * C,
-                            (size_t)3 * C,
-                            doc ? doc + (size_t)b * T : NULL,
-                            hs,
-                            1.0 / sqrt((double)hs)};
+            head_view hv = qkv_view(qkv, doc, sh, b, h);
             for (int t = 0; t < T; t++)
                 ref_attend(&hv, t, t, out + ((size_t)b * T + t) * C + (size_t)h * hs,
                            lse + ((size_t)b * NH + h) * T + t);
@@ -97,21 +124,24 @@ void ig_cpu_ref_attention_forward(ig_backend *be, void *out_, float *lse, const 
 }
 
 void ig_cpu_ref_attention_cached(ig_backend *be, void *out_, const void *q_, const void *k_,
-                                 const void *v_, int B, int Tq, int pos0, int Tmax, int C, int NH) {
+                                 const void *v_, int pos0, int Tmax, const ig_attention_shape *sh) {
     (void)be;
     float *out = out_;
     const float *q = q_, *k = k_, *v = v_;
-    int hs = C / NH;
+    int B = sh->B, Tq = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            size_t kv = (size_t)b * Tmax * C + (size_t)h * hs;
+            size_t kv = (size_t)b * Tmax * Ckv + (size_t)(h / (NH / NKV)) * hs;
             head_view hv = {q + (size_t)b * Tq * C + (size_t)h * hs,
                             k + kv,
                             v + kv,
-                            (size_t)C,
-                            (size_t)C,
+                            C,
+                            Ckv,
                             NULL,
                             hs,
+                            1,
+                            Tmax,
                             1.0 / sqrt((double)hs)};
             for (int i = 0; i < Tq; i++)
                 ref_attend(&hv, i, pos0 + i, out + ((size_t)b * Tq + i) * C + (size_t)h * hs, NULL);
@@ -120,27 +150,22 @@ void ig_cpu_ref_attention_cached(ig_backend *be, void *out_, const void *q_, con
 
 /* dq = scale sum_s dS[t,s] k_s, dk_s = scale sum_t dS[t,s] q_t, dv_s = sum_t P[t,s] dout_t, with
  * P = exp(score - lse) and dS = P (dout_t . v_s - D_t), D_t = dout_t . out_t */
-void ig_cpu_ref_attention_backward(ig_backend *be, void *dqkv_, const void *dout_, const void *qkv_,
-                                   const void *out_, const float *lse, const int32_t *doc, int B,
-                                   int T, int C, int NH) {
+void ig_cpu_ref_attention_backward(ig_backend *be, void *dqkv_, const void *dout_, const void *qkv,
+                                   const void *out_, const float *lse, const int32_t *doc,
+                                   const ig_attention_shape *sh) {
     (void)be;
     float *dqkv = dqkv_;
-    const float *dout = dout_, *qkv = qkv_, *out = out_;
-    int hs = C / NH;
-    memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof *dqkv);
+    const float *dout = dout_, *out = out_;
+    int B = sh->B, T = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs, R = (size_t)(NH + 2 * NKV) * hs;
+    memset(dqkv, 0, (size_t)B * T * R * sizeof *dqkv);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
-            const float *base = qkv + off;
-            float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-            head_view hv = {base,
-                            base + C,
-                            base + 2 * C,
-                            (size_t)3 * C,
-                            (size_t)3 * C,
-                            doc ? doc + (size_t)b * T : NULL,
-                            hs,
-                            1.0 / sqrt((double)hs)};
+        for (int h = 0; h < NH; h++) { /* a key/value head's gradient: its query heads in order */
+            head_view hv = qkv_view(qkv, doc, sh, b, h);
+            int kvh = h / (NH / NKV);
+            float *dq = dqkv + (size_t)b * T * R + (size_t)h * hs;
+            float *dk = dqkv + (size_t)b * T * R + (size_t)(NH + kvh) * hs;
+            float *dv = dqkv + (size_t)b * T * R + (size_t)(NH + NKV + kvh) * hs;
             for (int t = 0; t < T; t++) {
                 const float *go = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
                 const float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
@@ -148,15 +173,16 @@ void ig_cpu_ref_attention_backward(ig_backend *be, void *dqkv_, const void *dout
                 for (int c = 0; c < hs; c++) D += (double)go[c] * o[c];
                 double l = lse[((size_t)b * NH + h) * T + t];
                 const float *qt = hv.q + (size_t)t * hv.q_stride;
-                for (int s = 0; s <= t; s++) {
+                int end = key_end(&hv, t);
+                for (int s = 0; s < end; s++) {
                     if (!visible(&hv, t, s)) continue;
                     double p = exp(ref_score(&hv, t, s) - l), dp = 0;
                     const float *ks = hv.k + (size_t)s * hv.kv_stride;
                     const float *vs = hv.v + (size_t)s * hv.kv_stride;
                     for (int c = 0; c < hs; c++) dp += (double)go[c] * vs[c];
                     double ds = p * (dp - D) * hv.scale;
-                    float *dqt = dq + (size_t)t * 3 * C, *dks = dk + (size_t)s * 3 * C,
-                          *dvs = dv + (size_t)s * 3 * C;
+                    float *dqt = dq + (size_t)t * R, *dks = dk + (size_t)s * R,
+                          *dvs = dv + (size_t)s * R;
                     for (int c = 0; c < hs; c++) {
                         dqt[c] = (float)(dqt[c] + ds * ks[c]);
                         dks[c] = (float)(dks[c] + ds * qt[c]);
@@ -170,13 +196,15 @@ void ig_cpu_ref_attention_backward(ig_backend *be, void *dqkv_, const void *dout
 /* ---- fast: tiles ----------------------------------------------------------------------------- */
 
 typedef struct att_job {
-    /* inputs: row i of q is q + b * q_bstride + i * q_stride + h * hs (likewise k, v, out) */
+    /* inputs: row i of q is q + b * q_bstride + i * q_stride + h * hs (likewise out); row s of k
+     * is k + b * kv_bstride + s * kv_stride + (h / g) * hs (likewise v) */
     const float *q, *k, *v, *dout, *o;
     size_t q_bstride, kv_bstride, q_stride, kv_stride, o_bstride, o_stride;
-    float *out, *lse, *dq, *dk, *dv; /* dq/dk/dv rows use q_stride/kv_stride */
-    const int32_t *doc;              /* NULL or [B, T] (training only: Tq == Tmax == T) */
-    float *D;                        /* backward: [B, NH, T] dout . out */
-    int B, NH, hs, Tq, Tk, pos0;     /* query i is at position pos0 + i; Tk keys in a row */
+    float *out, *lse, *dq, *dk, *dv;     /* dq/dk/dv rows use q_stride/kv_stride */
+    const int32_t *doc;                  /* NULL or [B, T] (training only: Tq == Tmax == T) */
+    float *D;                            /* backward: [B, NH, T] dout . out */
+    int B, NH, NKV, g, hs, Tq, Tk, pos0; /* query i is at position pos0 + i; Tk keys in a row */
+    int causal;                          /* else every query sees all Tk keys */
     float scale;
     int nqb, nkb; /* query and key blocks per (b, h) */
     float *scratch;
@@ -210,12 +238,13 @@ IG_CPU_INLINE void load_q(const att_job *j, int b, int h, int i0, int nr, float 
 }
 
 /* x[c][d] rows (when x is not NULL) and xT[d][c] (transposed, ATT_BC wide, zero past nc; when
- * xT is not NULL) of nc keys from key j0, of k or v */
-IG_CPU_INLINE void load_kv(const att_job *j, const float *src, int b, int h, int j0, int nc,
+ * xT is not NULL) of nc keys from key j0, of k or v of key/value head kvh */
+IG_CPU_INLINE void load_kv(const att_job *j, const float *src, int b, int kvh, int j0, int nc,
                            float *x, float *xT) {
     int hs = j->hs;
     for (int c = 0; c < nc; c++) {
-        const float *s = src + b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)h * hs;
+        const float *s =
+            src + b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)kvh * hs;
         if (x) memcpy(x + c * hs, s, (size_t)hs * sizeof *s);
         if (xT)
             for (int d = 0; d < hs; d++) xT[d * ATT_BC + c] = s[d];
@@ -269,11 +298,14 @@ IG_CPU_INLINE void acc_rows_n(float *acc, const float *coef, size_t ca, size_t c
 /* masked entries of S become -INFINITY: query r at position pq0 + r, key c at position j0 + c */
 IG_CPU_INLINE void tile_mask(const att_job *j, int b, float *S, int pq0, int nr, int j0, int nc) {
     const int32_t *doc = j->doc ? j->doc + (size_t)b * j->Tk : NULL;
-    if (!doc && j0 + nc - 1 <= pq0) return; /* every key before every query: nothing masked */
+    /* no documents, and every key before every query (or no causality): nothing masked */
+    if (!doc && (!j->causal || j0 + nc - 1 <= pq0)) return;
     for (int r = 0; r < nr; r++) {
         int tq = pq0 + r;
         float *s = S + r * ATT_BC;
-        for (int c = tq - j0 + 1 > 0 ? tq - j0 + 1 : 0; c < nc; c++) s[c] = -INFINITY; /* future */
+        if (j->causal)
+            for (int c = tq - j0 + 1 > 0 ? tq - j0 + 1 : 0; c < nc; c++)
+                s[c] = -INFINITY; /* future */
         if (doc)
             for (int c = 0; c < nc; c++) s[c] = doc[j0 + c] != doc[tq] ? -INFINITY : s[c];
     }
@@ -287,8 +319,9 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
     int hs = j->hs;
     int qb = (int)(item % j->nqb), h = (int)(item / j->nqb % j->NH),
         b = (int)(item / j->nqb / j->NH);
-    int i0 = qb * ATT_BR, nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR;
-    int pq0 = j->pos0 + i0, last = pq0 + nr - 1; /* the last key any of these queries sees */
+    int i0 = qb * ATT_BR, nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR, kvh = h / j->g;
+    int pq0 = j->pos0 + i0;
+    int last = j->causal ? pq0 + nr - 1 : j->Tk - 1; /* the last key any of these queries sees */
     float *Qs = j->scratch + (size_t)worker * j->scratch_floats;
     float *kT = Qs + ATT_BR * hs, *V = kT + hs * ATT_BC, *O = V + ATT_BC * hs;
     float *S = O + ATT_BR * hs, *m = S + ATT_BR * ATT_BC, *l = m + ATT_BR;
@@ -296,14 +329,14 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
     for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
     memset(O, 0, (size_t)nr * hs * sizeof *O);
     int32_t qlo, qhi;
-    doc_range(j, b, pq0, last + 1, &qlo, &qhi);
+    doc_range(j, b, pq0, pq0 + nr, &qlo, &qhi);
     for (int j0 = 0; j0 <= last; j0 += ATT_BC) {
         int nc = last + 1 - j0 < ATT_BC ? last + 1 - j0 : ATT_BC;
         int32_t klo, khi;
         doc_range(j, b, j0, j0 + nc, &klo, &khi);
         if (khi < qlo || klo > qhi) continue; /* no document in common */
-        load_kv(j, j->k, b, h, j0, nc, NULL, kT);
-        load_kv(j, j->v, b, h, j0, nc, V, NULL);
+        load_kv(j, j->k, b, kvh, j0, nc, NULL, kT);
+        load_kv(j, j->v, b, kvh, j0, nc, V, NULL);
         tile_dot(S, Qs, kT, nr, nc, hs);
         tile_mask(j, b, S, pq0, nr, j0, nc);
         for (int r = 0; r < nr; r++) {
@@ -352,49 +385,59 @@ static void att_forward_run(ig_backend *be, att_job *j, const char *what) {
 }
 
 void ig_cpu_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                              const int32_t *doc, int B, int T, int C, int NH) {
+                              const int32_t *doc, const ig_attention_shape *sh) {
     const float *base = qkv;
+    int T = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs, R = (size_t)(NH + 2 * NKV) * hs;
     att_job j = {.q = base,
                  .k = base + C,
-                 .v = base + 2 * C,
-                 .q_bstride = (size_t)T * 3 * C,
-                 .kv_bstride = (size_t)T * 3 * C,
-                 .q_stride = (size_t)3 * C,
-                 .kv_stride = (size_t)3 * C,
+                 .v = base + C + (size_t)NKV * hs,
+                 .q_bstride = (size_t)T * R,
+                 .kv_bstride = (size_t)T * R,
+                 .q_stride = R,
+                 .kv_stride = R,
                  .o_bstride = (size_t)T * C,
-                 .o_stride = (size_t)C,
+                 .o_stride = C,
                  .out = out,
                  .lse = lse,
                  .doc = doc,
-                 .B = B,
+                 .B = sh->B,
                  .NH = NH,
-                 .hs = C / NH,
+                 .NKV = NKV,
+                 .g = NH / NKV,
+                 .hs = hs,
                  .Tq = T,
                  .Tk = T,
-                 .pos0 = 0};
+                 .pos0 = 0,
+                 .causal = sh->causal};
     att_forward_run(be, &j, "attention_forward");
 }
 
 void ig_cpu_attention_cached(ig_backend *be, void *out, const void *q, const void *k, const void *v,
-                             int B, int Tq, int pos0, int Tmax, int C, int NH) {
+                             int pos0, int Tmax, const ig_attention_shape *sh) {
+    int Tq = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs;
     att_job j = {.q = q,
                  .k = k,
                  .v = v,
                  .q_bstride = (size_t)Tq * C,
-                 .kv_bstride = (size_t)Tmax * C,
-                 .q_stride = (size_t)C,
-                 .kv_stride = (size_t)C,
+                 .kv_bstride = (size_t)Tmax * Ckv,
+                 .q_stride = C,
+                 .kv_stride = Ckv,
                  .o_bstride = (size_t)Tq * C,
-                 .o_stride = (size_t)C,
+                 .o_stride = C,
                  .out = out,
                  .lse = NULL,
                  .doc = NULL,
-                 .B = B,
+                 .B = sh->B,
                  .NH = NH,
-                 .hs = C / NH,
+                 .NKV = NKV,
+                 .g = NH / NKV,
+                 .hs = hs,
                  .Tq = Tq,
                  .Tk = Tmax,
-                 .pos0 = pos0};
+                 .pos0 = pos0,
+                 .causal = 1};
     att_forward_run(be, &j, "attention_cached");
 }
 
@@ -431,39 +474,42 @@ IG_CPU_INLINE void tile_p_ds(const att_job *j, int b, int h, float *S, float *dP
     }
 }
 
-/* pass 1: dK and dV of one key block, over the query blocks that see it */
+/* pass 1: dK and dV of one key block of key/value head kvh, over the query blocks that see it,
+ * of its g query heads in head order */
 IG_CPU_CLONES
 static void att_bwd_kv_item(void *arg, size_t item, int worker) {
     att_job *j = arg;
     int hs = j->hs;
-    int kb = (int)(item % j->nkb), h = (int)(item / j->nkb % j->NH),
-        b = (int)(item / j->nkb / j->NH);
+    int kb = (int)(item % j->nkb), kvh = (int)(item / j->nkb % j->NKV),
+        b = (int)(item / j->nkb / j->NKV);
     int j0 = kb * ATT_BC, nc = j->Tk - j0 < ATT_BC ? j->Tk - j0 : ATT_BC;
     float *kT = j->scratch + (size_t)worker * j->scratch_floats;
     float *vT = kT + hs * ATT_BC, *dK = vT + hs * ATT_BC, *dV = dK + ATT_BC * hs;
     float *Qs = dV + ATT_BC * hs, *dO = Qs + ATT_BR * hs, *S = dO + ATT_BR * hs;
     float *dP = S + ATT_BR * ATT_BC;
-    load_kv(j, j->k, b, h, j0, nc, NULL, kT);
-    load_kv(j, j->v, b, h, j0, nc, NULL, vT);
+    load_kv(j, j->k, b, kvh, j0, nc, NULL, kT);
+    load_kv(j, j->v, b, kvh, j0, nc, NULL, vT);
     memset(dK, 0, (size_t)ATT_BC * hs * sizeof *dK);
     memset(dV, 0, (size_t)ATT_BC * hs * sizeof *dV);
     int32_t klo, khi;
     doc_range(j, b, j0, j0 + nc, &klo, &khi);
-    for (int i0 = j0 / ATT_BR * ATT_BR; i0 < j->Tq; i0 += ATT_BR) {
-        int nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR;
-        int32_t qlo, qhi;
-        doc_range(j, b, i0, i0 + nr, &qlo, &qhi);
-        if (khi < qlo || klo > qhi) continue;
-        load_q(j, b, h, i0, nr, Qs, dO);
-        tile_dot(S, Qs, kT, nr, nc, hs);
-        tile_mask(j, b, S, i0, nr, j0, nc);
-        tile_dot(dP, dO, vT, nr, nc, hs);
-        tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-        acc_rows_n(dV, S, 1, ATT_BC, dO, hs, nr, nc);  /* dV[c] += P[:, c]^T dO */
-        acc_rows_n(dK, dP, 1, ATT_BC, Qs, hs, nr, nc); /* dK[c] += dS[:, c]^T Qs */
-    }
+    int first = j->causal ? j0 / ATT_BR * ATT_BR : 0; /* the first query block that sees a key */
+    for (int h = kvh * j->g; h < (kvh + 1) * j->g; h++)
+        for (int i0 = first; i0 < j->Tq; i0 += ATT_BR) {
+            int nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR;
+            int32_t qlo, qhi;
+            doc_range(j, b, i0, i0 + nr, &qlo, &qhi);
+            if (khi < qlo || klo > qhi) continue;
+            load_q(j, b, h, i0, nr, Qs, dO);
+            tile_dot(S, Qs, kT, nr, nc, hs);
+            tile_mask(j, b, S, i0, nr, j0, nc);
+            tile_dot(dP, dO, vT, nr, nc, hs);
+            tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
+            acc_rows_n(dV, S, 1, ATT_BC, dO, hs, nr, nc);  /* dV[c] += P[:, c]^T dO */
+            acc_rows_n(dK, dP, 1, ATT_BC, Qs, hs, nr, nc); /* dK[c] += dS[:, c]^T Qs */
+        }
     for (int c = 0; c < nc; c++) {
-        size_t off = b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)h * hs;
+        size_t off = b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)kvh * hs;
         memcpy(j->dk + off, dK + c * hs, (size_t)hs * sizeof *dK);
         memcpy(j->dv + off, dV + c * hs, (size_t)hs * sizeof *dV);
     }
@@ -476,7 +522,8 @@ static void att_bwd_q_item(void *arg, size_t item, int worker) {
     int hs = j->hs;
     int qb = (int)(item % j->nqb), h = (int)(item / j->nqb % j->NH),
         b = (int)(item / j->nqb / j->NH);
-    int i0 = qb * ATT_BR, nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR, last = i0 + nr - 1;
+    int i0 = qb * ATT_BR, nr = j->Tq - i0 < ATT_BR ? j->Tq - i0 : ATT_BR, kvh = h / j->g;
+    int last = j->causal ? i0 + nr - 1 : j->Tk - 1;
     float *kT = j->scratch + (size_t)worker * j->scratch_floats;
     float *vT = kT + hs * ATT_BC, *K = vT + hs * ATT_BC, *dQ = K + ATT_BC * hs;
     float *Qs = dQ + ATT_BR * hs, *dO = Qs + ATT_BR * hs, *S = dO + ATT_BR * hs;
@@ -490,8 +537,8 @@ static void att_bwd_q_item(void *arg, size_t item, int worker) {
         int32_t klo, khi;
         doc_range(j, b, j0, j0 + nc, &klo, &khi);
         if (khi < qlo || klo > qhi) continue;
-        load_kv(j, j->k, b, h, j0, nc, K, kT);
-        load_kv(j, j->v, b, h, j0, nc, NULL, vT);
+        load_kv(j, j->k, b, kvh, j0, nc, K, kT);
+        load_kv(j, j->v, b, kvh, j0, nc, NULL, vT);
         tile_dot(S, Qs, kT, nr, nc, hs);
         tile_mask(j, b, S, i0, nr, j0, nc);
         tile_dot(dP, dO, vT, nr, nc, hs);
@@ -513,35 +560,39 @@ static void att_bwd_q_chunk(void *arg, size_t b, size_t e, int worker) {
 }
 
 void ig_cpu_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                               const void *out, const float *lse, const int32_t *doc, int B, int T,
-                               int C, int NH) {
+                               const void *out, const float *lse, const int32_t *doc,
+                               const ig_attention_shape *sh) {
     const float *base = qkv;
     float *dbase = dqkv;
-    int hs = C / NH;
+    int B = sh->B, T = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
+    size_t C = (size_t)NH * hs, Ckv = (size_t)NKV * hs, R = C + 2 * Ckv;
     size_t rows = (size_t)B * NH * T;
     if (rows == 0) return;
     att_job j = {.q = base,
                  .k = base + C,
-                 .v = base + 2 * C,
+                 .v = base + C + Ckv,
                  .dout = dout,
                  .o = out,
-                 .q_bstride = (size_t)T * 3 * C,
-                 .kv_bstride = (size_t)T * 3 * C,
-                 .q_stride = (size_t)3 * C,
-                 .kv_stride = (size_t)3 * C,
+                 .q_bstride = (size_t)T * R,
+                 .kv_bstride = (size_t)T * R,
+                 .q_stride = R,
+                 .kv_stride = R,
                  .o_bstride = (size_t)T * C,
-                 .o_stride = (size_t)C,
+                 .o_stride = C,
                  .lse = (float *)lse,
                  .dq = dbase,
                  .dk = dbase + C,
-                 .dv = dbase + 2 * C,
+                 .dv = dbase + C + Ckv,
                  .doc = doc,
                  .B = B,
                  .NH = NH,
+                 .NKV = NKV,
+                 .g = NH / NKV,
                  .hs = hs,
                  .Tq = T,
                  .Tk = T,
-                 .pos0 = 0};
+                 .pos0 = 0,
+                 .causal = sh->causal};
     j.nqb = (T + ATT_BR - 1) / ATT_BR;
     j.nkb = (T + ATT_BC - 1) / ATT_BC;
     j.scale = (float)(1.0 / sqrt((double)hs));
@@ -552,7 +603,7 @@ void ig_cpu_attention_backward(ig_backend *be, void *dqkv, const void *dout, con
     if (!j.D) return;
     j.scratch = j.D + rows;
     ig_parallel_range(be->ctx, rows, ig_cpu_chunk(rows, 64, 16), att_D_chunk, &j);
-    ig_parallel_range(be->ctx, (size_t)B * NH * j.nkb, 1, att_bwd_kv_chunk, &j);
+    ig_parallel_range(be->ctx, (size_t)B * NKV * j.nkb, 1, att_bwd_kv_chunk, &j);
     ig_parallel_range(be->ctx, (size_t)B * NH * j.nqb, 1, att_bwd_q_chunk, &j);
     ig_cpu_scratch_free(be, j.D);
 }

@@ -4,6 +4,8 @@
  * The GEMM library's threads are never used (cpu_gemm.c): the pool is the only source of threads,
  * so a kernel's chunks, and with them its bits, depend on the sizes alone.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -73,10 +75,13 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \
     .layernorm_forward = prefix##layernorm_forward,                                                \
     .residual_layernorm_forward = prefix##residual_layernorm_forward,                              \
-    .layernorm_backward = prefix##layernorm_backward, .matmul_forward = prefix##matmul_forward,    \
+    .layernorm_backward = prefix##layernorm_backward, .rmsnorm_forward = prefix##rmsnorm_forward,  \
+    .residual_rmsnorm_forward = prefix##residual_rmsnorm_forward,                                  \
+    .rmsnorm_backward = prefix##rmsnorm_backward, .matmul_forward = prefix##matmul_forward,        \
     .matmul_backward = prefix##matmul_backward, .gelu_bias_forward = prefix##gelu_bias_forward,    \
-    .gelu_bias_backward = prefix##gelu_bias_backward,                                              \
-    .attention_forward = prefix##attention_forward,                                                \
+    .gelu_bias_backward = prefix##gelu_bias_backward, .swiglu_forward = prefix##swiglu_forward,    \
+    .swiglu_backward = prefix##swiglu_backward, .rope_forward = prefix##rope_forward,              \
+    .rope_backward = prefix##rope_backward, .attention_forward = prefix##attention_forward,        \
     .attention_backward = prefix##attention_backward,                                              \
     .attention_cached = prefix##attention_cached, .crossentropy = prefix##crossentropy,            \
     .ce_max = prefix##ce_max, .ce_sums = prefix##ce_sums, .ce_finish = prefix##ce_finish,          \
@@ -108,6 +113,15 @@ void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what) {
 
 void ig_cpu_scratch_free(ig_backend *be, void *p) {
     ig_free(be->ctx, p);
+}
+
+double ig_cpu_eps(float eps) {
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) { /* 9 significant digits always read back */
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)eps);
+        if (strtof(buf, NULL) == eps) return strtod(buf, NULL);
+    }
+    return eps;
 }
 
 size_t ig_cpu_chunk(size_t n, size_t parts, size_t align) {

@@ -187,6 +187,11 @@ IG_CPU_INLINE void ig_cpu_acc64x2(float *acc0, float *acc1, const float *coef0, 
 void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what);
 void ig_cpu_scratch_free(ig_backend *be, void *p);
 
+/* A normalisation's eps (a float, as a model config gives it) as the double that the kernels'
+ * double sums add: the double nearest to the shortest decimal that reads back as eps (1e-5f ->
+ * 1e-5), i.e. the number the config wrote, not the float's binary neighbour of it. */
+double ig_cpu_eps(float eps);
+
 /* The chunk size that cuts n items into about `parts` chunks, a multiple of `align` and at least
  * `align`: a function of n alone, so the chunks never depend on the thread count. */
 size_t ig_cpu_chunk(size_t n, size_t parts, size_t align);
@@ -210,11 +215,18 @@ IG_CPU_DECLARE(encoder_forward, void *out, const int32_t *tokens, const void *wt
 IG_CPU_DECLARE(encoder_backward, void *dwte, void *dwpe, const void *dout, const int32_t *tokens,
                int B, int T, int C)
 IG_CPU_DECLARE(layernorm_forward, void *out, float *mean, float *rstd, const void *inp,
-               const void *w, const void *b, int N, int C)
+               const void *w, const void *b, int N, int C, float eps)
 IG_CPU_DECLARE(residual_layernorm_forward, void *residual, void *out, float *mean, float *rstd,
-               const void *a, const void *b_in, const void *w, const void *b, int N, int C)
+               const void *a, const void *b_in, const void *w, const void *b, int N, int C,
+               float eps)
 IG_CPU_DECLARE(layernorm_backward, void *dinp, void *dw, void *db, const void *dout,
                const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
+IG_CPU_DECLARE(rmsnorm_forward, void *out, float *rstd, const void *inp, const void *w, int N,
+               int C, float eps)
+IG_CPU_DECLARE(residual_rmsnorm_forward, void *residual, void *out, float *rstd, const void *a,
+               const void *b, const void *w, int N, int C, float eps)
+IG_CPU_DECLARE(rmsnorm_backward, void *dinp, void *dw, const void *dout, const void *inp,
+               const void *w, const float *rstd, int N, int C)
 IG_CPU_DECLARE(matmul_forward, void *out, const void *inp, const void *w, ig_w_layout layout,
                const void *bias, int N, int C, int OC)
 IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *dout,
@@ -222,12 +234,19 @@ IG_CPU_DECLARE(matmul_backward, void *dinp, void *dw, void *dbias, const void *d
 IG_CPU_DECLARE(gelu_bias_forward, void *out, const void *inp, const void *bias, int N, int C)
 IG_CPU_DECLARE(gelu_bias_backward, void *dinp, void *dbias, const void *dout, const void *inp,
                const void *bias, int N, int C)
-IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc, int B,
-               int T, int C, int NH)
+IG_CPU_DECLARE(swiglu_forward, void *out, const void *gate, const void *up, int N, int F)
+IG_CPU_DECLARE(swiglu_backward, void *dgate, void *dup, const void *dout, const void *gate,
+               const void *up, int N, int F)
+IG_CPU_DECLARE(rope_forward, void *qkv, int B, int T, int n_head, int n_kv_head, int hs, int pos0,
+               float theta)
+IG_CPU_DECLARE(rope_backward, void *dqkv, int B, int T, int n_head, int n_kv_head, int hs, int pos0,
+               float theta)
+IG_CPU_DECLARE(attention_forward, void *out, float *lse, const void *qkv, const int32_t *doc,
+               const ig_attention_shape *s)
 IG_CPU_DECLARE(attention_backward, void *dqkv, const void *dout, const void *qkv, const void *out,
-               const float *lse, const int32_t *doc, int B, int T, int C, int NH)
-IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const void *v, int B,
-               int Tq, int pos0, int Tmax, int C, int NH)
+               const float *lse, const int32_t *doc, const ig_attention_shape *s)
+IG_CPU_DECLARE(attention_cached, void *out, const void *q, const void *k, const void *v, int pos0,
+               int Tmax, const ig_attention_shape *s)
 IG_CPU_DECLARE(crossentropy, float *losses, void *logits, const int32_t *targets,
                const float *dloss, int N, int V, int Vp)
 IG_CPU_DECLARE(ce_max, float *rowmax, const void *logits, int N, int Vvalid, int Vl)

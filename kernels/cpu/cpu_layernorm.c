@@ -1,5 +1,6 @@
 /* cpu_layernorm.c - LayerNorm forward (alone, and with the residual add fused in front) and
- * backward, as torch.nn.LayerNorm (eps 1e-5, biased variance).
+ * backward, as torch.nn.LayerNorm (biased variance; the eps the model gives, added in double as
+ * ig_cpu_eps reads it: GPT-2's 1e-5f is 1e-5, the bits these kernels always gave).
  *
  * Fast forward and the input gradient go row by row on the pool (a row's statistics are summed
  * in double, in 8 lanes combined in a fixed order). The weight and bias gradients are column sums
@@ -12,40 +13,41 @@
 
 #include "cpu_internal.h"
 
-#define LN_EPS   1e-5
 #define LN_LANES 8
 #define LN_COLS  64 /* columns per chunk of the weight-gradient pass */
 
 /* ---- reference ------------------------------------------------------------------------------- */
 
 static void ref_ln_row(float *out, float *mean, float *rstd, const float *x, const float *w,
-                       const float *b, int C) {
+                       const float *b, int C, double eps) {
     double m = 0, v = 0;
     for (int c = 0; c < C; c++) m += x[c];
     m /= C;
     for (int c = 0; c < C; c++) v += ((double)x[c] - m) * ((double)x[c] - m);
     v /= C;
-    double s = 1.0 / sqrt(v + LN_EPS);
+    double s = 1.0 / sqrt(v + eps);
     for (int c = 0; c < C; c++) out[c] = (float)(((double)x[c] - m) * s * w[c] + b[c]);
     *mean = (float)m;
     *rstd = (float)s;
 }
 
 void ig_cpu_ref_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
-                                  const void *inp, const void *w, const void *b, int N, int C) {
+                                  const void *inp, const void *w, const void *b, int N, int C,
+                                  float eps) {
     (void)be;
+    double e = ig_cpu_eps(eps);
     for (int n = 0; n < N; n++)
         ref_ln_row((float *)out + (size_t)n * C, mean + n, rstd + n,
-                   (const float *)inp + (size_t)n * C, w, b, C);
+                   (const float *)inp + (size_t)n * C, w, b, C, e);
 }
 
 void ig_cpu_ref_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                            float *rstd, const void *a, const void *b_in,
-                                           const void *w, const void *b, int N, int C) {
+                                           const void *w, const void *b, int N, int C, float eps) {
     float *r = residual;
     const float *x = a, *y = b_in;
     for (size_t i = 0; i < (size_t)N * C; i++) r[i] = x[i] + y[i];
-    ig_cpu_ref_layernorm_forward(be, out, mean, rstd, residual, w, b, N, C);
+    ig_cpu_ref_layernorm_forward(be, out, mean, rstd, residual, w, b, N, C, eps);
 }
 
 void ig_cpu_ref_layernorm_backward(ig_backend *be, void *dinp_, void *dw_, void *db_,
@@ -88,6 +90,7 @@ typedef struct ln_job {
     float *out, *residual, *mean, *rstd, *dinp, *dw, *db;
     const float *inp, *a, *b_in, *w, *b, *dout;
     const float *cmean, *crstd;
+    double eps; /* forward: ig_cpu_eps of the model's */
     int N, C;
 } ln_job;
 
@@ -118,11 +121,11 @@ IG_CPU_INLINE double lane_sqdev(const float *x, float m, int C) {
 }
 
 IG_CPU_INLINE void ln_row(float *out, float *mean, float *rstd, const float *x, const float *w,
-                          const float *b, int C) {
+                          const float *b, int C, double eps) {
     double md = lane_sum(x, C) / C;
     float m = (float)md;
     double v = lane_sqdev(x, m, C) / C;
-    float s = (float)(1.0 / sqrt(v + LN_EPS));
+    float s = (float)(1.0 / sqrt(v + eps));
     for (int c = 0; c < C; c++) out[c] = (x[c] - m) * s * w[c] + b[c];
     *mean = m;
     *rstd = s;
@@ -141,19 +144,27 @@ static void ln_fwd_chunk(void *arg, size_t b, size_t e, int worker) {
             for (int c = 0; c < C; c++) r[c] = p[c] + q[c];
             x = r;
         }
-        ln_row(j->out + n * C, j->mean + n, j->rstd + n, x, j->w, j->b, C);
+        ln_row(j->out + n * C, j->mean + n, j->rstd + n, x, j->w, j->b, C, j->eps);
     }
 }
 
 void ig_cpu_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                              const void *w, const void *b, int N, int C) {
-    ln_job j = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .w = w, .b = b, .N = N, .C = C};
+                              const void *w, const void *b, int N, int C, float eps) {
+    ln_job j = {.out = out,
+                .mean = mean,
+                .rstd = rstd,
+                .inp = inp,
+                .w = w,
+                .b = b,
+                .eps = ig_cpu_eps(eps),
+                .N = N,
+                .C = C};
     ig_parallel_range(be->ctx, (size_t)N, ig_cpu_chunk((size_t)N, 64, 1), ln_fwd_chunk, &j);
 }
 
 void ig_cpu_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                        float *rstd, const void *a, const void *b_in, const void *w,
-                                       const void *b, int N, int C) {
+                                       const void *b, int N, int C, float eps) {
     ln_job j = {.out = out,
                 .residual = residual,
                 .mean = mean,
@@ -162,6 +173,7 @@ void ig_cpu_residual_layernorm_forward(ig_backend *be, void *residual, void *out
                 .b_in = b_in,
                 .w = w,
                 .b = b,
+                .eps = ig_cpu_eps(eps),
                 .N = N,
                 .C = C};
     ig_parallel_range(be->ctx, (size_t)N, ig_cpu_chunk((size_t)N, 64, 1), ln_fwd_chunk, &j);

@@ -236,56 +236,65 @@ static void cu_destroy(ig_backend *be) {
 }
 
 static void attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                              const int32_t *doc, int B, int T, int C, int NH) {
+                              const int32_t *doc, const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
     if (cu->attention == IG_ATTENTION_GEMM)
-        cu_attention_gemm_forward(be, out, lse, qkv, doc, B, T, C, NH);
+        cu_attention_gemm_forward(be, out, lse, qkv, doc, s);
     else
-        cu_attention_forward(be, out, lse, qkv, doc, B, T, C, NH);
+        cu_attention_forward(be, out, lse, qkv, doc, s);
 }
 
 static void attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                               const void *out, const float *lse, const int32_t *doc, int B, int T,
-                               int C, int NH) {
+                               const void *out, const float *lse, const int32_t *doc,
+                               const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
     if (cu->attention == IG_ATTENTION_GEMM)
-        cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+        cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, s);
     else
-        cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, B, T, C, NH);
+        cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, s);
 }
 
+/* Designated initializers (C++20, in the table's declaration order): adding an operation to the
+ * table never shifts the others, and one left out is NULL (absent). */
 static const ig_backend_ops cuda_ops = {
-    cu_destroy,
-    cu_alloc,
-    cu_release,
-    cu_upload,
-    cu_download,
-    cu_zero,
-    cu_copy,
-    cu_upload_f32,
-    cu_download_f32,
-    cu_sync,
-    cu_fence,
-    cu_encoder_forward,
-    cu_encoder_backward,
-    cu_layernorm_forward,
-    cu_residual_layernorm_forward,
-    cu_layernorm_backward,
-    cu_matmul_forward,
-    cu_matmul_backward,
-    cu_gelu_bias_forward,
-    cu_gelu_bias_backward,
-    attention_forward,
-    attention_backward,
-    cu_attention_cached,
-    cu_crossentropy,
-    cu_ce_max,
-    cu_ce_sums,
-    cu_ce_finish,
-    cu_add,
-    cu_adamw,
-    cu_sum_squares,
-    cu_scale,
+    .destroy = cu_destroy,
+    .alloc = cu_alloc,
+    .release = cu_release,
+    .upload = cu_upload,
+    .download = cu_download,
+    .zero = cu_zero,
+    .copy = cu_copy,
+    .upload_f32 = cu_upload_f32,
+    .download_f32 = cu_download_f32,
+    .sync = cu_sync,
+    .fence = cu_fence,
+    .encoder_forward = cu_encoder_forward,
+    .encoder_backward = cu_encoder_backward,
+    .layernorm_forward = cu_layernorm_forward,
+    .residual_layernorm_forward = cu_residual_layernorm_forward,
+    .layernorm_backward = cu_layernorm_backward,
+    .rmsnorm_forward = cu_rmsnorm_forward,
+    .residual_rmsnorm_forward = cu_residual_rmsnorm_forward,
+    .rmsnorm_backward = cu_rmsnorm_backward,
+    .matmul_forward = cu_matmul_forward,
+    .matmul_backward = cu_matmul_backward,
+    .gelu_bias_forward = cu_gelu_bias_forward,
+    .gelu_bias_backward = cu_gelu_bias_backward,
+    .swiglu_forward = cu_swiglu_forward,
+    .swiglu_backward = cu_swiglu_backward,
+    .rope_forward = cu_rope_forward,
+    .rope_backward = cu_rope_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .attention_cached = cu_attention_cached,
+    .crossentropy = cu_crossentropy,
+    .ce_max = cu_ce_max,
+    .ce_sums = cu_ce_sums,
+    .ce_finish = cu_ce_finish,
+    .add = cu_add,
+    .adamw = cu_adamw,
+    .sum_squares = cu_sum_squares,
+    .scale = cu_scale,
 };
 
 /* Fails the creation: frees what was made, sets err. */

@@ -85,8 +85,14 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) {
     return x;
 }
+/* fp32 -> bf16, round to nearest even: the device side of ig_backend_bf16_from_f32
+ * (backend_host.c), the same bits for every input: the hardware's conversion, except that every
+ * NaN becomes 0x7FC0 (cvt.rn.bf16.f32 gives 0x7FFF). Every bf16 a kernel stores goes through it. */
+__device__ __forceinline__ bf16 bf16_from_f(float x) {
+    return isnan(x) ? __ushort_as_bfloat16((unsigned short)0x7fc0u) : __float2bfloat16_rn(x);
+}
 template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) {
-    return __float2bfloat16_rn(x);
+    return bf16_from_f(x);
 }
 
 /* Sum of v over a warp: a butterfly in a fixed pattern, the same bits on every lane and every
@@ -135,13 +141,21 @@ void cu_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dou
                          const int32_t *tokens, int B, int T, int C);
 /* cuda_layernorm.cu */
 void cu_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                          const void *w, const void *b, int N, int C);
+                          const void *w, const void *b, int N, int C, float eps);
 void cu_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                    float *rstd, const void *a, const void *b_in, const void *w,
-                                   const void *b, int N, int C);
+                                   const void *b, int N, int C, float eps);
 void cu_layernorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
                            const void *inp, const void *w, const float *mean, const float *rstd,
                            int N, int C);
+/* cuda_rmsnorm.cu */
+void cu_rmsnorm_forward(ig_backend *be, void *out, float *rstd, const void *inp, const void *w,
+                        int N, int C, float eps);
+void cu_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, float *rstd,
+                                 const void *a, const void *b, const void *w, int N, int C,
+                                 float eps);
+void cu_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout, const void *inp,
+                         const void *w, const float *rstd, int N, int C);
 /* cuda_matmul.cu */
 void cu_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                        ig_w_layout layout, const void *bias, int N, int C, int OC);
@@ -152,23 +166,32 @@ void cu_gelu_bias_forward(ig_backend *be, void *out, const void *inp, const void
                           int C);
 void cu_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *dout,
                            const void *inp, const void *bias, int N, int C);
+/* cuda_swiglu.cu */
+void cu_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N, int F);
+void cu_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
+                        const void *up, int N, int F);
+/* cuda_rope.cu */
+void cu_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
+                     int pos0, float theta);
+void cu_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head, int hs,
+                      int pos0, float theta);
 /* cuda_attention.cu (the fused path, the cached form, and the choice of path) */
 void cu_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                          const int32_t *doc, int B, int T, int C, int NH);
+                          const int32_t *doc, const ig_attention_shape *s);
 void cu_attention_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                           const void *out, const float *lse, const int32_t *doc, int B, int T,
-                           int C, int NH);
+                           const void *out, const float *lse, const int32_t *doc,
+                           const ig_attention_shape *s);
 void cu_attention_cached(ig_backend *be, void *out, const void *q, const void *k, const void *v,
-                         int B, int Tq, int pos0, int Tmax, int C, int NH);
+                         int pos0, int Tmax, const ig_attention_shape *s);
 /* Dt[b, h, t] = dout_t . out_t over head h's channels (fp32): the backward's row terms. */
 void cu_attention_rowdots(ig_backend *be, float *Dt, const void *dout, const void *out, int B,
                           int T, int C, int NH);
 /* cuda_attention_gemm.cu (the GEMM path: cuBLASLt batched GEMMs and a fused softmax) */
 void cu_attention_gemm_forward(ig_backend *be, void *out, float *lse, const void *qkv,
-                               const int32_t *doc, int B, int T, int C, int NH);
+                               const int32_t *doc, const ig_attention_shape *s);
 void cu_attention_gemm_backward(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
-                                const void *out, const float *lse, const int32_t *doc, int B, int T,
-                                int C, int NH);
+                                const void *out, const float *lse, const int32_t *doc,
+                                const ig_attention_shape *s);
 /* cuda_crossentropy.cu */
 void cu_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                      const float *dloss, int N, int V, int Vp);

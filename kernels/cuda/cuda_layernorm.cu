@@ -1,5 +1,6 @@
 /* cuda_layernorm.cu - LayerNorm forward (alone, and with the residual add fused in front) and
- * backward on the GPU, as torch.nn.LayerNorm (eps 1e-5, biased variance), without atomics.
+ * backward on the GPU, as torch.nn.LayerNorm (biased variance, the model's eps added in fp32),
+ * without atomics.
  *
  * Forward and the input gradient: one warp per row (8 rows per block of 256 threads); a lane
  * takes columns lane, lane + 32, ... and the warp's sums are a fixed butterfly (warp_sum), so a
@@ -16,14 +17,14 @@
  */
 #include "cuda_internal.h"
 
-#define LN_EPS    1e-5f
 #define LN_ROWS   8 /* rows (warps) per block */
 #define LN_COLS_X 32
 #define LN_COLS_Y 8
 
 template <typename T>
 __global__ void ln_forward_kernel(T *out, float *mean, float *rstd, const T *inp, T *residual,
-                                  const T *a, const T *b_in, const T *w, const T *b, int N, int C) {
+                                  const T *a, const T *b_in, const T *w, const T *b, int N, int C,
+                                  float eps) {
     int row = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return; /* a whole warp leaves together: no block-wide sync below */
     size_t off = (size_t)row * C;
@@ -42,7 +43,7 @@ __global__ void ln_forward_kernel(T *out, float *mean, float *rstd, const T *inp
         float d = to_f(x[c]) - m;
         v += d * d;
     }
-    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + LN_EPS);
+    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
     T *o = out + off;
     for (int c = lane; c < C; c += 32)
         o[c] = from_f<T>((to_f(x[c]) - m) * r * to_f(w[c]) + to_f(b[c]));
@@ -54,38 +55,38 @@ __global__ void ln_forward_kernel(T *out, float *mean, float *rstd, const T *inp
 
 template <typename T>
 static void ln_forward(ig_backend *be, T *out, float *mean, float *rstd, const T *inp, T *residual,
-                       const T *a, const T *b_in, const T *w, const T *b, int N, int C,
+                       const T *a, const T *b_in, const T *w, const T *b, int N, int C, float eps,
                        const char *what) {
     cu_impl *cu = (cu_impl *)be->impl;
     ln_forward_kernel<T><<<cu_blocks((size_t)N, LN_ROWS), LN_ROWS * 32, 0, cu->stream>>>(
-        out, mean, rstd, inp, residual, a, b_in, w, b, N, C);
+        out, mean, rstd, inp, residual, a, b_in, w, b, N, C, eps);
     cu_launched(be, what);
 }
 
 void cu_layernorm_forward(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
-                          const void *w, const void *b, int N, int C) {
+                          const void *w, const void *b, int N, int C, float eps) {
     cu_enter(be);
     if (N == 0) return;
     if (be->act_type == IG_ACT_BF16)
         ln_forward<bf16>(be, (bf16 *)out, mean, rstd, (const bf16 *)inp, NULL, NULL, NULL,
-                         (const bf16 *)w, (const bf16 *)b, N, C, "layernorm_forward");
+                         (const bf16 *)w, (const bf16 *)b, N, C, eps, "layernorm_forward");
     else
         ln_forward<float>(be, (float *)out, mean, rstd, (const float *)inp, NULL, NULL, NULL,
-                          (const float *)w, (const float *)b, N, C, "layernorm_forward");
+                          (const float *)w, (const float *)b, N, C, eps, "layernorm_forward");
 }
 
 void cu_residual_layernorm_forward(ig_backend *be, void *residual, void *out, float *mean,
                                    float *rstd, const void *a, const void *b_in, const void *w,
-                                   const void *b, int N, int C) {
+                                   const void *b, int N, int C, float eps) {
     cu_enter(be);
     if (N == 0) return;
     if (be->act_type == IG_ACT_BF16)
         ln_forward<bf16>(be, (bf16 *)out, mean, rstd, NULL, (bf16 *)residual, (const bf16 *)a,
-                         (const bf16 *)b_in, (const bf16 *)w, (const bf16 *)b, N, C,
+                         (const bf16 *)b_in, (const bf16 *)w, (const bf16 *)b, N, C, eps,
                          "residual_layernorm_forward");
     else
         ln_forward<float>(be, (float *)out, mean, rstd, NULL, (float *)residual, (const float *)a,
-                          (const float *)b_in, (const float *)w, (const float *)b, N, C,
+                          (const float *)b_in, (const float *)w, (const float *)b, N, C, eps,
                           "residual_layernorm_forward");
 }
 

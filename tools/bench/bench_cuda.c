@@ -108,19 +108,31 @@ static void attention_times(ig_ctx *ctx, const char *path, int B, int T, double 
     fill_random(be, qkv, n3, 3);
     fill_random(be, dout, n1, 4);
     size_t before = device_used();
-    ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
-    ig_kernel_attention_backward(be, dqkv, dout, qkv, out, lse, NULL, B, T, C, NH);
+    ig_kernel_attention_forward(
+        be, out, lse, qkv, NULL,
+        &(ig_attention_shape){
+            .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1});
+    ig_kernel_attention_backward(
+        be, dqkv, dout, qkv, out, lse, NULL,
+        &(ig_attention_shape){
+            .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1});
     sync_or_die(be);
     *mem = device_used() - before; /* the scratch the path needed */
     int reps = 10;
     double t0 = ig_now();
     for (int i = 0; i < reps; i++)
-        ig_kernel_attention_forward(be, out, lse, qkv, NULL, B, T, C, NH);
+        ig_kernel_attention_forward(
+            be, out, lse, qkv, NULL,
+            &(ig_attention_shape){
+                .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1});
     sync_or_die(be);
     *fwd = (ig_now() - t0) / reps;
     t0 = ig_now();
     for (int i = 0; i < reps; i++)
-        ig_kernel_attention_backward(be, dqkv, dout, qkv, out, lse, NULL, B, T, C, NH);
+        ig_kernel_attention_backward(
+            be, dqkv, dout, qkv, out, lse, NULL,
+            &(ig_attention_shape){
+                .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1});
     sync_or_die(be);
     *bwd = (ig_now() - t0) / reps;
     void *bufs[] = {qkv, out, dout, dqkv, lse};

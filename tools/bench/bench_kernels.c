@@ -6,9 +6,10 @@
  *     head 50304 x 768) against the candidate libraries with their own threads, each loaded with
  *     dlopen when installed: OpenBLAS (pthreads), BLIS (OpenMP) and oneDNN (OpenMP);
  *   - memory-bound kernels (encoder, LayerNorm, GeLU, cross-entropy, AdamW, sum of squares,
- *     scale): the bytes they must move, per second, over memcpy's bandwidth at the same thread
- *     count and footprint (a memcpy of half those bytes);
- *   - attention forward and backward: useful FLOP/s (causal) over the GEMM peak.
+ *     scale; Llama's RMSNorm, SwiGLU and RoPE): the bytes they must move, per second, over
+ *     memcpy's bandwidth at the same thread count and footprint (a memcpy of half those bytes);
+ *   - attention forward and backward, multi-head (GPT-2 small's 12 heads) and grouped-query (12
+ *     query heads over 4 key/value heads): useful FLOP/s (causal) over the GEMM peak.
  *
  *   bench_kernels [threads=2]      (best of 3 runs after a warm-up, for every figure)
  *
@@ -200,7 +201,7 @@ static void lib_run(void *arg) {
 typedef struct k_arg {
     ig_backend *be;
     int which;
-    int B, T, C, NH, V, Vp;
+    int B, T, C, NH, NKV, V, Vp;
     size_t n;
     float *a, *b, *c, *d, *e, *f, *g, *h;
     int32_t *tok;
@@ -221,12 +222,29 @@ enum {
     K_SCALE,
     K_ATT_F,
     K_ATT_B,
+    K_RMS_F,
+    K_RRMS_F,
+    K_RMS_B,
+    K_SWIGLU_F,
+    K_SWIGLU_B,
+    K_ROPE_F,
+    K_ROPE_B,
+    K_GQA_F,
+    K_GQA_B,
     K_COUNT
 };
 
 static void k_run(void *arg) {
     k_arg *k = arg;
     int N = k->B * k->T, C = k->C;
+    ig_attention_shape mha = {.B = k->B,
+                              .T = k->T,
+                              .n_head = k->NH,
+                              .n_kv_head = k->NH,
+                              .head_size = C / k->NH,
+                              .causal = 1};
+    ig_attention_shape gqa = mha;
+    gqa.n_kv_head = k->NKV;
     switch (k->which) {
     case K_ENC_F:
         ig_kernel_encoder_forward(k->be, k->a, k->tok, k->b, k->c, k->B, k->T, C);
@@ -235,11 +253,11 @@ static void k_run(void *arg) {
         ig_kernel_encoder_backward(k->be, k->b, k->c, k->a, k->tok, k->B, k->T, C);
         break;
     case K_LN_F:
-        ig_kernel_layernorm_forward(k->be, k->b, k->e, k->f, k->a, k->g, k->h, N, C);
+        ig_kernel_layernorm_forward(k->be, k->b, k->e, k->f, k->a, k->g, k->h, N, C, 1e-5f);
         break;
     case K_RLN_F:
         ig_kernel_residual_layernorm_forward(k->be, k->c, k->b, k->e, k->f, k->a, k->d, k->g, k->h,
-                                             N, C);
+                                             N, C, 1e-5f);
         break;
     case K_LN_B:
         ig_kernel_layernorm_backward(k->be, k->c, k->g, k->h, k->d, k->a, k->g, k->e, k->f, N, C);
@@ -264,11 +282,37 @@ static void k_run(void *arg) {
         ig_kernel_scale(k->be, k->a, k->n, 1.0f);
         break;
     case K_ATT_F:
-        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL, k->B, k->T, C, k->NH);
+        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL, &mha);
         break;
     case K_ATT_B:
-        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL, k->B, k->T, C,
-                                     k->NH);
+        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL, &mha);
+        break;
+    case K_RMS_F:
+        ig_kernel_rmsnorm_forward(k->be, k->b, k->f, k->a, k->g, N, C, 1e-5f);
+        break;
+    case K_RRMS_F:
+        ig_kernel_residual_rmsnorm_forward(k->be, k->c, k->b, k->f, k->a, k->d, k->g, N, C, 1e-5f);
+        break;
+    case K_RMS_B:
+        ig_kernel_rmsnorm_backward(k->be, k->c, k->g, k->d, k->a, k->g, k->f, N, C);
+        break;
+    case K_SWIGLU_F:
+        ig_kernel_swiglu_forward(k->be, k->b, k->a, k->c, N, 4 * C);
+        break;
+    case K_SWIGLU_B:
+        ig_kernel_swiglu_backward(k->be, k->e, k->f, k->d, k->a, k->c, N, 4 * C);
+        break;
+    case K_ROPE_F:
+        ig_kernel_rope_forward(k->be, k->a, k->B, k->T, k->NH, k->NKV, C / k->NH, 0, 10000.0f);
+        break;
+    case K_ROPE_B:
+        ig_kernel_rope_backward(k->be, k->a, k->B, k->T, k->NH, k->NKV, C / k->NH, 0, 10000.0f);
+        break;
+    case K_GQA_F:
+        ig_kernel_attention_forward(k->be, k->b, k->e, k->a, NULL, &gqa);
+        break;
+    case K_GQA_B:
+        ig_kernel_attention_backward(k->be, k->c, k->d, k->a, k->b, k->e, NULL, &gqa);
         break;
     }
 }
@@ -363,9 +407,10 @@ int main(int argc, char **argv) {
     }
 
     /* ---- fused kernels at B = 4, T = 256, GPT-2 small ---- */
-    int B = 4, T = 256, C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    int B = 4, T = 256, C = 768, NH = 12, NKV = 4, V = 50257, Vp = 50304, N = B * T;
     size_t nc = (size_t)N * C, n4 = nc * 4, nopt = (size_t)16 << 20;
-    k_arg k = {.be = bet, .B = B, .T = T, .C = C, .NH = NH, .V = V, .Vp = Vp};
+    size_t nrope = (size_t)N * (NH + NKV) * (C / NH); /* the rotated q and k heads */
+    k_arg k = {.be = bet, .B = B, .T = T, .C = C, .NH = NH, .NKV = NKV, .V = V, .Vp = Vp};
     float *big[8];
     size_t bigsz = (size_t)N * Vp > nopt ? (size_t)N * Vp : nopt;
     for (int i = 0; i < 8; i++) big[i] = buf(bet, i < 4 ? bigsz : n4, -1, 1, 20 + (uint64_t)i);
@@ -390,6 +435,15 @@ int main(int argc, char **argv) {
         {"scale (16 Mi)", K_SCALE, 2.0 * nopt * 4, 0},
         {"attention forward", K_ATT_F, 0, 2.0 * B * NH * (double)T * T * (C / NH)},
         {"attention backward", K_ATT_B, 0, 5.0 * B * NH * (double)T * T * (C / NH)},
+        {"rmsnorm forward", K_RMS_F, 2.0 * nc * 4, 0},
+        {"residual+rmsnorm forward", K_RRMS_F, 4.0 * nc * 4, 0},
+        {"rmsnorm backward", K_RMS_B, 4.0 * nc * 4, 0},
+        {"swiglu forward (4C)", K_SWIGLU_F, 3.0 * n4 * 4, 0},
+        {"swiglu backward (4C)", K_SWIGLU_B, 5.0 * n4 * 4, 0},
+        {"rope forward (12 q + 4 kv heads)", K_ROPE_F, 2.0 * nrope * 4, 0},
+        {"rope backward", K_ROPE_B, 2.0 * nrope * 4, 0},
+        {"attention forward, GQA 12/4", K_GQA_F, 0, 2.0 * B * NH * (double)T * T * (C / NH)},
+        {"attention backward, GQA 12/4", K_GQA_B, 0, 5.0 * B * NH * (double)T * T * (C / NH)},
     };
     printf("\nfused kernels, B=%d T=%d C=%d NH=%d, %d threads: memory-bound ones as bytes moved "
            "over memcpy bandwidth, attention as useful FLOP/s over the GEMM peak\n",
@@ -401,14 +455,24 @@ int main(int argc, char **argv) {
         k.e = big[4], k.f = big[5], k.g = big[6], k.h = big[7];
         k.tok = tok;
         k.n = nopt;
-        if (k.which == K_LN_F || k.which == K_RLN_F || k.which == K_LN_B)
+        if (k.which == K_LN_F || k.which == K_RLN_F || k.which == K_LN_B || k.which == K_RMS_F ||
+            k.which == K_RRMS_F || k.which == K_RMS_B)
             for (int r = 0; r < N; r++) big[5][r] = 1.0f; /* rstd */
         if (k.which == K_ADAMW)
             for (size_t j = 0; j < nopt; j++) big[3][j] = 1e-3f; /* v >= 0 */
         if (k.which == K_CE)
             for (int r = 0; r < N; r++) big[5][r] = 1.0f / N; /* dloss */
-        if (k.which == K_ATT_F || k.which == K_ATT_B)
-            ig_kernel_attention_forward(bet, k.b, k.e, k.a, NULL, B, T, C, NH);
+        if (k.which == K_ATT_B || k.which == K_GQA_B)         /* out and lse of the same shape */
+            k_run(&(k_arg){.be = bet,
+                           .which = k.which == K_ATT_B ? K_ATT_F : K_GQA_F,
+                           .B = B,
+                           .T = T,
+                           .C = C,
+                           .NH = NH,
+                           .NKV = NKV,
+                           .a = k.a,
+                           .b = k.b,
+                           .e = k.e});
         double t = best_of(k_run, &k);
         if (ks[i].flops > 0) { /* the peak again, measured next to it: the machine may be shared */
             double g = ks[i].flops / t / 1e9, ref = square_gflops(bet, 1024);
@@ -429,11 +493,14 @@ int main(int argc, char **argv) {
            "openblas_vs_backend=%.2f blis_vs_backend=%.2f onednn_own_threads_vs_backend=%.2f "
            "memcpy_gbs=%.1f enc_f=%.2f enc_b=%.2f ln_f=%.2f rln_f=%.2f ln_b=%.2f gelu_f=%.2f "
            "gelu_b=%.2f ce=%.2f adamw=%.2f sumsq=%.2f scale=%.2f attn_f_peak=%.3f "
-           "attn_b_peak=%.3f\n",
+           "attn_b_peak=%.3f rms_f=%.2f rrms_f=%.2f rms_b=%.2f swiglu_f=%.2f swiglu_b=%.2f "
+           "rope_f=%.2f rope_b=%.2f gqa_f_peak=%.3f gqa_b_peak=%.3f\n",
            peak1, threads, peakt, peakt / peak1, gm[0], gm[1], gm[2], bwt, ratio[K_ENC_F],
            ratio[K_ENC_B], ratio[K_LN_F], ratio[K_RLN_F], ratio[K_LN_B], ratio[K_GELU_F],
            ratio[K_GELU_B], ratio[K_CE], ratio[K_ADAMW], ratio[K_SUMSQ], ratio[K_SCALE],
-           ratio[K_ATT_F], ratio[K_ATT_B]);
+           ratio[K_ATT_F], ratio[K_ATT_B], ratio[K_RMS_F], ratio[K_RRMS_F], ratio[K_RMS_B],
+           ratio[K_SWIGLU_F], ratio[K_SWIGLU_B], ratio[K_ROPE_F], ratio[K_ROPE_B], ratio[K_GQA_F],
+           ratio[K_GQA_B]);
     for (int i = 0; i < 8; i++) ig_backend_release(bet, big[i]);
     ig_backend_release(bet, tok);
     ig_backend_free(be1), ig_backend_free(bet);

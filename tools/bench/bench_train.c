@@ -545,19 +545,25 @@ static void replay_step(replay *r, ig_backend *be, int step) {
         if (l == 0) {
             TIMED(r, be, K_LN_F,
                   ig_kernel_layernorm_forward(be, y->ln1, y->ln1_mean, y->ln1_rstd, r->encoded,
-                                              P(r, l, W_LN1W), P(r, l, W_LN1B), N, C));
+                                              P(r, l, W_LN1W), P(r, l, W_LN1B), N, C, 1e-5f));
         } else {
             layer_acts *p = &r->layer[l - 1];
             TIMED(r, be, K_LN_F,
-                  ig_kernel_residual_layernorm_forward(be, p->res3, y->ln1, y->ln1_mean,
-                                                       y->ln1_rstd, p->res2, p->fcproj,
-                                                       P(r, l, W_LN1W), P(r, l, W_LN1B), N, C));
+                  ig_kernel_residual_layernorm_forward(
+                      be, p->res3, y->ln1, y->ln1_mean, y->ln1_rstd, p->res2, p->fcproj,
+                      P(r, l, W_LN1W), P(r, l, W_LN1B), N, C, 1e-5f));
         }
         TIMED(r, be, K_MM_F_QKV,
               ig_kernel_matmul_forward(be, y->qkv, y->ln1, P(r, l, W_QKVW), IG_W_IN_OUT,
                                        P(r, l, W_QKVB), N, C, 3 * C));
         TIMED(r, be, K_ATT_F,
-              ig_kernel_attention_forward(be, y->atty, y->lse, y->qkv, NULL, B, T, C, NH));
+              ig_kernel_attention_forward(be, y->atty, y->lse, y->qkv, NULL,
+                                          &(ig_attention_shape){.B = B,
+                                                                .T = T,
+                                                                .n_head = NH,
+                                                                .n_kv_head = NH,
+                                                                .head_size = C / NH,
+                                                                .causal = 1}));
         TIMED(r, be, K_MM_F_PROJ,
               ig_kernel_matmul_forward(be, y->attproj, y->atty, P(r, l, W_PROJW), IG_W_IN_OUT,
                                        P(r, l, W_PROJB), N, C, C));
@@ -565,7 +571,7 @@ static void replay_step(replay *r, ig_backend *be, int step) {
         TIMED(r, be, K_LN_F,
               ig_kernel_residual_layernorm_forward(be, y->res2, y->ln2, y->ln2_mean, y->ln2_rstd,
                                                    res, y->attproj, P(r, l, W_LN2W),
-                                                   P(r, l, W_LN2B), N, C));
+                                                   P(r, l, W_LN2B), N, C, 1e-5f));
         TIMED(r, be, K_MM_F_FC,
               ig_kernel_matmul_forward(be, y->fch, y->ln2, P(r, l, W_FCW), IG_W_IN_OUT, NULL, N, C,
                                        4 * C));
@@ -579,7 +585,7 @@ static void replay_step(replay *r, ig_backend *be, int step) {
     float *lnfw = r->params + r->off_lnfw, *lnfb = r->params + r->off_lnfb;
     TIMED(r, be, K_LN_F,
           ig_kernel_residual_layernorm_forward(be, last->res3, r->lnf, r->lnf_mean, r->lnf_rstd,
-                                               last->res2, last->fcproj, lnfw, lnfb, N, C));
+                                               last->res2, last->fcproj, lnfw, lnfb, N, C, 1e-5f));
     TIMED(r, be, K_MM_F_HEAD,
           ig_kernel_matmul_forward(be, r->logits, r->lnf, wte, IG_W_OUT_IN, NULL, N, C, r->Vp));
     TIMED(r, be, K_CE,
@@ -612,8 +618,13 @@ static void replay_step(replay *r, ig_backend *be, int step) {
               ig_kernel_matmul_backward(be, r->datty, G(r, l, W_PROJW), G(r, l, W_PROJB), r->dres,
                                         y->atty, P(r, l, W_PROJW), IG_W_IN_OUT, N, C, C));
         TIMED(r, be, K_ATT_B,
-              ig_kernel_attention_backward(be, r->dqkv, r->datty, y->qkv, y->atty, y->lse, NULL, B,
-                                           T, C, NH));
+              ig_kernel_attention_backward(be, r->dqkv, r->datty, y->qkv, y->atty, y->lse, NULL,
+                                           &(ig_attention_shape){.B = B,
+                                                                 .T = T,
+                                                                 .n_head = NH,
+                                                                 .n_kv_head = NH,
+                                                                 .head_size = C / NH,
+                                                                 .causal = 1}));
         TIMED(r, be, K_MM_B_QKV,
               ig_kernel_matmul_backward(be, r->dln, G(r, l, W_QKVW), G(r, l, W_QKVB), r->dqkv,
                                         y->ln1, P(r, l, W_QKVW), IG_W_IN_OUT, N, C, 3 * C));

@@ -63,11 +63,23 @@ static layer_bufs slot_bufs(const ig_model *m, const gpt2_layer_acts *y) {
         F(y->ln1_mean), F(y->ln1_rstd), F(y->lse), F(y->ln2_mean), F(y->ln2_rstd)};
 }
 
+/* GPT-2's attention: multi-head (every head its own keys and values), causal. */
+static ig_attention_shape attn_shape(const ig_model *m, int B, int T) {
+    int NHl = m->cfg.n_head / m->part.tp;
+    return (ig_attention_shape){.B = B,
+                                .T = T,
+                                .n_head = NHl,
+                                .n_kv_head = NHl,
+                                .head_size = m->cfg.d_model / m->cfg.n_head,
+                                .causal = 1};
+}
+
 static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac, int B, int T,
                            ig_err *err) {
-    int C = m->cfg.d_model, Cl = gpt2_of(m)->Cl, NHl = m->cfg.n_head / m->part.tp;
+    int C = m->cfg.d_model;
+    ig_attention_shape s = attn_shape(m, B, T);
     if (!ac->kc) {
-        ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, B, T, Cl, NHl);
+        ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, &s);
         return IG_OK;
     }
     /* the new rows' q, k, v into the query scratch and the caches */
@@ -82,8 +94,7 @@ static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac,
         if (st == IG_OK) st = ig_backend_copy(m->be, vdst, src + 2 * row, row, err);
     }
     if (st == IG_OK)
-        ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, 1, T, ac->pos0, ac->Tmax,
-                                   C, m->cfg.n_head);
+        ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, ac->pos0, ac->Tmax, &s);
     return st;
 }
 
@@ -96,16 +107,15 @@ static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const la
     int N = B * T, Nl = p->sp ? N / p->tp : N;
     int C = m->cfg.d_model, Cl = gpt2_of(m)->Cl;
     float eps = (float)m->cfg.norm_eps;
-    (void)eps;
     void *res_in = prev ? prev->res3 : input;
     ig_status st;
     if (!prev)
         ig_kernel_layernorm_forward(be, y->ln1, y->ln1_mean, y->ln1_rstd, res_in,
-                                    P(m, l, GPT2_LN1W), P(m, l, GPT2_LN1B), Nl, C);
+                                    P(m, l, GPT2_LN1W), P(m, l, GPT2_LN1B), Nl, C, eps);
     else
         ig_kernel_residual_layernorm_forward(be, prev->res3, y->ln1, y->ln1_mean, y->ln1_rstd,
                                              prev->res2, prev->fcproj, P(m, l, GPT2_LN1W),
-                                             P(m, l, GPT2_LN1B), Nl, C);
+                                             P(m, l, GPT2_LN1B), Nl, C, eps);
     const void *ln1 = NULL, *ln2 = NULL;
     if ((st = ig_tp_gather(m, y->ln1, y->ln1_full, N, C, &ln1, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, y->qkv, ln1, P(m, l, GPT2_QKVW), IG_W_IN_OUT, P(m, l, GPT2_QKVB),
@@ -115,7 +125,8 @@ static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const la
                           P(m, l, GPT2_PROJB), S(gpt2_of(m)->partial), N, Cl, C, err);
     if (st != IG_OK) return st;
     ig_kernel_residual_layernorm_forward(be, y->res2, y->ln2, y->ln2_mean, y->ln2_rstd, res_in,
-                                         y->attproj, P(m, l, GPT2_LN2W), P(m, l, GPT2_LN2B), Nl, C);
+                                         y->attproj, P(m, l, GPT2_LN2W), P(m, l, GPT2_LN2B), Nl, C,
+                                         eps);
     if ((st = ig_tp_gather(m, y->ln2, y->ln2_full, N, C, &ln2, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, y->fch, ln2, P(m, l, GPT2_FCW), IG_W_IN_OUT, NULL, N, C, 4 * Cl);
     ig_kernel_gelu_bias_forward(be, y->fch_gelu, y->fch, P(m, l, GPT2_FCB), N, 4 * Cl);
@@ -156,7 +167,7 @@ ig_status gpt2_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     size_t lnf = (size_t)x->t_lnf;
     ig_kernel_residual_layernorm_forward(be, prev.res3, A(x->lnf), F(x->lnf_mean), F(x->lnf_rstd),
                                          prev.res2, prev.fcproj, ig_model_param(m, lnf),
-                                         ig_model_param(m, lnf + 1), Nl, C);
+                                         ig_model_param(m, lnf + 1), Nl, C, (float)m->cfg.norm_eps);
     const void *lnf_in = NULL;
     if ((st = ig_tp_gather(m, A(x->lnf), A(x->lnf_full), N, C, &lnf_in, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, A(x->logits), lnf_in, ig_model_param(m, (size_t)x->t_wte),
@@ -173,7 +184,8 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
     const gpt2_state *x = gpt2_of(m);
     m->slot = slot;
     int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
-    int C = m->cfg.d_model, Cl = x->Cl, NHl = m->cfg.n_head / p->tp;
+    int C = m->cfg.d_model, Cl = x->Cl;
+    ig_attention_shape shape = attn_shape(m, B, T);
     const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
     size_t as = m->as;
     void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
@@ -216,7 +228,7 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
         ig_kernel_matmul_backward(be, S(x->datty), G(m, l, GPT2_PROJW), G(m, l, GPT2_PROJB), dfull,
                                   A(y->atty), P(m, l, GPT2_PROJW), IG_W_IN_OUT, N, Cl, C);
         ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
-                                     docs, B, T, Cl, NHl);
+                                     docs, &shape);
         in = p->sp ? A(y->ln1_full) : A(y->ln1);
         ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_QKVW),
                                   G(m, l, GPT2_QKVB), S(x->dqkv), in, P(m, l, GPT2_QKVW),
@@ -359,7 +371,7 @@ ig_status gpt2_gen_feed(void *session, const int32_t *tokens, int n, int pos0, c
     size_t lnf = (size_t)x->t_lnf;
     ig_kernel_residual_layernorm_forward(be, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd,
                                          last->res2, last->fcproj, ig_model_param(m, lnf),
-                                         ig_model_param(m, lnf + 1), n, C);
+                                         ig_model_param(m, lnf + 1), n, C, (float)m->cfg.norm_eps);
     /* the logits of the last position only */
     ig_kernel_matmul_forward(be, g->logits, (char *)g->lnf + (size_t)(n - 1) * (size_t)C * as,
                              ig_model_param(m, (size_t)x->t_wte), IG_W_OUT_IN, NULL, 1, C,
