@@ -178,8 +178,9 @@ typedef enum ig_w_layout {
  * (the positions are added by another rank): rows can come out as 0. */
 void ig_kernel_encoder_forward(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                                const void *wpe, int B, int T, int C);
-/* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:]. Deterministic: rows of dwte
- * hit by several tokens are summed in (b, t) order. Tokens < 0 are skipped (for dwte). */
+/* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:] (dwpe NULL: a model without
+ * learned positions, Llama's). Deterministic: rows of dwte hit by several tokens are summed in
+ * (b, t) order. Tokens < 0 are skipped (for dwte). */
 void ig_kernel_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dout,
                                 const int32_t *tokens, int B, int T, int C);
 

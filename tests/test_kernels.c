@@ -380,7 +380,13 @@ static void test_encoder(void **state) {
     float *z1 = talloc(f, (size_t)V * C), *z2 = talloc(f, (size_t)T * C);
     ig_kernel_encoder_backward(f->ref, z1, z2, dout, tok, B, T, C);
     assert_true(fabs(z1[2 * C + 5] - g) < 1e-5);
-    tfree(f, z1), tfree(f, z2);
+    /* without learned positions (dwpe NULL, Llama's): the same dwte, nothing else written */
+    float *z3 = talloc(f, (size_t)V * C), *z4 = talloc(f, (size_t)V * C);
+    ig_kernel_encoder_backward(f->ref, z3, NULL, dout, tok, B, T, C);
+    ig_kernel_encoder_backward(FAST(f), z4, NULL, dout, tok, B, T, C);
+    check_same(z1, z3, (size_t)V * C * 4, "encoder_backward without dwpe (reference)");
+    check_same(z1, z4, (size_t)V * C * 4, "encoder_backward without dwpe (fast)");
+    tfree(f, z1), tfree(f, z2), tfree(f, z3), tfree(f, z4);
     tfree(f, tok), tfree(f, wte), tfree(f, wpe), tfree(f, o1), tfree(f, o2), tfree(f, dout);
     tfree(f, dte1), tfree(f, dpe1), tfree(f, dte2), tfree(f, dpe2);
 }

@@ -41,8 +41,10 @@ void ig_cpu_ref_encoder_backward(ig_backend *be, void *dwte_, void *dwpe_, const
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
             int32_t tok = tokens[b * T + t];
-            float *pe = dwpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) pe[c] += d[c];
+            if (dwpe) {
+                float *pe = dwpe + (size_t)t * C;
+                for (int c = 0; c < C; c++) pe[c] += d[c];
+            }
             if (tok < 0) continue;
             float *te = dwte + (size_t)tok * C;
             for (int c = 0; c < C; c++) te[c] += d[c];
@@ -154,6 +156,8 @@ void ig_cpu_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void 
                  .order = order,
                  .starts = starts};
     ig_parallel_range(be->ctx, groups, ig_cpu_chunk(groups, 64, 1), enc_bwd_wte_chunk, &j);
-    ig_parallel_range(be->ctx, (size_t)T, ig_cpu_chunk((size_t)T, 64, 1), enc_bwd_wpe_chunk, &j);
+    if (dwpe) /* NULL: a model without learned positions */
+        ig_parallel_range(be->ctx, (size_t)T, ig_cpu_chunk((size_t)T, 64, 1), enc_bwd_wpe_chunk,
+                          &j);
     ig_cpu_scratch_free(be, order);
 }

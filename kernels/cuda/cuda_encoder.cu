@@ -107,14 +107,16 @@ void cu_encoder_backward(ig_backend *be, void *dwte, void *dwpe, const void *dou
         encoder_backward_wte_kernel<<<N, 128, 0, cu->stream>>>((bf16 *)dwte, (const bf16 *)dout,
                                                                tok_sorted, pos_sorted, N, C);
         if (!cu_launched(be, what)) return;
-        encoder_backward_wpe_kernel<<<cu_blocks(tc, 256), 256, 0, cu->stream>>>(
-            (bf16 *)dwpe, (const bf16 *)dout, B, T, C);
+        if (dwpe) /* NULL: a model without learned positions */
+            encoder_backward_wpe_kernel<<<cu_blocks(tc, 256), 256, 0, cu->stream>>>(
+                (bf16 *)dwpe, (const bf16 *)dout, B, T, C);
     } else {
         encoder_backward_wte_kernel<<<N, 128, 0, cu->stream>>>((float *)dwte, (const float *)dout,
                                                                tok_sorted, pos_sorted, N, C);
         if (!cu_launched(be, what)) return;
-        encoder_backward_wpe_kernel<<<cu_blocks(tc, 256), 256, 0, cu->stream>>>(
-            (float *)dwpe, (const float *)dout, B, T, C);
+        if (dwpe)
+            encoder_backward_wpe_kernel<<<cu_blocks(tc, 256), 256, 0, cu->stream>>>(
+                (float *)dwpe, (const float *)dout, B, T, C);
     }
     cu_launched(be, what);
 }
