@@ -1,8 +1,10 @@
-/* test_train.c - unit tests of the trainer's model: GPT-2's loss, every parameter's gradient and
- * the parameters after 3 AdamW steps with clipping, against golden values computed by PyTorch in
- * float64 (tests/data/golden/gpt/make_gpt_goldens.py) on the fast and the reference CPU kernels;
- * the same bits for any thread count; initial weights keyed by (seed, name, index); a tiny model
- * overfitting one batch; the learning-rate schedules; Hugging Face import and export round trips.
+/* test_train.c - unit tests of the trainer's models: for GPT-2 and for Llama (untied with
+ * grouped-query attention, and tied), the loss, every parameter's gradient and the parameters
+ * after 3 AdamW steps with clipping, against golden values computed by PyTorch in float64
+ * (tests/data/golden/gpt/make_gpt_goldens.py, tests/data/golden/llama/make_llama_goldens.py) on
+ * the fast and the reference CPU kernels; the same bits for any thread count; initial weights
+ * keyed by (seed, name, index); a tiny model overfitting one batch; the learning-rate schedules;
+ * Hugging Face import and export round trips.
  */
 #include "testutil.h"
 
@@ -10,14 +12,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend_internal.h"
 #include "preprocess/preprocess.h"
 #include "train/safetensors.h"
 #include "train/train.h"
 
 enum { L = 2, NH = 2, C = 32, T = 16, V = 100, B = 2 };
 
+/* A golden case: a Hugging Face model directory (its config.json says the shape) with its
+ * initial weights, a micro-batch of B x T tokens and PyTorch's expected values. */
+typedef struct golden_case {
+    const char *dir; /* under tests/data/golden */
+    const char *init, *tokens, *expected;
+    int B, T;
+} golden_case;
+
+static const golden_case gpt2_tiny = {
+    "gpt", "tiny_init.safetensors", "tiny_tokens.bin", "tiny_expected.safetensors", 2, 16};
+static const golden_case llama_tiny = {
+    "llama/tiny", "init.safetensors", "tokens.bin", "expected.safetensors", 2, 16};
+static const golden_case llama_tied = {
+    "llama/tied", "init.safetensors", "tokens.bin", "expected.safetensors", 2, 8};
+
+static const char *golden_in(const golden_case *g, const char *name) {
+    return igt_fmt("%s/tests/data/golden/%s/%s", igt_source_dir(), g->dir, name);
+}
 static const char *golden(const char *name) {
-    return igt_fmt("%s/tests/data/golden/gpt/%s", igt_source_dir(), name);
+    return golden_in(&gpt2_tiny, name);
 }
 
 static ig_model_config tiny(void) {
@@ -28,16 +49,18 @@ static ig_model_config tiny(void) {
 }
 
 typedef struct fixture {
+    const golden_case *g;
     ig_ctx *ctx;
     ig_backend *be;
     ig_model *m;
     ig_optimizer *opt;
-    int32_t tokens[B * (T + 1)];
+    int32_t tokens[64 * 64];
     ig_st_file *expected;
 } fixture;
 
-static void open_fixture(fixture *f, int threads, int reference) {
+static void open_case(fixture *f, const golden_case *g, int threads, int reference) {
     memset(f, 0, sizeof *f);
+    f->g = g;
     ig_ctx_opts co = ig_ctx_opts_default();
     co.threads = threads;
     ig_err err = {0};
@@ -45,19 +68,25 @@ static void open_fixture(fixture *f, int threads, int reference) {
     ig_backend_opts bo = ig_backend_opts_default();
     bo.reference = reference;
     if (ig_backend_create(&f->be, f->ctx, &bo, &err) != IG_OK) fail_msg("%s", err.msg);
-    ig_model_config c = tiny();
-    if (ig_model_create(&f->m, f->ctx, f->be, &c, B, T, 1234, &err) != IG_OK)
+    ig_model_config c;
+    int32_t eod;
+    if (ig_hf_read_config(f->ctx, golden_in(g, ""), &c, &eod, &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    if (ig_model_create(&f->m, f->ctx, f->be, &c, g->B, g->T, 1234, &err) != IG_OK)
         fail_msg("%s", err.msg);
     if (ig_optimizer_create(&f->opt, f->ctx, f->m, &err) != IG_OK) fail_msg("%s", err.msg);
-    if (ig_hf_load(f->ctx, f->m, golden("tiny_init.safetensors"), &err) != IG_OK)
-        fail_msg("%s", err.msg);
+    if (ig_hf_load(f->ctx, f->m, golden_in(g, g->init), &err) != IG_OK) fail_msg("%s", err.msg);
     size_t len;
-    char *tok = igt_read(golden("tiny_tokens.bin"), &len);
-    assert_int_equal(len, sizeof f->tokens);
+    char *tok = igt_read(golden_in(g, g->tokens), &len);
+    assert_int_equal(len, (size_t)g->B * (size_t)(g->T + 1) * sizeof(int32_t));
     memcpy(f->tokens, tok, len);
     free(tok);
-    if (ig_st_file_open(&f->expected, f->ctx, golden("tiny_expected.safetensors"), &err) != IG_OK)
+    if (ig_st_file_open(&f->expected, f->ctx, golden_in(g, g->expected), &err) != IG_OK)
         fail_msg("%s", err.msg);
+}
+
+static void open_fixture(fixture *f, int threads, int reference) {
+    open_case(f, &gpt2_tiny, threads, reference);
 }
 
 static void close_fixture(fixture *f) {
@@ -76,15 +105,36 @@ static double expected_scalar(const fixture *f, const char *name) {
     return v;
 }
 
-/* ||got - want|| / ||want|| over tensor `name` of the model's buffer against golden prefix.NAME
- * (the golden wte has V rows; the padded rows must be 0). skip_lo..skip_hi: elements left out. */
+/* The golden values prefix.NAME of tensor t (Llama's fused q|k|v: its three tensors, one after
+ * the other): a malloc'd array, its length in *n. */
+static float *golden_values(const fixture *f, const char *prefix, const ig_model_tensor *t,
+                            uint64_t *n) {
+    const char *fused = strstr(t->name, "qkv_proj");
+    const char *parts[3] = {"q_proj", "k_proj", "v_proj"};
+    int np = fused ? 3 : 1;
+    float *out = NULL;
+    *n = 0;
+    for (int k = 0; k < np; k++) {
+        const char *name = fused ? igt_fmt("%s%.*s%s%s", prefix, (int)(fused - t->name), t->name,
+                                           parts[k], fused + strlen("qkv_proj"))
+                                 : igt_fmt("%s%s", prefix, t->name);
+        const ig_st_tensor *g = ig_st_file_find(f->expected, name);
+        if (!g) fail_msg("golden %s is missing", name);
+        uint64_t m = ig_st_tensor_numel(g);
+        out = realloc(out, (*n + m) * sizeof *out);
+        assert_int_equal(ig_st_tensor_to_f32(g, out + *n, m, NULL), IG_OK);
+        *n += m;
+    }
+    return out;
+}
+
+/* ||got - want|| / ||want|| over tensor t of the model's buffer against golden prefix.NAME (the
+ * golden vocabulary tensors have V rows; the padded rows must be 0). skip_lo..skip_hi: elements
+ * left out. */
 static double rel_error_skip(const fixture *f, const float *buf, const char *prefix,
                              const ig_model_tensor *t, uint64_t skip_lo, uint64_t skip_hi) {
-    const ig_st_tensor *g = ig_st_file_find(f->expected, igt_fmt("%s%s", prefix, t->name));
-    if (!g) fail_msg("golden %s%s is missing", prefix, t->name);
-    uint64_t n = ig_st_tensor_numel(g);
-    float *want = malloc(n * sizeof *want);
-    assert_int_equal(ig_st_tensor_to_f32(g, want, n, NULL), IG_OK);
+    uint64_t n = 0;
+    float *want = golden_values(f, prefix, t, &n);
     double d = 0, s = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (i >= skip_lo && i < skip_hi) continue;
@@ -104,32 +154,38 @@ static double rel_error(const fixture *f, const float *buf, const char *prefix,
 
 /* The loss and every gradient of the initial model, fast and reference kernels, within 1e-5
  * (relative, per tensor in L2) of PyTorch's float64 values. */
-static void check_loss_and_grads(int reference) {
+static void check_case_grads(const golden_case *g, int reference) {
     fixture f;
-    open_fixture(&f, 2, reference);
+    open_case(&f, g, 2, reference);
     ig_err err = {0};
     double loss = 0;
     uint64_t counted = 0;
     assert_int_equal(ig_model_zero_grads(f.m, &err), IG_OK);
-    if (ig_model_forward_backward(f.m, f.tokens, B, T, NULL, 1.0f, &loss, &counted, &err) != IG_OK)
+    if (ig_model_forward_backward(f.m, f.tokens, g->B, g->T, NULL, 1.0f, &loss, &counted, &err) !=
+        IG_OK)
         fail_msg("%s", err.msg);
-    assert_int_equal(counted, B * T);
+    assert_int_equal(counted, g->B * g->T);
     double want = expected_scalar(&f, "loss");
-    if (fabs(loss - want) > 1e-5 * fabs(want)) fail_msg("loss %.9g, PyTorch %.9g", loss, want);
+    if (fabs(loss - want) > 1e-5 * fabs(want))
+        fail_msg("%s: loss %.9g, PyTorch %.9g", g->dir, loss, want);
     uint64_t n = ig_model_buffer_elems(f.m);
-    float *g = malloc(n * sizeof *g);
-    assert_int_equal(ig_model_read(f.m, IG_MODEL_GRADS, g, &err), IG_OK);
+    float *grads = malloc(n * sizeof *grads);
+    assert_int_equal(ig_model_read(f.m, IG_MODEL_GRADS, grads, &err), IG_OK);
     for (size_t i = 0; i < ig_model_num_tensors(f.m); i++) {
         const ig_model_tensor *t = ig_model_tensor_at(f.m, i);
-        double e = rel_error(&f, g, "grad.", t);
-        if (e > 1e-5) fail_msg("%s: gradient off by %.3g (relative)", t->name, e);
+        double e = rel_error(&f, grads, "grad.", t);
+        if (e > 1e-5) fail_msg("%s: %s: gradient off by %.3g (relative)", g->dir, t->name, e);
     }
     /* the forward alone gives the same loss */
     double loss2 = 0;
-    assert_int_equal(ig_model_forward(f.m, f.tokens, B, T, NULL, &loss2, NULL, &err), IG_OK);
+    assert_int_equal(ig_model_forward(f.m, f.tokens, g->B, g->T, NULL, &loss2, NULL, &err), IG_OK);
     assert_true(loss2 == loss);
-    free(g);
+    free(grads);
     close_fixture(&f);
+}
+
+static void check_loss_and_grads(int reference) {
+    check_case_grads(&gpt2_tiny, reference);
 }
 
 static void test_golden_gradients(void **state) {
@@ -142,14 +198,22 @@ static void test_golden_gradients_reference(void **state) {
     check_loss_and_grads(1);
 }
 
+static void test_llama_golden_gradients(void **state) {
+    (void)state;
+    for (int reference = 0; reference < 2; reference++) {
+        check_case_grads(&llama_tiny, reference);
+        check_case_grads(&llama_tied, reference);
+    }
+}
+
 /* 3 steps of AdamW with clipping: the losses, the norms and the final parameters. */
 static void run_steps(fixture *f, int steps, double *losses, double *norms) {
     ig_err err = {0};
     for (int s = 1; s <= steps; s++) {
         double loss = 0, norm = 0;
         assert_int_equal(ig_model_zero_grads(f->m, &err), IG_OK);
-        if (ig_model_forward_backward(f->m, f->tokens, B, T, NULL, 1.0f, &loss, NULL, &err) !=
-            IG_OK)
+        if (ig_model_forward_backward(f->m, f->tokens, f->g->B, f->g->T, NULL, 1.0f, &loss, NULL,
+                                      &err) != IG_OK)
             fail_msg("%s", err.msg);
         assert_int_equal(ig_model_grad_norm(f->m, &norm, &err), IG_OK);
         double coef = 1.0 / (norm + 1e-6);
@@ -161,72 +225,86 @@ static void run_steps(fixture *f, int steps, double *losses, double *norms) {
     }
 }
 
+static void check_case_adamw(const golden_case *g, int reference) {
+    fixture f;
+    open_case(&f, g, 2, reference);
+    double losses[3], norms[3];
+    run_steps(&f, 3, losses, norms);
+    for (int s = 0; s < 3; s++) {
+        double wl = expected_scalar(&f, igt_fmt("loss_step%d", s + 1));
+        double wn = expected_scalar(&f, igt_fmt("grad_norm_step%d", s + 1));
+        if (fabs(losses[s] - wl) > 1e-5 * fabs(wl) || fabs(norms[s] - wn) > 1e-5 * fabs(wn))
+            fail_msg("%s: step %d: loss %.9g norm %.9g; PyTorch %.9g %.9g", g->dir, s + 1,
+                     losses[s], norms[s], wl, wn);
+    }
+    uint64_t n = ig_model_buffer_elems(f.m);
+    float *p = malloc(n * sizeof *p);
+    ig_err err = {0};
+    assert_int_equal(ig_model_read(f.m, IG_MODEL_PARAMS, p, &err), IG_OK);
+    /* GPT-2's key bias: its gradient is 0 in exact arithmetic (softmax is shift-invariant: it adds
+     * the same q.b to every score of a query), so AdamW's normalisation turns rounding noise
+     * (1e-10 here, 1e-19 in PyTorch's float64) into steps of up to lr: those elements can only be
+     * held to the steps' size. (Llama has no biases.) */
+    for (size_t i = 0; i < ig_model_num_tensors(f.m); i++) {
+        const ig_model_tensor *t = ig_model_tensor_at(f.m, i);
+        int qkv_bias = strstr(t->name, "attn.c_attn.bias") != NULL;
+        uint64_t C3 = qkv_bias ? (uint64_t)t->numel / 3 : 0;
+        double e = rel_error_skip(&f, p, "param.", t, C3, 2 * C3);
+        if (e > 1e-5) fail_msg("%s: %s after 3 steps: off by %.3g (relative)", g->dir, t->name, e);
+        if (!qkv_bias) continue;
+        uint64_t nw = 0;
+        float *want = golden_values(&f, "param.", t, &nw);
+        for (uint64_t j = C3; j < 2 * C3; j++)
+            if (fabsf(p[t->offset + j] - want[j]) > 3 * 1e-2f)
+                fail_msg("%s[%llu] after 3 steps: %g, PyTorch %g: more than 3 steps apart", t->name,
+                         (unsigned long long)j, p[t->offset + j], want[j]);
+        free(want);
+    }
+    free(p);
+    close_fixture(&f);
+}
+
 static void test_golden_adamw(void **state) {
     (void)state;
+    for (int reference = 0; reference < 2; reference++) check_case_adamw(&gpt2_tiny, reference);
+}
+
+static void test_llama_golden_adamw(void **state) {
+    (void)state;
     for (int reference = 0; reference < 2; reference++) {
-        fixture f;
-        open_fixture(&f, 2, reference);
-        double losses[3], norms[3];
-        run_steps(&f, 3, losses, norms);
-        for (int s = 0; s < 3; s++) {
-            double wl = expected_scalar(&f, igt_fmt("loss_step%d", s + 1));
-            double wn = expected_scalar(&f, igt_fmt("grad_norm_step%d", s + 1));
-            if (fabs(losses[s] - wl) > 1e-5 * fabs(wl) || fabs(norms[s] - wn) > 1e-5 * fabs(wn))
-                fail_msg("step %d: loss %.9g norm %.9g; PyTorch %.9g %.9g", s + 1, losses[s],
-                         norms[s], wl, wn);
-        }
-        uint64_t n = ig_model_buffer_elems(f.m);
-        float *p = malloc(n * sizeof *p);
-        ig_err err = {0};
-        assert_int_equal(ig_model_read(f.m, IG_MODEL_PARAMS, p, &err), IG_OK);
-        /* The key bias's gradient is 0 in exact arithmetic (softmax is shift-invariant: it adds
-         * the same q.b to every score of a query), so AdamW's normalisation turns rounding noise
-         * (1e-10 here, 1e-19 in PyTorch's float64) into steps of up to lr: those elements can
-         * only be held to the steps' size. */
-        for (size_t i = 0; i < ig_model_num_tensors(f.m); i++) {
-            const ig_model_tensor *t = ig_model_tensor_at(f.m, i);
-            int qkv_bias = strstr(t->name, "attn.c_attn.bias") != NULL;
-            double e = rel_error_skip(&f, p, "param.", t, qkv_bias ? C : 0, qkv_bias ? 2 * C : 0);
-            if (e > 1e-5) fail_msg("%s after 3 steps: off by %.3g (relative)", t->name, e);
-            if (!qkv_bias) continue;
-            float want[3 * C];
-            const ig_st_tensor *g = ig_st_file_find(f.expected, igt_fmt("param.%s", t->name));
-            assert_int_equal(ig_st_tensor_to_f32(g, want, 3 * C, NULL), IG_OK);
-            for (int j = C; j < 2 * C; j++)
-                if (fabsf(p[t->offset + (uint64_t)j] - want[j]) > 3 * 1e-2f)
-                    fail_msg("%s[%d] after 3 steps: %g, PyTorch %g: more than 3 steps apart",
-                             t->name, j, p[t->offset + (uint64_t)j], want[j]);
-        }
-        free(p);
-        close_fixture(&f);
+        check_case_adamw(&llama_tiny, reference);
+        check_case_adamw(&llama_tied, reference);
     }
 }
 
 /* The same bits (losses, gradients, parameters after steps) for 1, 2 and 3 threads. */
 static void test_deterministic_threads(void **state) {
     (void)state;
-    float *ref = NULL;
-    double ref_loss[3];
-    uint64_t n = 0;
-    for (int threads = 1; threads <= 3; threads++) {
-        fixture f;
-        open_fixture(&f, threads, 0);
-        double losses[3], norms[3];
-        run_steps(&f, 3, losses, norms);
-        n = ig_model_buffer_elems(f.m);
-        float *p = malloc(n * sizeof *p);
-        assert_int_equal(ig_model_read(f.m, IG_MODEL_PARAMS, p, NULL), IG_OK);
-        if (!ref) {
-            ref = p;
-            memcpy(ref_loss, losses, sizeof losses);
-        } else {
-            assert_memory_equal(ref, p, n * sizeof *p);
-            assert_memory_equal(ref_loss, losses, sizeof losses);
-            free(p);
+    const golden_case *cases[] = {&gpt2_tiny, &llama_tiny};
+    for (int k = 0; k < 2; k++) {
+        float *ref = NULL;
+        double ref_loss[3];
+        uint64_t n = 0;
+        for (int threads = 1; threads <= 3; threads++) {
+            fixture f;
+            open_case(&f, cases[k], threads, 0);
+            double losses[3], norms[3];
+            run_steps(&f, 3, losses, norms);
+            n = ig_model_buffer_elems(f.m);
+            float *p = malloc(n * sizeof *p);
+            assert_int_equal(ig_model_read(f.m, IG_MODEL_PARAMS, p, NULL), IG_OK);
+            if (!ref) {
+                ref = p;
+                memcpy(ref_loss, losses, sizeof losses);
+            } else {
+                assert_memory_equal(ref, p, n * sizeof *p);
+                assert_memory_equal(ref_loss, losses, sizeof losses);
+                free(p);
+            }
+            close_fixture(&f);
         }
-        close_fixture(&f);
+        free(ref);
     }
-    free(ref);
 }
 
 /* Initial weights: element i of tensor NAME is 0.02 * normal(seed, NAME, i) (0.02 / sqrt(2L) for
@@ -296,6 +374,38 @@ static void test_overfit_one_batch(void **state) {
     close_fixture(&f);
 }
 
+/* A family refuses a backend that lacks one of its operations, naming it; another family that
+ * does not use it is unaffected. */
+static void test_family_needs_ops(void **state) {
+    (void)state;
+    ig_ctx *ctx;
+    assert_int_equal(ig_ctx_create(&ctx, NULL, NULL), IG_OK);
+    ig_backend *be;
+    ig_err err = {0};
+    assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
+    const ig_backend_ops *keep = be->ops;
+    ig_backend_ops partial = *keep;
+    partial.rope_forward = NULL;
+    be->ops = &partial;
+    ig_model_config llama = {.arch = IG_ARCH_LLAMA,
+                             .n_layer = 1,
+                             .n_head = 2,
+                             .d_model = 16,
+                             .seq_len = 8,
+                             .vocab_size = 50};
+    ig_model *m = NULL;
+    assert_int_equal(ig_model_create(&m, ctx, be, &llama, 1, 8, 1, &err), IG_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg,
+                           "the cpu backend has no rope_forward kernel, which llama models "
+                           "need"));
+    ig_model_config c = tiny();
+    assert_int_equal(ig_model_create(&m, ctx, be, &c, 1, 8, 1, &err), IG_OK);
+    ig_model_free(m);
+    be->ops = keep;
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+}
+
 static void test_lr_schedules(void **state) {
     (void)state;
     ig_train_config t;
@@ -355,6 +465,34 @@ static void test_hf_round_trip(void **state) {
     assert_null(ig_st_file_find(sf, "lm_head.weight"));
     assert_string_equal(ig_st_file_metadata(sf, "format"), "pt");
     ig_st_file_free(sf);
+    /* a model.safetensors alone is read from ingot's metadata, whose n_head must be a number:
+     * "2abc" is refused (it was read as 2) */
+    ig_st_file *src;
+    assert_int_equal(ig_st_file_open(&src, f.ctx, igt_fmt("%s/hf/model.safetensors", dir), &err),
+                     IG_OK);
+    for (int k = 0; k < 2; k++) {
+        const char *heads = k ? "2abc" : "2";
+        ig_st_writer *w;
+        const char *p = igt_fmt("%s/meta%d.safetensors", dir, k);
+        assert_int_equal(ig_st_writer_create(&w, f.ctx, p, 0, &err), IG_OK);
+        for (size_t i = 0; i < ig_st_file_count(src); i++) {
+            const ig_st_tensor *x = ig_st_file_tensor(src, i);
+            assert_int_equal(ig_st_writer_add(w, ig_st_tensor_name(x), ig_st_tensor_dtype(x),
+                                              ig_st_tensor_shape(x), ig_st_tensor_ndim(x),
+                                              ig_st_tensor_data(x), &err),
+                             IG_OK);
+        }
+        assert_int_equal(ig_st_writer_set_metadata(w, "n_head", heads, &err), IG_OK);
+        assert_int_equal(ig_st_writer_commit(w, NULL, &err), IG_OK);
+        ig_model_config mc;
+        int32_t e2;
+        ig_status want = k ? IG_ERR_FORMAT : IG_OK;
+        assert_int_equal(ig_hf_read_config(f.ctx, p, &mc, &e2, &err), want);
+        if (k)
+            assert_non_null(strstr(err.msg, "metadata n_head \"2abc\" is not a number of heads"));
+        if (!k) assert_int_equal(mc.n_head, NH);
+    }
+    ig_st_file_free(src);
     /* exporting again over it needs overwrite */
     assert_int_equal(ig_hf_export(f.ctx, f.m, 50, igt_fmt("%s/hf", dir), 0, &err), IG_ERR_EXISTS);
     /* a file that lacks a tensor is refused with its name */
@@ -406,6 +544,12 @@ static void test_run_stops_on_nan(void **state) {
     assert_int_equal(ig_model_write(m, IG_MODEL_PARAMS, p, &err), IG_OK);
     char *hf = strdup(igt_fmt("%s/nan", dir));
     assert_int_equal(ig_hf_export(ctx, m, 50256, hf, 0, &err), IG_OK);
+    /* eval and sample refuse it: its weights are not finite, named */
+    ig_model *opened = NULL;
+    assert_int_equal(ig_model_open(&opened, ctx, be, hf, 1, 0, NULL, &err), IG_OK);
+    assert_int_equal(ig_model_check_finite(opened, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "transformer.ln_f.weight holds NaN values"));
+    ig_model_free(opened);
 
     ig_train_config t;
     memset(&t, 0, sizeof t);
@@ -429,16 +573,17 @@ static void test_run_stops_on_nan(void **state) {
     assert_non_null(strstr(err.msg, "step 1: the loss is NaN"));
     assert_non_null(strstr(err.msg, "optim.lr"));
     assert_int_equal(res.step, 0);
-    /* the failed run left its metrics: a second run into the directory needs overwrite */
-    t.model.d_model = 64;
-    assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_EXISTS);
-    assert_non_null(strstr(err.msg, "holds an earlier run"));
-    o.overwrite = 1;
     /* a model of another shape than the config's is refused by its config.json, naming what
-     * differs */
+     * differs, before the run directory is looked at */
+    t.model.d_model = 64;
     assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "model.init_from"));
     assert_non_null(strstr(err.msg, "config.json describes another model"));
     assert_non_null(strstr(err.msg, "d_model"));
+    /* the failed run left its metrics: a second run into the directory needs overwrite */
+    t.model.d_model = 32;
+    assert_int_equal(ig_train_run(ctx, NULL, &o, &res, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "holds an earlier run"));
     free(p);
     free(hf);
     free(run);
@@ -453,10 +598,17 @@ static void test_run_stops_on_nan(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_golden_gradients_reference),
-        cmocka_unit_test(test_golden_adamw),     cmocka_unit_test(test_deterministic_threads),
-        cmocka_unit_test(test_init_keyed),       cmocka_unit_test(test_overfit_one_batch),
-        cmocka_unit_test(test_lr_schedules),     cmocka_unit_test(test_hf_round_trip),
+        cmocka_unit_test(test_golden_gradients),
+        cmocka_unit_test(test_golden_gradients_reference),
+        cmocka_unit_test(test_golden_adamw),
+        cmocka_unit_test(test_deterministic_threads),
+        cmocka_unit_test(test_llama_golden_gradients),
+        cmocka_unit_test(test_llama_golden_adamw),
+        cmocka_unit_test(test_init_keyed),
+        cmocka_unit_test(test_overfit_one_batch),
+        cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_family_needs_ops),
+        cmocka_unit_test(test_hf_round_trip),
         cmocka_unit_test(test_run_stops_on_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,6 +48,9 @@ struct ig_family {
     /* its own model.* keys (beyond those every family has), bound into ig_train_config */
     const ig_cfg_key *keys;
     size_t n_keys;
+    /* the backend operations its passes call (a backend without one is refused at creation) */
+    const ig_op *ops;
+    size_t n_ops;
 
     /* Fills the defaults and derived fields of c (padded_vocab, ...) and checks the shape;
      * errors name the key. */

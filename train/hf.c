@@ -269,28 +269,35 @@ static void take_run(void *user, uint64_t global, uint64_t local, uint64_t n) {
     memcpy(c->dst + local, c->whole + global, n * sizeof(float));
 }
 
-ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
+ig_status ig_hf_match(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err) {
     char st_path[4096], cfg_path[4096];
     ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
-    const ig_family *fam = m->fam;
-    ig_status st = IG_OK;
     /* a config.json beside the file must describe this model */
     if (ig_file_exists(cfg_path)) {
         ig_model_config have;
         int32_t eod;
-        if ((st = ig_hf_read_config(ctx, path, &have, &eod, err)) != IG_OK) return st;
-        const char *d = shape_differs(&have, &m->cfg);
+        ig_status st = ig_hf_read_config(ctx, path, &have, &eod, err);
+        if (st != IG_OK) return st;
+        const char *d = shape_differs(&have, cfg);
         if (*d) {
             char a[256], b[256];
             return ig_err_set(err, IG_ERR_CONFIG,
                               "%s describes another model than the configuration's (%s "
                               "differs): %s; the configuration asks for %s",
                               cfg_path, d, ig_model_describe(&have, a, sizeof a),
-                              ig_model_describe(&m->cfg, b, sizeof b));
+                              ig_model_describe(cfg, b, sizeof b));
         }
     }
     /* every tensor there with its shape, and none left over */
-    if ((st = ig_hf_check(ctx, path, &m->cfg, err)) != IG_OK) return st;
+    return ig_hf_check(ctx, path, cfg, err);
+}
+
+ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
+    char st_path[4096], cfg_path[4096];
+    ig_hf_paths(path, st_path, cfg_path, sizeof st_path);
+    const ig_family *fam = m->fam;
+    ig_status st = ig_hf_match(ctx, path, &m->cfg, err);
+    if (st != IG_OK) return st;
     uint64_t big = 1;
     for (size_t i = 0; i < m->n_tensors; i++) {
         uint64_t g =

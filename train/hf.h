@@ -22,6 +22,10 @@ void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap);
  * file is one the model uses (or one its family ignores); errors name the tensor. */
 ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err);
 
+/* The model of a Hugging Face path is one of shape cfg: its config.json (when there is one) says
+ * so, naming what differs otherwise, and ig_hf_check holds for its tensors. */
+ig_status ig_hf_match(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err);
+
 /* config.json fields, strictly: key (or alt when key is absent; alt may be NULL) must be an
  * integer in [lo, hi] / a number / a boolean. When absent: *out = dflt, or with required an
  * error naming the file and the key. */

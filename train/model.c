@@ -396,6 +396,13 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
                           "fit %d x %d tokens",
                           p.tp, p.tp_rank, p.l0, p.l1, c.n_layer, p.sp, B, T);
     if ((st = fam->check_layout(&c, p.tp, err)) != IG_OK) return st;
+    for (size_t i = 0; i < fam->n_ops; i++)
+        if (!ig_backend_supports(be, fam->ops[i]))
+            return ig_err_set(
+                err, IG_ERR_UNSUPPORTED,
+                "the %s backend has no %s kernel, which %s models need: train them on "
+                "another backend (train.device)",
+                ig_backend_name(be), ig_op_name(fam->ops[i]), fam->arch);
     size_t n_tensors = fam->tensors(&c, &p, NULL, 0);
     ig_model *m = ig_calloc(ctx, 1, sizeof *m);
     if (!m) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");

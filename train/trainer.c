@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "family.h"
+#include "hf.h"
 #include "metrics.h"
 #include "watchdog.h"
 
@@ -471,6 +472,10 @@ static ig_status setup_data(run *r, ig_err *err) {
     r->shape = t->model;
     if (!r->shape.vocab_size) r->shape.vocab_size = vocab;
     if ((st = ig_model_config_check(&r->shape, err)) != IG_OK) return st;
+    /* model.init_from: its files against the configuration's model, before any work */
+    if (!r->o->resume && t->init_from && *t->init_from &&
+        (st = ig_hf_match(r->ctx, t->init_from, &r->shape, err)) != IG_OK)
+        return ig_err_prefix(err, st, "model.init_from");
     r->batch = (ig_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
     if ((t->eod_mask_loss || t->doc_attention) && eod < 0)
         return ig_err_set(err, IG_ERR_CONFIG,

@@ -138,6 +138,34 @@ l1=$(tail -n 1 <<<"$out")
 check_rc "eval the export" 0 "$ING" eval hf --data shk --seq-len 32 --batches 3 --micro-batch 4
 check "export -> eval gives the checkpoint's loss ($l1)" test "$(tail -n 1 <<<"$out")" = "$l1"
 check_rc "eval the export's file" 0 "$ING" eval hf/model.safetensors --data shk --batches 3
+# ---- a Hugging Face config.json: honoured where ingot can compute it, refused where not ---------
+hfvar() { rm -rf "$1" && cp -r hf "$1" && sed -i "$2" "$1/config.json"; }
+hfvar eps 's/"layer_norm_epsilon": [0-9.e-]*/"layer_norm_epsilon": 0.5/'
+check_rc "layer_norm_epsilon 0.5" 0 "$ING" eval eps --data shk --seq-len 32 --batches 3 --micro-batch 4
+check "layer_norm_epsilon is honoured: another loss than 1e-5's ($l1)" test "$(tail -n 1 <<<"$out")" != "$l1"
+hfvar fewer 's/"n_layer": 2/"n_layer": 1/'
+check_rc "n_layer smaller than the file's layers" 1 "$ING" eval fewer --data shk --batches 1
+expect "fewer layers: the tensor left over is named" "tensor 'transformer.h.1." "$err"
+hfvar untied 's/"tie_word_embeddings": true/"tie_word_embeddings": false/'
+check_rc "tie_word_embeddings false" 1 "$ING" eval untied --data shk --batches 1
+expect "untied: refused, saying why" "tie_word_embeddings false (an untied output layer)" "$err"
+hfvar big 's/"n_head": 2/"n_head": 4294967298/'
+check_rc "n_head past int" 1 "$ING" eval big --data shk --batches 1
+expect "n_head past int: out of range, not truncated" '"n_head" is 4294967298, outside' "$err"
+hfvar str 's/"n_head": 2/"n_head": "2abc"/'
+check_rc "n_head \"2abc\"" 1 "$ING" eval str --data shk --batches 1
+expect "n_head \"2abc\": must be an integer" '"n_head" must be an integer' "$err"
+hfvar notype 's/"model_type": "gpt2",//'
+check_rc "no model_type" 1 "$ING" eval notype --data shk --batches 1
+expect "no model_type: says so" 'no "model_type"' "$err"
+hfvar act 's/"activation_function": "gelu_new"/"activation_function": "relu"/'
+check_rc "activation relu" 1 "$ING" eval act --data shk --batches 1
+expect "relu: refused" "activation_function 'relu'" "$err"
+mkdir -p meta && cp hf/model.safetensors meta/
+check_rc "a model.safetensors without config.json (ingot's metadata)" 0 "$ING" eval meta/model.safetensors --data shk --batches 1
+check_rc "init_from a config.json of another model" 1 "$ING" train tiny.yaml --set train.run_dir=nowork \
+    --set model.init_from=fewer
+expect "init_from reads config.json" "model.init_from: fewer/config.json describes another model" "$err"
 check_rc "eval: --seq-len past the model's positions" 1 "$ING" eval run --data shk --seq-len 64
 check_rc "sample" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
 s1=$out

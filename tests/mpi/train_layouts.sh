@@ -6,7 +6,11 @@
 # the single-process run within 1e-5 (relative) at every step, and its checkpoint merges into
 # weights within 1e-5 of the single process's (`ingot ckpt diff`). A checkpoint saved at
 # tp2 pp2 dp2 resumes at tp1 pp4 dp2, at dp8 with ZeRO-1 and as one process, continuing the
-# loss curve of the uninterrupted run; a missing or altered shard is refused with its name.
+# loss curve of the uninterrupted run; a missing or altered shard is refused with its name. The
+# same for a tiny Llama (grouped-query attention, 4 query / 2 key-value heads, SwiGLU, rotary
+# positions, document masks): tp2 pp2 dp2, tp2 + sp x dp2 with ZeRO-2, pp4 dp2 with 4 micro-
+# batches, and tp2 pp2 dp2 -> pp4 dp2 resumed; a tp the key/value heads do not split into is
+# refused with the numbers.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_layouts
@@ -91,6 +95,45 @@ for l in "8 to-pp4dp2 parallel.pp=4" "8 to-dp8zero1 parallel.zero=1" "1 to-one";
     d=$(maxrel ref "$name")
     check "$name: the loss curve goes on as the uninterrupted run's within 1e-5 (max $d)" close "$d"
 done
+
+# ---- a tiny Llama (grouped-query: 4 query heads, 2 key/value heads) under three layouts --------
+cat >llama.yaml <<'YAML'
+model: {arch: llama, n_layer: 4, n_head: 4, n_kv_heads: 2, d_model: 64, ffn_hidden: 96,
+        seq_len: 32, seed: 13}
+data: {path: [ts], split: "100,0,0", seed: 5}
+train: {micro_batch: 2, global_batch: 16, steps: 20, run_dir: lref, doc_attention: true}
+optim: {lr: 2.0e-3, min_lr: 2.0e-4, warmup: 2, schedule: cosine}
+ckpt: {every: 10, keep: 2}
+log: {every: 1}
+YAML
+LLAMA=("$ING" train llama.yaml --threads 1)
+"${LLAMA[@]}" >lref.log 2>&1 || fail "llama: the single-process reference run ($(tail -c 300 lref.log))"
+check "llama reference: 20 steps" test "$(losses lref | wc -l)" = 20
+for l in "8 ltp2pp2dp2 parallel.tp=2 parallel.pp=2" \
+    "4 ltp2spdp2zero2 parallel.tp=2 parallel.sp=true parallel.zero=2" "8 lpp4dp2 parallel.pp=4"; do
+    read -r np name sets <<<"$l"
+    args=()
+    for s in $sets; do args+=(--set "$s"); done
+    mpi "$np" "${LLAMA[@]}" --set train.run_dir="$name" "${args[@]}" >"$name.log" 2>&1
+    check "llama $name: mpirun -np $np trains (log: $(tail -c 300 "$name.log"))" test $? -eq 0
+    d=$(maxrel lref "$name")
+    check "llama $name: the losses of 20 steps are the single process's within 1e-5 (max $d)" close "$d"
+    check_rc "llama $name: the merged weights are the single process's within 1e-5" 0 \
+        "$ING" ckpt diff lref "$name" --tolerance 1e-5
+done
+expect "llama pp4dp2: 4 micro-batches per step per replica" \
+    "tp 1 x pp 4 x dp 2; 4 micro-batches per step per replica" "$(cat lpp4dp2.log)"
+# saved at tp2 pp2 dp2 (step 10), resumed at pp4 dp2
+cp -r ltp2pp2dp2 lto-pp4dp2
+rm -rf lto-pp4dp2/ckpt/step_00000020
+head -n 10 ltp2pp2dp2/metrics.jsonl >lto-pp4dp2/metrics.jsonl
+mpi 8 "${LLAMA[@]}" --resume lto-pp4dp2 --set parallel.pp=4 >lto-pp4dp2.log 2>&1
+check "llama: tp2pp2dp2 -> pp4dp2 resumes (log: $(tail -c 300 lto-pp4dp2.log))" test $? -eq 0
+d=$(maxrel lref lto-pp4dp2)
+check "llama: the resumed curve is the uninterrupted run's within 1e-5 (max $d)" close "$d"
+# a tensor-parallel size the key/value heads do not split into is refused with the numbers
+run "llama: tp 4 with 2 kv heads" 1 mpi 4 "${LLAMA[@]}" --set train.run_dir=nowork --set parallel.tp=4
+expect "llama tp4: says why" "parallel.tp 4 does not divide model.n_kv_heads 2" "$out$err"
 
 # ---- a damaged checkpoint is refused naming the file ----------------------------------------
 cp -r tp2pp2dp2 damaged

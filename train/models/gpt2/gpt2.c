@@ -399,12 +399,34 @@ static ig_status gpt2_hf_from_tensors(const ig_st_file *f, const char *file, ig_
 
 /* ---- the family ------------------------------------------------------------------------------ */
 
+static const ig_op gpt2_ops[] = {
+    IG_OP_ENCODER_FORWARD,
+    IG_OP_ENCODER_BACKWARD,
+    IG_OP_LAYERNORM_FORWARD,
+    IG_OP_RESIDUAL_LAYERNORM_FORWARD,
+    IG_OP_LAYERNORM_BACKWARD,
+    IG_OP_MATMUL_FORWARD,
+    IG_OP_MATMUL_BACKWARD,
+    IG_OP_GELU_BIAS_FORWARD,
+    IG_OP_GELU_BIAS_BACKWARD,
+    IG_OP_ATTENTION_FORWARD,
+    IG_OP_ATTENTION_BACKWARD,
+    IG_OP_ATTENTION_CACHED,
+    IG_OP_CROSSENTROPY,
+    IG_OP_CE_MAX,
+    IG_OP_CE_SUMS,
+    IG_OP_CE_FINISH,
+    IG_OP_ADD,
+};
+
 const ig_family ig_family_gpt2 = {
     .arch = "gpt2",
     .id = IG_ARCH_GPT2,
     .what = "GPT-2: learned positions, LayerNorm, tanh-GeLU MLP, tied embeddings",
     .keys = NULL,
     .n_keys = 0,
+    .ops = gpt2_ops,
+    .n_ops = sizeof gpt2_ops / sizeof gpt2_ops[0],
     .check = gpt2_check,
     .check_layout = gpt2_check_layout,
     .num_params = gpt2_num_params,

@@ -1,0 +1,367 @@
+/* llama_pass.c - Llama's forward and backward passes over one micro-batch as calls of the
+ * backend's operation table and of the tensor-parallel layers (tp_layers.h), and generation with
+ * a KV cache through the same layer forward.
+ *
+ * Per layer (pre-norm; the residual add is fused into the RMSNorm that follows it):
+ *   h1 = RMSNorm(res_in); qkv = h1 @ Wqkv^T; rotary embedding of q and k (in place);
+ *   atty = attention(qkv) (grouped-query, causal); attproj = atty @ Wo^T; res2 = res_in + attproj;
+ *   h2 = RMSNorm(res2); gate = h2 @ Wg^T, up = h2 @ Wu^T; act = silu(gate) * up;
+ *   mlp = act @ Wd^T; res3 = res2 + mlp (done by the next RMSNorm).
+ * The head: hn = RMSNorm(res3 of the last layer); logits = hn @ W_head^T (the embedding when
+ * tied); the fused softmax cross-entropy leaves the logits' gradient in place of the logits.
+ *
+ * Tensor parallelism as GPT-2's (gpt2_pass.c): q|k|v, gate and up column-parallel, o_proj and
+ * down_proj row-parallel, the embedding and the head vocabulary-parallel; the rotary embedding
+ * and attention work on a rank's own heads (whole key/value groups). gate and up share their
+ * input, so the input's gradient is the sum of theirs (added before the reduction). Sequence
+ * parallelism: the norms and residual adds on this rank's 1/tp of the token rows.
+ */
+#include "llama.h"
+
+#include <string.h>
+
+#include "../../tp_layers.h"
+
+#define A(off)  ig_model_act(m, off)
+#define S(off)  ig_model_scratch(m, off)
+#define F(off)  ig_model_f32(m, off)
+#define FS(off) ig_model_scratch_f32(m, off)
+
+static void *P(const ig_model *m, int l, int which) {
+    return ig_model_param(m, llama_lt(m, l, which));
+}
+static void *G(const ig_model *m, int l, int which) {
+    return ig_model_grad(m, llama_lt(m, l, which));
+}
+
+/* ---- one layer's forward, for training and for generation ------------------------------------ */
+
+typedef struct layer_bufs {
+    void *h1, *h1_full, *qkv, *atty, *attproj, *res2, *h2, *h2_full, *gate, *up, *act, *mlp, *res3;
+    float *rstd1, *lse, *rstd2;
+} layer_bufs;
+
+/* How attention runs: over the micro-batch (kc NULL; docs or NULL), or the n new rows at
+ * positions pos0.. over the layer's caches kc, vc [Tmax, NKV hs] (q: [n, NH hs] scratch). */
+typedef struct attn_ctx {
+    const int32_t *docs;
+    void *kc, *vc, *q;
+    int pos0, Tmax;
+} attn_ctx;
+
+static layer_bufs slot_bufs(const ig_model *m, const llama_layer_acts *y) {
+    return (layer_bufs){A(y->h1),      A(y->h1_full), A(y->qkv), A(y->atty),
+                        A(y->attproj), A(y->res2),    A(y->h2),  A(y->h2_full),
+                        A(y->gate),    A(y->up),      A(y->act), A(y->mlp),
+                        A(y->res3),    F(y->rstd1),   F(y->lse), F(y->rstd2)};
+}
+
+static ig_attention_shape attn_shape(const ig_model *m, int B, int T) {
+    return (ig_attention_shape){.B = B,
+                                .T = T,
+                                .n_head = m->cfg.n_head / m->part.tp,
+                                .n_kv_head = m->cfg.n_kv_heads / m->part.tp,
+                                .head_size = llama_hs(&m->cfg),
+                                .causal = 1};
+}
+
+static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac, int B, int T,
+                           ig_err *err) {
+    ig_attention_shape s = attn_shape(m, B, T);
+    int hs = s.head_size, NH = s.n_head, NKV = s.n_kv_head;
+    ig_kernel_rope_forward(m->be, y->qkv, B, T, NH, NKV, hs, ac->kc ? ac->pos0 : 0,
+                           (float)m->cfg.rope_theta);
+    if (!ac->kc) {
+        ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, &s);
+        return IG_OK;
+    }
+    /* the new rows' q, k, v into the query scratch and the caches */
+    size_t as = m->as, qrow = (size_t)NH * hs * as, kvrow = (size_t)NKV * hs * as;
+    size_t row = qrow + 2 * kvrow;
+    ig_status st = IG_OK;
+    for (int t = 0; t < T && st == IG_OK; t++) {
+        const char *src = (const char *)y->qkv + (size_t)t * row;
+        char *kdst = (char *)ac->kc + (size_t)(ac->pos0 + t) * kvrow;
+        char *vdst = (char *)ac->vc + (size_t)(ac->pos0 + t) * kvrow;
+        st = ig_backend_copy(m->be, (char *)ac->q + (size_t)t * qrow, src, qrow, err);
+        if (st == IG_OK) st = ig_backend_copy(m->be, kdst, src + qrow, kvrow, err);
+        if (st == IG_OK) st = ig_backend_copy(m->be, vdst, src + qrow + kvrow, kvrow, err);
+    }
+    if (st == IG_OK)
+        ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, ac->pos0, ac->Tmax, &s);
+    return st;
+}
+
+/* Layer l on B x T rows: res_in is prev's res3 (the fused residual add writes it) or, for the
+ * stage's first layer (prev NULL), the stage's input. */
+static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
+                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const llama_state *x = llama_of(m);
+    int N = B * T, Nl = p->sp ? N / p->tp : N, C = m->cfg.d_model;
+    float eps = (float)m->cfg.norm_eps;
+    void *res_in = prev ? prev->res3 : input;
+    ig_status st;
+    if (!prev)
+        ig_kernel_rmsnorm_forward(be, y->h1, y->rstd1, res_in, P(m, l, LLAMA_ATTN_NORM), Nl, C,
+                                  eps);
+    else
+        ig_kernel_residual_rmsnorm_forward(be, prev->res3, y->h1, y->rstd1, prev->res2, prev->mlp,
+                                           P(m, l, LLAMA_ATTN_NORM), Nl, C, eps);
+    const void *h1 = NULL, *h2 = NULL;
+    if ((st = ig_tp_gather(m, y->h1, y->h1_full, N, C, &h1, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, y->qkv, h1, P(m, l, LLAMA_QKV), IG_W_OUT_IN, NULL, N, C, x->Ql);
+    if ((st = attention(m, y, ac, B, T, err)) != IG_OK) return st;
+    st = ig_tp_row_linear(m, y->attproj, y->atty, P(m, l, LLAMA_O), IG_W_OUT_IN, NULL,
+                          S(x->partial), N, x->Hl, C, err);
+    if (st != IG_OK) return st;
+    ig_kernel_residual_rmsnorm_forward(be, y->res2, y->h2, y->rstd2, res_in, y->attproj,
+                                       P(m, l, LLAMA_MLP_NORM), Nl, C, eps);
+    if ((st = ig_tp_gather(m, y->h2, y->h2_full, N, C, &h2, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, y->gate, h2, P(m, l, LLAMA_GATE), IG_W_OUT_IN, NULL, N, C, x->Fl);
+    ig_kernel_matmul_forward(be, y->up, h2, P(m, l, LLAMA_UP), IG_W_OUT_IN, NULL, N, C, x->Fl);
+    ig_kernel_swiglu_forward(be, y->act, y->gate, y->up, N, x->Fl);
+    return ig_tp_row_linear(m, y->mlp, y->act, P(m, l, LLAMA_DOWN), IG_W_OUT_IN, NULL,
+                            S(x->partial), N, x->Fl, C, err);
+}
+
+/* ---- the stage's forward and backward ----------------------------------------------------------
+ */
+
+ig_status llama_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const llama_state *x = llama_of(m);
+    m->slot = slot;
+    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
+    int C = m->cfg.d_model;
+    attn_ctx ac = {.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL};
+    ig_status st = IG_OK;
+    if (p->first) { /* the vocabulary-parallel embedding: a partial sum over the ranks */
+        void *dst = p->sp ? S(x->partial) : A(x->encoded);
+        ig_kernel_encoder_forward(be, dst, ig_model_i32(m, 0),
+                                  ig_model_param(m, (size_t)x->t_embed), NULL, B, T, C);
+        if (p->tp > 1 && (st = ig_tp_reduce(m, dst, A(x->encoded), N, C, err)) != IG_OK) return st;
+    }
+    layer_bufs prev = {0}, y;
+    for (int l = p->l0; l < p->l1; l++) {
+        y = slot_bufs(m, &x->layer[l - p->l0]);
+        st = layer_forward(m, l, &y, l > p->l0 ? &prev : NULL, A(x->encoded), &ac, B, T, err);
+        if (st != IG_OK) return st;
+        prev = y;
+    }
+    if (!p->last) {
+        ig_kernel_add(be, A(x->output), prev.res2, prev.mlp, (size_t)Nl * (size_t)C);
+        return IG_OK;
+    }
+    ig_kernel_residual_rmsnorm_forward(be, prev.res3, A(x->hn), F(x->rstd_n), prev.res2, prev.mlp,
+                                       ig_model_param(m, (size_t)x->t_norm), Nl, C,
+                                       (float)m->cfg.norm_eps);
+    const void *hn = NULL;
+    if ((st = ig_tp_gather(m, A(x->hn), A(x->hn_full), N, C, &hn, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, A(x->logits), hn, ig_model_param(m, (size_t)x->t_head),
+                             IG_W_OUT_IN, NULL, N, C, x->Vl);
+    uint64_t rows = (uint64_t)x->N;
+    return ig_tp_cross_entropy(m, ig_model_io_f32(m, 0), A(x->logits), ig_model_i32(m, rows),
+                               with_grad ? ig_model_io_f32(m, rows) : NULL, FS(x->rowmax),
+                               FS(x->stats), N, err);
+}
+
+ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const llama_state *x = llama_of(m);
+    m->slot = slot;
+    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
+    int C = m->cfg.d_model;
+    ig_attention_shape shape = attn_shape(m, B, T);
+    const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
+    void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
+    const void *dfull = NULL, *in = NULL;
+    ig_status st = IG_OK;
+    if (p->last) {
+        size_t norm = (size_t)x->t_norm, head = (size_t)x->t_head;
+        const llama_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
+        in = p->sp ? A(x->hn_full) : A(x->hn);
+        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, head),
+                                  NULL, A(x->logits), in, ig_model_param(m, head), IG_W_OUT_IN, N,
+                                  C, x->Vl);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * m->as, NULL);
+        ig_kernel_rmsnorm_backward(be, dres, ig_model_grad(m, norm), dl, A(last->res3),
+                                   ig_model_param(m, norm), F(x->rstd_n), Nl, C);
+        if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
+    }
+    for (int l = p->l1 - 1; l >= p->l0; l--) {
+        const llama_layer_acts *y = &x->layer[l - p->l0];
+        const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
+        /* res3 = res2 + mlp: dres is the gradient of both */
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_matmul_backward(be, S(x->dact), G(m, l, LLAMA_DOWN), NULL, dfull, A(y->act),
+                                  P(m, l, LLAMA_DOWN), IG_W_OUT_IN, N, x->Fl, C);
+        ig_kernel_swiglu_backward(be, S(x->dgate), S(x->dup), S(x->dact), A(y->gate), A(y->up), N,
+                                  x->Fl);
+        in = p->sp ? A(y->h2_full) : A(y->h2);
+        void *dh2 = ig_tp_dinput_target(m, dpart, dln);
+        ig_kernel_matmul_backward(be, dh2, G(m, l, LLAMA_GATE), NULL, S(x->dgate), in,
+                                  P(m, l, LLAMA_GATE), IG_W_OUT_IN, N, C, x->Fl);
+        ig_kernel_matmul_backward(be, S(x->dtmp), G(m, l, LLAMA_UP), NULL, S(x->dup), in,
+                                  P(m, l, LLAMA_UP), IG_W_OUT_IN, N, C, x->Fl);
+        ig_kernel_add(be, dh2, dh2, S(x->dtmp), (size_t)N * (size_t)C);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_MLP_NORM), dl, A(y->res2),
+                                   P(m, l, LLAMA_MLP_NORM), F(y->rstd2), Nl, C);
+        /* res2 = res_in + attproj: dres is the gradient of both */
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_matmul_backward(be, S(x->datty), G(m, l, LLAMA_O), NULL, dfull, A(y->atty),
+                                  P(m, l, LLAMA_O), IG_W_OUT_IN, N, x->Hl, C);
+        ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
+                                     docs, &shape);
+        ig_kernel_rope_backward(be, S(x->dqkv), B, T, shape.n_head, shape.n_kv_head,
+                                shape.head_size, 0, (float)m->cfg.rope_theta);
+        in = p->sp ? A(y->h1_full) : A(y->h1);
+        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, LLAMA_QKV), NULL,
+                                  S(x->dqkv), in, P(m, l, LLAMA_QKV), IG_W_OUT_IN, N, C, x->Ql);
+        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+        ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_ATTN_NORM), dl, res_in,
+                                   P(m, l, LLAMA_ATTN_NORM), F(y->rstd1), Nl, C);
+        if ((st = ig_model_ready(m, l, err)) != IG_OK) return st;
+    }
+    if (p->first) {
+        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        ig_kernel_encoder_backward(be, ig_model_grad(m, (size_t)x->t_embed), NULL, dfull,
+                                   ig_model_i32(m, 0), B, T, C);
+        if ((st = ig_model_ready(m, IG_GRADS_EMBEDDING, err)) != IG_OK) return st;
+    }
+    return ig_backend_sync(be, err);
+}
+
+void llama_stage_io(ig_model *m, int slot, ig_stage_io *io) {
+    const llama_state *x = llama_of(m);
+    m->slot = slot;
+    memset(io, 0, sizeof *io);
+    io->n = 1;
+    io->in[0] = A(x->encoded);
+    io->out[0] = m->part.last ? NULL : A(x->output);
+    io->grad[0] = S(x->dres);
+    io->elems[0] = (uint64_t)x->Nl * (uint64_t)m->cfg.d_model;
+}
+
+/* ---- generation -------------------------------------------------------------------------------
+ */
+
+/* A generation session: per layer the key and value caches ([Tmax, NKV hs] each), two sets of
+ * layer buffers of Tmax rows the layers take turns in, the final norm and one row of logits. */
+typedef struct gen {
+    ig_model *m;
+    int Tmax;
+    void *kv;
+    void *act;
+    float *f32;
+    int32_t *tok;
+    layer_bufs set[2];
+    void *input, *hn, *q, *logits;
+    float *rstd_n;
+    float *host;
+} gen;
+
+void llama_gen_close(void *session) {
+    gen *g = session;
+    if (!g) return;
+    ig_backend *be = g->m->be;
+    ig_backend_release(be, g->kv);
+    ig_backend_release(be, g->act);
+    ig_backend_release(be, g->f32);
+    ig_backend_release(be, g->tok);
+    ig_free(g->m->ctx, g->host);
+    ig_free(g->m->ctx, g);
+}
+
+ig_status llama_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
+    *session = NULL;
+    if (!(m->part.first && m->part.last && m->part.tp == 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "generation needs the whole model");
+    const llama_state *x = llama_of(m);
+    gen *g = ig_calloc(m->ctx, 1, sizeof *g);
+    if (!g) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    g->m = m;
+    g->Tmax = Tmax;
+    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, L = (uint64_t)m->cfg.n_layer;
+    uint64_t hs = (uint64_t)llama_hs(&m->cfg), KV = (uint64_t)m->cfg.n_kv_heads * hs;
+    uint64_t Q = (uint64_t)x->Ql, H = (uint64_t)x->Hl, Fh = (uint64_t)x->Fl, as = m->as;
+    /* per set: h1, attproj, res2, h2, mlp, res3: C; qkv: Q; atty: H; gate, up, act: F; then
+     * input, hn: C; q: H; logits: one row */
+    uint64_t per_set = T * (6 * C + Q + H + 3 * Fh);
+    uint64_t n_act = 2 * per_set + T * (2 * C + H) + (uint64_t)m->cfg.padded_vocab;
+    ig_status st = ig_backend_alloc(m->be, (size_t)(2 * L * T * KV * as), &g->kv, err);
+    if (st == IG_OK) st = ig_backend_alloc(m->be, (size_t)(n_act * as), &g->act, err);
+    if (st == IG_OK)
+        st = ig_backend_alloc(m->be, (size_t)(5 * T * sizeof(float)), (void **)&g->f32, err);
+    if (st == IG_OK)
+        st = ig_backend_alloc(m->be, (size_t)(T * sizeof(int32_t)), (void **)&g->tok, err);
+    if (st == IG_OK && !(g->host = ig_alloc(m->ctx, (size_t)m->cfg.padded_vocab * sizeof(float))))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st != IG_OK) {
+        llama_gen_close(g);
+        return ig_err_prefix(err, st, "the KV cache of %d positions", Tmax);
+    }
+    char *a = g->act;
+    float *f = g->f32;
+#define TAKE(n) (a += (n)*T * as, (void *)(a - (n)*T * as))
+    for (int k = 0; k < 2; k++) {
+        layer_bufs *y = &g->set[k];
+        y->h1 = TAKE(C), y->qkv = TAKE(Q), y->atty = TAKE(H), y->attproj = TAKE(C);
+        y->res2 = TAKE(C), y->h2 = TAKE(C), y->gate = TAKE(Fh), y->up = TAKE(Fh);
+        y->act = TAKE(Fh), y->mlp = TAKE(C), y->res3 = TAKE(C);
+        y->rstd1 = f, f += T;
+        y->rstd2 = f, f += T;
+        y->lse = NULL;
+    }
+    g->input = TAKE(C), g->hn = TAKE(C), g->q = TAKE(H);
+#undef TAKE
+    g->logits = a;
+    g->rstd_n = f;
+    *session = g;
+    return IG_OK;
+}
+
+ig_status llama_gen_feed(void *session, const int32_t *tokens, int n, int pos0,
+                         const float **logits, ig_err *err) {
+    gen *g = session;
+    ig_model *m = g->m;
+    ig_backend *be = m->be;
+    const llama_state *x = llama_of(m);
+    int C = m->cfg.d_model, L = m->cfg.n_layer;
+    size_t as = m->as;
+    if (n < 1 || pos0 < 0 || pos0 + n > g->Tmax)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%d tokens at position %d do not fit %d", n,
+                          pos0, g->Tmax);
+    ig_status st = ig_backend_upload(be, g->tok, tokens, (size_t)n * sizeof(int32_t), err);
+    if (st != IG_OK) return st;
+    ig_kernel_encoder_forward(be, g->input, g->tok, ig_model_param(m, (size_t)x->t_embed), NULL, 1,
+                              n, C);
+    uint64_t cache =
+        (uint64_t)g->Tmax * (uint64_t)m->cfg.n_kv_heads * (uint64_t)llama_hs(&m->cfg) * as;
+    for (int l = 0; l < L && st == IG_OK; l++) {
+        attn_ctx ac = {.kc = (char *)g->kv + (uint64_t)(2 * l) * cache,
+                       .vc = (char *)g->kv + (uint64_t)(2 * l + 1) * cache,
+                       .q = g->q,
+                       .pos0 = pos0,
+                       .Tmax = g->Tmax};
+        st = layer_forward(m, l, &g->set[l & 1], l ? &g->set[(l - 1) & 1] : NULL, g->input, &ac, 1,
+                           n, err);
+    }
+    if (st != IG_OK) return st;
+    const layer_bufs *last = &g->set[(L - 1) & 1];
+    ig_kernel_residual_rmsnorm_forward(be, last->res3, g->hn, g->rstd_n, last->res2, last->mlp,
+                                       ig_model_param(m, (size_t)x->t_norm), n, C,
+                                       (float)m->cfg.norm_eps);
+    ig_kernel_matmul_forward(be, g->logits, (char *)g->hn + (size_t)(n - 1) * (size_t)C * as,
+                             ig_model_param(m, (size_t)x->t_head), IG_W_OUT_IN, NULL, 1, C,
+                             m->cfg.padded_vocab);
+    if ((st = ig_backend_sync(be, err)) == IG_OK)
+        st = ig_backend_download_f32(be, g->host, g->logits, (size_t)m->cfg.padded_vocab, err);
+    *logits = g->host;
+    return st;
+}
