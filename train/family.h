@@ -118,7 +118,54 @@ struct ig_family {
     void (*gen_close)(void *session);
 };
 
-/* The families (models/registry.c), by ig_model_arch, and by name (NULL: unknown). */
+/* ---- what the language-model families share (lm.c) -------------------------------------------
+ * A token family's slot holds int32 [N] input ids (this rank's vocabulary slice: another rank's
+ * -1), [N] targets (likewise), [N] document ids; its io fp32 [N] per-row losses then [N] their
+ * gradients. */
+
+/* Stages tokens [B, T + 1] into slot: ids, targets, document ids, and the gradient of each row's
+ * loss (grad_scale / counted rows; 0 for a forward only). *counted: rows counted in the loss. */
+ig_status ig_lm_stage_batch(ig_model *m, int slot, const int32_t *tokens, int B, int T,
+                            const ig_batch_opts *o, float grad_scale, uint64_t *counted,
+                            ig_err *err);
+/* The mean loss over the counted rows of the slot's last forward pass. */
+ig_status ig_lm_loss(ig_model *m, int slot, double *loss, ig_err *err);
+/* What a decoder's stage passes on: one residual stream of Nl x C (act offsets within the slot,
+ * encoded and output; dres in the scratch). */
+void ig_lm_stage_io(ig_model *m, int slot, uint64_t encoded, uint64_t output, uint64_t dres,
+                    ig_stage_io *io);
+
+/* A generation session's memory: per layer a key and a value cache of Tmax rows (kv_row elements
+ * each), the family's activations (act elements, f32 floats), the fed tokens and a host row of
+ * logits. A family's session struct starts with one. */
+typedef struct ig_lm_gen {
+    ig_model *m;
+    int Tmax;
+    uint64_t kv_row;
+    void *kv, *act;
+    float *f32, *host;
+    int32_t *tok;
+    void *logits; /* one row of padded_vocab, after the family's activations */
+} ig_lm_gen;
+
+ig_status ig_lm_gen_alloc(ig_lm_gen *g, ig_model *m, int Tmax, uint64_t kv_row, uint64_t act,
+                          uint64_t f32, ig_err *err);
+void ig_lm_gen_release(ig_lm_gen *g);
+/* Layer l's key (v 0) or value (v 1) cache [Tmax, kv_row]. */
+void *ig_lm_gen_cache(const ig_lm_gen *g, int l, int v);
+/* Uploads the n tokens to feed. */
+ig_status ig_lm_gen_tokens(ig_lm_gen *g, const int32_t *tokens, int n, ig_err *err);
+/* The n new rows of packed qkv [(NH + 2 NKV) hs each, act type] at positions pos0..: their query
+ * heads into q [n, NH hs] and their key and value heads into the caches kc, vc at rows pos0..,
+ * queued on the backend (no host round trip). */
+ig_status ig_lm_kv_append(ig_model *m, const void *qkv, int n, int pos0,
+                          const ig_attention_shape *s, void *q, void *kc, void *vc, ig_err *err);
+/* The logits of the last of n normed rows hn [n, C] through the output layer head [Vp, C]: into
+ * the host row *logits. */
+ig_status ig_lm_gen_logits(ig_lm_gen *g, const void *hn, int n, const void *head,
+                           const float **logits, ig_err *err);
+
+/* The families (families.c), by ig_model_arch, and by name (NULL: unknown). */
 const ig_family *ig_family_of(int arch);
 const ig_family *ig_family_find(const char *arch);
 /* The family of a Hugging Face config.json's model_type (NULL: none). */

@@ -75,6 +75,18 @@ static void add_tensor(ig_model *m, const ig_tensor_spec *sp, uint64_t *at) {
     *at += t->numel;
 }
 
+ig_tensor_spec *ig_spec_add(ig_spec_list *l, const char *fmt, int layer,
+                            const ig_tensor_spec *tmpl) {
+    ig_tensor_spec *s = l->out && l->n < l->cap ? &l->out[l->n] : NULL;
+    l->n++;
+    if (!s) return NULL;
+    *s = *tmpl;
+    snprintf(s->name, sizeof s->name, fmt, layer);
+    s->layer = layer;
+    if (s->ndim < 2) s->shape[1] = 1;
+    return s;
+}
+
 void ig_tensor_runs(const ig_model_tensor *t, ig_tensor_run_fn fn, void *user) {
     uint64_t G0 = (uint64_t)t->global_shape[0], G1 = (uint64_t)t->global_shape[1];
     uint64_t q = (uint64_t)t->part, p = (uint64_t)t->parts;

@@ -200,17 +200,17 @@ static inline ig_comm_type ig_model_comm_type(const ig_model *m) {
     return m->as == 2 ? IG_COMM_BF16 : IG_COMM_F32;
 }
 
-/* ---- the micro-batch of a token family (lm_batch.c) ------------------------------------------
- * The slot's int32 memory is [N] input ids (this rank's vocabulary slice: another rank's -1),
- * [N] targets (likewise), [N] document ids; its io fp32 [N] per-row losses then [N] their
- * gradients. */
+/* ---- building a family's tensor table ------------------------------------------------------- */
 
-/* Stages tokens [B, T + 1] into slot: ids, targets, document ids, and the gradient of each row's
- * loss (grad_scale / counted rows; 0 for a forward only). *counted: rows counted in the loss. */
-ig_status ig_lm_stage_batch(ig_model *m, int slot, const int32_t *tokens, int B, int T,
-                            const ig_batch_opts *o, float grad_scale, uint64_t *counted,
-                            ig_err *err);
-/* The mean loss over the counted rows of the slot's last forward pass. */
-ig_status ig_lm_loss(ig_model *m, int slot, double *loss, ig_err *err);
+/* The specs a family's `tensors` hook writes: up to cap into out (out NULL: only counted). */
+typedef struct ig_spec_list {
+    ig_tensor_spec *out;
+    size_t n, cap;
+} ig_spec_list;
+
+/* Appends the spec tmpl with its name from fmt and layer (snprintf(fmt, layer)) and its layer set;
+ * returns the spec written, or NULL when only counting (or past cap). */
+ig_tensor_spec *ig_spec_add(ig_spec_list *l, const char *fmt, int layer,
+                            const ig_tensor_spec *tmpl);
 
 #endif

@@ -12,8 +12,9 @@ set -uo pipefail
 B=${1:-build}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
-# The GPT-2 small training step (bench_train), then PyTorch's (Debian's python3-torch) and llm.c's
-# for the same model, shapes and threads, and the ratios.
+# The GPT-2 small training step (bench_train), then PyTorch's (Debian's python3-torch, whose GEMMs
+# are OpenBLAS's) and llm.c's for the same model, shapes and threads, and the ratios; then the same
+# for a Llama of GPT-2 small's size against PyTorch.
 bench_train() {
   local th=${TRAIN_THREADS:-2} out torch64="" torch256="" llmc=""
   out=$(mktemp)
@@ -69,6 +70,28 @@ bench_train() {
   [ -n "$torch64" ] && ratio PyTorch "$torch64" 4x64 1.5
   [ -n "$torch256" ] && ratio PyTorch "$torch256" 4x256 1.5
   [ -n "$llmc" ] && ratio llm.c "$llmc" 4x64 2
+
+  # the Llama family at GPT-2 small's width and depth (12 query heads over 4 key/value heads, a
+  # SwiGLU MLP of 2048, an untied output layer), against PyTorch's step of the same Llama
+  out=$(mktemp)
+  echo
+  echo "== a Llama of GPT-2 small's size, training step (CPU backend), $th threads"
+  "$B/bench_train" "$th" --arch llama --no-scaling | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  if [ -n "$torch64" ]; then
+    local l64 l256 largs=(--arch llama --layers 12 --heads 12 --width 768 --n-kv-heads 4
+      --ffn-hidden 2048 --vocab 50304)
+    echo
+    echo "== PyTorch: the same Llama, shapes, optimizer and threads"
+    l64=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 64 "${largs[@]}")
+    echo "$l64"
+    l256=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 256 "${largs[@]}")
+    echo "$l256"
+    echo
+    ratio "PyTorch (Llama)" "$l64" 4x64 1.5
+    ratio "PyTorch (Llama)" "$l256" 4x256 1.5
+  fi
   return 0
 }
 

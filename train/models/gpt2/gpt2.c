@@ -91,76 +91,103 @@ static double gpt2_flops_per_token(const ig_model_config *c, int T) {
 /* ---- the tensor table --------------------------------------------------------------------------
  */
 
-typedef struct table {
-    ig_tensor_spec *out;
-    size_t n, cap;
-} table;
-
-static void add(table *tb, const char *fmt, int layer, ig_place place, int ndim, int64_t d0,
-                int64_t d1, int decay, ig_init init, float std, int split_dim, int blocks,
-                int sp_partial, int64_t init_rows) {
-    if (tb->out && tb->n < tb->cap) {
-        ig_tensor_spec *s = &tb->out[tb->n];
-        memset(s, 0, sizeof *s);
-        snprintf(s->name, sizeof s->name, fmt, layer);
-        s->ndim = ndim;
-        s->shape[0] = d0;
-        s->shape[1] = ndim > 1 ? d1 : 1;
-        s->place = place;
-        s->layer = layer;
-        s->split_dim = split_dim;
-        s->n_blocks = blocks;
-        for (int k = 0; k < blocks && blocks > 1; k++)
-            s->block[k] = (split_dim == 0 ? d0 : d1) / blocks;
-        s->decay = decay;
-        s->init = init;
-        s->std = std;
-        s->init_rows = init_rows;
-        s->sp_partial = sp_partial;
-    }
-    tb->n++;
-}
-
-/* Hugging Face GPT-2's state_dict order and names. */
+/* Hugging Face GPT-2's state_dict order and names: wte and wpe, the layers, ln_f. Conv1D weights
+ * are [in, out]: c_attn and c_fc are cut by output columns (dimension 1; c_attn in its q, k, v
+ * blocks), the two c_proj by input rows (dimension 0); their biases follow the columns or are
+ * whole (added once). The LayerNorms are whole, their gradients partial under sp. */
 static size_t gpt2_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out,
                            size_t cap) {
-    table tb = {out, 0, cap};
+    ig_spec_list tb = {out, 0, cap};
     int64_t C = c->d_model;
     float s = 0.02f, sr = (float)(0.02 / sqrt(2.0 * c->n_layer)); /* residual projections */
+    const ig_place L = IG_PLACE_LAYER;
     if (p->first || p->last)
-        add(&tb, "transformer.wte.weight", 0, IG_PLACE_TIED, 2, c->padded_vocab, C, 1,
-            IG_INIT_NORMAL_ROWS, s, 0, 1, 0, c->vocab_size);
+        ig_spec_add(&tb, "transformer.wte.weight", 0,
+                    &(ig_tensor_spec){.ndim = 2,
+                                      .shape = {c->padded_vocab, C},
+                                      .place = IG_PLACE_TIED,
+                                      .split_dim = 0,
+                                      .decay = 1,
+                                      .init = IG_INIT_NORMAL_ROWS,
+                                      .std = s,
+                                      .init_rows = c->vocab_size});
     if (p->first)
-        add(&tb, "transformer.wpe.weight", 0, IG_PLACE_FIRST, 2, c->seq_len, C, 1, IG_INIT_NORMAL,
-            s, -1, 1, 0, 0);
+        ig_spec_add(&tb, "transformer.wpe.weight", 0,
+                    &(ig_tensor_spec){.ndim = 2,
+                                      .shape = {c->seq_len, C},
+                                      .place = IG_PLACE_FIRST,
+                                      .split_dim = -1,
+                                      .decay = 1,
+                                      .init = IG_INIT_NORMAL,
+                                      .std = s});
+    const ig_tensor_spec ln_w = {
+        .ndim = 1, .shape = {C}, .place = L, .split_dim = -1, .init = IG_INIT_ONE, .sp_partial = 1};
+    const ig_tensor_spec ln_b = {.ndim = 1,
+                                 .shape = {C},
+                                 .place = L,
+                                 .split_dim = -1,
+                                 .init = IG_INIT_ZERO,
+                                 .sp_partial = 1};
+    const ig_tensor_spec qkv_w = {.ndim = 2,
+                                  .shape = {C, 3 * C},
+                                  .place = L,
+                                  .split_dim = 1,
+                                  .n_blocks = 3,
+                                  .block = {C, C, C},
+                                  .decay = 1,
+                                  .init = IG_INIT_NORMAL,
+                                  .std = s};
+    const ig_tensor_spec qkv_b = {.ndim = 1,
+                                  .shape = {3 * C},
+                                  .place = L,
+                                  .split_dim = 0,
+                                  .n_blocks = 3,
+                                  .block = {C, C, C},
+                                  .init = IG_INIT_ZERO};
+    const ig_tensor_spec proj_w = {.ndim = 2,
+                                   .shape = {C, C},
+                                   .place = L,
+                                   .split_dim = 0,
+                                   .decay = 1,
+                                   .init = IG_INIT_NORMAL,
+                                   .std = sr};
+    const ig_tensor_spec out_b = {
+        .ndim = 1, .shape = {C}, .place = L, .split_dim = -1, .init = IG_INIT_ZERO};
+    const ig_tensor_spec fc_w = {.ndim = 2,
+                                 .shape = {C, 4 * C},
+                                 .place = L,
+                                 .split_dim = 1,
+                                 .decay = 1,
+                                 .init = IG_INIT_NORMAL,
+                                 .std = s};
+    const ig_tensor_spec fc_b = {
+        .ndim = 1, .shape = {4 * C}, .place = L, .split_dim = 0, .init = IG_INIT_ZERO};
+    const ig_tensor_spec fcp_w = {.ndim = 2,
+                                  .shape = {4 * C, C},
+                                  .place = L,
+                                  .split_dim = 0,
+                                  .decay = 1,
+                                  .init = IG_INIT_NORMAL,
+                                  .std = sr};
     for (int l = p->l0; l < p->l1; l++) {
-        ig_place L = IG_PLACE_LAYER;
-        add(&tb, "transformer.h.%d.ln_1.weight", l, L, 1, C, 0, 0, IG_INIT_ONE, 0, -1, 1, 1, 0);
-        add(&tb, "transformer.h.%d.ln_1.bias", l, L, 1, C, 0, 0, IG_INIT_ZERO, 0, -1, 1, 1, 0);
-        add(&tb, "transformer.h.%d.attn.c_attn.weight", l, L, 2, C, 3 * C, 1, IG_INIT_NORMAL, s, 1,
-            3, 0, 0);
-        add(&tb, "transformer.h.%d.attn.c_attn.bias", l, L, 1, 3 * C, 0, 0, IG_INIT_ZERO, 0, 0, 3,
-            0, 0);
-        add(&tb, "transformer.h.%d.attn.c_proj.weight", l, L, 2, C, C, 1, IG_INIT_NORMAL, sr, 0, 1,
-            0, 0);
-        add(&tb, "transformer.h.%d.attn.c_proj.bias", l, L, 1, C, 0, 0, IG_INIT_ZERO, 0, -1, 1, 0,
-            0);
-        add(&tb, "transformer.h.%d.ln_2.weight", l, L, 1, C, 0, 0, IG_INIT_ONE, 0, -1, 1, 1, 0);
-        add(&tb, "transformer.h.%d.ln_2.bias", l, L, 1, C, 0, 0, IG_INIT_ZERO, 0, -1, 1, 1, 0);
-        add(&tb, "transformer.h.%d.mlp.c_fc.weight", l, L, 2, C, 4 * C, 1, IG_INIT_NORMAL, s, 1, 1,
-            0, 0);
-        add(&tb, "transformer.h.%d.mlp.c_fc.bias", l, L, 1, 4 * C, 0, 0, IG_INIT_ZERO, 0, 0, 1, 0,
-            0);
-        add(&tb, "transformer.h.%d.mlp.c_proj.weight", l, L, 2, 4 * C, C, 1, IG_INIT_NORMAL, sr, 0,
-            1, 0, 0);
-        add(&tb, "transformer.h.%d.mlp.c_proj.bias", l, L, 1, C, 0, 0, IG_INIT_ZERO, 0, -1, 1, 0,
-            0);
+        ig_spec_add(&tb, "transformer.h.%d.ln_1.weight", l, &ln_w);
+        ig_spec_add(&tb, "transformer.h.%d.ln_1.bias", l, &ln_b);
+        ig_spec_add(&tb, "transformer.h.%d.attn.c_attn.weight", l, &qkv_w);
+        ig_spec_add(&tb, "transformer.h.%d.attn.c_attn.bias", l, &qkv_b);
+        ig_spec_add(&tb, "transformer.h.%d.attn.c_proj.weight", l, &proj_w);
+        ig_spec_add(&tb, "transformer.h.%d.attn.c_proj.bias", l, &out_b);
+        ig_spec_add(&tb, "transformer.h.%d.ln_2.weight", l, &ln_w);
+        ig_spec_add(&tb, "transformer.h.%d.ln_2.bias", l, &ln_b);
+        ig_spec_add(&tb, "transformer.h.%d.mlp.c_fc.weight", l, &fc_w);
+        ig_spec_add(&tb, "transformer.h.%d.mlp.c_fc.bias", l, &fc_b);
+        ig_spec_add(&tb, "transformer.h.%d.mlp.c_proj.weight", l, &fcp_w);
+        ig_spec_add(&tb, "transformer.h.%d.mlp.c_proj.bias", l, &out_b);
     }
     if (p->last) {
-        add(&tb, "transformer.ln_f.weight", 0, IG_PLACE_LAST, 1, C, 0, 0, IG_INIT_ONE, 0, -1, 1, 1,
-            0);
-        add(&tb, "transformer.ln_f.bias", 0, IG_PLACE_LAST, 1, C, 0, 0, IG_INIT_ZERO, 0, -1, 1, 1,
-            0);
+        ig_tensor_spec w = ln_w, b = ln_b;
+        w.place = b.place = IG_PLACE_LAST;
+        ig_spec_add(&tb, "transformer.ln_f.weight", 0, &w);
+        ig_spec_add(&tb, "transformer.ln_f.bias", 0, &b);
     }
     return tb.n;
 }

@@ -76,23 +76,12 @@ static ig_attention_shape attn_shape(const ig_model *m, int B, int T) {
 
 static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac, int B, int T,
                            ig_err *err) {
-    int C = m->cfg.d_model;
     ig_attention_shape s = attn_shape(m, B, T);
     if (!ac->kc) {
         ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, &s);
         return IG_OK;
     }
-    /* the new rows' q, k, v into the query scratch and the caches */
-    size_t row = (size_t)C * m->as;
-    ig_status st = IG_OK;
-    for (int t = 0; t < T && st == IG_OK; t++) {
-        const char *src = (const char *)y->qkv + (size_t)t * 3 * row;
-        char *kdst = (char *)ac->kc + (size_t)(ac->pos0 + t) * row;
-        char *vdst = (char *)ac->vc + (size_t)(ac->pos0 + t) * row;
-        st = ig_backend_copy(m->be, (char *)ac->q + (size_t)t * row, src, row, err);
-        if (st == IG_OK) st = ig_backend_copy(m->be, kdst, src + row, row, err);
-        if (st == IG_OK) st = ig_backend_copy(m->be, vdst, src + 2 * row, row, err);
-    }
+    ig_status st = ig_lm_kv_append(m, y->qkv, T, ac->pos0, &s, ac->q, ac->kc, ac->vc, err);
     if (st == IG_OK)
         ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, ac->pos0, ac->Tmax, &s);
     return st;
@@ -250,74 +239,45 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
 
 void gpt2_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     const gpt2_state *x = gpt2_of(m);
-    m->slot = slot;
-    memset(io, 0, sizeof *io);
-    io->n = 1;
-    io->in[0] = A(x->encoded);
-    io->out[0] = m->part.last ? NULL : A(x->output);
-    io->grad[0] = S(x->dres);
-    io->elems[0] = (uint64_t)x->Nl * (uint64_t)m->cfg.d_model;
+    ig_lm_stage_io(m, slot, x->encoded, x->output, x->dres, io);
 }
 
 /* ---- generation -------------------------------------------------------------------------------
  */
 
-/* A generation session: per layer the key and value caches, two sets of layer buffers of Tmax
- * rows that the layers take turns in, the final LayerNorm and one row of logits. */
+/* A generation session: the key/value caches ([Tmax, C] each per layer), two sets of layer buffers
+ * of Tmax rows that the layers take turns in, the stage's input, the final LayerNorm and the query
+ * scratch. */
 typedef struct gen {
-    ig_model *m;
-    int Tmax;
-    void *kv;  /* [L][2][Tmax, C] */
-    void *act; /* the buffers below */
-    float *f32;
-    int32_t *tok; /* [Tmax] */
+    ig_lm_gen base;
     layer_bufs set[2];
-    void *input, *lnf, *q, *logits;
+    void *input, *lnf, *q;
     float *lnf_mean, *lnf_rstd;
-    float *host; /* [padded_vocab] */
 } gen;
 
 void gpt2_gen_close(void *session) {
     gen *g = session;
     if (!g) return;
-    ig_backend *be = g->m->be;
-    ig_backend_release(be, g->kv);
-    ig_backend_release(be, g->act);
-    ig_backend_release(be, g->f32);
-    ig_backend_release(be, g->tok);
-    ig_free(g->m->ctx, g->host);
-    ig_free(g->m->ctx, g);
+    ig_lm_gen_release(&g->base);
+    ig_free(g->base.m->ctx, g);
 }
 
 ig_status gpt2_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
     *session = NULL;
-    if (!(m->part.first && m->part.last && m->part.tp == 1))
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "generation needs the whole model");
     gen *g = ig_calloc(m->ctx, 1, sizeof *g);
     if (!g) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    g->m = m;
-    g->Tmax = Tmax;
-    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, L = (uint64_t)m->cfg.n_layer;
-    uint64_t per = T * C, as = m->as;
+    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, as = m->as;
     /* per set: ln1, atty, attproj, res2, ln2, fcproj, res3: C; qkv: 3C; fch, fch_gelu: 4C (18C);
-     * then input, lnf, q: C; logits: one row */
-    uint64_t n_act = 2 * 18 * per + 3 * per + (uint64_t)m->cfg.padded_vocab;
-    ig_status st = ig_backend_alloc(m->be, (size_t)(2 * L * per * as), &g->kv, err);
-    if (st == IG_OK) st = ig_backend_alloc(m->be, (size_t)(n_act * as), &g->act, err);
-    if (st == IG_OK)
-        st = ig_backend_alloc(m->be, (size_t)(2 * 5 * T * sizeof(float) + 2 * T * sizeof(float)),
-                              (void **)&g->f32, err);
-    if (st == IG_OK)
-        st = ig_backend_alloc(m->be, (size_t)(T * sizeof(int32_t)), (void **)&g->tok, err);
-    if (st == IG_OK && !(g->host = ig_alloc(m->ctx, (size_t)m->cfg.padded_vocab * sizeof(float))))
-        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+     * then input, lnf, q: C. fp32: per set 4 rows of statistics, then lnf's 2 */
+    ig_status st = ig_lm_gen_alloc(&g->base, m, Tmax, C, 2 * 18 * T * C + 3 * T * C, 10 * T, err);
     if (st != IG_OK) {
+        g->base.m = m;
         gpt2_gen_close(g);
-        return ig_err_prefix(err, st, "the KV cache of %d positions", Tmax);
+        return st;
     }
-    char *a = g->act;
-    float *f = g->f32;
-#define TAKE(n) (a += (n)*per * as, (void *)(a - (n)*per * as))
+    char *a = g->base.act;
+    float *f = g->base.f32;
+#define TAKE(n) (a += (n)*T * C * as, (void *)(a - (n)*T * C * as))
     for (int k = 0; k < 2; k++) {
         layer_bufs *y = &g->set[k];
         y->ln1 = TAKE(1), y->qkv = TAKE(3), y->atty = TAKE(1), y->attproj = TAKE(1);
@@ -328,11 +288,9 @@ ig_status gpt2_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
         y->lse = NULL;
         y->ln2_mean = f, f += T;
         y->ln2_rstd = f, f += T;
-        f += T;
     }
     g->input = TAKE(1), g->lnf = TAKE(1), g->q = TAKE(1);
 #undef TAKE
-    g->logits = a;
     g->lnf_mean = f, f += T;
     g->lnf_rstd = f;
     *session = g;
@@ -342,27 +300,25 @@ ig_status gpt2_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
 ig_status gpt2_gen_feed(void *session, const int32_t *tokens, int n, int pos0, const float **logits,
                         ig_err *err) {
     gen *g = session;
-    ig_model *m = g->m;
+    ig_model *m = g->base.m;
     ig_backend *be = m->be;
     const gpt2_state *x = gpt2_of(m);
     int C = m->cfg.d_model, L = m->cfg.n_layer;
-    size_t as = m->as;
-    if (n < 1 || pos0 < 0 || pos0 + n > g->Tmax)
+    if (n < 1 || pos0 < 0 || pos0 + n > g->base.Tmax)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%d tokens at position %d do not fit %d", n,
-                          pos0, g->Tmax);
-    ig_status st = ig_backend_upload(be, g->tok, tokens, (size_t)n * sizeof(int32_t), err);
+                          pos0, g->base.Tmax);
+    ig_status st = ig_lm_gen_tokens(&g->base, tokens, n, err);
     if (st != IG_OK) return st;
     /* positions pos0 .. : the encoder adds wpe[t] for t < n, so start wpe at row pos0 */
     const char *wpe = ig_model_param(m, (size_t)x->t_wpe);
-    ig_kernel_encoder_forward(be, g->input, g->tok, ig_model_param(m, (size_t)x->t_wte),
-                              wpe + (size_t)pos0 * (size_t)C * as, 1, n, C);
-    uint64_t cache = (uint64_t)g->Tmax * (uint64_t)C * as;
+    ig_kernel_encoder_forward(be, g->input, g->base.tok, ig_model_param(m, (size_t)x->t_wte),
+                              wpe + (size_t)pos0 * (size_t)C * m->as, 1, n, C);
     for (int l = 0; l < L && st == IG_OK; l++) {
-        attn_ctx ac = {.kc = (char *)g->kv + (uint64_t)(2 * l) * cache,
-                       .vc = (char *)g->kv + (uint64_t)(2 * l + 1) * cache,
+        attn_ctx ac = {.kc = ig_lm_gen_cache(&g->base, l, 0),
+                       .vc = ig_lm_gen_cache(&g->base, l, 1),
                        .q = g->q,
                        .pos0 = pos0,
-                       .Tmax = g->Tmax};
+                       .Tmax = g->base.Tmax};
         st = layer_forward(m, l, &g->set[l & 1], l ? &g->set[(l - 1) & 1] : NULL, g->input, &ac, 1,
                            n, err);
     }
@@ -372,12 +328,5 @@ ig_status gpt2_gen_feed(void *session, const int32_t *tokens, int n, int pos0, c
     ig_kernel_residual_layernorm_forward(be, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd,
                                          last->res2, last->fcproj, ig_model_param(m, lnf),
                                          ig_model_param(m, lnf + 1), n, C, (float)m->cfg.norm_eps);
-    /* the logits of the last position only */
-    ig_kernel_matmul_forward(be, g->logits, (char *)g->lnf + (size_t)(n - 1) * (size_t)C * as,
-                             ig_model_param(m, (size_t)x->t_wte), IG_W_OUT_IN, NULL, 1, C,
-                             m->cfg.padded_vocab);
-    if ((st = ig_backend_sync(be, err)) == IG_OK)
-        st = ig_backend_download_f32(be, g->host, g->logits, (size_t)m->cfg.padded_vocab, err);
-    *logits = g->host;
-    return st;
+    return ig_lm_gen_logits(&g->base, g->lnf, n, ig_model_param(m, (size_t)x->t_wte), logits, err);
 }

@@ -140,65 +140,77 @@ static double llama_flops_per_token(const ig_model_config *c, int T) {
 /* ---- the tensor table --------------------------------------------------------------------------
  */
 
-typedef struct table {
-    ig_tensor_spec *out;
-    size_t n, cap;
-} table;
-
-static ig_tensor_spec *add(table *tb, const char *fmt, int layer, ig_place place, int ndim,
-                           int64_t d0, int64_t d1, int split_dim, ig_init init) {
-    ig_tensor_spec *s = tb->out && tb->n < tb->cap ? &tb->out[tb->n] : NULL;
-    tb->n++;
-    if (!s) return NULL;
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, fmt, layer);
-    s->ndim = ndim;
-    s->shape[0] = d0;
-    s->shape[1] = ndim > 1 ? d1 : 1;
-    s->place = place;
-    s->layer = layer;
-    s->split_dim = split_dim;
-    s->decay = ndim > 1;
-    s->init = init;
-    s->std = 0.02f;            /* transformers' initializer_range */
-    s->sp_partial = ndim == 1; /* the norms: replicated, their gradients partial under sp */
-    return s;
-}
-
+/* The embedding, the layers, the final norm and the output layer (when untied). Weights are
+ * [out, in]: q|k|v, gate and up are cut by output rows (dimension 0; q|k|v in its three unequal
+ * blocks), o_proj and down_proj by input columns (dimension 1); the embedding and the output layer
+ * by vocabulary rows. The norms are whole, their gradients partial under sp. Initial values as
+ * transformers' LlamaPreTrainedModel: normal(0, 0.02), the norms 1. */
 static size_t llama_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out,
                             size_t cap) {
-    table tb = {out, 0, cap};
+    ig_spec_list tb = {out, 0, cap};
     int64_t C = c->d_model, F = c->ffn_hidden, hs = llama_hs(c);
     int64_t NH = c->n_head, NKV = c->n_kv_heads;
+    const float s = 0.02f;
+    const ig_place L = IG_PLACE_LAYER;
     int tied = c->tie_embeddings;
-    ig_tensor_spec *s;
+    const ig_tensor_spec vocab = {.ndim = 2,
+                                  .shape = {c->padded_vocab, C},
+                                  .split_dim = 0,
+                                  .decay = 1,
+                                  .init = IG_INIT_NORMAL_ROWS,
+                                  .std = s,
+                                  .init_rows = c->vocab_size};
     if (p->first || (tied && p->last)) {
-        s = add(&tb, "model.embed_tokens.weight", 0, tied ? IG_PLACE_TIED : IG_PLACE_FIRST, 2,
-                c->padded_vocab, C, 0, IG_INIT_NORMAL_ROWS);
-        if (s) s->init_rows = c->vocab_size;
+        ig_tensor_spec e = vocab;
+        e.place = tied ? IG_PLACE_TIED : IG_PLACE_FIRST;
+        ig_spec_add(&tb, "model.embed_tokens.weight", 0, &e);
     }
+    const ig_tensor_spec norm = {
+        .ndim = 1, .shape = {C}, .place = L, .split_dim = -1, .init = IG_INIT_ONE, .sp_partial = 1};
+    const ig_tensor_spec qkv = {.ndim = 2,
+                                .shape = {(NH + 2 * NKV) * hs, C},
+                                .place = L,
+                                .split_dim = 0,
+                                .n_blocks = 3,
+                                .block = {NH * hs, NKV * hs, NKV * hs},
+                                .decay = 1,
+                                .init = IG_INIT_NORMAL,
+                                .std = s};
+    const ig_tensor_spec o = {.ndim = 2,
+                              .shape = {C, NH * hs},
+                              .place = L,
+                              .split_dim = 1,
+                              .decay = 1,
+                              .init = IG_INIT_NORMAL,
+                              .std = s};
+    const ig_tensor_spec up = {.ndim = 2,
+                               .shape = {F, C},
+                               .place = L,
+                               .split_dim = 0,
+                               .decay = 1,
+                               .init = IG_INIT_NORMAL,
+                               .std = s};
+    const ig_tensor_spec down = {.ndim = 2,
+                                 .shape = {C, F},
+                                 .place = L,
+                                 .split_dim = 1,
+                                 .decay = 1,
+                                 .init = IG_INIT_NORMAL,
+                                 .std = s};
     for (int l = p->l0; l < p->l1; l++) {
-        ig_place L = IG_PLACE_LAYER;
-        add(&tb, "model.layers.%d.input_layernorm.weight", l, L, 1, C, 0, -1, IG_INIT_ONE);
-        s = add(&tb, "model.layers.%d.self_attn.qkv_proj.weight", l, L, 2, (NH + 2 * NKV) * hs, C,
-                0, IG_INIT_NORMAL);
-        if (s) {
-            s->n_blocks = 3;
-            s->block[0] = NH * hs, s->block[1] = NKV * hs, s->block[2] = NKV * hs;
-        }
-        add(&tb, "model.layers.%d.self_attn.o_proj.weight", l, L, 2, C, NH * hs, 1, IG_INIT_NORMAL);
-        add(&tb, "model.layers.%d.post_attention_layernorm.weight", l, L, 1, C, 0, -1, IG_INIT_ONE);
-        add(&tb, "model.layers.%d.mlp.gate_proj.weight", l, L, 2, F, C, 0, IG_INIT_NORMAL);
-        add(&tb, "model.layers.%d.mlp.up_proj.weight", l, L, 2, F, C, 0, IG_INIT_NORMAL);
-        add(&tb, "model.layers.%d.mlp.down_proj.weight", l, L, 2, C, F, 1, IG_INIT_NORMAL);
+        ig_spec_add(&tb, "model.layers.%d.input_layernorm.weight", l, &norm);
+        ig_spec_add(&tb, "model.layers.%d.self_attn.qkv_proj.weight", l, &qkv);
+        ig_spec_add(&tb, "model.layers.%d.self_attn.o_proj.weight", l, &o);
+        ig_spec_add(&tb, "model.layers.%d.post_attention_layernorm.weight", l, &norm);
+        ig_spec_add(&tb, "model.layers.%d.mlp.gate_proj.weight", l, &up);
+        ig_spec_add(&tb, "model.layers.%d.mlp.up_proj.weight", l, &up);
+        ig_spec_add(&tb, "model.layers.%d.mlp.down_proj.weight", l, &down);
     }
     if (p->last) {
-        add(&tb, "model.norm.weight", 0, IG_PLACE_LAST, 1, C, 0, -1, IG_INIT_ONE);
-        if (!tied) {
-            s = add(&tb, "lm_head.weight", 0, IG_PLACE_LAST, 2, c->padded_vocab, C, 0,
-                    IG_INIT_NORMAL_ROWS);
-            if (s) s->init_rows = c->vocab_size;
-        }
+        ig_tensor_spec n = norm, h = vocab;
+        n.place = h.place = IG_PLACE_LAST;
+        ig_spec_add(&tb, "model.norm.weight", 0, &n);
+        if (!tied) ig_spec_add(&tb, "lm_head.weight", 0, &h);
     }
     return tb.n;
 }

@@ -75,18 +75,7 @@ static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac,
         ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, &s);
         return IG_OK;
     }
-    /* the new rows' q, k, v into the query scratch and the caches */
-    size_t as = m->as, qrow = (size_t)NH * hs * as, kvrow = (size_t)NKV * hs * as;
-    size_t row = qrow + 2 * kvrow;
-    ig_status st = IG_OK;
-    for (int t = 0; t < T && st == IG_OK; t++) {
-        const char *src = (const char *)y->qkv + (size_t)t * row;
-        char *kdst = (char *)ac->kc + (size_t)(ac->pos0 + t) * kvrow;
-        char *vdst = (char *)ac->vc + (size_t)(ac->pos0 + t) * kvrow;
-        st = ig_backend_copy(m->be, (char *)ac->q + (size_t)t * qrow, src, qrow, err);
-        if (st == IG_OK) st = ig_backend_copy(m->be, kdst, src + qrow, kvrow, err);
-        if (st == IG_OK) st = ig_backend_copy(m->be, vdst, src + qrow + kvrow, kvrow, err);
-    }
+    ig_status st = ig_lm_kv_append(m, y->qkv, T, ac->pos0, &s, ac->q, ac->kc, ac->vc, err);
     if (st == IG_OK)
         ig_kernel_attention_cached(m->be, y->atty, ac->q, ac->kc, ac->vc, ac->pos0, ac->Tmax, &s);
     return st;
@@ -239,75 +228,48 @@ ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
 
 void llama_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     const llama_state *x = llama_of(m);
-    m->slot = slot;
-    memset(io, 0, sizeof *io);
-    io->n = 1;
-    io->in[0] = A(x->encoded);
-    io->out[0] = m->part.last ? NULL : A(x->output);
-    io->grad[0] = S(x->dres);
-    io->elems[0] = (uint64_t)x->Nl * (uint64_t)m->cfg.d_model;
+    ig_lm_stage_io(m, slot, x->encoded, x->output, x->dres, io);
 }
 
 /* ---- generation -------------------------------------------------------------------------------
  */
 
-/* A generation session: per layer the key and value caches ([Tmax, NKV hs] each), two sets of
- * layer buffers of Tmax rows the layers take turns in, the final norm and one row of logits. */
+/* A generation session: the key/value caches ([Tmax, NKV hs] each per layer), two sets of layer
+ * buffers of Tmax rows the layers take turns in, the stage's input, the final norm and the query
+ * scratch. */
 typedef struct gen {
-    ig_model *m;
-    int Tmax;
-    void *kv;
-    void *act;
-    float *f32;
-    int32_t *tok;
+    ig_lm_gen base;
     layer_bufs set[2];
-    void *input, *hn, *q, *logits;
+    void *input, *hn, *q;
     float *rstd_n;
-    float *host;
 } gen;
 
 void llama_gen_close(void *session) {
     gen *g = session;
     if (!g) return;
-    ig_backend *be = g->m->be;
-    ig_backend_release(be, g->kv);
-    ig_backend_release(be, g->act);
-    ig_backend_release(be, g->f32);
-    ig_backend_release(be, g->tok);
-    ig_free(g->m->ctx, g->host);
-    ig_free(g->m->ctx, g);
+    ig_lm_gen_release(&g->base);
+    ig_free(g->base.m->ctx, g);
 }
 
 ig_status llama_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
     *session = NULL;
-    if (!(m->part.first && m->part.last && m->part.tp == 1))
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "generation needs the whole model");
     const llama_state *x = llama_of(m);
     gen *g = ig_calloc(m->ctx, 1, sizeof *g);
     if (!g) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    g->m = m;
-    g->Tmax = Tmax;
-    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, L = (uint64_t)m->cfg.n_layer;
-    uint64_t hs = (uint64_t)llama_hs(&m->cfg), KV = (uint64_t)m->cfg.n_kv_heads * hs;
-    uint64_t Q = (uint64_t)x->Ql, H = (uint64_t)x->Hl, Fh = (uint64_t)x->Fl, as = m->as;
+    uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, as = m->as;
+    uint64_t KV = (uint64_t)m->cfg.n_kv_heads * (uint64_t)llama_hs(&m->cfg);
+    uint64_t Q = (uint64_t)x->Ql, H = (uint64_t)x->Hl, Fh = (uint64_t)x->Fl;
     /* per set: h1, attproj, res2, h2, mlp, res3: C; qkv: Q; atty: H; gate, up, act: F; then
-     * input, hn: C; q: H; logits: one row */
-    uint64_t per_set = T * (6 * C + Q + H + 3 * Fh);
-    uint64_t n_act = 2 * per_set + T * (2 * C + H) + (uint64_t)m->cfg.padded_vocab;
-    ig_status st = ig_backend_alloc(m->be, (size_t)(2 * L * T * KV * as), &g->kv, err);
-    if (st == IG_OK) st = ig_backend_alloc(m->be, (size_t)(n_act * as), &g->act, err);
-    if (st == IG_OK)
-        st = ig_backend_alloc(m->be, (size_t)(5 * T * sizeof(float)), (void **)&g->f32, err);
-    if (st == IG_OK)
-        st = ig_backend_alloc(m->be, (size_t)(T * sizeof(int32_t)), (void **)&g->tok, err);
-    if (st == IG_OK && !(g->host = ig_alloc(m->ctx, (size_t)m->cfg.padded_vocab * sizeof(float))))
-        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+     * input, hn: C; q: H. fp32: per set 2 rows of statistics, then the final norm's */
+    uint64_t act = 2 * T * (6 * C + Q + H + 3 * Fh) + T * (2 * C + H);
+    ig_status st = ig_lm_gen_alloc(&g->base, m, Tmax, KV, act, 5 * T, err);
     if (st != IG_OK) {
+        g->base.m = m;
         llama_gen_close(g);
-        return ig_err_prefix(err, st, "the KV cache of %d positions", Tmax);
+        return st;
     }
-    char *a = g->act;
-    float *f = g->f32;
+    char *a = g->base.act;
+    float *f = g->base.f32;
 #define TAKE(n) (a += (n)*T * as, (void *)(a - (n)*T * as))
     for (int k = 0; k < 2; k++) {
         layer_bufs *y = &g->set[k];
@@ -320,7 +282,6 @@ ig_status llama_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
     }
     g->input = TAKE(C), g->hn = TAKE(C), g->q = TAKE(H);
 #undef TAKE
-    g->logits = a;
     g->rstd_n = f;
     *session = g;
     return IG_OK;
@@ -329,26 +290,23 @@ ig_status llama_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
 ig_status llama_gen_feed(void *session, const int32_t *tokens, int n, int pos0,
                          const float **logits, ig_err *err) {
     gen *g = session;
-    ig_model *m = g->m;
+    ig_model *m = g->base.m;
     ig_backend *be = m->be;
     const llama_state *x = llama_of(m);
     int C = m->cfg.d_model, L = m->cfg.n_layer;
-    size_t as = m->as;
-    if (n < 1 || pos0 < 0 || pos0 + n > g->Tmax)
+    if (n < 1 || pos0 < 0 || pos0 + n > g->base.Tmax)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%d tokens at position %d do not fit %d", n,
-                          pos0, g->Tmax);
-    ig_status st = ig_backend_upload(be, g->tok, tokens, (size_t)n * sizeof(int32_t), err);
+                          pos0, g->base.Tmax);
+    ig_status st = ig_lm_gen_tokens(&g->base, tokens, n, err);
     if (st != IG_OK) return st;
-    ig_kernel_encoder_forward(be, g->input, g->tok, ig_model_param(m, (size_t)x->t_embed), NULL, 1,
-                              n, C);
-    uint64_t cache =
-        (uint64_t)g->Tmax * (uint64_t)m->cfg.n_kv_heads * (uint64_t)llama_hs(&m->cfg) * as;
+    ig_kernel_encoder_forward(be, g->input, g->base.tok, ig_model_param(m, (size_t)x->t_embed),
+                              NULL, 1, n, C);
     for (int l = 0; l < L && st == IG_OK; l++) {
-        attn_ctx ac = {.kc = (char *)g->kv + (uint64_t)(2 * l) * cache,
-                       .vc = (char *)g->kv + (uint64_t)(2 * l + 1) * cache,
+        attn_ctx ac = {.kc = ig_lm_gen_cache(&g->base, l, 0),
+                       .vc = ig_lm_gen_cache(&g->base, l, 1),
                        .q = g->q,
                        .pos0 = pos0,
-                       .Tmax = g->Tmax};
+                       .Tmax = g->base.Tmax};
         st = layer_forward(m, l, &g->set[l & 1], l ? &g->set[(l - 1) & 1] : NULL, g->input, &ac, 1,
                            n, err);
     }
@@ -357,11 +315,5 @@ ig_status llama_gen_feed(void *session, const int32_t *tokens, int n, int pos0,
     ig_kernel_residual_rmsnorm_forward(be, last->res3, g->hn, g->rstd_n, last->res2, last->mlp,
                                        ig_model_param(m, (size_t)x->t_norm), n, C,
                                        (float)m->cfg.norm_eps);
-    ig_kernel_matmul_forward(be, g->logits, (char *)g->hn + (size_t)(n - 1) * (size_t)C * as,
-                             ig_model_param(m, (size_t)x->t_head), IG_W_OUT_IN, NULL, 1, C,
-                             m->cfg.padded_vocab);
-    if ((st = ig_backend_sync(be, err)) == IG_OK)
-        st = ig_backend_download_f32(be, g->host, g->logits, (size_t)m->cfg.padded_vocab, err);
-    *logits = g->host;
-    return st;
+    return ig_lm_gen_logits(&g->base, g->hn, n, ig_model_param(m, (size_t)x->t_head), logits, err);
 }
