@@ -421,7 +421,8 @@ ig_status ig_config_create(ig_config **out, const ig_cfg_key *keys, size_t n_key
  * configuration over several schemas. The same checks as create. */
 ig_status ig_config_add_keys(ig_config *cfg, const ig_cfg_key *keys, size_t n_keys, ig_err *err);
 void ig_config_free(ig_config *cfg);
-/* Loads a YAML file of nested mappings over the current values. */
+/* Loads a YAML file of nested mappings over the current values: a regular file of at most
+ * IG_YAML_FILE_MAX bytes, read as ig_yaml_load_string reads it. */
 ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err);
 /* Loads YAML text (name is used in messages in place of a file name). */
 ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
@@ -434,6 +435,26 @@ ig_status ig_config_set(ig_config *cfg, const char *assignment, ig_err *err);
  * default or a file replaces the list: flags given on the command line are the list). */
 ig_status ig_config_set_text(ig_config *cfg, const char *path, const char *text, const char *origin,
                              int append, ig_err *err);
+
+/* ---- YAML settings files ---- */
+
+/* The most a settings file (a config, video buckets) may be: a config is a few KB. */
+#define IG_YAML_FILE_MAX ((size_t)16 << 20)
+/* The most keys, values and list items one settings file may hold (configs hold hundreds). */
+#define IG_YAML_MAX_NODES 200000
+
+struct fy_document; /* libfyaml's */
+
+/* Parses text as a settings file, the one way ingot reads YAML. Refused with
+ * "NAME:LINE:COLUMN: what, how to fix" (IG_ERR_CONFIG): a NUL byte, bytes that are not UTF-8, a
+ * YAML syntax error, a second document, anchors and aliases (never expanded), more than
+ * IG_YAML_MAX_NODES nodes, a key that is not a scalar, a key given twice in one mapping, and the
+ * single-quoted strings libfyaml 0.7 misreads (two escaped quotes in a row). Time and memory grow
+ * linearly with the text. On IG_OK, *out is the document (free it with fy_document_destroy; it
+ * refers to text, which must outlive it), or NULL for an empty file (blank lines, comments).
+ * Thread-safe. */
+ig_status ig_yaml_load_string(struct fy_document **out, const char *text, size_t len,
+                              const char *name, ig_err *err);
 
 /* Writes every key of table (one given to create or add_keys) that is bound into the struct at
  * dst. Strings and lists point into cfg: it must outlive their use. */
