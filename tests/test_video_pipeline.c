@@ -143,6 +143,48 @@ static void test_manifest_jsonl(void **state) {
     assert_non_null(strstr(err.msg, "m.jsonl:1"));
 }
 
+/* A NUL byte in a manifest field used to cut the caption (or the path) short without a word:
+ * refused with file:line and the column, as the reader refuses other bad fields; in JSON lines
+ * both a raw NUL and "\u0000" are refused. */
+static void test_manifest_nul(void **state) {
+    (void)state;
+    static const char caption[] = "path,text\na.mp4,a cat\0 and a dog\n";
+    static const char quoted[] = "path,text\na.mp4,\"a cat\nand\0 a dog\"\n";
+    static const char path[] = "text,path\nhi,a.mp4\0.txt\n";
+    static const char other[] = "path,text,fps\na.mp4,hi,2\0\n";
+    static const char header[] = "path,te\0xt\na.mp4,hi\n";
+    static const char json_raw[] = "{\"path\": \"a.mp4\", \"text\": \"a cat\0 and a dog\"}\n";
+    static const char json_esc[] =
+        "{\"path\": \"a.mp4\"}\n{\"path\": \"b.mp4\", \"text\": \"a\\u0000b\"}\n";
+    const struct {
+        const char *text;
+        size_t len;
+        int jsonl;
+        const char *want;
+    } bad[] = {
+        {caption, sizeof caption - 1, 0, "m.csv:2: field 2 ('text') holds a NUL byte"},
+        {quoted, sizeof quoted - 1, 0, "m.csv:3: field 2 ('text') holds a NUL byte"},
+        {path, sizeof path - 1, 0, "m.csv:2: field 2 ('path') holds a NUL byte"},
+        {other, sizeof other - 1, 0, "m.csv:2: field 3 holds a NUL byte"},
+        {header, sizeof header - 1, 0, "m.csv:1: the header holds a NUL byte"},
+        {json_raw, sizeof json_raw - 1, 1, "m.csv:1:"},
+        {json_esc, sizeof json_esc - 1, 1, "m.csv:2:"},
+    };
+    ig_video_manifest m;
+    ig_err err = {0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        ig_status st =
+            ig_video_manifest_parse(&m, bad[i].text, bad[i].len, bad[i].jsonl, "m.csv", &err);
+        if (st != IG_ERR_FORMAT) {
+            fail_msg("case %zu: status %d; caption '%s'", i, (int)st,
+                     st == IG_OK && m.n ? m.entries[m.n - 1].text : err.msg);
+        }
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: '%s' not in '%s'", i, bad[i].want, err.msg);
+    }
+}
+
 /* ---- buckets -------------------------------------------------------------------------------- */
 
 /* Open-Sora 2.0's get_aspect_ratios_dict, computed by its own aspect.py */
@@ -515,11 +557,12 @@ static void test_lifecycle_and_probe(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_manifest_csv),         cmocka_unit_test(test_manifest_jsonl),
-        cmocka_unit_test(test_bucket_tables),        cmocka_unit_test(test_bucket_assign),
-        cmocka_unit_test(test_bucket_files_refused), cmocka_unit_test(test_clips_by_stride),
-        cmocka_unit_test(test_clips_by_time_vfr),    cmocka_unit_test(test_any_worker_count),
-        cmocka_unit_test(test_bad_files_skipped),    cmocka_unit_test(test_lifecycle_and_probe),
+        cmocka_unit_test(test_manifest_csv),        cmocka_unit_test(test_manifest_jsonl),
+        cmocka_unit_test(test_manifest_nul),        cmocka_unit_test(test_bucket_tables),
+        cmocka_unit_test(test_bucket_assign),       cmocka_unit_test(test_bucket_files_refused),
+        cmocka_unit_test(test_clips_by_stride),     cmocka_unit_test(test_clips_by_time_vfr),
+        cmocka_unit_test(test_any_worker_count),    cmocka_unit_test(test_bad_files_skipped),
+        cmocka_unit_test(test_lifecycle_and_probe),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
