@@ -1,6 +1,6 @@
 /* core.h - the public API of ingot's core: status codes and error buffers, the context (logger,
- * allocator, thread pool, rank), read-only mapped files, atomic file writes, xxh3 hashing, the
- * progress bar and YAML configuration.
+ * allocator, thread pool, rank), read-only mapped files, atomic file writes, JSON files read
+ * whole, xxh3 hashing, the progress bar and YAML configuration.
  *
  * Every library function that can fail returns an ig_status and, when it fails, fills the ig_err
  * the caller passed with a message that names the file, the line or byte offset, what was
@@ -250,6 +250,16 @@ void ig_mapped_file_close(ig_mapped_file *mf); /* safe on a zeroed or closed str
 ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out_len, ig_err *err);
 /* ig_read_file_max without a size cap, for files the program itself chose (benchmarks, tests). */
 ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
+
+/* A JSON file read whole (manifests, shard lists, tokenizer files), the one way ingot reads one:
+ * a regular file of at most max_bytes (as ig_read_file_max: a FIFO, a device, a directory or a
+ * larger file is IG_ERR_INVALID_ARG, never read), parsed with duplicate keys and "\u0000"
+ * refused: a parse error is IG_ERR_FORMAT "PATH:LINE:COLUMN: malformed JSON in WHAT: ..." (what
+ * names the kind of file, e.g. "a shard manifest"; NULL: "this file"). On IG_OK *out is the
+ * root (json_decref it); on failure NULL. Thread-safe. */
+struct json_t; /* jansson's json_t */
+ig_status ig_json_load_file(const char *path, size_t max_bytes, const char *what,
+                            struct json_t **out, ig_err *err);
 
 /* A temporary's path beside path: "PATH.SUFFIX", or, when that name would be longer than a file
  * name may be (NAME_MAX) though PATH's own fits, "DIR/<start of PATH's name>.~<xxh3 of the

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -614,6 +615,79 @@ static void test_read_file_refuses(void **state) {
     assert_int_equal(len, 100);
     free(text);
     assert_int_equal(ig_read_file_max(big, 99, &text, &len, &err), IG_ERR_INVALID_ARG);
+    igt_rmtree(dir);
+    free(dir);
+}
+
+/* ig_json_load_file, the one JSON file reader: a regular file (or a link to one) of bounded size,
+ * duplicate keys refused, file:line:column on a parse error; a FIFO, a device or a directory is
+ * refused without being read (an alarm ends the test should a FIFO block). */
+static void test_json_load_file(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_err err = {0};
+    json_t *root = NULL;
+    const char *good = igt_fmt("%s/good.json", dir);
+    igt_write(good, "{\"a\": 1, \"b\": [true]}\n", 22);
+    assert_int_equal(ig_json_load_file(good, 1 << 20, "a test file", &root, &err), IG_OK);
+    assert_int_equal(json_integer_value(json_object_get(root, "a")), 1);
+    json_decref(root);
+    const char *link = igt_fmt("%s/link.json", dir);
+    assert_int_equal(symlink(good, link), 0);
+    assert_int_equal(ig_json_load_file(link, 1 << 20, NULL, &root, &err), IG_OK);
+    assert_true(json_is_array(json_object_get(root, "b")));
+    json_decref(root);
+
+    alarm(20); /* a blocking open or read of the FIFO would end the test here */
+    const char *fifo = igt_fmt("%s/fifo.json", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    root = (json_t *)&err; /* set to NULL on failure */
+    assert_int_equal(ig_json_load_file(fifo, 1 << 20, NULL, &root, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "fifo.json is not a regular file (it is a pipe)"));
+    assert_null(root);
+    const char *fifo_link = igt_fmt("%s/fifo_link.json", dir);
+    assert_int_equal(symlink(fifo, fifo_link), 0);
+    assert_int_equal(ig_json_load_file(fifo_link, 1 << 20, NULL, &root, &err), IG_ERR_INVALID_ARG);
+    alarm(0);
+    assert_int_equal(ig_json_load_file("/dev/zero", 1 << 20, NULL, &root, &err),
+                     IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "/dev/zero is not a regular file (it is a device)"));
+    const char *zero_link = igt_fmt("%s/zero.json", dir);
+    assert_int_equal(symlink("/dev/zero", zero_link), 0);
+    assert_int_equal(ig_json_load_file(zero_link, 1 << 20, NULL, &root, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a device)"));
+    assert_int_equal(ig_json_load_file(dir, 1 << 20, NULL, &root, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a directory)"));
+    assert_int_equal(ig_json_load_file(igt_fmt("%s/none.json", dir), 1 << 20, NULL, &root, &err),
+                     IG_ERR_NOT_FOUND);
+
+    /* the size limit: at it, read; one byte under, refused with both sizes */
+    assert_int_equal(ig_json_load_file(good, 22, NULL, &root, &err), IG_OK);
+    json_decref(root);
+    assert_int_equal(ig_json_load_file(good, 21, NULL, &root, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "good.json is 22 B, more than the 21 B"));
+    assert_null(root);
+
+    /* duplicate keys, at any depth; malformed text; "\u0000": file:line:column, what it is */
+    const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"a\": 1,\n \"a\": 2}", "bad.json:2:4: malformed JSON in a test file: duplicate object key"},
+        {"{\"x\": {\"k\": 1, \"k\": 1}}", "bad.json:1:"},
+        {"{\n  \"a\": 1,\n  \"b\": oops\n}", "bad.json:3:"},
+        {"{\"a\": 1} trailing", "bad.json:1:"},
+        {"{\"a\": \"x\\u0000y\"}", "bad.json:1:"},
+        {"", "bad.json:"},
+    };
+    const char *bp = igt_fmt("%s/bad.json", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        igt_write(bp, bad[i].text, strlen(bad[i].text));
+        ig_err_clear(&err);
+        assert_int_equal(ig_json_load_file(bp, 1 << 20, "a test file", &root, &err), IG_ERR_FORMAT);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: '%s' not in '%s'", i, bad[i].want, err.msg);
+        assert_null(root);
+    }
     igt_rmtree(dir);
     free(dir);
 }
@@ -1573,6 +1647,7 @@ int main(void) {
         cmocka_unit_test(test_mapped_file),
         cmocka_unit_test(test_remove_tree),
         cmocka_unit_test(test_read_file_refuses),
+        cmocka_unit_test(test_json_load_file),
         cmocka_unit_test(test_memory_check),
         cmocka_unit_test(test_temp_names),
         cmocka_unit_test(test_atomic_file),
