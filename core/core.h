@@ -322,14 +322,30 @@ void ig_advise_hugepages(void *p, size_t n);
  * pthread_create's result. */
 int ig_thread_start(void *thread, void *(*fn)(void *), void *arg); /* thread: a pthread_t * */
 
-/* The memory this process can count on: the smallest of the machine's physical memory, its
- * cgroup's memory limit and its address-space limit (RLIMIT_AS); *what (may be NULL) names which
- * ("this machine's memory", ...). */
+/* The memory this process can take now (core/memory.c): what is free, not what is installed. */
+typedef struct ig_memory_info {
+    uint64_t usable;        /* what one request may take: available less a tenth */
+    uint64_t available;     /* the smallest of the figures below */
+    const char *source;     /* which figure that is, e.g. "the cgroup's memory limit" (static) */
+    uint64_t mem_available; /* MemAvailable of /proc/meminfo (else physical memory) */
+    uint64_t cgroup_limit;  /* the binding cgroup level's limit (v2 memory.max, v1
+                               memory.limit_in_bytes), UINT64_MAX: none */
+    uint64_t cgroup_usage;  /* and its usage (memory.current, memory.usage_in_bytes) */
+    uint64_t as_limit;      /* RLIMIT_AS (ulimit -v); UINT64_MAX: none */
+    uint64_t as_used;       /* and the address space mapped now (VmSize) */
+} ig_memory_info;
+
+/* Reads the figures now. Test hook: with IG_FAULT_MEMORY_ROOT=DIR in the environment, the files
+ * are read under DIR (DIR/proc/meminfo, DIR/proc/self/cgroup, DIR/proc/self/status,
+ * DIR/sys/fs/cgroup/...) instead of /, so that a test controls what it sees. Thread-safe. */
+void ig_memory_query(ig_memory_info *out);
+/* ig_memory_query's usable figure; *what (may be NULL) names its source. */
 uint64_t ig_memory_limit(const char **what);
-/* Before allocating something large: IG_OK when need bytes fit in ig_memory_limit(), else
- * IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than this machine's memory (M GB): FIX"
- * (fix may be NULL), so that a request that cannot fit is refused with the figures instead of
- * ending in the kernel's OOM killer. */
+/* Before allocating something large: IG_OK when need bytes fit in what this process can take
+ * now (ig_memory_info.usable), else IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than the
+ * M GB this process can take now (MemAvailable ...; cgroup: ...; ulimit -v: ..., bound by ...,
+ * less a tenth kept free): FIX" (fix may be NULL), so that a request that cannot fit is refused
+ * with the figures instead of ending in the kernel's OOM killer. */
 ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err);
 
 /* Monotonic time in seconds. */

@@ -672,7 +672,8 @@ static void test_json_load_file(void **state) {
     const struct {
         const char *text, *want;
     } bad[] = {
-        {"{\"a\": 1,\n \"a\": 2}", "bad.json:2:4: malformed JSON in a test file: duplicate object key"},
+        {"{\"a\": 1,\n \"a\": 2}",
+         "bad.json:2:4: malformed JSON in a test file: duplicate object key"},
         {"{\"x\": {\"k\": 1, \"k\": 1}}", "bad.json:1:"},
         {"{\n  \"a\": 1,\n  \"b\": oops\n}", "bad.json:3:"},
         {"{\"a\": 1} trailing", "bad.json:1:"},
@@ -693,7 +694,8 @@ static void test_json_load_file(void **state) {
 }
 
 /* What fits in memory: the limit is some positive figure with a name; a need above it is refused
- * naming both. */
+ * naming it and the figures. Through the test hook, the figures are what the test wrote: what is
+ * available (not installed), the tightest cgroup level, less a tenth. */
 static void test_memory_check(void **state) {
     (void)state;
     const char *what = NULL;
@@ -704,9 +706,42 @@ static void test_memory_check(void **state) {
     assert_int_equal(ig_memory_check(1 << 20, "a small thing", NULL, &err), IG_OK);
     assert_int_equal(ig_memory_check((uint64_t)1 << 62, "a huge thing", "ask for less", &err),
                      IG_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.msg, "a huge thing needs 4611.69 PB of memory, more than"));
-    assert_non_null(strstr(err.msg, what));
-    assert_non_null(strstr(err.msg, ": ask for less"));
+    assert_non_null(strstr(err.msg, "a huge thing needs 4611.69 PB of memory, more than the"));
+    assert_non_null(strstr(err.msg, "MemAvailable"));
+    assert_non_null(strstr(err.msg, "the least of these, less a tenth kept free): ask for less"));
+
+    char *dir = igt_mkdtemp();
+    const char *meminfo = "MemTotal:       25165824 kB\nMemAvailable:   2097152 kB\n";
+    assert_int_equal(mkdir(igt_fmt("%s/proc", dir), 0755), 0);
+    assert_int_equal(mkdir(igt_fmt("%s/proc/self", dir), 0755), 0);
+    igt_write(igt_fmt("%s/proc/meminfo", dir), meminfo, strlen(meminfo));
+    igt_write(igt_fmt("%s/proc/self/cgroup", dir), "0::/a/b\n", 8);
+    assert_int_equal(setenv("IG_FAULT_MEMORY_ROOT", dir, 1), 0);
+    ig_memory_info m;
+    ig_memory_query(&m);
+    assert_true(m.mem_available == (uint64_t)2 << 30);
+    assert_true(m.cgroup_limit == UINT64_MAX); /* no cgroup files: no limit */
+    assert_true(m.available == (uint64_t)2 << 30);
+    assert_true(m.usable == ((uint64_t)2 << 30) - ((uint64_t)2 << 30) / 10);
+    assert_non_null(strstr(m.source, "MemAvailable"));
+    /* a cgroup v2 limit two levels up binds when it leaves less */
+    const char *cg = igt_fmt("%s/sys/fs/cgroup/a/b", dir);
+    assert_int_equal(igt_run(igt_fmt("mkdir -p %s", cg), NULL), 0);
+    igt_write(igt_fmt("%s/sys/fs/cgroup/a/memory.max", dir), "1500000000\n", 11);
+    igt_write(igt_fmt("%s/sys/fs/cgroup/a/memory.current", dir), "500000000\n", 10);
+    igt_write(igt_fmt("%s/memory.max", cg), "max\n", 4);
+    ig_memory_query(&m);
+    assert_true(m.cgroup_limit == 1500000000 && m.cgroup_usage == 500000000);
+    assert_true(m.available == 1000000000 && m.usable == 900000000);
+    assert_non_null(strstr(m.source, "cgroup"));
+    assert_int_equal(ig_memory_check(900000000, "it", NULL, &err), IG_OK);
+    assert_int_equal(ig_memory_check(900000001, "it", NULL, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "it needs 900.00 MB of memory, more than the 900.00 MB this "
+                                    "process can take now (MemAvailable 2.15 GB; cgroup limit "
+                                    "1.50 GB with 500.00 MB used: 1.00 GB left; the least"));
+    unsetenv("IG_FAULT_MEMORY_ROOT");
+    igt_rmtree(dir);
+    free(dir);
 }
 
 /* Temporaries: "PATH.SUFFIX", shortened (and told apart by a hash) when that name would not fit;
