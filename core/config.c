@@ -8,8 +8,9 @@
  * than silently ignored, because a misspelt key in a training config otherwise costs a run.
  *
  * Every error names where it came from: "FILE:LINE: PATH: expected an integer, got 'abc'", or
- * "--set 'a.b=c': ...". YAML syntax errors come from libfyaml's diagnostics, which are collected
- * (never printed) and turned into "FILE:LINE:COLUMN: ..." messages.
+ * "--set 'a.b=c': ...". The YAML itself is read by ig_yaml_load_string (config_yaml.c), which
+ * refuses what a config has no use for (NUL bytes, several documents, anchors and aliases,
+ * duplicate keys) with "FILE:LINE:COLUMN: ..." messages.
  *
  * A load either applies completely or not at all: values are parsed into a pending set first and
  * copied into the configuration only when the whole document checked out. */
@@ -469,84 +470,12 @@ static ig_status walk(const ig_config *cfg, struct fy_node *map, const char *pre
     return IG_OK;
 }
 
-/* libfyaml's diagnostics: errors are collected (see fy_diag_set_collect_errors); anything it
- * still writes (a final "failed" line) lands here instead of on stderr. */
-typedef struct diag_sink {
-    char text[512];
-    size_t len;
-} diag_sink;
-
-static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_t len) {
-    (void)diag;
-    diag_sink *s = user;
-    size_t room = sizeof s->text - 1 - s->len;
-    if (len > room) len = room;
-    memcpy(s->text + s->len, buf, len);
-    s->len += len;
-    s->text[s->len] = '\0';
-}
-
-/* 1 when text holds only blank lines, comments and document markers (an empty config). */
-static int is_blank_yaml(const char *text, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        size_t j = i;
-        while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
-        size_t e = j;
-        while (e < len && text[e] != '\n') e++;
-        size_t n = e - j;
-        int ok = n == 0 || text[j] == '#' ||
-                 (n >= 3 && strncmp(text + j, "---", 3) == 0 && (n == 3 || text[j + 3] == ' ')) ||
-                 (n == 3 && strncmp(text + j, "...", 3) == 0);
-        if (!ok) return 0;
-        i = e + 1;
-    }
-    return 1;
-}
-
 ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
                                 ig_err *err) {
     if (!name) name = "<config>";
-    /* YAML is UTF-8, and libfyaml 0.7 loops forever on some invalid bytes (e.g. "%\xC3", a
-     * directive cut short): check before parsing */
-    long bad = ig_cfg_utf8_bad_offset(text, len);
-    if (bad >= 0) {
-        int line = 1, col = 1;
-        for (long i = 0; i < bad; i++) {
-            col++;
-            if (text[i] == '\n') line++, col = 1;
-        }
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "%s:%d:%d: not UTF-8 text (byte 0x%02X): save the file as UTF-8", name,
-                          line, col, (unsigned)(unsigned char)text[bad]);
-    }
-    diag_sink sink = {.len = 0};
-    struct fy_diag_cfg dcfg;
-    fy_diag_cfg_default(&dcfg);
-    dcfg.fp = NULL;
-    dcfg.output_fn = diag_output;
-    dcfg.user = &sink;
-    dcfg.colorize = false;
-    dcfg.level = FYET_ERROR;
-    struct fy_diag *diag = fy_diag_create(&dcfg);
-    if (!diag) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", name);
-    fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT | FYPCF_JSON_NONE,
-                                .diag = diag};
-    struct fy_document *fyd = fy_document_build_from_string(&pcfg, text, len);
-    ig_status st = IG_OK;
-    if (!fyd) {
-        void *it = NULL;
-        struct fy_diag_error *e = fy_diag_errors_iterate(diag, &it);
-        if (e)
-            st = ig_err_set(err, IG_ERR_CONFIG, "%s:%d:%d: YAML syntax error: %s", name, e->line,
-                            e->column, e->msg ? e->msg : "invalid YAML");
-        else if (!is_blank_yaml(text, len))
-            st = ig_err_set(err, IG_ERR_CONFIG, "%s: cannot parse YAML%s%.*s", name,
-                            sink.len ? ": " : "", (int)strcspn(sink.text, "\n"), sink.text);
-        fy_diag_destroy(diag);
-        return st;
-    }
+    struct fy_document *fyd = NULL;
+    ig_status st = ig_yaml_load_string(&fyd, text, len, name, err);
+    if (st != IG_OK || !fyd) return st; /* an empty file sets nothing */
     struct fy_node *root = fy_document_root(fyd);
     size_t rlen = 0;
     pending pd = {calloc(cfg->n ? cfg->n : 1, sizeof *pd.vals),
@@ -573,7 +502,6 @@ ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, co
     }
     pending_free(&pd, cfg->n);
     fy_document_destroy(fyd);
-    fy_diag_destroy(diag);
     return st;
 }
 
@@ -581,7 +509,7 @@ ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err) {
     char *text;
     size_t len;
     /* a config is a few KB: a cap stops the wrong file (/dev/zero, a FIFO: refused) early */
-    ig_status st = ig_read_file_max(path, (size_t)16 << 20, &text, &len, err);
+    ig_status st = ig_read_file_max(path, IG_YAML_FILE_MAX, &text, &len, err);
     if (st != IG_OK) return st;
     st = ig_config_load_string(cfg, text, len, path, err);
     free(text);
@@ -590,29 +518,23 @@ ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err) {
 
 /* ---- overrides ----------------------------------------------------------------------------- */
 
-/* A list value given inline ("[a, b]", YAML flow syntax) parsed through libfyaml. */
+/* A list value given inline ("[a, b]", YAML flow syntax) parsed through libfyaml, as strictly
+ * as a file (no aliases: "[&a [x, x], *a, ...]" would expand). */
 static int parse_flow_list(const ig_cfg_key *k, const char *text, cfg_val *out, char *why,
                            size_t cap) {
-    struct fy_diag_cfg dcfg;
-    fy_diag_cfg_default(&dcfg);
-    dcfg.fp = NULL;
-    dcfg.output_fn = NULL;
-    dcfg.colorize = false;
-    dcfg.level = FYET_ERROR;
-    struct fy_diag *diag = fy_diag_create(&dcfg);
-    if (!diag) return -1;
-    fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT | FYPCF_JSON_NONE,
-                                .diag = diag};
+    struct fy_document *fyd = NULL;
+    ig_err yerr = {0};
+    ig_status st = ig_yaml_load_string(&fyd, text, strlen(text), "the list", &yerr);
+    if (st == IG_ERR_NOMEM) return -1;
     int r = 0;
-    struct fy_document *fyd = fy_document_build_from_string(&pcfg, text, strlen(text));
     struct fy_node *root = fyd ? fy_document_root(fyd) : NULL;
-    if (root && fy_node_is_sequence(root))
+    if (st != IG_OK)
+        snprintf(why, cap, "expected a list like [a, b], got '%.60s' (%.400s)", text, yerr.msg);
+    else if (root && fy_node_is_sequence(root))
         r = parse_node(k, root, out, why, cap);
     else
         snprintf(why, cap, "expected a list like [a, b], got '%.60s'", text);
     fy_document_destroy(fyd);
-    fy_diag_destroy(diag);
     return r;
 }
 

@@ -1,6 +1,6 @@
 /* core.h - the public API of ingot's core: status codes and error buffers, the context (logger,
- * allocator, thread pool, rank), read-only mapped files, atomic file writes, xxh3 hashing, the
- * progress bar and YAML configuration.
+ * allocator, thread pool, rank), read-only mapped files, atomic file writes, JSON files read
+ * whole, xxh3 hashing, the progress bar and YAML configuration.
  *
  * Every library function that can fail returns an ig_status and, when it fails, fills the ig_err
  * the caller passed with a message that names the file, the line or byte offset, what was
@@ -251,6 +251,16 @@ ig_status ig_read_file_max(const char *path, size_t max, char **out, size_t *out
 /* ig_read_file_max without a size cap, for files the program itself chose (benchmarks, tests). */
 ig_status ig_read_file(const char *path, char **out, size_t *out_len, ig_err *err);
 
+/* A JSON file read whole (manifests, shard lists, tokenizer files), the one way ingot reads one:
+ * a regular file of at most max_bytes (as ig_read_file_max: a FIFO, a device, a directory or a
+ * larger file is IG_ERR_INVALID_ARG, never read), parsed with duplicate keys and "\u0000"
+ * refused: a parse error is IG_ERR_FORMAT "PATH:LINE:COLUMN: malformed JSON in WHAT: ..." (what
+ * names the kind of file, e.g. "a shard manifest"; NULL: "this file"). On IG_OK *out is the
+ * root (json_decref it); on failure NULL. Thread-safe. */
+struct json_t; /* jansson's json_t */
+ig_status ig_json_load_file(const char *path, size_t max_bytes, const char *what,
+                            struct json_t **out, ig_err *err);
+
 /* A temporary's path beside path: "PATH.SUFFIX", or, when that name would be longer than a file
  * name may be (NAME_MAX) though PATH's own fits, "DIR/<start of PATH's name>.~<xxh3 of the
  * name>.SUFFIX". malloc'd; NULL when out of memory. */
@@ -316,14 +326,30 @@ void ig_advise_hugepages(void *p, size_t n);
  * pthread_create's result. */
 int ig_thread_start(void *thread, void *(*fn)(void *), void *arg); /* thread: a pthread_t * */
 
-/* The memory this process can count on: the smallest of the machine's physical memory, its
- * cgroup's memory limit and its address-space limit (RLIMIT_AS); *what (may be NULL) names which
- * ("this machine's memory", ...). */
+/* The memory this process can take now (core/memory.c): what is free, not what is installed. */
+typedef struct ig_memory_info {
+    uint64_t usable;        /* what one request may take: available less a tenth */
+    uint64_t available;     /* the smallest of the figures below */
+    const char *source;     /* which figure that is, e.g. "the cgroup's memory limit" (static) */
+    uint64_t mem_available; /* MemAvailable of /proc/meminfo (else physical memory) */
+    uint64_t cgroup_limit;  /* the binding cgroup level's limit (v2 memory.max, v1
+                               memory.limit_in_bytes), UINT64_MAX: none */
+    uint64_t cgroup_usage;  /* and its usage (memory.current, memory.usage_in_bytes) */
+    uint64_t as_limit;      /* RLIMIT_AS (ulimit -v); UINT64_MAX: none */
+    uint64_t as_used;       /* and the address space mapped now (VmSize) */
+} ig_memory_info;
+
+/* Reads the figures now. Test hook: with IG_FAULT_MEMORY_ROOT=DIR in the environment, the files
+ * are read under DIR (DIR/proc/meminfo, DIR/proc/self/cgroup, DIR/proc/self/status,
+ * DIR/sys/fs/cgroup/...) instead of /, so that a test controls what it sees. Thread-safe. */
+void ig_memory_query(ig_memory_info *out);
+/* ig_memory_query's usable figure; *what (may be NULL) names its source. */
 uint64_t ig_memory_limit(const char **what);
-/* Before allocating something large: IG_OK when need bytes fit in ig_memory_limit(), else
- * IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than this machine's memory (M GB): FIX"
- * (fix may be NULL), so that a request that cannot fit is refused with the figures instead of
- * ending in the kernel's OOM killer. */
+/* Before allocating something large: IG_OK when need bytes fit in what this process can take
+ * now (ig_memory_info.usable), else IG_ERR_INVALID_ARG "WHAT needs N GB of memory, more than the
+ * M GB this process can take now (MemAvailable ...; cgroup: ...; ulimit -v: ..., bound by ...,
+ * less a tenth kept free): FIX" (fix may be NULL), so that a request that cannot fit is refused
+ * with the figures instead of ending in the kernel's OOM killer. */
 ig_status ig_memory_check(uint64_t need, const char *what, const char *fix, ig_err *err);
 
 /* Monotonic time in seconds. */
@@ -425,7 +451,8 @@ ig_status ig_config_create(ig_config **out, const ig_cfg_key *keys, size_t n_key
  * configuration over several schemas. The same checks as create. */
 ig_status ig_config_add_keys(ig_config *cfg, const ig_cfg_key *keys, size_t n_keys, ig_err *err);
 void ig_config_free(ig_config *cfg);
-/* Loads a YAML file of nested mappings over the current values. */
+/* Loads a YAML file of nested mappings over the current values: a regular file of at most
+ * IG_YAML_FILE_MAX bytes, read as ig_yaml_load_string reads it. */
 ig_status ig_config_load_file(ig_config *cfg, const char *path, ig_err *err);
 /* Loads YAML text (name is used in messages in place of a file name). */
 ig_status ig_config_load_string(ig_config *cfg, const char *text, size_t len, const char *name,
@@ -438,6 +465,26 @@ ig_status ig_config_set(ig_config *cfg, const char *assignment, ig_err *err);
  * default or a file replaces the list: flags given on the command line are the list). */
 ig_status ig_config_set_text(ig_config *cfg, const char *path, const char *text, const char *origin,
                              int append, ig_err *err);
+
+/* ---- YAML settings files ---- */
+
+/* The most a settings file (a config, video buckets) may be: a config is a few KB. */
+#define IG_YAML_FILE_MAX ((size_t)16 << 20)
+/* The most keys, values and list items one settings file may hold (configs hold hundreds). */
+#define IG_YAML_MAX_NODES 200000
+
+struct fy_document; /* libfyaml's */
+
+/* Parses text as a settings file, the one way ingot reads YAML. Refused with
+ * "NAME:LINE:COLUMN: what, how to fix" (IG_ERR_CONFIG): a NUL byte, bytes that are not UTF-8, a
+ * YAML syntax error, a second document, anchors and aliases (never expanded), more than
+ * IG_YAML_MAX_NODES nodes, a key that is not a scalar, a key given twice in one mapping, and the
+ * single-quoted strings libfyaml 0.7 misreads (two escaped quotes in a row). Time and memory grow
+ * linearly with the text. On IG_OK, *out is the document (free it with fy_document_destroy; it
+ * refers to text, which must outlive it), or NULL for an empty file (blank lines, comments).
+ * Thread-safe. */
+ig_status ig_yaml_load_string(struct fy_document **out, const char *text, size_t len,
+                              const char *name, ig_err *err);
 
 /* Writes every key of table (one given to create or add_keys) that is bound into the struct at
  * dst. Strings and lists point into cfg: it must outlive their use. */

@@ -60,21 +60,6 @@ ig_status ig_json_get_hex(json_t *o, const char *path, const char *key, uint64_t
     return IG_OK;
 }
 
-ig_status ig_json_load(const char *path, const char *what, json_t **out, ig_err *err) {
-    *out = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    ig_status st = ig_read_file_max(path, IG_JSON_FILE_MAX, &text, &len, err);
-    if (st != IG_OK) return st;
-    json_error_t je;
-    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    free(text);
-    if (!*out)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed %s: %s", path, je.line,
-                          je.column, what, je.text);
-    return IG_OK;
-}
-
 ig_status ig_json_write_manifest(json_t *o, const char *prefix, int overwrite, ig_err *err) {
     char *path = ig_shard_path(NULL, prefix, ".json");
     char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;

@@ -23,9 +23,7 @@ ig_status ig_json_get_str(json_t *o, const char *path, const char *key, char *ou
 /* exactly 16 lowercase hex digits, as ig_json_hex64 writes them */
 ig_status ig_json_get_hex(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err);
 
-/* The JSON file at path (a regular file of at most IG_JSON_FILE_MAX bytes, duplicate keys
- * refused) into *out; a parse error is IG_ERR_FORMAT "PATH:LINE:COLUMN: malformed WHAT: ...". */
-ig_status ig_json_load(const char *path, const char *what, json_t **out, ig_err *err);
+/* JSON files are read whole with ig_json_load_file (core.h), at most IG_JSON_FILE_MAX bytes. */
 
 /* o as indented JSON ending in a newline, written atomically to PREFIX.json (overwrite: replace
  * an existing file). Does not take o. */

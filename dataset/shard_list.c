@@ -102,7 +102,7 @@ static int is_count(json_t *v) {
  * a distinct file-name prefix with counts and 16-hex-digit checksums, and the list's totals are
  * the sums of its entries'. */
 static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
-    ig_status rs = ig_json_load(path, "shard list", root, err);
+    ig_status rs = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard list", root, err);
     if (rs != IG_OK) return rs;
     json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
     *shards = json_object_get(*root, "shards");

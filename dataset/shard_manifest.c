@@ -193,7 +193,7 @@ ig_status ig_manifest_read(ig_manifest *m, const char *prefix, ig_err *err) {
         return st;
     }
     json_t *o = NULL;
-    st = ig_json_load(path, "manifest", &o, err);
+    st = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard manifest", &o, err);
     if (st == IG_OK) st = manifest_from_json(m, o, path, err);
     json_decref(o);
     if (st != IG_OK) ig_manifest_clear(m);

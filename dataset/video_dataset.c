@@ -66,7 +66,7 @@ ig_status ig_video_list_write(const char *prefix, const char *const *shards, siz
 
 /* Loads and checks the list of prefix (which exists): *root holds it, *shards its array. */
 static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
-    ig_status rs = ig_json_load(path, "shard list", root, err);
+    ig_status rs = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard list", root, err);
     if (rs != IG_OK) return rs;
     json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
     *shards = json_object_get(*root, "shards");

@@ -152,7 +152,7 @@ ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, i
         return st;
     }
     json_t *o = NULL;
-    st = ig_json_load(path, "manifest", &o, err);
+    st = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard manifest", &o, err);
     if (st == IG_OK) st = from_json(m, o, path, err);
     json_decref(o);
     if (st != IG_OK) ig_video_shard_meta_clear(m);
@@ -167,7 +167,7 @@ int ig_video_shard_is(const char *prefix) {
     if (!yes && list && ig_file_exists(list)) {
         json_t *o = NULL;
         ig_err ignored;
-        ig_json_load(list, "shard list", &o, &ignored);
+        ig_json_load_file(list, IG_JSON_FILE_MAX, "a shard list", &o, &ignored);
         json_t *f = json_object_get(o, "format");
         yes = json_is_string(f) && !strcmp(json_string_value(f), "ingot-video-shard-list");
         json_decref(o);

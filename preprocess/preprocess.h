@@ -266,12 +266,14 @@ typedef enum ig_video_reason {
     IG_VIDEO_TOO_SHORT,     /* fewer frames (or seconds) than one clip needs */
     IG_VIDEO_NO_BUCKET,     /* no bucket of the config takes the video (as Open-Sora drops it) */
     IG_VIDEO_TIMEOUT,       /* the per-file time limit ran out */
-    IG_VIDEO_ERROR,         /* anything else (out of memory, a write error): never skipped */
+    IG_VIDEO_TOO_LARGE,     /* decoding it would take more memory than the per-video limit */
+    IG_VIDEO_NO_MEMORY,     /* an allocation for this video failed (the run goes on) */
+    IG_VIDEO_ERROR,         /* anything else (a write error, a bug): never skipped */
     IG_VIDEO_REASON_COUNT
 } ig_video_reason;
 
 /* "ok", "missing", "unreadable", "empty", "not_video", "truncated", "corrupt", "zero_duration",
- * "too_short", "no_bucket", "timeout", "error". */
+ * "too_short", "no_bucket", "timeout", "too_large", "out_of_memory", "error". */
 const char *ig_video_reason_str(ig_video_reason reason);
 
 /* FFmpeg keeps one log callback for the whole process (av_log_set_callback). Every video
@@ -301,9 +303,10 @@ typedef struct ig_video_info {
 } ig_video_info;
 
 typedef struct ig_video_open_opts {
-    int threads;      /* decoder threads (frame + slice threading); 0: 1 */
-    double timeout_s; /* time limit for everything done with the file; 0: none */
-    int autorotate;   /* apply the display matrix (default 1) */
+    int threads;         /* decoder threads (frame + slice threading); 0: 1 */
+    double timeout_s;    /* time limit for everything done with the file; 0: none */
+    int autorotate;      /* apply the display matrix (default 1) */
+    uint64_t max_pixels; /* larger frames are not decoded (FFmpeg's max_pixels); 0: FFmpeg's */
 } ig_video_open_opts;
 
 ig_video_open_opts ig_video_open_opts_default(void);
@@ -429,6 +432,11 @@ typedef struct ig_video_opts {
     int probe_only;                  /* write OUT.info.csv only (Open-Sora's info columns) */
     ig_comm *comm; /* NULL: alone. With several ranks, each takes a share of the manifest, writes
                       OUT_rRRRR, and rank 0 writes OUT.shards.json and OUT.report.csv */
+    /* The memory one video may take while it is decoded (its clips as RGB, plus 8 of the
+     * decoder's frames at the file's size): a video whose estimate is larger is skipped as
+     * too_large, with the figures. 0: the memory this process can take at the start
+     * (ig_memory_query) shared by the videos that can be in memory at once (two per worker). */
+    uint64_t max_video_memory;
 } ig_video_opts;
 
 ig_video_opts ig_video_opts_default(void);
@@ -439,10 +447,11 @@ typedef struct ig_video_stats {
     uint64_t skipped; /* videos skipped (sum of by_reason) */
     uint64_t by_reason[IG_VIDEO_REASON_COUNT];
     uint64_t clips, frames;
-    uint64_t bytes;        /* frame data written (stored, after compression) */
-    double seconds;        /* wall time of the run */
-    double decode_seconds; /* summed over videos (all workers) */
-    char **shard_prefixes; /* shards written (owned; ig_video_stats_clear) */
+    uint64_t bytes;            /* frame data written (stored, after compression) */
+    double seconds;            /* wall time of the run */
+    double decode_seconds;     /* summed over videos (all workers) */
+    uint64_t max_video_memory; /* the per-video memory limit of the run (given or default) */
+    char **shard_prefixes;     /* shards written (owned; ig_video_stats_clear) */
     size_t n_shard_prefixes;
 } ig_video_stats;
 
@@ -452,8 +461,10 @@ void ig_video_stats_clear(ig_video_stats *st);
  * back, RGB24 or zstd per clip), OUT.clips (the index), OUT.json (the manifest), with a caption
  * token shard OUT.captions.{bin,idx,json} (one document per used video, in order) when a
  * tokenizer is given, and OUT.report.csv (a row per manifest row: status, reason, clips, frames,
- * decode seconds). The output is byte-identical for any worker and decoder thread count. Memory
- * is bounded by the clips in flight (a few per worker).
+ * decode seconds). The output is byte-identical for any worker and decoder thread count (given
+ * max_video_memory: its default depends on the machine and the workers). Memory is bounded by
+ * the videos in flight (two per worker), each by max_video_memory; an allocation that fails for
+ * one video skips it (out_of_memory), as any bad video.
  *
  * Bad files are skipped, counted and reported (or, with strict, stop the run with IG_ERR_FORMAT
  * naming the file and the reason). The output lifecycle is the text pipeline's: the run marker

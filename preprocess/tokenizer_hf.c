@@ -229,22 +229,16 @@ static ig_status pre_tokenizer_pattern(json_t *pre, const char *path, ig_pattern
                       path);
 }
 
-/* Parses the JSON file at path; errors say whether it could not be opened (and why) or where
- * it is malformed, and what it should have been. */
+/* Parses the JSON file at path (ig_json_load_file); errors say whether it could not be opened
+ * (and why) or where it is malformed, and what it should have been. */
 static ig_status load_json(const char *path, const char *what, json_t **out, ig_err *err) {
-    *out = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    /* read whole, then parse from memory: jansson's file reader goes a character at a time */
     ig_err e = {0};
-    ig_status st = ig_read_file_max(path, IG_TOK_FILE_MAX, &text, &len, &e);
-    if (st != IG_OK) return ig_err_set(err, st, "%s (expected %s)", e.msg, what);
-    json_error_t jerr;
-    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    if (*out) return IG_OK;
-    return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed JSON (%s): expected %s", path,
-                      jerr.line, jerr.column, jerr.text, what);
+    ig_status st = ig_json_load_file(path, IG_TOK_FILE_MAX, what, out, &e);
+    if (st == IG_OK || st == IG_ERR_FORMAT) {
+        if (err && st != IG_OK) *err = e;
+        return st;
+    }
+    return ig_err_set(err, st, "%s (expected %s)", e.msg, what);
 }
 
 ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path, ig_err *err) {

@@ -287,43 +287,25 @@ static ig_status parse_root(ig_video_buckets *b, struct fy_node *root, const cha
 ig_status ig_video_buckets_parse(ig_video_buckets **out, const char *yaml, size_t len,
                                  const char *name, ig_err *err) {
     *out = NULL;
-    size_t bad_at;
-    if (!ig_utf8_valid(yaml, len, &bad_at))
-        return ig_err_set(err, IG_ERR_CONFIG, "%s: not UTF-8 text at byte %zu", name, bad_at);
-    struct fy_diag_cfg dcfg;
-    fy_diag_cfg_default(&dcfg);
-    dcfg.fp = NULL;
-    dcfg.colorize = false;
-    dcfg.level = FYET_ERROR;
-    struct fy_diag *diag = fy_diag_create(&dcfg);
-    if (!diag) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT, .diag = diag};
-    struct fy_document *doc = fy_document_build_from_string(&pcfg, yaml, len);
-    ig_status st = IG_OK;
-    if (!doc) {
-        void *it = NULL;
-        struct fy_diag_error *e = fy_diag_errors_iterate(diag, &it);
-        st = ig_err_set(err, IG_ERR_CONFIG, "%s:%d:%d: YAML syntax error: %s", name,
-                        e ? e->line : 0, e ? e->column : 0, e && e->msg ? e->msg : "invalid");
-    } else {
-        ig_video_buckets *b = calloc(1, sizeof *b);
-        st = b ? parse_root(b, fy_document_root(doc), name, err)
-               : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        if (st == IG_OK)
-            *out = b;
-        else
-            ig_video_buckets_free(b);
-        fy_document_destroy(doc);
-    }
-    fy_diag_destroy(diag);
+    struct fy_document *doc = NULL;
+    ig_status st = ig_yaml_load_string(&doc, yaml, len, name, err);
+    if (st != IG_OK) return st;
+    ig_video_buckets *b = calloc(1, sizeof *b);
+    st = b ? parse_root(b, doc ? fy_document_root(doc) : NULL, name, err)
+           : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_OK)
+        *out = b;
+    else
+        ig_video_buckets_free(b);
+    fy_document_destroy(doc);
     return st;
 }
 
 ig_status ig_video_buckets_load(ig_video_buckets **out, const char *path, ig_err *err) {
+    *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    ig_status st = ig_read_file(path, &text, &len, err);
+    ig_status st = ig_read_file_max(path, IG_YAML_FILE_MAX, &text, &len, err);
     if (st != IG_OK) return st;
     st = ig_video_buckets_parse(out, text, len, path, err);
     free(text);

@@ -10,6 +10,7 @@
  */
 #include "video_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,7 +104,7 @@ static ig_status take_frame(ig_video *v, read_job *r, ig_video_reason *why, ig_e
                                  (unsigned long long)r->idx[r->j]);
         ig_status st = r->fn(r->arg, v, f, r->j, err);
         if (st != IG_OK) {
-            if (why) *why = IG_VIDEO_ERROR;
+            if (why) *why = st == IG_ERR_NOMEM ? IG_VIDEO_NO_MEMORY : IG_VIDEO_ERROR;
             return st;
         }
         r->j++;
@@ -124,7 +125,8 @@ static ig_status receive_all(ig_video *v, read_job *r, ig_video_reason *why, ig_
         if (e < 0) {
             char eb[128];
             av_strerror(e, eb, sizeof eb);
-            return ig_video_fail(v, IG_VIDEO_CORRUPT, why, err, "decoding: %s", eb);
+            return ig_video_fail(v, e == AVERROR(ENOMEM) ? IG_VIDEO_NO_MEMORY : IG_VIDEO_CORRUPT,
+                                 why, err, "decoding: %s", eb);
         }
         ig_status st = take_frame(v, r, why, err);
         av_frame_unref(v->frame);
@@ -172,7 +174,8 @@ static ig_status decode_forward(ig_video *v, read_job *r, size_t near, ig_video_
         }
         av_packet_unref(v->pkt);
         if (e < 0)
-            return ig_video_fail(v, IG_VIDEO_CORRUPT, why, err, "decoding a packet: %s",
+            return ig_video_fail(v, e == AVERROR(ENOMEM) ? IG_VIDEO_NO_MEMORY : IG_VIDEO_CORRUPT,
+                                 why, err, "decoding a packet: %s",
                                  (av_strerror(e, eb, sizeof eb), eb));
         ig_status st = receive_all(v, r, why, err);
         if (st != IG_OK || r->overshot) return st;

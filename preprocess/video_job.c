@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libavutil/imgutils.h>
+
 const char ig_vjob_info_header[] = "path,text,num_frames,height,width,aspect_ratio,resolution,"
                                    "fps,duration,rotation,vfr,codec,pix_fmt,decode_status\n";
 
@@ -60,7 +62,7 @@ static int skip(ig_vjob *job, ig_video_reason why, const char *path, const char 
     IG_PRINTF(4, 5);
 static int skip(ig_vjob *job, ig_video_reason why, const char *path, const char *fmt, ...) {
     job->why = why;
-    char what[400];
+    char what[700];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -133,6 +135,54 @@ static int make_plan(const ig_video *v, const ig_video_opts *o, const ig_video_e
         p->start[i] = a + (off < b - a ? off : b - a - 1);
     }
     return 0;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+/* What decoding the plan takes, estimated before anything is allocated: the clips as RGB (with
+ * zstd, one raw clip and the compressed ones, at most as large), and the decoder's frames at the
+ * file's size and pixel format with one converted frame. A decoder holds a frame per thread and
+ * its reference frames: DECODER_FRAMES of them, whatever the thread count, so that the same
+ * limit skips the same videos for any --workers and --decoder-threads (the output stays
+ * byte-identical). */
+#define DECODER_FRAMES 8
+
+typedef struct need {
+    uint64_t clips, decode, total;
+} need;
+
+static need estimate(const ig_video *v, const ig_video_opts *o, const plan *p) {
+    const ig_video_info *in = ig_video_get_info(v);
+    need n;
+    uint64_t raw = (uint64_t)p->T * p->H * p->W * 3;
+    n.clips = raw * (p->n + (o->zstd_level > 0 ? 1 : 0));
+    int size = av_image_get_buffer_size((enum AVPixelFormat)v->st->codecpar->format,
+                                        (int)in->coded_width, (int)in->coded_height, 1);
+    uint64_t native = size > 0 ? (uint64_t)size : (uint64_t)in->coded_width * in->coded_height * 4;
+    n.decode = native * DECODER_FRAMES + (uint64_t)p->H * p->W * 3;
+    n.total = n.clips + n.decode;
+    return n;
+}
+
+/* The largest frame (in pixels) FFmpeg may decode under a per-video limit: at least the size of
+ * any frame of a video that passes the estimate, so that it only stops a file whose frames
+ * outgrow what its header says. */
+static uint64_t max_pixels(uint64_t limit) {
+    return limit / DECODER_FRAMES;
+}
+
+static int too_large(const ig_video_opts *o, const ig_video_entry *e, const ig_video *v,
+                     const plan *p, const need *n, ig_vjob *job) {
+    const ig_video_info *in = ig_video_get_info(v);
+    char a[32], b[32], c[32], d[32];
+    return skip(job, IG_VIDEO_TOO_LARGE, e->path,
+                "decoding it needs about %s: %u clip%s of %u frames of %ux%u RGB (%s) and "
+                "frames of %ux%u in the decoder (%s); the per-video memory limit is %s "
+                "(max_video_memory: raise it, or take smaller or fewer clips)",
+                ig_format_bytes((double)n->total, a, sizeof a), p->n, p->n == 1 ? "" : "s", p->T,
+                p->H, p->W, ig_format_bytes((double)n->clips, b, sizeof b), in->coded_width,
+                in->coded_height, ig_format_bytes((double)n->decode, c, sizeof c),
+                ig_format_bytes((double)o->max_video_memory, d, sizeof d));
 }
 
 /* The source frames of a clip starting at frame s. */
@@ -249,6 +299,7 @@ ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry 
     ig_video_open_opts vo = ig_video_open_opts_default();
     vo.threads = decoder_threads;
     vo.timeout_s = o->timeout_s;
+    if (o->max_video_memory > 0 && !o->probe_only) vo.max_pixels = max_pixels(o->max_video_memory);
     ig_video *v = NULL;
     ig_err verr = {0};
     ig_video_reason why = IG_VIDEO_OK;
@@ -266,7 +317,11 @@ ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry 
         info_row(job, e, v ? ig_video_get_info(v) : NULL);
         if (!job->info_row) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     } else if (st == IG_OK && v && make_plan(v, o, e, row, &p, job) == 0) {
-        st = decode_clips(v, o, e, &p, job, err);
+        need n = estimate(v, o, &p);
+        if (o->max_video_memory > 0 && n.total > o->max_video_memory)
+            too_large(o, e, v, &p, &n, job);
+        else
+            st = decode_clips(v, o, e, &p, job, err);
         if (st == IG_OK && job->why == IG_VIDEO_OK && enc) {
             ig_tokens t = {0};
             st = ig_encoder_encode(enc, e->text, strlen(e->text), 0, &t, err);
@@ -275,6 +330,11 @@ ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry 
         }
     }
     ig_video_close(v);
+    if (st == IG_ERR_NOMEM) { /* this video's allocation: skipped (or, strict, the run stops) */
+        skip(job, IG_VIDEO_NO_MEMORY, e->path, "%s", err->msg);
+        ig_err_clear(err);
+        st = IG_OK;
+    }
     if (job->why != IG_VIDEO_OK && !o->probe_only) { /* a skipped row keeps nothing */
         char msg[sizeof job->msg];
         ig_video_reason w = job->why;

@@ -96,12 +96,14 @@ typedef struct csv {
     uint64_t line; /* of the current position */
     char *buf;     /* the current field */
     size_t len, cap;
+    uint64_t nul_line; /* the line of a NUL byte in the current field; 0: none */
 } csv;
 
 /* Reads one field into c->buf. *last: the record ended after it. 0, or -1 on a stray quote
  * (with c->line where it happened). */
 static int csv_field(csv *c, int *last) {
     c->len = 0;
+    c->nul_line = 0;
     int quoted = c->p < c->end && *c->p == '"';
     if (quoted) c->p++;
     for (;;) {
@@ -133,6 +135,7 @@ static int csv_field(csv *c, int *last) {
             break;
         } else {
             if (ch == '\n') c->line++;
+            if (ch == '\0' && !c->nul_line) c->nul_line = c->line;
             c->p++;
         }
         if (c->len + 2 > c->cap) {
@@ -162,6 +165,11 @@ static ig_status parse_csv(ig_video_manifest *m, const char *text, size_t len, c
     /* the header */
     do {
         if ((rc = csv_field(&c, &last)) != 0) break;
+        if (c.nul_line) {
+            free(c.buf);
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s:1: the header holds a NUL byte (0x00): a manifest is text", path);
+        }
         for (int k = 0; k < N_COLS; k++)
             if (!strcmp(c.buf, col_names[k])) {
                 if (cols[k] >= 0) {
@@ -186,10 +194,21 @@ static ig_status parse_csv(ig_video_manifest *m, const char *text, size_t len, c
         int n = 0;
         last = 0;
         while (!last && (rc = csv_field(&c, &last)) == 0) {
+            /* a NUL would end the field where C strings end: the caption (or path) cut short */
+            if (c.nul_line && st == IG_OK) {
+                const char *name = "";
+                for (int k = 0; k < N_COLS; k++)
+                    if (cols[k] == n) name = col_names[k];
+                st = ig_err_set(err, IG_ERR_FORMAT,
+                                "%s:%llu: field %d%s%s%s holds a NUL byte (0x00), which would cut "
+                                "it short: a manifest is text; remove the byte",
+                                path, (unsigned long long)c.nul_line, n + 1, *name ? " ('" : "",
+                                name, *name ? "')" : "");
+            }
             if (n < ncol && !(row[n] = strdup(c.buf))) rc = -2;
             n++;
         }
-        if (rc != 0) break;
+        if (rc != 0 || st != IG_OK) break;
         if (n == 1 && !row[0][0]) { /* an empty line */
             free(row[0]);
             row[0] = NULL;

@@ -21,7 +21,8 @@ enum { SLOT_FREE = 0, SLOT_BUSY, SLOT_DONE };
 
 typedef struct vpipe {
     ig_ctx *ctx;
-    const ig_video_opts *o;
+    const ig_video_opts *o; /* &opts */
+    ig_video_opts opts;     /* the caller's, with the per-video memory limit filled in */
     ig_video_stats *st;
     ig_video_manifest man;
     size_t *rows; /* this rank's rows (indices into man), in manifest order */
@@ -312,6 +313,16 @@ static ig_status setup(vpipe *p, ig_err *err) {
     p->dec_threads = p->o->decoder_threads > 0 ? p->o->decoder_threads : threads / p->n_workers;
     if (p->dec_threads < 1) p->dec_threads = 1;
     p->ring = (size_t)p->n_workers * 2;
+    /* the per-video memory limit: by default what this process can take now, shared by the rows
+     * that can be in memory at once (one decoding per worker, one more waiting per worker) */
+    p->opts = *p->o;
+    p->o = &p->opts;
+    if (p->opts.max_video_memory == 0) {
+        ig_memory_info m;
+        ig_memory_query(&m);
+        p->opts.max_video_memory = m.usable / p->ring > 0 ? m.usable / p->ring : 1;
+    }
+    p->st->max_video_memory = p->opts.max_video_memory;
     p->slots = calloc(p->ring, sizeof *p->slots);
     p->state = calloc(p->ring, sizeof *p->state);
     if (!p->slots || !p->state || !(p->rows_out = tmpfile()))

@@ -20,8 +20,9 @@
 #include <libavutil/pixdesc.h>
 
 static const char *const reason_names[IG_VIDEO_REASON_COUNT] = {
-    "ok",      "missing",       "unreadable", "empty",     "not_video", "truncated",
-    "corrupt", "zero_duration", "too_short",  "no_bucket", "timeout",   "error"};
+    "ok",        "missing",   "unreadable",    "empty",     "not_video",
+    "truncated", "corrupt",   "zero_duration", "too_short", "no_bucket",
+    "timeout",   "too_large", "out_of_memory", "error"};
 
 const char *ig_video_reason_str(ig_video_reason reason) {
     return reason >= 0 && reason < IG_VIDEO_REASON_COUNT ? reason_names[reason] : "?";
@@ -51,6 +52,7 @@ ig_status ig_video_fail(ig_video *v, ig_video_reason reason, ig_video_reason *wh
     ig_status st = reason == IG_VIDEO_MISSING      ? IG_ERR_NOT_FOUND
                    : reason == IG_VIDEO_UNREADABLE ? IG_ERR_IO
                    : reason == IG_VIDEO_ERROR      ? IG_ERR_INTERNAL
+                   : reason == IG_VIDEO_NO_MEMORY  ? IG_ERR_NOMEM
                                                    : IG_ERR_FORMAT;
     if (reason == IG_VIDEO_TIMEOUT)
         return ig_err_set(err, st, "%s: %s: time limit of %.0f s reached (%s)", v->path,
@@ -135,7 +137,7 @@ static ig_status open_decoder(ig_video *v, ig_video_reason *why, ig_err *err) {
     for (unsigned i = 0; i < v->fc->nb_streams; i++)
         v->fc->streams[i]->discard = (int)i == vs ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
     v->cc = avcodec_alloc_context3(dec);
-    if (!v->cc) return ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+    if (!v->cc) return ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     int e = avcodec_parameters_to_context(v->cc, v->st->codecpar);
     if (e < 0)
         return ig_video_fail(v, IG_VIDEO_NOT_VIDEO, why, err, "codec parameters: %s",
@@ -144,6 +146,8 @@ static ig_status open_decoder(ig_video *v, ig_video_reason *why, ig_err *err) {
     v->cc->pkt_timebase = v->st->time_base;
     v->cc->thread_count = v->o.threads > 0 ? v->o.threads : 1;
     v->cc->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+    if (v->o.max_pixels > 0) /* frames larger than the header said are not decoded either */
+        v->cc->max_pixels = v->o.max_pixels < INT64_MAX ? (int64_t)v->o.max_pixels : INT64_MAX;
     if ((e = avcodec_open2(v->cc, dec, NULL)) < 0)
         return ig_video_fail(v, IG_VIDEO_NOT_VIDEO, why, err, "cannot open the %s decoder: %s",
                              dec->name, av_error(e, eb, sizeof eb));
@@ -169,7 +173,7 @@ static ig_status scan(ig_video *v, ig_video_reason *why, ig_err *err) {
     char eb[128];
     size_t cap = 1024;
     v->pk = malloc(cap * sizeof *v->pk);
-    if (!v->pk) return ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+    if (!v->pk) return ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     int e, corrupt = 0;
     while ((e = av_read_frame(v->fc, v->pkt)) >= 0) {
         if (v->pkt->stream_index == v->vs) {
@@ -177,7 +181,7 @@ static ig_status scan(ig_video *v, ig_video_reason *why, ig_err *err) {
                 ig_vpacket *np = realloc(v->pk, 2 * cap * sizeof *np);
                 if (!np) {
                     av_packet_unref(v->pkt);
-                    return ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+                    return ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
                 }
                 v->pk = np;
                 cap *= 2;
@@ -209,7 +213,7 @@ static ig_status scan(ig_video *v, ig_video_reason *why, ig_err *err) {
     size_t n = v->n_pk;
     v->pts = malloc(n * sizeof *v->pts);
     v->kidx = malloc(n * sizeof *v->kidx);
-    if (!v->pts || !v->kidx) return ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+    if (!v->pts || !v->kidx) return ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     if (!v->has_ts) { /* frames in decoder output order; reads decode from the start */
         for (size_t i = 0; i < n; i++) v->pts[i] = (int64_t)i, v->kidx[i] = 0;
         v->info.frames = n;
@@ -224,7 +228,7 @@ static ig_status scan(ig_video *v, ig_video_reason *why, ig_err *err) {
     /* keyframe per frame: walk decode order; the frame of packet d is found by its pts */
     for (size_t i = 0; i < m; i++) v->kidx[i] = 0;
     size_t *keys = malloc(n * sizeof *keys), nk = 0;
-    if (!keys) return ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+    if (!keys) return ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     for (size_t d = 0; d < n; d++) {
         if (v->pk[d].key) keys[nk++] = d;
         int64_t t = ts_of(&v->pk[d]);
@@ -297,8 +301,8 @@ ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
     ig_video *v = calloc(1, sizeof *v);
     if (!v || !(v->path = strdup(path))) {
         free(v);
-        if (why) *why = IG_VIDEO_ERROR;
-        return ig_err_set(err, IG_ERR_NOMEM, "out of memory opening %s", path);
+        if (why) *why = IG_VIDEO_NO_MEMORY;
+        return ig_err_set(err, IG_ERR_NOMEM, "%s: out_of_memory: out of memory opening it", path);
     }
     v->ctx = ctx;
     v->o = opts ? *opts : ig_video_open_opts_default();
@@ -314,7 +318,7 @@ ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
         v->pkt = av_packet_alloc();
         v->frame = av_frame_alloc();
         if (!v->fc || !v->pkt || !v->frame)
-            st = ig_video_fail(v, IG_VIDEO_ERROR, why, err, "out of memory");
+            st = ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     }
     if (st == IG_OK) {
         v->fc->opaque = &v->log;
@@ -331,7 +335,16 @@ ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
         }
     }
     if (st == IG_OK) {
-        int e = avformat_find_stream_info(v->fc, NULL);
+        /* the frames it decodes to learn the streams are held to max_pixels too */
+        AVDictionary **so = v->o.max_pixels > 0 && v->fc->nb_streams > 0
+                                ? av_calloc(v->fc->nb_streams, sizeof *so)
+                                : NULL;
+        for (unsigned i = 0; so && i < v->fc->nb_streams; i++)
+            av_dict_set_int(&so[i], "max_pixels",
+                            v->o.max_pixels < INT64_MAX ? (int64_t)v->o.max_pixels : INT64_MAX, 0);
+        int e = avformat_find_stream_info(v->fc, so);
+        for (unsigned i = 0; so && i < v->fc->nb_streams; i++) av_dict_free(&so[i]);
+        av_free(so);
         if (e < 0)
             st = ig_video_fail(v, IG_VIDEO_TRUNCATED, why, err, "cannot read the streams: %s",
                                av_error(e, eb, sizeof eb));

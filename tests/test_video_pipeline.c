@@ -7,6 +7,7 @@
  * Test videos are made by the ffmpeg CLI at test time; without it those tests are skipped. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,48 @@ static void test_manifest_jsonl(void **state) {
     assert_non_null(strstr(err.msg, "m.jsonl:1"));
 }
 
+/* A NUL byte in a manifest field used to cut the caption (or the path) short without a word:
+ * refused with file:line and the column, as the reader refuses other bad fields; in JSON lines
+ * both a raw NUL and "\u0000" are refused. */
+static void test_manifest_nul(void **state) {
+    (void)state;
+    static const char caption[] = "path,text\na.mp4,a cat\0 and a dog\n";
+    static const char quoted[] = "path,text\na.mp4,\"a cat\nand\0 a dog\"\n";
+    static const char path[] = "text,path\nhi,a.mp4\0.txt\n";
+    static const char other[] = "path,text,fps\na.mp4,hi,2\0\n";
+    static const char header[] = "path,te\0xt\na.mp4,hi\n";
+    static const char json_raw[] = "{\"path\": \"a.mp4\", \"text\": \"a cat\0 and a dog\"}\n";
+    static const char json_esc[] =
+        "{\"path\": \"a.mp4\"}\n{\"path\": \"b.mp4\", \"text\": \"a\\u0000b\"}\n";
+    const struct {
+        const char *text;
+        size_t len;
+        int jsonl;
+        const char *want;
+    } bad[] = {
+        {caption, sizeof caption - 1, 0, "m.csv:2: field 2 ('text') holds a NUL byte"},
+        {quoted, sizeof quoted - 1, 0, "m.csv:3: field 2 ('text') holds a NUL byte"},
+        {path, sizeof path - 1, 0, "m.csv:2: field 2 ('path') holds a NUL byte"},
+        {other, sizeof other - 1, 0, "m.csv:2: field 3 holds a NUL byte"},
+        {header, sizeof header - 1, 0, "m.csv:1: the header holds a NUL byte"},
+        {json_raw, sizeof json_raw - 1, 1, "m.csv:1:"},
+        {json_esc, sizeof json_esc - 1, 1, "m.csv:2:"},
+    };
+    ig_video_manifest m;
+    ig_err err = {0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        ig_status st =
+            ig_video_manifest_parse(&m, bad[i].text, bad[i].len, bad[i].jsonl, "m.csv", &err);
+        if (st != IG_ERR_FORMAT) {
+            fail_msg("case %zu: status %d; caption '%s'", i, (int)st,
+                     st == IG_OK && m.n ? m.entries[m.n - 1].text : err.msg);
+        }
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: '%s' not in '%s'", i, bad[i].want, err.msg);
+    }
+}
+
 /* ---- buckets -------------------------------------------------------------------------------- */
 
 /* Open-Sora 2.0's get_aspect_ratios_dict, computed by its own aspect.py */
@@ -180,6 +223,64 @@ static void test_bucket_tables(void **state) {
                          IG_ERR_CONFIG);
         assert_non_null(strstr(err.msg, "b.yaml:"));
     }
+}
+
+/* A bucket file is a settings file (ig_yaml_load_string): a NUL byte, a second document, anchors
+ * and aliases, duplicate keys are refused with file:line:column. And every input of the fuzz
+ * corpus replays with the fuzzer's checks: among them the one that leaked inside libfyaml (a run
+ * of escaped single quotes), refused before libfyaml formats it, so that this test is clean under
+ * LeakSanitizer (the ASan pass of make test). */
+static void test_bucket_files_refused(void **state) {
+    (void)state;
+    ig_video_buckets *b = NULL;
+    ig_err err = {0};
+    static const char nul[] = "bucket_config:\n  \"256px\": {1: [1.0, 8]}\n\0  144p: {1: [1, 8]}\n";
+    const struct {
+        const char *yaml;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {nul, sizeof nul - 1, "b.yaml:3:1: a NUL byte"},
+        {"256px: {1: [1.0, 8]}\n---\n144p: {1: [1.0, 8]}\n", 0, "b.yaml:2:1: a second YAML"},
+        {"256px: &t {1: [1.0, 8]}\n144p: *t\n", 0, "b.yaml:1:8: an anchor (&t)"},
+        {"256px: {1: [1.0, 8], 1: [1.0, 4]}\n", 0, "b.yaml:1:22: the key '1' is given twice"},
+        {"{''''''''''''''''''''''''''''}", 0, "b.yaml:1:2: a single-quoted string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = cases[i].len ? cases[i].len : strlen(cases[i].yaml);
+        assert_int_equal(ig_video_buckets_parse(&b, cases[i].yaml, len, "b.yaml", &err),
+                         IG_ERR_CONFIG);
+        if (!strstr(err.msg, cases[i].want)) fail_msg("case %zu: %s", i, err.msg);
+        assert_null(b);
+    }
+    /* the fuzz corpus, with fuzz_buckets' checks */
+    const char *dir = igt_fmt("%s/tests/fuzz/corpus/fuzz_buckets", igt_source_dir());
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        size_t len = 0;
+        char *text = igt_read(igt_fmt("%s/%s", dir, de->d_name), &len);
+        ig_err_clear(&err);
+        ig_status st = ig_video_buckets_parse(&b, text, len, de->d_name, &err);
+        if (st != IG_OK && (st != IG_ERR_CONFIG || !err.msg[0]))
+            fail_msg("%s: status %d: %s", de->d_name, (int)st, err.msg);
+        for (size_t i = 0; st == IG_OK && i < ig_video_buckets_count(b); i++) {
+            const ig_video_bucket *x = ig_video_buckets_get(b, i);
+            assert_true(x->frames && x->height && x->width && x->batch_size);
+            assert_int_equal(x->height % 16, 0);
+        }
+        if (!strcmp(de->d_name, "libfyaml_233_quotes"))
+            assert_non_null(strstr(err.msg, "a single-quoted string with two escaped quotes"));
+        ig_video_buckets_free(b);
+        b = NULL;
+        free(text);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 3);
 }
 
 static void test_bucket_assign(void **state) {
@@ -457,7 +558,8 @@ static void test_lifecycle_and_probe(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_csv),        cmocka_unit_test(test_manifest_jsonl),
-        cmocka_unit_test(test_bucket_tables),       cmocka_unit_test(test_bucket_assign),
+        cmocka_unit_test(test_manifest_nul),        cmocka_unit_test(test_bucket_tables),
+        cmocka_unit_test(test_bucket_assign),       cmocka_unit_test(test_bucket_files_refused),
         cmocka_unit_test(test_clips_by_stride),     cmocka_unit_test(test_clips_by_time_vfr),
         cmocka_unit_test(test_any_worker_count),    cmocka_unit_test(test_bad_files_skipped),
         cmocka_unit_test(test_lifecycle_and_probe),

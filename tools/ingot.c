@@ -64,7 +64,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) break;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return ig_cmd_help(cmd);
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return ig_cmd_help(cmd->run == ig_cmd_preprocess
+                                   ? ig_cmd_preprocess_help(cmd, argc - 1, argv + 1)
+                                   : cmd);
     }
     return cmd->run(cmd, argc - 1, argv + 1);
 }
@@ -74,19 +77,24 @@ const char ig_usage_help[] = "usage: ingot help [COMMAND]\n\n"
                              "Shows the list of commands, or one command's usage.\n\n"
                              "examples:\n"
                              "  ingot help\n"
-                             "  ingot help preprocess\n";
+                             "  ingot help preprocess\n"
+                             "  ingot help preprocess video\n";
 
 int ig_cmd_help_cmd(const ig_command *self, int argc, char **argv) {
     if (argc < 2) {
         print_main_usage(stdout);
         return IG_EXIT_OK;
     }
-    if (argc > 2) return ig_cmd_usage_error(self, "expected one command name");
     const ig_command *cmd = ig_command_find(argv[1]);
     if (!cmd) {
         fprintf(stderr, "ingot: unknown command '%s'\n\n", argv[1]);
         print_main_usage(stderr);
         return IG_EXIT_USAGE;
     }
+    /* `ingot help preprocess video` */
+    if (argc == 3 && cmd->run == ig_cmd_preprocess &&
+        (!strcmp(argv[2], "video") || !strcmp(argv[2], "text")))
+        return ig_cmd_help(ig_cmd_preprocess_help(cmd, argc - 1, argv + 1));
+    if (argc > 2) return ig_cmd_usage_error(self, "expected one command name");
     return ig_cmd_help(cmd);
 }

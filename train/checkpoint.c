@@ -260,8 +260,9 @@ static ig_status manifest_open(manifest *mf, const char *dir, ig_err *err) {
         return ig_err_set(err, IG_ERR_NOT_FOUND,
                           "%s: no manifest.json: not a checkpoint, or one that was not finished",
                           dir);
-    ig_status st = ig_train_json_load(mf->path, MANIFEST_MAX, &mf->root, err);
-    if (st != IG_OK) return ig_err_prefix(err, st, "a checkpoint's manifest");
+    ig_status st =
+        ig_json_load_file(mf->path, MANIFEST_MAX, "a checkpoint's manifest", &mf->root, err);
+    if (st != IG_OK) return st;
     if (!json_is_object(mf->root)) {
         json_decref(mf->root);
         mf->root = NULL;

@@ -22,21 +22,6 @@
 
 enum { HF_CONFIG_MAX = 1 << 20 }; /* bytes of a config.json ingot reads */
 
-ig_status ig_train_json_load(const char *path, size_t max, json_t **out, ig_err *err) {
-    *out = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    ig_status st = ig_read_file_max(path, max, &text, &len, err);
-    if (st != IG_OK) return st;
-    json_error_t je;
-    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    free(text);
-    if (!*out)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s:%d:%d: malformed JSON: %s", path, je.line,
-                          je.column, je.text);
-    return IG_OK;
-}
-
 static int is_dir(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
@@ -139,7 +124,7 @@ ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out,
     *eod = -1;
     if (ig_file_exists(cfg_path)) {
         json_t *o = NULL;
-        ig_status st = ig_train_json_load(cfg_path, HF_CONFIG_MAX, &o, err);
+        ig_status st = ig_json_load_file(cfg_path, HF_CONFIG_MAX, "a model's config.json", &o, err);
         if (st == IG_OK) st = shape_of(o, cfg_path, out, eod, err);
         json_decref(o);
         return st;

@@ -9,11 +9,6 @@
 
 #include "model.h"
 
-/* A JSON file read whole, as every JSON file the trainer reads (a checkpoint manifest, a
- * config.json): a regular file of at most max bytes (a FIFO or a device is refused without
- * blocking), duplicate keys refused, errors with file:line:column. *out is the caller's. */
-ig_status ig_train_json_load(const char *path, size_t max, json_t **out, ig_err *err);
-
 /* The safetensors file and the config.json of a model path (a directory or the file). */
 void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap);
 

@@ -32,6 +32,24 @@ if run "config --help" 0 "$IG_INGOT" config --help; then
     else fail "config --help shows no usage with examples: $out"; fi
 fi
 
+# `preprocess` has two kinds, each with its own help (`preprocess video --help` printed the text
+# preprocessor's), however it is asked for
+for ask in "preprocess video --help" "preprocess video -h" "help preprocess video" \
+    "preprocess video --manifest m.csv --frames 2 --help"; do
+    if run "$ask" 0 "$IG_INGOT" $ask; then
+        expect "$ask: the video usage" "usage: ingot preprocess video --manifest" "$out"
+        expect "$ask: video options" "--clips-per-video K" "$out"
+        check "$ask: not the text usage" test -z "$(grep -e '--tokenizer T  *tokenizer.json' <<<"$out")"
+    fi
+done
+for ask in "preprocess text --help" "preprocess --help" "help preprocess" "help preprocess text"; do
+    if run "$ask" 0 "$IG_INGOT" $ask; then
+        expect "$ask: the text usage" "usage: ingot preprocess text --input" "$out"
+        check "$ask: not the video usage" test -z "$(grep -e '--clips-per-video' <<<"$out")"
+    fi
+done
+check_rc "help preprocess with an unknown kind" 2 "$IG_INGOT" help preprocess audio
+
 if run "unknown command" 2 "$IG_INGOT" no-such-command; then
     if grep -q "unknown command" <<<"$err"; then pass
     else fail "unknown command: stderr was '$err'"; fi

@@ -31,6 +31,51 @@ run "samples --seq-len 200000 --micro-batch 10000 under ulimit -v" 1 lim "$ING" 
     expect "ulimit: batches" "loader: 4 micro-batches of 10000 samples of 200001 tokens needs 32.00 GB of memory, more than" "$err"
 run "what fits still runs" 0 "$ING" blend --seq-len 16 --samples 1000 0.5 "$P" 0.5 "$P" && pass
 
+# ---- what is available, not what is installed (issue 18: a blend needing 23 GB started on a
+# 24 GB machine with 21 GB available). The figures come from files the test writes, through the
+# test hook IG_FAULT_MEMORY_ROOT (core/memory.c): /proc/meminfo, /proc/self/cgroup, the cgroup's
+# files and /proc/self/status are read under it. The requests need about 2 GB, less than this
+# machine has, more than the written figures leave ----
+fake() { # fake DIR MEMAVAILABLE_KB [CGROUP_LINE]: a root with meminfo, status and cgroup files
+    mkdir -p "$1/proc/self" "$1/sys/fs/cgroup/memory"
+    printf 'MemTotal:       25165824 kB\nMemFree:         1000000 kB\nMemAvailable:   %s kB\n' "$2" >"$1/proc/meminfo"
+    printf 'Name:\tingot\nVmPeak:\t 3145728 kB\nVmSize:\t 3145728 kB\n' >"$1/proc/self/status"
+    printf '%s\n' "${3:-0::/}" >"$1/proc/self/cgroup"
+}
+BIG=(--seq-len 16 --samples 80000000 "$P") # a GPT index of 2.03 GB
+need="shk: a GPT index of 80006391 samples over 7222 sequences (3956 epochs) needs 2.03 GB of memory"
+fake "$T/m1" 1048576 # 1 GiB available of 24 GiB installed
+run "MemAvailable 1 GiB: refused" 1 env IG_FAULT_MEMORY_ROOT="$T/m1" "$ING" blend "${BIG[@]}" &&
+    expect "MemAvailable: the figures" "$need, more than the 966.37 MB this process can take now (MemAvailable 1.07 GB; the least of these, less a tenth kept free)" "$err"
+run "samples, MemAvailable 1 GiB: its batches refused" 1 env IG_FAULT_MEMORY_ROOT="$T/m1" "$ING" samples \
+    --seq-len 200000 --samples 1 --micro-batch 500 "$P" &&
+    expect "samples: the figures" "loader: 4 micro-batches of 500 samples of 200001 tokens needs 1.60 GB of memory, more than the 966.37 MB" "$err"
+# cgroup v2: the limit of a parent level binds (memory.max less memory.current)
+fake "$T/m2" 67108864 "0::/job/step"
+mkdir -p "$T/m2/sys/fs/cgroup/job/step"
+echo max >"$T/m2/sys/fs/cgroup/job/step/memory.max"
+echo 5000000 >"$T/m2/sys/fs/cgroup/job/step/memory.current"
+echo 4000000000 >"$T/m2/sys/fs/cgroup/job/memory.max"
+echo 3000000000 >"$T/m2/sys/fs/cgroup/job/memory.current"
+run "cgroup v2 with 1 GB left: refused" 1 env IG_FAULT_MEMORY_ROOT="$T/m2" "$ING" blend "${BIG[@]}" &&
+    expect "cgroup v2: the figures" "more than the 900.00 MB this process can take now (MemAvailable 68.72 GB; cgroup limit 4.00 GB with 3.00 GB used: 1.00 GB left; the least" "$err"
+# cgroup v1: memory.limit_in_bytes less memory.usage_in_bytes of the memory controller's cgroup
+fake "$T/m3" 67108864 "4:cpu,memory:/job"
+mkdir -p "$T/m3/sys/fs/cgroup/memory/job"
+echo 3000000000 >"$T/m3/sys/fs/cgroup/memory/job/memory.limit_in_bytes"
+echo 2000000000 >"$T/m3/sys/fs/cgroup/memory/job/memory.usage_in_bytes"
+echo 9223372036854771712 >"$T/m3/sys/fs/cgroup/memory/memory.limit_in_bytes" # v1's "none"
+run "cgroup v1 with 1 GB left: refused" 1 env IG_FAULT_MEMORY_ROOT="$T/m3" "$ING" blend "${BIG[@]}" &&
+    expect "cgroup v1: the figures" "cgroup limit 3.00 GB with 2.00 GB used: 1.00 GB left" "$err"
+# ulimit -v less what is mapped (VmSize: 3 GiB in the written status)
+fake "$T/m4" 67108864
+run "ulimit -v 4 GiB with 3 GiB mapped: refused" 1 env IG_FAULT_MEMORY_ROOT="$T/m4" \
+    bash -c 'ulimit -v 4194304 && exec "$@"' - "$ING" blend "${BIG[@]}" &&
+    expect "ulimit: the figures" "ulimit -v 4.29 GB with 3.22 GB mapped: 1.07 GB left" "$err"
+# plenty available: the same request runs
+fake "$T/m5" 67108864 "0::/job"
+run "64 GiB available: it runs" 0 env IG_FAULT_MEMORY_ROOT="$T/m5" "$ING" blend "${BIG[@]}" && pass
+
 # ---- weights whose sum overflows a double: refused (blend printed "0 samples" with every weight
 # 0.0000 and exit 0; the split was reported as "split 0,0,0") ----
 for cmd in blend samples; do

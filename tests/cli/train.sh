@@ -161,6 +161,17 @@ expect "no model_type: says so" 'no "model_type"' "$err"
 hfvar act 's/"activation_function": "gelu_new"/"activation_function": "relu"/'
 check_rc "activation relu" 1 "$ING" eval act --data shk --batches 1
 expect "relu: refused" "activation_function 'relu'" "$err"
+# a FIFO (or a device) in place of a JSON file is refused at once, never read (it would block)
+cp -r run/ckpt/step_00000012 fifo && rm fifo/manifest.json && mkfifo fifo/manifest.json
+check_rc "ckpt verify: a FIFO as manifest.json" 1 timeout 20 "$ING" ckpt verify fifo
+expect "FIFO manifest: named, not read" "fifo/manifest.json" "$err"
+mkdir -p fifohf && cp hf/model.safetensors fifohf/ && mkfifo fifohf/config.json
+check_rc "eval: a FIFO as config.json" 1 timeout 20 "$ING" eval fifohf --data shk --batches 1
+expect "FIFO config.json: named" "fifohf/config.json" "$err"
+check_rc "sample: a FIFO as config.json" 1 timeout 20 "$ING" sample fifohf --tokenizer "$SRC/data/gpt2" --prompt a
+mkdir -p fiforun/ckpt && cp -r fifo fiforun/ckpt/step_00000012
+check_rc "--resume: a FIFO as manifest.json" 1 timeout 20 "$ING" train tiny.yaml --resume fiforun
+check_rc "ckpt export: a FIFO as manifest.json" 1 timeout 20 "$ING" ckpt export fifo --output fifoout
 mkdir -p meta && cp hf/model.safetensors meta/
 check_rc "a model.safetensors without config.json (ingot's metadata)" 0 "$ING" eval meta/model.safetensors --data shk --batches 1
 check_rc "init_from a config.json of another model" 1 "$ING" train tiny.yaml --set train.run_dir=nowork \

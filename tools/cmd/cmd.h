@@ -101,6 +101,9 @@ extern const char ig_usage_preprocess[];
 /* `ingot preprocess video` (cmd_preprocess_video.c), dispatched by ig_cmd_preprocess. */
 int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_preprocess_video[];
+/* The command whose usage `ingot preprocess KIND ... --help` (argv[0] = "preprocess") and
+ * `ingot help preprocess KIND` show: `preprocess video`'s for KIND video, else cmd's own (text). */
+const ig_command *ig_cmd_preprocess_help(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv);
 /* Frame shards (cmd_inspect_video.c): whether the command's PREFIX is one, inspect and verify. */
 int ig_cmd_video_target(int argc, char **argv);

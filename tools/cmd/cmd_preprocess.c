@@ -149,6 +149,12 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
     }
 }
 
+const ig_command *ig_cmd_preprocess_help(const ig_command *cmd, int argc, char **argv) {
+    static const ig_command video = {"preprocess video", "", ig_usage_preprocess_video,
+                                     ig_cmd_preprocess_video};
+    return argc >= 2 && strcmp(argv[1], "video") == 0 ? &video : cmd;
+}
+
 int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...' "

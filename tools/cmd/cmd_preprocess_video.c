@@ -19,8 +19,9 @@ const char ig_usage_preprocess_video[] =
     "--tokenizer, and OUT.report.csv (a row per video: status, reason, clips, frames, decode\n"
     "seconds). Each clip is T frames of RGB24, seeked to and decoded alone (never the whole\n"
     "file), taken by presentation time. Bad videos (missing, empty, truncated, corrupt, not a\n"
-    "video, too short, too slow) are skipped and reported. The output is byte-identical for\n"
-    "any --workers.\n"
+    "video, too short, too slow, too large for memory) are skipped and reported; an allocation\n"
+    "that fails for one video skips it (out_of_memory), the run goes on. The output is\n"
+    "byte-identical for any --workers (with --max-video-memory given).\n"
     "\n"
     "input:\n"
     "  --manifest M            .csv (header row; relative paths are relative to M) or .jsonl\n"
@@ -45,6 +46,11 @@ const char ig_usage_preprocess_video[] =
     "  --workers N             videos decoded at once (default: all cores)\n"
     "  --decoder-threads N     FFmpeg threads per video (default: cores / workers)\n"
     "  --timeout SECONDS       time limit per video (default 120; 0: none)\n"
+    "  --max-video-memory SIZE memory one video may take while decoded, its clips as RGB and\n"
+    "                          the decoder's frames (e.g. 4GB; default: the memory available\n"
+    "                          at the start / (2 x workers)); a larger one is skipped as\n"
+    "                          too_large with its figures. Give it for the same output on\n"
+    "                          every machine\n"
     "  --strict                the first bad video stops the run (exit 1)\n"
     "  --quiet, --verbose      less or more output (--verbose shows FFmpeg's messages)\n"
     "\n"
@@ -77,6 +83,7 @@ enum {
     OPT_WORKERS,
     OPT_DEC_THREADS,
     OPT_TIMEOUT,
+    OPT_MAX_MEMORY,
     OPT_STRICT,
     OPT_QUIET,
     OPT_VERBOSE,
@@ -100,6 +107,7 @@ static const struct option long_opts[] = {
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"decoder-threads", required_argument, NULL, OPT_DEC_THREADS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"max-video-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
@@ -213,6 +221,16 @@ static int parse_args(int argc, char **argv, pv_args *a) {
                 return ig_cmd_usage_error(&video_cmd, "--timeout expects seconds, got '%s'",
                                           optarg);
             break;
+        case OPT_MAX_MEMORY: {
+            ig_err e = {0};
+            if (ig_parse_size(optarg, &a->o.max_video_memory, &e) != IG_OK ||
+                a->o.max_video_memory == 0)
+                return ig_cmd_usage_error(&video_cmd,
+                                          "--max-video-memory expects a size such as 4GB or "
+                                          "512MiB, got '%s'",
+                                          optarg);
+            break;
+        }
         case OPT_STRICT:
             a->o.strict = 1;
             break;
@@ -257,6 +275,14 @@ static void print_summary(const ig_video_stats *st, const ig_video_opts *o, int 
             sep = ", ";
         }
     printf("%s\n", sep[0] == ',' ? ")" : "");
+    if (st->by_reason[IG_VIDEO_TOO_LARGE]) {
+        char lim[32];
+        ig_format_bytes((double)st->max_video_memory, lim, sizeof lim);
+        printf("%s%llu video%s more memory than the per-video limit of %s: raise it with "
+               "--max-video-memory (see %s.report.csv)\n",
+               who, (unsigned long long)st->by_reason[IG_VIDEO_TOO_LARGE],
+               st->by_reason[IG_VIDEO_TOO_LARGE] == 1 ? " needs" : "s need", lim, o->output_prefix);
+    }
     if (o->probe_only) {
         printf("%s  %s.info.csv\n", who, o->output_prefix);
         return;
