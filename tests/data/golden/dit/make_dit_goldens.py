@@ -191,7 +191,8 @@ def model(p, xt, tm, labels):
     c = te + p["y_embedder.embedding_table.weight"][labels]
     for i in range(DEPTH):
         q = "blocks.%d." % i
-        mod = F.linear(F.silu(c), p[q + "adaLN_modulation.1.weight"], p[q + "adaLN_modulation.1.bias"])
+        mod = F.linear(F.silu(c), p[q + "adaLN_modulation.1.weight"],
+                       p[q + "adaLN_modulation.1.bias"])
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mod.chunk(6, dim=1)
         a = modulate(layer_norm(x), shift_msa, scale_msa)
         qkv = F.linear(a, p[q + "attn.qkv.weight"], p[q + "attn.qkv.bias"])
