@@ -1,0 +1,437 @@
+#!/usr/bin/python3
+"""make_dit_goldens.py - golden values of a tiny random video DiT from PyTorch, for the DiT
+family's tests (model.arch: dit; read as tests/test_train.c reads tests/data/golden/gpt/).
+
+Writes, next to this script, for a model of hidden size D 32, 4 heads (head size 8), depth 2,
+patch [pt, ph, pw] = [2, 2, 2], 3 channels, 5 classes (+ the null class), and two micro-batches of
+two shapes, "a" (B 2, F 4, H 8, W 8: 2 x 4 x 4 = 32 tokens a clip) and "b" (B 3, F 2, H 4, W 12:
+1 x 2 x 6 = 12 tokens a clip):
+  init.safetensors        the initial parameters (DiT's state_dict names; nn.Linear weights
+                          [out, in]):
+                            x_embedder.proj.weight [D, 3, pt, ph, pw], x_embedder.proj.bias [D]
+                            t_embedder.mlp.0.weight [D, 256], t_embedder.mlp.0.bias [D]
+                            t_embedder.mlp.2.weight [D, D], t_embedder.mlp.2.bias [D]
+                            y_embedder.embedding_table.weight [num_classes + 1, D]
+                            blocks.{i}.attn.qkv.weight [3D, D], blocks.{i}.attn.qkv.bias [3D]
+                            blocks.{i}.attn.proj.weight [D, D], blocks.{i}.attn.proj.bias [D]
+                            blocks.{i}.mlp.fc1.weight [4D, D], blocks.{i}.mlp.fc1.bias [4D]
+                            blocks.{i}.mlp.fc2.weight [D, 4D], blocks.{i}.mlp.fc2.bias [D]
+                            blocks.{i}.adaLN_modulation.1.weight [6D, D], .bias [6D]
+                            final_layer.adaLN_modulation.1.weight [2D, D], .bias [2D]
+                            final_layer.linear.weight [pt ph pw 3, D], .bias [pt ph pw 3]
+  config.json             ingot's DiT config (model_type "ingot-dit")
+  K_clips.bin             micro-batch K's clips: uint8 [B, F, H, W, 3] (channels last), raw
+  K_expected.safetensors
+      noise                F32 [B, F, H, W, 3]  the rectified-flow noise eps
+      t                    F32 [B]  the flow times, in (0, 1)
+      labels               I32 [B]  class labels; 5 (num_classes) is the null class
+      loss                 F32 [1]  the loss of the initial model on the micro-batch
+      grad.NAME            F32, for every parameter: the gradient of that loss (this micro-batch
+                           alone, from the initial weights)
+Everything is computed in float64 (the truth the fp32 kernels are measured against) from the
+float32 values stored (weights, noise, t), and stored as float32.
+
+The model is Peebles & Xie's DiT (facebookresearch/DiT models.py) with a 3-D patch embedding
+(OpenDiT's video DiT), trained by rectified flow (SD3, Open-Sora 2.0):
+  x0 = clip / 127.5 - 1;  x_t = (1 - t) x0 + t eps;  target = eps - x0;
+  v = model(x_t, 1000 t, label);  loss = mean over all B F H W 3 elements of (v - target)^2.
+  Patch embedding: Conv3d(3, D, kernel = stride = [pt, ph, pw], bias) over x_t as [B, 3, F, H, W];
+    tokens in (t, h, w) order, Tp = (F/pt)(H/ph)(W/pw) tokens of D each.
+  Positions (fixed, added to the tokens, computed per shape): with
+    sincos(n, p) = [sin(p w_0) .. sin(p w_{n/2-1}) | cos(p w_0) .. cos(p w_{n/2-1})],
+    w_k = 10000^(-k / (n/2)) (DiT's get_1d_sincos_pos_embed_from_grid of embed_dim n),
+    the token at (ti, hi, wi) gets [sincos(D/2, wi) | sincos(D/2, hi)] (DiT's 2-D table: the first
+    half from the w index) + sincos(D, ti) (the 1-D table over the frame-token index).
+  Conditioning: t_freq = [cos(1000 t f_k) | sin(1000 t f_k)], f_k = exp(-ln(10000) k / 128),
+    k < 128; t_emb = Linear(D, D)(SiLU(Linear(256, D)(t_freq))); c = t_emb + embedding_table[label].
+  Blocks (adaLN-Zero): shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp =
+    chunk(Linear(D, 6D)(SiLU(c)), 6);  x += gate_msa Attn(LN(x)(1 + scale_msa) + shift_msa);
+    x += gate_mlp MLP(LN(x)(1 + scale_mlp) + shift_mlp), each per sample, broadcast over its
+    tokens; LN has no affine, eps 1e-6. Attn: qkv = Linear(D, 3D) cut q | k | v, each [D] cut
+    into heads of 8; softmax(q k^T / sqrt(8)) v over all the clip's tokens (no mask); proj
+    Linear(D, D). MLP: fc2(gelu_tanh(fc1(x))), fc1 Linear(D, 4D), fc2 Linear(4D, D).
+  Final layer: shift, scale = chunk(Linear(D, 2D)(SiLU(c)), 2); Linear(D, pt ph pw 3)(LN(x)(1 +
+    scale) + shift); each token's vector in (pt, ph, pw, c) order, unpatchified to [B, F, H, W, 3]
+    (pixel (ti pt + i, hi ph + j, wi pw + k, c) = element ((i ph + j) pw + k) 3 + c of token
+    (ti, hi, wi)).
+Initial values: every weight and bias normal(0, 0.02), NOT DiT's zero initialisation of the adaLN
+and final layers (under it half the gradients would be zero), from a torch.Generator with seed
+20261126, drawn in the order of the names above; then, from the same generator, per micro-batch
+(a, then b): the clips (randint 0..255), the noise (normal), t = sigmoid(normal) (logit-normal)
+and the labels (randint 0..4, then the last sample's label set to 5, the null class, so that the
+table's last row has a gradient). No label dropout: the labels are used as stored.
+
+The gradients are small where the gates scale them (largest elements: the blocks' 4e-6..3e-4,
+the final layer's up to 7e-2): compare them per tensor relative to the tensor's norm, as
+tests/test_train.c does. The time embedding's arguments reach 1000 radians: computed in float32
+they alone move t_embedder.mlp.2.weight's gradient by 6e-6 relative.
+
+Verification (--check, run when the files were made): a second implementation in numpy with
+explicit loops (each token's patch gathered and unpatchified element by element, every position
+and timestep frequency from math.sin / math.cos / math.exp, LayerNorm, softmax per head and
+query, SiLU and GELU from their formulas) gives the same loss to 1e-12 (it gave 2e-16 and 0),
+and its central finite differences (h 1e-6, float64) agree with the gradients, within 1e-9 + 1e-6
+|grad|, for the largest element and two random elements of every tensor in both micro-batches
+(186 in all; largest difference 2.8e-10); the files are read back with a reader of the format
+and compared with what was computed.
+
+Run with Debian's python3 and python3-torch (torch 1.13):
+  /usr/bin/python3 make_dit_goldens.py [--check]
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+D, NH, DEPTH, PATCH, IN_CH, NUM_CLASSES = 32, 4, 2, (2, 2, 2), 3, 5
+FREQ, NORM_EPS, MLP_RATIO = 256, 1e-6, 4
+SEED = 20261126
+CASES = [("a", dict(B=2, F=4, H=8, W=8)), ("b", dict(B=3, F=2, H=4, W=12))]
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = {"model_type": "ingot-dit", "architectures": ["DiT"], "hidden_size": D, "depth": DEPTH,
+          "num_heads": NH, "mlp_ratio": float(MLP_RATIO), "patch_size": list(PATCH),
+          "in_channels": IN_CH, "num_classes": NUM_CLASSES, "class_dropout_prob": 0.1,
+          "learn_sigma": False, "norm_eps": NORM_EPS, "torch_dtype": "float32"}
+
+
+def names():
+    """(name, shape) in DiT's state_dict order."""
+    pt, ph, pw = PATCH
+    out_dim = pt * ph * pw * IN_CH
+    out = [("x_embedder.proj.weight", (D, IN_CH, pt, ph, pw)), ("x_embedder.proj.bias", (D,)),
+           ("t_embedder.mlp.0.weight", (D, FREQ)), ("t_embedder.mlp.0.bias", (D,)),
+           ("t_embedder.mlp.2.weight", (D, D)), ("t_embedder.mlp.2.bias", (D,)),
+           ("y_embedder.embedding_table.weight", (NUM_CLASSES + 1, D))]
+    for i in range(DEPTH):
+        p = "blocks.%d." % i
+        out += [(p + "attn.qkv.weight", (3 * D, D)), (p + "attn.qkv.bias", (3 * D,)),
+                (p + "attn.proj.weight", (D, D)), (p + "attn.proj.bias", (D,)),
+                (p + "mlp.fc1.weight", (MLP_RATIO * D, D)), (p + "mlp.fc1.bias", (MLP_RATIO * D,)),
+                (p + "mlp.fc2.weight", (D, MLP_RATIO * D)), (p + "mlp.fc2.bias", (D,)),
+                (p + "adaLN_modulation.1.weight", (6 * D, D)),
+                (p + "adaLN_modulation.1.bias", (6 * D,))]
+    out += [("final_layer.adaLN_modulation.1.weight", (2 * D, D)),
+            ("final_layer.adaLN_modulation.1.bias", (2 * D,)),
+            ("final_layer.linear.weight", (out_dim, D)), ("final_layer.linear.bias", (out_dim,))]
+    return out
+
+
+DTYPES = {np.dtype("float32"): ("F32", "<f4"), np.dtype("int32"): ("I32", "<i4")}
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, float32 or int32 numpy array); the format's spec, stdlib only."""
+    header, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name, a in tensors:
+        code, le = DTYPES[a.dtype]
+        b = np.ascontiguousarray(a, dtype=le).tobytes()
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model in float64 torch operations
+
+
+def sincos(n, pos):
+    """[len(pos), n]: [sin(p w_k) | cos(p w_k)], w_k = 10000^(-k / (n/2)), k < n/2."""
+    omega = 1.0 / 10000.0 ** (torch.arange(n // 2, dtype=torch.float64) / (n / 2.0))
+    ang = torch.outer(pos.to(torch.float64), omega)
+    return torch.cat([ang.sin(), ang.cos()], dim=1)
+
+
+def pos_table(ft, fh, fw):
+    """[ft fh fw, D], tokens in (t, h, w) order: DiT's 2-D table over (h, w) + a 1-D one over t."""
+    hh, ww = torch.meshgrid(torch.arange(fh), torch.arange(fw), indexing="ij")
+    spatial = torch.cat([sincos(D // 2, ww.reshape(-1)), sincos(D // 2, hh.reshape(-1))], dim=1)
+    temporal = sincos(D, torch.arange(ft))
+    return (temporal[:, None, :] + spatial[None, :, :]).reshape(ft * fh * fw, D)
+
+
+def timestep_embedding(tm):
+    half = FREQ // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / half)
+    args = tm[:, None] * freqs[None]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+def modulate(x, shift, scale):
+    return x * (1 + scale[:, None, :]) + shift[:, None, :]
+
+
+def layer_norm(x):
+    return F.layer_norm(x, (D,), None, None, NORM_EPS)
+
+
+def model(p, xt, tm, labels):
+    """xt [B, F, H, W, 3], tm [B] (model time, 1000 t), labels [B] -> v [B, F, H, W, 3]."""
+    B, Fr, H, W, _ = xt.shape
+    pt, ph, pw = PATCH
+    ft, fh, fw = Fr // pt, H // ph, W // pw
+    hs = D // NH
+    x = F.conv3d(xt.permute(0, 4, 1, 2, 3), p["x_embedder.proj.weight"],
+                 p["x_embedder.proj.bias"], stride=PATCH)  # [B, D, ft, fh, fw]
+    x = x.flatten(2).transpose(1, 2) + pos_table(ft, fh, fw)  # [B, Tp, D]
+    T = x.shape[1]
+    te = F.linear(timestep_embedding(tm), p["t_embedder.mlp.0.weight"], p["t_embedder.mlp.0.bias"])
+    te = F.linear(F.silu(te), p["t_embedder.mlp.2.weight"], p["t_embedder.mlp.2.bias"])
+    c = te + p["y_embedder.embedding_table.weight"][labels]
+    for i in range(DEPTH):
+        q = "blocks.%d." % i
+        mod = F.linear(F.silu(c), p[q + "adaLN_modulation.1.weight"],
+                       p[q + "adaLN_modulation.1.bias"])
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mod.chunk(6, dim=1)
+        a = modulate(layer_norm(x), shift_msa, scale_msa)
+        qkv = F.linear(a, p[q + "attn.qkv.weight"], p[q + "attn.qkv.bias"])
+        qkv = qkv.reshape(B, T, 3, NH, hs).permute(2, 0, 3, 1, 4)  # [3, B, NH, T, hs]
+        att = (qkv[0] @ qkv[1].transpose(-2, -1)) / math.sqrt(hs)
+        o = (att.softmax(-1) @ qkv[2]).transpose(1, 2).reshape(B, T, D)
+        o = F.linear(o, p[q + "attn.proj.weight"], p[q + "attn.proj.bias"])
+        x = x + gate_msa[:, None, :] * o
+        a = modulate(layer_norm(x), shift_mlp, scale_mlp)
+        m = F.gelu(F.linear(a, p[q + "mlp.fc1.weight"], p[q + "mlp.fc1.bias"]), approximate="tanh")
+        m = F.linear(m, p[q + "mlp.fc2.weight"], p[q + "mlp.fc2.bias"])
+        x = x + gate_mlp[:, None, :] * m
+    mod = F.linear(F.silu(c), p["final_layer.adaLN_modulation.1.weight"],
+                   p["final_layer.adaLN_modulation.1.bias"])
+    shift, scale = mod.chunk(2, dim=1)
+    y = F.linear(modulate(layer_norm(x), shift, scale), p["final_layer.linear.weight"],
+                 p["final_layer.linear.bias"])  # [B, Tp, pt ph pw 3]
+    y = y.reshape(B, ft, fh, fw, pt, ph, pw, IN_CH).permute(0, 1, 4, 2, 5, 3, 6, 7)
+    return y.reshape(B, Fr, H, W, IN_CH)
+
+
+def flow_loss(p, clips, noise, t, labels):
+    x0 = clips.to(torch.float64) / 127.5 - 1.0
+    tb = t[:, None, None, None, None]
+    xt = (1.0 - tb) * x0 + tb * noise
+    v = model(p, xt, 1000.0 * t, labels)
+    return ((v - (noise - x0)) ** 2).mean()
+
+
+# ---------------------------------------------------------------------------------------------
+# the check: a second implementation with explicit loops (numpy, float64), its finite
+# differences, and the files read back
+
+
+def loop_loss(p, clips, noise, t, labels):
+    B, Fr, H, W, C = clips.shape
+    pt, ph, pw = PATCH
+    ft, fh, fw = Fr // pt, H // ph, W // pw
+    T, hs, P = ft * fh * fw, D // NH, pt * ph * pw * C
+    x0 = clips.astype(np.float64) / 127.5 - 1.0
+    xt = np.empty_like(x0)
+    for b in range(B):
+        xt[b] = (1.0 - t[b]) * x0[b] + t[b] * noise[b]
+
+    def ln(v):
+        mu = sum(v) / len(v)
+        var = sum((e - mu) ** 2 for e in v) / len(v)
+        return (v - mu) / math.sqrt(var + NORM_EPS)
+
+    def silu(v):
+        return v / (1.0 + np.exp(-v))
+
+    def gelu(v):
+        return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+
+    def lin(name, v):
+        return p[name + ".weight"] @ v + p[name + ".bias"]
+
+    wconv = p["x_embedder.proj.weight"].reshape(D, C * pt * ph * pw)  # (c, i, j, k) order
+    total = 0.0
+    for b in range(B):
+        x = np.zeros((T, D))
+        for ti in range(ft):
+            for hi in range(fh):
+                for wi in range(fw):
+                    tok = (ti * fh + hi) * fw + wi
+                    patch = []
+                    for c in range(C):
+                        for i in range(pt):
+                            for j in range(ph):
+                                for k in range(pw):
+                                    patch.append(xt[b, ti * pt + i, hi * ph + j, wi * pw + k, c])
+                    x[tok] = wconv @ np.array(patch) + p["x_embedder.proj.bias"]
+                    for ch in range(D):
+                        q4, half = D // 4, D // 2
+                        if ch < half:  # the w index, [sin | cos] over D/4 frequencies
+                            kk, pos = ch % q4, wi
+                            f = math.sin if ch < q4 else math.cos
+                        else:  # the h index
+                            kk, pos = (ch - half) % q4, hi
+                            f = math.sin if ch - half < q4 else math.cos
+                        x[tok, ch] += f(pos * 10000.0 ** (-kk / q4))
+                        kk = ch % half  # the frame-token index over all D channels
+                        f = math.sin if ch < half else math.cos
+                        x[tok, ch] += f(ti * 10000.0 ** (-kk / half))
+        tm = 1000.0 * float(t[b])
+        tf = np.zeros(FREQ)
+        for k in range(FREQ // 2):
+            a = tm * math.exp(-math.log(10000.0) * k / (FREQ // 2))
+            tf[k], tf[FREQ // 2 + k] = math.cos(a), math.sin(a)
+        cvec = lin("t_embedder.mlp.2", silu(lin("t_embedder.mlp.0", tf)))
+        cvec = cvec + p["y_embedder.embedding_table.weight"][int(labels[b])]
+        for l in range(DEPTH):
+            q = "blocks.%d." % l
+            mod = lin(q + "adaLN_modulation.1", silu(cvec))
+            sh1, sc1, g1 = mod[0:D], mod[D:2 * D], mod[2 * D:3 * D]
+            sh2, sc2, g2 = mod[3 * D:4 * D], mod[4 * D:5 * D], mod[5 * D:6 * D]
+            qkv = np.array([lin(q + "attn.qkv", ln(x[n]) * (1 + sc1) + sh1) for n in range(T)])
+            o = np.zeros((T, D))
+            for h in range(NH):
+                qh = qkv[:, h * hs:(h + 1) * hs]
+                kh = qkv[:, D + h * hs:D + (h + 1) * hs]
+                vh = qkv[:, 2 * D + h * hs:2 * D + (h + 1) * hs]
+                for n in range(T):
+                    s = np.array([float(qh[n] @ kh[m]) for m in range(T)]) / math.sqrt(hs)
+                    e = np.exp(s - s.max())
+                    wts = e / e.sum()
+                    for m in range(T):
+                        o[n, h * hs:(h + 1) * hs] += wts[m] * vh[m]
+            for n in range(T):
+                x[n] = x[n] + g1 * lin(q + "attn.proj", o[n])
+            for n in range(T):
+                a = ln(x[n]) * (1 + sc2) + sh2
+                x[n] = x[n] + g2 * lin(q + "mlp.fc2", gelu(lin(q + "mlp.fc1", a)))
+        mod = lin("final_layer.adaLN_modulation.1", silu(cvec))
+        sh, sc = mod[:D], mod[D:]
+        v = np.zeros((Fr, H, W, C))
+        for ti in range(ft):
+            for hi in range(fh):
+                for wi in range(fw):
+                    tok = (ti * fh + hi) * fw + wi
+                    y = lin("final_layer.linear", ln(x[tok]) * (1 + sc) + sh)
+                    assert len(y) == P
+                    for i in range(pt):
+                        for j in range(ph):
+                            for k in range(pw):
+                                for c in range(C):
+                                    v[ti * pt + i, hi * ph + j, wi * pw + k, c] = \
+                                        y[((i * ph + j) * pw + k) * C + c]
+        target = noise[b] - x0[b]
+        total += float(((v - target) ** 2).sum())
+    return total / clips.size
+
+
+def read_safetensors(path):
+    """name -> numpy array, and the metadata; parsed from the format's spec."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n].decode())
+    meta = header.pop("__metadata__", None)
+    out, kinds = {}, {"F32": "<f4", "I32": "<i4"}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        a = np.frombuffer(data[8 + n + b:8 + n + end], dtype=kinds[e["dtype"]])
+        out[name] = a.reshape(e["shape"])
+    return out, meta
+
+
+def check(init, cases):
+    """cases: list of (name, s, clips, noise, t, labels, loss64, grads64 by name)."""
+    rs = np.random.RandomState(7)
+    p = {n: a.astype(np.float64) for n, a in init}
+    back, meta = read_safetensors(os.path.join(HERE, "init.safetensors"))
+    assert meta == {"format": "pt"} and list(back) == [n for n, _ in init]
+    assert all(np.array_equal(back[n], a) for n, a in init)
+    worst, worst_abs, count = 0.0, 0.0, 0
+    for k, s, clips, noise, t, labels, loss64, grads in cases:
+        exp, _ = read_safetensors(os.path.join(HERE, k + "_expected.safetensors"))
+        with open(os.path.join(HERE, k + "_clips.bin"), "rb") as f:
+            raw = np.frombuffer(f.read(), dtype=np.uint8)
+        assert np.array_equal(raw.reshape(clips.shape), clips)
+        assert np.array_equal(exp["noise"], noise) and np.array_equal(exp["t"], t)
+        assert np.array_equal(exp["labels"], labels) and exp["labels"].dtype == np.int32
+        assert exp["loss"][0] == np.float32(loss64)
+        for n, _ in init:
+            assert np.array_equal(exp["grad." + n], grads[n].astype(np.float32))
+        args = (clips, noise.astype(np.float64), t.astype(np.float64), labels)
+        l2 = loop_loss(p, *args)
+        print("%s: loop loss %.15f, torch %.15f, diff %.1e" % (k, l2, loss64, abs(l2 - loss64)))
+        assert abs(l2 - loss64) < 1e-12, "loop implementation disagrees"
+        hstep = 1e-6
+        for n, shape in names():
+            g = grads[n].reshape(-1)
+            picks = [int(np.argmax(np.abs(g)))] + list(rs.randint(0, g.size, 2))
+            for idx in picks:
+                w = p[n].reshape(-1)
+                keep = w[idx]
+                w[idx] = keep + hstep
+                lp = loop_loss(p, *args)
+                w[idx] = keep - hstep
+                lm = loop_loss(p, *args)
+                w[idx] = keep
+                fd = (lp - lm) / (2 * hstep)
+                err = abs(fd - g[idx])
+                stored = float(exp["grad." + n].reshape(-1)[idx])
+                assert err <= 1e-9 + 1e-6 * abs(g[idx]), (k, n, idx, fd, g[idx])
+                assert abs(stored - fd) <= 1e-9 + 1e-6 * abs(fd), (k, n, idx, fd, stored)
+                worst_abs = max(worst_abs, err)
+                if abs(g[idx]) >= 1e-5:
+                    worst = max(worst, err / abs(g[idx]))
+                count += 1
+    print("check: %d finite differences of the loop implementation agree with the gradients "
+          "(largest difference %.1e; relative %.1e where |grad| >= 1e-5); the files read back "
+          "equal" % (count, worst_abs, worst))
+
+
+def main():
+    gen = torch.Generator().manual_seed(SEED)
+    init = []
+    for name, shape in names():
+        a = 0.02 * torch.randn(shape, generator=gen, dtype=torch.float64)
+        init.append((name, a.numpy().astype(np.float32)))
+    write_safetensors(os.path.join(HERE, "init.safetensors"), init)
+    with open(os.path.join(HERE, "config.json"), "w") as f:
+        json.dump(CONFIG, f, indent=2)
+        f.write("\n")
+
+    done = []
+    for k, s in CASES:
+        B, Fr, H, W = s["B"], s["F"], s["H"], s["W"]
+        clips = torch.randint(0, 256, (B, Fr, H, W, IN_CH), generator=gen).numpy().astype(np.uint8)
+        noise = torch.randn((B, Fr, H, W, IN_CH), generator=gen, dtype=torch.float64)
+        noise = noise.numpy().astype(np.float32)
+        t = torch.sigmoid(torch.randn((B,), generator=gen, dtype=torch.float64))
+        t = t.numpy().astype(np.float32)
+        assert np.all(t > 0) and np.all(t < 1)
+        labels = torch.randint(0, NUM_CLASSES, (B,), generator=gen).numpy().astype(np.int32)
+        labels[-1] = NUM_CLASSES  # the null class
+        with open(os.path.join(HERE, k + "_clips.bin"), "wb") as f:
+            f.write(clips.tobytes())
+
+        # the stored values as the test sees them: float32, then computed in float64
+        p = {n: torch.tensor(a.astype(np.float64), requires_grad=True) for n, a in init}
+        loss = flow_loss(p, torch.tensor(clips), torch.tensor(noise.astype(np.float64)),
+                         torch.tensor(t.astype(np.float64)), torch.tensor(labels.astype(np.int64)))
+        loss.backward()
+        grads = {n: p[n].grad.numpy().copy() for n, _ in init}
+        out = [("noise", noise), ("t", t), ("labels", labels),
+               ("loss", np.array([loss.item()], dtype=np.float32))]
+        out += [("grad." + n, grads[n].astype(np.float32)) for n, _ in init]
+        write_safetensors(os.path.join(HERE, k + "_expected.safetensors"), out)
+        norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
+        print("%s: B %d F %d H %d W %d, t %s, labels %s, loss %.6f, gradient norm %.6f" % (
+            k, B, Fr, H, W, " ".join("%.4f" % v for v in t), labels.tolist(), loss.item(), norm))
+        done.append((k, s, clips, noise, t, labels, loss.item(), grads))
+    if "--check" in sys.argv[1:]:
+        check(init, done)
+
+
+if __name__ == "__main__":
+    main()
