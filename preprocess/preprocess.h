@@ -381,6 +381,22 @@ ig_status ig_video_write_mp4(const char *path, const uint8_t *rgb, uint32_t fram
                              uint32_t width, uint32_t fps_num, uint32_t fps_den, int crf,
                              ig_err *err);
 
+/* Writes one PNG at path showing num_videos videos, rgb RGB24
+ * [num_videos][frames][height][width][3] (borrowed): row v is video v, and its cols = min(max_cols,
+ * frames) columns (max_cols 0: every frame) show the frames floor(c (frames - 1) / (cols - 1) +
+ * 1/2) for c = 0 .. cols - 1, evenly spaced with the first and the last included (one column:
+ * frame 0). Cells are 2 pixels apart, the gutter dark grey (RGB 24,24,24), no border: the image is
+ *   height' = num_videos * (height + 2) - 2,  width' = cols * (width + 2) - 2,
+ * and cell (v, c) has its top-left pixel at (v * (height + 2), c * (width + 2)), the source frame
+ * exactly (PNG is lossless). At most 32768 pixels a side (IG_ERR_INVALID_ARG, saying to take
+ * fewer videos or columns). Written as ig_video_write_mp4's file is (temporary, rename, replacing a
+ * file at path; the same errors for sizes and paths), through ig_video_write_png. Unlike
+ * ig_video_contact_sheet (one clip's frames, wrapped, with its caption, in memory), it compares
+ * videos: one a row, the same frames of each in a column. */
+ig_status ig_video_write_contact_sheet(const char *path, const uint8_t *rgb, uint32_t num_videos,
+                                       uint32_t frames, uint32_t height, uint32_t width,
+                                       uint32_t max_cols, ig_err *err);
+
 /* ---- the video manifest: Open-Sora's CSV (path,text[,start,end,num_frames,fps,...]) ------- */
 
 typedef struct ig_video_entry {

@@ -1,7 +1,8 @@
 /* video_write.c - videos for people, from frames in memory (a model's samples): an H.264 MP4
- * through libavcodec and libavformat, written under a temporary name beside the target and
- * renamed when complete (ig_atomic_file), so a killed run never leaves half a file under the
- * final name.
+ * through libavcodec and libavformat, and a contact sheet PNG of several videos (through
+ * ig_video_write_png: one PNG encoder in the tree). Both are written under a temporary name beside
+ * the target and renamed when complete (ig_atomic_file), so a killed run never leaves half a file
+ * under the final name.
  *
  * The MP4 is reproducible: one encoder thread, FFmpeg's bit-exact flags (no version strings, no
  * creation time), and a fixed colour conversion, so the same frames give the same bytes.
@@ -19,6 +20,9 @@
 #define DEFAULT_CRF 18
 #define MAX_CRF     51    /* x264's scale */
 #define MAX_SIDE    16384 /* pixels a side: past H.264's largest level already */
+#define SHEET_GAP   2     /* the gutter between cells of a contact sheet, in pixels */
+#define SHEET_DARK  24    /* its grey level */
+#define SHEET_MAX   32768 /* pixels per side of a contact sheet */
 
 /* ---- the encoder ---- */
 
@@ -323,4 +327,47 @@ ig_status ig_video_write_mp4(const char *path, const uint8_t *rgb, uint32_t fram
                              ig_err *err) {
     return ig_video_write_mp4_with(path, rgb, frames, height, width, fps_num, fps_den, crf, NULL,
                                    err);
+}
+
+/* ---- the contact sheet ---- */
+
+static uint32_t sheet_frame(uint32_t frames, uint32_t cols, uint32_t c) {
+    if (cols <= 1) return 0;
+    /* c (frames - 1) / (cols - 1), rounded half up */
+    return (uint32_t)(((uint64_t)c * (frames - 1) * 2 + (cols - 1)) / (2 * (uint64_t)(cols - 1)));
+}
+
+ig_status ig_video_write_contact_sheet(const char *path, const uint8_t *rgb, uint32_t num_videos,
+                                       uint32_t frames, uint32_t height, uint32_t width,
+                                       uint32_t max_cols, ig_err *err) {
+    ig_status st = check_args(path, rgb, frames, height, width, err);
+    if (st != IG_OK) return st;
+    if (!num_videos) return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: no videos to show", path);
+    if ((uint64_t)frames * height * width * 3 > SIZE_MAX / num_videos)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: %u videos of %u frames do not fit in memory", path, num_videos,
+                          frames);
+    uint32_t cols = !max_cols || max_cols > frames ? frames : max_cols;
+    uint64_t sh = (uint64_t)num_videos * (height + SHEET_GAP) - SHEET_GAP;
+    uint64_t sw = (uint64_t)cols * (width + SHEET_GAP) - SHEET_GAP;
+    if (sh > SHEET_MAX || sw > SHEET_MAX)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: a contact sheet of %llux%llu pixels (height x width) is too large "
+                          "(at most %d a side): show fewer videos or columns (max_cols)",
+                          path, (unsigned long long)sh, (unsigned long long)sw, SHEET_MAX);
+    uint8_t *img = malloc((size_t)(sh * sw * 3));
+    if (!img) return ig_err_set(err, IG_ERR_NOMEM, "%s: out of memory for a contact sheet", path);
+    memset(img, SHEET_DARK, (size_t)(sh * sw * 3));
+    size_t row = (size_t)width * 3, frame_bytes = (size_t)height * row;
+    for (uint32_t v = 0; v < num_videos; v++)
+        for (uint32_t c = 0; c < cols; c++) {
+            const uint8_t *f =
+                rgb + ((size_t)v * frames + sheet_frame(frames, cols, c)) * frame_bytes;
+            uint8_t *cell =
+                img + ((size_t)v * (height + SHEET_GAP) * sw + (size_t)c * (width + SHEET_GAP)) * 3;
+            for (uint32_t y = 0; y < height; y++) memcpy(cell + y * sw * 3, f + y * row, row);
+        }
+    st = ig_video_write_png(path, img, (uint32_t)sh, (uint32_t)sw, 1, err);
+    free(img);
+    return st;
 }

@@ -6,7 +6,8 @@
  * column repeated; crf is honoured; the MPEG-4 fallback encoder writes a readable file too;
  * ffprobe (when installed, else skipped saying so) agrees on frames, size and rate; every refusal
  * (no frames, sizes, rate, crf, no encoder, a path that cannot be written) names the file and
- * leaves nothing behind.
+ * leaves nothing behind. Contact sheets (read back through the same decoder): exact size, each
+ * cell bit-identical to its source frame (which frames: first and last included), dark gutters.
  * Under the ASan build (make test-asan) LeakSanitizer checks that none of it leaks. */
 #include "testutil.h"
 
@@ -435,13 +436,147 @@ static void test_mp4_errors(void **state) {
     free(src);
 }
 
+/* ---- contact sheets ------------------------------------------------------------------------- */
+
+/* A PNG read back through ingot's decoder (FFmpeg's PNG demuxer and decoder): h x w RGB24. */
+static uint8_t *read_png(const char *path, uint32_t *h, uint32_t *w) {
+    size_t n;
+    uint8_t *d = (uint8_t *)igt_read(path, &n);
+    /* the signature, then IHDR: width, height (big-endian), 8 bits, colour type 2 (RGB) */
+    assert_true(n > 33);
+    assert_memory_equal(d, "\x89PNG\r\n\x1a\n", 8);
+    assert_memory_equal(d + 12, "IHDR", 4);
+    uint32_t pw = (uint32_t)d[16] << 24 | (uint32_t)d[17] << 16 | (uint32_t)d[18] << 8 | d[19];
+    uint32_t ph = (uint32_t)d[20] << 24 | (uint32_t)d[21] << 16 | (uint32_t)d[22] << 8 | d[23];
+    assert_int_equal(d[24], 8);
+    assert_int_equal(d[25], 2);
+    free(d);
+    ig_video *v = open_ok(path);
+    const ig_video_info *in = ig_video_get_info(v);
+    assert_int_equal(in->frames, 1);
+    assert_int_equal(in->width, pw);
+    assert_int_equal(in->height, ph);
+    uint8_t *img = read_all(v);
+    ig_video_close(v);
+    *h = ph;
+    *w = pw;
+    return img;
+}
+
+/* V videos of F frames, h x w, every pixel different from frame to frame and video to video. */
+static uint8_t *sheet_source(uint32_t V, uint32_t F, uint32_t h, uint32_t w) {
+    size_t n = (size_t)V * F * h * w * 3;
+    uint8_t *p = malloc(n);
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(s >> 24);
+    }
+    return p;
+}
+
+/* The sheet holds video v's frame frame_of[c] in cell (v, c), and dark gutters between. */
+static void check_sheet(const uint8_t *img, uint32_t sh, uint32_t sw, const uint8_t *src,
+                        uint32_t V, uint32_t F, uint32_t h, uint32_t w, uint32_t cols,
+                        const uint32_t *frame_of) {
+    assert_int_equal(sh, V * (h + 2) - 2);
+    assert_int_equal(sw, cols * (w + 2) - 2);
+    for (uint32_t y = 0; y < sh; y++)
+        for (uint32_t x = 0; x < sw; x++) {
+            const uint8_t *got = img + ((size_t)y * sw + x) * 3;
+            uint32_t v = y / (h + 2), c = x / (w + 2), cy = y % (h + 2), cx = x % (w + 2);
+            if (cy >= h || cx >= w) { /* gutter */
+                if (got[0] != 24 || got[1] != 24 || got[2] != 24)
+                    fail_msg("gutter pixel (%u, %u) is %u,%u,%u", y, x, got[0], got[1], got[2]);
+                continue;
+            }
+            const uint8_t *want = src + ((((size_t)v * F + frame_of[c]) * h + cy) * w + cx) * 3;
+            if (memcmp(got, want, 3))
+                fail_msg("cell (%u, %u) pixel (%u, %u) differs from video %u frame %u", v, c, cy,
+                         cx, v, frame_of[c]);
+        }
+}
+
+static void test_contact_sheet(void **state) {
+    (void)state;
+    const uint32_t V = 3, F = 12, H = 10, W = 14;
+    uint8_t *src = sheet_source(V, F, H, W);
+    const char *d = scratch("sheet");
+    const char *path = igt_fmt("%s/s.png", d);
+    ig_err err = {0};
+    struct {
+        uint32_t max_cols, cols;
+        uint32_t frame_of[12];
+    } cases[] = {
+        {4, 4, {0, 4, 7, 11}},    /* 11/3 = 3.67 -> 4, 7.33 -> 7 */
+        {2, 2, {0, 11}},          /* the first and the last */
+        {5, 5, {0, 3, 6, 8, 11}}, /* 2.75 -> 3, 5.5 -> 6 (half up), 8.25 -> 8 */
+        {1, 1, {0}},              /* one column: the first frame */
+        {0, 12, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},  /* 0: every frame */
+        {99, 12, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}, /* more columns than frames */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (ig_video_write_contact_sheet(path, src, V, F, H, W, cases[k].max_cols, &err) != IG_OK)
+            fail_msg("%s", err.msg);
+        uint32_t sh, sw;
+        uint8_t *img = read_png(path, &sh, &sw);
+        check_sheet(img, sh, sw, src, V, F, H, W, cases[k].cols, cases[k].frame_of);
+        free(img);
+        assert_int_equal(igt_count_entries(d), 1); /* replaced; no temporary left */
+    }
+    /* one video of one frame: the frame itself, no gutter */
+    assert_int_equal(ig_video_write_contact_sheet(path, src, 1, 1, H, W, 8, &err), IG_OK);
+    uint32_t sh, sw;
+    uint8_t *img = read_png(path, &sh, &sw);
+    assert_int_equal(sh, H);
+    assert_int_equal(sw, W);
+    assert_memory_equal(img, src, (size_t)H * W * 3);
+    free(img);
+    /* odd sizes are fine in a PNG */
+    assert_int_equal(ig_video_write_contact_sheet(path, src, 2, 5, 7, 9, 3, &err), IG_OK);
+    img = read_png(path, &sh, &sw);
+    const uint32_t three[] = {0, 2, 4};
+    check_sheet(img, sh, sw, src, 2, 5, 7, 9, 3, three);
+    free(img);
+    free(src);
+}
+
+static void test_contact_sheet_errors(void **state) {
+    (void)state;
+    uint8_t px[3 * 64] = {0};
+    const char *d = scratch("sheet_errors");
+    char *path = strdup(igt_fmt("%s/s.png", d));
+    ig_err err = {0};
+    expect_fail(ig_video_write_contact_sheet(path, px, 0, 1, 4, 4, 4, &err), IG_ERR_INVALID_ARG,
+                &err, path, "no videos");
+    expect_fail(ig_video_write_contact_sheet(path, px, 1, 0, 4, 4, 4, &err), IG_ERR_INVALID_ARG,
+                &err, path, "no frames");
+    expect_fail(ig_video_write_contact_sheet(path, px, 1, 1, 0, 4, 4, &err), IG_ERR_INVALID_ARG,
+                &err, path, "frames of 0x4");
+    /* too large: 3000 columns of 16 pixels (refused before any frame is read) */
+    expect_fail(ig_video_write_contact_sheet(path, px, 1, 3000, 16, 16, 0, &err),
+                IG_ERR_INVALID_ARG, &err, path, "too large");
+    assert_non_null(strstr(err.msg, "max_cols"));
+    const char *missing = igt_fmt("%s/no/dir/s.png", d);
+    expect_fail(ig_video_write_contact_sheet(missing, px, 1, 1, 4, 4, 4, &err), IG_ERR_NOT_FOUND,
+                &err, missing, "No such file or directory");
+    assert_int_equal(igt_count_entries(d), 0);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mp4_roundtrip), cmocka_unit_test(test_mp4_deterministic),
-        cmocka_unit_test(test_mp4_odd_size),  cmocka_unit_test(test_mp4_rates),
-        cmocka_unit_test(test_mp4_colour),    cmocka_unit_test(test_mp4_mpeg4_fallback),
-        cmocka_unit_test(test_mp4_crf),       cmocka_unit_test(test_mp4_ffprobe),
+        cmocka_unit_test(test_mp4_roundtrip),
+        cmocka_unit_test(test_mp4_deterministic),
+        cmocka_unit_test(test_mp4_odd_size),
+        cmocka_unit_test(test_mp4_rates),
+        cmocka_unit_test(test_mp4_colour),
+        cmocka_unit_test(test_mp4_mpeg4_fallback),
+        cmocka_unit_test(test_mp4_crf),
+        cmocka_unit_test(test_mp4_ffprobe),
         cmocka_unit_test(test_mp4_errors),
+        cmocka_unit_test(test_contact_sheet),
+        cmocka_unit_test(test_contact_sheet_errors),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
