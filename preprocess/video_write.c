@@ -94,9 +94,9 @@ typedef struct mp4_out {
     AVStream *st;
     AVCodecContext *cc;
     struct SwsContext *sws;
-    AVFrame *frame;
+    AVFrame *rgbf;  /* the caller's frame, copied: RGB24, eh x ew, FFmpeg's padding after rows */
+    AVFrame *frame; /* yuv420p, eh x ew */
     AVPacket *pkt;
-    uint8_t *padded; /* an odd-sized frame with its last row and column repeated */
 } mp4_out;
 
 /* "PATH: what (FFmpeg: its first error)". */
@@ -125,26 +125,46 @@ static ig_status mp4_encode(mp4_out *m, AVFrame *frame, ig_err *err) {
     }
 }
 
-/* Frame i of rgb (h x w) into m->frame (yuv420p, eh x ew: h, w rounded up to even, the last row
- * and column repeated). */
+/* Zeros a frame's buffers, padding included: swscale and x264 read bytes past a row's end (their
+ * SIMD loads, x264's edge extension of frames smaller than a macroblock), and what they hold must
+ * not reach the output, or the bytes would differ from run to run. */
+static void zero_frame(AVFrame *f) {
+    for (int i = 0; i < AV_NUM_DATA_POINTERS && f->buf[i]; i++)
+        memset(f->buf[i]->data, 0, f->buf[i]->size);
+}
+
+/* Gives f a new buffer of fmt, h x w, zeroed (f's colour tags: BT.709, limited range). */
+static int new_buffer(AVFrame *f, enum AVPixelFormat fmt, uint32_t h, uint32_t w) {
+    av_frame_unref(f);
+    f->format = fmt;
+    f->width = (int)w;
+    f->height = (int)h;
+    f->color_range = AVCOL_RANGE_MPEG;
+    f->colorspace = AVCOL_SPC_BT709;
+    f->color_primaries = AVCOL_PRI_BT709;
+    f->color_trc = AVCOL_TRC_BT709;
+    int e = av_frame_get_buffer(f, 0);
+    if (e >= 0) zero_frame(f);
+    return e;
+}
+
+/* A frame of rgb (h x w) into m->frame (yuv420p, eh x ew: h, w rounded up to even, the last row
+ * and column repeated). Through a copy in an FFmpeg frame: swscale's SIMD reads past the end of a
+ * row (16 bytes at a time), which the caller's buffer need not allow (valgrind sees it). */
 static ig_status mp4_convert(mp4_out *m, const uint8_t *rgb, uint32_t h, uint32_t w, uint32_t eh,
                              uint32_t ew, ig_err *err) {
-    const uint8_t *src = rgb;
-    if (m->padded) {
-        size_t row = (size_t)w * 3, erow = (size_t)ew * 3;
-        for (uint32_t y = 0; y < eh; y++) {
-            uint8_t *d = m->padded + y * erow;
-            memcpy(d, rgb + (size_t)(y < h ? y : h - 1) * row, row);
-            if (ew > w) memcpy(d + row, d + row - 3, 3);
-        }
-        src = m->padded;
+    size_t row = (size_t)w * 3;
+    for (uint32_t y = 0; y < eh; y++) {
+        uint8_t *d = m->rgbf->data[0] + (size_t)y * (size_t)m->rgbf->linesize[0];
+        memcpy(d, rgb + (size_t)(y < h ? y : h - 1) * row, row);
+        if (ew > w) memcpy(d + row, d + row - 3, 3);
     }
-    int e = av_frame_make_writable(m->frame); /* the encoder may still hold the last one */
-    if (e < 0) return mp4_fail(m, IG_ERR_NOMEM, err, "out of memory for a frame", e);
-    const uint8_t *planes[1] = {src};
-    const int strides[1] = {(int)ew * 3};
-    if (sws_scale(m->sws, planes, strides, 0, (int)eh, m->frame->data, m->frame->linesize) !=
-        (int)eh)
+    if (!av_frame_is_writable(m->frame)) { /* the encoder still holds the last one */
+        int e = new_buffer(m->frame, AV_PIX_FMT_YUV420P, eh, ew);
+        if (e < 0) return mp4_fail(m, IG_ERR_NOMEM, err, "out of memory for a frame", e);
+    }
+    if (sws_scale(m->sws, (const uint8_t *const *)m->rgbf->data, m->rgbf->linesize, 0, (int)eh,
+                  m->frame->data, m->frame->linesize) != (int)eh)
         return mp4_fail(m, IG_ERR_INTERNAL, err, "swscale failed converting RGB24 to yuv420p", 0);
     return IG_OK;
 }
@@ -154,9 +174,9 @@ static void mp4_free(mp4_out *m) {
     avformat_free_context(m->fc);
     avcodec_free_context(&m->cc);
     sws_freeContext(m->sws);
+    av_frame_free(&m->rgbf);
     av_frame_free(&m->frame);
     av_packet_free(&m->pkt);
-    free(m->padded);
     ig_atomic_file_abort(m->af); /* NULL after a commit; else removes the temporary */
 }
 
@@ -231,24 +251,18 @@ ig_status ig_video_write_mp4_with(const char *path, const uint8_t *rgb, uint32_t
 
     m.sws = sws_getContext((int)ew, (int)eh, AV_PIX_FMT_RGB24, (int)ew, (int)eh, AV_PIX_FMT_YUV420P,
                            SWS_BICUBIC | SWS_ACCURATE_RND, NULL, NULL, NULL);
+    m.rgbf = av_frame_alloc();
     m.frame = av_frame_alloc();
     m.pkt = av_packet_alloc();
-    if (eh != height || ew != width) m.padded = malloc((size_t)eh * ew * 3);
-    if (!m.sws || !m.frame || !m.pkt || (!m.padded && (eh != height || ew != width))) {
+    if (!m.sws || !m.rgbf || !m.frame || !m.pkt) {
         st = ig_err_set(err, IG_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     /* full-range RGB to BT.709 limited range, as the stream says (decoders convert back with it) */
     sws_setColorspaceDetails(m.sws, sws_getCoefficients(SWS_CS_ITU709), 1,
                              sws_getCoefficients(SWS_CS_ITU709), 0, 0, 1 << 16, 1 << 16);
-    m.frame->format = AV_PIX_FMT_YUV420P;
-    m.frame->width = (int)ew;
-    m.frame->height = (int)eh;
-    m.frame->color_range = AVCOL_RANGE_MPEG;
-    m.frame->colorspace = AVCOL_SPC_BT709;
-    m.frame->color_primaries = AVCOL_PRI_BT709;
-    m.frame->color_trc = AVCOL_TRC_BT709;
-    if (av_frame_get_buffer(m.frame, 0) < 0) {
+    if (new_buffer(m.frame, AV_PIX_FMT_YUV420P, eh, ew) < 0 ||
+        new_buffer(m.rgbf, AV_PIX_FMT_RGB24, eh, ew) < 0) {
         st = ig_err_set(err, IG_ERR_NOMEM, "%s: out of memory for a frame", path);
         goto done;
     }

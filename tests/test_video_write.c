@@ -3,18 +3,20 @@
  * frames close to the input (lossy: mean absolute error of a smooth moving pattern) and in order,
  * flat colours within 3 levels (converted with the colour matrix the stream is tagged with); the
  * same frames give the same bytes; an odd size comes back padded to even with the last row and
- * column repeated; crf is honoured; the MPEG-4 fallback encoder writes a readable file too;
- * ffprobe (when installed, else skipped saying so) agrees on frames, size and rate; every refusal
- * (no frames, sizes, rate, crf, no encoder, a path that cannot be written) names the file and
- * leaves nothing behind. Contact sheets (read back through the same decoder): exact size, each
- * cell bit-identical to its source frame (which frames: first and last included), dark gutters.
- * Under the ASan build (make test-asan) LeakSanitizer checks that none of it leaks. */
+ * column repeated; crf is honoured; frames ending at the caller's last readable byte are read no
+ * further; the MPEG-4 fallback encoder writes a readable file too; ffprobe (when installed, else
+ * skipped saying so) agrees on frames, size and rate; every refusal (no frames, sizes, rate, crf,
+ * no encoder, a path that cannot be written) names the file and leaves nothing behind. Contact
+ * sheets (read back through the same decoder): exact size, each cell bit-identical to its source
+ * frame (which frames: first and last included), dark gutters. Under the ASan build (make
+ * test-asan) LeakSanitizer checks that none of it leaks; valgrind finds nothing either. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,6 +310,39 @@ static void test_mp4_mpeg4_fallback(void **state) {
     free(src);
 }
 
+/* Frames that end where the caller's memory ends (a page that cannot be read after them): the
+ * writer reads nothing past them (swscale's SIMD loads would, on the caller's buffer). */
+static void test_mp4_buffer_end(void **state) {
+    (void)state;
+    const uint32_t F = 12, H = 34, W = 50;
+    size_t bytes = (size_t)F * H * W * 3, page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = (bytes + page - 1) / page * page;
+    uint8_t *map =
+        mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + span, page, PROT_NONE), 0);
+    uint8_t *src = pattern(F, H, W), *at = map + span - bytes;
+    memcpy(at, src, bytes);
+    const char *d = scratch("buffer_end");
+    write_ok(igt_fmt("%s/a.mp4", d), at, F, H, W, 8, 1);
+    write_ok(igt_fmt("%s/b.mp4", d), src, F, H, W, 8, 1);
+    size_t na, nb;
+    char *da = igt_read(igt_fmt("%s/a.mp4", d), &na), *db = igt_read(igt_fmt("%s/b.mp4", d), &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(da, db, na);
+    /* odd sizes too (the padding repeats the last column and row from the caller's memory) */
+    const uint32_t OH = 33, OW = 49;
+    size_t obytes = (size_t)F * OH * OW * 3;
+    uint8_t *osrc = pattern(F, OH, OW);
+    memcpy(map + span - obytes, osrc, obytes);
+    write_ok(igt_fmt("%s/c.mp4", d), map + span - obytes, F, OH, OW, 8, 1);
+    free(osrc);
+    free(da);
+    free(db);
+    free(src);
+    munmap(map, span + page);
+}
+
 static long file_size(const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) fail_msg("stat %s", path);
@@ -566,17 +601,12 @@ static void test_contact_sheet_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mp4_roundtrip),
-        cmocka_unit_test(test_mp4_deterministic),
-        cmocka_unit_test(test_mp4_odd_size),
-        cmocka_unit_test(test_mp4_rates),
-        cmocka_unit_test(test_mp4_colour),
-        cmocka_unit_test(test_mp4_mpeg4_fallback),
-        cmocka_unit_test(test_mp4_crf),
-        cmocka_unit_test(test_mp4_ffprobe),
-        cmocka_unit_test(test_mp4_errors),
-        cmocka_unit_test(test_contact_sheet),
-        cmocka_unit_test(test_contact_sheet_errors),
+        cmocka_unit_test(test_mp4_roundtrip),  cmocka_unit_test(test_mp4_deterministic),
+        cmocka_unit_test(test_mp4_odd_size),   cmocka_unit_test(test_mp4_rates),
+        cmocka_unit_test(test_mp4_colour),     cmocka_unit_test(test_mp4_mpeg4_fallback),
+        cmocka_unit_test(test_mp4_buffer_end), cmocka_unit_test(test_mp4_crf),
+        cmocka_unit_test(test_mp4_ffprobe),    cmocka_unit_test(test_mp4_errors),
+        cmocka_unit_test(test_contact_sheet),  cmocka_unit_test(test_contact_sheet_errors),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
