@@ -1,6 +1,7 @@
 /* preprocess.h - the public API of ingot's preprocessing: byte-level BPE tokenizers, document
  * readers for .jsonl / .jsonl.zst / .txt inputs, and the text pipeline that turns inputs into
- * token shards.
+ * token shards; the video pipeline (FFmpeg) that turns videos into frame shards, and writers of
+ * videos for people (MP4, PNG, contact sheets).
  */
 #ifndef INGOT_PREPROCESS_H
 #define INGOT_PREPROCESS_H
@@ -351,6 +352,50 @@ ig_status ig_video_write_png(const char *path, const uint8_t *rgb, uint32_t heig
 ig_status ig_video_contact_sheet(const uint8_t *frames, uint32_t n, uint32_t height, uint32_t width,
                                  uint32_t cols, const char *caption, uint8_t **out, uint32_t *out_h,
                                  uint32_t *out_w, ig_err *err);
+
+/* ---- writing videos out (a model's samples) ------------------------------------------------ */
+
+/* Writes frames as an H.264 MP4 at path: rgb is RGB24 [frames][height][width][3] (borrowed, read
+ * only during the call), shown at fps_num/fps_den frames per second (each 1 to INT_MAX).
+ *   Encoder: libx264 when this FFmpeg has it (Debian 12's libavcodec59 does), with crf (0 best,
+ *   51 worst; negative: 18, about visually lossless), preset medium; else FFmpeg's default H.264
+ *   encoder (a hardware one, where the machine has it: crf does not apply); else MPEG-4 part 2
+ *   (FFmpeg's own mpeg4, always built in: a fixed quantizer 2 + crf/6; plays in fewer players).
+ *   None of them: IG_ERR_UNSUPPORTED naming what was tried.
+ *   Colour: full-range RGB to BT.709 limited-range yuv420p, tagged so in the stream.
+ *   Size: yuv420p needs an even height and width, so an odd one is padded by one row (column)
+ *   repeating the last: the video is (height + height % 2) x (width + width % 2), the added row
+ *   and column a copy of their neighbours. Each side 1 to 16384 pixels.
+ *   Reproducible: one encoder thread and FFmpeg's bit-exact flags (no version string or creation
+ *   time in the file), so the same frames give the same bytes with the same FFmpeg build.
+ *   The index (moov) is at the front (+faststart), for players that stream.
+ * The file is written under a temporary name beside path (PATH.tmp.PID.N), fsync'd and renamed
+ * over path, replacing a file there: a run killed midway leaves no partial file at path (the
+ * temporary may remain). Errors name path and what was wrong: IG_ERR_INVALID_ARG for zero frames,
+ * sizes, frame rate or crf; IG_ERR_IO for a path that cannot be written (IG_ERR_NOT_FOUND when its
+ * directory does not exist), with the system's reason; IG_ERR_UNSUPPORTED for no encoder. Nothing
+ * is left at path or beside it after an error; a message ends with the first error FFmpeg logged,
+ * if any. Thread-safe for different paths (FFmpeg's log goes through ig_video_log_setup's
+ * callback to this call's own sink). */
+ig_status ig_video_write_mp4(const char *path, const uint8_t *rgb, uint32_t frames, uint32_t height,
+                             uint32_t width, uint32_t fps_num, uint32_t fps_den, int crf,
+                             ig_err *err);
+
+/* Writes one PNG at path showing num_videos videos, rgb RGB24
+ * [num_videos][frames][height][width][3] (borrowed): row v is video v, and its cols = min(max_cols,
+ * frames) columns (max_cols 0: every frame) show the frames floor(c (frames - 1) / (cols - 1) +
+ * 1/2) for c = 0 .. cols - 1, evenly spaced with the first and the last included (one column:
+ * frame 0). Cells are 2 pixels apart, the gutter dark grey (RGB 24,24,24), no border: the image is
+ *   height' = num_videos * (height + 2) - 2,  width' = cols * (width + 2) - 2,
+ * and cell (v, c) has its top-left pixel at (v * (height + 2), c * (width + 2)), the source frame
+ * exactly (PNG is lossless). At most 32768 pixels a side (IG_ERR_INVALID_ARG, saying to take
+ * fewer videos or columns). Written as ig_video_write_mp4's file is (temporary, rename, replacing a
+ * file at path; the same errors for sizes and paths), through ig_video_write_png. Unlike
+ * ig_video_contact_sheet (one clip's frames, wrapped, with its caption, in memory), it compares
+ * videos: one a row, the same frames of each in a column. */
+ig_status ig_video_write_contact_sheet(const char *path, const uint8_t *rgb, uint32_t num_videos,
+                                       uint32_t frames, uint32_t height, uint32_t width,
+                                       uint32_t max_cols, ig_err *err);
 
 /* ---- the video manifest: Open-Sora's CSV (path,text[,start,end,num_frames,fps,...]) ------- */
 

@@ -1,6 +1,7 @@
 /* video_internal.h - private to preprocess/: the FFmpeg side of the video pipeline. The opened
  * video (ig_video) is shared by video_probe.c (open, one scan of packets) and video_decode.c
- * (seek, decode, convert); video_log.c routes FFmpeg's log into per-file sinks.
+ * (seek, decode, convert); video_log.c routes FFmpeg's log into per-file sinks; video_write.c
+ * writes videos out (MP4, contact sheets).
  */
 #ifndef INGOT_VIDEO_INTERNAL_H
 #define INGOT_VIDEO_INTERNAL_H
@@ -92,6 +93,15 @@ ig_status ig_video_fail(ig_video *v, ig_video_reason reason, ig_video_reason *wh
 
 /* 1 when the time limit has run out. */
 int ig_video_expired(const ig_video *v);
+
+/* ---- writing videos (video_write.c) ---- */
+
+/* ig_video_write_mp4 with the encoder named (FFmpeg's name: "libx264", "mpeg4", ...) instead of
+ * the first of libx264, the default H.264 encoder and mpeg4 that opens (encoder NULL): tests write
+ * through the fallback this way. */
+ig_status ig_video_write_mp4_with(const char *path, const uint8_t *rgb, uint32_t frames,
+                                  uint32_t height, uint32_t width, uint32_t fps_num,
+                                  uint32_t fps_den, int crf, const char *encoder, ig_err *err);
 
 /* ---- one manifest row's work (video_job.c), done by a pipeline worker ---- */
 
