@@ -137,6 +137,37 @@ IG_CPU_INLINE double ig_cpu_sum_exp(const float *x, int n, float sub, float *y, 
     return s;
 }
 
+/* The row statistics of the normalisations, in double: 8 lanes over the multiples of 8, the tail
+ * in lane 0, then the lanes added in lane order (a fixed order, the same on every CPU). */
+#define IG_CPU_LANES 8
+
+/* sum of x[0..C) */
+IG_CPU_INLINE double ig_cpu_lane_sum_d(const float *x, int C) {
+    double s[IG_CPU_LANES] = {0};
+    int c = 0;
+    for (; c + IG_CPU_LANES <= C; c += IG_CPU_LANES)
+        for (int k = 0; k < IG_CPU_LANES; k++) s[k] += x[c + k];
+    for (; c < C; c++) s[0] += x[c];
+    double t = 0;
+    for (int k = 0; k < IG_CPU_LANES; k++) t += s[k];
+    return t;
+}
+
+/* sum of (x[c] - m)^2 over c < C */
+IG_CPU_INLINE double ig_cpu_lane_sqdev_d(const float *x, float m, int C) {
+    double s[IG_CPU_LANES] = {0};
+    int c = 0;
+    for (; c + IG_CPU_LANES <= C; c += IG_CPU_LANES)
+        for (int k = 0; k < IG_CPU_LANES; k++) {
+            double d = (double)x[c + k] - m;
+            s[k] += d * d;
+        }
+    for (; c < C; c++) s[0] += ((double)x[c] - m) * ((double)x[c] - m);
+    double t = 0;
+    for (int k = 0; k < IG_CPU_LANES; k++) t += s[k];
+    return t;
+}
+
 /* acc[0..64) += sum over i < n, in order, of coef[i * cs] * rows[i * rs + 0..64): the row of
  * 64 accumulators stays in four 16-lane registers for the whole sum. Each lane does what the plain
  * loop `for i: acc[k] += coef[i * cs] * rows[i * rs + k]` does, so the bits are the same. */
