@@ -285,6 +285,20 @@ IG_CPU_DECLARE(ce_sums, float *stats, const void *logits, const float *rowmax,
                const int32_t *targets, int N, int Vvalid, int Vl)
 IG_CPU_DECLARE(ce_finish, float *losses, void *logits, const float *rowmax, const float *stats,
                const int32_t *targets, const float *dloss, int N, int Vvalid, int Vl)
+IG_CPU_DECLARE(layernorm_modulate_forward, void *out, float *mean, float *rstd, const void *inp,
+               const void *shift, const void *scale, int ld, int N, int C, int row0,
+               int rows_per_sample, float eps)
+IG_CPU_DECLARE(layernorm_modulate_backward, void *dinp, void *dshift, void *dscale,
+               const void *dout, const void *inp, const void *scale, int ld, const float *mean,
+               const float *rstd, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(gate_residual_forward, void *out, const void *res, const void *x, const void *gate,
+               int ld, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(gate_residual_backward, void *dx, void *dgate, const void *dout, const void *x,
+               const void *gate, int ld, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(silu_forward, void *out, const void *inp, size_t n)
+IG_CPU_DECLARE(silu_backward, void *dinp, const void *dout, const void *inp, size_t n)
+IG_CPU_DECLARE(mse, float *losses, void *dpred, const void *pred, const void *target, int N, int K,
+               float grad_scale)
 IG_CPU_DECLARE(add, void *out, const void *a, const void *b, size_t n)
 IG_CPU_DECLARE(adamw, void *params, float *master, const void *grads, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
