@@ -13,6 +13,7 @@
 #include "backend.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -179,6 +180,13 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_CE_MAX, ce_max)                                                                        \
     X(IG_OP_CE_SUMS, ce_sums)                                                                      \
     X(IG_OP_CE_FINISH, ce_finish)                                                                  \
+    X(IG_OP_LAYERNORM_MODULATE_FORWARD, layernorm_modulate_forward)                                \
+    X(IG_OP_LAYERNORM_MODULATE_BACKWARD, layernorm_modulate_backward)                              \
+    X(IG_OP_GATE_RESIDUAL_FORWARD, gate_residual_forward)                                          \
+    X(IG_OP_GATE_RESIDUAL_BACKWARD, gate_residual_backward)                                        \
+    X(IG_OP_SILU_FORWARD, silu_forward)                                                            \
+    X(IG_OP_SILU_BACKWARD, silu_backward)                                                          \
+    X(IG_OP_MSE, mse)                                                                              \
     X(IG_OP_ADD, add)                                                                              \
     X(IG_OP_ADAMW, adamw)                                                                          \
     X(IG_OP_SUM_SQUARES, sum_squares)                                                              \
@@ -437,6 +445,85 @@ void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const floa
     KERNEL_BEGIN(be, IG_OP_CE_FINISH, ce_finish);
     be->ops->ce_finish(be, losses, logits, rowmax, stats, targets, dloss, N, Vvalid, Vl);
     KERNEL_END(be, IG_OP_CE_FINISH);
+}
+
+/* DiT's per-sample row layout: rows row0 .. row0 + N - 1 of samples of rows_per_sample rows, the
+ * per-sample vectors ld >= C apart; the global row index stays within int */
+static inline int sample_rows_ok(int N, int C, int ld, int row0, int rows_per_sample) {
+    return N >= 0 && C > 0 && ld >= C && row0 >= 0 && rows_per_sample > 0 &&
+           (long long)row0 + N <= INT_MAX;
+}
+
+void ig_kernel_layernorm_modulate_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                          const void *inp, const void *shift, const void *scale,
+                                          int ld, int N, int C, int row0, int rows_per_sample,
+                                          float eps) {
+    assert(out && mean && rstd && inp && shift && scale && eps > 0);
+    assert(sample_rows_ok(N, C, ld, row0, rows_per_sample));
+    KERNEL_BEGIN(be, IG_OP_LAYERNORM_MODULATE_FORWARD, layernorm_modulate_forward);
+    if (N) {
+        be->ops->layernorm_modulate_forward(be, out, mean, rstd, inp, shift, scale, ld, N, C, row0,
+                                            rows_per_sample, eps);
+    }
+    KERNEL_END(be, IG_OP_LAYERNORM_MODULATE_FORWARD);
+}
+
+void ig_kernel_layernorm_modulate_backward(ig_backend *be, void *dinp, void *dshift, void *dscale,
+                                           const void *dout, const void *inp, const void *scale,
+                                           int ld, const float *mean, const float *rstd, int N,
+                                           int C, int row0, int rows_per_sample) {
+    assert(dinp && dshift && dscale && dout && inp && scale && mean && rstd);
+    assert(sample_rows_ok(N, C, ld, row0, rows_per_sample));
+    KERNEL_BEGIN(be, IG_OP_LAYERNORM_MODULATE_BACKWARD, layernorm_modulate_backward);
+    if (N) {
+        be->ops->layernorm_modulate_backward(be, dinp, dshift, dscale, dout, inp, scale, ld, mean,
+                                             rstd, N, C, row0, rows_per_sample);
+    }
+    KERNEL_END(be, IG_OP_LAYERNORM_MODULATE_BACKWARD);
+}
+
+void ig_kernel_gate_residual_forward(ig_backend *be, void *out, const void *res, const void *x,
+                                     const void *gate, int ld, int N, int C, int row0,
+                                     int rows_per_sample) {
+    assert(out && res && x && gate && sample_rows_ok(N, C, ld, row0, rows_per_sample));
+    KERNEL_BEGIN(be, IG_OP_GATE_RESIDUAL_FORWARD, gate_residual_forward);
+    if (N) be->ops->gate_residual_forward(be, out, res, x, gate, ld, N, C, row0, rows_per_sample);
+    KERNEL_END(be, IG_OP_GATE_RESIDUAL_FORWARD);
+}
+
+void ig_kernel_gate_residual_backward(ig_backend *be, void *dx, void *dgate, const void *dout,
+                                      const void *x, const void *gate, int ld, int N, int C,
+                                      int row0, int rows_per_sample) {
+    assert(dx && dgate && dout && x && gate && sample_rows_ok(N, C, ld, row0, rows_per_sample));
+    KERNEL_BEGIN(be, IG_OP_GATE_RESIDUAL_BACKWARD, gate_residual_backward);
+    if (N) {
+        be->ops->gate_residual_backward(be, dx, dgate, dout, x, gate, ld, N, C, row0,
+                                        rows_per_sample);
+    }
+    KERNEL_END(be, IG_OP_GATE_RESIDUAL_BACKWARD);
+}
+
+void ig_kernel_silu_forward(ig_backend *be, void *out, const void *inp, size_t n) {
+    assert((out && inp) || n == 0);
+    KERNEL_BEGIN(be, IG_OP_SILU_FORWARD, silu_forward);
+    if (n) be->ops->silu_forward(be, out, inp, n);
+    KERNEL_END(be, IG_OP_SILU_FORWARD);
+}
+
+void ig_kernel_silu_backward(ig_backend *be, void *dinp, const void *dout, const void *inp,
+                             size_t n) {
+    assert((dinp && dout && inp) || n == 0);
+    KERNEL_BEGIN(be, IG_OP_SILU_BACKWARD, silu_backward);
+    if (n) be->ops->silu_backward(be, dinp, dout, inp, n);
+    KERNEL_END(be, IG_OP_SILU_BACKWARD);
+}
+
+void ig_kernel_mse(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+                   int N, int K, float grad_scale) {
+    assert(losses && pred && target && N >= 0 && K > 0);
+    KERNEL_BEGIN(be, IG_OP_MSE, mse);
+    if (N) be->ops->mse(be, losses, dpred, pred, target, N, K, grad_scale);
+    KERNEL_END(be, IG_OP_MSE);
 }
 
 void ig_kernel_add(ig_backend *be, void *out, const void *a, const void *b, size_t n) {

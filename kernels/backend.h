@@ -6,7 +6,9 @@
  *
  * Operations, by model family: GPT-2 uses the encoder, LayerNorm, matmul, bias + GeLU, attention
  * (multi-head, causal) and cross-entropy; Llama uses RMSNorm, matmul without bias, SwiGLU, RoPE
- * and grouped-query causal attention; DiT's non-causal attention is the same kernel with causal 0.
+ * and grouped-query causal attention; DiT (adaLN-Zero) uses LayerNorm without affine parameters
+ * fused with its per-sample modulation, the gated residual, SiLU on the conditioning, matmul, bias
+ * + GeLU, non-causal attention (the same kernel with causal 0) and the MSE loss.
  * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
  *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
@@ -134,6 +136,13 @@ typedef enum ig_op {
     IG_OP_CE_MAX,
     IG_OP_CE_SUMS,
     IG_OP_CE_FINISH,
+    IG_OP_LAYERNORM_MODULATE_FORWARD,
+    IG_OP_LAYERNORM_MODULATE_BACKWARD,
+    IG_OP_GATE_RESIDUAL_FORWARD,
+    IG_OP_GATE_RESIDUAL_BACKWARD,
+    IG_OP_SILU_FORWARD,
+    IG_OP_SILU_BACKWARD,
+    IG_OP_MSE,
     IG_OP_ADD,
     IG_OP_ADAMW,
     IG_OP_SUM_SQUARES,
@@ -321,6 +330,74 @@ void ig_kernel_ce_sums(ig_backend *be, float *stats, const void *logits, const f
 void ig_kernel_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowmax,
                          const float *stats, const int32_t *targets, const float *dloss, int N,
                          int Vvalid, int Vl);
+
+/* ---- DiT (adaLN-Zero) ----
+ * A DiT block modulates its two LayerNorms (no affine parameters) and gates its two branches with
+ * six per-sample vectors computed from the conditioning c (timestep + class embeddings, [B, C]):
+ *   mod = Linear(SiLU(c)), [B, 6C]: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp;
+ *   x = x + gate_msa * Attention(LN(x) * (1 + scale_msa) + shift_msa);
+ *   x = x + gate_mlp * MLP(LN(x) * (1 + scale_mlp) + shift_mlp);
+ *   the final layer: [B, 2C] shift, scale, then Linear(LN(x) * (1 + scale) + shift);
+ *   the loss: the mean squared error of the prediction (the noise).
+ * The kernels: ig_kernel_silu_forward/backward (on c, and in the timestep embedder's MLP),
+ * ig_kernel_layernorm_modulate_forward/backward (the LayerNorm and the modulation in one pass),
+ * ig_kernel_gate_residual_forward/backward (the gated residual add) and ig_kernel_mse; the rest is
+ * matmul, bias + GeLU and non-causal attention.
+ *
+ * Rows are tokens: N rows of C channels (act type). Row r belongs to sample
+ * b = (row0 + r) / rows_per_sample: the rows of a sample are contiguous, and a rank may hold a
+ * slice of the rows whose first is the global row row0 (it may start and end in the middle of a
+ * sample). The per-sample vectors (shift, scale, gate and their gradients) are rows of a [B, *]
+ * act matrix with leading dimension ld >= C: sample b's vector is the C elements at p + b * ld,
+ * so the pointers into mod [B, 6C] are mod + k * C with ld = 6C. Only the samples of the rows
+ * given are read or written. The per-sample gradients (dshift, dscale, dgate) are added to (+=),
+ * each a sum over the sample's rows of this slice taken in a fixed order (rows in order within a
+ * fixed chunk of rows, the chunks' partial sums in chunk order; on the GPU the same with tiles),
+ * in fp32 or wider: the same bits for any thread count, wherever a sample starts or ends. */
+
+/* out = LN(inp) * (1 + scale[b]) + shift[b] per row (b the row's sample), LN(x) = (x - mean) *
+ * rstd without affine parameters, rstd = 1 / sqrt(var + eps) (biased variance); mean and rstd
+ * [N] (fp32) are kept for the backward, as is inp. eps > 0 is the model's (DiT: 1e-6f).
+ * shift and scale: [B, ld] as above. */
+void ig_kernel_layernorm_modulate_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                          const void *inp, const void *shift, const void *scale,
+                                          int ld, int N, int C, int row0, int rows_per_sample,
+                                          float eps);
+/* The backward of the above, from dout [N, C] and the forward's inp, scale, mean and rstd:
+ * dinp += d out / d inp (added: dinp is the residual stream's gradient); dshift[b] += the sum
+ * over b's rows of dout; dscale[b] += the sum over b's rows of dout * LN(inp). dshift and dscale
+ * have leading dimension ld, like shift and scale (pointers into one [B, 6C] gradient of mod). */
+void ig_kernel_layernorm_modulate_backward(ig_backend *be, void *dinp, void *dshift, void *dscale,
+                                           const void *dout, const void *inp, const void *scale,
+                                           int ld, const float *mean, const float *rstd, int N,
+                                           int C, int row0, int rows_per_sample);
+
+/* The gated residual add: out = res + gate[b] * x per row (b the row's sample; gate [B, ld]).
+ * out may be res (the residual stream updated in place); x is kept for the backward. */
+void ig_kernel_gate_residual_forward(ig_backend *be, void *out, const void *res, const void *x,
+                                     const void *gate, int ld, int N, int C, int row0,
+                                     int rows_per_sample);
+/* dx = dout * gate[b] (overwritten; a buffer of its own: dout is res's gradient, which the
+ * caller keeps as it is); dgate[b] += the sum over b's rows of dout * x (leading dimension ld). */
+void ig_kernel_gate_residual_backward(ig_backend *be, void *dx, void *dgate, const void *dout,
+                                      const void *x, const void *gate, int ld, int N, int C,
+                                      int row0, int rows_per_sample);
+
+/* SiLU over n act elements: out = inp / (1 + exp(-inp)). Not in place: the backward reads inp,
+ * so out is a buffer of its own. */
+void ig_kernel_silu_forward(ig_backend *be, void *out, const void *inp, size_t n);
+/* dinp = dout * silu'(inp), silu'(x) = s (1 + x (1 - s)) with s = 1 / (1 + exp(-x)); overwritten,
+ * and dinp may be dout (each element is read before it is written). */
+void ig_kernel_silu_backward(ig_backend *be, void *dinp, const void *dout, const void *inp,
+                             size_t n);
+
+/* Squared error per row of K (DiT's loss on the predicted noise): losses[i] (fp32) = the sum over
+ * row i of (pred - target)^2, summed in double and rounded once. When dpred is not NULL it is
+ * overwritten by grad_scale * 2 * (pred - target) (act type): with grad_scale = the loss scale /
+ * (N * K), the gradient of that scale times the mean of the squared errors. dpred may be pred
+ * (each element is read before it is written). pred, target, dpred [N, K]; losses [N]. */
+void ig_kernel_mse(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+                   int N, int K, float grad_scale);
 
 /* out[i] = a[i] + b[i] for n act elements (out may be a or b): the residual stream handed to the
  * next pipeline stage. */

@@ -84,6 +84,24 @@ typedef struct ig_backend_ops {
     void (*ce_finish)(ig_backend *be, float *losses, void *logits, const float *rowmax,
                       const float *stats, const int32_t *targets, const float *dloss, int N,
                       int Vvalid, int Vl);
+    void (*layernorm_modulate_forward)(ig_backend *be, void *out, float *mean, float *rstd,
+                                       const void *inp, const void *shift, const void *scale,
+                                       int ld, int N, int C, int row0, int rows_per_sample,
+                                       float eps);
+    void (*layernorm_modulate_backward)(ig_backend *be, void *dinp, void *dshift, void *dscale,
+                                        const void *dout, const void *inp, const void *scale,
+                                        int ld, const float *mean, const float *rstd, int N, int C,
+                                        int row0, int rows_per_sample);
+    void (*gate_residual_forward)(ig_backend *be, void *out, const void *res, const void *x,
+                                  const void *gate, int ld, int N, int C, int row0,
+                                  int rows_per_sample);
+    void (*gate_residual_backward)(ig_backend *be, void *dx, void *dgate, const void *dout,
+                                   const void *x, const void *gate, int ld, int N, int C, int row0,
+                                   int rows_per_sample);
+    void (*silu_forward)(ig_backend *be, void *out, const void *inp, size_t n);
+    void (*silu_backward)(ig_backend *be, void *dinp, const void *dout, const void *inp, size_t n);
+    void (*mse)(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+                int N, int K, float grad_scale);
     void (*add)(ig_backend *be, void *out, const void *a, const void *b, size_t n);
     void (*adamw)(ig_backend *be, void *params, float *master, const void *grads, float *m,
                   float *v, size_t n, float lr, float beta1, float beta2, float eps,

@@ -12,12 +12,14 @@
  *   bf16: 2e-2 (each output rounded to 8 bits of mantissa, 2^-9 relative, plus intermediate
  *         roundings, e.g. attention's P in the GEMM path)
  * Attention: multi-head, grouped-query and multi-query, causal or not, with and without
- * documents, on both paths (fused and GEMM). Determinism: the same inputs run twice give the same
- * bits, for every kernel, both act types and both attention paths. Every operation is in the
- * table; the trace reports each call. Out of memory: IG_ERR_NOMEM naming the bytes asked for and
- * what is free. The model: a tiny GPT trained 20 steps on the GPU (fp32) gives the CPU's losses to
- * 1e-3, and a checkpoint written from the GPU loads on the CPU with the same parameters and
- * moments.
+ * documents, on both paths (fused and GEMM). DiT's adaLN-Zero kernels (modulated LayerNorm, gated
+ * residual, SiLU, MSE) over slices that start and end mid-sample, with the per-sample vectors at
+ * column offsets of a [B, 6C] modulation, samples of one tile, of many and of one row. Determinism:
+ * the same inputs run twice give the same bits, for every kernel, both act types and both attention
+ * paths. Every operation is in the table; the trace reports each call. Out of memory: IG_ERR_NOMEM
+ * naming the bytes asked for and what is free. The model: a tiny GPT trained 20 steps on the GPU
+ * (fp32) gives the CPU's losses to 1e-3, and a checkpoint written from the GPU loads on the CPU
+ * with the same parameters and moments.
  */
 #include "testutil.h"
 
@@ -414,6 +416,113 @@ static void test_rope(void **state) {
         }
 }
 
+/* DiT's adaLN-Zero kernels over a slice of rows row0 .. row0 + N - 1 of samples of rps rows, the
+ * per-sample vectors at columns 3C (shift), 4C (scale) and 5C (gate) of a [B, 6C] modulation:
+ * the modulated LayerNorm forward and backward (with the GPU's own statistics on both sides), the
+ * gated residual forward (also in place) and backward. The whole modulation gradient is compared,
+ * so the vectors of samples outside the slice and the other columns must stay as they were. */
+static void dit_case(ig_backend *g, int B, int rps, int C, int row0, int N) {
+    int ld = 6 * C;
+    size_t nc = (size_t)N * C, nm = (size_t)B * ld, as = ig_backend_act_size(g);
+    pair x = mk(g, nc, 1, 2), mod = mk(g, nm, 1, 1), out = mk(g, nc, 1, 0);
+    pair mean = mk(g, N, 0, 0), rstd = mk(g, N, 0, 0);
+    void *sh = (char *)mod.gpu + 3 * (size_t)C * as, *sc = (char *)mod.gpu + 4 * (size_t)C * as;
+    void *gt = (char *)mod.gpu + 5 * (size_t)C * as;
+    ig_kernel_layernorm_modulate_forward(fx.ref, out.cpu, mean.cpu, rstd.cpu, x.cpu,
+                                         mod.cpu + 3 * C, mod.cpu + 4 * C, ld, N, C, row0, rps,
+                                         1e-6f);
+    ig_kernel_layernorm_modulate_forward(g, out.gpu, mean.gpu, rstd.gpu, x.gpu, sh, sc, ld, N, C,
+                                         row0, rps, 1e-6f);
+    check(g, "layernorm_modulate_forward out", &out);
+    check(g, "layernorm_modulate_forward mean", &mean);
+    check(g, "layernorm_modulate_forward rstd", &rstd);
+    float *gm = fetch(g, &mean), *gr = fetch(g, &rstd);
+    memcpy(mean.cpu, gm, N * sizeof(float));
+    memcpy(rstd.cpu, gr, N * sizeof(float));
+    free(gm), free(gr);
+    pair dout = mk(g, nc, 1, 1), dinp = mk(g, nc, 1, 1), dmod = mk(g, nm, 1, 1);
+    void *dsh = (char *)dmod.gpu + 3 * (size_t)C * as, *dsc = (char *)dmod.gpu + 4 * (size_t)C * as;
+    void *dgt = (char *)dmod.gpu + 5 * (size_t)C * as;
+    ig_kernel_layernorm_modulate_backward(fx.ref, dinp.cpu, dmod.cpu + 3 * C, dmod.cpu + 4 * C,
+                                          dout.cpu, x.cpu, mod.cpu + 4 * C, ld, mean.cpu, rstd.cpu,
+                                          N, C, row0, rps);
+    ig_kernel_layernorm_modulate_backward(g, dinp.gpu, dsh, dsc, dout.gpu, x.gpu, sc, ld, mean.gpu,
+                                          rstd.gpu, N, C, row0, rps);
+    check(g, "layernorm_modulate_backward dinp", &dinp);
+    check(g, "layernorm_modulate_backward dshift/dscale", &dmod);
+    /* the gated residual: out = res + gate * x, then in place on res */
+    pair res = mk(g, nc, 1, 1), go = mk(g, nc, 1, 0), dx = mk(g, nc, 1, 1);
+    ig_kernel_gate_residual_forward(fx.ref, go.cpu, res.cpu, x.cpu, mod.cpu + 5 * C, ld, N, C, row0,
+                                    rps);
+    ig_kernel_gate_residual_forward(g, go.gpu, res.gpu, x.gpu, gt, ld, N, C, row0, rps);
+    check(g, "gate_residual_forward", &go);
+    ig_kernel_gate_residual_forward(fx.ref, res.cpu, res.cpu, x.cpu, mod.cpu + 5 * C, ld, N, C,
+                                    row0, rps);
+    ig_kernel_gate_residual_forward(g, res.gpu, res.gpu, x.gpu, gt, ld, N, C, row0, rps);
+    check(g, "gate_residual_forward in place", &res);
+    ig_kernel_gate_residual_backward(fx.ref, dx.cpu, dmod.cpu + 5 * C, dout.cpu, x.cpu,
+                                     mod.cpu + 5 * C, ld, N, C, row0, rps);
+    ig_kernel_gate_residual_backward(g, dx.gpu, dgt, dout.gpu, x.gpu, gt, ld, N, C, row0, rps);
+    check(g, "gate_residual_backward dx", &dx);
+    check(g, "gate_residual_backward dgate", &dmod);
+    pair *ps[] = {&x, &mod, &out, &mean, &rstd, &dout, &dinp, &dmod, &res, &go, &dx};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) drop(g, ps[i]);
+}
+
+static void test_dit(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        /* B, rps, C, row0, N: mid-sample starts and ends; one tile per sample (the sums added at
+         * once), a sample over several tiles (partials, then their sum), one row per sample, a
+         * sample of exactly one tile */
+        dit_case(g, 3, 130, 100, 65, 3 * 130 - 65 - 43);
+        dit_case(g, 3, 33, 7, 20, 3 * 33 - 20 - 5);
+        dit_case(g, 2, 700, 96, 100, 2 * 700 - 100 - 233);
+        dit_case(g, 5, 1, 64, 2, 3);
+        dit_case(g, 4, 64, 33, 0, 256);
+
+        /* SiLU, with the backward in place (dinp = dout) */
+        size_t n = 10000;
+        pair x = mk(g, n, 1, 8), out = mk(g, n, 1, 0), dout = mk(g, n, 1, 1), dx = mk(g, n, 1, 0);
+        ig_kernel_silu_forward(fx.ref, out.cpu, x.cpu, n);
+        ig_kernel_silu_forward(g, out.gpu, x.gpu, n);
+        check(g, "silu_forward", &out);
+        ig_kernel_silu_backward(fx.ref, dx.cpu, dout.cpu, x.cpu, n);
+        ig_kernel_silu_backward(g, dx.gpu, dout.gpu, x.gpu, n);
+        check(g, "silu_backward", &dx);
+        ig_kernel_silu_backward(fx.ref, dout.cpu, dout.cpu, x.cpu, n);
+        ig_kernel_silu_backward(g, dout.gpu, dout.gpu, x.gpu, n);
+        check(g, "silu_backward in place", &dout);
+        pair *ps[] = {&x, &out, &dout, &dx};
+        for (size_t i = 0; i < 4; i++) drop(g, ps[i]);
+
+        /* MSE: with and without dpred, and in place (dpred = pred) */
+        int Ks[2] = {16, 1000};
+        for (int ki = 0; ki < 2; ki++) {
+            int N = 37, K = Ks[ki];
+            size_t nk = (size_t)N * K;
+            float gs = 1024.0f / (float)nk;
+            pair p = mk(g, nk, 1, 2), t = mk(g, nk, 1, 2), dp = mk(g, nk, 1, 0);
+            pair l = mk(g, N, 0, 0);
+            ig_kernel_mse(fx.ref, l.cpu, NULL, p.cpu, t.cpu, N, K, gs);
+            ig_kernel_mse(g, l.gpu, NULL, p.gpu, t.gpu, N, K, gs);
+            check(g, "mse losses (no dpred)", &l);
+            check_tol(g, "mse pred untouched", &p, 0.0);
+            ig_kernel_mse(fx.ref, l.cpu, dp.cpu, p.cpu, t.cpu, N, K, gs);
+            ig_kernel_mse(g, l.gpu, dp.gpu, p.gpu, t.gpu, N, K, gs);
+            check(g, "mse losses", &l);
+            check(g, "mse dpred", &dp);
+            ig_kernel_mse(fx.ref, l.cpu, p.cpu, p.cpu, t.cpu, N, K, gs);
+            ig_kernel_mse(g, l.gpu, p.gpu, p.gpu, t.gpu, N, K, gs);
+            check(g, "mse in place", &p);
+            pair *qs[] = {&p, &t, &dp, &l};
+            for (size_t i = 0; i < 4; i++) drop(g, qs[i]);
+        }
+    }
+}
+
 /* A CUDA backend with the attention path IG_CUDA_ATTENTION=path (freed by the caller). */
 static ig_backend *with_path(ig_act_type at, const char *path) {
     ig_backend_opts o = ig_backend_opts_default();
@@ -701,6 +810,15 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     pair dsu = mk(g, nc, 1, 0), drn = mk(g, nc, 1, 0), dwr = mk(g, C, 1, 0);
     pair att2 = mk(g, nc, 1, 0), lse2 = mk(g, (size_t)B * NH * T, 0, 0),
          dqkv2 = mk(g, nc * 3, 1, 0);
+    /* DiT's kernels: rows 5 .. 144 of samples of 33 rows (0 .. 4), vectors in a [5, 6C]
+     * modulation */
+    int drps = 33, drow0 = 5, dB = (drow0 + N - 1) / drps + 1, dld = 6 * C;
+    size_t as = ig_backend_act_size(g);
+    pair dmod = mk(g, (size_t)dB * dld, 1, 1), dmo = mk(g, nc, 1, 0), dmm = mk(g, N, 0, 0);
+    pair dmr = mk(g, N, 0, 0), dmi = mk(g, nc, 1, 0), ddm = mk(g, (size_t)dB * dld, 1, 0);
+    pair dgo = mk(g, nc, 1, 0), dgx = mk(g, nc, 1, 0), dsl = mk(g, nc, 1, 0);
+    pair dsd = mk(g, nc, 1, 0), dml = mk(g, N, 0, 0), dmp = mk(g, nc, 1, 0);
+#define DIT_AT(p, k) ((char *)(p).gpu + (size_t)(k)*C * as)
     int32_t *tc, *tg, *dc, *dg;
     mk_ids(g, N, V, &tc, &tg);
     mk_ids(g, N, 3, &dc, &dg);
@@ -729,10 +847,24 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     ig_kernel_layernorm_backward(g, dx.gpu, dw.gpu, db.gpu, dln.gpu, x.gpu, w.gpu, mean.gpu,
                                  rstd.gpu, N, C);
     ig_kernel_encoder_backward(g, dwte.gpu, dwpe.gpu, dx.gpu, tg, B, T, C);
+    ig_kernel_silu_forward(g, dsl.gpu, x.gpu, nc);
+    ig_kernel_layernorm_modulate_forward(g, dmo.gpu, dmm.gpu, dmr.gpu, x.gpu, DIT_AT(dmod, 0),
+                                         DIT_AT(dmod, 1), dld, N, C, drow0, drps, 1e-6f);
+    ig_kernel_gate_residual_forward(g, dgo.gpu, x.gpu, dmo.gpu, DIT_AT(dmod, 2), dld, N, C, drow0,
+                                    drps);
+    ig_kernel_mse(g, dml.gpu, dmp.gpu, dgo.gpu, ln.gpu, N, C, 1.0f / (float)nc);
+    ig_kernel_gate_residual_backward(g, dgx.gpu, DIT_AT(ddm, 2), dmp.gpu, dmo.gpu, DIT_AT(dmod, 2),
+                                     dld, N, C, drow0, drps);
+    ig_kernel_layernorm_modulate_backward(g, dmi.gpu, DIT_AT(ddm, 0), DIT_AT(ddm, 1), dgx.gpu,
+                                          x.gpu, DIT_AT(dmod, 1), dld, dmm.gpu, dmr.gpu, N, C,
+                                          drow0, drps);
+    ig_kernel_silu_backward(g, dsd.gpu, dmi.gpu, x.gpu, nc);
+#undef DIT_AT
     double ss = ig_kernel_sum_squares(g, dwte.gpu, dwte.n);
-    pair *outs[] = {&x,   &ln, &mean, &rstd, &qkv, &att, &lse,  &logits, &losses, &dqkv,
-                    &dln, &dx, &dwq,  &dbq,  &dw,  &db,  &dwte, &dwpe,   &gl,     &glo,
-                    &rrs, &rn, &sw,   &dsg,  &dsu, &drn, &dwr,  &att2,   &lse2,   &dqkv2};
+    pair *outs[] = {&x,   &ln,  &mean, &rstd, &qkv, &att,  &lse,  &logits, &losses, &dqkv, &dln,
+                    &dx,  &dwq, &dbq,  &dw,   &db,  &dwte, &dwpe, &gl,     &glo,    &rrs,  &rn,
+                    &sw,  &dsg, &dsu,  &drn,  &dwr, &att2, &lse2, &dqkv2,  &dmo,    &dmm,  &dmr,
+                    &dmi, &ddm, &dgo,  &dgx,  &dsl, &dsd,  &dml,  &dmp};
     size_t n_outs = sizeof outs / sizeof outs[0], total = sizeof ss;
     for (size_t i = 0; i < n_outs; i++) total += outs[i]->n * sizeof(float);
     unsigned char *all = malloc(total), *at = all;
@@ -743,10 +875,11 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
         at += outs[i]->n * sizeof(float);
         free(h);
     }
-    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,     &wq,  &bq,
-                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,   &dx,  &dwq,
-                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4, &rrs, &rn,
-                         &sw,  &dsg, &dsu, &drn,    &dwr,    &att2,  &lse2, &dqkv2};
+    pair *all_pairs[] = {&wte, &wpe, &x,   &ln,     &mean,   &rstd,  &w,    &b,     &wq,   &bq,
+                         &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,   &dx,   &dwq,
+                         &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4, &rrs,  &rn,
+                         &sw,  &dsg, &dsu, &drn,    &dwr,    &att2,  &lse2, &dqkv2, &dmod, &dmo,
+                         &dmm, &dmr, &dmi, &ddm,    &dgo,    &dgx,   &dsl,  &dsd,   &dml,  &dmp};
     for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; i++) drop(g, all_pairs[i]);
     ig_backend_release(fx.ref, tc), ig_backend_release(g, tg);
     ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
@@ -1032,6 +1165,7 @@ int main(void) {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_dit),
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_parallel_pieces),
         cmocka_unit_test(test_adamw),

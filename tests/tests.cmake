@@ -32,6 +32,10 @@ foreach(src ${IG_UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
   target_link_libraries(${name} PRIVATE igtest)
+  # the CPU kernel tests (test_kernels, test_kernels_dit) share their fixture
+  if(name MATCHES "^test_kernels")
+    target_sources(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/kernels_fixture.c)
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   # cmocka: exit 0 = pass; tests that cannot run (no shared data, no device) print why and
   # exit 77, which ctest reports as skipped. test_cuda_*.c need a GPU: label "cuda"

@@ -85,8 +85,13 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     .attention_backward = prefix##attention_backward,                                              \
     .attention_cached = prefix##attention_cached, .crossentropy = prefix##crossentropy,            \
     .ce_max = prefix##ce_max, .ce_sums = prefix##ce_sums, .ce_finish = prefix##ce_finish,          \
-    .add = prefix##add, .adamw = prefix##adamw, .sum_squares = prefix##sum_squares,                \
-    .scale = prefix##scale
+    .layernorm_modulate_forward = prefix##layernorm_modulate_forward,                              \
+    .layernorm_modulate_backward = prefix##layernorm_modulate_backward,                            \
+    .gate_residual_forward = prefix##gate_residual_forward,                                        \
+    .gate_residual_backward = prefix##gate_residual_backward,                                      \
+    .silu_forward = prefix##silu_forward, .silu_backward = prefix##silu_backward,                  \
+    .mse = prefix##mse, .add = prefix##add, .adamw = prefix##adamw,                                \
+    .sum_squares = prefix##sum_squares, .scale = prefix##scale
 
 static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_)};
 static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};

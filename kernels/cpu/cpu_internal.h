@@ -137,6 +137,37 @@ IG_CPU_INLINE double ig_cpu_sum_exp(const float *x, int n, float sub, float *y, 
     return s;
 }
 
+/* The row statistics of the normalisations, in double: 8 lanes over the multiples of 8, the tail
+ * in lane 0, then the lanes added in lane order (a fixed order, the same on every CPU). */
+#define IG_CPU_LANES 8
+
+/* sum of x[0..C) */
+IG_CPU_INLINE double ig_cpu_lane_sum_d(const float *x, int C) {
+    double s[IG_CPU_LANES] = {0};
+    int c = 0;
+    for (; c + IG_CPU_LANES <= C; c += IG_CPU_LANES)
+        for (int k = 0; k < IG_CPU_LANES; k++) s[k] += x[c + k];
+    for (; c < C; c++) s[0] += x[c];
+    double t = 0;
+    for (int k = 0; k < IG_CPU_LANES; k++) t += s[k];
+    return t;
+}
+
+/* sum of (x[c] - m)^2 over c < C */
+IG_CPU_INLINE double ig_cpu_lane_sqdev_d(const float *x, float m, int C) {
+    double s[IG_CPU_LANES] = {0};
+    int c = 0;
+    for (; c + IG_CPU_LANES <= C; c += IG_CPU_LANES)
+        for (int k = 0; k < IG_CPU_LANES; k++) {
+            double d = (double)x[c + k] - m;
+            s[k] += d * d;
+        }
+    for (; c < C; c++) s[0] += ((double)x[c] - m) * ((double)x[c] - m);
+    double t = 0;
+    for (int k = 0; k < IG_CPU_LANES; k++) t += s[k];
+    return t;
+}
+
 /* acc[0..64) += sum over i < n, in order, of coef[i * cs] * rows[i * rs + 0..64): the row of
  * 64 accumulators stays in four 16-lane registers for the whole sum. Each lane does what the plain
  * loop `for i: acc[k] += coef[i * cs] * rows[i * rs + k]` does, so the bits are the same. */
@@ -254,6 +285,20 @@ IG_CPU_DECLARE(ce_sums, float *stats, const void *logits, const float *rowmax,
                const int32_t *targets, int N, int Vvalid, int Vl)
 IG_CPU_DECLARE(ce_finish, float *losses, void *logits, const float *rowmax, const float *stats,
                const int32_t *targets, const float *dloss, int N, int Vvalid, int Vl)
+IG_CPU_DECLARE(layernorm_modulate_forward, void *out, float *mean, float *rstd, const void *inp,
+               const void *shift, const void *scale, int ld, int N, int C, int row0,
+               int rows_per_sample, float eps)
+IG_CPU_DECLARE(layernorm_modulate_backward, void *dinp, void *dshift, void *dscale,
+               const void *dout, const void *inp, const void *scale, int ld, const float *mean,
+               const float *rstd, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(gate_residual_forward, void *out, const void *res, const void *x, const void *gate,
+               int ld, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(gate_residual_backward, void *dx, void *dgate, const void *dout, const void *x,
+               const void *gate, int ld, int N, int C, int row0, int rows_per_sample)
+IG_CPU_DECLARE(silu_forward, void *out, const void *inp, size_t n)
+IG_CPU_DECLARE(silu_backward, void *dinp, const void *dout, const void *inp, size_t n)
+IG_CPU_DECLARE(mse, float *losses, void *dpred, const void *pred, const void *target, int N, int K,
+               float grad_scale)
 IG_CPU_DECLARE(add, void *out, const void *a, const void *b, size_t n)
 IG_CPU_DECLARE(adamw, void *params, float *master, const void *grads, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,

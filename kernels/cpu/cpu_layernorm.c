@@ -94,37 +94,11 @@ typedef struct ln_job {
     int N, C;
 } ln_job;
 
-/* sum of x[0..C) in double, in LN_LANES lanes added up in lane order */
-IG_CPU_INLINE double lane_sum(const float *x, int C) {
-    double s[LN_LANES] = {0};
-    int c = 0;
-    for (; c + LN_LANES <= C; c += LN_LANES)
-        for (int k = 0; k < LN_LANES; k++) s[k] += x[c + k];
-    for (; c < C; c++) s[0] += x[c];
-    double t = 0;
-    for (int k = 0; k < LN_LANES; k++) t += s[k];
-    return t;
-}
-
-IG_CPU_INLINE double lane_sqdev(const float *x, float m, int C) {
-    double s[LN_LANES] = {0};
-    int c = 0;
-    for (; c + LN_LANES <= C; c += LN_LANES)
-        for (int k = 0; k < LN_LANES; k++) {
-            double d = (double)x[c + k] - m;
-            s[k] += d * d;
-        }
-    for (; c < C; c++) s[0] += ((double)x[c] - m) * ((double)x[c] - m);
-    double t = 0;
-    for (int k = 0; k < LN_LANES; k++) t += s[k];
-    return t;
-}
-
 IG_CPU_INLINE void ln_row(float *out, float *mean, float *rstd, const float *x, const float *w,
                           const float *b, int C, double eps) {
-    double md = lane_sum(x, C) / C;
+    double md = ig_cpu_lane_sum_d(x, C) / C;
     float m = (float)md;
-    double v = lane_sqdev(x, m, C) / C;
+    double v = ig_cpu_lane_sqdev_d(x, m, C) / C;
     float s = (float)(1.0 / sqrt(v + eps));
     for (int c = 0; c < C; c++) out[c] = (x[c] - m) * s * w[c] + b[c];
     *mean = m;

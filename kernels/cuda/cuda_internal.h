@@ -156,6 +156,20 @@ void cu_residual_rmsnorm_forward(ig_backend *be, void *residual, void *out, floa
                                  float eps);
 void cu_rmsnorm_backward(ig_backend *be, void *dinp, void *dw, const void *dout, const void *inp,
                          const void *w, const float *rstd, int N, int C);
+/* cuda_modulate.cu (DiT's adaLN-Zero) */
+void cu_layernorm_modulate_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                   const void *inp, const void *shift, const void *scale, int ld,
+                                   int N, int C, int row0, int rows_per_sample, float eps);
+void cu_layernorm_modulate_backward(ig_backend *be, void *dinp, void *dshift, void *dscale,
+                                    const void *dout, const void *inp, const void *scale, int ld,
+                                    const float *mean, const float *rstd, int N, int C, int row0,
+                                    int rows_per_sample);
+void cu_gate_residual_forward(ig_backend *be, void *out, const void *res, const void *x,
+                              const void *gate, int ld, int N, int C, int row0,
+                              int rows_per_sample);
+void cu_gate_residual_backward(ig_backend *be, void *dx, void *dgate, const void *dout,
+                               const void *x, const void *gate, int ld, int N, int C, int row0,
+                               int rows_per_sample);
 /* cuda_matmul.cu */
 void cu_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                        ig_w_layout layout, const void *bias, int N, int C, int OC);
@@ -170,6 +184,9 @@ void cu_gelu_bias_backward(ig_backend *be, void *dinp, void *dbias, const void *
 void cu_swiglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N, int F);
 void cu_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
                         const void *up, int N, int F);
+/* cuda_silu.cu */
+void cu_silu_forward(ig_backend *be, void *out, const void *inp, size_t n);
+void cu_silu_backward(ig_backend *be, void *dinp, const void *dout, const void *inp, size_t n);
 /* cuda_rope.cu */
 void cu_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
                      int pos0, float theta);
@@ -195,6 +212,9 @@ void cu_attention_gemm_backward(ig_backend *be, void *dqkv, const void *dout, co
 /* cuda_crossentropy.cu */
 void cu_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                      const float *dloss, int N, int V, int Vp);
+/* cuda_mse.cu */
+void cu_mse(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target, int N,
+            int K, float grad_scale);
 /* cuda_optimizer.cu */
 void cu_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m, float *v,
               size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,

@@ -9,11 +9,21 @@
  *     scale; Llama's RMSNorm, SwiGLU and RoPE): the bytes they must move, per second, over
  *     memcpy's bandwidth at the same thread count and footprint (a memcpy of half those bytes);
  *   - attention forward and backward, multi-head (GPT-2 small's 12 heads) and grouped-query (12
- *     query heads over 4 key/value heads): useful FLOP/s (causal) over the GEMM peak.
+ *     query heads over 4 key/value heads): useful FLOP/s (causal) over the GEMM peak;
+ *   - DiT's adaLN-Zero kernels at DiT-S/2's shapes (B 8 samples of 8 x 16 x 16 / (2 x 2) = 512
+ *     tokens, C 384): the fused LayerNorm + modulation forward and backward against the unfused
+ *     sequence they replace (LayerNorm without affine through ig_kernel_layernorm_forward /
+ *     _backward with w = 1 and b = 0, the multiply by 1 + scale, the add of shift, the per-sample
+ *     sums and the gradient through the multiply as plain loops on the pool, as the separate
+ *     passes of PyTorch's x * (1 + scale) + shift) as the ratio of times, and each fused kernel
+ *     (with the gated residual) as bytes moved over memcpy bandwidth; runs taken in turns, each
+ *     from memory (the caches emptied before it).
  *
- *   bench_kernels [threads=2]      (best of 3 runs after a warm-up, for every figure)
+ *   bench_kernels [threads=2] [dit]   (best of 3 runs after a warm-up, for every figure but DiT's:
+ *                                      best of 20 taken in turns; "dit": the DiT figures only)
  *
- * Ends with one machine-readable line "kernels_summary k=v ...".
+ * Ends with one machine-readable line "kernels_summary k=v ..." (the DiT figures alone:
+ * "kernels_dit_summary k=v ...").
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -317,9 +327,219 @@ static void k_run(void *arg) {
     }
 }
 
+/* ---- DiT's adaLN-Zero kernels, fused and unfused ------------------------------------------- */
+
+/* Rows of B samples of rps tokens, C channels; the modulation [B, 6C] holds shift | scale | gate
+ * (| the MLP's three), as DiT's adaLN_modulation gives them. */
+typedef struct dit_arg {
+    ig_ctx *ctx;
+    ig_backend *be;
+    int which;
+    int B, rps, N, C, ld;
+    float *x, *res, *mod, *out, *y, *mean, *rstd, *ones, *zeros;
+    float *dout, *dinp, *dmod, *dy, *dw, *db, *dx, *gout;
+} dit_arg;
+
+enum { D_MOD_F, D_MOD_B, D_UNF_F, D_UNF_B, D_GATE_F, D_GATE_B, D_COUNT };
+
+#define DIT_COLS  64                  /* columns per item of the unfused per-sample sums */
+#define DIT_REPS  20                  /* runs of each DiT figure, taken in turns */
+#define DIT_EVICT ((size_t)128 << 20) /* bytes written between runs: 4x the last-level cache */
+
+/* writes its chunk of the eviction buffer (dst) */
+static void evict_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    copy_arg *c = arg;
+    memset(c->dst + b, (int)(b & 0x7f), e - b);
+}
+
+/* unfused forward, after the LayerNorm: out = y * (1 + scale[b]), then out += shift[b] */
+static void dit_mul_rows(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    dit_arg *d = arg;
+    for (size_t n = b; n < e; n++) {
+        const float *sc = d->mod + n / d->rps * d->ld + d->C, *y = d->y + n * d->C;
+        float *o = d->out + n * d->C;
+        for (int c = 0; c < d->C; c++) o[c] = y[c] * (1.0f + sc[c]);
+    }
+}
+
+static void dit_add_rows(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    dit_arg *d = arg;
+    for (size_t n = b; n < e; n++) {
+        const float *sh = d->mod + n / d->rps * d->ld;
+        float *o = d->out + n * d->C;
+        for (int c = 0; c < d->C; c++) o[c] += sh[c];
+    }
+}
+
+/* unfused backward: dshift[b] += sum of dout, dscale[b] += sum of dout * y over b's rows (one item
+ * per sample and DIT_COLS columns), and dy = dout * (1 + scale[b]) */
+static void dit_sums(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    dit_arg *d = arg;
+    int cchunks = (d->C + DIT_COLS - 1) / DIT_COLS;
+    for (size_t it = b; it < e; it++) {
+        int s = (int)it / cchunks, c0 = (int)it % cchunks * DIT_COLS;
+        int cw = d->C - c0 < DIT_COLS ? d->C - c0 : DIT_COLS;
+        double ssh[DIT_COLS] = {0}, ssc[DIT_COLS] = {0};
+        for (int n = s * d->rps; n < (s + 1) * d->rps; n++) {
+            const float *g = d->dout + (size_t)n * d->C + c0, *y = d->y + (size_t)n * d->C + c0;
+            for (int k = 0; k < cw; k++) ssh[k] += g[k], ssc[k] += g[k] * y[k];
+        }
+        float *dsh = d->dmod + (size_t)s * d->ld + c0, *dsc = dsh + d->C;
+        for (int k = 0; k < cw; k++) {
+            dsh[k] = (float)(dsh[k] + ssh[k]);
+            dsc[k] = (float)(dsc[k] + ssc[k]);
+        }
+    }
+}
+
+static void dit_dy_rows(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    dit_arg *d = arg;
+    for (size_t n = b; n < e; n++) {
+        const float *sc = d->mod + n / d->rps * d->ld + d->C, *g = d->dout + n * d->C;
+        float *dy = d->dy + n * d->C;
+        for (int c = 0; c < d->C; c++) dy[c] = g[c] * (1.0f + sc[c]);
+    }
+}
+
+static void dit_run(void *arg) {
+    dit_arg *d = arg;
+    size_t rows = (size_t)d->N, grain = (rows + 63) / 64;
+    int C = d->C, ld = d->ld;
+    float *shift = d->mod, *scale = d->mod + C, *gate = d->mod + 2 * C;
+    switch (d->which) {
+    case D_MOD_F:
+        ig_kernel_layernorm_modulate_forward(d->be, d->out, d->mean, d->rstd, d->x, shift, scale,
+                                             ld, d->N, C, 0, d->rps, 1e-6f);
+        break;
+    case D_MOD_B:
+        ig_kernel_layernorm_modulate_backward(d->be, d->dinp, d->dmod, d->dmod + C, d->dout, d->x,
+                                              scale, ld, d->mean, d->rstd, d->N, C, 0, d->rps);
+        break;
+    case D_UNF_F:
+        ig_kernel_layernorm_forward(d->be, d->y, d->mean, d->rstd, d->x, d->ones, d->zeros, d->N, C,
+                                    1e-6f);
+        ig_parallel_range(d->ctx, rows, grain, dit_mul_rows, d);
+        ig_parallel_range(d->ctx, rows, grain, dit_add_rows, d);
+        break;
+    case D_UNF_B:
+        ig_parallel_range(d->ctx, (size_t)d->B * ((C + DIT_COLS - 1) / DIT_COLS), 1, dit_sums, d);
+        ig_parallel_range(d->ctx, rows, grain, dit_dy_rows, d);
+        ig_kernel_layernorm_backward(d->be, d->dinp, d->dw, d->db, d->dy, d->x, d->ones, d->mean,
+                                     d->rstd, d->N, C);
+        break;
+    case D_GATE_F:
+        ig_kernel_gate_residual_forward(d->be, d->gout, d->res, d->out, gate, ld, d->N, C, 0,
+                                        d->rps);
+        break;
+    case D_GATE_B:
+        ig_kernel_gate_residual_backward(d->be, d->dx, d->dmod + 2 * C, d->dout, d->out, gate, ld,
+                                         d->N, C, 0, d->rps);
+        break;
+    }
+}
+
+/* The DiT figures at 'threads' threads (ratio[D_*]: fused over memcpy; ratio[D_UNF_*]: unfused
+ * time over fused time). */
+static void bench_dit(ig_ctx *ctx, ig_backend *be, int threads, double ratio[D_COUNT]) {
+    int B = 8, rps = 8 * 16 * 16 / (2 * 2), C = 384, N = B * rps;
+    size_t nc = (size_t)N * C;
+    dit_arg d = {.ctx = ctx, .be = be, .B = B, .rps = rps, .N = N, .C = C, .ld = 6 * C};
+    d.x = buf(be, nc, -2, 2, 40), d.res = buf(be, nc, -1, 1, 41), d.out = buf(be, nc, 0, 0, 42);
+    d.y = buf(be, nc, 0, 0, 43), d.dout = buf(be, nc, -1, 1, 44), d.dinp = buf(be, nc, 0, 0, 45);
+    d.dy = buf(be, nc, 0, 0, 46), d.dx = buf(be, nc, 0, 0, 47), d.gout = buf(be, nc, 0, 0, 56);
+    d.mod = buf(be, (size_t)B * d.ld, -0.5f, 0.5f, 48),
+    d.dmod = buf(be, (size_t)B * d.ld, 0, 0, 49);
+    d.mean = buf(be, N, 0, 0, 50), d.rstd = buf(be, N, 1, 1, 51);
+    d.ones = buf(be, C, 1, 1, 52), d.zeros = buf(be, C, 0, 0, 53);
+    d.dw = buf(be, C, 0, 0, 54), d.db = buf(be, C, 0, 0, 55);
+    /* bytes the fused kernels must move: LayerNorm+modulate forward reads x and writes out, its
+     * backward reads dout and x and adds to dinp; the gated residual reads res and x and writes
+     * gout (out of place here, so that it touches as many bytes as its memcpy), its backward reads
+     * dout and x and writes dx */
+    double bytes[D_COUNT] = {[D_MOD_F] = 2.0 * nc * 4,
+                             [D_MOD_B] = 4.0 * nc * 4,
+                             [D_GATE_F] = 3.0 * nc * 4,
+                             [D_GATE_B] = 3.0 * nc * 4};
+    int fused[4] = {D_MOD_F, D_MOD_B, D_GATE_F, D_GATE_B};
+    /* Every figure here is the best of DIT_REPS runs taken in turns (each kernel, the unfused
+     * sequences and the memcpy references one after another, DIT_REPS times): the load of a shared
+     * machine changes by 2x over seconds, and a ratio must compare runs under the same load. The
+     * tensors (6 MB each) fit in the last-level cache with what the previous run left there, so
+     * every run starts from caches emptied by writing DIT_EVICT bytes: kernels and memcpy alike
+     * read their inputs from memory. */
+    char *evict = malloc(DIT_EVICT);
+    if (!evict) exit(1);
+    copy_arg ev = {ctx, evict, NULL, DIT_EVICT};
+    copy_arg cp[4];
+    for (int i = 0; i < 4; i++) {
+        size_t n = (size_t)(bytes[fused[i]] / 2);
+        char *a = malloc(n), *b = malloc(n);
+        if (!a || !b) exit(1);
+        memset(a, 1, n), memset(b, 2, n);
+        cp[i] = (copy_arg){ctx, b, a, n};
+    }
+    d.which = D_MOD_F;
+    dit_run(&d); /* the statistics for the backwards */
+    double t[D_COUNT], tc[4];
+    for (int w = 0; w < D_COUNT; w++) t[w] = 1e30;
+    for (int i = 0; i < 4; i++) tc[i] = 1e30;
+    for (int r = -1; r < DIT_REPS; r++) { /* r = -1: the warm-up */
+        for (int w = 0; w < D_COUNT; w++) {
+            d.which = w;
+            ig_parallel_range(ctx, DIT_EVICT, DIT_EVICT / 16, evict_chunk, &ev);
+            double t0 = ig_now();
+            dit_run(&d);
+            double dt = ig_now() - t0;
+            if (r >= 0 && dt < t[w]) t[w] = dt;
+        }
+        for (int i = 0; i < 4; i++) {
+            ig_parallel_range(ctx, DIT_EVICT, DIT_EVICT / 16, evict_chunk, &ev);
+            double t0 = ig_now();
+            copy_run(&cp[i]);
+            double dt = ig_now() - t0;
+            if (r >= 0 && dt < tc[i]) tc[i] = dt;
+        }
+    }
+    const char *names[D_COUNT] = {[D_MOD_F] = "layernorm+modulate forward",
+                                  [D_MOD_B] = "layernorm+modulate backward",
+                                  [D_GATE_F] = "gate+residual forward",
+                                  [D_GATE_B] = "gate+residual backward"};
+    printf("\nDiT adaLN-Zero, DiT-S/2 shapes (B=%d samples of %d tokens, C=%d, mod [B, 6C]), %d "
+           "threads: fused kernels as bytes moved over memcpy bandwidth; the unfused sequence "
+           "(LayerNorm w=1 b=0 through the existing kernels, then the modulation's passes) as its "
+           "time over the fused kernel's\n",
+           B, rps, C, threads);
+    for (int i = 0; i < 4; i++) {
+        int w = fused[i];
+        double gbs = bytes[w] / t[w] / 1e9, ref = 2.0 * (double)cp[i].n / tc[i] / 1e9;
+        ratio[w] = gbs / ref;
+        printf("  %-32s %8.3f ms  %7.1f GB/s     %.2f of memcpy (%.1f GB/s at %.0f MB)\n", names[w],
+               t[w] * 1e3, gbs, ratio[w], ref, bytes[w] / 2 / 1e6);
+    }
+    ratio[D_UNF_F] = t[D_UNF_F] / t[D_MOD_F];
+    ratio[D_UNF_B] = t[D_UNF_B] / t[D_MOD_B];
+    printf("  unfused forward  (layernorm_forward + multiply + add)         %8.3f ms: %.2fx the "
+           "fused kernel's time\n",
+           t[D_UNF_F] * 1e3, ratio[D_UNF_F]);
+    printf("  unfused backward (per-sample sums + dy + layernorm_backward)  %8.3f ms: %.2fx the "
+           "fused kernel's time\n",
+           t[D_UNF_B] * 1e3, ratio[D_UNF_B]);
+    float *all[] = {d.x,    d.res,  d.out,  d.y,    d.dout,  d.dinp, d.dy, d.dx,  d.mod,
+                    d.dmod, d.mean, d.rstd, d.ones, d.zeros, d.dw,   d.db, d.gout};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) ig_backend_release(be, all[i]);
+    for (int i = 0; i < 4; i++) free(cp[i].dst), free((void *)cp[i].src);
+    free(evict);
+}
+
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     if (threads < 1) threads = 1;
+    int dit_only = argc > 2 && !strcmp(argv[2], "dit");
     ig_ctx *ctx1 = make_ctx(1), *ctxt = make_ctx(threads);
     ig_backend *be1 = make_backend(ctx1), *bet = make_backend(ctxt);
 
@@ -328,6 +548,18 @@ int main(int argc, char **argv) {
     double bw1 = memcpy_gbs(ctx1, big_copy), bwt = memcpy_gbs(ctxt, big_copy);
     printf("memcpy of 256 MiB (read + write): 1 thread %.1f GB/s, %d threads %.1f GB/s (%.2fx)\n",
            bw1, threads, bwt, bwt / bw1);
+    double dit[D_COUNT] = {0};
+    if (dit_only) {
+        bench_dit(ctxt, bet, threads, dit);
+        printf("kernels_dit_summary memcpy_gbs=%.1f dit_mod_f=%.2f dit_mod_b=%.2f "
+               "dit_unfused_f_over_fused=%.2f dit_unfused_b_over_fused=%.2f dit_gate_f=%.2f "
+               "dit_gate_b=%.2f\n",
+               bwt, dit[D_MOD_F], dit[D_MOD_B], dit[D_UNF_F], dit[D_UNF_B], dit[D_GATE_F],
+               dit[D_GATE_B]);
+        ig_backend_free(be1), ig_backend_free(bet);
+        ig_ctx_free(ctx1), ig_ctx_free(ctxt);
+        return 0;
+    }
 
     int S = 2048;
     double peak1 = square_gflops(be1, S), peakt = square_gflops(bet, S);
@@ -489,18 +721,23 @@ int main(int argc, char **argv) {
         }
     }
 
+    bench_dit(ctxt, bet, threads, dit);
+
     printf("kernels_summary gemm_peak_1t=%.1f gemm_peak_%dt=%.1f gemm_scaling=%.2f "
            "openblas_vs_backend=%.2f blis_vs_backend=%.2f onednn_own_threads_vs_backend=%.2f "
            "memcpy_gbs=%.1f enc_f=%.2f enc_b=%.2f ln_f=%.2f rln_f=%.2f ln_b=%.2f gelu_f=%.2f "
            "gelu_b=%.2f ce=%.2f adamw=%.2f sumsq=%.2f scale=%.2f attn_f_peak=%.3f "
            "attn_b_peak=%.3f rms_f=%.2f rrms_f=%.2f rms_b=%.2f swiglu_f=%.2f swiglu_b=%.2f "
-           "rope_f=%.2f rope_b=%.2f gqa_f_peak=%.3f gqa_b_peak=%.3f\n",
+           "rope_f=%.2f rope_b=%.2f gqa_f_peak=%.3f gqa_b_peak=%.3f dit_mod_f=%.2f dit_mod_b=%.2f "
+           "dit_unfused_f_over_fused=%.2f dit_unfused_b_over_fused=%.2f dit_gate_f=%.2f "
+           "dit_gate_b=%.2f\n",
            peak1, threads, peakt, peakt / peak1, gm[0], gm[1], gm[2], bwt, ratio[K_ENC_F],
            ratio[K_ENC_B], ratio[K_LN_F], ratio[K_RLN_F], ratio[K_LN_B], ratio[K_GELU_F],
            ratio[K_GELU_B], ratio[K_CE], ratio[K_ADAMW], ratio[K_SUMSQ], ratio[K_SCALE],
            ratio[K_ATT_F], ratio[K_ATT_B], ratio[K_RMS_F], ratio[K_RRMS_F], ratio[K_RMS_B],
            ratio[K_SWIGLU_F], ratio[K_SWIGLU_B], ratio[K_ROPE_F], ratio[K_ROPE_B], ratio[K_GQA_F],
-           ratio[K_GQA_B]);
+           ratio[K_GQA_B], dit[D_MOD_F], dit[D_MOD_B], dit[D_UNF_F], dit[D_UNF_B], dit[D_GATE_F],
+           dit[D_GATE_B]);
     for (int i = 0; i < 8; i++) ig_backend_release(bet, big[i]);
     ig_backend_release(bet, tok);
     ig_backend_free(be1), ig_backend_free(bet);
