@@ -200,6 +200,27 @@ ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_
     return st != IG_OK ? st : c->ops->reduce_scatter(c, send, recv, count, type, op, err);
 }
 
+/* An all-to-all's buffers: [size][count] each, and apart (no backend has an in-place form). */
+static ig_status check_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type type, ig_err *err) {
+    ig_status st = check_buf(c, "all-to-all", send, count, type, (size_t)c->size, err);
+    if (st == IG_OK) st = check_buf(c, "all-to-all", recv, count, type, (size_t)c->size, err);
+    size_t bytes = count * ig_comm_type_size(type) * (size_t)c->size; /* checked above */
+    uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+    if (st == IG_OK && bytes && s < r + bytes && r < s + bytes)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "all-to-all: the send and receive buffers overlap (there is no in-place "
+                        "all-to-all: give a separate receive buffer)");
+    return st;
+}
+
+ig_status ig_comm_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                           ig_comm_type type, ig_err *err) {
+    ig_status st = check_not_grouped(c, "all-to-all", err);
+    if (st == IG_OK) st = check_alltoall(c, send, recv, count, type, err);
+    return st != IG_OK ? st : c->ops->alltoall(c, send, recv, count, type, err);
+}
+
 static ig_status check_p2p(ig_comm *c, const char *what, const void *buf, size_t count,
                            ig_comm_type type, int peer, int tag, ig_err *err);
 
@@ -267,6 +288,15 @@ ig_status ig_comm_ireduce_scatter(ig_comm *c, const void *send, void *recv, size
     ig_comm_req *r = st == IG_OK ? new_req(c, "reduce-scatter", err) : NULL;
     if (st == IG_OK && !r) st = IG_ERR_NOMEM;
     if (st == IG_OK) st = c->ops->ireduce_scatter(c, send, recv, count, type, op, r, err);
+    return start(c, st, r, req);
+}
+
+ig_status ig_comm_ialltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_comm_req **req, ig_err *err) {
+    ig_status st = check_alltoall(c, send, recv, count, type, err);
+    ig_comm_req *r = st == IG_OK ? new_req(c, "all-to-all", err) : NULL;
+    if (st == IG_OK && !r) st = IG_ERR_NOMEM;
+    if (st == IG_OK) st = c->ops->ialltoall(c, send, recv, count, type, r, err);
     return start(c, st, r, req);
 }
 

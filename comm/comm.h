@@ -95,6 +95,13 @@ ig_status ig_comm_allgather(ig_comm *c, const void *send, void *recv, size_t cou
 ig_status ig_comm_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                  ig_comm_type type, ig_comm_op op, ig_err *err);
 
+/* All-to-all: send and recv are [size][count]; send[p*count .. (p+1)*count) goes to rank p, and
+ * recv[q*count .. (q+1)*count) is what rank q sent to this rank (MPI_Alltoall; Ulysses sequence
+ * parallelism's exchange of sequence shards for head shards). count elements go to EACH peer.
+ * send and recv must not overlap (IG_ERR_INVALID_ARG): there is no in-place form. */
+ig_status ig_comm_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                           ig_comm_type type, ig_err *err);
+
 /* Point to point: count elements to / from rank peer of c with a tag (>= 0). Blocking. */
 ig_status ig_comm_send(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
                        int tag, ig_err *err);
@@ -113,6 +120,8 @@ ig_status ig_comm_iallgather(ig_comm *c, const void *send, void *recv, size_t co
                              ig_comm_type type, ig_comm_req **req, ig_err *err);
 ig_status ig_comm_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                   ig_comm_type type, ig_comm_op op, ig_comm_req **req, ig_err *err);
+ig_status ig_comm_ialltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                            ig_comm_type type, ig_comm_req **req, ig_err *err);
 ig_status ig_comm_isend(ig_comm *c, const void *buf, size_t count, ig_comm_type type, int peer,
                         int tag, ig_comm_req **req, ig_err *err);
 ig_status ig_comm_irecv(ig_comm *c, void *buf, size_t count, ig_comm_type type, int peer, int tag,

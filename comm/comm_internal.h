@@ -19,6 +19,9 @@ typedef struct ig_comm_ops {
                            ig_err *err);
     ig_status (*reduce_scatter)(ig_comm *c, const void *send, void *recv, size_t count,
                                 ig_comm_type t, ig_comm_op op, ig_err *err);
+    /* send and recv [size][count], not overlapping */
+    ig_status (*alltoall)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                          ig_err *err);
     ig_status (*send)(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer, int tag,
                       ig_err *err);
     ig_status (*recv)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
@@ -33,6 +36,8 @@ typedef struct ig_comm_ops {
                             ig_comm_req *req, ig_err *err);
     ig_status (*ireduce_scatter)(ig_comm *c, const void *send, void *recv, size_t count,
                                  ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err);
+    ig_status (*ialltoall)(ig_comm *c, const void *send, void *recv, size_t count, ig_comm_type t,
+                           ig_comm_req *req, ig_err *err);
     ig_status (*isend)(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer, int tag,
                        ig_comm_req *req, ig_err *err);
     ig_status (*irecv)(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,

@@ -421,7 +421,8 @@ ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err
  * manifest: counts, sources, buckets, checksums) and, with captions, the token shard
  * PREFIX.captions (DESIGN 3.1: one document per source). In this section ctx may be NULL. */
 
-#define IG_CLIP_NONE 0xffffffffu /* no caption / no bucket */
+#define IG_CLIP_NONE      0xffffffffu /* no caption / no bucket / no label */
+#define IG_CLIP_LABEL_MAX 0x7ffffffeu /* the largest class id a clip may carry (2^31 - 2) */
 
 /* One clip of a shard (a record of PREFIX.clips). */
 typedef struct ig_clip_info {
@@ -432,6 +433,7 @@ typedef struct ig_clip_info {
     uint32_t source;           /* index into the manifest's sources */
     uint32_t caption;          /* document of PREFIX.captions, or IG_CLIP_NONE */
     uint32_t bucket;           /* index into the manifest's buckets, or IG_CLIP_NONE */
+    uint32_t label;            /* class id from the manifest's label column, or IG_CLIP_NONE */
     int64_t start_pts;         /* pts of its first frame, in tb_num/tb_den seconds */
     uint32_t tb_num, tb_den;   /* the source stream's time base */
     uint64_t first_frame;      /* its first entry of the frame table */
@@ -456,8 +458,9 @@ typedef struct ig_video_shard_meta {
     uint64_t raw_bytes;     /* frame bytes before compression */
     uint64_t frames_bytes, clips_bytes;
     uint64_t frames_xxh3, clips_xxh3;
-    int zstd;       /* clips are zstd-compressed */
-    char **sources; /* the videos clips come from (owned) */
+    uint32_t clips_version; /* of PREFIX.clips ("clips_version"; 0: not recorded, before 2) */
+    int zstd;               /* clips are zstd-compressed */
+    char **sources;         /* the videos clips come from (owned) */
     size_t n_sources;
     ig_clip_bucket *buckets; /* (owned) */
     size_t n_buckets;

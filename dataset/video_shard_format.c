@@ -59,11 +59,12 @@ void ig_clips_encode_record(uint8_t out[IG_CLIPS_RECORD_BYTES], const ig_clip_in
     put_u32(&p, c->tb_den);
     put_u64(&p, c->first_frame);
     put_u64(&p, c->xxh3);
-    put_u64(&p, 0);
+    put_u32(&p, c->label);
+    put_u32(&p, 0);
     put_u64(&p, 0);
 }
 
-ig_clip_info ig_clips_decode_record(const uint8_t *p) {
+ig_clip_info ig_clips_decode_record(const uint8_t *p, uint32_t version) {
     ig_clip_info c;
     c.offset = get_u64(&p);
     c.stored_bytes = get_u64(&p);
@@ -80,6 +81,7 @@ ig_clip_info ig_clips_decode_record(const uint8_t *p) {
     c.tb_den = get_u32(&p);
     c.first_frame = get_u64(&p);
     c.xxh3 = get_u64(&p);
+    c.label = version >= 2 ? get_u32(&p) : IG_CLIP_NONE;
     return c;
 }
 
@@ -118,6 +120,8 @@ static ig_status check_record(const ig_clip_info *c, uint64_t i, const ig_clips_
         return bad(err, name, i, "caption out of range");
     if (c->bucket != IG_CLIP_NONE && c->bucket >= h->buckets)
         return bad(err, name, i, "bucket out of range");
+    if (c->label != IG_CLIP_NONE && c->label > IG_CLIP_LABEL_MAX)
+        return bad(err, name, i, "label out of range");
     if (c->first_frame != frames_so_far)
         return bad(err, name, i, "frame table entry is not where the previous clip's end");
     if (c->frames > h->frames - frames_so_far) return bad(err, name, i, "frames past the table");
@@ -142,10 +146,10 @@ ig_status ig_clips_validate(const uint8_t *clips, size_t len, uint64_t frames_le
     h->buckets = get_u32(&p);
     h->captions = get_u32(&p);
     uint64_t reserved = get_u64(&p);
-    if (h->version != IG_CLIPS_VERSION)
+    if (h->version < IG_CLIPS_VERSION_MIN || h->version > IG_CLIPS_VERSION)
         return ig_err_set(err, h->version > IG_CLIPS_VERSION ? IG_ERR_UNSUPPORTED : IG_ERR_FORMAT,
-                          "%s: index version %u; this ingot reads version %d%s", name, h->version,
-                          IG_CLIPS_VERSION,
+                          "%s: index version %u; this ingot reads versions %d to %d%s", name,
+                          h->version, IG_CLIPS_VERSION_MIN, IG_CLIPS_VERSION,
                           h->version > IG_CLIPS_VERSION ? " (upgrade ingot)" : "");
     if (rec != IG_CLIPS_RECORD_BYTES || reserved != 0 || h->compression > 1)
         return ig_err_set(err, IG_ERR_FORMAT,
@@ -169,9 +173,11 @@ ig_status ig_clips_validate(const uint8_t *clips, size_t len, uint64_t frames_le
     uint64_t end = 0, nf = 0;
     for (uint64_t i = 0; i < h->clips; i++) {
         const uint8_t *r = recs + i * IG_CLIPS_RECORD_BYTES;
-        if (ig_le_u64(r + IG_CLIPS_RECORD_BYTES - 16) || ig_le_u64(r + IG_CLIPS_RECORD_BYTES - 8))
+        /* the last 16 bytes: reserved in version 1; the label and 12 reserved bytes since 2 */
+        if ((h->version < 2 && ig_le_u32(r + IG_CLIPS_RECORD_BYTES - 16)) ||
+            ig_le_u32(r + IG_CLIPS_RECORD_BYTES - 12) || ig_le_u64(r + IG_CLIPS_RECORD_BYTES - 8))
             return bad(err, name, i, "reserved bytes are not zero");
-        ig_clip_info c = ig_clips_decode_record(r);
+        ig_clip_info c = ig_clips_decode_record(r, h->version);
         ig_status st = check_record(&c, i, h, end, nf, name, err);
         if (st != IG_OK) return st;
         for (uint32_t f = 1; f < c.frames; f++) {

@@ -7,10 +7,15 @@
  *   records[clips]      u64 offset · u64 stored bytes · u32 frames · u32 height · u32 width ·
  *                       u32 fps_num · u32 fps_den · u32 source · u32 caption · u32 bucket ·
  *                       i64 start_pts · u32 tb_num · u32 tb_den · u64 first frame entry ·
- *                       u64 xxh3 of the stored bytes · 2 x u64 reserved (0)       (96 bytes)
+ *                       u64 xxh3 of the stored bytes · u32 label · u32 reserved (0) ·
+ *                       u64 reserved (0)                                          (96 bytes)
  *   frame table[frames] i64 pts · u64 source frame index                         (16 bytes)
  *
  * All little-endian and packed; the header makes every array 8-byte aligned in the file.
+ *
+ * Versions: 2 (written) added the label, a class id (<= IG_CLIP_LABEL_MAX) or IG_CLIP_NONE, in
+ * what version 1 reserved; the layout and sizes are otherwise the same. Version 1 (still read)
+ * has the 16 reserved bytes zero, and its clips read with label IG_CLIP_NONE.
  */
 #ifndef INGOT_VIDEO_SHARD_INTERNAL_H
 #define INGOT_VIDEO_SHARD_INTERNAL_H
@@ -19,7 +24,8 @@
 
 #define IG_CLIPS_MAGIC        "IGCLIPS\0"
 #define IG_CLIPS_MAGIC_LEN    8
-#define IG_CLIPS_VERSION      1
+#define IG_CLIPS_VERSION      2 /* written; IG_CLIPS_VERSION_MIN .. this one are read */
+#define IG_CLIPS_VERSION_MIN  1
 #define IG_CLIPS_HEADER_BYTES 64
 #define IG_CLIPS_RECORD_BYTES 96
 #define IG_CLIPS_FRAME_BYTES  16
@@ -37,9 +43,11 @@ typedef struct ig_clips_header {
     uint32_t compression, sources, buckets, captions;
 } ig_clips_header;
 
+/* The header and records of the current version (IG_CLIPS_VERSION); a record is decoded as the
+ * header's version lays it out (version 1: label IG_CLIP_NONE). */
 void ig_clips_encode_header(uint8_t out[IG_CLIPS_HEADER_BYTES], const ig_clips_header *h);
 void ig_clips_encode_record(uint8_t out[IG_CLIPS_RECORD_BYTES], const ig_clip_info *c);
-ig_clip_info ig_clips_decode_record(const uint8_t *p);
+ig_clip_info ig_clips_decode_record(const uint8_t *p, uint32_t version);
 void ig_clips_encode_frame(uint8_t out[IG_CLIPS_FRAME_BYTES], const ig_clip_frame *f);
 ig_clip_frame ig_clips_decode_frame(const uint8_t *p);
 
@@ -48,10 +56,11 @@ static inline uint64_t ig_clip_raw_bytes(const ig_clip_info *c) {
     return (uint64_t)c->frames * c->height * c->width * 3;
 }
 
-/* Checks a whole PREFIX.clips held in memory against the size of PREFIX.frames: magic, version,
- * record size, counts against the buffer size, every record and the frame table (see
- * video_shard_format.c). Never reads outside clips[0..len). IG_OK and *h filled, or
- * IG_ERR_FORMAT (IG_ERR_UNSUPPORTED for a newer version) naming the file, field and clip. */
+/* Checks a whole PREFIX.clips held in memory against the size of PREFIX.frames: magic, version
+ * (IG_CLIPS_VERSION_MIN .. IG_CLIPS_VERSION), record size, counts against the buffer size, every
+ * record and the frame table (see video_shard_format.c). Never reads outside clips[0..len). IG_OK
+ * and *h filled, or IG_ERR_FORMAT (IG_ERR_UNSUPPORTED for a newer version) naming the file, field
+ * and clip. */
 ig_status ig_clips_validate(const uint8_t *clips, size_t len, uint64_t frames_len, const char *name,
                             ig_clips_header *h, ig_err *err);
 

@@ -1,7 +1,8 @@
 /* video_shard_meta.c - a frame shard's manifest, PREFIX.json ("format": "ingot-video-shard"):
- * counts, sizes and xxh3 of both files, the source videos, the bucket table, the caption shard,
- * how the clips were sampled and which preprocess output the shard belongs to. Hashes are 16
- * hex digits (JSON numbers lose precision past 2^53).
+ * counts, sizes and xxh3 of both files, the version of PREFIX.clips (since that index's version
+ * 2; the manifest's own format is unchanged, and older manifests without it still read), the source
+ * videos, the bucket table, the caption shard, how the clips were sampled and which preprocess
+ * output the shard belongs to. Hashes are 16 hex digits (JSON numbers lose precision past 2^53).
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -42,6 +43,8 @@ ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *pr
         bad |= json_object_set_new(o, "clips_bytes", json_integer((json_int_t)m->clips_bytes));
         bad |= json_object_set_new(o, "frames_xxh3", ig_json_hex64(m->frames_xxh3));
         bad |= json_object_set_new(o, "clips_xxh3", ig_json_hex64(m->clips_xxh3));
+        if (m->clips_version)
+            bad |= json_object_set_new(o, "clips_version", json_integer(m->clips_version));
         bad |= json_object_set_new(o, "captions", json_string(m->captions));
         bad |= json_object_set_new(o, "caption_documents",
                                    json_integer((json_int_t)m->caption_documents));
@@ -92,6 +95,9 @@ static ig_status from_json(ig_video_shard_meta *m, json_t *o, const char *path, 
         (st = ig_json_get_str(o, path, "sampling", m->sampling, sizeof m->sampling, err)) ||
         (st = ig_json_get_str(o, path, "tool_version", m->tool_version, sizeof m->tool_version,
                               err)))
+        return st;
+    if (json_object_get(o, "clips_version") &&
+        (st = ig_json_get_u32(o, path, "clips_version", &m->clips_version, err)) != IG_OK)
         return st;
     if (strcmp(comp, "zstd") && strcmp(comp, "none"))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: compression = \"%s\": expected zstd or none",

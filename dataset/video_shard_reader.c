@@ -39,6 +39,8 @@ static ig_status check_meta(const ig_video_shard *s, ig_err *err) {
         what = "frames_bytes";
     else if (m->clips_bytes != s->clips.size)
         what = "clips_bytes";
+    else if (m->clips_version && m->clips_version != s->h.version)
+        what = "clips_version";
     else if (m->zstd != (s->h.compression == 1))
         what = "compression";
     else if (m->n_sources != s->h.sources)
@@ -131,8 +133,8 @@ const ig_video_shard_meta *ig_video_shard_meta_get(const ig_video_shard *s) {
 }
 
 ig_clip_info ig_video_shard_clip(const ig_video_shard *s, uint64_t i) {
-    return ig_clips_decode_record(s->clips.data + IG_CLIPS_HEADER_BYTES +
-                                  i * IG_CLIPS_RECORD_BYTES);
+    return ig_clips_decode_record(s->clips.data + IG_CLIPS_HEADER_BYTES + i * IG_CLIPS_RECORD_BYTES,
+                                  s->h.version);
 }
 
 void ig_video_shard_clip_frames(const ig_video_shard *s, uint64_t i, ig_clip_frame *out) {

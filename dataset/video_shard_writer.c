@@ -96,6 +96,10 @@ ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "%s: clip %" PRIu64 ": %u frames of %ux%u in %zu bytes do not fit",
                           w->prefix, w->n_clips, r.frames, r.height, r.width, bytes);
+    if (r.label != IG_CLIP_NONE && r.label > IG_CLIP_LABEL_MAX)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: clip %" PRIu64 ": label %u is past the largest class id %u",
+                          w->prefix, w->n_clips, r.label, IG_CLIP_LABEL_MAX);
     r.offset = w->bytes;
     r.stored_bytes = bytes;
     r.first_frame = w->n_frames;
@@ -197,6 +201,7 @@ ig_status ig_video_shard_writer_finish(ig_video_shard_writer *w, const ig_video_
         out->raw_bytes = w->raw_bytes;
         out->frames_bytes = w->bytes;
         out->frames_xxh3 = ig_xxh3_stream_digest(w->hash);
+        out->clips_version = IG_CLIPS_VERSION;
         out->zstd = w->o.zstd;
         snprintf(out->tool_version, sizeof out->tool_version, "ingot %s", IG_VERSION_STRING);
         /* data first, index second: an index never describes data that is not there */

@@ -3,7 +3,8 @@
  *
  * The loader's stream is made of micro-batches ("units"): unit i of epoch b is a group's
  * micro-batch, and a sample of the stream is that whole micro-batch, written by get_bytes as a
- * small header (group, clips, shape, clip ids) and the clips' frames. The loader's prefetch
+ * small header (group, clips, shape), the clip ids, their labels and caption documents, and the
+ * clips' frames. The loader's prefetch
  * threads read the clips; its proxy sampler deals units to ranks; its state (consumed samples)
  * counts units, so resuming, also at another dp, is exact.
  */
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #define HEADER_BYTES 32 /* u32 bucket, n, frames, height, width, group; u64 reserved */
+/* A unit: the header, u64 clip ids [most], u32 labels [most], u32 caption documents [most] (most:
+ * the largest batch of any group), then the frames from frames_at (64-byte aligned). */
 
 typedef struct group {
     uint32_t bucket; /* IG_CLIP_NONE: a shape group */
@@ -26,10 +29,12 @@ typedef struct clip_stream {
     ig_clip_loader_opts o;
     group *g;
     size_t n_groups;
-    uint64_t units;    /* per epoch */
-    uint64_t total;    /* clips per epoch, padding included */
-    size_t frames_at;  /* where the frames start in a unit */
-    size_t unit_bytes; /* the largest unit */
+    uint64_t units;     /* per epoch */
+    uint64_t total;     /* clips per epoch, padding included */
+    size_t labels_at;   /* where the labels start in a unit (the captions follow: most of each) */
+    size_t captions_at; /* where the caption documents start */
+    size_t frames_at;   /* where the frames start in a unit */
+    size_t unit_bytes;  /* the largest unit */
     uint64_t key;
 } clip_stream;
 
@@ -98,7 +103,10 @@ static ig_status block_get(void *self, uint64_t i, void *out, ig_err *err) {
     size_t clip = (size_t)g->frames * g->height * g->width * 3;
     for (uint32_t k = 0; k < g->batch; k++) {
         uint64_t id = b->order[b->first[i] + k];
+        ig_clip_info c = ig_clip_dataset_info(cs->o.dataset, id, NULL, NULL);
         memcpy(o + HEADER_BYTES + 8 * k, &id, 8);
+        memcpy(o + cs->labels_at + 4 * k, &c.label, 4);
+        memcpy(o + cs->captions_at + 4 * k, &c.caption, 4);
         ig_status st =
             ig_clip_dataset_read(cs->o.dataset, id, o + cs->frames_at + k * clip, clip, err);
         if (st != IG_OK) return st;
@@ -235,7 +243,9 @@ static ig_status build_groups(clip_stream *cs, ig_err *err) {
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "clip loader: no group has a whole micro-batch of clips (drop_last with "
                           "batch sizes larger than the groups)");
-    cs->frames_at = (HEADER_BYTES + 8 * (size_t)most + 63) / 64 * 64;
+    cs->labels_at = HEADER_BYTES + 8 * (size_t)most;
+    cs->captions_at = cs->labels_at + 4 * (size_t)most;
+    cs->frames_at = (cs->captions_at + 4 * (size_t)most + 63) / 64 * 64;
     for (size_t k = 0; k < cs->n_groups; k++) {
         const group *g = &cs->g[k];
         size_t bytes = cs->frames_at + (size_t)g->batch * g->frames * g->height * g->width * 3;
@@ -296,6 +306,8 @@ ig_status ig_clip_loader_next(ig_clip_loader *l, ig_clip_batch *out, ig_err *err
     memcpy(hdr, row, sizeof hdr);
     *out = (ig_clip_batch){.frames = row + l->cs.frames_at,
                            .clips = (const uint64_t *)(row + HEADER_BYTES),
+                           .labels = (const uint32_t *)(row + l->cs.labels_at),
+                           .captions = (const uint32_t *)(row + l->cs.captions_at),
                            .n = hdr[1],
                            .frames_per_clip = hdr[2],
                            .height = hdr[3],

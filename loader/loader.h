@@ -246,11 +246,16 @@ typedef struct ig_clip_loader_opts {
 
 ig_clip_loader_opts ig_clip_loader_opts_default(void);
 
-/* One micro-batch of clips, owned by the loader: valid until the next call or free. */
+/* One micro-batch of clips, owned by the loader: valid until the next call or free. Labels and
+ * caption documents are the clips' records (ig_clip_info.label, .caption); a caption document
+ * numbers the caption shard of the clip's own frame shard (ig_clip_dataset_caption(ds,
+ * clips[k]) reads its tokens). */
 typedef struct ig_clip_batch {
-    const uint8_t *frames; /* [n][frames_per_clip][height][width][3] RGB24, 64-byte aligned */
-    const uint64_t *clips; /* [n] the clips' indices in the dataset */
-    uint32_t n;            /* clips: the group's batch size */
+    const uint8_t *frames;    /* [n][frames_per_clip][height][width][3] RGB24, 64-byte aligned */
+    const uint64_t *clips;    /* [n] the clips' indices in the dataset */
+    const uint32_t *labels;   /* [n] each clip's label (IG_CLIP_NONE without) */
+    const uint32_t *captions; /* [n] each clip's caption document, or IG_CLIP_NONE */
+    uint32_t n;               /* clips: the group's batch size */
     uint32_t frames_per_clip, height, width;
     uint32_t bucket; /* the bucket (index into the dataset's table), or IG_CLIP_NONE */
     uint64_t unit;   /* the micro-batch's index in the stream (global sample id) */

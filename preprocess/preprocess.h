@@ -397,14 +397,15 @@ ig_status ig_video_write_contact_sheet(const char *path, const uint8_t *rgb, uin
                                        uint32_t frames, uint32_t height, uint32_t width,
                                        uint32_t max_cols, ig_err *err);
 
-/* ---- the video manifest: Open-Sora's CSV (path,text[,start,end,num_frames,fps,...]) ------- */
+/* ---- the video manifest: Open-Sora's CSV (path,text[,start,end,label,num_frames,fps,...]) - */
 
 typedef struct ig_video_entry {
-    char *path;    /* as resolved: a relative path is relative to the manifest's directory */
-    char *text;    /* the caption ("" when the column is absent or empty) */
-    double start;  /* seconds after the first frame where clips may start; default 0 */
-    double end;    /* seconds after the first frame where clips must end; < 0: the end */
-    uint64_t line; /* 1-based line of the manifest */
+    char *path;     /* as resolved: a relative path is relative to the manifest's directory */
+    char *text;     /* the caption ("" when the column is absent or empty) */
+    double start;   /* seconds after the first frame where clips may start; default 0 */
+    double end;     /* seconds after the first frame where clips must end; < 0: the end */
+    uint32_t label; /* class id from the label column (0 .. IG_CLIP_LABEL_MAX), or IG_CLIP_NONE */
+    uint64_t line;  /* 1-based line of the manifest */
 } ig_video_entry;
 
 typedef struct ig_video_manifest {
@@ -414,8 +415,9 @@ typedef struct ig_video_manifest {
 
 /* Reads a .csv (RFC 4180: a header row naming the columns, quoted fields with "" escapes and
  * newlines) or a .jsonl (one object per line) manifest. Required: path; optional: text, start,
- * end (seconds, or [HH:]MM:SS[.fff]); other columns (num_frames, fps, ...) are ignored: ingot
- * probes every file itself. Errors name file:line and the column. */
+ * end (seconds, or [HH:]MM:SS[.fff]), label (a class id: an integer 0 .. IG_CLIP_LABEL_MAX; an
+ * empty field, JSON null or no such column: IG_CLIP_NONE); other columns (num_frames, fps, ...)
+ * are ignored: ingot probes every file itself. Errors name file:line, the column and the value. */
 ig_status ig_video_manifest_read(ig_video_manifest *m, const char *path, ig_err *err);
 ig_status ig_video_manifest_parse(ig_video_manifest *m, const char *text, size_t len, int jsonl,
                                   const char *path, ig_err *err); /* path: for messages, dirs */

@@ -1,7 +1,8 @@
 /* video_manifest.c - the list of videos to preprocess, as Open-Sora keeps it: a CSV with a header
- * row (path,text[,start,end,num_frames,fps,...]; RFC 4180 quoting, so captions may hold commas,
- * quotes and newlines) or the same as JSON lines. Relative paths are relative to the manifest's
- * directory, so a dataset directory can be moved whole.
+ * row (path,text[,start,end,label,num_frames,fps,...]; RFC 4180 quoting, so captions may hold
+ * commas, quotes and newlines) or the same as JSON lines. Relative paths are relative to the
+ * manifest's directory, so a dataset directory can be moved whole. A label is a class id for
+ * class-conditioned models, carried to every clip of the video.
  */
 #include "preprocess/preprocess.h"
 
@@ -56,7 +57,7 @@ static char *join_dir(const char *manifest, const char *path) {
 
 static ig_status add_entry(ig_video_manifest *m, size_t *cap, const char *manifest,
                            const char *path, const char *text, double start, double end,
-                           uint64_t line, ig_err *err) {
+                           uint32_t label, uint64_t line, ig_err *err) {
     if (m->n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
         ig_video_entry *ne = realloc(m->entries, nc * sizeof *ne);
@@ -69,6 +70,7 @@ static ig_status add_entry(ig_video_manifest *m, size_t *cap, const char *manife
     e->text = strdup(text ? text : "");
     e->start = start;
     e->end = end;
+    e->label = label;
     e->line = line;
     if (!e->path || !e->text) {
         free(e->path);
@@ -86,6 +88,28 @@ static ig_status check_times(const char *manifest, uint64_t line, const char *co
         return ig_err_set(err, IG_ERR_FORMAT,
                           "%s:%llu: column '%s' is not a time (seconds, or [HH:]MM:SS[.fff])",
                           manifest, (unsigned long long)line, col);
+    return IG_OK;
+}
+
+/* A class id from a manifest field: digits only (spaces around them allowed), at most
+ * IG_CLIP_LABEL_MAX; "" is no label. */
+static ig_status parse_label(const char *s, uint32_t *out, const char *manifest, uint64_t line,
+                             ig_err *err) {
+    const char *p = s, *end;
+    while (*p == ' ' || *p == '\t') p++;
+    *out = IG_CLIP_NONE;
+    if (!*p) return IG_OK;
+    uint64_t v = 0;
+    for (end = p; *end >= '0' && *end <= '9'; end++)
+        if ((v = v * 10 + (uint64_t)(*end - '0')) > IG_CLIP_LABEL_MAX) break;
+    const char *q = end;
+    while (*q == ' ' || *q == '\t') q++;
+    if (end == p || *q || v > IG_CLIP_LABEL_MAX)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s:%llu: label '%.64s' is not a class id: expected an integer from 0 "
+                          "to %u (or an empty field for none)",
+                          manifest, (unsigned long long)line, s, IG_CLIP_LABEL_MAX);
+    *out = (uint32_t)v;
     return IG_OK;
 }
 
@@ -152,14 +176,14 @@ static int csv_field(csv *c, int *last) {
     return 0;
 }
 
-enum { COL_PATH, COL_TEXT, COL_START, COL_END, N_COLS };
-static const char *const col_names[N_COLS] = {"path", "text", "start", "end"};
+enum { COL_PATH, COL_TEXT, COL_START, COL_END, COL_LABEL, N_COLS };
+static const char *const col_names[N_COLS] = {"path", "text", "start", "end", "label"};
 
 static ig_status parse_csv(ig_video_manifest *m, const char *text, size_t len, const char *path,
                            ig_err *err) {
     csv c = {.p = text, .end = text + len, .line = 1};
     if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) c.p += 3;
-    int cols[N_COLS] = {-1, -1, -1, -1};
+    int cols[N_COLS] = {-1, -1, -1, -1, -1};
     int ncol = 0, last = 0, rc;
     ig_status st = IG_OK;
     /* the header */
@@ -229,9 +253,12 @@ static ig_status parse_csv(ig_video_manifest *m, const char *text, size_t len, c
                 st = check_times(path, line, col_names[COL_START + k], t[k], err);
             }
         }
+        uint32_t label = IG_CLIP_NONE;
+        if (st == IG_OK && cols[COL_LABEL] >= 0)
+            st = parse_label(row[cols[COL_LABEL]], &label, path, line, err);
         if (st == IG_OK)
             st = add_entry(m, &cap, path, vp, cols[COL_TEXT] >= 0 ? row[cols[COL_TEXT]] : "", t[0],
-                           t[1], line, err);
+                           t[1], label, line, err);
         for (int k = 0; k < ncol; k++) {
             free(row[k]);
             row[k] = NULL;
@@ -264,6 +291,26 @@ static ig_status json_time(json_t *o, const char *key, double *out, const char *
     return check_times(path, line, key, *out, err);
 }
 
+/* "label": a JSON integer 0 .. IG_CLIP_LABEL_MAX; absent or null: none. */
+static ig_status json_label(json_t *o, uint32_t *out, const char *path, uint64_t line,
+                            ig_err *err) {
+    json_t *v = json_object_get(o, "label");
+    *out = IG_CLIP_NONE;
+    if (!v || json_is_null(v)) return IG_OK;
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) <= (json_int_t)IG_CLIP_LABEL_MAX) {
+        *out = (uint32_t)json_integer_value(v);
+        return IG_OK;
+    }
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    ig_status st = ig_err_set(err, IG_ERR_FORMAT,
+                              "%s:%llu: \"label\" %.64s is not a class id: expected an integer "
+                              "from 0 to %u (or null for none)",
+                              path, (unsigned long long)line, text ? text : "?", IG_CLIP_LABEL_MAX);
+    free(text);
+    return st;
+}
+
 static ig_status parse_jsonl(ig_video_manifest *m, const char *text, size_t len, const char *path,
                              ig_err *err) {
     size_t cap = 0;
@@ -286,6 +333,7 @@ static ig_status parse_jsonl(ig_video_manifest *m, const char *text, size_t len,
         } else {
             json_t *vp = json_object_get(o, "path"), *vt = json_object_get(o, "text");
             double t[2] = {0, -1};
+            uint32_t label = IG_CLIP_NONE;
             if (!json_is_string(vp) || !json_string_value(vp)[0])
                 st = ig_err_set(err, IG_ERR_FORMAT, "%s:%llu: \"path\" is missing or not a string",
                                 path, (unsigned long long)line);
@@ -294,10 +342,11 @@ static ig_status parse_jsonl(ig_video_manifest *m, const char *text, size_t len,
                                 (unsigned long long)line);
             if (st == IG_OK) st = json_time(o, "start", &t[0], path, line, err);
             if (st == IG_OK) st = json_time(o, "end", &t[1], path, line, err);
+            if (st == IG_OK) st = json_label(o, &label, path, line, err);
             if (st == IG_OK)
                 st = add_entry(m, &cap, path, json_string_value(vp),
-                               json_is_string(vt) ? json_string_value(vt) : "", t[0], t[1], line,
-                               err);
+                               json_is_string(vt) ? json_string_value(vt) : "", t[0], t[1], label,
+                               line, err);
         }
         json_decref(o);
     }

@@ -173,6 +173,7 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
         ig_vclip *c = &job->clips[i];
         c->info.source = source;
         c->info.caption = p->cw ? (uint32_t)m->caption_documents : IG_CLIP_NONE;
+        c->info.label = e->label;
         ig_status s = ig_video_shard_writer_add(p->w, &c->info, c->frames, c->data, c->bytes, err);
         if (s != IG_OK) return s;
         st->bytes += c->bytes;

@@ -1,5 +1,6 @@
 /* test_clip_loader.c - the clip loader (loader/clip_loader.c) over frame shards: every micro-batch
- * has one shape and its bucket's batch size and holds exactly the clips it names; an epoch holds
+ * has one shape and its bucket's batch size and holds exactly the clips it names, with each
+ * clip's label and caption document (from its record); an epoch holds
  * every clip (padded to whole micro-batches); the union over ranks of a step is the same for any
  * dp; a loader resumed from a saved state - also at another dp - continues exactly; epochs differ
  * and the order is a function of the seed alone. */
@@ -24,6 +25,16 @@ static uint8_t pixel(uint64_t c, size_t i) {
     return (uint8_t)(c * 13 + i * 7);
 }
 
+/* clip c's label: 100 + c, none for every fifth; its caption: document c % 4 of shard 0's caption
+ * shard (clips 0 .. 10; document d holds the ids 1000 + d, 7), none in shard 1 (no captions) */
+#define SHARD0_CLIPS 11
+static uint32_t label_of(uint64_t c) {
+    return c % 5 == 4 ? IG_CLIP_NONE : (uint32_t)(100 + c);
+}
+static uint32_t caption_of(uint64_t c) {
+    return c < SHARD0_CLIPS ? (uint32_t)(c % 4) : IG_CLIP_NONE;
+}
+
 static int setup(void **state) {
     (void)state;
     g_dir = igt_mkdtemp();
@@ -37,7 +48,7 @@ static int setup(void **state) {
     for (int s = 0; s < 2; s++) {
         ig_video_shard_writer *w = NULL;
         if (ig_video_shard_writer_create(&w, NULL, pre[s], NULL, &err) != IG_OK) return -1;
-        for (uint64_t c = s ? 11 : 0; c < (s ? N_CLIPS : 11); c++) {
+        for (uint64_t c = s ? SHARD0_CLIPS : 0; c < (s ? N_CLIPS : SHARD0_CLIPS); c++) {
             const ig_clip_bucket *b = &buckets[c % 3 == 2];
             ig_clip_info ci = {.frames = b->frames,
                                .height = b->height,
@@ -45,8 +56,9 @@ static int setup(void **state) {
                                .fps_num = 25,
                                .fps_den = 1,
                                .source = 0,
-                               .caption = IG_CLIP_NONE,
+                               .caption = caption_of(c),
                                .bucket = c % 3 == 2,
+                               .label = label_of(c),
                                .tb_num = 1,
                                .tb_den = 25};
             size_t n = (size_t)b->frames * b->height * b->width * 3;
@@ -58,6 +70,19 @@ static int setup(void **state) {
         char *src[] = {"v.mp4"};
         ig_video_shard_meta meta = {.sources = src, .n_sources = 1, .n_buckets = 2};
         meta.buckets = (ig_clip_bucket *)buckets;
+        if (s == 0) { /* a caption shard of 4 documents beside shard 0 */
+            snprintf(meta.captions, sizeof meta.captions, "c0.captions");
+            meta.caption_documents = 4;
+            ig_shard_writer *cw = NULL;
+            ig_shard_writer_opts co = ig_shard_writer_opts_default();
+            if (ig_shard_writer_create(&cw, NULL, igt_fmt("%s/c0.captions", g_dir), &co, &err))
+                return -1;
+            for (int32_t d = 0; d < 4; d++) {
+                int32_t ids[2] = {1000 + d, 7};
+                if (ig_shard_writer_add_document(cw, ids, 2, &err) != IG_OK) return -1;
+            }
+            if (ig_shard_writer_finish(cw, NULL, &err) != IG_OK) return -1;
+        }
         ig_video_shard_meta done;
         if (ig_video_shard_writer_finish(w, &meta, &done, &err) != IG_OK ||
             ig_video_shard_meta_write(&done, pre[s], 0, &err) != IG_OK)
@@ -111,6 +136,19 @@ static uint64_t check_batch(const ig_clip_batch *b) {
         uint64_t c = b->clips[k];
         assert_true(c < N_CLIPS);
         assert_int_equal(c % 3 == 2, b->bucket);
+        if (b->labels[k] != label_of(c))
+            fail_msg("clip %llu: label %u, expected %u", (unsigned long long)c, b->labels[k],
+                     label_of(c));
+        if (b->captions[k] != caption_of(c))
+            fail_msg("clip %llu: caption %u, expected %u", (unsigned long long)c, b->captions[k],
+                     caption_of(c));
+        /* the caption document names the clip's tokens */
+        int32_t ids[4];
+        size_t len = 0;
+        ig_err err = {0};
+        assert_int_equal(ig_clip_dataset_caption(g_ds, c, ids, 4, &len, &err), IG_OK);
+        assert_int_equal(len, b->captions[k] == IG_CLIP_NONE ? 0 : 2);
+        if (len) assert_int_equal(ids[0], 1000 + (int32_t)b->captions[k]);
         for (size_t i = 0; i < clip; i++)
             if (b->frames[k * clip + i] != pixel(c, i))
                 fail_msg("clip %llu byte %zu", (unsigned long long)c, i);

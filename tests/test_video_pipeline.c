@@ -1,9 +1,9 @@
 /* test_video_pipeline.c - `preprocess video` as a library (preprocess/video_*.c): the manifest
- * (CSV quoting, relative paths, times, errors with file:line), Open-Sora 2.0's bucket tables and
- * assignment, clips whose frames equal the decoder's for the source frames they name (by stride,
- * and by time on a variable-frame-rate video), output byte-identical for any worker count, every
- * kind of bad file skipped with its reason (and strict stopping the run, leaving nothing), the
- * output lifecycle (refusal, overwrite), captions, compression, and the probe-only info CSV.
+ * (CSV quoting, relative paths, times, labels, errors with file:line), Open-Sora 2.0's bucket
+ * tables and assignment, clips whose frames equal the decoder's for the source frames they name (by
+ * stride, and by time on a variable-frame-rate video), output byte-identical for any worker count,
+ * every kind of bad file skipped with its reason (and strict stopping the run, leaving nothing),
+ * the output lifecycle (refusal, overwrite), captions, compression, and the probe-only info CSV.
  * Test videos are made by the ffmpeg CLI at test time; without it those tests are skipped. */
 #include "testutil.h"
 
@@ -141,6 +141,73 @@ static void test_manifest_jsonl(void **state) {
     assert_int_equal(ig_video_manifest_parse(&m, bad, strlen(bad), 1, "m.jsonl", &err),
                      IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "m.jsonl:1"));
+}
+
+/* The label column (CSV) or field (JSON lines): a class id per video, none when absent, empty
+ * or null; anything but an integer 0 .. 2^31 - 2 refused with file:line and the value. */
+static void test_manifest_labels(void **state) {
+    (void)state;
+    ig_video_manifest m;
+    ig_err err = {0};
+    const char *csv = "path,label,text\n"
+                      "a.mp4,3,a cat\n"
+                      "b.mp4,,no label\n"
+                      "c.mp4, 0 ,spaces around\n"
+                      "d.mp4,2147483646,the largest\n"
+                      "e.mp4,007,leading zeros\n";
+    assert_int_equal(ig_video_manifest_parse(&m, csv, strlen(csv), 0, "m.csv", &err), IG_OK);
+    assert_int_equal(m.n, 5);
+    const uint32_t want[5] = {3, IG_CLIP_NONE, 0, IG_CLIP_LABEL_MAX, 7};
+    for (int i = 0; i < 5; i++) assert_int_equal(m.entries[i].label, want[i]);
+    assert_string_equal(m.entries[0].text, "a cat");
+    ig_video_manifest_clear(&m);
+    /* no label column: no labels */
+    const char *plain = "path,text\na.mp4,x\nb.mp4,y\n";
+    assert_int_equal(ig_video_manifest_parse(&m, plain, strlen(plain), 0, "m.csv", &err), IG_OK);
+    assert_int_equal(m.entries[0].label, IG_CLIP_NONE);
+    assert_int_equal(m.entries[1].label, IG_CLIP_NONE);
+    ig_video_manifest_clear(&m);
+    const char *j = "{\"path\": \"a.mp4\", \"text\": \"hi\", \"label\": 12}\n"
+                    "{\"path\": \"b.mp4\", \"label\": null}\n"
+                    "{\"path\": \"c.mp4\"}\n"
+                    "{\"path\": \"d.mp4\", \"label\": 0}\n";
+    assert_int_equal(ig_video_manifest_parse(&m, j, strlen(j), 1, "m.jsonl", &err), IG_OK);
+    assert_int_equal(m.n, 4);
+    const uint32_t jwant[4] = {12, IG_CLIP_NONE, IG_CLIP_NONE, 0};
+    for (int i = 0; i < 4; i++) assert_int_equal(m.entries[i].label, jwant[i]);
+    ig_video_manifest_clear(&m);
+    const struct {
+        const char *text;
+        int jsonl;
+        const char *want;
+    } bad[] = {
+        {"path,label\na.mp4,1\nb.mp4,-1\n", 0, "m.csv:3: label '-1' is not a class id"},
+        {"path,label\na.mp4,1.5\n", 0, "m.csv:2: label '1.5' is not a class id"},
+        {"path,label\na.mp4,2147483647\n", 0, "m.csv:2: label '2147483647' is not a class id"},
+        {"path,label\na.mp4,99999999999999999999999\n", 0,
+         "m.csv:2: label '99999999999999999999999'"},
+        {"path,label\na.mp4,cat\n", 0, "m.csv:2: label 'cat' is not a class id"},
+        {"path,label\na.mp4,+3\n", 0, "m.csv:2: label '+3'"},
+        {"path,label\na.mp4,1e3\n", 0, "m.csv:2: label '1e3'"},
+        {"path,label\na.mp4,0x10\n", 0, "m.csv:2: label '0x10'"},
+        {"path,label\na.mp4,3 4\n", 0, "m.csv:2: label '3 4'"},
+        {"path,label,text\na.mp4,\"4\nfive\",x\n", 0, "m.csv:2: label '4\nfive'"},
+        {"path,label,label\na.mp4,1,2\n", 0, "m.csv:1: column 'label' is named twice"},
+        {"{\"path\": \"a.mp4\", \"label\": -1}\n", 1, "m.csv:1: \"label\" -1 is not a class id"},
+        {"{\"path\": \"a.mp4\"}\n{\"path\": \"b.mp4\", \"label\": 1.0}\n", 1,
+         "m.csv:2: \"label\" 1.0 is not a class id"},
+        {"{\"path\": \"a.mp4\", \"label\": 2147483647}\n", 1, "m.csv:1: \"label\" 2147483647"},
+        {"{\"path\": \"a.mp4\", \"label\": \"3\"}\n", 1, "m.csv:1: \"label\" \"3\""},
+        {"{\"path\": \"a.mp4\", \"label\": true}\n", 1, "m.csv:1: \"label\" true"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ig_err_clear(&err);
+        ig_status st = ig_video_manifest_parse(&m, bad[i].text, strlen(bad[i].text), bad[i].jsonl,
+                                               "m.csv", &err);
+        if (st != IG_ERR_FORMAT) fail_msg("case %zu: status %d", i, (int)st);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: '%s' not in '%s'", i, bad[i].want, err.msg);
+    }
 }
 
 /* A NUL byte in a manifest field used to cut the caption (or the path) short without a word:
@@ -412,6 +479,43 @@ static void test_clips_by_stride(void **state) {
     ig_clip_dataset_close(ds);
 }
 
+/* Each video's label reaches every clip made from it; a video without one gives unlabelled
+ * clips, and a skipped video's label goes nowhere. */
+static void test_clips_carry_labels(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    const char *csv = "path,text,label\n"
+                      "a.mp4,first,3\n"
+                      "missing.mp4,gone,9\n"
+                      "b.webm,second,\n"
+                      "vfr.mp4,third,0\n";
+    igt_write(vp("ml.csv"), csv, strlen(csv));
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 2;
+    o.height = 16;
+    o.width = 16;
+    o.clips_per_video = 2;
+    ig_video_stats st = {0};
+    ig_err err = {0};
+    assert_int_equal(run(vp("ml.csv"), vp("sl"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.used, 3);
+    assert_int_equal(st.clips, 6);
+    ig_video_stats_clear(&st);
+    ig_video_shard *s = NULL;
+    assert_int_equal(ig_video_shard_open(&s, NULL, vp("sl"), &err), IG_OK);
+    const ig_video_shard_meta *m = ig_video_shard_meta_get(s);
+    for (uint64_t c = 0; c < ig_video_shard_clips(s); c++) {
+        ig_clip_info ci = ig_video_shard_clip(s, c);
+        const char *src = m->sources[ci.source];
+        uint32_t want = strstr(src, "a.mp4") ? 3 : strstr(src, "vfr.mp4") ? 0 : IG_CLIP_NONE;
+        if (ci.label != want)
+            fail_msg("clip %llu of %s: label %u", (unsigned long long)c, src, ci.label);
+    }
+    assert_int_equal(m->clips_version, 2);
+    ig_video_shard_close(s);
+    assert_int_equal(ig_video_shard_verify(NULL, vp("sl"), &err), IG_OK);
+}
+
 static void test_clips_by_time_vfr(void **state) {
     (void)state;
     REQUIRE_FFMPEG();
@@ -562,7 +666,8 @@ int main(void) {
         cmocka_unit_test(test_bucket_assign),       cmocka_unit_test(test_bucket_files_refused),
         cmocka_unit_test(test_clips_by_stride),     cmocka_unit_test(test_clips_by_time_vfr),
         cmocka_unit_test(test_any_worker_count),    cmocka_unit_test(test_bad_files_skipped),
-        cmocka_unit_test(test_lifecycle_and_probe),
+        cmocka_unit_test(test_lifecycle_and_probe), cmocka_unit_test(test_manifest_labels),
+        cmocka_unit_test(test_clips_carry_labels),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);

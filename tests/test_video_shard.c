@@ -1,7 +1,8 @@
 /* test_video_shard.c - frame shards (dataset/video_shard_*.c, DESIGN 3.2): a written shard reads
- * back exactly (raw and zstd), verifies, and is refused with a message naming the file and field
- * when any header or record field is damaged, a clip's bytes change, the manifest describes other
- * data or a run marker covers it; shard lists; the clip dataset over several shards with
+ * back exactly (raw and zstd, labels included), verifies, and is refused with a message naming
+ * the file and field when any header or record field is damaged, a clip's bytes change, the
+ * manifest describes other data or a run marker covers it; a version-1 index (before labels)
+ * still reads, with no labels; shard lists; the clip dataset over several shards with
  * captions. */
 #include "testutil.h"
 
@@ -32,8 +33,13 @@ static void fill_clip(uint8_t *p, size_t n, uint32_t c) {
     for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 31 + c * 7 + (i >> 9));
 }
 
-/* Writes a shard of n clips (clip c: 2 + c % 3 frames of 8 x (6 + c) pixels) with 2 sources and
- * 2 buckets; captions: caption_docs documents (0: none). */
+/* Clip c's label in write_shard: 10 + c, none for every third, the largest class id for clip 3. */
+static uint32_t label_of(uint32_t c) {
+    return c == 3 ? IG_CLIP_LABEL_MAX : c % 3 == 2 ? IG_CLIP_NONE : 10 + c;
+}
+
+/* Writes a shard of n clips (clip c: 2 + c % 3 frames of 8 x (6 + c) pixels, label label_of(c))
+ * with 2 sources and 2 buckets; captions: caption_docs documents (0: none). */
 static void write_shard(const char *prefix, uint32_t n, int zstd, uint64_t caption_docs) {
     ig_err err = {0};
     ig_video_shard_writer *w = NULL;
@@ -48,6 +54,7 @@ static void write_shard(const char *prefix, uint32_t n, int zstd, uint64_t capti
                            .source = c % 2,
                            .caption = caption_docs ? c % (uint32_t)caption_docs : IG_CLIP_NONE,
                            .bucket = c % 2,
+                           .label = label_of(c),
                            .start_pts = 1000 * c,
                            .tb_num = 1,
                            .tb_den = 1000};
@@ -104,6 +111,7 @@ static void check_roundtrip(int zstd) {
         assert_int_equal(ci.frames, 2 + c % 3);
         assert_int_equal(ci.width, 6 + c);
         assert_int_equal(ci.start_pts, 1000 * c);
+        assert_int_equal(ci.label, label_of(c));
         assert_int_equal(ci.first_frame, frames);
         frames += ci.frames;
         size_t raw = ig_video_shard_clip_bytes(s, c);
@@ -126,6 +134,7 @@ static void check_roundtrip(int zstd) {
     assert_int_equal(m->n_buckets, 2);
     assert_string_equal(m->buckets[1].name, "360p/8/16:9");
     assert_string_equal(m->sources[1], "b.mp4");
+    assert_int_equal(m->clips_version, IG_CLIPS_VERSION);
     ig_video_shard_close(s);
     assert_int_equal(ig_video_shard_verify(NULL, p, &err), IG_OK);
     assert_true(ig_video_shard_is(p));
@@ -158,7 +167,8 @@ static void test_damaged_index(void **state) {
         int bytes;
     } muts[] = {
         {0, 'X', 1},                  /* magic */
-        {8, 2, 4},                    /* version */
+        {8, 3, 4},                    /* version: newer */
+        {8, 0, 4},                    /* version: older than the first */
         {12, 95, 4},                  /* record size */
         {16, 5, 8},                   /* clips */
         {24, 99, 8},                  /* frame entries */
@@ -180,6 +190,8 @@ static void test_damaged_index(void **state) {
         {rec + 56, 0, 4},             /* tb_num */
         {rec + 60, 0, 4},             /* tb_den */
         {rec + 64, 1, 8},             /* first frame */
+        {rec + 80, 0x7fffffff, 4},    /* label: past IG_CLIP_LABEL_MAX */
+        {rec + 84, 1, 4},             /* reserved */
         {rec + 88, 1, 8},             /* reserved */
         {table + 16, (uint64_t)-5, 8} /* frame 1 of clip 0 before frame 0 */
     };
@@ -204,6 +216,111 @@ static void test_damaged_index(void **state) {
     igt_write(cp, good, len);
     assert_int_equal(ig_video_shard_verify(NULL, p, &err), IG_OK);
     free(good);
+}
+
+/* A label past the largest class id is refused by the writer. */
+static void test_writer_refuses_bad_label(void **state) {
+    (void)state;
+    ig_err err = {0};
+    ig_video_shard_writer *w = NULL;
+    ig_video_shard_writer_opts o = {.overwrite = 1};
+    assert_int_equal(
+        ig_video_shard_writer_create(&w, NULL, igt_fmt("%s/badlabel", g_dir), &o, &err), IG_OK);
+    ig_clip_info ci = {.frames = 1,
+                       .height = 1,
+                       .width = 1,
+                       .fps_num = 1,
+                       .fps_den = 1,
+                       .tb_num = 1,
+                       .tb_den = 1,
+                       .caption = IG_CLIP_NONE,
+                       .bucket = IG_CLIP_NONE,
+                       .label = IG_CLIP_LABEL_MAX + 1};
+    ig_clip_frame fr = {0, 0};
+    uint8_t px[3] = {1, 2, 3};
+    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "label 2147483647"));
+    ci.label = IG_CLIP_LABEL_MAX;
+    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_OK);
+    ig_video_shard_writer_abort(w);
+}
+
+/* The version-1 frame shard of tests/data/video_v1, written by ingot before clip labels: it
+ * opens, verifies and reads, and its clips have no label. */
+static void test_reads_version_1(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/tests/data/video_v1/v1", igt_source_dir());
+    char *pc = strdup(p);
+    size_t len;
+    uint8_t *raw = (uint8_t *)igt_read(igt_fmt("%s.clips", pc), &len);
+    assert_int_equal(ig_le_u32(raw + 8), 1); /* it is a version-1 index */
+    free(raw);
+    ig_err err = {0};
+    ig_video_shard *s = NULL;
+    if (ig_video_shard_open(&s, NULL, pc, &err) != IG_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ig_video_shard_clips(s), 2);
+    assert_int_equal(ig_video_shard_frames(s), 4);
+    assert_int_equal(ig_video_shard_meta_get(s)->clips_version, 0); /* not recorded then */
+    for (uint64_t c = 0; c < 2; c++) {
+        ig_clip_info ci = ig_video_shard_clip(s, c);
+        assert_int_equal(ci.label, IG_CLIP_NONE);
+        assert_int_equal(ci.caption, IG_CLIP_NONE);
+        assert_int_equal(ci.source, c);
+        assert_int_equal(ci.frames, 2);
+        assert_int_equal(ci.height, 8);
+        assert_int_equal(ci.width, 8);
+        uint8_t px[2 * 8 * 8 * 3];
+        assert_int_equal(ig_video_shard_read(s, c, px, sizeof px, 1, &err), IG_OK);
+    }
+    ig_video_shard_close(s);
+    assert_int_equal(ig_video_shard_verify(NULL, pc, &err), IG_OK);
+    ig_clip_dataset *ds = NULL;
+    const char *pre[] = {pc};
+    assert_int_equal(ig_clip_dataset_open(&ds, NULL, pre, 1, &err), IG_OK);
+    assert_int_equal(ig_clip_dataset_info(ds, 1, NULL, NULL).label, IG_CLIP_NONE);
+    ig_clip_dataset_close(ds);
+    free(pc);
+}
+
+/* Version-1 bytes made from a version-2 shard: the header's version set to 1 and the labels
+ * zeroed read with no labels; a version-1 record with bytes in the label's place (reserved then)
+ * is refused, and so is a manifest whose clips_version is not the index's. */
+static void test_synthesized_version_1(void **state) {
+    (void)state;
+    const char *p = igt_fmt("%s/old", g_dir);
+    char *pc = strdup(p);
+    write_shard(pc, 4, 0, 0);
+    const char *cp = igt_fmt("%s.clips", pc);
+    char *cpc = strdup(cp);
+    size_t len;
+    uint8_t *b = (uint8_t *)igt_read(cpc, &len);
+    assert_int_equal(ig_le_u32(b + 8), IG_CLIPS_VERSION);
+    ig_put_le_u32(b + 8, 1);
+    for (int c = 0; c < 4; c++)
+        ig_put_le_u32(b + IG_CLIPS_HEADER_BYTES + c * IG_CLIPS_RECORD_BYTES + 80, 0);
+    igt_write(cpc, b, len);
+    ig_err err = {0};
+    ig_video_shard *s = NULL;
+    /* the manifest says version 2 */
+    assert_int_equal(ig_video_shard_open(&s, NULL, pc, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "clips_version"));
+    /* without the manifest (its clips_version) the version-1 index reads */
+    rename(igt_fmt("%s.json", pc), igt_fmt("%s.json.bak", pc));
+    if (ig_video_shard_open(&s, NULL, pc, &err) != IG_OK) fail_msg("%s", err.msg);
+    for (uint64_t c = 0; c < 4; c++) {
+        ig_clip_info ci = ig_video_shard_clip(s, c);
+        assert_int_equal(ci.label, IG_CLIP_NONE);
+        assert_int_equal(ci.width, 6 + c);
+    }
+    ig_video_shard_close(s);
+    /* a label in a version-1 record is a reserved byte that is not zero */
+    ig_put_le_u32(b + IG_CLIPS_HEADER_BYTES + 2 * IG_CLIPS_RECORD_BYTES + 80, 5);
+    igt_write(cpc, b, len);
+    assert_int_equal(ig_video_shard_open(&s, NULL, pc, &err), IG_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "clip 2: reserved bytes"));
+    free(b);
+    free(cpc);
+    free(pc);
 }
 
 static void test_verify_finds_changes(void **state) {
@@ -312,7 +429,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_raw),    cmocka_unit_test(test_roundtrip_zstd),
         cmocka_unit_test(test_damaged_index),    cmocka_unit_test(test_verify_finds_changes),
-        cmocka_unit_test(test_list_and_dataset),
+        cmocka_unit_test(test_list_and_dataset), cmocka_unit_test(test_writer_refuses_bad_label),
+        cmocka_unit_test(test_reads_version_1),  cmocka_unit_test(test_synthesized_version_1),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -222,6 +222,15 @@ static ig_status mpi_reduce_scatter(ig_comm *c, const void *send, void *recv, si
     return IG_OK;
 }
 
+static ig_status mpi_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                              ig_comm_type t, ig_err *err) {
+    ig_status st = fits_int(count * (size_t)c->size, "all-to-all", err);
+    if (st != IG_OK) return st;
+    CHECK(MPI_Alltoall(send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t), comm_of(c)),
+          "all-to-all");
+    return IG_OK;
+}
+
 static ig_status mpi_send(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer,
                           int tag, ig_err *err) {
     size_t es = ig_comm_elem_size(t);
@@ -396,6 +405,19 @@ static ig_status mpi_ireduce_scatter(ig_comm *c, const void *send, void *recv, s
     return IG_OK;
 }
 
+static ig_status mpi_ialltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                               ig_comm_type t, ig_comm_req *req, ig_err *err) {
+    ig_status st = fits_int(count * (size_t)c->size, "all-to-all", err);
+    if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
+    if (st != IG_OK) return st;
+    mpi_req *m = req->impl;
+    int rc = MPI_Ialltoall(send, (int)count, mpi_type(t), recv, (int)count, mpi_type(t), comm_of(c),
+                           &m->r[0]);
+    if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "all-to-all", err);
+    m->n = 1;
+    return IG_OK;
+}
+
 static ig_status mpi_ip2p(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int tag,
                           int recv, ig_comm_req *req, ig_err *err) {
     ig_status st = req_alloc(c, req, count, recv, t, err);
@@ -466,12 +488,14 @@ static const ig_comm_ops mpi_ops = {
     .allreduce = mpi_allreduce,
     .allgather = mpi_allgather,
     .reduce_scatter = mpi_reduce_scatter,
+    .alltoall = mpi_alltoall,
     .send = mpi_send,
     .recv = mpi_recv,
     .gather_bytes = mpi_gather_bytes,
     .iallreduce = mpi_iallreduce,
     .iallgather = mpi_iallgather,
     .ireduce_scatter = mpi_ireduce_scatter,
+    .ialltoall = mpi_ialltoall,
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .wait = mpi_wait,

@@ -274,6 +274,27 @@ static ig_status queue_reduce_scatter(ig_comm *c, const void *send, void *recv, 
     return IG_OK;
 }
 
+/* NCCL has no all-to-all collective: one send and one receive per peer (this rank included),
+ * started together as one group (nested in the caller's group, if any: NCCL counts the depth and
+ * launches at the outermost end). The group is closed also when queueing fails. */
+static ig_status queue_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type t, ig_err *err) {
+    nccl_impl *m = impl_of(c);
+    size_t bytes = count * ig_comm_elem_size(t);
+    NCHECK(c, ncclGroupStart(), "all-to-all: GroupStart");
+    ncclResult_t rc = ncclSuccess;
+    for (int p = 0; rc == ncclSuccess && p < c->size; p++) {
+        rc = ncclSend((const char *)send + (size_t)p * bytes, count, nccl_type(t), p, m->comm,
+                      m->stream);
+        if (rc == ncclSuccess)
+            rc = ncclRecv((char *)recv + (size_t)p * bytes, count, nccl_type(t), p, m->comm,
+                          m->stream);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (rc == ncclSuccess) rc = end;
+    return rc == ncclSuccess ? IG_OK : nccl_fail(err, c, rc, "all-to-all");
+}
+
 static ig_status queue_p2p(ig_comm *c, void *buf, size_t count, ig_comm_type t, int peer, int recv,
                            ig_err *err) {
     nccl_impl *m = impl_of(c);
@@ -303,6 +324,13 @@ static ig_status nccl_reduce_scatter(ig_comm *c, const void *send, void *recv, s
     ig_status st = enter(c, err);
     if (st == IG_OK) st = queue_reduce_scatter(c, send, recv, count, t, op, err);
     return st != IG_OK ? st : finish(c, "reduce-scatter", err);
+}
+
+static ig_status nccl_alltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                               ig_comm_type t, ig_err *err) {
+    ig_status st = enter(c, err);
+    if (st == IG_OK) st = queue_alltoall(c, send, recv, count, t, err);
+    return st != IG_OK ? st : finish(c, "all-to-all", err);
 }
 
 static ig_status nccl_send(ig_comm *c, const void *buf, size_t count, ig_comm_type t, int peer,
@@ -364,6 +392,13 @@ static ig_status nccl_ireduce_scatter(ig_comm *c, const void *send, void *recv, 
                                       ig_err *err) {
     ig_status st = enter(c, err);
     if (st == IG_OK) st = queue_reduce_scatter(c, send, recv, count, t, op, err);
+    return st != IG_OK ? st : mark(c, req, err);
+}
+
+static ig_status nccl_ialltoall(ig_comm *c, const void *send, void *recv, size_t count,
+                                ig_comm_type t, ig_comm_req *req, ig_err *err) {
+    ig_status st = enter(c, err);
+    if (st == IG_OK) st = queue_alltoall(c, send, recv, count, t, err);
     return st != IG_OK ? st : mark(c, req, err);
 }
 
@@ -445,12 +480,14 @@ static const ig_comm_ops nccl_ops = {
     .allreduce = nccl_allreduce,
     .allgather = nccl_allgather,
     .reduce_scatter = nccl_reduce_scatter,
+    .alltoall = nccl_alltoall,
     .send = nccl_send,
     .recv = nccl_recv,
     .gather_bytes = nccl_gather_bytes,
     .iallreduce = nccl_iallreduce,
     .iallgather = nccl_iallgather,
     .ireduce_scatter = nccl_ireduce_scatter,
+    .ialltoall = nccl_ialltoall,
     .isend = nccl_isend,
     .irecv = nccl_irecv,
     .wait = nccl_wait,

@@ -34,13 +34,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          h.frames * IG_CLIPS_FRAME_BYTES);
         uint64_t end = 0, nf = 0;
         for (uint64_t i = 0; i < h.clips; i++) {
-            ig_clip_info c =
-                ig_clips_decode_record(copy + IG_CLIPS_HEADER_BYTES + i * IG_CLIPS_RECORD_BYTES);
+            ig_clip_info c = ig_clips_decode_record(
+                copy + IG_CLIPS_HEADER_BYTES + i * IG_CLIPS_RECORD_BYTES, h.version);
             check(c.offset == end && c.first_frame == nf);
             check(c.frames >= 1 && c.height >= 1 && c.width >= 1);
             check(ig_clip_raw_bytes(&c) <= IG_CLIPS_MAX_RAW);
             check(h.compression == 1 || c.stored_bytes == ig_clip_raw_bytes(&c));
             check(c.source < h.sources);
+            check(c.label == IG_CLIP_NONE || c.label <= IG_CLIP_LABEL_MAX);
+            check(h.version >= 2 || c.label == IG_CLIP_NONE);
             end += c.stored_bytes;
             nf += c.frames;
             check(end <= frames_len && nf <= h.frames);

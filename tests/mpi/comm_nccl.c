@@ -1,6 +1,7 @@
 /* comm_nccl.c - the NCCL communicator under mpirun (run by tests/mpi/nccl.sh): device buffers
  * from a CUDA backend, and every operation checked against what each rank can compute alone:
- * all-reduce (fp32, bf16), all-gather, reduce-scatter, a ring of sends and receives in a group,
+ * all-reduce (fp32, bf16), all-gather, reduce-scatter, all-to-all (int32 blocking, fp32
+ * non-blocking inside a group), a ring of sends and receives in a group,
  * a non-blocking all-reduce, a barrier and a split. Prints "comm_nccl: N checks passed" on rank 0;
  * exits 1 on a failure, 77 (skipped, with the reason) without NCCL or a GPU per rank. */
 #include <stdio.h>
@@ -121,6 +122,46 @@ int main(void) {
     for (int k = 0; k < 3; k++) {
         int j = rank * 3 + k;
         CHECK(g[k] == (float)(P * j + P * (P - 1) / 2), "reduce-scatter [%d] = %g", k, g[k]);
+    }
+    /* all-to-all: element i of the part rank r sends to rank p is 10000 r + 100 p + i, int32
+     * blocking, then fp32 (negated) non-blocking inside a group (a group nested in NCCL's own) */
+    {
+        enum { C = 3 };
+        size_t n = (size_t)C * P;
+        int32_t *hs = calloc(n, sizeof *hs), *hr = calloc(n, sizeof *hr);
+        float *fs = calloc(n, sizeof *fs), *fr = calloc(n, sizeof *fr);
+        for (int p = 0; p < P; p++)
+            for (int i = 0; i < C; i++) {
+                hs[p * C + i] = 10000 * rank + 100 * p + i;
+                fs[p * C + i] = -(float)hs[p * C + i];
+            }
+        int32_t *sa = dev(be, n * 4), *ra = dev(be, n * 4);
+        float *sf = dev(be, n * 4), *rf = dev(be, n * 4);
+        OK(ig_backend_upload(be, sa, hs, n * 4, &err));
+        OK(ig_backend_upload(be, sf, fs, n * 4, &err));
+        OK(ig_comm_alltoall(nc, sa, ra, C, IG_COMM_I32, &err));
+        OK(ig_backend_download(be, hr, ra, n * 4, &err));
+        ig_comm_req *q = NULL;
+        OK(ig_comm_group_begin(nc, &err));
+        OK(ig_comm_ialltoall(nc, sf, rf, C, IG_COMM_F32, &q, &err));
+        OK(ig_comm_group_end(nc, &err));
+        OK(ig_comm_wait(q, &err));
+        OK(ig_backend_download(be, fr, rf, n * 4, &err));
+        int wrong = 0;
+        for (int p = 0; p < P && !wrong; p++)
+            for (int i = 0; i < C && !wrong; i++) {
+                int32_t want = 10000 * p + 100 * rank + i;
+                if (hr[p * C + i] != want || fr[p * C + i] != -(float)want) {
+                    CHECK(0, "all-to-all from rank %d [%d]: %d, %g; expected %d", p, i,
+                          hr[p * C + i], (double)fr[p * C + i], want);
+                    wrong = 1;
+                }
+            }
+        CHECK(ig_comm_alltoall(nc, sa, sa, C, IG_COMM_I32, &err) == IG_ERR_INVALID_ARG,
+              "an in-place all-to-all was accepted");
+        ig_backend_release(be, sa), ig_backend_release(be, ra);
+        ig_backend_release(be, sf), ig_backend_release(be, rf);
+        free(hs), free(hr), free(fs), free(fr);
     }
     /* a ring in a group: send to the right, receive from the left */
     if (P > 1) {

@@ -1,6 +1,7 @@
 /* comm_ranks.c - the communicator under mpirun (run by tests/mpi/comm.sh): every collective and
- * point-to-point operation, blocking and not, on the world and on groups split from it, checked
- * against what each rank can compute alone. Prints "comm_ranks: N checks passed" on rank 0 and
+ * point-to-point operation (all-to-all included: every element's sender, receiver and index, int32
+ * and float), blocking and not, on the world and on groups split from it, checked against what
+ * each rank can compute alone. Prints "comm_ranks: N checks passed" on rank 0 and
  * exits 1 on the first failure (naming the rank and the check). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,74 @@
 #include "comm/comm.h"
 
 static int failures;
+
+/* The value element i of the part that world rank src sends to rank dst of a group carries in the
+ * all-to-all checks: it encodes all three (ranks < 100, i < 100), exact in int32 and float. */
+static int32_t a2a_value(int src, int dst, size_t i) {
+    return 10000 * src + 100 * dst + (int32_t)i;
+}
+
+/* An all-to-all over c of count int32 and count float per peer, and its non-blocking form; world
+ * is this process's world rank and members[q] the world rank of c's rank q. Every element of
+ * recv must be what its sender put there for this rank. Returns the number of failures. */
+static int check_alltoall(ig_comm *c, int world, const int *members, size_t count, int *checks) {
+    int rank = world, n = ig_comm_size(c), me = ig_comm_rank(c), bad = 0;
+    size_t total = (size_t)n * count;
+    int32_t *si = calloc(total + 1, sizeof *si), *ri = calloc(total + 1, sizeof *ri);
+    float *sf = calloc(total + 1, sizeof *sf), *rf = calloc(total + 1, sizeof *rf);
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < count; i++) {
+            si[(size_t)p * count + i] = a2a_value(world, p, i);
+            sf[(size_t)p * count + i] = -(float)a2a_value(world, p, i) - 0.5f;
+        }
+    ig_err err = {0};
+    for (int form = 0; form < 2; form++) { /* blocking, then non-blocking */
+        memset(ri, 0xff, (total + 1) * sizeof *ri);
+        memset(rf, 0, (total + 1) * sizeof *rf);
+        ig_comm_req *q1 = NULL, *q2 = NULL;
+        ig_status s1, s2;
+        if (form == 0) {
+            s1 = ig_comm_alltoall(c, si, ri, count, IG_COMM_I32, &err);
+            s2 = s1 == IG_OK ? ig_comm_alltoall(c, sf, rf, count, IG_COMM_F32, &err) : s1;
+        } else {
+            s1 = ig_comm_ialltoall(c, si, ri, count, IG_COMM_I32, &q1, &err);
+            s2 = s1 == IG_OK ? ig_comm_ialltoall(c, sf, rf, count, IG_COMM_F32, &q2, &err) : s1;
+            if (s2 == IG_OK) s2 = ig_comm_wait(q2, &err);
+            if (s1 == IG_OK) s1 = ig_comm_wait(q1, &err);
+        }
+        (*checks)++;
+        if (s1 != IG_OK || s2 != IG_OK) {
+            fprintf(stderr, "rank %d: FAIL all-to-all (form %d, %zu per peer): %s\n", rank, form,
+                    count, err.msg);
+            bad++;
+            continue;
+        }
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < count; i++) {
+                size_t at = (size_t)q * count + i;
+                int32_t want = a2a_value(members[q], me, i);
+                if (ri[at] != want || rf[at] != -(float)want - 0.5f) {
+                    fprintf(stderr,
+                            "rank %d: FAIL all-to-all (form %d, group of %d): from rank %d, "
+                            "element %zu: int32 %d, float %g; expected %d\n",
+                            rank, form, n, q, i, ri[at], (double)rf[at], want);
+                    bad++;
+                    q = n;
+                    break;
+                }
+            }
+        (*checks)++;
+        if (ri[total] != -1 || rf[total] != 0.0f) { /* nothing written past [size][count] */
+            fprintf(stderr, "rank %d: FAIL all-to-all wrote past its receive buffer\n", rank);
+            bad++;
+        }
+    }
+    free(si);
+    free(ri);
+    free(sf);
+    free(rf);
+    return bad;
+}
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
@@ -81,6 +150,28 @@ int main(void) {
         CHECK(got[j] == want, "reduce-scatter[%d] %g != %g", j, got[j], want);
     }
 
+    /* all-to-all: every element names its sender, its receiver and its index; int32 and float,
+     * 1 and 3 elements per peer, nothing (0), blocking and not; overlapping buffers refused */
+    int *everyone = calloc((size_t)size, sizeof *everyone);
+    for (int q = 0; q < size; q++) everyone[q] = q;
+    failures += check_alltoall(w, rank, everyone, 1, &checks);
+    failures += check_alltoall(w, rank, everyone, 3, &checks);
+    OK(ig_comm_alltoall(w, NULL, NULL, 0, IG_COMM_F32, &err));
+    int32_t *ab = calloc((size_t)size * 4, sizeof *ab);
+    checks++;
+    CHECK(ig_comm_alltoall(w, ab, ab, 2, IG_COMM_I32, &err) == IG_ERR_INVALID_ARG &&
+              strstr(err.msg, "overlap"),
+          "an in-place all-to-all was accepted: %s", err.msg);
+    checks++;
+    CHECK(ig_comm_alltoall(w, ab, ab + 1, 2, IG_COMM_I32, &err) == IG_ERR_INVALID_ARG,
+          "overlapping all-to-all buffers were accepted");
+    OK(ig_comm_group_begin(w, &err));
+    checks++;
+    CHECK(ig_comm_alltoall(w, ab, ab + 2 * size, 1, IG_COMM_I32, &err) == IG_ERR_INVALID_ARG,
+          "a blocking all-to-all inside a group");
+    OK(ig_comm_group_end(w, &err));
+    free(ab);
+
     /* point to point: a ring, blocking and not */
     if (size > 1) {
         int next = (rank + 1) % size, prev = (rank + size - 1) % size;
@@ -149,6 +240,11 @@ int main(void) {
         OK(ig_comm_bcast(g, &top, 1, IG_COMM_I64, 0, &err));
         int hi = size - 1 - ((size - 1) % 2 != rank % 2);
         CHECK(top == hi, "group root %lld != %d", (long long)top, hi);
+        /* all-to-all in the group: its rank q is world rank hi - 2q */
+        int *members = calloc((size_t)gs, sizeof *members);
+        for (int q = 0; q < gs; q++) members[q] = hi - 2 * q;
+        failures += check_alltoall(g, rank, members, 2, &checks);
+        free(members);
     }
     ig_comm_free(g);
 
@@ -202,6 +298,7 @@ int main(void) {
     free(ga);
     free(ir);
     free(lens);
+    free(everyone);
     ig_comm_free(w);
     ig_ctx_free(ctx);
     return total ? 1 : 0;

@@ -1,8 +1,8 @@
 /* cmd_inspect_video.c - `ingot inspect` and `ingot verify` for frame shards (the output of
- * `ingot preprocess video`): a summary (clips, frames, buckets, bytes), one clip as JSON (its
- * source, size, source frame indices and timestamps, caption), its frames as raw RGB24 or as a
- * PNG contact sheet; and the complete check. cmd_inspect.c and cmd_verify.c hand frame shards
- * here. Thin over dataset.h and preprocess.h. */
+ * `ingot preprocess video`): a summary (clips, frames, buckets, bytes, labelled clips), one clip
+ * as JSON (its source, size, label, source frame indices and timestamps, caption), its frames as
+ * raw RGB24 or as a PNG contact sheet; and the complete check. cmd_inspect.c and cmd_verify.c hand
+ * frame shards here. Thin over dataset.h and preprocess.h. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -37,6 +37,7 @@ static void summary(const ig_clip_dataset *ds, const char *prefix, int as_json) 
     size_t nb = 0, n = ig_clip_dataset_num_shards(ds);
     const ig_clip_bucket *b = ig_clip_dataset_buckets(ds, &nb);
     uint64_t clips = ig_clip_dataset_clips(ds), frames = 0, bytes = 0, raw = 0, sources = 0;
+    uint64_t labelled = 0, classes = 0; /* clips with a label; the largest label + 1 */
     uint64_t *per_bucket = calloc(nb + 1, sizeof *per_bucket);
     for (size_t k = 0; k < n; k++) {
         const ig_video_shard *s = ig_clip_dataset_shard(ds, k);
@@ -49,6 +50,10 @@ static void summary(const ig_clip_dataset *ds, const char *prefix, int as_json) 
     for (uint64_t g = 0; per_bucket && g < clips; g++) {
         ig_clip_info c = ig_clip_dataset_info(ds, g, NULL, NULL);
         per_bucket[c.bucket == IG_CLIP_NONE ? nb : c.bucket]++;
+        if (c.label != IG_CLIP_NONE) {
+            labelled++;
+            if ((uint64_t)c.label + 1 > classes) classes = (uint64_t)c.label + 1;
+        }
     }
     const ig_video_shard_meta *m0 = ig_video_shard_meta_get(ig_clip_dataset_shard(ds, 0));
     if (as_json) {
@@ -66,6 +71,8 @@ static void summary(const ig_clip_dataset *ds, const char *prefix, int as_json) 
                                (json_int_t)b[i].width, "batch_size", (json_int_t)b[i].batch_size,
                                "clips", (json_int_t)per_bucket[i]));
         json_object_set_new(o, "buckets", arr);
+        json_object_set_new(o, "labelled_clips", json_integer((json_int_t)labelled));
+        json_object_set_new(o, "label_classes", json_integer((json_int_t)classes));
         char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
         if (text) puts(text);
         free(text);
@@ -80,6 +87,11 @@ static void summary(const ig_clip_dataset *ds, const char *prefix, int as_json) 
         printf("  bytes      %s stored (%s), %s of RGB24\n", bb, m0->zstd ? "zstd" : "raw", rb);
         printf("  sampling   %s\n", m0->sampling);
         printf("  captions   %s\n", m0->captions[0] ? m0->captions : "none");
+        if (labelled)
+            printf("  labels     %" PRIu64 " of %" PRIu64 " clips, classes 0 .. %" PRIu64 "\n",
+                   labelled, clips, classes - 1);
+        else
+            printf("  labels     none\n");
         for (size_t i = 0; i < nb && per_bucket; i++)
             if (per_bucket[i])
                 printf("  bucket     %-22s %ux%ux%u, batch %u: %" PRIu64 " clips\n", b[i].name,
@@ -180,6 +192,8 @@ static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_pa
                       "width", (json_int_t)c.width, "fps", (double)c.fps_num / c.fps_den,
                       "stored_bytes", (json_int_t)c.stored_bytes, "raw_bytes", (json_int_t)raw);
         json_object_set_new(o, "bucket", bucket ? json_string(bucket) : json_null());
+        json_object_set_new(o, "label",
+                            c.label != IG_CLIP_NONE ? json_integer(c.label) : json_null());
         char tbs[48];
         snprintf(tbs, sizeof tbs, "%u/%u", c.tb_num, c.tb_den);
         json_object_set_new(o, "time_base", json_string(tbs));
@@ -197,6 +211,10 @@ static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_pa
         printf("  source     %s\n", source);
         printf("  size       %u frames of %ux%u, %.3f fps%s%s\n", c.frames, c.height, c.width,
                (double)c.fps_num / c.fps_den, bucket ? ", bucket " : "", bucket ? bucket : "");
+        if (c.label != IG_CLIP_NONE)
+            printf("  label      %u\n", c.label);
+        else
+            printf("  label      (none)\n");
         printf("  frames    ");
         for (uint32_t f = 0; f < c.frames; f++)
             printf(" %" PRIu64 "@%.3fs", fr[f].index, (double)fr[f].pts * tb);
