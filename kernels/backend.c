@@ -118,6 +118,16 @@ ig_status ig_backend_copy(ig_backend *be, void *dst, const void *src, size_t byt
     return st != IG_OK || !bytes || dst == src ? st : be->ops->copy(be, dst, src, bytes, err);
 }
 
+ig_status ig_backend_copy2d(ig_backend *be, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t width, size_t rows, ig_err *err) {
+    ig_status st = check_copy(dst, src, width * rows, "copy2d", err);
+    if (st == IG_OK && rows > 1 && (dpitch < width || spitch < width))
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "copy2d: pitches %zu and %zu under a width of %zu",
+                        dpitch, spitch, width);
+    if (st != IG_OK || !width || !rows) return st;
+    return be->ops->copy2d(be, dst, dpitch, src, spitch, width, rows, err);
+}
+
 ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
     ig_status st = check_copy(p, p, bytes, "zero", err);
     return st != IG_OK || !bytes ? st : be->ops->zero(be, p, bytes, err);
@@ -190,7 +200,10 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_ADD, add)                                                                              \
     X(IG_OP_ADAMW, adamw)                                                                          \
     X(IG_OP_SUM_SQUARES, sum_squares)                                                              \
-    X(IG_OP_SCALE, scale)
+    X(IG_OP_SCALE, scale)                                                                          \
+    X(IG_OP_EMA, ema)                                                                              \
+    X(IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward)                                      \
+    X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)
 
 static const struct {
     const char *name;
@@ -557,6 +570,50 @@ void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s) {
     KERNEL_BEGIN(be, IG_OP_SCALE, scale);
     if (n) be->ops->scale(be, x, n, s);
     KERNEL_END(be, IG_OP_SCALE);
+}
+
+void ig_kernel_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+                   float decay) {
+    assert((ema && (master || params)) || n == 0);
+    KERNEL_BEGIN(be, IG_OP_EMA, ema);
+    if (n) be->ops->ema(be, ema, master, params, n, decay);
+    KERNEL_END(be, IG_OP_EMA);
+}
+
+/* Cross-attention's shape: DiT's rows (sample_rows_ok, the channels n_head * head_size) and Tk
+ * keys per sample; the sizes of a sample's [Tk, 2C] keys and values stay within int. */
+static inline int cross_attention_ok(int N, int row0, int rows_per_sample, int Tk, int n_head,
+                                     int head_size) {
+    long long C = (long long)n_head * head_size;
+    return n_head > 0 && head_size > 0 && Tk > 0 && C <= INT_MAX / 2 &&
+           sample_rows_ok(N, (int)C, (int)C, row0, rows_per_sample);
+}
+
+void ig_kernel_cross_attention_forward(ig_backend *be, void *out, float *lse, const void *q,
+                                       const void *kv, const int32_t *klen, int N, int row0,
+                                       int rows_per_sample, int Tk, int n_head, int head_size) {
+    assert(out && lse && q && kv && klen);
+    assert(cross_attention_ok(N, row0, rows_per_sample, Tk, n_head, head_size));
+    KERNEL_BEGIN(be, IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward);
+    if (N) {
+        be->ops->cross_attention_forward(be, out, lse, q, kv, klen, N, row0, rows_per_sample, Tk,
+                                         n_head, head_size);
+    }
+    KERNEL_END(be, IG_OP_CROSS_ATTENTION_FORWARD);
+}
+
+void ig_kernel_cross_attention_backward(ig_backend *be, void *dq, void *dkv, const void *dout,
+                                        const void *q, const void *kv, const void *out,
+                                        const float *lse, const int32_t *klen, int N, int row0,
+                                        int rows_per_sample, int Tk, int n_head, int head_size) {
+    assert(dq && dkv && dout && q && kv && out && lse && klen);
+    assert(cross_attention_ok(N, row0, rows_per_sample, Tk, n_head, head_size));
+    KERNEL_BEGIN(be, IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward);
+    if (N) {
+        be->ops->cross_attention_backward(be, dq, dkv, dout, q, kv, out, lse, klen, N, row0,
+                                          rows_per_sample, Tk, n_head, head_size);
+    }
+    KERNEL_END(be, IG_OP_CROSS_ATTENTION_BACKWARD);
 }
 
 /* ---- the CUDA runtime, in words -------------------------------------------------------------- */

@@ -8,7 +8,8 @@
  * (multi-head, causal) and cross-entropy; Llama uses RMSNorm, matmul without bias, SwiGLU, RoPE
  * and grouped-query causal attention; DiT (adaLN-Zero) uses LayerNorm without affine parameters
  * fused with its per-sample modulation, the gated residual, SiLU on the conditioning, matmul, bias
- * + GeLU, non-causal attention (the same kernel with causal 0) and the MSE loss.
+ * + GeLU, non-causal attention (the same kernel with causal 0) and the MSE loss; a
+ * text-conditioned DiT (PixArt-alpha) adds cross-attention from its image tokens to its caption's.
  * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
  *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
@@ -93,6 +94,11 @@ ig_status ig_backend_zero(ig_backend *be, void *p, size_t bytes, ig_err *err);
 /* Backend memory to backend memory, queued like a kernel (dst == src is a no-op; other overlaps
  * are not allowed). */
 ig_status ig_backend_copy(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
+/* A 2-D copy in backend memory, queued like a kernel: `rows` rows of `width` bytes, row r from
+ * src + r spitch to dst + r dpitch (pitches >= width; the regions must not overlap): the
+ * gathers and scatters of columns that all-to-alls need. */
+ig_status ig_backend_copy2d(ig_backend *be, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t width, size_t rows, ig_err *err);
 /* Host fp32 <-> backend act type (a copy, or a conversion to bf16 with round-to-nearest-even). */
 ig_status ig_backend_upload_f32(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
 ig_status ig_backend_download_f32(ig_backend *be, float *dst, const void *src, size_t n,
@@ -147,6 +153,9 @@ typedef enum ig_op {
     IG_OP_ADAMW,
     IG_OP_SUM_SQUARES,
     IG_OP_SCALE,
+    IG_OP_EMA,
+    IG_OP_CROSS_ATTENTION_FORWARD,
+    IG_OP_CROSS_ATTENTION_BACKWARD,
     IG_OP_COUNT
 } ig_op;
 
@@ -399,6 +408,48 @@ void ig_kernel_silu_backward(ig_backend *be, void *dinp, const void *dout, const
 void ig_kernel_mse(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
                    int N, int K, float grad_scale);
 
+/* ---- DiT: cross-attention to the caption (PixArt-alpha) ----
+ * A text-conditioned DiT block attends from its image tokens to its sample's caption tokens
+ * between self-attention and the MLP: q = Linear(x) [N, C] per image token, kv = Linear(y)
+ * [B, Tk, 2C] from the text encoder's output y (the key and value projections in one GEMM),
+ * x = x + Linear(CrossAttention(q, kv)). The rows are DiT's (above): a sample's rows are
+ * contiguous and a rank may hold a slice of them. Captions are padded to Tk tokens, of which
+ * klen[b] are real: the padding is masked out of the keys. */
+
+/* Cross-attention: query row r of N (q, act [N, C], C = n_head * head_size, heads contiguous)
+ * belongs to sample b = (row0 + r) / rows_per_sample (the rows of a sample are contiguous; a slice
+ * of rows may start and end mid-sample, as for the DiT modulate kernels) and attends, in every
+ * head, to the first klen[b] of its sample's Tk keys: kv [B, Tk, 2C] act, each key row its n_head
+ * key heads then its n_head value heads (head h at h * head_size and C + h * head_size); klen
+ * int32 [B] in backend memory, 1 <= klen[b] <= Tk (only the samples of the rows given are read).
+ * Scale 1/sqrt(head_size), no causality. Fused as self-attention is (an online softmax over blocks
+ * of keys, no [N, Tk] matrix stored). out [N, C] (act); lse [N, n_head] (fp32: the log-sum-exp of
+ * each row's scaled scores per head, row r's at r * n_head + h) kept for the backward. A klen
+ * outside 1 .. Tk is a programmer error: the CPU backend raises IG_ERR_INVALID_ARG for the next
+ * ig_backend_sync and writes nothing; the CUDA backend (which cannot look) clamps it to 1 .. Tk.
+ * N = 0 does nothing. */
+void ig_kernel_cross_attention_forward(ig_backend *be, void *out, float *lse, const void *q,
+                                       const void *kv, const int32_t *klen, int N, int row0,
+                                       int rows_per_sample, int Tk, int n_head, int head_size);
+/* The backward, from dout [N, C] and the forward's q, kv, out and lse (klen and the shape as in the
+ * forward): dq [N, C] is overwritten; dkv [B, Tk, 2C] is ADDED to (+=: a caption's key and value
+ * rows gather the gradient of every image row of the sample, over slices and micro-batches). dkv
+ * of sample b += the sum over this call's rows of sample b, in fp32: rows in order within fixed
+ * chunks and the chunks' partial sums in chunk order - the same bits for any thread count,
+ * wherever a sample's rows start or end. Key rows at or past klen[b], and the samples of no row
+ * given, get nothing added. The chunks:
+ *   CPU: 64 rows counted from the sample's first (global) row, cut where the slice starts and
+ *        ends; each chunk's partial is added to dkv in turn (every addition rounded to fp32), so
+ *        two calls on the rows split at a chunk boundary (or a sample's) give the bits of one call
+ *        on all of them; split elsewhere, the same within rounding.
+ *   CUDA: tiles of rows counted from the sample's first row in the slice (128, or more for a long
+ *        sample: at most 8 tiles); dkv's value plus the tiles' partials in tile order, in fp32,
+ *        rounded once to the act type. Run to run the same bits. */
+void ig_kernel_cross_attention_backward(ig_backend *be, void *dq, void *dkv, const void *dout,
+                                        const void *q, const void *kv, const void *out,
+                                        const float *lse, const int32_t *klen, int N, int row0,
+                                        int rows_per_sample, int Tk, int n_head, int head_size);
+
 /* out[i] = a[i] + b[i] for n act elements (out may be a or b): the residual stream handed to the
  * next pipeline stage. */
 void ig_kernel_add(ig_backend *be, void *out, const void *a, const void *b, size_t n);
@@ -418,6 +469,13 @@ double ig_kernel_sum_squares(ig_backend *be, const void *x, size_t n);
 
 /* x[i] *= s for n act elements. */
 void ig_kernel_scale(ig_backend *be, void *x, size_t n, float s);
+
+/* The weights' exponential moving average, n elements: ema[i] = decay ema[i] + (1 - decay) w[i]
+ * in fp32, w[i] = master[i] (the fp32 master weights) when master is not NULL, else params[i]
+ * (act type); decay 0 sets ema to w (whatever ema held). Elementwise: the same bits for any
+ * split of the elements. */
+void ig_kernel_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+                   float decay);
 
 /* ==== the CUDA device (kernels/cuda/, built when nvcc is found) =============================== */
 

@@ -28,6 +28,8 @@ typedef struct ig_backend_ops {
     ig_status (*download)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
     ig_status (*zero)(ig_backend *be, void *p, size_t bytes, ig_err *err);
     ig_status (*copy)(ig_backend *be, void *dst, const void *src, size_t bytes, ig_err *err);
+    ig_status (*copy2d)(ig_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                        size_t width, size_t rows, ig_err *err);
     ig_status (*upload_f32)(ig_backend *be, void *dst, const float *src, size_t n, ig_err *err);
     ig_status (*download_f32)(ig_backend *be, float *dst, const void *src, size_t n, ig_err *err);
     ig_status (*sync)(ig_backend *be, ig_err *err);
@@ -108,6 +110,15 @@ typedef struct ig_backend_ops {
                   float weight_decay, float grad_scale, int step);
     double (*sum_squares)(ig_backend *be, const void *x, size_t n);
     void (*scale)(ig_backend *be, void *x, size_t n, float s);
+    void (*ema)(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+                float decay);
+    void (*cross_attention_forward)(ig_backend *be, void *out, float *lse, const void *q,
+                                    const void *kv, const int32_t *klen, int N, int row0,
+                                    int rows_per_sample, int Tk, int n_head, int head_size);
+    void (*cross_attention_backward)(ig_backend *be, void *dq, void *dkv, const void *dout,
+                                     const void *q, const void *kv, const void *out,
+                                     const float *lse, const int32_t *klen, int N, int row0,
+                                     int rows_per_sample, int Tk, int n_head, int head_size);
 } ig_backend_ops;
 
 /* A backend. backend.c allocates it from the context and frees it; the kind's create hook fills

@@ -14,12 +14,15 @@
  * Attention: multi-head, grouped-query and multi-query, causal or not, with and without
  * documents, on both paths (fused and GEMM). DiT's adaLN-Zero kernels (modulated LayerNorm, gated
  * residual, SiLU, MSE) over slices that start and end mid-sample, with the per-sample vectors at
- * column offsets of a [B, 6C] modulation, samples of one tile, of many and of one row. Determinism:
+ * column offsets of a [B, 6C] modulation, samples of one tile, of many and of one row. DiT's
+ * cross-attention to the caption over such slices, klen 1, Tk and between, head sizes 1 to 100,
+ * samples whose dkv sums take one tile (added at once) or several (partials, then their sum), the
+ * keys past klen and the samples of no row left as they were, bit for bit. Determinism:
  * the same inputs run twice give the same bits, for every kernel, both act types and both attention
  * paths. Every operation is in the table; the trace reports each call. Out of memory: IG_ERR_NOMEM
  * naming the bytes asked for and what is free. The model: a tiny GPT trained 20 steps on the GPU
  * (fp32) gives the CPU's losses to 1e-3, and a checkpoint written from the GPU loads on the CPU
- * with the same parameters and moments.
+ * with the same parameters and moments. The weights' moving average (EMA) gives the CPU's bits.
  */
 #include "testutil.h"
 
@@ -523,6 +526,87 @@ static void test_dit(void **state) {
     }
 }
 
+/* klen of B samples of Tk keys: Tk, 1, then in between (host side, as the CPU tests) */
+static void xattn_klen(int32_t *klen, int B, int Tk) {
+    for (int b = 0; b < B; b++) klen[b] = b == 0 ? Tk : b == 1 ? 1 : 1 + (b * 37 + Tk / 2) % Tk;
+}
+
+/* DiT's cross-attention over rows row0 .. row0 + N - 1 of samples of rps rows, Tk keys, NH heads
+ * of hs: the forward, then the backward from the GPU's own out and lse (given to both sides) into
+ * a nonzero dkv; the elements of dkv that no row reaches (keys past klen, samples of no row) are
+ * as they were, bit for bit; a second backward gives the same bits. */
+static void xattn_case(ig_backend *g, int B, int rps, int Tk, int NH, int hs, int row0, int N) {
+    size_t C = (size_t)NH * hs, R = 2 * C, nq = (size_t)N * C, nkv = (size_t)B * Tk * R;
+    size_t nl = (size_t)N * NH;
+    char what[160], w2[200];
+    snprintf(what, sizeof what, "cross_attention B=%d rps=%d Tk=%d NH=%d hs=%d row0=%d N=%d", B,
+             rps, Tk, NH, hs, row0, N);
+    pair q = mk(g, nq, 1, 1.5f), kv = mk(g, nkv, 1, 1.5f), out = mk(g, nq, 1, 0);
+    pair lse = mk(g, nl, 0, 0);
+    int32_t *kc = NULL, *kg = NULL;
+    mk_ids(g, (size_t)B, 1, &kc, &kg);
+    xattn_klen(kc, B, Tk);
+    ig_err err = {0};
+    assert_int_equal(ig_backend_upload(g, kg, kc, (size_t)B * 4, &err), IG_OK);
+    ig_kernel_cross_attention_forward(fx.ref, out.cpu, lse.cpu, q.cpu, kv.cpu, kc, N, row0, rps, Tk,
+                                      NH, hs);
+    ig_kernel_cross_attention_forward(g, out.gpu, lse.gpu, q.gpu, kv.gpu, kg, N, row0, rps, Tk, NH,
+                                      hs);
+    snprintf(w2, sizeof w2, "%s: forward out", what);
+    check(g, w2, &out);
+    snprintf(w2, sizeof w2, "%s: forward lse", what);
+    check(g, w2, &lse);
+    float *go = fetch(g, &out), *gl = fetch(g, &lse);
+    memcpy(out.cpu, go, nq * sizeof(float));
+    memcpy(lse.cpu, gl, nl * sizeof(float));
+    free(go), free(gl);
+    pair dout = mk(g, nq, 1, 1), dq = mk(g, nq, 1, 1), dkv = mk(g, nkv, 1, 1);
+    ig_kernel_cross_attention_backward(fx.ref, dq.cpu, dkv.cpu, dout.cpu, q.cpu, kv.cpu, out.cpu,
+                                       lse.cpu, kc, N, row0, rps, Tk, NH, hs);
+    ig_kernel_cross_attention_backward(g, dq.gpu, dkv.gpu, dout.gpu, q.gpu, kv.gpu, out.gpu,
+                                       lse.gpu, kg, N, row0, rps, Tk, NH, hs);
+    snprintf(w2, sizeof w2, "%s: backward dq", what);
+    check(g, w2, &dq);
+    snprintf(w2, sizeof w2, "%s: backward dkv", what);
+    check(g, w2, &dkv);
+    float *got = fetch(g, &dkv);
+    int s0 = row0 / rps, s1 = (row0 + N - 1) / rps;
+    for (size_t i = 0; i < nkv; i++) {
+        int b = (int)(i / R / Tk), j = (int)(i / R % Tk);
+        if (b >= s0 && b <= s1 && j < kc[b]) continue;
+        if (memcmp(&got[i], &dkv.h[i], sizeof(float)))
+            fail_msg("%s (%s): dkv element %zu (sample %d, key %d) changed: %g, was %g", what,
+                     NAMES(g), i, b, j, got[i], dkv.h[i]);
+    }
+    /* run to run: the same inputs (dkv's first values again), the same bits */
+    pair dq2 = mk(g, nq, 1, 0), dkv2 = mk(g, nkv, 1, 0);
+    assert_int_equal(ig_backend_upload_f32(g, dkv2.gpu, dkv.h, nkv, &err), IG_OK);
+    ig_kernel_cross_attention_backward(g, dq2.gpu, dkv2.gpu, dout.gpu, q.gpu, kv.gpu, out.gpu,
+                                       lse.gpu, kg, N, row0, rps, Tk, NH, hs);
+    float *a = fetch(g, &dq), *b2 = fetch(g, &dq2), *got2 = fetch(g, &dkv2);
+    if (memcmp(a, b2, nq * sizeof(float)) || memcmp(got, got2, nkv * sizeof(float)))
+        fail_msg("%s (%s): two backwards differ", what, NAMES(g));
+    free(a), free(b2), free(got), free(got2);
+    pair *ps[] = {&q, &kv, &out, &lse, &dout, &dq, &dkv, &dq2, &dkv2};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) drop(g, ps[i]);
+    ig_backend_release(fx.ref, kc), ig_backend_release(g, kg);
+}
+
+static void test_cross_attention(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        /* B, rps, Tk, NH, hs, row0, N */
+        xattn_case(g, 3, 100, 70, 3, 8, 37, 222);       /* mid-sample ends, two key blocks */
+        xattn_case(g, 2, 700, 130, 2, 64, 100, 1067);   /* dkv sums over 6 tiles: partials */
+        xattn_case(g, 5, 1, 5, 4, 32, 1, 3);            /* samples of one row */
+        xattn_case(g, 2, 3000, 20, 1, 100, 1000, 4000); /* head size 100 (D 128); 512-row tiles */
+        xattn_case(g, 3, 33, 9, 4, 1, 0, 99);           /* head size 1; one tile per sample */
+        xattn_case(g, 3, 64, 1, 2, 16, 64, 128);        /* one key; samples of exactly one tile */
+    }
+}
+
 /* A CUDA backend with the attention path IG_CUDA_ATTENTION=path (freed by the caller). */
 static ig_backend *with_path(ig_act_type at, const char *path) {
     ig_backend_opts o = ig_backend_opts_default();
@@ -785,6 +869,28 @@ static void test_sum_squares_and_scale(void **state) {
         }
 }
 
+/* The weights' moving average from the fp32 master weights and from the parameters (fp32 or
+ * bf16): the CPU's bits (each product rounded, then the sum), and decay 0 copies. */
+static void test_ema(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    size_t n = 100003;
+    for (int k = 0; k < 2; k++)
+        for (int with_master = 0; with_master < 2; with_master++) {
+            ig_backend *g = fx.gpu[k];
+            pair w = mk(g, n, 1, 1), master = mk(g, n, 0, 1), e = mk(g, n, 0, 1);
+            for (int step = 0; step < 3; step++) {
+                float d = step ? 0.999f : 0.0f;
+                ig_kernel_ema(fx.ref, e.cpu, with_master ? master.cpu : NULL, w.cpu, n, d);
+                ig_kernel_ema(g, (float *)e.gpu, with_master ? (float *)master.gpu : NULL, w.gpu, n,
+                              d);
+            }
+            check_tol(g, with_master ? "ema (master)" : "ema (parameters)", &e, 0.0);
+            pair *ps[] = {&w, &master, &e};
+            for (size_t i = 0; i < 3; i++) drop(g, ps[i]);
+        }
+}
+
 /* ---- determinism: every kernel twice, the same bits ------------------------------------------ */
 
 /* Runs a small training-shaped sequence of kernels on g from seed and returns the raw bytes of
@@ -818,10 +924,23 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
     pair dmr = mk(g, N, 0, 0), dmi = mk(g, nc, 1, 0), ddm = mk(g, (size_t)dB * dld, 1, 0);
     pair dgo = mk(g, nc, 1, 0), dgx = mk(g, nc, 1, 0), dsl = mk(g, nc, 1, 0);
     pair dsd = mk(g, nc, 1, 0), dml = mk(g, N, 0, 0), dmp = mk(g, nc, 1, 0);
+    /* cross-attention: the same rows 5 .. 144 as samples of 130 rows (0 and 1: sample 0's dkv
+     * sums over two tiles), Tk 40 keys, klen 40 and 17; x as q (2 heads of 32) */
+    int xrps = 130, xTk = 40, xB = 2;
+    pair xkv = mk(g, (size_t)xB * xTk * 2 * C, 1, 1), xo = mk(g, nc, 1, 0);
+    pair xl = mk(g, (size_t)N * NH, 0, 0), xdq = mk(g, nc, 1, 0);
+    pair xdkv = mk(g, (size_t)xB * xTk * 2 * C, 1, 1);
 #define DIT_AT(p, k) ((char *)(p).gpu + (size_t)(k)*C * as)
     int32_t *tc, *tg, *dc, *dg;
     mk_ids(g, N, V, &tc, &tg);
     mk_ids(g, N, 3, &dc, &dg);
+    int32_t *xkc, *xkg;
+    mk_ids(g, (size_t)xB, 1, &xkc, &xkg);
+    xkc[0] = xTk, xkc[1] = 17;
+    {
+        ig_err err = {0};
+        assert_int_equal(ig_backend_upload(g, xkg, xkc, (size_t)xB * 4, &err), IG_OK);
+    }
     ig_kernel_encoder_forward(g, x.gpu, tg, wte.gpu, wpe.gpu, B, T, C);
     ig_kernel_layernorm_forward(g, ln.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, b.gpu, N, C, 1e-5f);
     ig_kernel_matmul_forward(g, qkv.gpu, ln.gpu, wq.gpu, IG_W_IN_OUT, bq.gpu, N, C, 3 * C);
@@ -859,12 +978,17 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
                                           x.gpu, DIT_AT(dmod, 1), dld, dmm.gpu, dmr.gpu, N, C,
                                           drow0, drps);
     ig_kernel_silu_backward(g, dsd.gpu, dmi.gpu, x.gpu, nc);
+    ig_kernel_cross_attention_forward(g, xo.gpu, xl.gpu, x.gpu, xkv.gpu, xkg, N, drow0, xrps, xTk,
+                                      NH, C / NH);
+    ig_kernel_cross_attention_backward(g, xdq.gpu, xdkv.gpu, ln.gpu, x.gpu, xkv.gpu, xo.gpu, xl.gpu,
+                                       xkg, N, drow0, xrps, xTk, NH, C / NH);
 #undef DIT_AT
     double ss = ig_kernel_sum_squares(g, dwte.gpu, dwte.n);
-    pair *outs[] = {&x,   &ln,  &mean, &rstd, &qkv, &att,  &lse,  &logits, &losses, &dqkv, &dln,
-                    &dx,  &dwq, &dbq,  &dw,   &db,  &dwte, &dwpe, &gl,     &glo,    &rrs,  &rn,
-                    &sw,  &dsg, &dsu,  &drn,  &dwr, &att2, &lse2, &dqkv2,  &dmo,    &dmm,  &dmr,
-                    &dmi, &ddm, &dgo,  &dgx,  &dsl, &dsd,  &dml,  &dmp};
+    pair *outs[] = {&x,    &ln,   &mean,  &rstd, &qkv, &att, &lse, &logits, &losses,
+                    &dqkv, &dln,  &dx,    &dwq,  &dbq, &dw,  &db,  &dwte,   &dwpe,
+                    &gl,   &glo,  &rrs,   &rn,   &sw,  &dsg, &dsu, &drn,    &dwr,
+                    &att2, &lse2, &dqkv2, &dmo,  &dmm, &dmr, &dmi, &ddm,    &dgo,
+                    &dgx,  &dsl,  &dsd,   &dml,  &dmp, &xo,  &xl,  &xdq,    &xdkv};
     size_t n_outs = sizeof outs / sizeof outs[0], total = sizeof ss;
     for (size_t i = 0; i < n_outs; i++) total += outs[i]->n * sizeof(float);
     unsigned char *all = malloc(total), *at = all;
@@ -879,10 +1003,12 @@ static unsigned char *run_all(ig_backend *g, uint64_t seed, size_t *len) {
                          &qkv, &att, &lse, &logits, &losses, &dloss, &dqkv, &dln,   &dx,   &dwq,
                          &dbq, &dw,  &db,  &dwte,   &dwpe,   &gl,    &glo,  &bias4, &rrs,  &rn,
                          &sw,  &dsg, &dsu, &drn,    &dwr,    &att2,  &lse2, &dqkv2, &dmod, &dmo,
-                         &dmm, &dmr, &dmi, &ddm,    &dgo,    &dgx,   &dsl,  &dsd,   &dml,  &dmp};
+                         &dmm, &dmr, &dmi, &ddm,    &dgo,    &dgx,   &dsl,  &dsd,   &dml,  &dmp,
+                         &xkv, &xo,  &xl,  &xdq,    &xdkv};
     for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; i++) drop(g, all_pairs[i]);
     ig_backend_release(fx.ref, tc), ig_backend_release(g, tg);
     ig_backend_release(fx.ref, dc), ig_backend_release(g, dg);
+    ig_backend_release(fx.ref, xkc), ig_backend_release(g, xkg);
     *len = total;
     return all;
 }
@@ -1166,10 +1292,12 @@ int main(void) {
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_dit),
+        cmocka_unit_test(test_cross_attention),
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_parallel_pieces),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_and_scale),
+        cmocka_unit_test(test_ema),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_table_trace_rounding),
         cmocka_unit_test(test_out_of_memory),

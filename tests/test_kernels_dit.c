@@ -670,6 +670,31 @@ static void test_mse(void **state) {
     tfree(f, p), tfree(f, t), tfree(f, l), tfree(f, g);
 }
 
+/* ---- the weights' moving average ------------------------------------------------------------ */
+
+/* ema = decay ema + (1 - decay) w in float, from the master weights or the parameters; decay 0
+ * copies (over NaN too); the fast kernel's bits equal the reference's on every thread count. */
+static void test_ema(void **state) {
+    fixture *f = *state;
+    size_t n = 70001; /* several chunks, a ragged end */
+    float *w = talloc(f, n), *e0 = talloc(f, n), *want = talloc(f, n), *e = talloc(f, n);
+    fill(w, n, 70, -3, 3), fill(e0, n, 71, -3, 3);
+    float d = 0.999f;
+    for (size_t i = 0; i < n; i++) want[i] = d * e0[i] + (1.0f - d) * w[i];
+    memcpy(e, e0, n * sizeof *e);
+    ig_kernel_ema(f->ref, e, w, NULL, n, d);
+    check_same(e, want, n * sizeof *e, "ema (reference, master)");
+    for (int k = 0; k < NTHREADS; k++) {
+        memcpy(e, e0, n * sizeof *e);
+        ig_kernel_ema(f->fast[k], e, NULL, w, n, d);
+        check_same(e, want, n * sizeof *e, "ema (fast, parameters)");
+    }
+    for (size_t i = 0; i < n; i++) e[i] = NAN;
+    ig_kernel_ema(FAST(f), e, w, NULL, n, 0.0f);
+    check_same(e, w, n * sizeof *e, "ema with decay 0: the weights");
+    tfree(f, w), tfree(f, e0), tfree(f, want), tfree(f, e);
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 typedef struct trace_log {
@@ -696,7 +721,8 @@ static void test_dit_table(void **state) {
                {IG_OP_GATE_RESIDUAL_BACKWARD, "gate_residual_backward"},
                {IG_OP_SILU_FORWARD, "silu_forward"},
                {IG_OP_SILU_BACKWARD, "silu_backward"},
-               {IG_OP_MSE, "mse"}};
+               {IG_OP_MSE, "mse"},
+               {IG_OP_EMA, "ema"}};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         assert_string_equal(ig_op_name(ops[i].op), ops[i].name);
         assert_true(ig_backend_supports(FAST(f), ops[i].op));
@@ -731,6 +757,7 @@ int main(void) {
         cmocka_unit_test(test_gate_residual_fd),
         cmocka_unit_test(test_silu),
         cmocka_unit_test(test_mse),
+        cmocka_unit_test(test_ema),
     };
     return cmocka_run_group_tests_name("kernels_dit", tests, setup, teardown);
 }

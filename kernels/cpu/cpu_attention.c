@@ -36,8 +36,8 @@
 
 #include "cpu_internal.h"
 
-#define ATT_BR 64 /* queries per block */
-#define ATT_BC 64 /* keys per block */
+#define ATT_BR 64          /* queries per block */
+#define ATT_BC IG_CPU_TILE /* keys per block: 64 */
 
 /* ---- reference ------------------------------------------------------------------------------- */
 
@@ -253,48 +253,6 @@ IG_CPU_INLINE void load_kv(const att_job *j, const float *src, int b, int kvh, i
         for (int d = 0; d < hs; d++) memset(xT + d * ATT_BC + nc, 0, (size_t)(ATT_BC - nc) * 4);
 }
 
-/* S[r][c] = A[r] . BT[:, c] for nr x nc (BT transposed, ATT_BC wide), each a sum over d in order */
-IG_CPU_INLINE void tile_dot(float *S, const float *A, const float *BT, int nr, int nc, int hs) {
-    int r = 0;
-    for (; r + 2 <= nr; r += 2) {
-        float acc[2][ATT_BC] = {{0}};
-        ig_cpu_acc64x2(acc[0], acc[1], A + r * hs, A + (r + 1) * hs, 1, BT, ATT_BC, hs);
-        memcpy(S + r * ATT_BC, acc[0], (size_t)nc * sizeof(float));
-        memcpy(S + (r + 1) * ATT_BC, acc[1], (size_t)nc * sizeof(float));
-    }
-    for (; r < nr; r++) {
-        float acc[ATT_BC] = {0};
-        ig_cpu_acc64(acc, A + r * hs, 1, BT, ATT_BC, hs);
-        memcpy(S + r * ATT_BC, acc, (size_t)nc * sizeof *acc);
-    }
-}
-
-/* acc[0..hs) += sum over i < n, in order, of coef[i * cs] * rows[i * hs + 0..hs): registers for
- * hs = 64 (every GPT-2 size), the plain loop otherwise; the same bits either way */
-IG_CPU_INLINE void acc_rows(float *acc, const float *coef, size_t cs, const float *rows, int hs,
-                            int n) {
-    if (hs == 64) {
-        ig_cpu_acc64(acc, coef, cs, rows, 64, n);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        float c = coef[(size_t)i * cs];
-        const float *r = rows + (size_t)i * hs;
-        for (int d = 0; d < hs; d++) acc[d] += c * r[d];
-    }
-}
-
-/* acc_rows for n_acc accumulator rows: acc + a * hs with coef + a * ca, in pairs where it can */
-IG_CPU_INLINE void acc_rows_n(float *acc, const float *coef, size_t ca, size_t cs,
-                              const float *rows, int hs, int n, int n_acc) {
-    int a = 0;
-    if (hs == 64)
-        for (; a + 2 <= n_acc; a += 2)
-            ig_cpu_acc64x2(acc + a * 64, acc + (a + 1) * 64, coef + a * ca, coef + (a + 1) * ca, cs,
-                           rows, 64, n);
-    for (; a < n_acc; a++) acc_rows(acc + a * hs, coef + a * ca, cs, rows, hs, n);
-}
-
 /* masked entries of S become -INFINITY: query r at position pq0 + r, key c at position j0 + c */
 IG_CPU_INLINE void tile_mask(const att_job *j, int b, float *S, int pq0, int nr, int j0, int nc) {
     const int32_t *doc = j->doc ? j->doc + (size_t)b * j->Tk : NULL;
@@ -337,7 +295,7 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
         if (khi < qlo || klo > qhi) continue; /* no document in common */
         load_kv(j, j->k, b, kvh, j0, nc, NULL, kT);
         load_kv(j, j->v, b, kvh, j0, nc, V, NULL);
-        tile_dot(S, Qs, kT, nr, nc, hs);
+        ig_cpu_tile_dot(S, Qs, kT, nr, nc, hs);
         tile_mask(j, b, S, pq0, nr, j0, nc);
         for (int r = 0; r < nr; r++) {
             float *s = S + r * ATT_BC, bm = ig_cpu_max(s, nc);
@@ -354,7 +312,7 @@ static void att_fwd_item(void *arg, size_t item, int worker) {
             float *o = O + r * hs;
             for (int d = 0; d < hs; d++) o[d] *= alpha;
         }
-        acc_rows_n(O, S, ATT_BC, 1, V, hs, nc, nr); /* O += P V */
+        ig_cpu_acc_rows_n(O, S, ATT_BC, 1, V, hs, nc, nr); /* O += P V */
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->out + b * j->o_bstride + (size_t)(i0 + r) * j->o_stride + (size_t)h * hs;
@@ -501,12 +459,12 @@ static void att_bwd_kv_item(void *arg, size_t item, int worker) {
             doc_range(j, b, i0, i0 + nr, &qlo, &qhi);
             if (khi < qlo || klo > qhi) continue;
             load_q(j, b, h, i0, nr, Qs, dO);
-            tile_dot(S, Qs, kT, nr, nc, hs);
+            ig_cpu_tile_dot(S, Qs, kT, nr, nc, hs);
             tile_mask(j, b, S, i0, nr, j0, nc);
-            tile_dot(dP, dO, vT, nr, nc, hs);
+            ig_cpu_tile_dot(dP, dO, vT, nr, nc, hs);
             tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-            acc_rows_n(dV, S, 1, ATT_BC, dO, hs, nr, nc);  /* dV[c] += P[:, c]^T dO */
-            acc_rows_n(dK, dP, 1, ATT_BC, Qs, hs, nr, nc); /* dK[c] += dS[:, c]^T Qs */
+            ig_cpu_acc_rows_n(dV, S, 1, ATT_BC, dO, hs, nr, nc);  /* dV[c] += P[:, c]^T dO */
+            ig_cpu_acc_rows_n(dK, dP, 1, ATT_BC, Qs, hs, nr, nc); /* dK[c] += dS[:, c]^T Qs */
         }
     for (int c = 0; c < nc; c++) {
         size_t off = b * j->kv_bstride + (size_t)(j0 + c) * j->kv_stride + (size_t)kvh * hs;
@@ -539,11 +497,11 @@ static void att_bwd_q_item(void *arg, size_t item, int worker) {
         if (khi < qlo || klo > qhi) continue;
         load_kv(j, j->k, b, kvh, j0, nc, K, kT);
         load_kv(j, j->v, b, kvh, j0, nc, NULL, vT);
-        tile_dot(S, Qs, kT, nr, nc, hs);
+        ig_cpu_tile_dot(S, Qs, kT, nr, nc, hs);
         tile_mask(j, b, S, i0, nr, j0, nc);
-        tile_dot(dP, dO, vT, nr, nc, hs);
+        ig_cpu_tile_dot(dP, dO, vT, nr, nc, hs);
         tile_p_ds(j, b, h, S, dP, i0, nr, j0, nc);
-        acc_rows_n(dQ, dP, ATT_BC, 1, K, hs, nc, nr); /* dQ[r] += dS[r, :] K */
+        ig_cpu_acc_rows_n(dQ, dP, ATT_BC, 1, K, hs, nc, nr); /* dQ[r] += dS[r, :] K */
     }
     for (int r = 0; r < nr; r++) {
         float *dst = j->dq + b * j->q_bstride + (size_t)(i0 + r) * j->q_stride + (size_t)h * hs;

@@ -39,6 +39,14 @@ static ig_status cpu_copy(ig_backend *be, void *dst, const void *src, size_t byt
     return IG_OK;
 }
 
+static ig_status cpu_copy2d(ig_backend *be, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t width, size_t rows, ig_err *err) {
+    (void)be, (void)err;
+    for (size_t r = 0; r < rows; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return IG_OK;
+}
+
 static ig_status cpu_zero(ig_backend *be, void *p, size_t bytes, ig_err *err) {
     (void)be, (void)err;
     memset(p, 0, bytes);
@@ -68,8 +76,9 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
 
 #define CPU_MEMORY_OPS                                                                             \
     .destroy = cpu_destroy, .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_copy,        \
-    .download = cpu_copy, .zero = cpu_zero, .copy = cpu_copy, .upload_f32 = cpu_upload_f32,        \
-    .download_f32 = cpu_download_f32, .sync = cpu_sync, .fence = cpu_fence
+    .download = cpu_copy, .zero = cpu_zero, .copy = cpu_copy, .copy2d = cpu_copy2d,                \
+    .upload_f32 = cpu_upload_f32, .download_f32 = cpu_download_f32, .sync = cpu_sync,              \
+    .fence = cpu_fence
 
 #define CPU_KERNEL_OPS(prefix)                                                                     \
     .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \
@@ -91,7 +100,9 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     .gate_residual_backward = prefix##gate_residual_backward,                                      \
     .silu_forward = prefix##silu_forward, .silu_backward = prefix##silu_backward,                  \
     .mse = prefix##mse, .add = prefix##add, .adamw = prefix##adamw,                                \
-    .sum_squares = prefix##sum_squares, .scale = prefix##scale
+    .sum_squares = prefix##sum_squares, .scale = prefix##scale, .ema = prefix##ema,                \
+    .cross_attention_forward = prefix##cross_attention_forward,                                    \
+    .cross_attention_backward = prefix##cross_attention_backward
 
 static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_)};
 static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};

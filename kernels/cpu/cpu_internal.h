@@ -211,6 +211,57 @@ IG_CPU_INLINE void ig_cpu_acc64x2(float *acc0, float *acc1, const float *coef0, 
     memcpy(acc1 + 32, &b2, sizeof b2), memcpy(acc1 + 48, &b3, sizeof b3);
 }
 
+/* ---- attention tiles (cpu_attention.c, cpu_cross_attention.c) ------------------------------- */
+
+/* Keys per block of the fused attention kernels: the width of a transposed key tile and of a row of
+ * scores (the 64 lanes of ig_cpu_acc64). */
+#define IG_CPU_TILE 64
+
+/* S[r][c] = A[r] . BT[:, c] for nr x nc (BT transposed, IG_CPU_TILE wide, zero past nc; S rows
+ * IG_CPU_TILE apart), each a sum over d < hs in order */
+IG_CPU_INLINE void ig_cpu_tile_dot(float *S, const float *A, const float *BT, int nr, int nc,
+                                   int hs) {
+    int r = 0;
+    for (; r + 2 <= nr; r += 2) {
+        float acc[2][IG_CPU_TILE] = {{0}};
+        ig_cpu_acc64x2(acc[0], acc[1], A + r * hs, A + (r + 1) * hs, 1, BT, IG_CPU_TILE, hs);
+        memcpy(S + r * IG_CPU_TILE, acc[0], (size_t)nc * sizeof(float));
+        memcpy(S + (r + 1) * IG_CPU_TILE, acc[1], (size_t)nc * sizeof(float));
+    }
+    for (; r < nr; r++) {
+        float acc[IG_CPU_TILE] = {0};
+        ig_cpu_acc64(acc, A + r * hs, 1, BT, IG_CPU_TILE, hs);
+        memcpy(S + r * IG_CPU_TILE, acc, (size_t)nc * sizeof *acc);
+    }
+}
+
+/* acc[0..hs) += sum over i < n, in order, of coef[i * cs] * rows[i * hs + 0..hs): registers for
+ * hs = 64 (every GPT-2 size), the plain loop otherwise; the same bits either way */
+IG_CPU_INLINE void ig_cpu_acc_rows(float *acc, const float *coef, size_t cs, const float *rows,
+                                   int hs, int n) {
+    if (hs == 64) {
+        ig_cpu_acc64(acc, coef, cs, rows, 64, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float c = coef[(size_t)i * cs];
+        const float *r = rows + (size_t)i * hs;
+        for (int d = 0; d < hs; d++) acc[d] += c * r[d];
+    }
+}
+
+/* ig_cpu_acc_rows for n_acc accumulator rows: acc + a * hs with coef + a * ca, in pairs where it
+ * can */
+IG_CPU_INLINE void ig_cpu_acc_rows_n(float *acc, const float *coef, size_t ca, size_t cs,
+                                     const float *rows, int hs, int n, int n_acc) {
+    int a = 0;
+    if (hs == 64)
+        for (; a + 2 <= n_acc; a += 2)
+            ig_cpu_acc64x2(acc + a * 64, acc + (a + 1) * 64, coef + a * ca, coef + (a + 1) * ca, cs,
+                           rows, 64, n);
+    for (; a < n_acc; a++) ig_cpu_acc_rows(acc + a * hs, coef + a * ca, cs, rows, hs, n);
+}
+
 /* ---- helpers (cpu_backend.c, cpu_gemm.c) ----------------------------------------------------- */
 
 /* Scratch for one kernel call: bytes from the context's allocator (64-byte aligned), or NULL
@@ -304,6 +355,13 @@ IG_CPU_DECLARE(adamw, void *params, float *master, const void *grads, float *m, 
                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                int step)
 IG_CPU_DECLARE(scale, void *x, size_t n, float s)
+IG_CPU_DECLARE(ema, float *ema, const float *master, const void *params, size_t n, float decay)
+IG_CPU_DECLARE(cross_attention_forward, void *out, float *lse, const void *q, const void *kv,
+               const int32_t *klen, int N, int row0, int rows_per_sample, int Tk, int n_head,
+               int head_size)
+IG_CPU_DECLARE(cross_attention_backward, void *dq, void *dkv, const void *dout, const void *q,
+               const void *kv, const void *out, const float *lse, const int32_t *klen, int N,
+               int row0, int rows_per_sample, int Tk, int n_head, int head_size)
 
 double ig_cpu_ref_sum_squares(ig_backend *be, const void *x, size_t n);
 double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n);

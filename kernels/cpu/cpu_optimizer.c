@@ -1,5 +1,5 @@
 /* cpu_optimizer.c - what the optimizer step needs: fused AdamW, the sum of squares behind the
- * global gradient norm, and scaling.
+ * global gradient norm, scaling, and the weights' moving average (EMA).
  *
  * AdamW. The reference follows backend.h's formula in double, element by element; the fast
  * kernel follows torch.optim.AdamW's own order of float operations (torch 1.13,
@@ -54,6 +54,18 @@ void ig_cpu_ref_scale(ig_backend *be, void *x_, size_t n, float s) {
     (void)be;
     float *x = x_;
     for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* the moving average of one element, as both kernels compute it */
+static inline float ema_of(float e, float w, float decay) {
+    return decay == 0.0f ? w : decay * e + (1.0f - decay) * w;
+}
+
+void ig_cpu_ref_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+                    float decay) {
+    (void)be;
+    const float *w = master ? master : params;
+    for (size_t i = 0; i < n; i++) ema[i] = ema_of(ema[i], w[i], decay);
 }
 
 /* ---- fast ------------------------------------------------------------------------------------ */
@@ -147,4 +159,17 @@ static void scale_chunk(void *arg, size_t b, size_t e, int worker) {
 void ig_cpu_scale(ig_backend *be, void *x, size_t n, float s) {
     opt_job j = {.x = x, .s = s};
     ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 4096), scale_chunk, &j);
+}
+
+IG_CPU_CLONES
+static void ema_chunk(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    opt_job *j = arg;
+    for (size_t i = b; i < e; i++) j->x[i] = ema_of(j->x[i], j->grads[i], j->s);
+}
+
+void ig_cpu_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+                float decay) {
+    opt_job j = {.x = ema, .grads = master ? master : params, .s = decay};
+    ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 4096), ema_chunk, &j);
 }

@@ -139,6 +139,14 @@ static ig_status cu_copy(ig_backend *be, void *dst, const void *src, size_t byte
     return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemcpyAsync (device to device)");
 }
 
+static ig_status cu_copy2d(ig_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                           size_t width, size_t rows, ig_err *err) {
+    cu_impl *cu = cu_enter(be);
+    cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+                                      cudaMemcpyDeviceToDevice, cu->stream);
+    return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemcpy2DAsync (device to device)");
+}
+
 static ig_status cu_fence(ig_backend *be, void *stream, ig_err *err) {
     cu_impl *cu = cu_enter(be);
     cudaEvent_t ev = NULL;
@@ -264,6 +272,7 @@ static const ig_backend_ops cuda_ops = {
     .download = cu_download,
     .zero = cu_zero,
     .copy = cu_copy,
+    .copy2d = cu_copy2d,
     .upload_f32 = cu_upload_f32,
     .download_f32 = cu_download_f32,
     .sync = cu_sync,
@@ -302,6 +311,9 @@ static const ig_backend_ops cuda_ops = {
     .adamw = cu_adamw,
     .sum_squares = cu_sum_squares,
     .scale = cu_scale,
+    .ema = cu_ema,
+    .cross_attention_forward = cu_cross_attention_forward,
+    .cross_attention_backward = cu_cross_attention_backward,
 };
 
 /* Fails the creation: frees what was made, sets err. */

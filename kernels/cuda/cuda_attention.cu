@@ -265,9 +265,9 @@ __global__ void __launch_bounds__(ATT_BQ)
 
 /* ---- launching ------------------------------------------------------------------------------- */
 
-/* Lets kernel use `bytes` of dynamic shared memory (above 48 KiB it must opt in); 0 after raising
- * an error. */
-static int smem_allow(ig_backend *be, const void *kernel, size_t bytes, const char *what) {
+/* cu_smem_allow and cu_head_bound (cuda_internal.h): cuda_cross_attention.cu launches with them
+ * too */
+int cu_smem_allow(ig_backend *be, const void *kernel, size_t bytes, const char *what) {
     cu_impl *cu = (cu_impl *)be->impl;
     if (bytes > cu->smem_optin) {
         ig_backend_raise(be, IG_ERR_UNSUPPORTED,
@@ -281,8 +281,7 @@ static int smem_allow(ig_backend *be, const void *kernel, size_t bytes, const ch
         what);
 }
 
-/* The head-size bound D for hs (0: unsupported, raised). */
-static int head_bound(ig_backend *be, int hs, const char *what) {
+int cu_head_bound(ig_backend *be, int hs, const char *what) {
     if (hs <= 32) return 32;
     if (hs <= 64) return 64;
     if (hs <= 128) return 128;
@@ -298,7 +297,7 @@ static void forward(ig_backend *be, T *out, float *lse, const T *qkv, const int3
     cu_impl *cu = (cu_impl *)be->impl;
     const char *what = "attention_forward";
     size_t bytes = ((size_t)ATT_BQ * (D + 1) + 2 * ATT_BK * D + ATT_BK) * sizeof(float);
-    if (!smem_allow(be, (const void *)att_forward_kernel<T, D>, bytes, what)) return;
+    if (!cu_smem_allow(be, (const void *)att_forward_kernel<T, D>, bytes, what)) return;
     int hs = sh->head_size;
     dim3 grid(cu_blocks((size_t)sh->T, ATT_BQ), sh->n_head, sh->B);
     att_forward_kernel<T, D>
@@ -319,13 +318,13 @@ static void backward(ig_backend *be, T *dqkv, const T *dout, const T *qkv, const
     if (!Dt) return;
     cu_attention_rowdots(be, Dt, dout, out, B, T_, NH * hs, NH);
     size_t bytes = ((size_t)2 * ATT_BQ * (D + 1) + 2 * ATT_BK * D + 3 * ATT_BK) * sizeof(float);
-    if (!smem_allow(be, (const void *)att_dkdv_kernel<T, D>, bytes, what)) return;
+    if (!cu_smem_allow(be, (const void *)att_dkdv_kernel<T, D>, bytes, what)) return;
     dim3 kgrid(cu_blocks((size_t)T_, ATT_BQ), NKV, B); /* per key/value head */
     att_dkdv_kernel<T, D><<<kgrid, ATT_BQ, bytes, cu->stream>>>(dqkv, dout, qkv, lse, Dt, doc, T_,
                                                                 NH, NKV, hs, sh->causal, scale);
     if (!cu_launched(be, what)) return;
     bytes = ((size_t)2 * ATT_BQ * (D + 1) + 2 * ATT_BK * D + ATT_BK) * sizeof(float);
-    if (!smem_allow(be, (const void *)att_dq_kernel<T, D>, bytes, what)) return;
+    if (!cu_smem_allow(be, (const void *)att_dq_kernel<T, D>, bytes, what)) return;
     dim3 qgrid(cu_blocks((size_t)T_, ATT_BQ), NH, B); /* per query head */
     att_dq_kernel<T, D><<<qgrid, ATT_BQ, bytes, cu->stream>>>(dqkv, dout, qkv, lse, Dt, doc, T_, NH,
                                                               NKV, hs, sh->causal, scale);
@@ -335,7 +334,7 @@ static void backward(ig_backend *be, T *dqkv, const T *dout, const T *qkv, const
 template <typename T>
 static void forward_t(ig_backend *be, void *out, float *lse, const void *qkv, const int32_t *doc,
                       const ig_attention_shape *sh) {
-    switch (head_bound(be, sh->head_size, "attention_forward")) {
+    switch (cu_head_bound(be, sh->head_size, "attention_forward")) {
     case 32:
         forward<T, 32>(be, (T *)out, lse, (const T *)qkv, doc, sh);
         break;
@@ -354,7 +353,7 @@ template <typename T>
 static void backward_t(ig_backend *be, void *dqkv, const void *dout, const void *qkv,
                        const void *out, const float *lse, const int32_t *doc,
                        const ig_attention_shape *sh) {
-    switch (head_bound(be, sh->head_size, "attention_backward")) {
+    switch (cu_head_bound(be, sh->head_size, "attention_backward")) {
     case 32:
         backward<T, 32>(be, (T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)out, lse, doc,
                         sh);

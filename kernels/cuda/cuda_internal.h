@@ -203,6 +203,19 @@ void cu_attention_cached(ig_backend *be, void *out, const void *q, const void *k
 /* Dt[b, h, t] = dout_t . out_t over head h's channels (fp32): the backward's row terms. */
 void cu_attention_rowdots(ig_backend *be, float *Dt, const void *dout, const void *out, int B,
                           int T, int C, int NH);
+/* Lets kernel use `bytes` of dynamic shared memory (above 48 KiB it must opt in); 0 after raising
+ * an error. */
+int cu_smem_allow(ig_backend *be, const void *kernel, size_t bytes, const char *what);
+/* The fused kernels' head-size bound D for hs: 32, 64 or 128 (0: hs above 128, raised). */
+int cu_head_bound(ig_backend *be, int hs, const char *what);
+/* cuda_cross_attention.cu (DiT's cross-attention to the caption) */
+void cu_cross_attention_forward(ig_backend *be, void *out, float *lse, const void *q,
+                                const void *kv, const int32_t *klen, int N, int row0,
+                                int rows_per_sample, int Tk, int n_head, int head_size);
+void cu_cross_attention_backward(ig_backend *be, void *dq, void *dkv, const void *dout,
+                                 const void *q, const void *kv, const void *out, const float *lse,
+                                 const int32_t *klen, int N, int row0, int rows_per_sample, int Tk,
+                                 int n_head, int head_size);
 /* cuda_attention_gemm.cu (the GEMM path: cuBLASLt batched GEMMs and a fused softmax) */
 void cu_attention_gemm_forward(ig_backend *be, void *out, float *lse, const void *qkv,
                                const int32_t *doc, const ig_attention_shape *s);
@@ -221,6 +234,8 @@ void cu_adamw(ig_backend *be, void *params, float *master, const void *grads, fl
               float grad_scale, int step);
 double cu_sum_squares(ig_backend *be, const void *x, size_t n);
 void cu_scale(ig_backend *be, void *x, size_t n, float s);
+void cu_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+            float decay);
 void cu_ce_max(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid, int Vl);
 void cu_ce_sums(ig_backend *be, float *stats, const void *logits, const float *rowmax,
                 const int32_t *targets, int N, int Vvalid, int Vl);

@@ -131,6 +131,27 @@ void cu_scale(ig_backend *be, void *x, size_t n, float s) {
     cu_launched(be, "scale");
 }
 
+/* as the CPU's: decay e + (1 - decay) w, each product rounded, then the sum (no fused multiply-add)
+ */
+template <typename T> __global__ void ema_kernel(float *ema, const T *w, size_t n, float decay) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = to_f(w[i]);
+    ema[i] = decay == 0.0f ? x : __fadd_rn(__fmul_rn(decay, ema[i]), __fmul_rn(1.0f - decay, x));
+}
+
+void cu_ema(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
+            float decay) {
+    cu_impl *cu = cu_enter(be);
+    if (master)
+        ema_kernel<<<cu_blocks(n, 256), 256, 0, cu->stream>>>(ema, master, n, decay);
+    else if (be->act_type == IG_ACT_BF16)
+        ema_kernel<<<cu_blocks(n, 256), 256, 0, cu->stream>>>(ema, (const bf16 *)params, n, decay);
+    else
+        ema_kernel<<<cu_blocks(n, 256), 256, 0, cu->stream>>>(ema, (const float *)params, n, decay);
+    cu_launched(be, "ema");
+}
+
 template <typename T> __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = from_f<T>(__fadd_rn(to_f(a[i]), to_f(b[i])));
