@@ -583,6 +583,9 @@ ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t
                                   size_t *len, ig_err *err);
 /* xxh3 of every shard's checksums and clip count: the identity of the data. */
 uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds);
+/* The vocabulary of the caption shards' tokenizer (the largest, from their manifests; 0 without
+ * captions or manifests). */
+uint64_t ig_clip_dataset_caption_vocab(const ig_clip_dataset *ds);
 
 #ifdef __cplusplus
 }

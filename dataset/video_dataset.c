@@ -285,6 +285,14 @@ const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k)
 uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds) {
     return ds->key;
 }
+uint64_t ig_clip_dataset_caption_vocab(const ig_clip_dataset *ds) {
+    uint64_t v = 0;
+    for (size_t k = 0; k < ds->n; k++) {
+        const ig_manifest *m = ds->captions[k] ? ig_shard_manifest(ds->captions[k]) : NULL;
+        if (m && m->vocab_size > v) v = m->vocab_size;
+    }
+    return v;
+}
 const ig_clip_bucket *ig_clip_dataset_buckets(const ig_clip_dataset *ds, size_t *n) {
     *n = ds->n_buckets;
     return ds->buckets;

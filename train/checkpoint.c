@@ -36,6 +36,8 @@
 enum { MANIFEST_MAX = 64 << 20 }; /* bytes of a manifest.json ingot reads */
 
 static const char *const place_names[] = {"layer", "first", "last", "tied"}; /* ig_place */
+/* the optimizer's states in the optim shards, by ig_optim_read_pieces' which */
+static const char *const state_prefix[] = {"exp_avg.", "exp_avg_sq.", "ema."};
 
 /* the files of model-parallel rank r = pp_rank * tp + tp_rank */
 static void shard_name(char *out, size_t cap, int optim, int r) {
@@ -216,6 +218,7 @@ static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const
         config_text ? config_text : "", "files", arr, "tool_version", "ingot " IG_VERSION_STRING);
     free(config_text);
     if (!root) return ig_err_set(err, IG_ERR_NOMEM, "cannot build %s/manifest.json", dir);
+    if (info->ema_decay > 0) json_object_set_new(root, "ema_decay", json_real(info->ema_decay));
     char sum[17];
     hex(manifest_checksum(root), sum);
     json_object_set_new(root, "checksum", json_string(sum));
@@ -342,7 +345,9 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     static const char *const mk[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size"};
     for (int i = 0; i < 5; i++) {
         if ((st = get_int(model, mk[i], path, &x[i], err)) != IG_OK) return st;
-        if (x[i] < 1 || x[i] > INT32_MAX)
+        /* a family that reads clips has no vocabulary */
+        int lo = i == 4 && fam->input == IG_INPUT_CLIPS ? 0 : 1;
+        if (x[i] < lo || x[i] > INT32_MAX)
             return ig_err_set(err, IG_ERR_FORMAT, "%s: \"model\".%s %lld is out of range", path,
                               mk[i], (long long)x[i]);
     }
@@ -366,6 +371,11 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     }
     json_t *loss = json_object_get(root, "loss");
     info->loss = json_is_number(loss) ? json_number_value(loss) : 0;
+    json_t *ema = json_object_get(root, "ema_decay");
+    info->ema_decay = json_is_number(ema) ? json_number_value(ema) : 0;
+    if (!(info->ema_decay >= 0 && info->ema_decay < 1))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"ema_decay\" %g is not in [0, 1)", path,
+                          info->ema_decay);
     return IG_OK;
 }
 
@@ -505,29 +515,29 @@ static ig_status write_tensors(ig_st_writer *w, const ig_model *m, const char *p
     return st;
 }
 
-/* The full AdamW moments of this rank's part (n_params each), on data-parallel rank 0: with ZeRO
- * every replica's pieces are gathered there and put back at their places in the buckets. Other
- * ranks get NULLs. */
-static ig_status gather_moments(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layout *lo,
-                                float **mo, float **vo, ig_err *err) {
-    *mo = *vo = NULL;
+/* The optimizer's full states of this rank's part (n_params each: the AdamW moments, and the EMA
+ * when kept), on data-parallel rank 0: with ZeRO every replica's pieces are gathered there and put
+ * back at their places in the buckets. Other ranks get NULLs. */
+static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layout *lo,
+                               float *full[3], ig_err *err) {
     uint64_t n = m->st.n_params, nm = ig_optim_moment_elems(o);
-    int root = lo->dp_rank == 0;
-    float *full[2] = {NULL, NULL}, *mine = NULL;
+    int root = lo->dp_g.rank == 0, ns = ig_optim_states(o);
+    float *mine = NULL;
+    full[0] = full[1] = full[2] = NULL;
     ig_status st = IG_OK;
     if (root)
-        for (int k = 0; k < 2 && st == IG_OK; k++)
+        for (int k = 0; k < ns && st == IG_OK; k++)
             if (!(full[k] = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL)))
                 st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
                                 (double)n * 4e-6);
     if (nm == n) {
-        for (int k = 0; root && k < 2 && st == IG_OK; k++)
-            st = ig_optim_read_pieces(o, (ig_moment)k, full[k], err);
+        for (int k = 0; root && k < ns && st == IG_OK; k++)
+            st = ig_optim_read_pieces(o, k, full[k], err);
     } else {
         if (!(mine = ig_alloc(ctx, (nm ? nm : 1) * sizeof(float))))
             st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        for (int k = 0; k < 2; k++) {
-            if (st == IG_OK) st = ig_optim_read_pieces(o, (ig_moment)k, mine, err);
+        for (int k = 0; k < ns; k++) {
+            if (st == IG_OK) st = ig_optim_read_pieces(o, k, mine, err);
             void *all = NULL;
             size_t got = 0;
             /* every rank takes part, even after a failure here (the others wait for it) */
@@ -540,8 +550,8 @@ static ig_status gather_moments(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_
                 memset(full[k], 0, n * sizeof(float));
                 for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
                     const ig_bucket *b = &m->st.buckets[bi];
-                    uint64_t sz = b->n / (uint64_t)lo->dp;
-                    for (int r = 0; r < lo->dp; r++)
+                    uint64_t sz = b->n / (uint64_t)lo->dp_g.size;
+                    for (int r = 0; r < lo->dp_g.size; r++)
                         memcpy(full[k] + b->off + (uint64_t)r * sz,
                                pieces + (uint64_t)r * nm + b->moff, sz * sizeof(float));
                 }
@@ -550,13 +560,12 @@ static ig_status gather_moments(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_
         }
         ig_free(ctx, mine);
     }
-    if (st != IG_OK) {
-        ig_free(ctx, full[0]);
-        ig_free(ctx, full[1]);
-        return st;
-    }
-    *mo = full[0], *vo = full[1];
-    return IG_OK;
+    if (st != IG_OK)
+        for (int k = 0; k < 3; k++) {
+            ig_free(ctx, full[k]);
+            full[k] = NULL;
+        }
+    return st;
 }
 
 static ig_status file_size(const char *dir, file_rec *r, ig_err *err) {
@@ -570,7 +579,7 @@ static ig_status file_size(const char *dir, file_rec *r, ig_err *err) {
 
 /* Data-parallel rank 0 of each model-parallel rank writes its two files into dir. */
 static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const char *dir,
-                            const float *mom, const float *var, file_rec out[2], ig_err *err) {
+                            float *const states[3], file_rec out[2], ig_err *err) {
     uint64_t n = m->st.n_params;
     int r = lo->pp_rank * lo->tp + lo->tp_rank;
     float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
@@ -594,13 +603,13 @@ static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const
     else
         ig_st_writer_abort(w);
     ig_free(ctx, host);
-    /* the moments go into one file: exp_avg.NAME and exp_avg_sq.NAME, as torch's AdamW names
-     * them, one after the other */
+    /* the optimizer's state goes into one file: exp_avg.NAME and exp_avg_sq.NAME, as torch's
+     * AdamW names them, then the EMA's ema.NAME when kept */
     w = NULL;
     snprintf(p, sizeof p, "%s/%s", dir, out[1].name);
     if (st == IG_OK) st = ig_st_writer_create(&w, ctx, p, 0, err);
-    if (st == IG_OK) st = write_tensors(w, m, "exp_avg.", mom, err);
-    if (st == IG_OK) st = write_tensors(w, m, "exp_avg_sq.", var, err);
+    for (int k = 0; k < 3 && st == IG_OK; k++)
+        if (states[k]) st = write_tensors(w, m, state_prefix[k], states[k], err);
     if (st == IG_OK)
         st = ig_st_writer_commit(w, &out[1].xxh3, err);
     else
@@ -651,13 +660,13 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
     if (lo->world > 1 &&
         (st = ig_comm_bcast(lo->world_g.comm, tmp, sizeof tmp, IG_COMM_U8, 0, err)) != IG_OK)
         return st;
-    float *mom = NULL, *var = NULL;
+    float *states[3] = {NULL, NULL, NULL};
     file_rec mine[2];
     memset(mine, 0, sizeof mine);
-    int writer = lo->dp_rank == 0;
-    st = gather_moments(ctx, m, o, lo, &mom, &var, err);
+    int writer = lo->dp_g.rank == 0;
+    st = gather_states(ctx, m, o, lo, states, err);
     ig_pulse_busy(lo->pulse, 1); /* files of this rank's own: the others wait for it */
-    if (st == IG_OK && writer) st = write_part(ctx, m, lo, tmp, mom, var, mine, err);
+    if (st == IG_OK && writer) st = write_part(ctx, m, lo, tmp, states, mine, err);
     unsigned secs = 0;
     if (st == IG_OK && fault_at("IG_FAULT_CKPT", lo->rank, info->step, NULL))
         st = ig_err_set(err, IG_ERR_IO,
@@ -666,8 +675,7 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
                         (long long)info->step, tmp);
     if (st == IG_OK && fault_at("IG_FAULT_CKPT_SLOW", lo->rank, info->step, &secs)) sleep(secs);
     ig_pulse_busy(lo->pulse, 0);
-    ig_free(ctx, mom);
-    ig_free(ctx, var);
+    for (int k = 0; k < 3; k++) ig_free(ctx, states[k]);
     st = everyone_ok(lo, st, "writing the checkpoint", err);
     /* the files' records, on rank 0 */
     file_rec *recs = NULL;
@@ -683,7 +691,9 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
     }
     if (lead) ig_pulse_busy(lo->pulse, 1);
     if (st == IG_OK && lead) {
-        st = write_manifest(tmp, info, cfg, lo, recs, nrec, err);
+        ig_ckpt_info saved = *info;
+        saved.ema_decay = o ? ig_optim_ema_decay(o) : 0;
+        st = write_manifest(tmp, &saved, cfg, lo, recs, nrec, err);
         if (st == IG_OK) st = fsync_dir(tmp, err);
         /* into place: a checkpoint of the same step (saved before a resume) is replaced only once
          * the new one is complete */
@@ -762,6 +772,16 @@ ig_status ig_ckpt_resolve(const char *path, char *out, size_t cap, ig_err *err) 
     struct stat sb;
     if (!ig_file_exists(man) && stat(ck, &sb) == 0 && S_ISDIR(sb.st_mode))
         return ig_ckpt_latest(path, out, cap, err);
+    /* a run directory that has not written a checkpoint yet (not a model directory either) */
+    char metrics[4200], cfg[4200], st[4200];
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", path);
+    snprintf(cfg, sizeof cfg, "%s/config.json", path);
+    snprintf(st, sizeof st, "%s/model.safetensors", path);
+    if (ig_file_exists(metrics) && !ig_file_exists(cfg) && !ig_file_exists(st))
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s is a run directory with no checkpoint yet (the first is written "
+                          "after ckpt.every steps, or at the end of the run)",
+                          path);
     snprintf(out, cap, "%s", path);
     return IG_OK;
 }
@@ -912,18 +932,25 @@ static const char *differs(const ig_model_config *a, const ig_model_config *b) {
     if (a->n_layer != b->n_layer) return "model.n_layer";
     if (a->n_head != b->n_head) return "model.n_head";
     if (a->d_model != b->d_model) return "model.d_model";
-    if (a->seq_len != b->seq_len) return "model.seq_len";
+    const ig_family *f = ig_family_of(a->arch);
+    if (a->seq_len != b->seq_len && !(f && f->any_length)) return "model.seq_len";
     if (a->vocab_size != b->vocab_size) return "model.vocab_size";
     if (a->norm_eps != b->norm_eps) return "model.norm_eps";
     if (a->n_kv_heads != b->n_kv_heads) return "model.n_kv_heads";
     if (a->ffn_hidden != b->ffn_hidden) return "model.ffn_hidden";
     if (a->rope_theta != b->rope_theta) return "model.rope_theta";
     if (a->tie_embeddings != b->tie_embeddings) return "model.tie_embeddings";
+    if (memcmp(a->patch, b->patch, sizeof a->patch)) return "model.patch";
+    if (a->cond != b->cond) return "model.cond";
+    if (a->num_classes != b->num_classes) return "model.num_classes";
+    if (a->class_dropout != b->class_dropout) return "model.class_dropout";
+    if (a->caption_len != b->caption_len) return "model.caption_len";
+    if (a->caption_dropout != b->caption_dropout) return "model.caption_dropout";
     return "";
 }
 
 static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *info, ig_model *m,
-                          ig_optim *o, ig_err *err) {
+                          ig_optim *o, ig_weights weights, ig_err *err) {
     const ig_model_config *have = &m->cfg, *want = &info->model;
     const char *d = differs(have, want);
     if (*d) {
@@ -958,11 +985,23 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
     float *host = ig_calloc(ctx, n ? n : 1, sizeof(float));
     if (!of.f || !whole || !part_buf || !host)
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", mf->dir);
+    /* the parameters, or the EMA of them (in the optim shards) */
+    int ema = weights == IG_WEIGHTS_EMA || (weights == IG_WEIGHTS_DEFAULT && info->ema_decay > 0);
+    if (st == IG_OK && ema && !(info->ema_decay > 0))
+        st = ig_err_set(err, IG_ERR_NOT_FOUND,
+                        "%s holds no EMA of the weights (its run had no ema.decay): take its "
+                        "weights as they are (--weights raw)",
+                        mf->dir);
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++)
-        st = load_tensor(&of, &ly, &m->tensors[i], 0, "", whole, part_buf, host, err);
+        st = load_tensor(&of, &ly, &m->tensors[i], ema, ema ? "ema." : "", whole, part_buf, host,
+                         err);
     if (st == IG_OK) st = ig_model_write(m, IG_MODEL_PARAMS, host, err);
-    for (int k = 0; o && st == IG_OK && k < 2; k++) {
-        const char *prefix = k ? "exp_avg_sq." : "exp_avg.";
+    /* the optimizer's states: the moments, and the EMA when both the run and the checkpoint keep
+     * one (a run that keeps one and a checkpoint without: the trainer starts it from the
+     * weights) */
+    int states = o ? (ig_optim_states(o) == 3 && info->ema_decay > 0 ? 3 : 2) : 0;
+    for (int k = 0; st == IG_OK && k < states; k++) {
+        const char *prefix = state_prefix[k];
         for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++)
             st = load_tensor(&of, &ly, &m->tensors[i], 1, prefix, whole, part_buf, host, err);
         if (st != IG_OK) break;
@@ -979,10 +1018,10 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
                 uint64_t sz = b->n / (uint64_t)dp;
                 memcpy(pieces + b->moff, host + b->off + (uint64_t)r * sz, sz * sizeof(float));
             }
-            st = ig_optim_write_pieces(o, (ig_moment)k, pieces, err);
+            st = ig_optim_write_pieces(o, k, pieces, err);
             ig_free(ctx, pieces);
         } else {
-            st = ig_optim_write_pieces(o, (ig_moment)k, host, err);
+            st = ig_optim_write_pieces(o, k, host, err);
         }
     }
     for (int i = 0; of.f && i < 2 * of.n; i++) ig_st_file_free(of.f[i]);
@@ -996,13 +1035,18 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
 
 ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *o,
                        ig_ckpt_info *info, ig_err *err) {
+    return ig_ckpt_load_weights(ctx, dir, m, o, o ? IG_WEIGHTS_RAW : IG_WEIGHTS_DEFAULT, info, err);
+}
+
+ig_status ig_ckpt_load_weights(ig_ctx *ctx, const char *dir, ig_model *m, ig_optim *o,
+                               ig_weights weights, ig_ckpt_info *info, ig_err *err) {
     manifest mf;
     uint64_t model_bytes = 0;
     ig_status st = manifest_open(&mf, dir, err);
     if (st == IG_OK) st = manifest_info(&mf, info, err);
     if (st == IG_OK) st = check_files(&mf, 0, NULL, &model_bytes, err);
     if (st == IG_OK) st = check_size(&mf, info, model_bytes, err);
-    if (st == IG_OK) st = load_all(ctx, &mf, info, m, o, err);
+    if (st == IG_OK) st = load_all(ctx, &mf, info, m, o, weights, err);
     manifest_close(&mf);
     return st;
 }

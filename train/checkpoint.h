@@ -13,6 +13,10 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
                             const ig_ckpt_info *info, const ig_config *cfg, const char *run_dir,
                             int64_t keep, char *path, size_t cap, ig_err *err);
 
+/* ig_ckpt_load with the weights chosen: the parameters, or the EMA's (which must be there). */
+ig_status ig_ckpt_load_weights(ig_ctx *ctx, const char *dir, ig_model *m, ig_optim *o,
+                               ig_weights weights, ig_ckpt_info *info, ig_err *err);
+
 /* Removes what killed processes of this host left in RUN_DIR/ckpt: unfinished checkpoint
  * directories (.step_N.tmp.HOST.PID) and replaced ones (step_N.old.HOST.PID) whose process is gone.
  * Best effort; returns how many were removed. */

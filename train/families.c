@@ -4,13 +4,13 @@
 
 #include "family.h"
 
-extern const ig_family ig_family_gpt2, ig_family_llama;
+extern const ig_family ig_family_gpt2, ig_family_llama, ig_family_dit;
 
 /* by ig_model_arch */
-static const ig_family *const families[] = {&ig_family_gpt2, &ig_family_llama};
+static const ig_family *const families[] = {&ig_family_gpt2, &ig_family_llama, &ig_family_dit};
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 
-const char *const ig_model_archs[] = {"gpt2", "llama", NULL};
+const char *const ig_model_archs[] = {"gpt2", "llama", "dit", NULL};
 
 const ig_family *ig_family_of(int arch) {
     return arch >= 0 && arch < N_FAMILIES ? families[arch] : NULL;

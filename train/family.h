@@ -35,16 +35,38 @@ typedef struct ig_stage_io {
     uint64_t elems[4];
 } ig_stage_io;
 
+/* What a family reads: token sequences (a language model) or video clips (a diffusion model). */
+typedef enum ig_input_kind { IG_INPUT_TOKENS = 0, IG_INPUT_CLIPS } ig_input_kind;
+
+/* One micro-batch, as a family's stage_batch receives it: tokens [B, T + 1] with their options,
+ * or clips. */
+typedef struct ig_stage_input {
+    const int32_t *tokens;
+    int B, T;
+    const ig_batch_opts *bo;
+    const ig_clip_input *clips;
+} ig_stage_input;
+
 /* A piece of a tensor in a Hugging Face file (hf_pieces). */
 typedef struct ig_hf_piece {
     char name[128], alt[128];
     int64_t row0, rows;
+    /* the file's shape when it is not [rows, cols] (0: it is), e.g. a convolution's weight
+     * [D, 3, pt, ph, pw] for a linear layer's [D, 3 pt ph pw]: the same elements in order */
+    int ndim;
+    int64_t shape[5];
 } ig_hf_piece;
 
 struct ig_family {
     const char *arch; /* model.arch */
     ig_model_arch id;
     const char *what; /* one line: "GPT-2: learned positions, LayerNorm, GeLU, tied embeddings" */
+    ig_input_kind input;
+    /* positions are computed for any length (T may exceed seq_len; dit's sin-cos tables) */
+    int any_length;
+    /* the passes run Ulysses' sequence parallelism (ig_part.usp > 1) */
+    int ulysses;
+    double ema_default; /* ema.decay when the configuration leaves it to the family */
     /* its own model.* keys (beyond those every family has), bound into ig_train_config */
     const ig_cfg_key *keys;
     size_t n_keys;
@@ -59,6 +81,9 @@ struct ig_family {
      * the numbers. */
     ig_status (*check_layout)(const ig_model_config *c, int tp, ig_err *err);
     uint64_t (*num_params)(const ig_model_config *c);
+    /* the family's part of ig_model_describe's line (after the keys every family has); NULL: none
+     */
+    void (*describe)(const ig_model_config *c, char *buf, size_t cap);
     double (*flops_per_token)(const ig_model_config *c, int T);
 
     /* The tensor table of a part, in the order of the parameter buffer (embeddings, the layers in
@@ -74,9 +99,8 @@ struct ig_family {
     void (*destroy)(ig_model *m);
 
     /* The stage operations on a slot (ig_model.slot is set by them). */
-    ig_status (*stage_batch)(ig_model *m, int slot, const int32_t *tokens, int B, int T,
-                             const ig_batch_opts *o, float grad_scale, uint64_t *counted,
-                             ig_err *err);
+    ig_status (*stage_batch)(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
+                             uint64_t *counted, ig_err *err);
     /* forward of this part: from the first stage's input or the received in[], to out[] or the
      * loss (last stage; with_grad: and the loss's gradient) */
     ig_status (*forward)(ig_model *m, int slot, int with_grad, ig_err *err);
@@ -85,6 +109,11 @@ struct ig_family {
     ig_status (*backward)(ig_model *m, int slot, ig_err *err);
     ig_status (*loss)(ig_model *m, int slot, double *loss, ig_err *err);
     void (*stage_io)(ig_model *m, int slot, ig_stage_io *io);
+    /* Clips: the tokens of a clip of F x H x W (refused with the numbers when the patches do not
+     * divide it), and the last forward's prediction downloaded as [B, F, H, W, 3] (NULL: none). */
+    ig_status (*clip_tokens)(const ig_model_config *c, int F, int H, int W, int *tokens,
+                             ig_err *err);
+    ig_status (*output)(ig_model *m, int slot, float *out, ig_err *err);
 
     /* The family's own fields of c in a checkpoint manifest's "model" object (n_layer, n_head,
      * d_model, seq_len, vocab_size and arch are written by the checkpoint code), and back. */
@@ -123,11 +152,15 @@ struct ig_family {
  * -1), [N] targets (likewise), [N] document ids; its io fp32 [N] per-row losses then [N] their
  * gradients. */
 
+/* A language model's shape has no clip fields (model.patch, cond, num_classes, class_dropout:
+ * the keys of a diffusion family, bound for every configuration): cleared, so that two shapes of a
+ * family compare equal field by field. */
+void ig_lm_no_clip_fields(ig_model_config *c);
+
 /* Stages tokens [B, T + 1] into slot: ids, targets, document ids, and the gradient of each row's
  * loss (grad_scale / counted rows; 0 for a forward only). *counted: rows counted in the loss. */
-ig_status ig_lm_stage_batch(ig_model *m, int slot, const int32_t *tokens, int B, int T,
-                            const ig_batch_opts *o, float grad_scale, uint64_t *counted,
-                            ig_err *err);
+ig_status ig_lm_stage_batch(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
+                            uint64_t *counted, ig_err *err);
 /* The mean loss over the counted rows of the slot's last forward pass. */
 ig_status ig_lm_loss(ig_model *m, int slot, double *loss, ig_err *err);
 /* What a decoder's stage passes on: one residual stream of Nl x C (act offsets within the slot,

@@ -100,14 +100,14 @@ static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int
     if (!json_is_object(o)) return ig_err_set(err, IG_ERR_FORMAT, "%s: not a JSON object", file);
     if (!json_is_string(mt))
         return ig_err_set(err, IG_ERR_FORMAT,
-                          "%s: no \"model_type\": ingot reads gpt2 and llama models (config.json "
-                          "as transformers writes it)",
+                          "%s: no \"model_type\": ingot reads gpt2, llama and ingot-dit models "
+                          "(config.json as its exports write it)",
                           file);
     const ig_family *f = ig_family_of_hf(json_string_value(mt));
     if (!f)
         return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "%s: model_type \"%s\": ingot trains gpt2 and llama models", file,
-                          json_string_value(mt));
+                          "%s: model_type \"%s\": ingot trains gpt2, llama and ingot-dit models",
+                          file, json_string_value(mt));
     memset(out, 0, sizeof *out);
     out->arch = f->id;
     ig_status st = f->hf_config(o, file, out, eod, err);
@@ -164,13 +164,20 @@ static const char *shape_differs(const ig_model_config *a, const ig_model_config
     if (a->n_layer != b->n_layer) return "the number of layers";
     if (a->n_head != b->n_head) return "the number of heads";
     if (a->d_model != b->d_model) return "the width (d_model)";
-    if (a->seq_len != b->seq_len) return "the positions";
+    const ig_family *f = ig_family_of(a->arch);
+    if (a->seq_len != b->seq_len && !(f && f->any_length)) return "the positions";
     if (a->vocab_size != b->vocab_size) return "the vocabulary";
     if (a->norm_eps != b->norm_eps) return "the norm epsilon";
     if (a->n_kv_heads != b->n_kv_heads) return "the key/value heads";
     if (a->ffn_hidden != b->ffn_hidden) return "the MLP width";
     if (a->rope_theta != b->rope_theta) return "rope_theta";
     if (a->tie_embeddings != b->tie_embeddings) return "tied embeddings";
+    if (memcmp(a->patch, b->patch, sizeof a->patch)) return "the patch";
+    if (a->cond != b->cond) return "the conditioning";
+    if (a->num_classes != b->num_classes) return "the classes";
+    if (a->class_dropout != b->class_dropout) return "the class dropout";
+    if (a->caption_len != b->caption_len) return "the caption's length";
+    if (a->caption_dropout != b->caption_dropout) return "the caption dropout";
     return "";
 }
 
@@ -187,6 +194,20 @@ static ig_status find_piece(const ig_st_file *f, const char *file, const ig_hf_p
     *out = x;
     if (!x) return ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", file, pc->name);
     const uint64_t *sh = ig_st_tensor_shape(x);
+    if (pc->ndim > 0) { /* a shape of its own */
+        int same = ig_st_tensor_ndim(x) == pc->ndim;
+        char want[160];
+        size_t n = 0;
+        for (int k = 0; k < pc->ndim; k++) {
+            same = same && sh[k] == (uint64_t)pc->shape[k];
+            n += (size_t)snprintf(want + n, sizeof want - n, "%s%lld", k ? ", " : "",
+                                  (long long)pc->shape[k]);
+        }
+        if (!same)
+            return ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is not [%s] as the model needs",
+                              file, ig_st_tensor_name(x), want);
+        return IG_OK;
+    }
     if (ig_st_tensor_ndim(x) != ndim || sh[0] != (uint64_t)pc->rows || (ndim > 1 && sh[1] != cols))
         return ig_err_set(err, IG_ERR_FORMAT,
                           "%s: tensor '%s' is not [%lld%s%llu] as the model needs", file,
@@ -220,7 +241,7 @@ ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     if (st == IG_OK) fam->tensors(cfg, &whole, specs, n);
     for (size_t i = 0; st == IG_OK && i < n; i++) {
-        ig_hf_piece pieces[MAX_PIECES];
+        ig_hf_piece pieces[MAX_PIECES] = {0};
         size_t np = fam->hf_pieces(cfg, &specs[i], pieces, MAX_PIECES);
         for (size_t k = 0; st == IG_OK && k < np; k++) {
             const ig_st_tensor *x = NULL;
@@ -297,7 +318,7 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
         const ig_model_tensor *t = &m->tensors[i];
         uint64_t cols = (uint64_t)t->global_shape[1];
-        ig_hf_piece pieces[MAX_PIECES];
+        ig_hf_piece pieces[MAX_PIECES] = {0};
         size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, MAX_PIECES);
         memset(whole, 0, (size_t)((uint64_t)t->global_shape[0] * cols * sizeof(float)));
         for (size_t k = 0; st == IG_OK && k < np; k++) {
@@ -377,12 +398,17 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
     if (st == IG_OK) st = ig_st_writer_create(&w, ctx, path, overwrite, err);
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
         const ig_model_tensor *t = &m->tensors[i];
-        ig_hf_piece pieces[MAX_PIECES];
+        ig_hf_piece pieces[MAX_PIECES] = {0};
         size_t np = fam->hf_pieces(&m->cfg, &m->specs[i], pieces, MAX_PIECES);
         for (size_t k = 0; st == IG_OK && k < np; k++) {
-            uint64_t shape[2] = {(uint64_t)pieces[k].rows, (uint64_t)t->shape[1]};
+            uint64_t shape[5] = {(uint64_t)pieces[k].rows, (uint64_t)t->shape[1]};
+            int ndim = t->ndim;
+            if (pieces[k].ndim > 0) {
+                ndim = pieces[k].ndim;
+                for (int d = 0; d < ndim; d++) shape[d] = (uint64_t)pieces[k].shape[d];
+            }
             st = ig_st_writer_add(
-                w, pieces[k].name, IG_ST_F32, shape, t->ndim,
+                w, pieces[k].name, IG_ST_F32, shape, ndim,
                 host + t->offset + (uint64_t)pieces[k].row0 * (uint64_t)t->shape[1], err);
         }
     }

@@ -4,6 +4,7 @@
  * once, then each new token alone. The draws are keyed by (seed, position), so the same seed
  * gives the same text.
  */
+#include "checkpoint.h"
 #include "family.h"
 #include "hf.h"
 #include "model.h"
@@ -12,8 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const ig_weights_names[] = {"default", "raw", "ema", NULL};
+
 ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char *path, int B, int T,
                         int32_t *eod_id, ig_err *err) {
+    return ig_model_open_weights(out, ctx, be, path, B, T, IG_WEIGHTS_DEFAULT, eod_id, err);
+}
+
+/* The micro-batch's T against the model's positions: at most seq_len, 0 meaning all of them (a
+ * family that computes its positions takes any T). */
+static int positions(const ig_model_config *c, int T) {
+    const ig_family *f = ig_family_of(c->arch);
+    if (T > 0 && f && f->any_length) return T;
+    return T <= 0 || T > c->seq_len ? c->seq_len : T;
+}
+
+ig_status ig_model_open_weights(ig_model **out, ig_ctx *ctx, ig_backend *be, const char *path,
+                                int B, int T, ig_weights weights, int32_t *eod_id, ig_err *err) {
     *out = NULL;
     if (eod_id) *eod_id = -1;
     char dir[4096], man[4200];
@@ -29,17 +45,22 @@ ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char 
         if ((st = ig_ckpt_read_info(ctx, path, 0, &info, err)) != IG_OK) return st;
         shape = info.model;
         inference.l1 = shape.n_layer;
-        if (T <= 0 || T > shape.seq_len) T = shape.seq_len;
+        T = positions(&shape, T);
         if ((st = ig_model_create_part(out, ctx, be, &shape, B, T, info.seed, &inference, err)) !=
             IG_OK)
             return st;
-        st = ig_ckpt_load(ctx, path, *out, NULL, &info, err);
+        st = ig_ckpt_load_weights(ctx, path, *out, NULL, weights, &info, err);
         if (eod_id) *eod_id = info.eod_id;
     } else {
         int32_t eod = -1;
+        if (weights == IG_WEIGHTS_EMA)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "%s is an exported model: it holds one set of weights (the EMA "
+                              "or the raw ones are chosen by ckpt export --weights)",
+                              path);
         if ((st = ig_hf_read_config(ctx, path, &shape, &eod, err)) != IG_OK) return st;
         inference.l1 = shape.n_layer;
-        if (T <= 0 || T > shape.seq_len) T = shape.seq_len;
+        T = positions(&shape, T);
         /* the file's tensors against config.json before anything is allocated */
         if ((st = ig_hf_check(ctx, path, &shape, err)) != IG_OK) return st;
         if ((st = ig_model_create_part(out, ctx, be, &shape, B, T, 0, &inference, err)) != IG_OK)
@@ -55,7 +76,7 @@ ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char 
 }
 
 ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir, int overwrite,
-                         ig_err *err) {
+                         ig_weights weights, ig_err *err) {
     ig_ckpt_info info;
     ig_status st = ig_ckpt_read_info(ctx, ckpt_dir, 1, &info, err);
     if (st != IG_OK) return st;
@@ -66,7 +87,7 @@ ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir,
     st = ig_backend_create(&be, ctx, &bo, err);
     if (st == IG_OK)
         st = ig_model_create_part(&m, ctx, be, &info.model, 1, 1, info.seed, &inference, err);
-    if (st == IG_OK) st = ig_ckpt_load(ctx, ckpt_dir, m, NULL, &info, err);
+    if (st == IG_OK) st = ig_ckpt_load_weights(ctx, ckpt_dir, m, NULL, weights, &info, err);
     if (st == IG_OK) st = ig_hf_export(ctx, m, info.eod_id, out_dir, overwrite, err);
     ig_model_free(m);
     ig_backend_free(be);

@@ -12,9 +12,20 @@
 
 #include <string.h>
 
-ig_status ig_lm_stage_batch(ig_model *m, int slot, const int32_t *tokens, int B, int T,
-                            const ig_batch_opts *o, float grad_scale, uint64_t *counted,
-                            ig_err *err) {
+void ig_lm_no_clip_fields(ig_model_config *c) {
+    memset(c->patch, 0, sizeof c->patch);
+    c->patch_list = NULL;
+    c->n_patch_list = 0;
+    c->cond = 0;
+    c->num_classes = 0;
+    c->class_dropout = 0;
+}
+
+ig_status ig_lm_stage_batch(ig_model *m, int slot, const ig_stage_input *si, float grad_scale,
+                            uint64_t *counted, ig_err *err) {
+    const int32_t *tokens = si->tokens;
+    int B = si->B, T = si->T;
+    const ig_batch_opts *o = si->bo;
     if (!tokens || B <= 0 || T <= 0 || B > m->B || T > m->T || slot < 0 || slot >= m->part.slots)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "a micro-batch of %d x %d tokens does not fit the model's %d x %d", B, T,

@@ -34,14 +34,12 @@ double ig_model_flops_per_token(const ig_model_config *c, int T) {
 
 char *ig_model_describe(const ig_model_config *c, char *buf, size_t cap) {
     const ig_family *f = ig_family_of(c->arch);
-    size_t n = (size_t)snprintf(buf, cap,
-                                "%s: %d layers, %d heads, d_model %d, %d positions, vocabulary %d "
-                                "(%d padded)",
-                                f ? f->arch : "?", c->n_layer, c->n_head, c->d_model, c->seq_len,
-                                c->vocab_size, c->padded_vocab);
-    if (c->arch == IG_ARCH_LLAMA && n < cap)
-        snprintf(buf + n, cap - n, ", %d kv heads, ffn %d%s", c->n_kv_heads, c->ffn_hidden,
-                 c->tie_embeddings ? ", tied embeddings" : "");
+    size_t n = (size_t)snprintf(buf, cap, "%s: %d layers, %d heads, d_model %d", f ? f->arch : "?",
+                                c->n_layer, c->n_head, c->d_model);
+    if ((!f || f->input == IG_INPUT_TOKENS) && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, ", %d positions, vocabulary %d (%d padded)",
+                              c->seq_len, c->vocab_size, c->padded_vocab);
+    if (f && f->describe && n < cap) f->describe(c, buf + n, cap - n);
     return buf;
 }
 
@@ -172,6 +170,10 @@ static void init_one_run(void *user, uint64_t global, uint64_t local, uint64_t n
         break;
     case IG_INIT_NORMAL:
         ig_rng_fill_normal(r->ctx, r->key, global, n, 0.0f, r->std, p);
+        break;
+    case IG_INIT_UNIFORM:
+        for (uint64_t k = 0; k < n; k++)
+            p[k] = (float)((2.0 * ig_rng_uniform(r->key, global + k) - 1.0) * (double)r->std);
         break;
     case IG_INIT_NORMAL_ROWS: {
         uint64_t drawn = global >= r->real ? 0 : (r->real - global < n ? r->real - global : n);
@@ -389,7 +391,7 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
     ig_status st = ig_model_config_check(&c, err);
     if (st != IG_OK) return st;
     const ig_family *fam = ig_family_of(c.arch);
-    if (B <= 0 || T <= 0 || T > c.seq_len)
+    if (B <= 0 || T <= 0 || (T > c.seq_len && !fam->any_length))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "micro-batches of %d x %d tokens: need B >= 1 and 1 <= T <= seq_len %d",
                           B, T, c.seq_len);
@@ -579,7 +581,10 @@ static ig_status need_whole(const ig_model *m, ig_err *err) {
 ig_status ig_model_forward(ig_model *m, const int32_t *tokens, int B, int T, const ig_batch_opts *o,
                            double *loss, uint64_t *counted, ig_err *err) {
     ig_status st = need_whole(m, err);
-    if (st == IG_OK) st = m->fam->stage_batch(m, 0, tokens, B, T, o, 0.0f, counted, err);
+    ig_stage_input in = {.tokens = tokens, .B = B, .T = T, .bo = o};
+    if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
+    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, 0.0f, counted, err);
     if (st == IG_OK) st = m->fam->forward(m, 0, 0, err);
     if (st == IG_OK) st = ig_backend_sync(m->be, err);
     return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
@@ -594,10 +599,59 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
     if (st == IG_OK && !(grad_scale > 0))
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "grad_scale must be > 0, got %g",
                         (double)grad_scale);
-    if (st == IG_OK) st = m->fam->stage_batch(m, 0, tokens, B, T, o, grad_scale, counted, err);
+    ig_stage_input in = {.tokens = tokens, .B = B, .T = T, .bo = o};
+    if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
+    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, grad_scale, counted, err);
     if (st == IG_OK) st = m->fam->forward(m, 0, 1, err);
     if (st == IG_OK) st = m->fam->backward(m, 0, err);
     return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
+}
+
+int ig_model_reads_clips(const ig_model_config *c) {
+    const ig_family *f = ig_family_of(c->arch);
+    return f && f->input == IG_INPUT_CLIPS;
+}
+
+ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                               ig_err *err) {
+    const ig_family *f = ig_family_of(c->arch);
+    if (!f || !f->clip_tokens)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models do not read clips",
+                          f ? f->arch : "unknown");
+    return f->clip_tokens(c, F, H, W, tokens, err);
+}
+
+static ig_status clips_stage(ig_model *m, const ig_clip_input *in, float grad_scale, ig_err *err) {
+    ig_status st = need_whole(m, err);
+    if (st == IG_OK && m->fam->input != IG_INPUT_CLIPS)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read tokens, not clips", m->fam->arch);
+    if (st == IG_OK && grad_scale > 0 && m->part.inference)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
+    ig_stage_input si = {.clips = in};
+    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &si, grad_scale, NULL, err);
+    if (st == IG_OK) st = m->fam->forward(m, 0, grad_scale > 0, err);
+    return st;
+}
+
+ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_scale, double *loss,
+                              ig_err *err) {
+    if (!(grad_scale >= 0))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "grad_scale must be >= 0, got %g",
+                          (double)grad_scale);
+    if (in->xt) return ig_err_set(err, IG_ERR_INVALID_ARG, "a loss needs clips, not x_t");
+    ig_status st = clips_stage(m, in, grad_scale, err);
+    if (st == IG_OK && grad_scale > 0) st = m->fam->backward(m, 0, err);
+    if (st == IG_OK) st = ig_backend_sync(m->be, err);
+    return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
+}
+
+ig_status ig_model_clips_predict(ig_model *m, const ig_clip_input *in, float *v, ig_err *err) {
+    if (!in->xt || !in->t)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "a prediction needs x_t and its times");
+    ig_status st = clips_stage(m, in, 0.0f, err);
+    if (st == IG_OK) st = ig_backend_sync(m->be, err);
+    return st == IG_OK ? m->fam->output(m, 0, v, err) : st;
 }
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err) {

@@ -28,6 +28,10 @@ typedef struct ig_family ig_family;
 typedef struct ig_part {
     int tp, tp_rank; /* tensor parallelism */
     int sp;          /* sequence parallelism (tp > 1) */
+    /* Ulysses' sequence parallelism (a family with ulysses): the micro-batch's token rows cut
+     * into usp equal parts, part usp_rank here; all-to-alls over uspg around attention */
+    int usp, usp_rank;
+    ig_group *uspg;
     int l0, l1;      /* the layers held */
     int first, last; /* holds the first stage's tensors / the last stage's */
     int slots;       /* micro-batches whose activations are kept at once (1F1B: up to pp) */
@@ -49,6 +53,7 @@ typedef enum ig_init {
     IG_INIT_NORMAL,      /* normal(0, std) */
     IG_INIT_NORMAL_ROWS, /* normal(0, std) on the first init_rows rows, 0 on the others (the
                             padded vocabulary) */
+    IG_INIT_UNIFORM,     /* uniform(-std, std) (Xavier's, std its bound) */
 } ig_init;
 
 /* A family's description of one tensor (its tags): what the trainer needs to place, split,

@@ -32,6 +32,8 @@ struct ig_optimizer {
     ig_layout own; /* the layout of one process (ig_optimizer_create) */
     ig_ctx *ctx;
     float *adam_m, *adam_v; /* [n_moments] on the model's backend */
+    float *ema;             /* [n_moments] the weights' moving average, or NULL */
+    double ema_decay;       /* as configured (the kernel takes it as a float) */
     void *gshard;           /* zero 2: this rank's reduced gradient pieces [n_moments] (act type) */
     ig_comm_req **reqs;     /* per bucket: the reduction in flight */
     size_t *bucket_of;      /* per tensor: its bucket */
@@ -91,7 +93,7 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *l
     if (st != IG_OK) ig_err_prefix(err, st, "the AdamW moments (2 x %.1f MB)", (double)mb / 1e6);
     if (st == IG_OK && m->st.n_grads != m->st.n_params) { /* ZeRO-2 (model.c sharded them) */
         st = ig_backend_alloc(m->be, (size_t)(m->st.n_moments * m->as), &o->gshard, err);
-        uint64_t dp = (uint64_t)lo->dp, tied = 0;
+        uint64_t dp = (uint64_t)lo->dp_g.size, tied = 0;
         for (size_t b = 0; b < nb; b++)
             if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
         uint64_t sizes[3] = {tied / dp, m->st.slot_elems / dp, m->st.slot_elems / dp};
@@ -117,6 +119,7 @@ void ig_optim_free(ig_optim *o) {
     ig_backend_release(o->m->be, o->gshard);
     ig_backend_release(o->m->be, o->adam_m);
     ig_backend_release(o->m->be, o->adam_v);
+    ig_backend_release(o->m->be, o->ema);
     for (int r = 0; r < 3; r++) ig_backend_release(o->m->be, o->piece[r]);
     if (o->lo == &o->own) ig_layout_free(&o->own);
     ig_free(o->ctx, o->reqs);
@@ -180,7 +183,7 @@ static ig_status settle(ig_optim *o, int r, ig_err *err) {
     o->reqs[bi] = NULL;
     o->inflight[r] = -1;
     if (st != IG_OK) return st;
-    uint64_t s = b->n / (uint64_t)o->lo->dp;
+    uint64_t s = b->n / (uint64_t)o->lo->dp_g.size;
     ig_kernel_add(m->be, at(m, o->gshard, b->moff), at(m, o->gshard, b->moff), o->piece[r],
                   (size_t)s);
     return ig_backend_zero(m->be, at(m, m->st.grads, m->st.goff[b->t0]), (size_t)(b->n * m->as),
@@ -195,9 +198,9 @@ static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
     o->launched[bi] = 1;
     ig_status st = ig_backend_sync(m->be, err);
     if (st == IG_OK && lo->sp) st = sum_tp_partials(o, b, err);
-    if (st != IG_OK || lo->dp == 1) return st;
+    if (st != IG_OK || lo->dp_g.size == 1) return st;
     void *g = at(m, m->st.grads, m->st.goff[b->t0]);
-    uint64_t s = b->n / (uint64_t)lo->dp;
+    uint64_t s = b->n / (uint64_t)lo->dp_g.size;
     if (sharded_grads(o)) {
         int r = region_of(o, bi);
         if (o->inflight[r] >= 0) /* settled when the other slot's bucket started (below) */
@@ -266,7 +269,7 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
         if (!b->tied) continue;
         if (sharded_grads(o))
             st = ig_group_allreduce(&lo->emb_g, at(m, o->gshard, b->moff),
-                                    (size_t)(b->n / (uint64_t)lo->dp), ig_model_comm_type(m),
+                                    (size_t)(b->n / (uint64_t)lo->dp_g.size), ig_model_comm_type(m),
                                     IG_COMM_SUM, err);
         else
             st = ig_group_allreduce(&lo->emb_g, at(m, m->st.grads, b->off), (size_t)b->n,
@@ -278,7 +281,7 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
 uint64_t ig_optim_extra_bytes(const ig_optim *o) {
     const ig_model *m = o->m;
     if (!o->gshard) return 0;
-    uint64_t pieces = 0, dp = (uint64_t)o->lo->dp, tied = 0;
+    uint64_t pieces = 0, dp = (uint64_t)o->lo->dp_g.size, tied = 0;
     for (size_t b = 0; b < m->st.n_buckets; b++)
         if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
     pieces = tied / dp + 2 * (m->st.slot_elems / dp);
@@ -291,8 +294,8 @@ double ig_optim_wait_seconds(const ig_optim *o) {
 
 /* This rank's piece of bucket b: elements [lo, hi) of the flat buffers. */
 static void piece(const ig_optim *o, const ig_bucket *b, uint64_t *lo, uint64_t *hi) {
-    uint64_t s = b->n / (uint64_t)o->lo->dp;
-    *lo = b->off + s * (uint64_t)o->lo->dp_rank;
+    uint64_t s = b->n / (uint64_t)o->lo->dp_g.size;
+    *lo = b->off + s * (uint64_t)o->lo->dp_g.rank;
     *hi = *lo + s;
 }
 
@@ -359,12 +362,64 @@ static ig_status adamw_whole(ig_optim *o, int step, const ig_adamw_hparams *h, f
     return ig_backend_sync(m->be, err);
 }
 
+/* The EMA of this rank's weights (the whole buffer, or its pieces) moved toward them by decay (0:
+ * set to them). */
+static ig_status ema_update(ig_optim *o, float decay, ig_err *err) {
+    ig_model *m = o->m;
+    if (!o->ema) return IG_OK;
+    if (o->m->st.n_moments == m->st.n_params) {
+        ig_kernel_ema(m->be, o->ema, m->st.master, m->st.params, (size_t)m->st.n_params, decay);
+    } else {
+        for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
+            const ig_bucket *b = &m->st.buckets[bi];
+            uint64_t plo, phi;
+            piece(o, b, &plo, &phi);
+            ig_kernel_ema(m->be, o->ema + b->moff, m->st.master ? m->st.master + plo : NULL,
+                          at(m, m->st.params, plo), (size_t)(phi - plo), decay);
+        }
+    }
+    return ig_backend_sync(m->be, err);
+}
+
+ig_status ig_optim_ema_enable(ig_optim *o, double decay, ig_err *err) {
+    if (!(decay > 0 && decay < 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "ema.decay %g: need 0 < decay < 1", decay);
+    size_t mb = (size_t)(o->m->st.n_moments * sizeof(float));
+    ig_status st = o->ema ? IG_OK : ig_backend_alloc(o->m->be, mb, (void **)&o->ema, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "the EMA of the weights (%.1f MB)", mb / 1e6);
+    o->ema_decay = decay;
+    return ema_update(o, 0.0f, err);
+}
+
+ig_status ig_optim_ema_reset(ig_optim *o, ig_err *err) {
+    return ema_update(o, 0.0f, err);
+}
+
+double ig_optim_ema_decay(const ig_optim *o) {
+    return o->ema ? o->ema_decay : 0.0;
+}
+
+int ig_optim_states(const ig_optim *o) {
+    return o->ema ? 3 : 2;
+}
+
+static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
+                              ig_err *err);
+
 ig_status ig_optim_step(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
                         ig_err *err) {
-    ig_model *m = o->m;
     ig_layout *lo = o->lo;
     if (step < 1) return ig_err_set(err, IG_ERR_INVALID_ARG, "AdamW step %d: must be >= 1", step);
-    if (lo->zero == 0 || lo->dp == 1) return adamw_whole(o, step, h, grad_scale, err);
+    ig_status st = lo->zero == 0 || lo->dp_g.size == 1 ? adamw_whole(o, step, h, grad_scale, err)
+                                                       : adamw_pieces(o, step, h, grad_scale, err);
+    return st == IG_OK ? ema_update(o, (float)o->ema_decay, err) : st;
+}
+
+/* ZeRO: AdamW on this rank's pieces, then every piece back to every replica. */
+static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
+                              ig_err *err) {
+    ig_model *m = o->m;
+    ig_layout *lo = o->lo;
     /* ZeRO: AdamW on this rank's pieces, whose moments sit at the bucket's moff */
     for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
         const ig_bucket *b = &m->st.buckets[bi];
@@ -407,14 +462,20 @@ const ig_layout *ig_optim_layout(const ig_optim *o) {
     return o->lo;
 }
 
-ig_status ig_optim_read_pieces(ig_optim *o, ig_moment which, float *out, ig_err *err) {
-    float *src = which == IG_MOMENT_EXP_AVG_SQ ? o->adam_v : o->adam_m;
+static float *state_of(ig_optim *o, int which) {
+    return which == IG_OPTIM_EMA ? o->ema : which == IG_MOMENT_EXP_AVG_SQ ? o->adam_v : o->adam_m;
+}
+
+ig_status ig_optim_read_pieces(ig_optim *o, int which, float *out, ig_err *err) {
+    float *src = state_of(o, which);
+    if (!src) return ig_err_set(err, IG_ERR_INVALID_ARG, "no EMA of the weights is kept");
     return ig_backend_download(o->m->be, out, src, (size_t)(o->m->st.n_moments * sizeof(float)),
                                err);
 }
 
-ig_status ig_optim_write_pieces(ig_optim *o, ig_moment which, const float *in, ig_err *err) {
-    float *dst = which == IG_MOMENT_EXP_AVG_SQ ? o->adam_v : o->adam_m;
+ig_status ig_optim_write_pieces(ig_optim *o, int which, const float *in, ig_err *err) {
+    float *dst = state_of(o, which);
+    if (!dst) return ig_err_set(err, IG_ERR_INVALID_ARG, "no EMA of the weights is kept");
     return ig_backend_upload(o->m->be, dst, in, (size_t)(o->m->st.n_moments * sizeof(float)), err);
 }
 

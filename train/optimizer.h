@@ -23,10 +23,20 @@ uint64_t ig_optim_moment_elems(const ig_optim *o); /* elements of each moment th
 ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err); /* global, on every rank */
 ig_status ig_optim_step(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
                         ig_err *err);
-/* This rank's moments (n_moments elements: the whole buffer, or its ZeRO pieces in bucket order),
- * to and from the host. */
-ig_status ig_optim_read_pieces(ig_optim *o, ig_moment which, float *out, ig_err *err);
-ig_status ig_optim_write_pieces(ig_optim *o, ig_moment which, const float *in, ig_err *err);
+/* An exponential moving average of the weights (ema.decay), kept beside the moments: of the
+ * whole buffer, or with ZeRO of exactly this rank's pieces (no communication; gathered only to
+ * save), updated after each step from the fp32 master weights: ema = decay ema + (1 - decay) w.
+ * enable allocates it; reset sets it to the weights as they are (the start of a run). */
+ig_status ig_optim_ema_enable(ig_optim *o, double decay, ig_err *err);
+ig_status ig_optim_ema_reset(ig_optim *o, ig_err *err);
+double ig_optim_ema_decay(const ig_optim *o); /* 0: none kept */
+/* The optimizer's state kept per parameter: the two AdamW moments, and the EMA when kept. */
+enum { IG_OPTIM_EMA = 2 };
+int ig_optim_states(const ig_optim *o); /* 2, or 3 with the EMA */
+/* This rank's state `which` (IG_MOMENT_EXP_AVG, IG_MOMENT_EXP_AVG_SQ or IG_OPTIM_EMA; n_moments
+ * elements: the whole buffer, or its ZeRO pieces in bucket order), to and from the host. */
+ig_status ig_optim_read_pieces(ig_optim *o, int which, float *out, ig_err *err);
+ig_status ig_optim_write_pieces(ig_optim *o, int which, const float *in, ig_err *err);
 const ig_layout *ig_optim_layout(const ig_optim *o);
 
 #endif

@@ -73,6 +73,17 @@ ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int r
     return st != IG_OK ? st : ig_comm_bcast(c, buf, n, t, root, err);
 }
 
+ig_status ig_group_alltoall(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                            ig_err *err) {
+    ig_pulse_tick(g->pulse);
+    size_t es = ig_comm_type_size(t);
+    if (g->size == 1) return self_copy(g, recv, send, n * es, err);
+    g->bytes += (uint64_t)n * es * (uint64_t)(g->size - 1); /* a block to every other rank */
+    ig_comm *c;
+    ig_status st = ready(g, &c, err);
+    return st != IG_OK ? st : ig_comm_alltoall(c, send, recv, n, t, err);
+}
+
 ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
                               ig_err *err) {
     ig_pulse_tick(g->pulse);
@@ -156,22 +167,25 @@ static ig_status split(ig_layout *l, ig_comm *world, int color, int key, ig_grou
     return IG_OK;
 }
 
-/* The colour and key of each of the tp, dp, pp and emb groups in ig_comm_split: the colour is the
- * coordinates the group does not vary, the key the one it does. */
-enum { N_SPLIT = 4 };
+/* The colour and key of each of the tp, dp, pp, emb and sp groups in ig_comm_split: the colour is
+ * the coordinates the group does not vary, the key the ones it does. */
+enum { N_SPLIT = 5 };
 static void split_plan(ig_layout *l, ig_group *gs[N_SPLIT], const char *names[N_SPLIT],
                        int color[N_SPLIT], int key[N_SPLIT]) {
-    int tp = l->tp, dp = l->dp;
+    int tp = l->tp, dp = l->dp, usp = l->usp;
+    int replica = l->dp_rank * usp + l->usp_rank; /* dp and sp coordinates together */
     gs[0] = &l->tp_g, names[0] = "tp";
-    color[0] = l->pp_rank * dp + l->dp_rank, key[0] = l->tp_rank;
+    color[0] = l->pp_rank * dp * usp + replica, key[0] = l->tp_rank;
     gs[1] = &l->dp_g, names[1] = "dp";
-    color[1] = l->pp_rank * tp + l->tp_rank, key[1] = l->dp_rank;
+    color[1] = l->pp_rank * tp + l->tp_rank, key[1] = replica;
     gs[2] = &l->pp_g, names[2] = "pp";
-    color[2] = l->dp_rank * tp + l->tp_rank, key[2] = l->pp_rank;
+    color[2] = replica * tp + l->tp_rank, key[2] = l->pp_rank;
     /* the tied embedding's group: first and last stage; the middle stages split off alone */
     int in_emb = l->pp > 1 && (ig_layout_first(l) || ig_layout_last(l));
     gs[3] = &l->emb_g, names[3] = "emb";
-    color[3] = in_emb ? l->dp_rank * tp + l->tp_rank : dp * tp + l->rank, key[3] = l->pp_rank;
+    color[3] = in_emb ? replica * tp + l->tp_rank : dp * usp * tp + l->rank, key[3] = l->pp_rank;
+    gs[4] = &l->sp_g, names[4] = "sp";
+    color[4] = (l->pp_rank * dp + l->dp_rank) * tp + l->tp_rank, key[4] = l->usp_rank;
 }
 
 static ig_status stage_layers(ig_layout *l, const ig_train_config *t, int n_layer, ig_err *err) {
@@ -220,6 +234,7 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
     l->pp = t->pp > 0 ? t->pp : 1;
     l->sp = t->sp;
     l->zero = t->zero;
+    l->usp = t->sp_mode == 1 && t->sp_size > 1 ? t->sp_size : 1;
     /* the same configuration everywhere: compared before anything else */
     if (l->world > 1) {
         uint64_t h[2] = {config_hash, config_hash};
@@ -235,30 +250,51 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
                           (unsigned long long)config_hash, (unsigned long long)h[0],
                           (unsigned long long)h[1]);
     }
-    int mp = l->tp * l->pp;
+    int mp = l->tp * l->pp * l->usp;
     if (l->world % mp)
         return refuse(err,
-                      "%d processes cannot be split into parallel.tp %d x parallel.pp %d = %d "
+                      "%d processes cannot be split into parallel.tp %d x parallel.pp %d%s = %d "
                       "ranks per model replica: start a multiple of %d",
-                      l->world, l->tp, l->pp, mp, mp);
+                      l->world, l->tp, l->pp, l->usp > 1 ? " x parallel.sp_size (ulysses)" : "", mp,
+                      mp);
     l->dp = l->world / mp;
     if (t->dp && t->dp != l->dp)
         return refuse(err,
                       "parallel.dp %d does not match the %d processes started: world %d / "
-                      "(tp %d x pp %d) = %d",
-                      t->dp, l->world, l->world, l->tp, l->pp, l->dp);
+                      "(tp %d x pp %d x sp_size %d) = %d",
+                      t->dp, l->world, l->world, l->tp, l->pp, l->usp, l->dp);
     const ig_family *fam = ig_family_of(shape->arch);
     ig_status st = fam ? fam->check_layout(shape, l->tp, err)
                        : refuse(err, "model.arch %d is not a known family", shape->arch);
     if (st != IG_OK) return st;
+    if (t->sp_mode == 0 && t->sp_size > 1)
+        return refuse(err,
+                      "parallel.sp_size %d is Ulysses' (parallel.sp_mode: ulysses); "
+                      "Megatron's sequence parallelism shards over the tp ranks "
+                      "(parallel.sp: true)",
+                      t->sp_size);
+    if (t->sp_mode == 1 && l->sp)
+        return refuse(err, "parallel.sp (Megatron's sequence parallelism) and parallel.sp_mode "
+                           "ulysses are two ways of cutting the sequence: choose one");
+    if (l->usp > 1 && !fam->ulysses)
+        return refuse(err,
+                      "parallel.sp_mode ulysses is built for model.arch dit (a diffusion "
+                      "transformer's long token sequences), not %s: use parallel.sp (Megatron's)",
+                      fam->arch);
+    if (l->usp > 1 && shape->n_head % (l->tp * l->usp))
+        return refuse(err,
+                      "parallel.sp_mode ulysses: model.n_head %d is not divisible by parallel.tp "
+                      "%d x parallel.sp_size %d = %d (each rank attends over whole heads)",
+                      shape->n_head, l->tp, l->usp, l->tp * l->usp);
     if (l->sp && l->tp < 2)
         return refuse(err, "parallel.sp needs parallel.tp > 1 (sequence parallelism shards what "
                            "tensor parallelism replicates)");
-    if (l->sp && ((int64_t)t->micro_batch * t->model.seq_len) % l->tp)
+    if (l->sp && fam->input == IG_INPUT_TOKENS &&
+        ((int64_t)t->micro_batch * shape->seq_len) % l->tp)
         return refuse(err,
                       "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not split "
                       "into parallel.tp %d equal parts",
-                      t->micro_batch, t->model.seq_len, l->tp);
+                      t->micro_batch, shape->seq_len, l->tp);
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
     if (gb % (t->micro_batch * l->dp))
         return refuse(err,
@@ -271,15 +307,17 @@ ig_status ig_layout_create(ig_layout *l, ig_ctx *ctx, ig_comm *world, const ig_t
     if (st != IG_OK) return st;
 
     l->tp_rank = l->rank % l->tp;
-    l->dp_rank = (l->rank / l->tp) % l->dp;
-    l->pp_rank = l->rank / (l->tp * l->dp);
+    l->usp_rank = (l->rank / l->tp) % l->usp;
+    l->dp_rank = (l->rank / (l->tp * l->usp)) % l->dp;
+    l->pp_rank = l->rank / (l->tp * l->usp * l->dp);
     l->l0 = l->stage_layers[l->pp_rank];
     l->l1 = l->stage_layers[l->pp_rank + 1];
     if (!world) {
-        l->world_g = l->tp_g = l->dp_g = l->pp_g = l->emb_g = (ig_group){0};
+        l->world_g = l->tp_g = l->dp_g = l->pp_g = l->emb_g = l->sp_g = (ig_group){0};
         l->world_g.size = l->tp_g.size = l->dp_g.size = l->pp_g.size = l->emb_g.size = 1;
+        l->sp_g.size = 1;
         l->world_g.name = "world", l->tp_g.name = "tp", l->dp_g.name = "dp";
-        l->pp_g.name = "pp", l->emb_g.name = "emb";
+        l->pp_g.name = "pp", l->emb_g.name = "emb", l->sp_g.name = "sp";
         return IG_OK;
     }
     l->world_g =
@@ -336,20 +374,20 @@ ig_status ig_all_ranks_ok(ig_comm *world, ig_status st, const char *what, ig_err
 ig_status ig_layout_single(ig_layout *l, ig_ctx *ctx, int n_layer, ig_err *err) {
     memset(l, 0, sizeof *l);
     l->ctx = ctx;
-    l->world = l->tp = l->pp = l->dp = l->accum = 1;
+    l->world = l->tp = l->pp = l->dp = l->usp = l->accum = 1;
     l->l1 = n_layer;
     l->stage_layers = ig_calloc(ctx, 2, sizeof(int));
     if (!l->stage_layers) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     l->stage_layers[1] = n_layer;
-    ig_group *gs[] = {&l->world_g, &l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g};
-    const char *names[] = {"world", "tp", "dp", "pp", "emb"};
-    for (int i = 0; i < 5; i++) *gs[i] = (ig_group){.size = 1, .name = names[i]};
+    ig_group *gs[] = {&l->world_g, &l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g, &l->sp_g};
+    const char *names[] = {"world", "tp", "dp", "pp", "emb", "sp"};
+    for (int i = 0; i < 6; i++) *gs[i] = (ig_group){.size = 1, .name = names[i]};
     return IG_OK;
 }
 
 void ig_layout_free(ig_layout *l) {
     if (!l) return;
-    ig_group *gs[] = {&l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g};
+    ig_group *gs[] = {&l->tp_g, &l->dp_g, &l->pp_g, &l->emb_g, &l->sp_g};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
         ig_comm_free(gs[i]->dev); /* before the MPI communicators NCCL's bootstrap used */
         ig_comm_free(gs[i]->comm);

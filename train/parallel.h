@@ -1,11 +1,14 @@
 /* parallel.h - private to train/: where this process sits in a training run's 3D layout, and the
  * groups it talks to.
  *
- * World = tp x dp x pp ranks, tp fastest, then dp, then pp (Megatron's tp-dp-pp order): world rank
- * r has tp rank r % tp, dp rank (r / tp) % dp and pipeline stage r / (tp dp). Its groups come from
- * ig_comm_split: tp (the ranks of one stage of one model replica), dp (the replicas of one shard),
- * pp (the stages of one replica's shard), and emb (the first and the last stage of a replica's
- * shard, which both hold the tied embedding, when pp > 1).
+ * World = tp x sp x dp x pp ranks, tp fastest, then sp (Ulysses' sequence ranks, 1 without), then
+ * dp, then pp (Megatron's tp-dp-pp order): world rank r has tp rank r % tp, sp rank (r / tp) % sp,
+ * dp rank (r / (tp sp)) % dp and pipeline stage r / (tp sp dp). Its groups come from
+ * ig_comm_split: tp (the ranks of one stage of one model replica), sp (the Ulysses ranks that cut
+ * one sequence between them: the all-to-alls), dp (the ranks a shard's gradients are reduced over
+ * and ZeRO shards over: the replicas and, with Ulysses, their sequence ranks, whose gradients are
+ * each a part of the micro-batch's), pp (the stages of one replica's shard), and emb (the first and
+ * the last stage of a replica's shard, which both hold the tied embedding, when pp > 1).
  *
  * An ig_group wraps a communicator with a byte counter for --comm-stats: what this rank sends, as
  * the ring algorithms send it (an all-reduce of n bytes over g ranks: 2 (g - 1) / g n; a reduce-
@@ -32,7 +35,7 @@ typedef struct ig_group {
     ig_comm *dev;   /* NCCL over the same ranks for backend memory on a device (NULL: comm) */
     ig_backend *be; /* whose memory the operations take (NULL: host memory) */
     int size, rank;
-    const char *name; /* "tp", "dp", "pp", "emb", "world" */
+    const char *name; /* "tp", "dp", "pp", "emb", "sp", "world" */
     uint64_t bytes;   /* sent by this rank, ring accounting (reset by the reader) */
     ig_pulse *pulse;  /* ticked by every operation (may be NULL) */
 } ig_group;
@@ -47,6 +50,9 @@ ig_status ig_group_allgather(ig_group *g, const void *send, void *recv, size_t n
 ig_status ig_group_reduce_scatter(ig_group *g, const void *send, void *recv, size_t n,
                                   ig_comm_type t, ig_err *err);
 ig_status ig_group_bcast(ig_group *g, void *buf, size_t n, ig_comm_type t, int root, ig_err *err);
+/* recv [size][n] = from each rank its send block for this rank; send [size][n] (not in place). */
+ig_status ig_group_alltoall(ig_group *g, const void *send, void *recv, size_t n, ig_comm_type t,
+                            ig_err *err);
 
 /* Non-blocking forms (*req NULL when the group is one rank: nothing to wait for). */
 ig_status ig_group_iallreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_req **req,
@@ -60,15 +66,17 @@ ig_status ig_group_isend(ig_group *g, const void *buf, size_t n, ig_comm_type t,
 ig_status ig_group_irecv(ig_group *g, void *buf, size_t n, ig_comm_type t, int peer, int tag,
                          ig_comm_req **req, ig_err *err);
 
-/* The layout of a run, checked on every rank before any work. */
+/* The layout of a run, checked on every rank before any work. dp is the data-parallel replicas
+ * (each reads its own micro-batches); the gradients are reduced over dp_g, dp x usp ranks. */
 typedef struct ig_layout {
     int world, rank;
     int tp, pp, dp, sp, zero;
-    int tp_rank, dp_rank, pp_rank;
+    int usp; /* Ulysses' sequence ranks (parallel.sp_size with sp_mode ulysses; else 1) */
+    int tp_rank, dp_rank, pp_rank, usp_rank;
     int l0, l1;        /* this stage's layers [l0, l1) */
     int *stage_layers; /* [pp]: the first layer of each stage, then n_layer ([pp + 1]) */
     int accum;         /* micro-batches per step on each data-parallel rank */
-    ig_group world_g, tp_g, dp_g, pp_g, emb_g;
+    ig_group world_g, tp_g, dp_g, pp_g, emb_g, sp_g;
     ig_pulse *pulse; /* the run's (may be NULL) */
     ig_ctx *ctx;
 } ig_layout;

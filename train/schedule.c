@@ -7,7 +7,7 @@
  * to the previous one, by MPI point to point. Every send is non-blocking and waited for only before
  * its buffer is written again, and receives block, which in this order cannot deadlock.
  *
- * Every rank reads every micro-batch of its data-parallel rank from the loader (the middle stages
+ * Every rank reads every micro-batch of its data-parallel rank from the feed (the middle stages
  * need the document ids for attention masks; reading is cheap), so the stages stay in step.
  */
 #include "schedule.h"
@@ -21,15 +21,12 @@ enum { MAX_IO = 4 };
 typedef struct sched {
     ig_model *m;
     ig_layout *lo;
-    ig_loader *ld;
-    const ig_batch_opts *bo;
-    int T;
+    ig_feed *feed;
     float grad_scale; /* 0: forward only */
     int slots;
     ig_comm_req **act_send;         /* per slot and boundary tensor: the output's send in flight */
     ig_comm_req *grad_send[MAX_IO]; /* the input gradients' sends in flight */
-    double loss_sum;
-    int counted_batches;
+    ig_sched_sums sums;
 } sched;
 
 static ig_status forward_one(sched *s, int i, ig_err *err) {
@@ -38,8 +35,8 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
     const ig_family *f = m->fam;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;
-    ig_batch b;
-    ig_status st = ig_loader_next(s->ld, &b, err);
+    ig_stage_input b;
+    ig_status st = ig_feed_next(s->feed, &b, err);
     if (st != IG_OK) return st;
     /* the slot's outputs may still be on their way to the next stage */
     ig_comm_req **sends = s->act_send + (size_t)slot * MAX_IO;
@@ -47,9 +44,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
         st = ig_comm_wait(sends[k], err);
         sends[k] = NULL;
     }
-    if (st == IG_OK)
-        st = f->stage_batch(m, slot, b.tokens, (int)b.micro_batch, s->T, s->bo, s->grad_scale, NULL,
-                            err);
+    if (st == IG_OK) st = f->stage_batch(m, slot, &b, s->grad_scale, NULL, err);
     ig_stage_io io;
     if (st == IG_OK) f->stage_io(m, slot, &io);
     for (int k = 0; st == IG_OK && !ig_layout_first(lo) && k < io.n; k++) {
@@ -64,8 +59,11 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
     if (ig_layout_last(lo)) {
         double loss = 0;
         if ((st = f->loss(m, slot, &loss, err)) != IG_OK) return st;
-        s->loss_sum += loss;
-        s->counted_batches++;
+        int T = m->slot_T[slot];
+        double rows = (double)m->slot_B[slot] * (double)T;
+        s->sums.loss += loss;
+        s->sums.tokens += rows;
+        s->sums.flops += rows * f->flops_per_token(&m->cfg, T);
         return IG_OK;
     }
     for (int k = 0; st == IG_OK && k < io.n; k++)
@@ -123,16 +121,13 @@ static ig_status drain(sched *s, ig_status st, ig_err *err) {
     return st;
 }
 
-ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_loader *ld, const ig_batch_opts *bo, int T,
-                       int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
-                       double *loss_sum, ig_err *err) {
-    *loss_sum = 0;
+ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_feed *feed, int micro_batches,
+                       float grad_scale, const ig_sched_hooks *hooks, ig_sched_sums *sums,
+                       ig_err *err) {
     ig_comm_req *sends[64 * MAX_IO] = {0};
     sched s = {.m = m,
                .lo = lo,
-               .ld = ld,
-               .bo = bo,
-               .T = T,
+               .feed = feed,
                .grad_scale = grad_scale,
                .slots = m->part.slots,
                .act_send = sends};
@@ -156,7 +151,7 @@ ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_loader *ld, const ig_batch
         for (; st == IG_OK && b < M; b++) st = backward_one(&s, b, b == M - 1, hooks, err);
     }
     st = drain(&s, st, err);
-    *loss_sum = s.loss_sum;
+    *sums = s.sums;
     return st;
 }
 

@@ -4,6 +4,7 @@
 #ifndef INGOT_TRAIN_SCHEDULE_H
 #define INGOT_TRAIN_SCHEDULE_H
 
+#include "feed.h"
 #include "model.h"
 
 /* What the schedule tells its listener (the optimizer) during a step's backwards. */
@@ -14,14 +15,19 @@ typedef struct ig_sched_hooks {
     void *user;
 } ig_sched_hooks;
 
-/* Runs micro_batches micro-batches of B x T (T tokens each) from ld through this rank's part of
- * the model: forward only when grad_scale is 0 (validation), else forward and backward with each
- * micro-batch's loss scaled by grad_scale, in the 1F1B order when there are pipeline stages.
- * hooks (may be NULL) hear of each backward and of its final gradients. *loss_sum: the sum of
- * the micro-batches' mean losses (on the last stage; 0 elsewhere). */
-ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_loader *ld, const ig_batch_opts *bo, int T,
-                       int micro_batches, float grad_scale, const ig_sched_hooks *hooks,
-                       double *loss_sum, ig_err *err);
+/* What a run of micro-batches adds up to on this rank: the sum of their mean losses (on the
+ * last stage; 0 elsewhere), their tokens (rows: a clip's patches) and their forward FLOPs. */
+typedef struct ig_sched_sums {
+    double loss, tokens, flops;
+} ig_sched_sums;
+
+/* Runs micro_batches micro-batches from feed through this rank's part of the model: forward only
+ * when grad_scale is 0 (validation), else forward and backward with each micro-batch's loss scaled
+ * by grad_scale, in the 1F1B order when there are pipeline stages. hooks (may be NULL) hear of
+ * each backward and of its final gradients. */
+ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_feed *feed, int micro_batches,
+                       float grad_scale, const ig_sched_hooks *hooks, ig_sched_sums *sums,
+                       ig_err *err);
 /* The micro-batches whose activations a stage keeps at once under 1F1B. */
 int ig_sched_slots(const ig_layout *lo);
 

@@ -25,6 +25,55 @@ static ig_status tp_coll(ig_model *m, tp_op op, const void *send, void *recv, ui
     return IG_ERR_INTERNAL;
 }
 
+ig_status ig_tp_sum(ig_model *m, void *buf, uint64_t n, ig_err *err) {
+    if (m->part.tp == 1) return IG_OK;
+    return tp_coll(m, TP_SUM, buf, buf, n, ig_model_comm_type(m), err);
+}
+
+/* ---- Ulysses --------------------------------------------------------------------------------- */
+
+ig_status ig_usp_to_heads(ig_model *m, const void *rows, void *heads, void *pack, int Nl,
+                          int blocks, int W, ig_err *err) {
+    int u = m->part.usp > 1 ? m->part.usp : 1;
+    size_t as = m->as, w = (size_t)(W / u), row = (size_t)blocks * (size_t)W;
+    size_t per = (size_t)Nl * (size_t)blocks * w; /* elements to each rank */
+    void *dst = u > 1 ? pack : heads;
+    ig_status st = IG_OK;
+    /* pack [u][Nl][blocks][w]: for rank j, each row's j-th slice of every block */
+    for (int j = 0; j < u && st == IG_OK; j++)
+        for (int b = 0; b < blocks && st == IG_OK; b++)
+            st = ig_backend_copy2d(m->be, (char *)dst + ((size_t)j * per + (size_t)b * w) * as,
+                                   (size_t)blocks * w * as,
+                                   (const char *)rows + ((size_t)b * W + (size_t)j * w) * as,
+                                   row * as, w * as, (size_t)Nl, err);
+    if (st != IG_OK || u == 1) return st;
+    if ((st = ig_backend_sync(m->be, err)) != IG_OK) return st;
+    /* from rank i its rows [i Nl, (i + 1) Nl): [u][Nl][blocks w] is [N][blocks w] */
+    return ig_group_alltoall(m->part.uspg, pack, heads, per, ig_model_comm_type(m), err);
+}
+
+ig_status ig_usp_to_rows(ig_model *m, const void *heads, void *rows, void *pack, int Nl, int blocks,
+                         int W, ig_err *err) {
+    int u = m->part.usp > 1 ? m->part.usp : 1;
+    size_t as = m->as, w = (size_t)(W / u), row = (size_t)blocks * (size_t)W;
+    size_t per = (size_t)Nl * (size_t)blocks * w;
+    const void *src = heads;
+    ig_status st = IG_OK;
+    if (u > 1) {
+        /* to rank i its rows; from rank j this rank's rows of its slices */
+        if ((st = ig_backend_sync(m->be, err)) != IG_OK) return st;
+        st = ig_group_alltoall(m->part.uspg, heads, pack, per, ig_model_comm_type(m), err);
+        src = pack;
+    }
+    for (int j = 0; j < u && st == IG_OK; j++)
+        for (int b = 0; b < blocks && st == IG_OK; b++)
+            st = ig_backend_copy2d(m->be, (char *)rows + ((size_t)b * W + (size_t)j * w) * as,
+                                   row * as,
+                                   (const char *)src + ((size_t)j * per + (size_t)b * w) * as,
+                                   (size_t)blocks * w * as, w * as, (size_t)Nl, err);
+    return st;
+}
+
 ig_status ig_tp_gather(ig_model *m, const void *rows, void *full, int N, int C, const void **out,
                        ig_err *err) {
     if (!m->part.sp) {

@@ -43,4 +43,23 @@ ig_status ig_tp_dinput_reduce(ig_model *m, void *partial, void *dst, int N, int 
 ig_status ig_tp_cross_entropy(ig_model *m, float *losses, void *logits, const int32_t *targets,
                               const float *dloss, float *rowmax, float *stats, int N, ig_err *err);
 
+/* A partial sum [n] over the group (a replicated input's gradient through column-parallel
+ * layers), all-reduced in place, whatever the sequence parallelism. */
+ig_status ig_tp_sum(ig_model *m, void *buf, uint64_t n, ig_err *err);
+
+/* ---- Ulysses' sequence parallelism (DeepSpeed-Ulysses, Jacobs et al. 2023) -------------------
+ * The usp ranks of the part's sequence group each hold Nl = N / usp consecutive token rows of the
+ * micro-batch. Around attention, one all-to-all turns this rank's rows of every head into every
+ * row of its 1/usp of the heads, and another turns them back. A row of `blocks` blocks of W
+ * columns (q, k, v: 3 blocks of the rank's heads) becomes, per row of the micro-batch, this rank's
+ * W / usp columns of each block (its heads, in order). With usp 1 these are plain copies. */
+
+/* rows [Nl, blocks W] (this rank's rows) -> heads [N, blocks W / usp] (every row, this rank's
+ * columns). pack: [Nl, blocks W] scratch. */
+ig_status ig_usp_to_heads(ig_model *m, const void *rows, void *heads, void *pack, int Nl,
+                          int blocks, int W, ig_err *err);
+/* The reverse: heads [N, blocks W / usp] -> rows [Nl, blocks W]. */
+ig_status ig_usp_to_rows(ig_model *m, const void *heads, void *rows, void *pack, int Nl, int blocks,
+                         int W, ig_err *err);
+
 #endif

@@ -25,9 +25,12 @@ extern "C" {
 
 /* ==== model families and their configuration ================================================= */
 
-/* The families this build knows, by model.arch: {"gpt2", "llama", NULL}. */
+/* The families this build knows, by model.arch: {"gpt2", "llama", "dit", NULL}. */
 extern const char *const ig_model_archs[];
-typedef enum ig_model_arch { IG_ARCH_GPT2 = 0, IG_ARCH_LLAMA } ig_model_arch;
+typedef enum ig_model_arch { IG_ARCH_GPT2 = 0, IG_ARCH_LLAMA, IG_ARCH_DIT } ig_model_arch;
+
+/* dit's conditioning (model.cond) */
+typedef enum ig_dit_cond { IG_COND_NONE = 0, IG_COND_CLASS, IG_COND_CAPTION } ig_dit_cond;
 
 /* A model's shape: the keys every family has, then the families' own (a family ignores the
  * others' and refuses them when they are set in a config). */
@@ -43,6 +46,16 @@ typedef struct ig_model_config {
     int ffn_hidden;     /* SwiGLU width; 0: 2/3 * 4 * d_model up to a multiple of 256 */
     double rope_theta;  /* rotary base; 0: 10000 */
     int tie_embeddings; /* the output layer is the input embedding (gpt2: always) */
+    /* dit (seq_len: the most tokens of a clip; vocab_size 0) */
+    int patch[3];            /* [pt, ph, pw]: frames, rows, columns of a patch */
+    const char **patch_list; /* model.patch as configured (parsed into patch by the check) */
+    size_t n_patch_list;
+    int cond;               /* ig_dit_cond */
+    int num_classes;        /* cond class: labels 0 .. num_classes - 1 (num_classes: none) */
+    double class_dropout;   /* cond class: a label replaced by none while training */
+    int caption_len;        /* cond caption: the caption tokens a clip attends to (vocab_size:
+                               the caption tokenizer's; id vocab_size is the null caption) */
+    double caption_dropout; /* cond caption: a caption replaced by the null one while training */
 } ig_model_config;
 
 /* Fills the family's defaults and derived fields (padded_vocab, ...) and checks the shape (every
@@ -88,8 +101,14 @@ typedef struct ig_train_config {
     int schedule; /* ig_lr_schedule */
     double decay_fraction;
     double beta1, beta2, eps, weight_decay, grad_clip;
+    /* ema: an exponential moving average of the weights, updated after every step (0: none;
+     * -1: the family's default, 0.9999 for dit and none for the language models) */
+    double ema_decay;
+    /* diffusion (dit): the shift of the logit-normal times, t' = s t / (1 + (s - 1) t) */
+    double flow_shift;
     /* eval */
     int64_t eval_every, eval_batches;
+    int eval_timesteps; /* dit: the times of the validation grid, (k + 0.5) / n */
     /* ckpt */
     int64_t ckpt_every, ckpt_keep;
     /* log */
@@ -99,11 +118,18 @@ typedef struct ig_train_config {
     /* parallel (the processes come from the launcher: world = tp x pp x dp) */
     int tp, pp, dp;               /* dp 0: world / (tp x pp) */
     int sp;                       /* sequence parallelism inside the tensor-parallel group */
+    int sp_mode;                  /* 0: megatron (sp within tp), 1: ulysses (sp_size ranks) */
+    int sp_size;                  /* ulysses: the ranks a sequence is cut among */
     int zero;                     /* 0, 1 (optimizer state sharded over dp) or 2 (gradients too) */
     const char **pipeline_layers; /* layers per stage ([] : n_layer / pp each) */
     size_t n_pipeline_layers;
     uint64_t bucket_bytes; /* gradients are reduced in buckets of about this size */
-    double timeout;        /* seconds without progress before every rank gives up */
+    /* Open-Sora's and OpenDiT's spelling of the layout (ColossalAI's booster plugins): plugin
+     * none, ddp, zero1, zero2 or hybrid, with plugin_config {tp_size, pp_size, sp_size,
+     * zero_stage}; ig_train_config_resolve turns them into the parallel.* fields above */
+    int plugin;
+    int pc_tp, pc_pp, pc_sp, pc_zero;
+    double timeout; /* seconds without progress before every rank gives up */
 } ig_train_config;
 
 /* The keys of a training config, as tables that all bind into an ig_train_config: the trainer's
@@ -111,6 +137,11 @@ typedef struct ig_train_config {
  * each family's model.* keys. Fills up to cap tables (tables[i] has counts[i] keys) and returns
  * how many there are. */
 size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap);
+
+/* Resolves the alternative spellings of a configuration (plugin / plugin_config into parallel.*,
+ * refusing a value given twice differently, naming both keys). ig_train_run calls it on its own
+ * copy; cfg (may be NULL) says which keys were set. */
+ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_err *err);
 
 /* Checks what the keys cannot check alone (heads dividing d_model, global_batch a multiple of
  * micro_batch, min_lr <= lr, a schedule's warmup within the steps, a key of another family than
@@ -203,6 +234,42 @@ ig_status ig_model_forward(ig_model *m, const int32_t *tokens, int B, int T, con
 ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, int T,
                                     const ig_batch_opts *o, float grad_scale, double *loss,
                                     uint64_t *counted, ig_err *err);
+/* One micro-batch of a diffusion model (model.arch dit): video clips, with the draws of
+ * rectified flow. x0 = frames / 127.5 - 1; x_t = (1 - t) x0 + t eps; the model predicts the
+ * velocity eps - x0 and the loss is the mean squared error over every element. eps and t are
+ * given, or drawn: sample b's from (seed, key, b) with a counter-based generator (t logit-normal,
+ * shifted), so every layout and every resume draws the same. */
+typedef struct ig_clip_input {
+    const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt) */
+    int B, F, H, W;
+    const uint32_t *labels; /* [B] class ids (model.cond class); a label >= num_classes or
+                               IG_CLIP_NONE is the null class; NULL: all null */
+    /* model.cond caption: [B, caption_len] token ids, of which the first caption_lens[b] are the
+     * caption (0: none, the null caption); NULL: every caption the null one */
+    const int32_t *captions, *caption_lens;
+    int drop_labels;    /* each label (caption) becomes the null one with probability
+                           model.class_dropout (caption_dropout) while training, drawn from
+                           (seed, key, b) */
+    const float *noise; /* [B, F, H, W, 3] eps, or NULL: drawn */
+    const float *t;     /* [B] times in [0, 1], or NULL: drawn */
+    const float *xt;    /* sampling: x_t itself [B, F, H, W, 3] (no frames, noise, loss) */
+    uint64_t seed, key; /* the draws' keys */
+    double shift;       /* of the drawn times (1: none) */
+} ig_clip_input;
+
+/* Whether the model's family reads clips (a diffusion model) rather than tokens. */
+int ig_model_reads_clips(const ig_model_config *c);
+/* The tokens of a clip of F x H x W: the patches (refused with the numbers when they do not
+ * divide it). */
+ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                               ig_err *err);
+/* Forward (grad_scale 0) or forward and backward of a diffusion model's micro-batch; *loss the
+ * mean squared error. The whole model on one process. */
+ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_scale, double *loss,
+                              ig_err *err);
+/* The model's velocity for x_t (in->xt, in->t, in->labels): v [B, F, H, W, 3]. */
+ig_status ig_model_clips_predict(ig_model *m, const ig_clip_input *in, float *v, ig_err *err);
+
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */
 ig_status ig_model_grad_norm(ig_model *m, double *norm, ig_err *err);
@@ -279,6 +346,7 @@ typedef struct ig_ckpt_info {
     uint64_t config_hash;   /* ig_config_hash of the run's configuration */
     int tp, pp, dp;         /* the layout it was saved under */
     double loss;            /* the loss of its last step */
+    double ema_decay;       /* the EMA of the weights it holds (ema.decay; 0: none) */
 } ig_ckpt_info;
 
 /* Writes the state after info->step steps (the model's parameters, the optimizer's moments when
@@ -297,8 +365,14 @@ ig_status ig_ckpt_latest(const char *run_dir, char *path, size_t cap, ig_err *er
  * size; with verify, every file's xxh3). Errors name the file. */
 ig_status ig_ckpt_read_info(ig_ctx *ctx, const char *dir, int verify, ig_ckpt_info *info,
                             ig_err *err);
+/* Which weights of a checkpoint a model takes: its parameters, or the EMA of them (ema.decay).
+ * IG_WEIGHTS_DEFAULT: the EMA when the checkpoint holds one, else the parameters. */
+typedef enum ig_weights { IG_WEIGHTS_DEFAULT = 0, IG_WEIGHTS_RAW, IG_WEIGHTS_EMA } ig_weights;
+extern const char *const ig_weights_names[]; /* {"default", "raw", "ema", NULL} */
+
 /* Loads a checkpoint into m (whose family and shape must match): parameters and, when o is not
- * NULL, the AdamW moments. Checksums are verified first. */
+ * NULL, the optimizer's state (the AdamW moments, and the EMA when both keep one). Checksums are
+ * verified first. */
 ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *o,
                        ig_ckpt_info *info, ig_err *err);
 
@@ -307,7 +381,7 @@ ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *
  * config.json: GPT2LMHeadModel for gpt2, LlamaForCausalLM for llama). The checkpoint is verified
  * first. */
 ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir, int overwrite,
-                         ig_err *err);
+                         ig_weights weights, ig_err *err);
 
 /* ==== Hugging Face files (the family's) ===================================================== */
 
@@ -333,11 +407,68 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod_id, const char *dir
  * otherwise). */
 ig_status ig_model_open(ig_model **out, ig_ctx *ctx, ig_backend *be, const char *path, int B, int T,
                         int32_t *eod_id, ig_err *err);
+/* The same with the checkpoint's weights chosen (a Hugging Face directory has one set: weights
+ * must be IG_WEIGHTS_DEFAULT there). */
+ig_status ig_model_open_weights(ig_model **out, ig_ctx *ctx, ig_backend *be, const char *path,
+                                int B, int T, ig_weights weights, int32_t *eod_id, ig_err *err);
 
 /* The mean loss of a model over `batches` micro-batches of B samples of data (read from the
  * start of the stream, as a validation pass does). */
 ig_status ig_model_eval(ig_model *m, ig_ctx *ctx, const ig_data_opts *data, int B, int batches,
                         double *loss, ig_err *err);
+
+/* The family and shape of a model on disk (a checkpoint, a run directory, a Hugging Face
+ * directory or model.safetensors), without loading it. */
+ig_status ig_model_read_shape(ig_ctx *ctx, const char *path, ig_model_config *out, ig_err *err);
+
+/* A diffusion model's loss on clips (ingot eval): either eval.batches micro-batches of clips from
+ * the start of the shards in dataset order, each at every time of the grid (k + 0.5) / timesteps
+ * with noise keyed by seed - what the trainer's validation computes with data.seed - or, with a
+ * noise file (safetensors: noise F32 [N, F, H, W, 3] and t F32 [N]), clips 0 .. N - 1 of the
+ * shards (ingot inspect --clip's numbering) with exactly that noise at those times. Labels come
+ * from the shards, never dropped. */
+typedef struct ig_clip_eval_opts {
+    const char *const *prefixes; /* clip shard prefixes, [n] */
+    size_t n;
+    int micro_batch; /* clips per micro-batch (a bucket's batch size with buckets) */
+    int batches;     /* micro-batches (without a noise file) */
+    int timesteps;   /* the grid's times */
+    uint64_t seed;   /* of the noise (the trainer's data.seed) */
+    const char *noise_file;
+} ig_clip_eval_opts;
+
+enum { IG_EVAL_MAX_TIMES = 1000 };
+typedef struct ig_clip_eval_result {
+    double loss;                       /* the mean squared error over everything evaluated */
+    uint64_t clips;                    /* clips evaluated (each at every time of the grid) */
+    int n_times;                       /* the grid's times (0 with a noise file) */
+    double loss_at[IG_EVAL_MAX_TIMES]; /* the mean at time (k + 0.5) / n_times */
+} ig_clip_eval_result;
+
+ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
+                              ig_clip_eval_result *res, ig_err *err);
+
+/* Videos from a diffusion model: Euler steps of the flow from t = 1 (noise drawn from (seed,
+ * video)) to 0 on the grid t_i = 1 - i / steps (shifted as diffusion.shift shifts the training
+ * times), with classifier-free guidance v = v_null + cfg (v_label - v_null) when cfg != 1 and the
+ * model is class-conditional. out: [num, F, H, W, 3] RGB24. Deterministic for a seed. */
+typedef struct ig_video_sample_opts {
+    int num, frames, height, width;
+    int steps;
+    float cfg;
+    int64_t label;         /* the class, or -1: the null class (unconditional) */
+    const int32_t *prompt; /* model.cond caption: the caption's token ids (NULL: the null one) */
+    int prompt_len;
+    uint64_t seed;
+    double shift;
+    /* called after each step (may be NULL) */
+    void (*progress)(void *user, int step, int steps);
+    void *user;
+} ig_video_sample_opts;
+
+ig_video_sample_opts ig_video_sample_opts_default(void);
+ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
+                                uint8_t *out, ig_err *err);
 
 typedef struct ig_sample_opts {
     int max_tokens;    /* tokens to generate */

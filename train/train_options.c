@@ -13,6 +13,9 @@
 static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL}; /* = ig_backend_kind */
 static const char *const dtypes[] = {"auto", "fp32", "bf16", NULL};
+static const char *const sp_modes[] = {"megatron", "ulysses", NULL};
+static const char *const plugins[] = {"none", "ddp", "zero1", "zero2", "hybrid", NULL};
+enum { PLUGIN_NONE, PLUGIN_DDP, PLUGIN_ZERO1, PLUGIN_ZERO2, PLUGIN_HYBRID };
 
 /* The training keys take no command-line flags of their own (`--set optim.lr=3e-4`, or the config
  * file): dozens of them would crowd the flags and collide ("every", "seed"). */
@@ -40,8 +43,9 @@ static const ig_cfg_key train_keys[] = {
       "tokens per sample, and the positions"),
     K("model.vocab_size", IG_CFG_INT, model.vocab_size, "0", 0, 1073741824,
       "vocabulary size; 0: from the shards' manifest"),
-    K("model.norm_eps", IG_CFG_FLOAT, model.norm_eps, "1e-5", 1e-12, 0.1,
-      "the epsilon of the LayerNorms (gpt2) or RMSNorms (llama)"),
+    K("model.norm_eps", IG_CFG_FLOAT, model.norm_eps, "0", 0, 0.1,
+      "the epsilon of the LayerNorms (gpt2, dit) or RMSNorms (llama); 0: the family's (1e-5, "
+      "dit's 1e-6)"),
     K("model.init_from", IG_CFG_STRING, init_from, "", 0, 0,
       "a Hugging Face model directory (config.json + model.safetensors) of model.arch's family "
       "to start from"),
@@ -78,6 +82,10 @@ static const ig_cfg_key train_keys[] = {
       "decoupled weight decay on matrices and embeddings (not biases, LayerNorm)"),
     K("optim.grad_clip", IG_CFG_FLOAT, grad_clip, "1.0", 0, 1e30,
       "clip the global gradient norm to this; 0: no clipping"),
+    K("ema.decay", IG_CFG_FLOAT, ema_decay, "-1", -1, 1,
+      "an exponential moving average of the weights, ema = decay ema + (1 - decay) w after every "
+      "step (kept with ZeRO's partitions; in checkpoints; what sample and ckpt export take); "
+      "0: none; -1: the family's (0.9999 for dit, none for gpt2 and llama)"),
     K("eval.every", IG_CFG_INT, eval_every, "0", 0, 1e15,
       "validate every this many steps (and at the end); 0: never"),
     K("eval.batches", IG_CFG_INT, eval_batches, "8", 1, 1e15,
@@ -104,6 +112,12 @@ static const ig_cfg_key train_keys[] = {
       "data-parallel replicas; 0: processes / (tp x pp), and a value given must equal that"),
     K("parallel.sp", IG_CFG_BOOL, sp, "false", 0, 0,
       "sequence parallelism: LayerNorms and residuals sharded along the tokens over the tp ranks"),
+    KE("parallel.sp_mode", sp_mode, "megatron", sp_modes,
+       "sequence parallelism: megatron (parallel.sp: the tp ranks shard the norms and residuals) "
+       "or ulysses (parallel.sp_size ranks hold a sequence's shards; all-to-alls to head shards "
+       "around attention; dit)"),
+    K("parallel.sp_size", IG_CFG_INT, sp_size, "1", 1, 4096,
+      "ulysses: the ranks one sequence is cut among (heads divisible by tp x sp_size)"),
     K("parallel.zero", IG_CFG_INT, zero, "0", 0, 2,
       "ZeRO stage: 1 shards the AdamW moments over the dp ranks, 2 the gradients too"),
     {.path = "parallel.pipeline_layers",
@@ -124,6 +138,16 @@ static const ig_cfg_key train_keys[] = {
      .size = sizeof(((ig_train_config *)0)->bucket_bytes)},
     K("parallel.timeout", IG_CFG_FLOAT, timeout, "300", 1, 1e9,
       "seconds a rank may wait for another (a dead or hung rank) before every rank stops"),
+    KE("plugin", plugin, "none", plugins,
+       "Open-Sora's / OpenDiT's layout spelling (ColossalAI's booster plugins): ddp, zero1, "
+       "zero2 (parallel.zero 0, 1, 2), or hybrid with plugin_config; another spelling of "
+       "parallel.*"),
+    K("plugin_config.tp_size", IG_CFG_INT, pc_tp, "1", 1, 4096, "plugin hybrid: parallel.tp"),
+    K("plugin_config.pp_size", IG_CFG_INT, pc_pp, "1", 1, 4096, "plugin hybrid: parallel.pp"),
+    K("plugin_config.sp_size", IG_CFG_INT, pc_sp, "1", 1, 4096,
+      "plugin hybrid: parallel.sp_size with parallel.sp_mode ulysses (the all-to-all sequence "
+      "parallelism)"),
+    K("plugin_config.zero_stage", IG_CFG_INT, pc_zero, "0", 0, 2, "plugin hybrid: parallel.zero"),
 };
 
 size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap) {
@@ -168,6 +192,53 @@ static ig_status foreign_keys(const ig_train_config *t, const ig_config *cfg, ig
         }
     }
     return IG_OK;
+}
+
+/* An alias's value into the field of key, refused when key was set to something else. */
+static ig_status alias(const ig_config *cfg, const char *from, const char *key, int *field,
+                       int value, ig_err *err) {
+    if (*field == value) return IG_OK;
+    if (cfg && ig_config_is_set(cfg, key)) {
+        char a[600], b[600];
+        where(cfg, from, a, sizeof a);
+        where(cfg, key, b, sizeof b);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s says %s %d, and %s is %d: give the layout in one spelling (plugin "
+                          "and plugin_config are Open-Sora's for parallel.*)",
+                          a, key, value, b, *field);
+    }
+    *field = value;
+    return IG_OK;
+}
+
+ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    int p = t->plugin;
+    int pc_set = cfg && (ig_config_is_set(cfg, "plugin_config.tp_size") ||
+                         ig_config_is_set(cfg, "plugin_config.pp_size") ||
+                         ig_config_is_set(cfg, "plugin_config.sp_size") ||
+                         ig_config_is_set(cfg, "plugin_config.zero_stage"));
+    if (pc_set && p != PLUGIN_HYBRID) {
+        char w[600];
+        where(cfg, "plugin", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "plugin_config applies to plugin: hybrid (%s is %s): the zero plugins "
+                          "take no sizes",
+                          w, plugins[p]);
+    }
+    ig_status st = IG_OK;
+    if (p == PLUGIN_DDP || p == PLUGIN_ZERO1 || p == PLUGIN_ZERO2)
+        st = alias(cfg, "plugin", "parallel.zero", &t->zero, p - PLUGIN_DDP, err);
+    if (p != PLUGIN_HYBRID) return st;
+    if (st == IG_OK) st = alias(cfg, "plugin_config.tp_size", "parallel.tp", &t->tp, t->pc_tp, err);
+    if (st == IG_OK) st = alias(cfg, "plugin_config.pp_size", "parallel.pp", &t->pp, t->pc_pp, err);
+    if (st == IG_OK)
+        st = alias(cfg, "plugin_config.zero_stage", "parallel.zero", &t->zero, t->pc_zero, err);
+    if (st == IG_OK && t->pc_sp > 1) {
+        st = alias(cfg, "plugin_config.sp_size", "parallel.sp_size", &t->sp_size, t->pc_sp, err);
+        if (st == IG_OK)
+            st = alias(cfg, "plugin_config.sp_size", "parallel.sp_mode", &t->sp_mode, 1, err);
+    }
+    return st;
 }
 
 ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err) {

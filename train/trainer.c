@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "family.h"
+#include "feed.h"
 #include "hf.h"
 #include "metrics.h"
 #include "watchdog.h"
@@ -33,9 +34,8 @@ typedef struct run {
     ig_backend *be;
     ig_model *model;
     ig_model_config shape;
-    ig_data_resolved train_data, val_data;
-    ig_data_stream *train_ds, *val_ds;
-    ig_loader *loader;
+    int B, T;               /* the largest micro-batch: samples (clips), and tokens of one */
+    ig_feed *train, *valid; /* the training and validation micro-batches */
     ig_metrics *metrics;
     ig_batch_opts batch;
     int accum;         /* micro-batches per step on this data-parallel rank */
@@ -53,25 +53,6 @@ typedef struct run {
 
 /* ---- setup ----------------------------------------------------------------------------------- */
 
-/* The vocabulary and end-of-document id the shards were made with (their manifests). */
-static ig_status data_vocab(const ig_data_stream *ds, int *vocab, int32_t *eod, ig_err *err) {
-    *vocab = 0;
-    *eod = -1;
-    for (size_t k = 0; k < ig_data_stream_num_sources(ds); k++) {
-        const ig_dataset *d = ig_data_stream_dataset(ds, k);
-        for (size_t s = 0; s < ig_dataset_num_shards(d); s++) {
-            const ig_manifest *m = ig_shard_manifest(ig_dataset_shard(d, s));
-            if (!m) continue;
-            if (m->vocab_size > (uint64_t)*vocab) *vocab = (int)m->vocab_size;
-            if (*eod < 0) *eod = (int32_t)m->eod_id;
-        }
-    }
-    if (*vocab == 0)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "model.vocab_size: the shards have no manifest to take it from; set it");
-    return IG_OK;
-}
-
 /* The samples the training data's index is built for: every step's global batch. */
 static uint64_t train_samples(const ig_train_config *t) {
     int gb = t->global_batch ? t->global_batch : t->micro_batch;
@@ -80,23 +61,13 @@ static uint64_t train_samples(const ig_train_config *t) {
 
 static ig_status open_data(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
-    uint64_t samples = train_samples(t);
-    ig_status st =
-        ig_data_config_resolve(&t->data, (uint32_t)t->model.seq_len, samples, &r->train_data, err);
-    if (st == IG_OK) st = ig_data_stream_open(&r->train_ds, r->ctx, &r->train_data.opts, err);
-    if (st != IG_OK) return ig_err_prefix(err, st, "data");
-    if (t->eval_every > 0) {
-        ig_data_config v = t->data;
-        v.part = IG_SPLIT_VALID;
+    ig_input_kind kind = ig_family_of(t->model.arch)->input;
+    ig_status st = ig_feed_open(&r->train, r->ctx, t, kind, 0, train_samples(t), err);
+    if (st == IG_OK && t->eval_every > 0) {
         uint64_t vs = (uint64_t)t->eval_batches * (uint64_t)t->micro_batch;
-        st = ig_data_config_resolve(&v, (uint32_t)t->model.seq_len, vs, &r->val_data, err);
-        if (st == IG_OK) st = ig_data_stream_open(&r->val_ds, r->ctx, &r->val_data.opts, err);
-        if (st != IG_OK)
-            return ig_err_prefix(err, st,
-                                 "eval.every needs a validation split (e.g. data.split: "
-                                 "\"98,2,0\")");
+        st = ig_feed_open(&r->valid, r->ctx, t, kind, 1, vs, err);
     }
-    return IG_OK;
+    return st;
 }
 
 /* Model FLOP/s the backend's GEMM reaches: the reference of the MFU. [4S, S] @ [S, 4S] -> [4S, 4S]
@@ -124,45 +95,31 @@ static double measure_peak(run *r) {
     return best;
 }
 
-static ig_status make_loader(run *r, const ig_loader_state *start, ig_err *err) {
-    ig_loader_opts lo = ig_loader_opts_default();
-    lo.make_block = ig_data_stream_make_block;
-    lo.block_user = r->train_ds;
-    lo.micro_batch = (uint32_t)r->t->micro_batch;
-    lo.grad_accum = (uint32_t)r->accum;
-    lo.dp = (uint32_t)r->lo.dp;
-    lo.rank = (uint32_t)r->lo.dp_rank;
-    return ig_loader_create(&r->loader, r->ctx, &lo, start, err);
-}
-
 /* ---- one step -------------------------------------------------------------------------------- */
 
 /* The loss summed over this rank's micro-batches, added up over the world: only the last stage
- * has losses, and of it only tensor-parallel rank 0 counts (every tp rank has the same), and for
- * validation, which every replica runs on the same data, only dp rank 0. */
-static ig_status global_loss(run *r, double local, int count_dp, double *out, ig_err *err) {
-    int counts = ig_layout_last(&r->lo) && r->lo.tp_rank == 0 && (count_dp || r->lo.dp_rank == 0);
-    double v = counts ? local : 0.0;
-    ig_status st = ig_group_allreduce(&r->lo.world_g, &v, 1, IG_COMM_F64, IG_COMM_SUM, err);
-    *out = v;
+ * has losses, and of it only tensor-parallel and Ulysses rank 0 count (every tp rank has the same;
+ * the family sums the sequence ranks' parts), and for validation, which every replica runs on the
+ * same data, only dp rank 0. */
+static ig_status global_sums(run *r, ig_sched_sums *s, int count_dp, ig_err *err) {
+    int counts = ig_layout_last(&r->lo) && r->lo.tp_rank == 0 && r->lo.usp_rank == 0 &&
+                 (count_dp || r->lo.dp_rank == 0);
+    double v[3] = {s->loss, s->tokens, s->flops};
+    if (!counts) v[0] = v[1] = v[2] = 0.0;
+    ig_status st = ig_group_allreduce(&r->lo.world_g, v, 3, IG_COMM_F64, IG_COMM_SUM, err);
+    *s = (ig_sched_sums){v[0], v[1], v[2]};
     return st;
 }
 
+/* The validation loss: eval.batches micro-batches from the start of the validation data (of
+ * clips: each at every time of the grid), on every replica. */
 static ig_status validate(run *r, double *val_loss, ig_err *err) {
-    ig_loader_opts lo = ig_loader_opts_default();
-    lo.make_block = ig_data_stream_make_block;
-    lo.block_user = r->val_ds;
-    lo.micro_batch = (uint32_t)r->t->micro_batch;
-    lo.prefetch_threads = 1;
-    ig_loader *ld = NULL;
-    double sum = 0;
-    ig_status st = ig_loader_create(&ld, r->ctx, &lo, NULL, err);
-    if (st == IG_OK)
-        st = ig_sched_run(r->model, &r->lo, ld, &r->batch, r->t->model.seq_len,
-                          (int)r->t->eval_batches, 0.0f, NULL, &sum, err);
-    ig_loader_free(ld);
-    if (st == IG_OK) st = global_loss(r, sum, 0, &sum, err);
-    *val_loss = sum / (double)r->t->eval_batches;
+    int n = (int)r->t->eval_batches * ig_feed_repeats(r->valid);
+    ig_sched_sums sums = {0};
+    ig_status st = ig_feed_start(r->valid, NULL, 1, 0, 1, err);
+    if (st == IG_OK) st = ig_sched_run(r->model, &r->lo, r->valid, n, 0.0f, NULL, &sums, err);
+    if (st == IG_OK) st = global_sums(r, &sums, 0, err);
+    *val_loss = sums.loss / (double)n;
     return st;
 }
 
@@ -199,20 +156,19 @@ static ig_status check_finite(run *r, int64_t step, ig_err *err) {
     return diverged(r, step, what, err);
 }
 
-static ig_status train_step(run *r, int64_t step, double *loss, double *norm, double *lr,
-                            ig_err *err) {
+static ig_status train_step(run *r, int64_t step, ig_sched_sums *sums, double *loss, double *norm,
+                            double *lr, ig_err *err) {
     const ig_train_config *t = r->t;
     int M = r->accum, dp = r->lo.dp;
     ig_status st = ig_optim_begin(r->optim, err);
-    double sum = 0;
     /* each micro-batch's mean loss weighs 1 / (micro-batches per step over all replicas) */
     if (st == IG_OK)
-        st = ig_sched_run(r->model, &r->lo, r->loader, &r->batch, t->model.seq_len, M,
-                          1.0f / (float)(M * dp), ig_optim_hooks(r->optim), &sum, err);
+        st = ig_sched_run(r->model, &r->lo, r->train, M, 1.0f / (float)(M * dp),
+                          ig_optim_hooks(r->optim), sums, err);
     if (st == IG_OK) st = ig_optim_reduce(r->optim, err);
-    if (st == IG_OK) st = global_loss(r, sum, 1, &sum, err);
+    if (st == IG_OK) st = global_sums(r, sums, 1, err);
     if (st != IG_OK) return st;
-    *loss = sum / (double)(M * dp);
+    *loss = sums->loss / (double)(M * dp);
     if ((st = ig_optim_norm(r->optim, norm, err)) != IG_OK) return st;
     if (!isfinite(*loss) || !isfinite(*norm)) {
         char what[64];
@@ -258,7 +214,7 @@ static void format_eta(double s, char *buf, size_t cap) {
 
 static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *res, ig_err *err) {
     ig_ckpt_info info = {.step = step,
-                         .loader = ig_loader_state_get(r->loader),
+                         .loader = ig_feed_state(r->train),
                          .train_samples = train_samples(r->t),
                          .model = r->shape,
                          .seed = r->t->seed,
@@ -277,7 +233,8 @@ static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *
 }
 
 static void comm_reset(run *r) {
-    ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g, &r->lo.world_g};
+    ig_group *gs[] = {&r->lo.tp_g,  &r->lo.pp_g, &r->lo.dp_g,
+                      &r->lo.emb_g, &r->lo.sp_g, &r->lo.world_g};
     for (size_t g = 0; g < sizeof gs / sizeof gs[0]; g++) gs[g]->bytes = 0;
 }
 
@@ -286,8 +243,8 @@ static void comm_reset(run *r) {
  * the step line (the largest over the ranks). */
 static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t lcap, ig_err *err) {
     json[0] = line[0] = '\0';
-    ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g};
-    enum { NG = 4, NV = NG + 1 };
+    ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g, &r->lo.sp_g};
+    enum { NG = 5, NV = NG + 1 };
     uint64_t mine[NV];
     for (int g = 0; g < NG; g++) mine[g] = gs[g]->bytes, gs[g]->bytes = 0;
     /* and the microseconds this rank waited for the data-parallel reductions after its backward
@@ -336,26 +293,23 @@ static ig_status stop_requested(run *r, int *stop, ig_err *err) {
 
 static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) {
     const ig_train_config *t = r->t;
-    int gb = t->global_batch ? t->global_batch : t->micro_batch;
-    double tokens_per_step = (double)gb * t->model.seq_len;
-    /* per rank: the model's FLOPs spread over the world */
-    double flops_per_step = 3.0 * ig_model_flops_per_token(&r->shape, t->model.seq_len) *
-                            tokens_per_step / (double)r->lo.world;
     double t_start = ig_now(), loss = NAN;
     int64_t step = first;
     ig_status st = IG_OK;
     char cjson[16384], cline[256];
     for (; step < t->steps; step++) {
         double t0 = ig_now(), norm = 0, lr = 0;
+        ig_sched_sums sums = {0};
         /* armed through everything until the next step: the step, the stop check, validation and
          * the checkpoint all wait on other ranks */
         ig_watchdog_arm(r->dog, step);
-        st = train_step(r, step, &loss, &norm, &lr, err);
+        st = train_step(r, step, &sums, &loss, &norm, &lr, err);
         if (st != IG_OK) break;
         inject_nan(r, step);
         double dt = ig_now() - t0;
-        double tps = tokens_per_step / dt,
-               mfu = r->peak_flops > 0 ? flops_per_step / dt / r->peak_flops : 0;
+        /* per rank: the step's model FLOPs (3x the forward's) spread over the world */
+        double tps = sums.tokens / dt, flops = 3.0 * sums.flops / (double)r->lo.world;
+        double mfu = r->peak_flops > 0 ? flops / dt / r->peak_flops : 0;
         if ((st = comm_stats(r, cjson, sizeof cjson, cline, sizeof cline, err)) != IG_OK) break;
         if (r->writer && (st = ig_metrics_step(r->metrics, step + 1, loss, lr, norm, tps, mfu,
                                                cjson, err)) != IG_OK)
@@ -441,8 +395,78 @@ static ig_status all_ranks_ok(run *r, ig_status st, const char *what, ig_err *er
 
 /* ---- setup ----------------------------------------------------------------------------------- */
 
-/* The data (rank 0 first: it builds the index caches, which the others then read), and the
- * vocabulary and end-of-document id its shards were made with. */
+/* A language model: the vocabulary and end-of-document id the shards were made with. */
+static ig_status token_shape(run *r, ig_err *err) {
+    const ig_train_config *t = r->t;
+    int vocab = 0;
+    int32_t eod = -1;
+    ig_status st = ig_feed_vocab(r->train, &vocab, &eod, err);
+    if (st != IG_OK && t->model.vocab_size == 0) return st;
+    if (t->model.vocab_size && vocab > t->model.vocab_size)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.vocab_size %d is smaller than the shards' vocabulary of %d",
+                          t->model.vocab_size, vocab);
+    if (!r->shape.vocab_size) r->shape.vocab_size = vocab;
+    if ((st = ig_model_config_check(&r->shape, err)) != IG_OK) return st;
+    r->batch = (ig_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
+    if ((t->eod_mask_loss || t->doc_attention) && eod < 0)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.eod_mask_loss and train.doc_attention need an end-of-document "
+                          "id, and the shards' manifests name none");
+    ig_feed_set_batch_opts(r->train, &r->batch);
+    if (r->valid) ig_feed_set_batch_opts(r->valid, &r->batch);
+    return IG_OK;
+}
+
+/* A diffusion model: every shape of micro-batch the clips hold must be cut into patches; the
+ * activations are planned for the most clips and the most tokens of one (model.seq_len: the
+ * most tokens of a clip). */
+static ig_status clip_shapes(run *r, ig_err *err) {
+    enum { MAX_SHAPES = 1024 };
+    ig_clip_shape *sh = ig_alloc(r->ctx, MAX_SHAPES * sizeof *sh);
+    if (!sh) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    size_t n = ig_feed_shapes(r->train, sh, MAX_SHAPES);
+    ig_status st = IG_OK;
+    /* captions: the vocabulary of their tokenizer, from the caption shards */
+    uint64_t cv = ig_feed_caption_vocab(r->train);
+    if (r->shape.cond == IG_COND_CAPTION && cv == 0)
+        st = ig_err_set(err, IG_ERR_CONFIG,
+                        "model.cond caption: the clip shards have no captions (make them with "
+                        "ingot preprocess video --tokenizer)");
+    if (st == IG_OK && r->shape.cond == IG_COND_CAPTION && r->shape.vocab_size == 0)
+        r->shape.vocab_size = (int)cv;
+    if (st == IG_OK && r->shape.cond == IG_COND_CAPTION && (uint64_t)r->shape.vocab_size < cv)
+        st = ig_err_set(err, IG_ERR_CONFIG,
+                        "model.vocab_size %d is smaller than the caption shards' vocabulary of "
+                        "%llu",
+                        r->shape.vocab_size, (unsigned long long)cv);
+    if (st == IG_OK) st = ig_model_config_check(&r->shape, err);
+    if (st == IG_OK && n > MAX_SHAPES)
+        st = ig_err_set(err, IG_ERR_CONFIG,
+                        "data: the clips come in %zu shapes, more than %d: make them with buckets "
+                        "(ingot preprocess video --buckets)",
+                        n, MAX_SHAPES);
+    int B = 0, T = 0;
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        int tok = 0;
+        st = ig_model_clip_tokens(&r->shape, sh[i].F, sh[i].H, sh[i].W, &tok, err);
+        if (st != IG_OK) {
+            ig_err_prefix(err, st, "data: clips of %d frames of %dx%d", sh[i].F, sh[i].H, sh[i].W);
+            break;
+        }
+        if (sh[i].B > B) B = sh[i].B;
+        if (tok > T) T = tok;
+    }
+    ig_free(r->ctx, sh);
+    if (st != IG_OK) return st;
+    r->shape.seq_len = T;
+    r->B = B;
+    r->T = T;
+    return ig_model_config_check(&r->shape, err);
+}
+
+/* The data (rank 0 first: it builds the index caches, which the others then read), and what the
+ * model takes from it. */
 static ig_status setup_data(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
     int rank = r->world ? ig_comm_rank(r->world) : 0;
@@ -461,26 +485,16 @@ static ig_status setup_data(run *r, ig_err *err) {
      * the others go on to the run's first collectives */
     const char *stop = getenv("IG_FAULT_STOP_START");
     if (stop && r->world && atoi(stop) == rank) raise(SIGSTOP);
-    int vocab = 0;
-    int32_t eod = -1;
-    if ((st = data_vocab(r->train_ds, &vocab, &eod, err)) != IG_OK && t->model.vocab_size == 0)
-        return st;
-    if (t->model.vocab_size && vocab > t->model.vocab_size)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "model.vocab_size %d is smaller than the shards' vocabulary of %d",
-                          t->model.vocab_size, vocab);
     r->shape = t->model;
-    if (!r->shape.vocab_size) r->shape.vocab_size = vocab;
-    if ((st = ig_model_config_check(&r->shape, err)) != IG_OK) return st;
+    r->B = t->micro_batch;
+    r->T = t->model.seq_len;
+    st = ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS ? clip_shapes(r, err)
+                                                              : token_shape(r, err);
+    if (st != IG_OK) return st;
     /* model.init_from: its files against the configuration's model, before any work */
     if (!r->o->resume && t->init_from && *t->init_from &&
         (st = ig_hf_match(r->ctx, t->init_from, &r->shape, err)) != IG_OK)
         return ig_err_prefix(err, st, "model.init_from");
-    r->batch = (ig_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
-    if ((t->eod_mask_loss || t->doc_attention) && eod < 0)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "train.eod_mask_loss and train.doc_attention need an end-of-document "
-                          "id, and the shards' manifests name none");
     return IG_OK;
 }
 
@@ -539,21 +553,26 @@ static ig_status setup_model(run *r, ig_err *err) {
     ig_part part = {.tp = lo->tp,
                     .tp_rank = lo->tp_rank,
                     .sp = lo->sp,
+                    .usp = lo->usp,
+                    .usp_rank = lo->usp_rank,
+                    .uspg = (ig_group *)&lo->sp_g,
                     .l0 = lo->l0,
                     .l1 = lo->l1,
                     .first = ig_layout_first(lo),
                     .last = ig_layout_last(lo),
                     .slots = ig_sched_slots(lo),
                     .tpg = (ig_group *)&lo->tp_g,
-                    .dp = lo->dp,
-                    .dp_rank = lo->dp_rank,
+                    .dp = lo->dp_g.size, /* the ranks its gradients are reduced over */
+                    .dp_rank = lo->dp_g.rank,
                     .zero = lo->zero,
                     .pp = lo->pp,
                     .bucket_elems = r->t->bucket_bytes / as};
     ig_pulse_busy(&r->pulse, 1); /* drawing the initial weights: each rank on its own */
-    ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->t->micro_batch,
-                                        r->t->model.seq_len, r->t->seed, &part, err);
+    ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->B, r->T, r->t->seed,
+                                        &part, err);
     if (st == IG_OK) st = ig_optim_create(&r->optim, r->ctx, r->model, &r->lo, err);
+    double ema = r->t->ema_decay < 0 ? ig_family_of(r->shape.arch)->ema_default : r->t->ema_decay;
+    if (st == IG_OK && ema > 0) st = ig_optim_ema_enable(r->optim, ema, err);
     ig_pulse_busy(&r->pulse, 0);
     return all_ranks_ok(r, st, "creating the model", err);
 }
@@ -566,17 +585,16 @@ static ig_status setup_model(run *r, ig_err *err) {
  * that the first steps read, and skip others). Otherwise the data changed, which is refused. */
 static ig_status extend(run *r, const ig_ckpt_info *info, ig_err *err) {
     const ig_train_config *t = r->t;
-    uint64_t now = train_samples(t), key = ig_data_stream_key(r->train_ds);
+    /* clips: the stream does not depend on the run's length (the clip loader checks the key) */
+    if (ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS) return IG_OK;
+    uint64_t now = train_samples(t), key = ig_feed_key(r->train);
     if (key == info->loader.index_key) return IG_OK;
     if (info->train_samples && info->train_samples != now) {
-        ig_data_resolved d = {0};
-        ig_data_stream *ds = NULL;
-        ig_status st = ig_data_config_resolve(&t->data, (uint32_t)t->model.seq_len,
-                                              info->train_samples, &d, err);
-        if (st == IG_OK) st = ig_data_stream_open(&ds, r->ctx, &d.opts, err);
-        uint64_t then = ds ? ig_data_stream_key(ds) : 0;
-        ig_data_stream_close(ds);
-        ig_data_resolved_free(&d);
+        ig_feed *then_feed = NULL;
+        ig_status st =
+            ig_feed_open(&then_feed, r->ctx, t, IG_INPUT_TOKENS, 0, info->train_samples, err);
+        uint64_t then = then_feed ? ig_feed_key(then_feed) : 0;
+        ig_feed_close(then_feed);
         if (st != IG_OK) return ig_err_prefix(err, st, "the checkpoint's data");
         if (then == info->loader.index_key) {
             if (r->writer && !r->o->quiet)
@@ -611,6 +629,7 @@ static ig_status restore(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
     ig_loader_state *startp = NULL;
     ig_status st = IG_OK;
+    int ema_loaded = 0;
     if (r->o->resume) {
         char ckpt[4096] = "";
         ig_ckpt_info info;
@@ -621,6 +640,7 @@ static ig_status restore(run *r, ig_err *err) {
         if ((st = all_ranks_ok(r, st, "loading the checkpoint", err)) != IG_OK) return st;
         r->first = info.step;
         r->start = info.loader;
+        ema_loaded = info.ema_decay > 0;
         startp = &r->start;
         snprintf(r->resumed_from, sizeof r->resumed_from, "%s", ckpt);
         if (r->writer && !r->o->quiet)
@@ -637,7 +657,9 @@ static ig_status restore(run *r, ig_err *err) {
         ig_pulse_busy(&r->pulse, 0);
         if ((st = all_ranks_ok(r, st, "loading model.init_from", err)) != IG_OK) return st;
     }
-    st = make_loader(r, startp, err);
+    /* the EMA starts from the weights the run starts from, unless the checkpoint kept one */
+    if (ig_optim_ema_decay(r->optim) > 0 && !ema_loaded) st = ig_optim_ema_reset(r->optim, err);
+    if (st == IG_OK) st = ig_feed_start(r->train, startp, r->lo.dp, r->lo.dp_rank, r->accum, err);
     if (st == IG_OK && r->writer)
         st = ig_metrics_open(&r->metrics, r->ctx, t->run_dir, t->tensorboard,
                              r->o->resume ? r->first : -1, err);
@@ -646,30 +668,34 @@ static ig_status restore(run *r, ig_err *err) {
 
 /* What the run is: the model, the layout, the memory of rank 0. */
 static void print_banner(run *r) {
-    const ig_train_config *t = r->t;
     char shape[512];
+    int clips = ig_model_reads_clips(&r->shape);
     fprintf(r->log,
-            "model: %s: %.2fM parameters on %s; %d x %d tokens per micro-batch, %d micro-batches "
-            "(%lld tokens) per step\n",
+            "model: %s: %.2fM parameters on %s; %d %s x %d tokens per micro-batch%s, %d "
+            "micro-batches (%lld tokens) per step\n",
             ig_model_describe(&r->shape, shape, sizeof shape),
-            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), t->micro_batch,
-            t->model.seq_len, r->accum * r->lo.dp,
-            (long long)r->accum * r->lo.dp * t->micro_batch * t->model.seq_len);
+            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), r->B,
+            clips ? "clips" : "samples", r->T, clips ? " (at most)" : "", r->accum * r->lo.dp,
+            (long long)r->accum * r->lo.dp * r->B * r->T);
+    char ulysses[64];
+    snprintf(ulysses, sizeof ulysses, " x sp %d (ulysses)", r->lo.usp);
     if (r->lo.world > 1)
         fprintf(r->log,
-                "layout: %d ranks = tp %d x pp %d x dp %d%s%s; %d micro-batches per step per "
+                "layout: %d ranks = tp %d x pp %d x dp %d%s%s%s; %d micro-batches per step per "
                 "replica\n",
-                r->lo.world, r->lo.tp, r->lo.pp, r->lo.dp, r->lo.sp ? ", sequence parallel" : "",
+                r->lo.world, r->lo.tp, r->lo.pp, r->lo.dp, r->lo.usp > 1 ? ulysses : "",
+                r->lo.sp ? ", sequence parallel" : "",
                 r->lo.zero ? (r->lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r->accum);
     const ig_model *m = r->model;
     const ig_act_sizes *a = &m->acts;
     double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
     fprintf(r->log,
-            "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, "
-            "activations %.2f MB\n",
+            "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
+            "MB, activations %.2f MB\n",
             r->lo.world > 1 ? " (rank 0)" : "", (double)m->st.n_params * as * MB,
             ((double)m->st.n_grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
             2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
+            (ig_optim_states(r->optim) == 3 ? (double)ig_optim_moment_elems(r->optim) * 4 : 0) * MB,
             ((S * (double)a->act + (double)a->scratch_act) * as +
              (S * (double)(a->f32 + a->io_f32) + (double)a->scratch_f32) * 4) *
                 MB);
@@ -681,8 +707,10 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     ig_train_result *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
-    const ig_train_config *t = opts->cfg;
-    ig_status st = ig_train_config_check(t, opts->config, err);
+    ig_train_config resolved = *opts->cfg; /* plugin / plugin_config into parallel.* */
+    const ig_train_config *t = &resolved;
+    ig_status st = ig_train_config_resolve(&resolved, opts->config, err);
+    if (st == IG_OK) st = ig_train_config_check(t, opts->config, err);
     if (st != IG_OK) return st;
     run r = {.ctx = ctx, .o = opts, .t = t, .log = opts->log ? opts->log : stdout};
     r.world = comm && ig_comm_size(comm) > 1 ? comm : NULL;
@@ -723,13 +751,10 @@ done:;
     }
     ig_watchdog_stop(r.dog);
     ig_optim_free(r.optim);
-    ig_loader_free(r.loader);
     ig_model_free(r.model);
     ig_backend_free(r.be);
-    ig_data_stream_close(r.train_ds);
-    ig_data_stream_close(r.val_ds);
-    ig_data_resolved_free(&r.train_data);
-    ig_data_resolved_free(&r.val_data);
+    ig_feed_close(r.train);
+    ig_feed_close(r.valid);
     ig_layout_free(&r.lo);
     return st;
 }

@@ -146,6 +146,11 @@ check "layer_norm_epsilon is honoured: another loss than 1e-5's ($l1)" test "$(t
 hfvar fewer 's/"n_layer": 2/"n_layer": 1/'
 check_rc "n_layer smaller than the file's layers" 1 "$ING" eval fewer --data shk --batches 1
 expect "fewer layers: the tensor left over is named" "tensor 'transformer.h.1." "$err"
+hfvar huge 's/"n_layer": 2/"n_layer": 100000/'
+check_rc "n_layer 100000 (a config.json not this file's)" 1 timeout 20 "$ING" eval huge --data shk \
+    --batches 1
+expect "n_layer 100000: refused at once, with the counts" "has 1200004 tensors, and the file holds 28" \
+    "$err"
 hfvar untied 's/"tie_word_embeddings": true/"tie_word_embeddings": false/'
 check_rc "tie_word_embeddings false" 1 "$ING" eval untied --data shk --batches 1
 expect "untied: refused, saying why" "tie_word_embeddings false (an untied output layer)" "$err"

@@ -55,6 +55,8 @@ refuse heads 3 "parallel.tp 3 does not divide model.n_head 8" parallel.tp=3
 refuse layers 3 "parallel.pp 3 does not divide model.n_layer 8" parallel.pp=3
 refuse stages 2 "parallel.pipeline_layers adds up to 7 layers, but model.n_layer is 8" \
     parallel.pp=2 "parallel.pipeline_layers=[3,4]"
+refuse negative 2 "stage 1 has \"-1\" layers; each stage needs at least 1 and at most model.n_layer 8" \
+    parallel.pp=2 "parallel.pipeline_layers=[3,-1]"
 refuse sp 2 "parallel.sp needs parallel.tp > 1" parallel.sp=true
 refuse batch 3 "train.global_batch 16 is not a multiple of train.micro_batch 2 x dp 3 = 6"
 refuse dp 2 "parallel.dp 4 does not match the 2 processes started" parallel.dp=4

@@ -12,20 +12,23 @@
 #include "train/train.h"
 
 const char ig_usage_ckpt[] =
-    "usage: ingot ckpt export CKPT --output DIR [--force]\n"
+    "usage: ingot ckpt export CKPT --output DIR [--weights ema|raw] [--force]\n"
     "       ingot ckpt verify CKPT\n"
-    "       ingot ckpt diff MODEL_A MODEL_B [--tolerance X]\n"
+    "       ingot ckpt diff MODEL_A MODEL_B [--tolerance X] [--weights ema|raw]\n"
     "\n"
     "export  writes DIR/model.safetensors and DIR/config.json in the Hugging Face layout of the\n"
     "        model's family: GPT2LMHeadModel (the tied lm_head not stored) or LlamaForCausalLM\n"
-    "        (q, k and v as three tensors; lm_head unless tied); the padded vocabulary rows are\n"
-    "        dropped, and transformers' from_pretrained(DIR) loads it\n"
+    "        (q, k and v as three tensors; lm_head unless tied), the padded vocabulary rows\n"
+    "        dropped, which transformers' from_pretrained(DIR) loads; or a DiT's state_dict\n"
+    "        (facebookresearch/DiT's names) with config.json model_type ingot-dit.\n"
+    "        --weights: the EMA of the weights (the default when the run kept one, ema.decay)\n"
+    "        or the weights as trained (raw)\n"
     "verify  checks the checkpoint's manifest and the size and xxh3 of every file it lists;\n"
     "        exit 1 naming the first file that is missing, truncated or altered\n"
     "diff    compares the weights of two models of the same shape, tensor by tensor (saved\n"
     "        under any tp / pp layout: each is merged first); prints the largest difference\n"
     "        and exits 1 when a tensor differs by more than X (default 1e-5) times its\n"
-    "        largest magnitude (magnitudes below 1 count as 1)\n"
+    "        largest magnitude (magnitudes below 1 count as 1); --weights as for export\n"
     "\n"
     "CKPT is a checkpoint directory (RUN_DIR/ckpt/step_NNNNNNNN) or a run directory, which\n"
     "stands for its latest checkpoint; a MODEL is a CKPT or a Hugging Face directory.\n"
@@ -33,12 +36,14 @@ const char ig_usage_ckpt[] =
     "examples:\n"
     "  ingot ckpt export out/gpt-tiny --output out/gpt-tiny-hf\n"
     "  ingot ckpt export out/llama-tiny --output out/llama-tiny-hf\n"
+    "  ingot ckpt export out/dit-tiny --output out/dit-tiny-raw --weights raw\n"
     "  ingot ckpt verify out/gpt-tiny/ckpt/step_00000200\n"
     "  ingot ckpt diff out/run-1gpu out/run-tp2pp2 --tolerance 1e-5\n";
 
 typedef struct ckpt_args {
     const char *output;
     int force;
+    int weights; /* ig_weights */
     double tolerance;
     ig_common_flags flags;
 } ckpt_args;
@@ -46,27 +51,34 @@ typedef struct ckpt_args {
 static const ig_cfg_key ckpt_keys[] = {
     IG_KEY_STRING("ckpt.output", ckpt_args, output, "", "the export's directory"),
     IG_KEY_BOOL("ckpt.force", ckpt_args, force, "false", "replace an existing export"),
+    IG_KEY_ENUM("ckpt.weights", ckpt_args, weights, "default", ig_weights_names,
+                "a checkpoint's weights: ema (its EMA, ema.decay) or raw; default: the EMA when "
+                "it holds one"),
 };
 static const ig_cfg_key diff_keys[] = {
     IG_KEY_FLOAT("ckpt.tolerance", ckpt_args, tolerance, "1e-5", 0, 1,
                  "largest difference allowed, relative to each tensor's largest magnitude"),
+    IG_KEY_ENUM("ckpt.weights", ckpt_args, weights, "default", ig_weights_names,
+                "a checkpoint's weights: ema (its EMA, ema.decay) or raw; default: the EMA when "
+                "it holds one"),
 };
 
 /* The weights of a and b, tensor by tensor: the largest |a - b| over max(1, max |a|). */
-static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double tol, int quiet,
-                             int *differ, ig_err *err) {
+static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double tol,
+                             ig_weights weights, int quiet, int *differ, ig_err *err) {
     *differ = 0;
     ig_backend *be = NULL;
     ig_model *ma = NULL, *mb = NULL;
     float *ha = NULL, *hb = NULL;
     ig_backend_opts bo = ig_backend_opts_default();
     ig_status st = ig_backend_create(&be, ctx, &bo, err);
-    if (st == IG_OK) st = ig_model_open(&ma, ctx, be, pa, 1, 1, NULL, err);
-    if (st == IG_OK) st = ig_model_open(&mb, ctx, be, pb, 1, 1, NULL, err);
+    if (st == IG_OK) st = ig_model_open_weights(&ma, ctx, be, pa, 1, 1, weights, NULL, err);
+    if (st == IG_OK) st = ig_model_open_weights(&mb, ctx, be, pb, 1, 1, weights, NULL, err);
     if (st == IG_OK) {
         const ig_model_config *a = ig_model_shape(ma), *b = ig_model_shape(mb);
         if (a->arch != b->arch || a->n_layer != b->n_layer || a->n_head != b->n_head ||
-            a->d_model != b->d_model || a->seq_len != b->seq_len || a->vocab_size != b->vocab_size)
+            a->d_model != b->d_model || a->vocab_size != b->vocab_size ||
+            (a->seq_len != b->seq_len && !ig_model_reads_clips(a)))
             st = ig_err_set(err, IG_ERR_INVALID_ARG,
                             "%s and %s are models of different shapes (%d x %d, vocabulary %d; "
                             "%d x %d, vocabulary %d)",
@@ -125,8 +137,8 @@ int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv) {
     ckpt_args a = {0};
     ig_cmd_table tables[] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &a.flags},
                              {diff ? diff_keys : ckpt_keys,
-                              export ? 2
-                              : diff ? 1
+                              export ? 3
+                              : diff ? 2
                                      : 0,
                               &a}};
     ig_cmd_spec spec = {tables, 2, NULL, 0, 0};
@@ -150,7 +162,8 @@ int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv) {
     ig_status st = ig_cmd_ctx(&ctx, &a.flags, &err);
     int differ = 0;
     if (st == IG_OK && diff) {
-        st = diff_models(ctx, arg, argv[2 + first], a.tolerance, a.flags.quiet, &differ, &err);
+        st = diff_models(ctx, arg, argv[2 + first], a.tolerance, (ig_weights)a.weights,
+                         a.flags.quiet, &differ, &err);
         rc = st != IG_OK ? ig_cmd_fail(&err) : differ ? IG_EXIT_FAIL : IG_EXIT_OK;
         ig_ctx_free(ctx);
         ig_config_free(cfg);
@@ -158,7 +171,7 @@ int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv) {
     }
     if (st == IG_OK) st = ig_ckpt_resolve(arg, dir, sizeof dir, &err);
     if (st == IG_OK && export) {
-        st = ig_ckpt_export(ctx, dir, a.output, a.force, &err);
+        st = ig_ckpt_export(ctx, dir, a.output, a.force, (ig_weights)a.weights, &err);
         if (st == IG_OK && !a.flags.quiet) printf("exported %s to %s\n", dir, a.output);
     } else if (st == IG_OK) {
         ig_ckpt_info info;

@@ -1,9 +1,13 @@
 /* cmd_sample.c - `ingot sample MODEL --tokenizer T --prompt TEXT --tokens N`: text from a model,
- * one token at a time with a KV cache, printed as it comes. Thin over ig_model_open and
- * ig_model_generate; the draws are keyed by --seed, so a seed gives the same text every time. */
+ * one token at a time with a KV cache, printed as it comes; and from a diffusion model
+ * (`--frames F --size HxW --steps N --cfg S --label K --output out.mp4 --png sheet.png`), videos
+ * written as H.264 MP4 and a PNG contact sheet. Thin over ig_model_open, ig_model_generate and
+ * ig_model_sample_video; the draws are keyed by --seed, so a seed gives the same text or videos
+ * every time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "preprocess/preprocess.h"
@@ -12,6 +16,10 @@
 const char ig_usage_sample[] =
     "usage: ingot sample MODEL --tokenizer T --prompt TEXT [--tokens N] [--temperature X]\n"
     "                    [--top-k K] [--top-p P] [--seed S]\n"
+    "       ingot sample DIT_MODEL --frames F --size HxW [--steps N] [--cfg S]\n"
+    "                    [--label K | --tokenizer T --prompt TEXT]\n"
+    "                    [--num V] [--seed S] [--output OUT.mp4] [--png SHEET.png] [--fps R]\n"
+    "                    [--weights ema|raw] [--force]\n"
     "\n"
     "Generates up to N tokens after TEXT and prints the prompt and the text as it comes. The\n"
     "prompt goes through the model at once, then each token alone over a cache of keys and\n"
@@ -31,16 +39,39 @@ const char ig_usage_sample[] =
     "  --seed S            the draws' seed (default 1234)\n"
     "  --threads N, --quiet, --verbose\n"
     "\n"
+    "A diffusion model (model.arch dit) samples videos: Euler steps of the flow from noise\n"
+    "(t = 1) to a video (t = 0), with classifier-free guidance toward --label (model.cond\n"
+    "class) or --prompt (model.cond caption).\n"
+    "  --frames F, --size HxW   the videos' frames and size (whole patches of model.patch)\n"
+    "  --steps N           Euler steps (default 50)\n"
+    "  --cfg S             guidance scale: v = v_null + S (v_label - v_null); 1: none (default 4)\n"
+    "  --label K           the class (default -1: the null class, unconditional)\n"
+    "  --prompt TEXT       a caption model's caption (--tokenizer: the clips' captions'); none:\n"
+    "                      the null caption, unconditional\n"
+    "  --num V             videos (default 1); --seed S keys their noise\n"
+    "  --output OUT.mp4    H.264 MP4 at --fps R (default 8); with --num > 1: OUT-0.mp4 ...\n"
+    "  --png SHEET.png     a contact sheet: one row per video, up to 8 frames of each\n"
+    "  --shift X           the time grid's shift (diffusion.shift; default 1)\n"
+    "  --weights W         a checkpoint's weights: ema (default when it holds one) or raw\n"
+    "  --force             replace output files that exist (without it, that is an error)\n"
+    "\n"
     "examples:\n"
     "  ingot sample out/gpt-tiny --tokenizer data/gpt2 --prompt 'ROMEO:' --tokens 100\n"
     "  ingot sample out/gpt-tiny-hf --tokenizer data/gpt2 --prompt 'To be' --temperature 0.8 \\\n"
-    "      --top-k 40 --seed 7\n";
+    "      --top-k 40 --seed 7\n"
+    "  ingot sample out/dit-tiny --frames 8 --size 32x32 --label 2 --num 4 --steps 30 \\\n"
+    "      --output out/dit.mp4 --png out/dit.png\n";
 
 typedef struct sample_args {
     const char *tokenizer, *prompt;
     int tokens, top_k;
     double temperature, top_p;
     uint64_t seed;
+    /* videos */
+    int frames, steps, num, fps, weights, force;
+    int64_t label;
+    const char *size, *output, *png;
+    double cfg, shift;
     ig_common_flags flags;
 } sample_args;
 
@@ -54,7 +85,121 @@ static const ig_cfg_key sample_keys[] = {
     IG_KEY_FLOAT("sample.top_p", sample_args, top_p, "1", 0, 1,
                  "nucleus (1: off; 0: the most likely token)"),
     IG_KEY_INT("sample.seed", sample_args, seed, "1234", 0, 9.2e18, "seed of the draws"),
+    IG_KEY_INT("sample.frames", sample_args, frames, "0", 0, 4096, "a video's frames"),
+    IG_KEY_STRING("sample.size", sample_args, size, "", "a video's size, HxW"),
+    IG_KEY_INT("sample.steps", sample_args, steps, "50", 1, 100000, "Euler steps"),
+    IG_KEY_FLOAT("sample.cfg", sample_args, cfg, "4", 0, 1000, "classifier-free guidance scale"),
+    IG_KEY_INT("sample.label", sample_args, label, "-1", -1, 1 << 24,
+               "the class (-1: unconditional)"),
+    IG_KEY_INT("sample.num", sample_args, num, "1", 1, 4096, "videos"),
+    IG_KEY_INT("sample.fps", sample_args, fps, "8", 1, 240, "the MP4's frame rate"),
+    IG_KEY_STRING("sample.output", sample_args, output, "", "the MP4 (OUT-K.mp4 for several)"),
+    IG_KEY_STRING("sample.png", sample_args, png, "", "the contact sheet"),
+    IG_KEY_FLOAT("sample.shift", sample_args, shift, "1", 1e-3, 1e3, "the time grid's shift"),
+    IG_KEY_BOOL("sample.force", sample_args, force, "false", "replace existing output files"),
+    IG_KEY_ENUM("sample.weights", sample_args, weights, "default", ig_weights_names,
+                "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
+
+/* the steps on a terminal as they go; elsewhere (a log) a line at the end */
+static void step_progress(void *user, int step, int steps) {
+    const sample_args *a = user;
+    if (a->flags.quiet) return;
+    if (isatty(2))
+        fprintf(stderr, "\ringot: step %d/%d%s", step, steps, step == steps ? "\n" : "");
+    else if (step == steps)
+        fprintf(stderr, "ingot: %d steps\n", steps);
+}
+
+/* OUT.mp4 for one video; OUT-K.mp4 for video K of several */
+static const char *video_path(const char *out, int k, int num, char *buf, size_t cap) {
+    if (num == 1) return out;
+    const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+    if (!dot || (slash && dot < slash)) dot = out + strlen(out);
+    snprintf(buf, cap, "%.*s-%d%s", (int)(dot - out), out, k, dot);
+    return buf;
+}
+
+/* A diffusion model's videos. */
+static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, const sample_args *a,
+                               ig_err *err) {
+    unsigned h = 0, w = 0;
+    char x = 0, extra = 0;
+    if (a->frames < 1 || sscanf(a->size, "%u%c%u%c", &h, &x, &w, &extra) != 3 || x != 'x' ||
+        h < 1 || w < 1 || h > 8192 || w > 8192)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a video needs --frames F and --size HxW (e.g. --frames 8 --size "
+                          "32x32), got --frames %d --size '%s'",
+                          a->frames, a->size);
+    if (!*a->output && !*a->png)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "nothing to write: give --output OUT.mp4 or --png SHEET.png (or both)");
+    /* outputs that exist are refused before any work (--force replaces them) */
+    for (int k = 0; !a->force && k <= a->num; k++) {
+        char buf[4200];
+        const char *p =
+            k < a->num ? (*a->output ? video_path(a->output, k, a->num, buf, sizeof buf) : NULL)
+                       : (*a->png ? a->png : NULL);
+        if (p && ig_file_exists(p)) {
+            ig_err_set(err, IG_ERR_EXISTS, "%s exists", p);
+            return ig_err_fix(err, "force", NULL);
+        }
+    }
+    ig_model_config shape;
+    ig_status st = ig_model_read_shape(ctx, path, &shape, err);
+    int tokens = 0;
+    if (st == IG_OK) st = ig_model_clip_tokens(&shape, a->frames, (int)h, (int)w, &tokens, err);
+    int guided = (a->label >= 0 || *a->prompt) && a->cfg != 1.0, B = a->num * (guided ? 2 : 1);
+    if (B > 64) B = guided ? 64 : 32; /* videos go through the model in chunks */
+    ig_model *m = NULL;
+    if (st == IG_OK)
+        st = ig_model_open_weights(&m, ctx, be, path, B, tokens, (ig_weights)a->weights, NULL, err);
+    if (st == IG_OK && (st = ig_model_check_finite(m, err)) != IG_OK)
+        ig_err_prefix(err, st, "%s: its weights are not finite", path);
+    size_t per = (size_t)a->frames * h * w * 3;
+    uint8_t *rgb = st == IG_OK ? malloc((size_t)a->num * per) : NULL;
+    if (st == IG_OK && !rgb) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    /* a caption model's prompt, in its caption tokenizer's ids */
+    ig_tokenizer *tok = NULL;
+    ig_encoder *enc = NULL;
+    ig_tokens ids = {0};
+    if (st == IG_OK && *a->prompt && shape.cond != IG_COND_CAPTION)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "--prompt: %s is not conditioned on captions (model.cond %s)", path,
+                        shape.cond == IG_COND_CLASS ? "class: give --label K" : "none");
+    if (st == IG_OK && *a->prompt && !*a->tokenizer)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "--prompt needs --tokenizer, the one the clips' captions were made with");
+    if (st == IG_OK && *a->prompt) st = ig_tokenizer_load(&tok, ctx, a->tokenizer, NULL, err);
+    if (st == IG_OK && *a->prompt) st = ig_encoder_create(&enc, tok, err);
+    if (st == IG_OK && *a->prompt)
+        st = ig_encoder_encode(enc, a->prompt, strlen(a->prompt), 0, &ids, err);
+    ig_video_sample_opts o = ig_video_sample_opts_default();
+    o.prompt = ids.n ? ids.ids : NULL;
+    o.prompt_len = (int)ids.n;
+    o.num = a->num, o.frames = a->frames, o.height = (int)h, o.width = (int)w;
+    o.steps = a->steps, o.cfg = (float)a->cfg, o.label = a->label, o.seed = a->seed;
+    o.shift = a->shift, o.progress = step_progress, o.user = (void *)a;
+    if (st == IG_OK) st = ig_model_sample_video(m, ctx, &o, rgb, err);
+    for (int k = 0; st == IG_OK && *a->output && k < a->num; k++) {
+        char buf[4200];
+        const char *p = video_path(a->output, k, a->num, buf, sizeof buf);
+        st = ig_video_write_mp4(p, rgb + (size_t)k * per, (uint32_t)a->frames, h, w,
+                                (uint32_t)a->fps, 1, -1, err);
+        if (st == IG_OK && !a->flags.quiet) printf("wrote %s\n", p);
+    }
+    if (st == IG_OK && *a->png) {
+        st = ig_video_write_contact_sheet(a->png, rgb, (uint32_t)a->num, (uint32_t)a->frames, h, w,
+                                          8, err);
+        if (st == IG_OK && !a->flags.quiet) printf("wrote %s\n", a->png);
+    }
+    free(rgb);
+    ig_tokens_free(&ids);
+    ig_encoder_free(enc);
+    ig_tokenizer_free(tok);
+    ig_model_free(m);
+    return st;
+}
 
 typedef struct emit_state {
     const ig_tokenizer *tok;
@@ -80,6 +225,27 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     int first = 0;
     int rc = ig_cmd_parse(cmd, argc, argv, &spec, &cfg, &first);
     if (rc < 0 && argc - first != 1) rc = ig_cmd_usage_error(cmd, "expected one MODEL");
+    /* a diffusion model's videos */
+    ig_model_config shape = {0};
+    ig_err serr = {0};
+    ig_ctx *sctx = NULL;
+    int video = 0;
+    ig_status ss = rc < 0 ? ig_cmd_ctx(&sctx, &a.flags, &serr) : IG_OK;
+    if (rc < 0 && ss == IG_OK &&
+        (ss = ig_model_read_shape(sctx, argv[first], &shape, &serr)) == IG_OK)
+        video = ig_model_reads_clips(&shape);
+    /* a model that cannot be read: its error, unless the text options are all there (then the
+     * text path reports it as it opens the model) */
+    if (rc < 0 && ss != IG_OK && (!*a.tokenizer || !*a.prompt)) rc = ig_cmd_fail(&serr);
+    if (rc < 0 && video) {
+        ig_backend *vbe = NULL;
+        ig_backend_opts vbo = ig_backend_opts_default();
+        ig_status vs = ig_backend_create(&vbe, sctx, &vbo, &serr);
+        if (vs == IG_OK) vs = sample_videos(sctx, vbe, argv[first], &a, &serr);
+        rc = vs == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&serr);
+        ig_backend_free(vbe);
+    }
+    ig_ctx_free(sctx);
     if (rc < 0 && !*a.tokenizer) rc = ig_cmd_usage_error(cmd, "--tokenizer T is required");
     if (rc < 0 && !*a.prompt) rc = ig_cmd_usage_error(cmd, "--prompt TEXT is required");
     if (rc >= 0) {
@@ -101,7 +267,9 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     if (st == IG_OK) st = ig_encoder_create(&enc, tok, &err);
     if (st == IG_OK) st = ig_encoder_encode(enc, a.prompt, strlen(a.prompt), 0, &ids, &err);
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
-    if (st == IG_OK) st = ig_model_open(&m, ctx, be, argv[first], 1, 1, &eod, &err);
+    if (st == IG_OK)
+        st = ig_model_open_weights(&m, ctx, be, argv[first], 1, 1, (ig_weights)a.weights, &eod,
+                                   &err);
     if (st == IG_OK && (st = ig_model_check_finite(m, &err)) != IG_OK)
         ig_err_prefix(&err, st, "%s: its weights are not finite", argv[first]);
     if (st == IG_OK) {

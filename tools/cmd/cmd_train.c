@@ -18,8 +18,9 @@ const char ig_usage_train[] =
     "usage: ingot train CONFIG.yaml [--set KEY=VALUE]... [--resume RUN_DIR | --force] [--threads "
     "N]\n"
     "\n"
-    "Trains a model on token shards as CONFIG.yaml says: model.arch gpt2 or llama (see\n"
-    "configs/gpt-tiny.yaml, configs/llama-tiny.yaml and\n"
+    "Trains a model as CONFIG.yaml says: model.arch gpt2 or llama on token shards, or dit (a\n"
+    "video diffusion transformer) on clip shards (see configs/gpt-tiny.yaml,\n"
+    "configs/llama-tiny.yaml, configs/dit-tiny.yaml and\n"
     "'ingot config show --schema train' for every key with its default): data from the\n"
     "loader (Megatron's blends and splits, exact resume), gradient accumulation to the global\n"
     "batch, AdamW with a learning-rate schedule and gradient clipping, validation and\n"
@@ -45,7 +46,9 @@ const char ig_usage_train[] =
     "\n"
     "Under mpirun (or srun) every process is one rank of a tp x pp x dp layout: parallel.tp\n"
     "(tensor parallel; parallel.sp for sequence parallel), parallel.pp (pipeline stages, 1F1B),\n"
-    "dp = processes / (tp x pp), parallel.zero 1 or 2; the losses are those of one process\n"
+    "dp = processes / (tp x pp), parallel.zero 1 or 2; a dit also takes Ulysses' sequence\n"
+    "parallelism (parallel.sp_mode ulysses, parallel.sp_size) and Open-Sora's plugin /\n"
+    "plugin_config spelling; the losses are those of one process\n"
     "within rounding. A rank that dies or hangs past parallel.timeout ends every rank.\n"
     "\n"
     "examples:\n"
@@ -53,7 +56,8 @@ const char ig_usage_train[] =
     "  ingot train configs/gpt-tiny.yaml --set train.steps=50 --set train.run_dir=out/try\n"
     "  ingot train configs/gpt-tiny.yaml --resume out/gpt-tiny\n"
     "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n"
-    "  mpirun -np 8 ingot train configs/gpt-3d.yaml --comm-stats\n";
+    "  mpirun -np 8 ingot train configs/gpt-3d.yaml --comm-stats\n"
+    "  ingot train configs/dit-tiny.yaml --set data.path=[out/quickstart-video/clips]\n";
 
 /* The stop request of SIGINT / SIGTERM: the one piece of process state a signal handler may
  * touch. The handler is installed with SA_RESETHAND, so a second signal kills the process. */

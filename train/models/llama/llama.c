@@ -84,6 +84,7 @@ static ig_status llama_check(ig_model_config *c, ig_err *err) {
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.rope_theta %g: need 1 <= theta <= 1e12",
                           c->rope_theta);
     c->tie_embeddings = c->tie_embeddings != 0;
+    ig_lm_no_clip_fields(c);
     c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     /* every tensor's elements must be addressable with 32-bit kernel arguments */
     int64_t hs = c->d_model / c->n_head, q = (int64_t)(c->n_head + 2 * c->n_kv_heads) * hs;
@@ -125,6 +126,11 @@ static uint64_t llama_num_params(const ig_model_config *c) {
     uint64_t per_layer = 2 * C + Q * C + (uint64_t)c->n_head * hs * C + 3 * F * C;
     uint64_t emb = (uint64_t)c->padded_vocab * C;
     return emb * (c->tie_embeddings ? 1 : 2) + L * per_layer + C;
+}
+
+static void llama_describe(const ig_model_config *c, char *buf, size_t cap) {
+    snprintf(buf, cap, ", %d kv heads, ffn %d%s", c->n_kv_heads, c->ffn_hidden,
+             c->tie_embeddings ? ", tied embeddings" : "");
 }
 
 static double llama_flops_per_token(const ig_model_config *c, int T) {
@@ -468,6 +474,7 @@ static const ig_op llama_ops[] = {
 const ig_family ig_family_llama = {
     .arch = "llama",
     .id = IG_ARCH_LLAMA,
+    .input = IG_INPUT_TOKENS,
     .what = "Llama: RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases",
     .keys = llama_keys,
     .n_keys = sizeof llama_keys / sizeof llama_keys[0],
@@ -476,6 +483,7 @@ const ig_family ig_family_llama = {
     .check = llama_check,
     .check_layout = llama_check_layout,
     .num_params = llama_num_params,
+    .describe = llama_describe,
     .flops_per_token = llama_flops_per_token,
     .tensors = llama_tensors,
     .plan = llama_plan,

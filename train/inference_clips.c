@@ -1,0 +1,285 @@
+/* inference_clips.c - using a diffusion model (a family that reads clips): its loss on clip shards
+ * (ingot eval), at a grid of times with keyed noise through the trainer's validation feed, or
+ * with the noise and times of a file, and videos sampled from it (ingot sample) by Euler steps of
+ * the rectified flow with classifier-free guidance.
+ */
+#include "feed.h"
+#include "model.h"
+#include "safetensors.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+ig_status ig_model_read_shape(ig_ctx *ctx, const char *path, ig_model_config *out, ig_err *err) {
+    char dir[4096], man[4200];
+    ig_status st = ig_ckpt_resolve(path, dir, sizeof dir, err);
+    if (st != IG_OK) return st;
+    snprintf(man, sizeof man, "%s/manifest.json", dir);
+    if (ig_file_exists(man)) {
+        ig_ckpt_info info;
+        st = ig_ckpt_read_info(ctx, dir, 0, &info, err);
+        if (st == IG_OK) *out = info.model;
+        return st;
+    }
+    int32_t eod;
+    return ig_hf_read_config(ctx, dir, out, &eod, err);
+}
+
+/* ---- the loss on clips ----------------------------------------------------------------------- */
+
+static ig_status need_clips(const ig_model *m, ig_err *err) {
+    if (m->fam->input == IG_INPUT_CLIPS) return IG_OK;
+    return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read tokens, not clips", m->fam->arch);
+}
+
+/* The grid: the trainer's validation feed over the shards. */
+static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
+                           ig_clip_eval_result *res, ig_err *err) {
+    ig_train_config t;
+    memset(&t, 0, sizeof t);
+    t.model = m->cfg; /* its conditioning: the captions to read */
+    t.data.path = o->prefixes;
+    t.data.n_path = o->n;
+    t.data.seed = (uint32_t)o->seed;
+    t.micro_batch = o->micro_batch;
+    t.eval_timesteps = o->timesteps;
+    t.flow_shift = 1;
+    ig_feed *f = NULL;
+    ig_status st = ig_feed_open(&f, ctx, &t, IG_INPUT_CLIPS, 1, 0, err);
+    if (st == IG_OK) st = ig_feed_start(f, NULL, 1, 0, 1, err);
+    int K = o->timesteps;
+    double sum = 0, *at = res->loss_at;
+    for (int64_t i = 0; st == IG_OK && i < (int64_t)o->batches * K; i++) {
+        ig_stage_input in;
+        double l = 0;
+        if ((st = ig_feed_next(f, &in, err)) != IG_OK) break;
+        if ((st = ig_model_clips_loss(m, in.clips, 0.0f, &l, err)) != IG_OK) break;
+        at[i % K] += l / o->batches;
+        sum += l;
+        if (i % K == 0) res->clips += (uint64_t)in.clips->B;
+    }
+    ig_feed_close(f);
+    res->loss = sum / ((double)o->batches * K);
+    return st;
+}
+
+/* The noise file's clips 0 .. N - 1, micro_batch at a time. */
+static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
+                            ig_clip_eval_result *res, ig_err *err) {
+    ig_st_file *nf = NULL;
+    ig_clip_dataset *ds = NULL;
+    ig_status st = ig_st_file_open(&nf, ctx, o->noise_file, err);
+    const ig_st_tensor *noise = st == IG_OK ? ig_st_file_find(nf, "noise") : NULL;
+    const ig_st_tensor *times = st == IG_OK ? ig_st_file_find(nf, "t") : NULL;
+    if (st == IG_OK && (!noise || !times || ig_st_tensor_ndim(noise) != 5 ||
+                        ig_st_tensor_shape(noise)[4] != 3 || ig_st_tensor_ndim(times) != 1 ||
+                        ig_st_tensor_shape(times)[0] != ig_st_tensor_shape(noise)[0]))
+        st = ig_err_set(err, IG_ERR_FORMAT,
+                        "%s: needs tensors noise [N, F, H, W, 3] and t [N] (F32)", o->noise_file);
+    uint64_t N = 0, F = 0, H = 0, W = 0;
+    if (st == IG_OK) {
+        const uint64_t *sh = ig_st_tensor_shape(noise);
+        N = sh[0], F = sh[1], H = sh[2], W = sh[3];
+        st = ig_clip_dataset_open(&ds, ctx, o->prefixes, o->n, err);
+    }
+    if (st == IG_OK && N > ig_clip_dataset_clips(ds))
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "%s holds noise for %llu clips; the shards hold %llu", o->noise_file,
+                        (unsigned long long)N, (unsigned long long)ig_clip_dataset_clips(ds));
+    for (uint64_t g = 0; st == IG_OK && g < N; g++) {
+        ig_clip_info c = ig_clip_dataset_info(ds, g, NULL, NULL);
+        if (c.frames != F || c.height != H || c.width != W)
+            st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                            "clip %llu is %u frames of %ux%u, the noise's %llu of %llux%llu: a "
+                            "noise file covers clips of one shape",
+                            (unsigned long long)g, c.frames, c.height, c.width,
+                            (unsigned long long)F, (unsigned long long)H, (unsigned long long)W);
+    }
+    uint64_t per = F * H * W * 3, B = (uint64_t)(o->micro_batch < m->B ? o->micro_batch : m->B);
+    float *all_noise = NULL, *all_t = NULL;
+    uint8_t *frames = NULL;
+    uint32_t *labels = NULL;
+    size_t Tk = m->cfg.cond == IG_COND_CAPTION ? (size_t)m->cfg.caption_len : 0;
+    int32_t *caps = ig_alloc(ctx, (B * Tk > 0 ? B * Tk : 1) * sizeof(int32_t));
+    int32_t *lens = ig_alloc(ctx, B * sizeof(int32_t));
+    if (!caps || !lens) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_OK &&
+        (!(all_noise = ig_alloc(ctx, (N * per > 0 ? N * per : 1) * sizeof(float))) ||
+         !(all_t = ig_alloc(ctx, (N ? N : 1) * sizeof(float))) ||
+         !(frames = ig_alloc(ctx, B * per)) || !(labels = ig_alloc(ctx, B * sizeof(uint32_t)))))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for %s", o->noise_file);
+    if (st == IG_OK) st = ig_st_tensor_to_f32(noise, all_noise, N * per, err);
+    if (st == IG_OK) st = ig_st_tensor_to_f32(times, all_t, N, err);
+    double sum = 0;
+    for (uint64_t g0 = 0; st == IG_OK && g0 < N; g0 += B) {
+        uint64_t n = N - g0 < B ? N - g0 : B;
+        for (uint64_t k = 0; st == IG_OK && k < n; k++) {
+            labels[k] = ig_clip_dataset_info(ds, g0 + k, NULL, NULL).label;
+            st = ig_clip_dataset_read(ds, g0 + k, frames + k * per, per, err);
+            size_t len = 0;
+            if (st == IG_OK && Tk)
+                st = ig_clip_dataset_caption(ds, g0 + k, caps + k * Tk, Tk, &len, err);
+            lens[k] = (int32_t)(len < Tk ? len : Tk);
+        }
+        ig_clip_input in = {.frames = frames,
+                            .B = (int)n,
+                            .F = (int)F,
+                            .H = (int)H,
+                            .W = (int)W,
+                            .labels = labels,
+                            .captions = Tk ? caps : NULL,
+                            .caption_lens = lens,
+                            .noise = all_noise + g0 * per,
+                            .t = all_t + g0,
+                            .shift = 1};
+        double l = 0;
+        if (st == IG_OK) st = ig_model_clips_loss(m, &in, 0.0f, &l, err);
+        sum += l * (double)n;
+    }
+    res->clips = N;
+    res->loss = N ? sum / (double)N : NAN;
+    ig_free(ctx, all_noise);
+    ig_free(ctx, all_t);
+    ig_free(ctx, frames);
+    ig_free(ctx, labels);
+    ig_free(ctx, caps);
+    ig_free(ctx, lens);
+    ig_clip_dataset_close(ds);
+    ig_st_file_free(nf);
+    return st;
+}
+
+ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
+                              ig_clip_eval_result *res, ig_err *err) {
+    memset(res, 0, sizeof *res);
+    res->loss = NAN;
+    ig_status st = need_clips(m, err);
+    if (st != IG_OK) return st;
+    if (o->n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no clip shards to evaluate on");
+    if (o->noise_file && *o->noise_file) return eval_noise(m, ctx, o, res, err);
+    if (o->timesteps < 1 || o->timesteps > IG_EVAL_MAX_TIMES || o->batches < 1)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%d times, %d micro-batches: need 1 .. %d, >= 1",
+                          o->timesteps, o->batches, IG_EVAL_MAX_TIMES);
+    res->n_times = o->timesteps;
+    return eval_grid(m, ctx, o, res, err);
+}
+
+/* ---- sampling -------------------------------------------------------------------------------- */
+
+ig_video_sample_opts ig_video_sample_opts_default(void) {
+    return (ig_video_sample_opts){.num = 1,
+                                  .frames = 8,
+                                  .height = 32,
+                                  .width = 32,
+                                  .steps = 50,
+                                  .cfg = 4.0f,
+                                  .label = -1,
+                                  .seed = 1234,
+                                  .shift = 1.0};
+}
+
+/* time i of the grid from 1 to 0, shifted as training shifts its times */
+static double grid_time(int i, int steps, double s) {
+    double u = 1.0 - (double)i / (double)steps;
+    return s * u / (1.0 + (s - 1.0) * u);
+}
+
+ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
+                                uint8_t *out, ig_err *err) {
+    ig_status st = need_clips(m, err);
+    if (st != IG_OK) return st;
+    const ig_model_config *c = &m->cfg;
+    int tok = 0;
+    if (o->num < 1 || o->steps < 1 || !(o->cfg >= 0) || !(o->shift > 0))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%d videos, %d steps, guidance %g, shift %g: need >= 1, >= 1, >= 0, > 0",
+                          o->num, o->steps, (double)o->cfg, o->shift);
+    if ((st = ig_model_clip_tokens(c, o->frames, o->height, o->width, &tok, err)) != IG_OK)
+        return st;
+    int cond = (c->cond == IG_COND_CLASS && o->label >= 0) ||
+               (c->cond == IG_COND_CAPTION && o->prompt && o->prompt_len > 0);
+    if (o->label >= 0 && c->cond != IG_COND_CLASS)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "a label: the model is not class-conditional");
+    if (o->prompt && o->prompt_len > 0 && c->cond != IG_COND_CAPTION)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a prompt: the model is not conditioned on captions");
+    if (o->label >= c->num_classes && cond)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "label %lld: the model has classes 0 .. %d",
+                          (long long)o->label, c->num_classes - 1);
+    int guided = cond && o->cfg != 1.0f, per_call = guided ? 2 : 1;
+    if (m->B < per_call || tok > m->T)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "the model was opened for %d x %d: sampling needs %d x %d", m->B, m->T,
+                          per_call, tok);
+    int chunk = m->B / per_call; /* videos per call */
+    size_t per = (size_t)o->frames * (size_t)o->height * (size_t)o->width * 3;
+    float *x = ig_alloc(ctx, (size_t)chunk * per * sizeof(float));
+    float *xin = ig_alloc(ctx, (size_t)per_call * chunk * per * sizeof(float));
+    float *v = ig_alloc(ctx, (size_t)per_call * chunk * per * sizeof(float));
+    float *t = ig_alloc(ctx, (size_t)per_call * chunk * sizeof(float));
+    uint32_t *labels = ig_alloc(ctx, (size_t)per_call * chunk * sizeof(uint32_t));
+    size_t Tk = c->cond == IG_COND_CAPTION ? (size_t)c->caption_len : 1;
+    int32_t *caps = ig_calloc(ctx, (size_t)per_call * chunk * Tk, sizeof(int32_t));
+    int32_t *lens = ig_calloc(ctx, (size_t)per_call * chunk, sizeof(int32_t));
+    if (!x || !xin || !v || !t || !labels || !caps || !lens)
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    /* the prompt (cut to the model's caption length) for the guided videos; the null caption
+     * (length 0) for the others */
+    int plen = cond && c->cond == IG_COND_CAPTION
+                   ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk)
+                   : 0;
+    for (int b = 0; st == IG_OK && b < chunk; b++)
+        for (int j = 0; j < plen; j++) caps[(size_t)b * Tk + (size_t)j] = o->prompt[j];
+    for (int v0 = 0; st == IG_OK && v0 < o->num; v0 += chunk) {
+        int n = o->num - v0 < chunk ? o->num - v0 : chunk, B = per_call * n;
+        for (int b = 0; b < n; b++) {
+            uint64_t k[2] = {o->seed, (uint64_t)(v0 + b)};
+            ig_rng_fill_normal(ctx, ig_rng_key_make(ig_xxh3_64(k, sizeof k), "ingot sample video"),
+                               0, per, 0.0f, 1.0f, x + (size_t)b * per);
+        }
+        for (int b = 0; b < B; b++) {
+            labels[b] = b < n && cond ? (uint32_t)o->label : IG_CLIP_NONE;
+            lens[b] = b < n ? plen : 0;
+        }
+        for (int i = 0; st == IG_OK && i < o->steps; i++) {
+            double t0 = grid_time(i, o->steps, o->shift), t1 = grid_time(i + 1, o->steps, o->shift);
+            memcpy(xin, x, (size_t)n * per * sizeof(float));
+            if (guided) memcpy(xin + (size_t)n * per, x, (size_t)n * per * sizeof(float));
+            for (int b = 0; b < B; b++) t[b] = (float)t0;
+            ig_clip_input in = {.B = B,
+                                .F = o->frames,
+                                .H = o->height,
+                                .W = o->width,
+                                .labels = labels,
+                                .captions = caps,
+                                .caption_lens = lens,
+                                .t = t,
+                                .xt = xin,
+                                .shift = 1};
+            if ((st = ig_model_clips_predict(m, &in, v, err)) != IG_OK) break;
+            float dt = (float)(t0 - t1), g = o->cfg;
+            for (size_t e = 0; e < (size_t)n * per; e++) {
+                float ve = v[e];
+                if (guided) {
+                    float vn = v[(size_t)n * per + e];
+                    ve = vn + g * (ve - vn);
+                }
+                x[e] -= dt * ve;
+            }
+            if (o->progress) o->progress(o->user, i + 1, o->steps);
+        }
+        for (size_t e = 0; st == IG_OK && e < (size_t)n * per; e++) {
+            float p = (x[e] + 1.0f) * 127.5f;
+            out[(size_t)v0 * per + e] = (uint8_t)(p <= 0 ? 0 : p >= 255 ? 255 : lrintf(p));
+        }
+    }
+    ig_free(ctx, x);
+    ig_free(ctx, xin);
+    ig_free(ctx, v);
+    ig_free(ctx, t);
+    ig_free(ctx, labels);
+    ig_free(ctx, caps);
+    ig_free(ctx, lens);
+    return st;
+}

@@ -1,0 +1,734 @@
+/* dit.c - the DiT family (Peebles & Xie's Diffusion Transformer with a 3-D patch embedding, as
+ * OpenDiT's and Open-Sora's video DiTs): its keys and shape, the table of tensors with their tags,
+ * the activations of a micro-batch, and its Hugging Face-style files. The passes are in
+ * dit_pass.c, the staging of a micro-batch of clips in dit_input.c.
+ *
+ * The architecture: a clip [F, H, W, 3] is cut into patches of model.patch [pt, ph, pw] (a 3-D
+ * convolution with kernel = stride, as a linear layer of the patch's 3 pt ph pw values, channel
+ * first), tokens in (t, h, w) order, plus fixed sin-cos positions; the conditioning c is the
+ * embedding of the flow's time (256 frequencies, Linear, SiLU, Linear) plus, with model.cond
+ * class, a learned embedding of the clip's label (a null row for classifier-free guidance); with
+ * model.cond caption, c is the time's alone and each block attends to the clip's caption after its
+ * self-attention (PixArt-alpha's and Open-Sora's cross-attention: x += proj(CrossAttn(q(x),
+ * kv(y))), no norm, no gate), y the caption tokens' learned embeddings plus fixed 1-D sin-cos
+ * positions, over its first caption_len tokens, a null token standing for no caption. Each
+ * block is adaLN-Zero: SiLU(c) -> Linear(D, 6D) gives a shift, a scale and a gate for attention
+ * and for the MLP; x += gate * Attn(LN(x) (1 + scale) + shift), x += gate * MLP(...), LayerNorm
+ * without affine parameters (model.norm_eps, 1e-6), non-causal multi-head attention, MLP 4D with
+ * tanh-GeLU. The final layer: adaLN shift and scale, Linear(D, pt ph pw 3), each token's vector in
+ * (pt, ph, pw, c) order. Initialisation as DiT's: the adaLN projections and the final linear layer
+ * zero, the other linear layers Xavier-uniform, the time MLP and the label table normal(0, 0.02).
+ *
+ * Tensor parallelism (Megatron's): qkv and fc1 column-parallel, proj and fc2 row-parallel. The
+ * adaLN projections are replicated: they act on one row per clip (SiLU(c)), B x D x 6D
+ * multiply-adds against the blocks' B x T x 12 D^2, so cutting them would add a collective per
+ * block to save nothing; every tensor-parallel rank computes the same modulation from the same c.
+ * With sequence parallelism each rank's modulation gradients come from its own token rows (a
+ * partial sum, summed over the group like the norms'), and so do the patch embedding's and the
+ * final layer's. Under pipeline parallelism c travels with the tokens to every stage and its
+ * gradient back; the embedders on the first stage receive the sum over all the blocks.
+ */
+#include "dit.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../hf.h"
+
+/* ---- keys and shape ----------------------------------------------------------------------------
+ */
+
+static const char *const conds[] = {"none", "class", "caption", NULL};
+
+/* a key of dit's bound into the training configuration outside model.* */
+#define DIT_TRAIN_KEY(p, ty, F, def, lo, hi, h)                                                    \
+    {                                                                                              \
+        .path = (p), .type = (ty), .default_val = (def), .help = (h), .flag = "",                  \
+        .offset = offsetof(ig_train_config, F), .size = sizeof(((ig_train_config *)0)->F),         \
+        .is_signed = 1, .min = (lo), .max = (hi)                                                   \
+    }
+
+static const ig_cfg_key dit_keys[] = {
+    {.path = "model.patch",
+     .type = IG_CFG_LIST,
+     .default_val = "1,2,2",
+     .help = "dit: a patch's frames, rows and columns [pt, ph, pw] (the 3-D patch embedding's "
+             "kernel and stride)",
+     .flag = "",
+     .offset = offsetof(ig_train_config, model.patch_list),
+     .size = sizeof(((ig_train_config *)0)->model.patch_list),
+     .count_offset = offsetof(ig_train_config, model.n_patch_list)},
+    {.path = "model.cond",
+     .type = IG_CFG_ENUM,
+     .default_val = "none",
+     .help = "dit: the conditioning: none; class (a label per video from the manifest's label "
+             "column, with a null class for classifier-free guidance); or caption (the clip's "
+             "caption tokens through a cross-attention in every block, a null caption for "
+             "guidance; model.vocab_size: the caption shards' tokenizer's)",
+     .flag = "",
+     .offset = offsetof(ig_train_config, model.cond),
+     .size = sizeof(((ig_train_config *)0)->model.cond),
+     .is_signed = 1,
+     .choices = conds},
+    IG_MODEL_KEY("model.num_classes", IG_CFG_INT, num_classes, "0", 0, 1 << 24,
+                 "dit: the classes of model.cond class (labels 0 .. num_classes - 1)"),
+    IG_MODEL_KEY("model.class_dropout", IG_CFG_FLOAT, class_dropout, "0.1", 0, 1,
+                 "dit: the probability that a label is replaced by the null class while training "
+                 "(classifier-free guidance)"),
+    IG_MODEL_KEY("model.caption_len", IG_CFG_INT, caption_len, "32", 1, 4096,
+                 "dit: model.cond caption: the caption tokens a clip attends to (longer captions "
+                 "are cut)"),
+    IG_MODEL_KEY("model.caption_dropout", IG_CFG_FLOAT, caption_dropout, "0.1", 0, 1,
+                 "dit: the probability that a caption is replaced by the null one while training "
+                 "(classifier-free guidance)"),
+    DIT_TRAIN_KEY("diffusion.shift", IG_CFG_FLOAT, flow_shift, "1", 1e-3, 1e3,
+                  "dit: the shift s of the flow's times, t' = s t / (1 + (s - 1) t) (1: none; "
+                  "> 1 puts more of them near the noise)"),
+    DIT_TRAIN_KEY("eval.timesteps", IG_CFG_INT, eval_timesteps, "5", 1, 1000,
+                  "dit: validation evaluates each clip at the times (k + 0.5) / n, k < n"),
+};
+
+static ig_status parse_patch(ig_model_config *c, ig_err *err) {
+    if (c->n_patch_list == 0) return IG_OK;
+    if (c->n_patch_list != 3)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "model.patch: %zu values; give three, [frames, rows, columns]",
+                          c->n_patch_list);
+    for (int k = 0; k < 3; k++) {
+        char *end = NULL;
+        long v = strtol(c->patch_list[k], &end, 10);
+        if (!end || end == c->patch_list[k] || *end || v < 1 || v > 64)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "model.patch: \"%s\" is not a whole number in [1, 64]",
+                              c->patch_list[k]);
+        c->patch[k] = (int)v;
+    }
+    return IG_OK;
+}
+
+static ig_status dit_check(ig_model_config *c, ig_err *err) {
+    struct {
+        const char *name;
+        int v;
+    } pos[] = {{"n_layer", c->n_layer}, {"n_head", c->n_head}, {"d_model", c->d_model}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            return ig_err_set(err, IG_ERR_INVALID_ARG, "model.%s must be > 0, got %d", pos[i].name,
+                              pos[i].v);
+    if (c->d_model % c->n_head)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "model.n_head (%d) must divide model.d_model (%d)", c->n_head,
+                          c->d_model);
+    if (c->d_model % 4)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "model.d_model %d: dit needs a multiple of 4 (the sin-cos positions "
+                          "give each of the rows and columns half the channels, as sin | cos)",
+                          c->d_model);
+    if (c->d_model > 16384)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.d_model %d is too large", c->d_model);
+    ig_status st = parse_patch(c, err);
+    if (st != IG_OK) return st;
+    if (c->patch[0] == 0 && c->patch[1] == 0 && c->patch[2] == 0)
+        c->patch[0] = 1, c->patch[1] = 2, c->patch[2] = 2;
+    for (int k = 0; k < 3; k++)
+        if (c->patch[k] < 1 || c->patch[k] > 64)
+            return ig_err_set(err, IG_ERR_INVALID_ARG, "model.patch [%d, %d, %d]: each in [1, 64]",
+                              c->patch[0], c->patch[1], c->patch[2]);
+    if (c->cond != IG_COND_NONE && c->cond != IG_COND_CLASS && c->cond != IG_COND_CAPTION)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.cond %d is not none, class or caption",
+                          c->cond);
+    if (c->cond == IG_COND_CAPTION && (c->vocab_size < 1 || c->vocab_size > (1 << 30)))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "model.cond caption needs model.vocab_size, the caption tokenizer's "
+                          "vocabulary (training takes it from the caption shards' manifests), "
+                          "got %d",
+                          c->vocab_size);
+    if (c->cond == IG_COND_CAPTION && (c->caption_len < 1 || c->caption_len > 4096))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_len %d: need 1 .. 4096",
+                          c->caption_len);
+    if (!(c->caption_dropout >= 0 && c->caption_dropout < 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_dropout %g: need 0 <= p < 1",
+                          c->caption_dropout);
+    if (c->cond == IG_COND_CLASS && c->num_classes < 1)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "model.cond class needs model.num_classes (the labels of the "
+                          "manifest's label column are 0 .. num_classes - 1)");
+    if (c->num_classes < 0 || c->num_classes > (1 << 24))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.num_classes %d: need 0 .. 2^24",
+                          c->num_classes);
+    if (!(c->class_dropout >= 0 && c->class_dropout < 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.class_dropout %g: need 0 <= p < 1",
+                          c->class_dropout);
+    if (c->norm_eps == 0) c->norm_eps = 1e-6;
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.norm_eps %g: need 0 < eps < 1",
+                          c->norm_eps);
+    if (c->seq_len <= 0) c->seq_len = 1; /* the tokens of the largest clip, set by the trainer */
+    if (c->cond != IG_COND_CAPTION) c->vocab_size = 0, c->caption_len = 0, c->caption_dropout = 0;
+    c->padded_vocab = c->vocab_size; /* the caption table has one more row, the null token */
+    c->n_kv_heads = c->n_head;
+    c->ffn_hidden = 4 * c->d_model;
+    c->rope_theta = 0;
+    c->tie_embeddings = 0;
+    if (c->cond != IG_COND_CLASS) c->num_classes = 0, c->class_dropout = 0;
+    return IG_OK;
+}
+
+static ig_status dit_check_layout(const ig_model_config *c, int tp, ig_err *err) {
+    if (c->n_head % tp)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "parallel.tp %d does not divide model.n_head %d (each rank gets whole "
+                          "heads)",
+                          tp, c->n_head);
+    return IG_OK;
+}
+
+ig_status dit_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens, ig_err *err) {
+    const int *p = c->patch;
+    if (F < 1 || H < 1 || W < 1 || F % p[0] || H % p[1] || W % p[2])
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%d frames of %dx%d are not cut into whole patches of [%d, %d, %d] "
+                          "(model.patch: frames, rows, columns): %s",
+                          F, H, W, p[0], p[1], p[2],
+                          F % p[0]   ? "the frames are not a multiple of the patch's"
+                          : H % p[1] ? "the rows are not a multiple of the patch's"
+                                     : "the columns are not a multiple of the patch's");
+    int64_t t = (int64_t)(F / p[0]) * (H / p[1]) * (W / p[2]);
+    if (t > (1 << 24))
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%d frames of %dx%d make %lld tokens, too many",
+                          F, H, W, (long long)t);
+    *tokens = (int)t;
+    return IG_OK;
+}
+
+static uint64_t dit_num_params(const ig_model_config *c) {
+    uint64_t C = (uint64_t)c->d_model, L = (uint64_t)c->n_layer, P = (uint64_t)dit_patch_values(c);
+    uint64_t table = c->cond == IG_COND_CLASS     ? (uint64_t)c->num_classes + 1
+                     : c->cond == IG_COND_CAPTION ? (uint64_t)c->vocab_size + 1
+                                                  : 0;
+    uint64_t first = P * C + C + DIT_FREQ * C + C + C * C + C + table * C;
+    uint64_t block = 6 * C * C + 6 * C + 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C;
+    if (c->cond == IG_COND_CAPTION) block += 4 * C * C + 4 * C; /* the cross-attention */
+    uint64_t last = 2 * C * C + 2 * C + P * C + P;
+    return first + L * block + last;
+}
+
+static void dit_describe(const ig_model_config *c, char *buf, size_t cap) {
+    if (c->cond == IG_COND_CLASS)
+        snprintf(buf, cap, "; patch %dx%dx%d, %d classes (dropout %g)", c->patch[0], c->patch[1],
+                 c->patch[2], c->num_classes, c->class_dropout);
+    else if (c->cond == IG_COND_CAPTION)
+        snprintf(buf, cap, "; patch %dx%dx%d, captions of %d tokens (vocabulary %d, dropout %g)",
+                 c->patch[0], c->patch[1], c->patch[2], c->caption_len, c->vocab_size,
+                 c->caption_dropout);
+    else
+        snprintf(buf, cap, "; patch %dx%dx%d, unconditional", c->patch[0], c->patch[1],
+                 c->patch[2]);
+}
+
+static double dit_flops_per_token(const ig_model_config *c, int T) {
+    /* 2 flops per weight of the blocks' linear layers, the patch embedding and the final layer,
+     * and 4 T D per block for attention's scores and weighted sum (every key: not causal); the
+     * adaLN projections and the time MLP act on one row per clip and are left out */
+    double C = c->d_model, L = c->n_layer, P = dit_patch_values(c);
+    double f = 2.0 * (L * 12.0 * C * C + 2.0 * P * C) + L * 4.0 * (double)T * C;
+    /* captions: q_linear and proj per token, and the scores and weighted sum over the caption
+     * (kv_linear acts on the caption's tokens, once per clip: left out) */
+    if (c->cond == IG_COND_CAPTION) f += L * (2.0 * 2.0 * C * C + 4.0 * c->caption_len * C);
+    return f;
+}
+
+/* ---- the tensor table --------------------------------------------------------------------------
+ */
+
+/* Xavier-uniform's bound for a [out, in] weight: sqrt(6 / (in + out)). */
+static float xavier(int64_t out, int64_t in) {
+    return (float)sqrt(6.0 / (double)(in + out));
+}
+
+static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out,
+                          size_t cap) {
+    ig_spec_list tb = {out, 0, cap};
+    int64_t C = c->d_model, P = dit_patch_values(c);
+    const ig_place L = IG_PLACE_LAYER, FI = IG_PLACE_FIRST, LA = IG_PLACE_LAST;
+    /* replicated, and with sequence parallelism their gradients are partial sums over the rows */
+    const ig_tensor_spec rep = {.ndim = 2, .split_dim = -1, .decay = 1, .sp_partial = 1};
+    if (p->first) {
+        ig_tensor_spec w = rep, b = rep;
+        w.place = b.place = FI;
+        b.ndim = 1, b.decay = 0, b.init = IG_INIT_ZERO;
+        w.shape[0] = C, w.shape[1] = P, w.init = IG_INIT_UNIFORM, w.std = xavier(C, P);
+        ig_spec_add(&tb, "x_embedder.proj.weight", 0, &w);
+        b.shape[0] = C;
+        ig_spec_add(&tb, "x_embedder.proj.bias", 0, &b);
+        w.shape[1] = DIT_FREQ, w.init = IG_INIT_NORMAL, w.std = 0.02f;
+        ig_spec_add(&tb, "t_embedder.mlp.0.weight", 0, &w);
+        ig_spec_add(&tb, "t_embedder.mlp.0.bias", 0, &b);
+        w.shape[1] = C;
+        ig_spec_add(&tb, "t_embedder.mlp.2.weight", 0, &w);
+        ig_spec_add(&tb, "t_embedder.mlp.2.bias", 0, &b);
+        if (c->cond == IG_COND_CLASS || c->cond == IG_COND_CAPTION) { /* a null row last */
+            w.shape[0] = (c->cond == IG_COND_CLASS ? c->num_classes : c->vocab_size) + 1;
+            w.shape[1] = C;
+            /* the captions' gradient is summed over the tensor-parallel ranks by the pass (it
+             * comes through column-parallel layers), the labels' is partial under sp */
+            w.sp_partial = c->cond == IG_COND_CLASS;
+            ig_spec_add(&tb, "y_embedder.embedding_table.weight", 0, &w);
+        }
+    }
+    ig_tensor_spec ada = rep, ada_b = rep;
+    ada.place = ada_b.place = L;
+    ada.shape[0] = 6 * C, ada.shape[1] = C, ada.init = IG_INIT_ZERO;
+    ada_b.ndim = 1, ada_b.shape[0] = 6 * C, ada_b.decay = 0, ada_b.init = IG_INIT_ZERO;
+    const ig_tensor_spec qkv_w = {.ndim = 2,
+                                  .shape = {3 * C, C},
+                                  .place = L,
+                                  .split_dim = 0,
+                                  .n_blocks = 3,
+                                  .block = {C, C, C},
+                                  .decay = 1,
+                                  .init = IG_INIT_UNIFORM,
+                                  .std = xavier(3 * C, C)};
+    const ig_tensor_spec qkv_b = {.ndim = 1,
+                                  .shape = {3 * C},
+                                  .place = L,
+                                  .split_dim = 0,
+                                  .n_blocks = 3,
+                                  .block = {C, C, C},
+                                  .init = IG_INIT_ZERO};
+    const ig_tensor_spec proj_w = {.ndim = 2,
+                                   .shape = {C, C},
+                                   .place = L,
+                                   .split_dim = 1,
+                                   .decay = 1,
+                                   .init = IG_INIT_UNIFORM,
+                                   .std = xavier(C, C)};
+    /* a row-parallel layer's bias: whole, its gradient taken from the gathered rows */
+    const ig_tensor_spec out_b = {
+        .ndim = 1, .shape = {C}, .place = L, .split_dim = -1, .init = IG_INIT_ZERO};
+    const ig_tensor_spec fc1_w = {.ndim = 2,
+                                  .shape = {4 * C, C},
+                                  .place = L,
+                                  .split_dim = 0,
+                                  .decay = 1,
+                                  .init = IG_INIT_UNIFORM,
+                                  .std = xavier(4 * C, C)};
+    const ig_tensor_spec fc1_b = {
+        .ndim = 1, .shape = {4 * C}, .place = L, .split_dim = 0, .init = IG_INIT_ZERO};
+    const ig_tensor_spec fc2_w = {.ndim = 2,
+                                  .shape = {C, 4 * C},
+                                  .place = L,
+                                  .split_dim = 1,
+                                  .decay = 1,
+                                  .init = IG_INIT_UNIFORM,
+                                  .std = xavier(C, 4 * C)};
+    for (int l = p->l0; l < p->l1; l++) {
+        ig_spec_add(&tb, "blocks.%d.adaLN_modulation.1.weight", l, &ada);
+        ig_spec_add(&tb, "blocks.%d.adaLN_modulation.1.bias", l, &ada_b);
+        ig_spec_add(&tb, "blocks.%d.attn.qkv.weight", l, &qkv_w);
+        ig_spec_add(&tb, "blocks.%d.attn.qkv.bias", l, &qkv_b);
+        ig_spec_add(&tb, "blocks.%d.attn.proj.weight", l, &proj_w);
+        ig_spec_add(&tb, "blocks.%d.attn.proj.bias", l, &out_b);
+        ig_spec_add(&tb, "blocks.%d.mlp.fc1.weight", l, &fc1_w);
+        ig_spec_add(&tb, "blocks.%d.mlp.fc1.bias", l, &fc1_b);
+        ig_spec_add(&tb, "blocks.%d.mlp.fc2.weight", l, &fc2_w);
+        ig_spec_add(&tb, "blocks.%d.mlp.fc2.bias", l, &out_b);
+        if (c->cond != IG_COND_CAPTION) continue;
+        /* the cross-attention: q and kv column-parallel (kv in its k and v blocks), proj
+         * row-parallel */
+        ig_tensor_spec q_w = proj_w, kv_w = qkv_w, kv_b = qkv_b, q_b = fc1_b, xp_w = proj_w;
+        q_w.split_dim = 0, q_w.std = xavier(C, C);
+        q_b.shape[0] = C;
+        kv_w.shape[0] = kv_b.shape[0] = 2 * C, kv_w.n_blocks = kv_b.n_blocks = 2;
+        kv_w.std = xavier(2 * C, C);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.q_linear.weight", l, &q_w);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.q_linear.bias", l, &q_b);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.kv_linear.weight", l, &kv_w);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.kv_linear.bias", l, &kv_b);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.proj.weight", l, &xp_w);
+        ig_spec_add(&tb, "blocks.%d.cross_attn.proj.bias", l, &out_b);
+    }
+    if (p->last) {
+        ig_tensor_spec w = ada, b = ada_b;
+        w.place = b.place = LA;
+        w.shape[0] = b.shape[0] = 2 * C;
+        ig_spec_add(&tb, "final_layer.adaLN_modulation.1.weight", 0, &w);
+        ig_spec_add(&tb, "final_layer.adaLN_modulation.1.bias", 0, &b);
+        w.shape[0] = b.shape[0] = P;
+        ig_spec_add(&tb, "final_layer.linear.weight", 0, &w);
+        ig_spec_add(&tb, "final_layer.linear.bias", 0, &b);
+    }
+    return tb.n;
+}
+
+/* ---- activations -------------------------------------------------------------------------------
+ */
+
+static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit_state *x,
+                   ig_act_sizes *out) {
+    uint64_t Bc = (uint64_t)B, N = Bc * (uint64_t)T, tp = (uint64_t)p->tp;
+    uint64_t u = (uint64_t)(p->usp > 1 ? p->usp : 1), ul = (uint64_t)(u > 1);
+    /* rows held (the norms, residuals, the final layer) and rows of the tensor-parallel layers:
+     * Megatron's sp holds N / tp and gathers N; Ulysses holds and computes N / usp */
+    uint64_t Nl = p->sp ? N / tp : N / u, Ng = p->sp ? N : Nl;
+    uint64_t C = (uint64_t)c->d_model, Cl = C / tp;
+    uint64_t sp = (uint64_t)(p->sp != 0), P = (uint64_t)dit_patch_values(c);
+    uint64_t Tk = (uint64_t)(c->cond == IG_COND_CAPTION ? c->caption_len : 0), BK = Bc * Tk;
+    uint64_t NHl = (uint64_t)c->n_head / tp;
+    uint64_t a = 0, f = 0;
+    if (p->first) {
+        x->patches = a, a += Nl * P;
+        x->pos = a, a += Nl * C;
+        x->freq = a, a += Bc * DIT_FREQ;
+        x->th = a, a += Bc * C;
+        x->tsilu = a, a += Bc * C;
+        x->yemb = a, a += Bc * C;
+    }
+    x->encoded = a, a += Nl * C;
+    x->cond = a, a += Bc * C;
+    x->dcond = a, a += Bc * C;
+    x->silu_c = a, a += Bc * C;
+    x->ycap = a, a += BK * C;
+    x->dycap = a, a += BK * C;
+    x->cappos = a, a += Tk * C;
+    for (int l = p->l0; l < p->l1; l++) {
+        dit_layer_acts tmp, *y = x->layer ? &x->layer[l - p->l0] : &tmp;
+        y->mod = a, a += Bc * 6 * C;
+        y->h1 = a, a += Nl * C;
+        y->h1_full = a, a += sp * N * C;
+        y->mean1 = f, f += Nl;
+        y->rstd1 = f, f += Nl;
+        y->qkv = a, a += Ng * 3 * Cl; /* Ulysses: [N, 3 Cl / usp], every row's own heads */
+        y->atty = a, a += Ng * Cl;
+        y->atty_h = a, a += ul * Ng * Cl; /* Ulysses: [N, Cl / usp] */
+        y->lse = f, f += N * ((uint64_t)c->n_head / (tp * u));
+        y->attproj = a, a += Nl * C;
+        y->res2 = a, a += Nl * C;
+        y->res2_full = a, a += (Tk ? sp * N : 0) * C;
+        y->cq = a, a += (Tk ? Ng : 0) * Cl;
+        y->ckv = a, a += BK * 2 * Cl;
+        y->catt = a, a += (Tk ? Ng : 0) * Cl;
+        y->clse = f, f += (Tk ? Ng : 0) * NHl;
+        y->cproj = a, a += (Tk ? Nl : 0) * C;
+        y->res2b = a, a += (Tk ? Nl : 0) * C;
+        y->h2 = a, a += Nl * C;
+        y->h2_full = a, a += sp * N * C;
+        y->mean2 = f, f += Nl;
+        y->rstd2 = f, f += Nl;
+        y->fch = a, a += Ng * 4 * Cl;
+        y->fch_gelu = a, a += Ng * 4 * Cl;
+        y->fcproj = a, a += Nl * C;
+        y->res3 = a, a += Nl * C;
+    }
+    if (p->last) {
+        x->modf = a, a += Bc * 2 * C;
+        x->hf = a, a += Nl * C;
+        x->meanf = f, f += Nl;
+        x->rstdf = f, f += Nl;
+        x->pred = a, a += Nl * P;
+        x->target = a, a += Nl * P;
+    }
+    out->act = a;
+    out->f32 = f;
+    out->i32 = Bc + BK; /* the labels (captions: their lengths), then the caption tokens */
+    out->io_f32 = Nl;   /* each row's sum of squared errors */
+    uint64_t tpx = (uint64_t)(p->tp > 1);
+    a = f = 0;
+    x->dres = a, a += Nl * C;
+    x->dres_full = a, a += sp * N * C;
+    x->dln = a, a += Nl * C;
+    x->dpartial = a, a += tpx * Ng * C; /* a column-parallel layer's input gradient, unreduced */
+    x->partial = a, a += sp * N * C;    /* a row-parallel layer's output, unreduced (sp) */
+    x->dx = a, a += Nl * C;             /* a gated branch's output gradient */
+    x->datty = a, a += Ng * Cl;
+    x->dqkv = a, a += Ng * 3 * Cl;
+    x->dfcg = a, a += Ng * 4 * Cl;
+    x->dfch = a, a += Ng * 4 * Cl;
+    x->rows3 = a, a += ul * Ng * 3 * Cl; /* Ulysses: [Nl, 3 Cl] a row-sharded q|k|v (or its grad) */
+    x->pack = a, a += ul * Ng * 3 * Cl;  /* Ulysses: the all-to-alls' packed blocks */
+    x->datty_h = a, a += ul * Ng * Cl;
+    x->dmod = a, a += Bc * 6 * C;
+    x->dsilu = a, a += Bc * C;
+    x->dtmp = a, a += Bc * C;
+    x->dcq = a, a += (Tk ? Ng : 0) * Cl;
+    x->dckv = a, a += BK * 2 * Cl;
+    x->dcatt = a, a += (Tk ? Ng : 0) * Cl;
+    x->dyl = a, a += BK * C;
+    x->dytmp = a, a += BK * C;
+    out->scratch_act = a;
+    out->scratch_f32 = f;
+}
+
+static void dit_plan(const ig_model_config *c, const ig_part *p, int B, int T, ig_act_sizes *out) {
+    dit_state x = {0};
+    layout(c, p, B, T, &x, out);
+}
+
+static void dit_destroy(ig_model *m) {
+    dit_state *x = dit_of(m);
+    if (!x) return;
+    ig_free(m->ctx, x->layer);
+    ig_free(m->ctx, x->h_patches);
+    ig_free(m->ctx, x->h_target);
+    ig_free(m->ctx, x->h_pos);
+    ig_free(m->ctx, x->h_freq);
+    ig_free(m->ctx, x->h_noise);
+    ig_free(m->ctx, x->h_labels);
+    ig_free(m->ctx, x->h_cappos);
+    ig_free(m->ctx, x->h_t);
+    ig_free(m->ctx, x->h_row);
+    ig_free(m->ctx, x);
+    m->fs = NULL;
+}
+
+static ig_status dit_create(ig_model *m, ig_err *err) {
+    const ig_part *p = &m->part;
+    const ig_model_config *c = &m->cfg;
+    dit_state *x = ig_calloc(m->ctx, 1, sizeof *x);
+    if (!x) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    m->fs = x;
+    uint64_t N = (uint64_t)m->B * (uint64_t)m->T, C = (uint64_t)c->d_model;
+    uint64_t P = (uint64_t)dit_patch_values(c);
+    x->layer = ig_calloc(m->ctx, (size_t)(p->l1 - p->l0), sizeof *x->layer);
+    x->h_patches = ig_alloc(m->ctx, N * P * sizeof(float));
+    x->h_target = ig_alloc(m->ctx, N * P * sizeof(float));
+    x->h_noise = ig_alloc(m->ctx, N * P * sizeof(float));
+    x->h_pos = ig_alloc(m->ctx, N * C * sizeof(float));
+    x->h_freq = ig_alloc(m->ctx, (size_t)m->B * DIT_FREQ * sizeof(float));
+    x->Tk = c->cond == IG_COND_CAPTION ? c->caption_len : 0;
+    x->per_layer = x->Tk ? DIT_PER_LAYER_CAPTION : DIT_PER_LAYER;
+    size_t Tk = (size_t)x->Tk;
+    x->h_labels = ig_alloc(m->ctx, (size_t)m->B * (1 + Tk) * sizeof(int32_t));
+    x->h_cappos = ig_alloc(m->ctx, (Tk ? Tk : 1) * C * sizeof(float));
+    x->h_t = ig_alloc(m->ctx, (size_t)m->B * sizeof(float));
+    x->h_row = ig_alloc(m->ctx, C * sizeof(double));
+    if (!x->layer || !x->h_patches || !x->h_target || !x->h_noise || !x->h_pos || !x->h_freq ||
+        !x->h_labels || !x->h_cappos || !x->h_t || !x->h_row) {
+        dit_destroy(m);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    if (x->Tk) dit_caption_positions(c, x->h_row, x->h_cappos);
+    ig_act_sizes sizes;
+    layout(c, p, m->B, m->T, x, &sizes);
+    x->N = (int)N;
+    x->Nl = p->sp ? x->N / p->tp : x->N / (p->usp > 1 ? p->usp : 1);
+    x->Cl = c->d_model / p->tp;
+    x->P = (int)P;
+    x->t_first0 = x->t_layer0 = x->t_last0 = -1;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        ig_place pl = m->tensors[i].place;
+        if (x->t_first0 < 0 && pl == IG_PLACE_FIRST) x->t_first0 = (int)i;
+        if (x->t_layer0 < 0 && pl == IG_PLACE_LAYER) x->t_layer0 = (int)i;
+        if (x->t_last0 < 0 && pl == IG_PLACE_LAST) x->t_last0 = (int)i;
+    }
+    return IG_OK;
+}
+
+/* ---- checkpoint manifests and config.json --------------------------------------------------- */
+
+static json_t *patch_json(const ig_model_config *c) {
+    return json_pack("[i,i,i]", c->patch[0], c->patch[1], c->patch[2]);
+}
+
+static ig_status read_patch(json_t *o, const char *file, const char *key, ig_model_config *c,
+                            ig_err *err) {
+    json_t *a = json_object_get(o, key);
+    if (!json_is_array(a) || json_array_size(a) != 3)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" must be [frames, rows, columns]", file,
+                          key);
+    for (int k = 0; k < 3; k++) {
+        json_t *v = json_array_get(a, (size_t)k);
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 64)
+            return ig_err_set(err, IG_ERR_FORMAT, "%s: \"%s\" holds a value outside [1, 64]", file,
+                              key);
+        c->patch[k] = (int)json_integer_value(v);
+    }
+    c->patch_list = NULL;
+    c->n_patch_list = 0;
+    return IG_OK;
+}
+
+static ig_status read_cond(json_t *o, const char *file, ig_model_config *c, ig_err *err) {
+    json_t *v = json_object_get(o, "cond");
+    if (!v || json_is_null(v)) {
+        c->cond = c->num_classes > 0 ? IG_COND_CLASS : IG_COND_NONE;
+        return IG_OK;
+    }
+    const char *s = json_string_value(v);
+    for (int k = 0; s && k < 2; k++)
+        if (!strcmp(s, conds[k])) {
+            c->cond = k;
+            return IG_OK;
+        }
+    if (s && !strcmp(s, conds[IG_COND_CAPTION])) {
+        c->cond = IG_COND_CAPTION;
+        return IG_OK;
+    }
+    return ig_err_set(err, IG_ERR_FORMAT, "%s: \"cond\" must be \"none\", \"class\" or \"caption\"",
+                      file);
+}
+
+static ig_status dit_to_json(const ig_model_config *c, json_t *model, ig_err *err) {
+    (void)err;
+    json_object_set_new(model, "patch", patch_json(c));
+    json_object_set_new(model, "cond", json_string(conds[c->cond]));
+    json_object_set_new(model, "num_classes", json_integer(c->num_classes));
+    json_object_set_new(model, "class_dropout", json_real(c->class_dropout));
+    json_object_set_new(model, "caption_len", json_integer(c->caption_len));
+    json_object_set_new(model, "caption_dropout", json_real(c->caption_dropout));
+    json_object_set_new(model, "norm_eps", json_real(c->norm_eps));
+    return IG_OK;
+}
+
+static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *file, ig_err *err) {
+    int64_t nc = 0;
+    ig_status st = read_patch(model, file, "patch", c, err);
+    if (st == IG_OK)
+        st = ig_hf_get_int(model, file, "num_classes", NULL, 0, 1 << 24, 1, 0, &nc, err);
+    c->num_classes = (int)nc;
+    if (st == IG_OK) st = read_cond(model, file, c, err);
+    if (st == IG_OK)
+        st = ig_hf_get_float(model, file, "class_dropout", 1, 0, &c->class_dropout, err);
+    int64_t tk = 0;
+    if (st == IG_OK) st = ig_hf_get_int(model, file, "caption_len", NULL, 0, 4096, 0, 0, &tk, err);
+    c->caption_len = (int)tk;
+    if (st == IG_OK)
+        st = ig_hf_get_float(model, file, "caption_dropout", 0, 0, &c->caption_dropout, err);
+    if (st == IG_OK) st = ig_hf_get_float(model, file, "norm_eps", 1, 0, &c->norm_eps, err);
+    return st;
+}
+
+/* ingot's DiT config.json (model_type "ingot-dit"): DiT's constructor arguments */
+static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
+                               ig_err *err) {
+    int64_t v[3] = {0}, in = 3, nc = 0;
+    static const char *const keys[] = {"depth", "num_heads", "hidden_size"};
+    ig_status st = IG_OK;
+    for (int i = 0; i < 3 && st == IG_OK; i++)
+        st = ig_hf_get_int(o, file, keys[i], NULL, 1, 1 << 20, 1, 0, &v[i], err);
+    if (st == IG_OK) st = ig_hf_get_int(o, file, "in_channels", NULL, 3, 3, 0, 3, &in, err);
+    if (st == IG_OK) st = ig_hf_get_int(o, file, "num_classes", NULL, 0, 1 << 24, 0, 0, &nc, err);
+    if (st == IG_OK) st = read_patch(o, file, "patch_size", out, err);
+    out->num_classes = (int)nc;
+    if (st == IG_OK) st = read_cond(o, file, out, err);
+    if (st == IG_OK)
+        st = ig_hf_get_float(o, file, "class_dropout_prob", 0, 0.1, &out->class_dropout, err);
+    int64_t tk = 0, vocab = 0;
+    int caption = st == IG_OK && out->cond == IG_COND_CAPTION;
+    if (caption) st = ig_hf_get_int(o, file, "caption_len", NULL, 1, 4096, 1, 0, &tk, err);
+    if (caption && st == IG_OK)
+        st = ig_hf_get_int(o, file, "vocab_size", NULL, 1, 1 << 30, 1, 0, &vocab, err);
+    if (caption && st == IG_OK)
+        st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &out->caption_dropout, err);
+    out->caption_len = (int)tk, out->vocab_size = (int)vocab;
+    if (st == IG_OK) st = ig_hf_get_float(o, file, "norm_eps", 0, 1e-6, &out->norm_eps, err);
+    double ratio = 4;
+    int sigma = 0;
+    if (st == IG_OK) st = ig_hf_get_float(o, file, "mlp_ratio", 0, 4, &ratio, err);
+    if (st == IG_OK) st = ig_hf_get_bool(o, file, "learn_sigma", 0, &sigma, err);
+    if (st != IG_OK) return st;
+    if (ratio != 4 || sigma)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: %s: ingot's DiT cannot compute that model",
+                          file, sigma ? "learn_sigma true" : "mlp_ratio other than 4");
+    out->n_layer = (int)v[0], out->n_head = (int)v[1], out->d_model = (int)v[2];
+    *eod = -1;
+    return IG_OK;
+}
+
+static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
+    (void)eod;
+    json_t *o = json_pack("{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}",
+                          "model_type", "ingot-dit", "architectures", "DiT", "hidden_size",
+                          c->d_model, "depth", c->n_layer, "num_heads", c->n_head, "mlp_ratio", 4.0,
+                          "patch_size", patch_json(c), "in_channels", 3, "cond", conds[c->cond],
+                          "num_classes", c->num_classes, "class_dropout_prob", c->class_dropout,
+                          "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
+    if (o && c->cond == IG_COND_CAPTION) {
+        json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
+        json_object_set_new(o, "caption_len", json_integer(c->caption_len));
+        json_object_set_new(o, "caption_dropout_prob", json_real(c->caption_dropout));
+    }
+    return o;
+}
+
+/* the patch embedding is a convolution there: [D, 3, pt, ph, pw] */
+static size_t dit_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, ig_hf_piece *out,
+                            size_t cap) {
+    if (cap < 1) return 1;
+    memset(&out[0], 0, sizeof out[0]);
+    snprintf(out[0].name, sizeof out[0].name, "%s", t->name);
+    out[0].rows = t->shape[0];
+    if (!strcmp(t->name, "x_embedder.proj.weight")) {
+        out[0].ndim = 5;
+        out[0].shape[0] = c->d_model, out[0].shape[1] = 3;
+        for (int k = 0; k < 3; k++) out[0].shape[2 + k] = c->patch[k];
+    }
+    return 1;
+}
+
+/* ---- the family ------------------------------------------------------------------------------ */
+
+static const ig_op dit_ops[] = {
+    IG_OP_MATMUL_FORWARD,
+    IG_OP_MATMUL_BACKWARD,
+    IG_OP_GELU_BIAS_FORWARD,
+    IG_OP_GELU_BIAS_BACKWARD,
+    IG_OP_ATTENTION_FORWARD,
+    IG_OP_ATTENTION_BACKWARD,
+    IG_OP_ENCODER_FORWARD,
+    IG_OP_ENCODER_BACKWARD,
+    IG_OP_LAYERNORM_MODULATE_FORWARD,
+    IG_OP_LAYERNORM_MODULATE_BACKWARD,
+    IG_OP_GATE_RESIDUAL_FORWARD,
+    IG_OP_GATE_RESIDUAL_BACKWARD,
+    IG_OP_SILU_FORWARD,
+    IG_OP_SILU_BACKWARD,
+    IG_OP_MSE,
+    IG_OP_ADD,
+    IG_OP_CROSS_ATTENTION_FORWARD,
+    IG_OP_CROSS_ATTENTION_BACKWARD,
+};
+
+const ig_family ig_family_dit = {
+    .arch = "dit",
+    .id = IG_ARCH_DIT,
+    .what = "DiT: a video diffusion transformer (3-D patches, adaLN-Zero, rectified flow)",
+    .input = IG_INPUT_CLIPS,
+    .any_length = 1,
+    .ulysses = 1,
+    .ema_default = 0.9999,
+    .keys = dit_keys,
+    .n_keys = sizeof dit_keys / sizeof dit_keys[0],
+    .ops = dit_ops,
+    .n_ops = sizeof dit_ops / sizeof dit_ops[0],
+    .check = dit_check,
+    .check_layout = dit_check_layout,
+    .num_params = dit_num_params,
+    .describe = dit_describe,
+    .flops_per_token = dit_flops_per_token,
+    .tensors = dit_tensors,
+    .plan = dit_plan,
+    .create = dit_create,
+    .destroy = dit_destroy,
+    .stage_batch = dit_stage_batch,
+    .forward = dit_forward,
+    .backward = dit_backward,
+    .loss = dit_loss,
+    .stage_io = dit_stage_io,
+    .clip_tokens = dit_clip_tokens,
+    .output = dit_output,
+    .to_json = dit_to_json,
+    .from_json = dit_from_json,
+    .hf_model_type = "ingot-dit",
+    .hf_config = dit_hf_config,
+    .hf_write_config = dit_hf_write_config,
+    .hf_pieces = dit_hf_pieces,
+    .hf_ignored = NULL,
+    .hf_from_tensors = NULL,
+    .gen_open = NULL,
+    .gen_feed = NULL,
+    .gen_close = NULL,
+};

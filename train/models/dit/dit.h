@@ -1,0 +1,143 @@
+/* dit.h - private to train/models/dit/: the DiT family's state shared by its model file (dit.c:
+ * the shape, the table, the memory plan, the Hugging Face files), its pass file (dit_pass.c:
+ * forward and backward) and its input file (dit_input.c: a micro-batch of clips staged as
+ * patches, positions, times and targets, and the prediction put back in place).
+ */
+#ifndef INGOT_DIT_H
+#define INGOT_DIT_H
+
+#include "../../family.h"
+
+/* The tensors of the first stage, in the table's order (the embedding table of the labels or the
+ * caption tokens only with cond class or caption). */
+enum { DIT_X_W, DIT_X_B, DIT_T0_W, DIT_T0_B, DIT_T2_W, DIT_T2_B, DIT_Y, DIT_PER_FIRST };
+
+/* The tensors of a block, in the table's order. */
+enum {
+    DIT_ADA_W, /* adaLN_modulation.1 [6D, D]: shift, scale, gate of attention, then of the MLP */
+    DIT_ADA_B,
+    DIT_QKV_W, /* attn.qkv [3D, D], column-parallel in its q, k, v blocks */
+    DIT_QKV_B,
+    DIT_PROJ_W, /* attn.proj [D, D], row-parallel */
+    DIT_PROJ_B,
+    DIT_FC1_W, /* mlp.fc1 [4D, D], column-parallel */
+    DIT_FC1_B,
+    DIT_FC2_W, /* mlp.fc2 [D, 4D], row-parallel */
+    DIT_FC2_B,
+    DIT_PER_LAYER,
+    /* with cond caption, the cross-attention to the caption (PixArt-alpha's) after these */
+    DIT_XQ_W = DIT_PER_LAYER, /* cross_attn.q_linear [D, D], column-parallel */
+    DIT_XQ_B,
+    DIT_XKV_W, /* cross_attn.kv_linear [2D, D], column-parallel in its k, v blocks */
+    DIT_XKV_B,
+    DIT_XPROJ_W, /* cross_attn.proj [D, D], row-parallel */
+    DIT_XPROJ_B,
+    DIT_PER_LAYER_CAPTION
+};
+
+/* The tensors of the last stage. */
+enum { DIT_F_ADA_W, DIT_F_ADA_B, DIT_F_W, DIT_F_B, DIT_PER_LAST };
+
+/* Where a block's six modulation vectors are in its [B, 6D] rows (DiT's chunk order). */
+enum { MOD_SHIFT_MSA, MOD_SCALE_MSA, MOD_GATE_MSA, MOD_SHIFT_MLP, MOD_SCALE_MLP, MOD_GATE_MLP };
+
+#define DIT_FREQ 256 /* the timestep embedding's frequencies (cos | sin) */
+
+/* Offsets (in elements) of one block's activations within a slot. N = B * T rows; Nl the rows a
+ * rank holds: N / tp with Megatron's sequence parallelism, N / usp with Ulysses', else N; Ng the
+ * rows of the tensor-parallel layers (N with Megatron's sp, else Nl); C = d_model, Cl = C / tp. */
+typedef struct dit_layer_acts {
+    uint64_t mod;                       /* [B, 6C] the modulation */
+    uint64_t h1, h1_full, mean1, rstd1; /* [Nl, C], [N, C] sp, fp32 [Nl] x2: LN(x)(1+scale)+shift */
+    uint64_t qkv;                       /* [Ng, 3Cl]; Ulysses: [N, 3Cl / usp] */
+    uint64_t atty;                      /* [Ng, Cl] */
+    uint64_t atty_h;                    /* Ulysses: [N, Cl / usp], attention's output */
+    uint64_t lse;                       /* fp32 [B, NH / tp, T] */
+    uint64_t attproj;                   /* [Nl, C] */
+    uint64_t res2;                      /* [Nl, C] x + gate_msa attproj */
+    uint64_t res2_full;                 /* captions with sp: [N, C], the gathered q input */
+    /* cond caption: res2b = res2 + proj(CrossAttn(q_linear(res2), kv_linear(y))) */
+    uint64_t cq, ckv, catt, clse; /* [Ng, Cl], [B Tk, 2Cl], [Ng, Cl], fp32 [Ng, NH / tp] */
+    uint64_t cproj, res2b;        /* [Nl, C] x2 */
+    uint64_t h2, h2_full, mean2, rstd2;
+    uint64_t fch, fch_gelu; /* [N, 4Cl] before and after gelu(+ bias) */
+    uint64_t fcproj;        /* [Nl, C] */
+    uint64_t res3;          /* [Nl, C] res2 + gate_mlp fcproj: the block's output */
+} dit_layer_acts;
+
+typedef struct dit_state {
+    int N, Nl, Cl, P;                /* P = 3 pt ph pw: a patch's values */
+    int Tk, per_layer;               /* caption tokens (0 without captions); tensors of a block */
+    int t_first0, t_layer0, t_last0; /* table indices; -1 when not held */
+    /* per slot */
+    uint64_t patches;          /* [Nl, P] the first stage's input rows (x_t cut in patches) */
+    uint64_t pos;              /* [Nl, C] their sin-cos positions */
+    uint64_t freq;             /* [B, 256] the times' frequencies */
+    uint64_t th, tsilu, yemb;  /* [B, C]: the time MLP's hidden before and after SiLU; labels' */
+    uint64_t encoded;          /* [Nl, C] the stage's input tokens */
+    uint64_t cond;             /* [B, C] c = t_emb + y_emb: the stage's input conditioning */
+    uint64_t silu_c;           /* [B, C] SiLU(c), the adaLN projections' input */
+    dit_layer_acts *layer;     /* [l1 - l0] */
+    uint64_t modf;             /* [B, 2C] the final layer's shift and scale */
+    uint64_t hf, meanf, rstdf; /* [Nl, C], fp32 [Nl] x2 */
+    uint64_t pred;             /* [Nl, P] the velocity (then its gradient) */
+    uint64_t target;           /* [Nl, P] eps - x0 */
+    uint64_t dcond;            /* [B, C] the gradient of cond (received from the next stage) */
+    /* cond caption: the caption's embeddings y [B Tk, C] (the first stage makes them; they
+     * travel with the tokens), their gradient (received), and the fixed positions [Tk, C] */
+    uint64_t ycap, dycap, cappos;
+    /* scratch shared by the slots */
+    uint64_t dres, dres_full, dln, dpartial, partial, dx, datty, dqkv, dfcg, dfch, dmod, dsilu;
+    uint64_t dtmp, rows3, pack, datty_h;
+    uint64_t dcq, dckv, dcatt, dyl, dytmp; /* cond caption */
+    /* host staging: [Nl or N, P] patches and targets, [N, C] positions, [B, 256] frequencies */
+    float *h_patches, *h_target, *h_pos, *h_freq, *h_noise;
+    float *h_t;              /* [B] the times */
+    double *h_row;           /* [C] a position's row, in double */
+    int32_t *h_labels;       /* [B] labels; with captions [B] lengths, then [B, Tk] token ids */
+    float *h_cappos;         /* [Tk, C] the caption's positions */
+    int pos_F, pos_H, pos_W; /* the shape h_pos holds (computed once per shape) */
+    /* per slot (at most 64: the schedule's bound): the loss scale, whether there is a target
+     * (not a prediction of a given x_t), the clips' frames, rows and columns */
+    float grad_scale[64];
+    int has_target[64];
+    int shape[64][3];
+} dit_state;
+
+static inline dit_state *dit_of(const ig_model *m) {
+    return (dit_state *)m->fs;
+}
+/* The index of tensor `which` of block l (a global layer index). */
+static inline size_t dit_lt(const ig_model *m, int l, int which) {
+    const dit_state *x = dit_of(m);
+    return (size_t)x->t_layer0 + (size_t)(l - m->part.l0) * (size_t)x->per_layer + (size_t)which;
+}
+/* The first stage's tensor `which` (DIT_Y: only with cond class or caption). */
+static inline size_t dit_ft(const ig_model *m, int which) {
+    return (size_t)dit_of(m)->t_first0 + (size_t)which;
+}
+static inline size_t dit_lastt(const ig_model *m, int which) {
+    return (size_t)dit_of(m)->t_last0 + (size_t)which;
+}
+static inline int dit_patch_values(const ig_model_config *c) {
+    return 3 * c->patch[0] * c->patch[1] * c->patch[2];
+}
+
+/* dit_pass.c */
+ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err);
+ig_status dit_backward(ig_model *m, int slot, ig_err *err);
+void dit_stage_io(ig_model *m, int slot, ig_stage_io *io);
+ig_status dit_loss(ig_model *m, int slot, double *loss, ig_err *err);
+
+/* dit_input.c */
+ig_status dit_stage_batch(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
+                          uint64_t *counted, ig_err *err);
+ig_status dit_output(ig_model *m, int slot, float *out, ig_err *err);
+/* the caption's fixed positions [caption_len, C]: sincos(C, j), as the frames' (row: [C] scratch)
+ */
+void dit_caption_positions(const ig_model_config *c, double *row, float *out);
+
+/* dit.c */
+ig_status dit_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens, ig_err *err);
+
+#endif
