@@ -4,6 +4,7 @@
 #   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan and
 #                    the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/
+#   make quickstart-video  the video path: clip shards of data/video/, a video DiT, sampled videos
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)
@@ -19,7 +20,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan test-tsan quickstart bench bench-cuda bench-train fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train fuzz clean format
 
 all: build
 
@@ -51,6 +52,9 @@ test-tsan:
 
 quickstart: build
 	@bash tools/quickstart.sh $(BUILD)
+
+quickstart-video: build
+	@bash tools/quickstart_video.sh $(BUILD)
 
 bench: build
 	@bash tools/bench/run.sh $(BUILD)

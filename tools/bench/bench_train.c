@@ -1,7 +1,10 @@
 /* bench_train.c - the trainer's step on the CPU backend for a model family: GPT-2 small (12
  * layers, 12 heads, 768 wide, 1024 positions, vocabulary 50257 padded to 50304), or with --arch
  * llama a Llama of the same width and depth (12 query heads over 4 key/value heads, a SwiGLU MLP of
- * 2048, an untied output layer), trained on micro-batches of random valid tokens, with every
+ * 2048, an untied output layer), trained on micro-batches of random valid tokens; or with --arch
+ * dit a video DiT with DiT-S/2's blocks (12 of width 384, 6 heads; patch 1x2x2, 1000 classes)
+ * trained on micro-batches of random clips (--shape BxFxHxW; rectified flow, drawn noise and
+ * times, label dropout), as tools/bench/train_peer_dit.py trains PyTorch's; with every
  * figure a ratio against a reference measured in the same run (DESIGN 7):
  *   - the step (zero gradients, forward + backward, gradient norm, AdamW with clipping, the
  *     hyperparameters of configs/gpt2-small.yaml at a constant learning rate): median time of
@@ -20,8 +23,8 @@
  * the parent measures the GEMM peaks when the child asks, between its steps, so that the peak's
  * buffers are not in the child's memory.
  *
- *   bench_train [threads=2] [--arch gpt2|llama] [--shape BxT]... [--steps 5] [--warmup 2]
- *               [--replays 3] [--no-breakdown] [--no-scaling]
+ *   bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | BxFxHxW]... [--steps 5]
+ *               [--warmup 2] [--replays 3] [--no-breakdown] [--no-scaling]
  *
  * Ends with one machine-readable line "train_summary k=v ..." (tools/bench/run.sh reads it to print
  * the ratios to PyTorch's and llm.c's steps).
@@ -55,7 +58,15 @@ typedef struct bench_opts {
     int threads, warmup, steps, replays, breakdown, scaling;
     int arch; /* ig_model_arch */
     int n_shapes, B[MAX_SHAPES], T[MAX_SHAPES];
+    int F[MAX_SHAPES], H[MAX_SHAPES], W[MAX_SHAPES]; /* dit: the clips (T: their tokens) */
 } bench_opts;
+
+/* A micro-batch: B x T tokens (a language model) or clips (a diffusion model). */
+typedef struct batch {
+    const int32_t *tokens;
+    ig_clip_input *clips;
+    int B, T;
+} batch;
 
 /* What a child sends back for the summary line. */
 typedef struct shape_result {
@@ -300,8 +311,8 @@ static double memcpy_gbs(ig_ctx *ctx) {
 
 /* One training step as the trainer does it (one micro-batch per step); the seconds of its phases
  * (zero grads, forward + backward, grad norm, AdamW) go to phase[4]. */
-static double train_step(ig_model *m, ig_optimizer *opt, const int32_t *tokens, int B, int T,
-                         int step, double *loss, double phase[4]) {
+static double train_step(ig_model *m, ig_optimizer *opt, const batch *bt, int step, double *loss,
+                         double phase[4]) {
     ig_err err = {0};
     uint64_t counted = 0;
     double norm = 0, t[5];
@@ -309,8 +320,15 @@ static double train_step(ig_model *m, ig_optimizer *opt, const int32_t *tokens, 
     t[0] = ig_now();
     if (ig_model_zero_grads(m, &err) != IG_OK) die("zero grads", &err);
     t[1] = ig_now();
-    if (ig_model_forward_backward(m, tokens, B, T, &bo, 1.0f, loss, &counted, &err) != IG_OK)
-        die("forward+backward", &err);
+    ig_status st;
+    if (bt->clips) {
+        bt->clips->key = (uint64_t)step; /* the noise, times and label dropout of this step */
+        st = ig_model_clips_loss(m, bt->clips, 1.0f, loss, &err);
+    } else {
+        st =
+            ig_model_forward_backward(m, bt->tokens, bt->B, bt->T, &bo, 1.0f, loss, &counted, &err);
+    }
+    if (st != IG_OK) die("forward+backward", &err);
     t[2] = ig_now();
     if (ig_model_grad_norm(m, &norm, &err) != IG_OK) die("grad norm", &err);
     t[3] = ig_now();
@@ -345,12 +363,23 @@ static ig_model_config bench_shape(int arch) {
                          .seq_len = 1024,
                          .vocab_size = 50257};
     if (arch == IG_ARCH_LLAMA) c.n_kv_heads = 4, c.ffn_hidden = 2048;
+    if (arch == IG_ARCH_DIT) /* DiT-S/2's blocks, a 1 x 2 x 2 patch, ImageNet's classes */
+        c = (ig_model_config){.arch = arch,
+                              .n_layer = 12,
+                              .n_head = 6,
+                              .d_model = 384,
+                              .seq_len = 1,
+                              .patch = {1, 2, 2},
+                              .cond = IG_COND_CLASS,
+                              .num_classes = 1000,
+                              .class_dropout = 0.1};
     return c;
 }
 
 static void make_model(ig_ctx *ctx, ig_backend *be, int arch, int B, int T, ig_model **m,
                        ig_optimizer **opt) {
     ig_model_config c = bench_shape(arch);
+    if (arch == IG_ARCH_DIT) c.seq_len = T;
     ig_err err = {0};
     if (ig_model_create(m, ctx, be, &c, B, T, 1234, &err) != IG_OK ||
         ig_optimizer_create(opt, ctx, *m, &err) != IG_OK)
@@ -358,15 +387,15 @@ static void make_model(ig_ctx *ctx, ig_backend *be, int arch, int B, int T, ig_m
 }
 
 /* Median per operation of `reps` traced steps of m (step numbers from `step`). */
-static void traced_steps(ig_model *m, ig_optimizer *opt, const int32_t *tokens, int B, int T,
-                         int step, int reps, trace *out) {
+static void traced_steps(ig_model *m, ig_optimizer *opt, const batch *bt, int step, int reps,
+                         trace *out) {
     double sec[IG_OP_COUNT][16];
     ig_backend *be = ig_model_backend(m);
     for (int i = 0; i < reps; i++) {
         trace t = {0};
         double loss, ph[4];
         ig_backend_set_trace(be, on_kernel, &t);
-        train_step(m, opt, tokens, B, T, step + i, &loss, ph);
+        train_step(m, opt, bt, step + i, &loss, ph);
         ig_backend_set_trace(be, NULL, NULL);
         for (int k = 0; k < IG_OP_COUNT; k++) sec[k][i] = t.seconds[k];
         if (i == 0) memcpy(out->calls, t.calls, sizeof t.calls);
@@ -374,14 +403,15 @@ static void traced_steps(ig_model *m, ig_optimizer *opt, const int32_t *tokens, 
     for (int k = 0; k < IG_OP_COUNT; k++) out->seconds[k] = median(sec[k], reps);
 }
 
-static void run_breakdown(ig_model *m, ig_optimizer *opt, const int32_t *tokens, int B, int T,
-                          const bench_opts *o, const peak_link *pl, double step_s, double bw) {
+static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const bench_opts *o,
+                          const peak_link *pl, double step_s, double bw) {
+    int B = bt->B, T = bt->T;
     int reps = o->replays < 1 ? 1 : o->replays > 16 ? 16 : o->replays;
     const ig_model_config *c = ig_model_shape(m);
     trace tr, t1 = {0};
     double loss, ph[4];
-    train_step(m, opt, tokens, B, T, 100, &loss, ph); /* warm-up */
-    traced_steps(m, opt, tokens, B, T, 101, reps, &tr);
+    train_step(m, opt, bt, 100, &loss, ph); /* warm-up */
+    traced_steps(m, opt, bt, 101, reps, &tr);
     double peak = peak_best(peak_now(pl));
     int scaling = o->scaling && o->threads > 1;
     if (scaling) { /* the same step on one thread: a model of its own */
@@ -390,8 +420,8 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const int32_t *tokens,
         ig_model *m1 = NULL;
         ig_optimizer *o1 = NULL;
         make_model(ctx1, be1, o->arch, B, T, &m1, &o1);
-        train_step(m1, o1, tokens, B, T, 1, &loss, ph);
-        traced_steps(m1, o1, tokens, B, T, 2, reps, &t1);
+        train_step(m1, o1, bt, 1, &loss, ph);
+        traced_steps(m1, o1, bt, 2, reps, &t1);
         ig_optimizer_free(o1);
         ig_model_free(m1);
         ig_backend_free(be1);
@@ -410,8 +440,8 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const int32_t *tokens,
     printf("\n  where the time goes: the step traced kernel by kernel (median of %d traced "
            "steps), %d threads%s; GEMM peak (the higher of the two) %.1f GFLOP/s after them\n",
            reps, o->threads, scaling ? "; speed-up over 1 thread" : "", peak);
-    printf("  %-28s %6s %9s %6s %9s %8s %7s\n", "operation", "calls", "ms/step", "share",
-           "GFLOP/s", "of peak", scaling ? "x 1 thr" : "");
+    printf("  %-28s %6s %9s %6s %9s %8s %7s\n", "operation", "calls", "ms/step", "share", "GFLOP/s",
+           "of peak", scaling ? "x 1 thr" : "");
     for (int k = 0; k < IG_OP_COUNT; k++) {
         if (!tr.calls[k]) continue;
         char speed[64] = "", up[32] = "";
@@ -439,7 +469,8 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const int32_t *tokens,
 
 /* ---- one micro-batch shape, in a child process ----------------------------------------------- */
 
-static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, int T) {
+static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_shape) {
+    int B = o->B[i_shape], T = o->T[i_shape];
     shape_result res = {0};
     res.B = B, res.T = T;
     double load0 = loadavg();
@@ -451,13 +482,32 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     make_model(ctx, be, o->arch, B, T, &m, &opt);
     double create_s = ig_now() - t0, rss_built = peak_rss_mib(), rss_built_now = rss_now_mib();
     const ig_model_config *mc = ig_model_shape(m);
-    int32_t *tokens = malloc((size_t)B * (size_t)(T + 1) * sizeof *tokens);
-    if (!tokens) die("out of memory", NULL);
+    int dit = o->arch == IG_ARCH_DIT;
+    size_t per = dit ? (size_t)o->F[i_shape] * o->H[i_shape] * o->W[i_shape] * 3 : 0;
+    size_t n_in = dit ? (size_t)B * per : (size_t)B * (size_t)(T + 1);
+    int32_t *tokens = malloc(n_in * sizeof *tokens);
+    uint8_t *frames = malloc(n_in);
+    uint32_t labels[MAX_SHAPES * 64];
+    if (!tokens || !frames || B > MAX_SHAPES * 64) die("out of memory", NULL);
     uint64_t s = 0x1234567ull;
-    for (int i = 0; i < B * (T + 1); i++) {
+    for (size_t i = 0; i < n_in; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tokens[i] = (int32_t)((s >> 33) % (uint64_t)mc->vocab_size);
+        if (dit)
+            frames[i] = (uint8_t)(s >> 56);
+        else
+            tokens[i] = (int32_t)((s >> 33) % (uint64_t)mc->vocab_size);
     }
+    for (int b = 0; b < B; b++) labels[b] = (uint32_t)((b * 7919) % 1000);
+    ig_clip_input clips = {.frames = frames,
+                           .B = B,
+                           .F = o->F[i_shape],
+                           .H = o->H[i_shape],
+                           .W = o->W[i_shape],
+                           .labels = labels,
+                           .drop_labels = 1,
+                           .seed = 1,
+                           .shift = 1};
+    batch bt = {dit ? NULL : tokens, dit ? &clips : NULL, B, T};
 
     /* warm-up steps, then timed ones, each followed by the GEMM peak (measured by the parent) */
     int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
@@ -468,7 +518,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     int have_lib = 1;
     for (int i = 0; i < o->warmup + n; i++) {
         double ts = ig_now(), ph[4];
-        norm = train_step(m, opt, tokens, B, T, i + 1, &loss, ph);
+        norm = train_step(m, opt, &bt, i + 1, &loss, ph);
         double dt = ig_now() - ts;
         if (i == 0) first_loss = loss;
         if (i < o->warmup) continue;
@@ -492,8 +542,14 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
     printf("\n== %s, B=%d T=%d (%d tokens per step), %d thread%s, load %.1f -> %.1f\n",
            ig_model_describe(mc, shape, sizeof shape), B, T, B * T, o->threads,
            o->threads > 1 ? "s" : "", load0, load1);
-    printf("  %.1fM parameters (vocabulary padded to %d); model built in %.1f s\n",
-           (double)ig_model_num_params(mc) / 1e6, mc->padded_vocab, create_s);
+    if (dit)
+        printf("  %.1fM parameters; clips of %d frames of %dx%d, %d tokens each; model built in "
+               "%.1f s\n",
+               (double)ig_model_num_params(mc) / 1e6, o->F[i_shape], o->H[i_shape], o->W[i_shape],
+               T, create_s);
+    else
+        printf("  %.1fM parameters (vocabulary padded to %d); model built in %.1f s\n",
+               (double)ig_model_num_params(mc) / 1e6, mc->padded_vocab, create_s);
     printf("  step (zero grads, forward+backward, grad norm, clip, AdamW): median %.3f s of %d "
            "(min %.3f, max %.3f) after %d warm-up; loss %.3f -> %.3f, grad norm %.3f\n",
            step_s, n, sorted[0], sorted[n - 1], o->warmup, first_loss, loss, norm);
@@ -521,10 +577,11 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
            rss, rss_built, rss_built_now, rss_end_now, mb);
     fflush(stdout);
 
-    if (o->breakdown) run_breakdown(m, opt, tokens, B, T, o, pl, step_s, memcpy_gbs(ctx));
+    if (o->breakdown) run_breakdown(m, opt, &bt, o, pl, step_s, memcpy_gbs(ctx));
     ig_optimizer_free(opt);
     ig_model_free(m);
     free(tokens);
+    free(frames);
     ig_backend_free(be);
     ig_ctx_free(ctx);
 
@@ -538,7 +595,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int B, i
 
 /* Runs one shape in a child process, serving its requests for the GEMM peak, and returns what it
  * sent back (ok = 0 when it failed). */
-static shape_result run_shape_child(const bench_opts *o, int B, int T) {
+static shape_result run_shape_child(const bench_opts *o, int i_shape) {
     shape_result res = {0};
     int req[2], rep[2];
     fflush(stdout), fflush(stderr);
@@ -548,7 +605,7 @@ static shape_result run_shape_child(const bench_opts *o, int B, int T) {
     if (pid == 0) {
         close(req[0]), close(rep[1]);
         peak_link pl = {req[1], rep[0]};
-        shape_result r = run_shape(o, &pl, B, T);
+        shape_result r = run_shape(o, &pl, i_shape);
         fflush(stdout);
         char c = 'r';
         _exit(write_full(pl.req, &c, 1) == 0 && write_full(pl.req, &r, sizeof r) == 0 ? 0 : 1);
@@ -563,8 +620,9 @@ static shape_result run_shape_child(const bench_opts *o, int B, int T) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_train [threads=2] [--arch gpt2|llama] [--shape BxT]... "
-                    "[--steps 5] [--warmup 2] [--replays 3] [--no-breakdown] [--no-scaling]\n");
+    fprintf(stderr, "usage: bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | "
+                    "BxFxHxW]... [--steps 5] [--warmup 2] [--replays 3] [--no-breakdown] "
+                    "[--no-scaling]\n");
     exit(2);
 }
 
@@ -590,7 +648,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-scaling"))
             o.scaling = 0;
         else if (!strcmp(a, "--shape") && i + 1 < argc && o.n_shapes < MAX_SHAPES) {
-            if (sscanf(argv[++i], "%dx%d", &o.B[o.n_shapes], &o.T[o.n_shapes]) != 2) usage();
+            int k = o.n_shapes,
+                got = sscanf(argv[++i], "%dx%dx%dx%d", &o.B[k], &o.T[k], &o.H[k], &o.W[k]);
+            if (got == 4) /* clips: BxFxHxW */
+                o.F[k] = o.T[k], o.T[k] = 0;
+            else if (got != 2)
+                usage();
             o.n_shapes++;
         } else if (a[0] >= '0' && a[0] <= '9')
             o.threads = atoi(a);
@@ -598,19 +661,33 @@ int main(int argc, char **argv) {
             usage();
     }
     if (o.threads < 1 || o.warmup < 0) usage();
-    if (o.n_shapes == 0) {
+    int dit = o.arch == IG_ARCH_DIT;
+    if (o.n_shapes == 0 && dit) { /* 2 clips of 8 x 16 x 16 (512 tokens), 1 of 8 x 32 x 32 */
+        o.B[0] = 2, o.F[0] = 8, o.H[0] = 16, o.W[0] = 16;
+        o.B[1] = 1, o.F[1] = 8, o.H[1] = 32, o.W[1] = 32;
+        o.n_shapes = 2;
+    } else if (o.n_shapes == 0) {
         o.B[0] = 4, o.T[0] = 64, o.B[1] = 4, o.T[1] = 256;
         o.n_shapes = 2;
     }
-    for (int i = 0; i < o.n_shapes; i++)
-        if (o.B[i] < 1 || o.T[i] < 1 || o.T[i] > 1024) usage();
+    for (int i = 0; i < o.n_shapes; i++) {
+        if (dit) {
+            ig_model_config c = bench_shape(o.arch);
+            ig_err err = {0};
+            if (o.F[i] < 1 || ig_model_clip_tokens(&c, o.F[i], o.H[i], o.W[i], &o.T[i], &err))
+                usage();
+        }
+        if (o.B[i] < 1 || o.T[i] < 1 || (!dit && o.T[i] > 1024)) usage();
+    }
 
     printf("%s training steps on the CPU backend, %d thread%s; each shape in a process of its "
            "own\n",
-           o.arch == IG_ARCH_LLAMA ? "A Llama of GPT-2 small's size" : "GPT-2 small", o.threads,
-           o.threads > 1 ? "s" : "");
+           o.arch == IG_ARCH_LLAMA ? "A Llama of GPT-2 small's size"
+           : dit                   ? "A video DiT with DiT-S/2's blocks"
+                                   : "GPT-2 small",
+           o.threads, o.threads > 1 ? "s" : "");
     shape_result r[MAX_SHAPES];
-    for (int i = 0; i < o.n_shapes; i++) r[i] = run_shape_child(&o, o.B[i], o.T[i]);
+    for (int i = 0; i < o.n_shapes; i++) r[i] = run_shape_child(&o, i);
 
     printf("\ntrain_summary arch=%s threads=%d", ig_model_archs[o.arch], o.threads);
     int failed = 0;
@@ -622,7 +699,10 @@ int main(int argc, char **argv) {
         }
         const char *k = "";
         char key[32];
-        snprintf(key, sizeof key, "%dx%d", r[i].B, r[i].T);
+        if (dit)
+            snprintf(key, sizeof key, "%dx%dx%dx%d", r[i].B, o.F[i], o.H[i], o.W[i]);
+        else
+            snprintf(key, sizeof key, "%dx%d", r[i].B, r[i].T);
         k = key;
         printf(" step_s_%s=%.3f tok_s_%s=%.1f model_gflops_%s=%.1f gemm_peak_%s=%.1f mfu_%s=%.3f "
                "onednn_peak_%s=%.1f mfu_strict_%s=%.3f rss_mib_%s=%.0f",

@@ -92,6 +92,30 @@ bench_train() {
     ratio "PyTorch (Llama)" "$l64" 4x64 1.5
     ratio "PyTorch (Llama)" "$l256" 4x256 1.5
   fi
+
+  # the DiT family: DiT-S/2's blocks (12 x 384, 6 heads, patch 1x2x2, 1000 classes) on clips of
+  # 8 frames, against PyTorch's DiT (tools/bench/train_peer_dit.py, the goldens' model) at the same
+  # shapes and threads
+  out=$(mktemp)
+  echo
+  echo "== a video DiT (DiT-S/2's blocks), training step (CPU backend), $th threads"
+  "$B/bench_train" "$th" --arch dit --no-scaling | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  if [ -n "$torch64" ]; then
+    local d16 d32
+    echo
+    echo "== PyTorch: the same DiT, shapes and threads (its GEMMs in OpenBLAS)"
+    d16=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 2 --frames 8 \
+      --size 16x16 | grep '^train_peer_dit')
+    echo "$d16"
+    d32=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 1 --frames 8 \
+      --size 32x32 --steps 3 --warmup 1 | grep '^train_peer_dit')
+    echo "$d32"
+    echo
+    ratio "PyTorch (DiT)" "$d16" 2x8x16x16 1.5
+    ratio "PyTorch (DiT)" "$d32" 1x8x32x32 1.5
+  fi
   return 0
 }
 

@@ -1,0 +1,522 @@
+#!/usr/bin/env bash
+# check.sh - the GPU check of issue 19, run on a lent GPU machine from the repository root:
+#
+#     bash tools/gpu/check.sh            (device tool: carry ["gpu-pack"])
+#
+# It runs what tools/gpu/pack.sh built and carried in gpu-pack/ (programs, the libraries a bare
+# CUDA machine lacks, prepared data), and needs from the machine only bash, coreutils, the NVIDIA
+# driver, the CUDA libraries the pack names (cuBLASLt, NCCL), and python3 with torch and
+# transformers for the peers. No network. Three parts, after a preflight:
+#
+#   0. preflight: the machine (nvidia-smi, glibc, python, torch), the pack's checksums, its
+#      libraries (the device's glibc when it is new enough, else the pack's own loader and glibc),
+#      `ingot --version` (device, driver, CUDA runtime) and the versions of cuBLASLt and NCCL
+#   1. the CUDA tests (ctest -L cuda): test_cuda_kernels (every kernel, DiT's included, and the
+#      EMA against the CPU reference in fp32 and bf16, determinism, out of memory, a tiny GPT's 20
+#      losses against the CPU, checkpoints across devices) and the NCCL communicator (comm_nccl
+#      alone: every operation, all-to-all included; then tests/mpi/nccl.sh when mpirun is there)
+#   2. the trainer end to end: configs/gpt-tiny.yaml 20 steps on the CPU, on cuda in fp32 and in
+#      bf16, the losses compared (1e-4 and 5e-2 relative); the cuda fp32 run's export against
+#      transformers (tools/bench/hf_check.py --impl transformers, rel <= 1e-4); configs/dit-tiny.yaml
+#      20 steps on the CPU and on cuda in fp32 (1e-4)
+#   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths; then PyTorch's
+#      step on the same GPU (tools/bench/train_peer_torch.py, eager, then torch.compile when time
+#      is left) and the ratio of tokens/s
+#
+# Results: every command's output in ${OUT:-gpu-results}/ (part1-*.log, part2-*.log, ...), the
+# runs' metrics.jsonl, and summary.txt: one line per check (PASS, FAIL, SKIP with the reason,
+# INFO for figures), written as each check ends, so a run cut short keeps what it did. A check
+# that cannot run says why and the others still run. Checkpoints and exports stay in a scratch
+# directory (removed at the end), never in the results.
+#
+# Time: every command has its own timeout, and the whole check a budget (GPU_CHECK_BUDGET, 450 s
+# by default): a command gets at most what is left, and one that would start with less than 20 s
+# left is skipped as "out of time". On an H100 it should take 3 to 5 minutes (an estimate: it has
+# not run on a GPU yet).
+#
+# Environment:
+#   OUT                  the results directory (the device tool sets it); else gpu-results/
+#   GPU_CHECK_BUDGET=450 seconds for the whole check
+#   GPU_CHECK_GLIBC=auto auto: the device's glibc when the programs load with it, else the pack's;
+#                        pack: always the pack's loader and glibc; host: never
+#   GPU_CHECK_COMPILE=1  0: no torch.compile peer
+#   GPU_PYTHON           the python3 with torch (and transformers); else the first of python3,
+#                        /usr/bin/python3, python that imports torch
+#   CUDA_BATCH=16        bench_cuda's and the peer's micro-batch (8 if 16 x 1024 does not fit)
+set -uo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$SRC" || exit 2
+P=$SRC/gpu-pack
+R=${OUT:-$SRC/gpu-results}
+mkdir -p "$R" && R=$(cd "$R" && pwd) || exit 2
+BUDGET=${GPU_CHECK_BUDGET:-450}
+START=$(date +%s)
+# scratch (unpacked libraries, wrappers, runs, checkpoints; removed at the end) inside the tree,
+# where the pack's programs run from anyway: a /tmp mounted noexec would stop the libraries
+W=$(mktemp -d "${GPU_CHECK_WORK:-$SRC}/gpu-work.XXXXXX") || exit 2
+CHILD=""
+trap 'rm -rf "$W"' EXIT
+# stopped from outside (the device tool's limit): stop the running command's process group too
+# (timeout makes one), then the EXIT trap removes the scratch
+trap '[ -z "$CHILD" ] || kill -TERM -- "-$CHILD" 2>/dev/null
+echo "stopped by a signal after $(($(date +%s) - START))s: the checks above are all that ran" >>"$SUM"
+exit 143' INT TERM
+mkdir -p "$W/bin" "$W/lib" "$W/runs" "$W/tmp"
+SUM=$R/summary.txt
+PROGRAMS=(ingot test_cuda_kernels bench_cuda comm_nccl)
+
+# ---- helpers ---------------------------------------------------------------------------------
+note() { echo "$*" | tee -a "$R/check.log"; }
+left() { echo $((START + BUDGET - $(date +%s))); }
+# result STATUS NAME DETAIL: one line of summary.txt (PASS, FAIL, SKIP, INFO)
+result() {
+    printf '%-4s  %-22s  %s\n' "$1" "$2" "$3" | tee -a "$SUM" "$R/check.log"
+    echo "$PART $1" >>"$W/parts"
+}
+# run_step NAME TIMEOUT LOG CMD...: CMD with stdout and stderr in LOG, under min(TIMEOUT, what is
+# left of the budget - 10 s); sets RC (124: timed out, 125: not started for lack of time) and SECS
+run_step() {
+    local name=$1 want=$2 log=$3 l t t0
+    shift 3
+    l=$(left)
+    if [ "$l" -lt 20 ]; then
+        echo "skipped: out of time ($BUDGET s budget; GPU_CHECK_BUDGET)" >"$log"
+        note "-- $name: skipped, out of time"
+        RC=125 SECS=0
+        return
+    fi
+    t=$want
+    [ "$t" -le $((l - 10)) ] || t=$((l - 10))
+    note "-- $name (timeout ${t}s): $*"
+    t0=$(date +%s)
+    {
+        echo "\$ $*"
+        echo
+    } >"$log"
+    timeout -k 10 "$t" "$@" >>"$log" 2>&1 </dev/null &
+    CHILD=$!
+    wait "$CHILD"
+    RC=$?
+    CHILD=""
+    SECS=$(($(date +%s) - t0))
+    if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+        RC=124
+        echo "check.sh: timed out after ${t}s" >>"$log"
+    fi
+    note "   exit $RC in ${SECS}s; $(tail -n 1 "$log" | cut -c1-200)"
+}
+# last line of LOG matching a pattern (or its last line), shortened, for a summary detail
+why() { { grep -E "$2" "$1" 2>/dev/null || tail -n 1 "$1"; } | tail -n 1 | cut -c1-240; }
+kv() { grep -o "$1=[^ ]*" <<<"$2" | head -1 | cut -d= -f2; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+{
+    echo "ingot GPU check (tools/gpu/check.sh), $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+    echo "budget ${BUDGET}s; results in $R"
+    echo
+} >"$SUM"
+: >"$R/check.log"
+
+# ---- 0. preflight ----------------------------------------------------------------------------
+PART=0
+note "== 0. preflight"
+# python with torch (and transformers): the peers' interpreter
+PY="" PY_TF=0
+for py in ${GPU_PYTHON:-} python3 /usr/bin/python3 python; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    if timeout 120 "$py" -c "import torch" >/dev/null 2>&1; then
+        PY=$py
+        timeout 120 "$py" -c "import transformers" >/dev/null 2>&1 && PY_TF=1
+        break
+    fi
+done
+PYANY=${PY:-$(command -v python3 || command -v python || echo python3)}
+{
+    echo "== date, kernel, os"
+    date -u
+    uname -a
+    head -4 /etc/os-release 2>/dev/null
+    echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
+    echo "cpus: $(nproc)"
+    free -g 2>/dev/null | head -2
+    echo
+    echo "== nvidia-smi"
+    timeout 30 nvidia-smi 2>&1 || echo "(nvidia-smi: not available)"
+    echo
+    echo "== tools"
+    for t in mpirun xz python3 nvcc; do echo "$t: $(command -v "$t" || echo absent)"; done
+    echo
+    echo "== python: ${PY:-none with torch}"
+    [ -n "$PY" ] && timeout 120 "$PY" -c '
+import torch, sys
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
+      "available", torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+try:
+    import transformers
+    print("transformers", transformers.__version__)
+except Exception as e:
+    print("transformers: not importable:", e)' 2>&1
+} >"$R/machine.txt" 2>&1
+GPUS=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+result INFO machine "$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-?}"), glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2), $(nproc) cpus, ${GPUS:-0} GPU(s): $(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || true)"
+result INFO python "${PY:-no python3 with torch}$([ -n "$PY" ] && echo ", transformers: $([ "$PY_TF" = 1 ] && echo yes || echo no)")"
+
+if [ ! -f "$P/bin/ingot" ]; then
+    result FAIL pack "gpu-pack/bin/ingot is missing: run bash tools/gpu/pack.sh on the build machine and carry [\"gpu-pack\"]"
+    note "nothing else can run without the pack"
+    exit 2
+fi
+cp "$P/MANIFEST.txt" "$R/pack-manifest.txt" 2>/dev/null
+# a carry that lost the executable bits: copies that have them
+PBIN=$P/bin LOADER=$P/lib/glibc/ld-linux-x86-64.so.2
+for f in "$P/bin/"* "$LOADER"; do
+    [ -x "$f" ] && continue
+    note "$f is not executable (the carry lost its mode): running copies from the scratch directory"
+    mkdir -p "$W/pbin"
+    cp "$P/bin/"* "$LOADER" "$W/pbin/" && chmod +x "$W/pbin/"*
+    PBIN=$W/pbin LOADER=$W/pbin/ld-linux-x86-64.so.2
+    break
+done
+if (cd "$P" && sha256sum --quiet -c SHA256SUMS) >"$R/pack-sha256.txt" 2>&1; then
+    result PASS pack "checksums of $(wc -l <"$P/SHA256SUMS") files; $(sed -n 2p "$P/MANIFEST.txt")"
+else
+    result FAIL pack "checksums differ: $(grep 'FAILED' "$R/pack-sha256.txt" | cut -d: -f1 | tr '\n' ' ')(pack-sha256.txt): the carried pack is incomplete or damaged; going on"
+fi
+
+# the compressed libraries (oneDNN), with xz or python3's lzma
+for f in "$P/lib.xz/"*.xz; do
+    [ -e "$f" ] || continue
+    out="$W/lib/$(basename "${f%.xz}")"
+    if command -v xz >/dev/null; then
+        xz -dc "$f" >"$out"
+    else
+        "$PYANY" -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as i, open(sys.argv[2], "wb") as o: shutil.copyfileobj(i, o)' "$f" "$out"
+    fi || result FAIL unpack "$(basename "$f"): neither xz nor $PYANY could unpack it"
+done
+
+# the CUDA libraries the pack does not carry: the loader's cache, the toolkit's directories,
+# PyTorch's nvidia-* wheels
+CUDA_DIRS=""
+cuda_found=() cuda_missing=()
+pydirs=$("$PYANY" -c 'import os
+try:
+    import nvidia
+    for p in nvidia.__path__:
+        for d in sorted(os.listdir(p)):
+            print(os.path.join(p, d, "lib"))
+except Exception:
+    pass' 2>/dev/null)
+while read -r name; do
+    path=$( (ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null) | awk -v n="$name" '$1 == n { print $NF; exit }')
+    if [ -z "$path" ]; then
+        for d in ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda /usr/local/cuda-13* /opt/cuda; do
+            for sub in lib64 lib targets/x86_64-linux/lib; do
+                [ -e "$d/$sub/$name" ] && path="$d/$sub/$name" && break 2
+            done
+        done
+    fi
+    if [ -z "$path" ]; then
+        for d in $(tr ':' ' ' <<<"${LD_LIBRARY_PATH:-}") $pydirs; do
+            [ -e "$d/$name" ] && path="$d/$name" && break
+        done
+    fi
+    [ -n "$path" ] || path=$(timeout 60 find /usr /opt -xdev -name "$name" -print -quit 2>/dev/null)
+    if [ -n "$path" ]; then
+        cuda_found+=("$name=$path")
+        [[ ":$CUDA_DIRS:" == *":$(dirname "$path"):"* ]] || CUDA_DIRS="$CUDA_DIRS:$(dirname "$path")"
+    else
+        cuda_missing+=("$name")
+    fi
+done < <(cat "$P/cuda-libs.txt" 2>/dev/null)
+# their versions, asked of the libraries themselves (ncclGetVersion, cublasLtGetVersion)
+libver() {
+    "$PYANY" -c 'import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+v = getattr(lib, sys.argv[2])
+if sys.argv[2] == "ncclGetVersion":
+    n = ctypes.c_int(0)
+    v(ctypes.byref(n))
+    n = n.value
+else:
+    v.restype = ctypes.c_size_t
+    n = v()
+print(f"{n // 10000}.{n // 100 % 100}.{n % 100}")' "$1" "$2" 2>/dev/null || echo "?"
+}
+described=()
+for f in "${cuda_found[@]}"; do
+    case ${f%%=*} in
+    libnccl.so.*) f="$f (NCCL $(libver "${f#*=}" ncclGetVersion))" ;;
+    libcublasLt.so.*) f="$f (cuBLASLt $(libver "${f#*=}" cublasLtGetVersion))" ;;
+    esac
+    described+=("$f")
+done
+if [ "${#cuda_missing[@]}" = 0 ]; then
+    result PASS cuda-libs "${described[*]}"
+else
+    result FAIL cuda-libs "not found on this machine: ${cuda_missing[*]} (found: ${described[*]:-none})"
+fi
+
+# the programs' library path: the device's glibc when they load with it, else the pack's
+LP="$P/lib:$W/lib$CUDA_DIRS"
+MODE=host
+make_wrappers() {
+    local prog
+    for prog in "${PROGRAMS[@]}"; do
+        if [ "$MODE" = host ]; then
+            printf '#!/bin/sh\nLD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %q "$@"\n' \
+                "$LP" "$PBIN/$prog"
+        else
+            printf '#!/bin/sh\nexec %q --library-path %q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} --argv0 %q %q "$@"\n' \
+                "$LOADER" "$LP" "$prog" "$PBIN/$prog"
+        fi >"$W/bin/$prog"
+        chmod +x "$W/bin/$prog"
+    done
+}
+try_version() {
+    make_wrappers
+    VERSION=$("$W/bin/ingot" --version 2>&1)
+}
+if [ "${GPU_CHECK_GLIBC:-auto}" != pack ]; then
+    if ! try_version && grep -q 'GLIBCXX_\|CXXABI_' <<<"$VERSION"; then
+        note "the device's libstdc++ is too old for the pack ($(grep -o 'GLIBCXX_[0-9.]*\|CXXABI_[0-9.]*' <<<"$VERSION" | head -1)): adding gpu-pack/lib/fallback"
+        LP="$LP:$P/lib/fallback"
+        try_version
+    fi
+fi
+if [ "${GPU_CHECK_GLIBC:-auto}" = pack ] ||
+    { [ "${GPU_CHECK_GLIBC:-auto}" = auto ] && ! "$W/bin/ingot" --version >/dev/null 2>&1 &&
+        grep -q 'GLIBC_[0-9]' <<<"$VERSION"; }; then
+    note "running the programs with the pack's loader and glibc (device: $(getconf GNU_LIBC_VERSION 2>/dev/null))"
+    MODE=pack-glibc
+    LP="$P/lib/glibc:$P/lib:$W/lib:$P/lib/fallback$CUDA_DIRS:/usr/lib/x86_64-linux-gnu:/usr/lib64:/lib64"
+    try_version
+fi
+# a driver older than the CUDA 13 runtime the programs carry: the toolkit's forward-compatibility
+# libcuda (datacenter GPUs such as the H100 may use it), when the machine has one
+if grep -q 'driver version is insufficient' <<<"$VERSION"; then
+    compat=$(ls -d /usr/local/cuda/compat /usr/local/cuda-13*/compat 2>/dev/null | head -1)
+    if [ -n "$compat" ] && [ -e "$compat/libcuda.so.1" ]; then
+        note "the driver is older than CUDA 13: trying the forward-compatibility libcuda in $compat"
+        LP="$compat:$LP"
+        [ "$MODE" = host ] || LP="$P/lib/glibc:$LP"
+        try_version || true
+    fi
+fi
+{
+    echo "mode: $MODE"
+    echo "library path: $LP"
+    for prog in "${PROGRAMS[@]}"; do
+        echo
+        echo "== $prog"
+        if [ "$MODE" = host ]; then
+            LD_LIBRARY_PATH="$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$PBIN/$prog" 2>&1
+        else
+            "$LOADER" --library-path "$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --list "$PBIN/$prog" 2>&1
+        fi
+    done
+} >"$R/ldd.txt"
+missing=$(grep 'not found' "$R/ldd.txt" | awk '{ print $1 }' | sort -u | tr '\n' ' ')
+if "$W/bin/ingot" --version >"$R/version.txt" 2>&1 && [ -z "$missing" ]; then
+    result PASS libraries "mode $MODE; every program's libraries resolve (ldd.txt)"
+else
+    result FAIL libraries "mode $MODE; not found: ${missing:-none}; ingot --version: $(tail -n 1 "$R/version.txt" | cut -c1-200)"
+fi
+result INFO version "$(tr '\n' ' ' <"$R/version.txt" | cut -c1-300)"
+
+# ---- 1. the CUDA tests -----------------------------------------------------------------------
+PART=1
+note "== 1. CUDA tests"
+export IG_SOURCE_DIR=$SRC IG_BUILD_DIR=$W/bin IG_INGOT=$W/bin/ingot TMPDIR=$W/tmp
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 # no network: never wait for the hub
+log=$R/part1-test_cuda_kernels.log
+run_step test_cuda_kernels 240 "$log" "$W/bin/test_cuda_kernels"
+ok=$(grep -c '^\[       OK \]' "$log")
+skipped=$(grep '^\[  SKIPPED \] test_' "$log" | sort -u | wc -l)
+failed=$(grep '^\[  FAILED  \] test_' "$log" | awk '{ print $NF }' | sort -u | tr '\n' ' ')
+case $RC in
+0) result PASS test_cuda_kernels "$ok cases passed in ${SECS}s" ;;
+77) result SKIP test_cuda_kernels "$(why "$log" '^skipped:') ($ok ran without a device, $skipped skipped)" ;;
+125) result SKIP test_cuda_kernels "out of time" ;;
+*) result FAIL test_cuda_kernels "exit $RC in ${SECS}s; $ok passed, failed: ${failed:-see the log} (part1-test_cuda_kernels.log)" ;;
+esac
+
+# the NCCL communicator: comm_nccl alone (one rank: every operation, all-to-all included), then
+# tests/mpi/nccl.sh under mpirun when the machine has one (-np 1, and 2 with two GPUs; with one
+# GPU, mpirun -np 1 gives the same one-rank world, so nothing is lost without mpirun)
+log=$R/part1-nccl.log
+NCCL_DEBUG=VERSION run_step nccl 120 "$log" "$W/bin/comm_nccl"
+case $RC in
+0) result PASS nccl "$(why "$log" 'checks passed') in ${SECS}s; $(grep -o 'NCCL version [^ ]*' "$log" | head -1)" ;;
+77) result SKIP nccl "$(why "$log" '^skipped:')" ;;
+125) result SKIP nccl "out of time" ;;
+*) result FAIL nccl "exit $RC: $(why "$log" 'FAIL|error|rank') (part1-nccl.log)" ;;
+esac
+log=$R/part1-nccl-mpirun.log
+if ! command -v mpirun >/dev/null; then
+    result SKIP nccl-mpirun "mpirun is not on this machine (comm_nccl ran alone above)"
+else
+    run_step nccl-mpirun 120 "$log" bash tests/mpi/nccl.sh
+    case $RC in
+    0) result PASS nccl-mpirun "$(why "$log" 'passed,') in ${SECS}s ($(mpirun --version 2>&1 | head -1))" ;;
+    77) result SKIP nccl-mpirun "$(why "$log" '^skipped:')" ;;
+    125) result SKIP nccl-mpirun "out of time" ;;
+    *) result FAIL nccl-mpirun "exit $RC: $(why "$log" 'FAIL|error') (part1-nccl-mpirun.log; $(mpirun --version 2>&1 | head -1))" ;;
+    esac
+fi
+
+# ---- 2. the trainer end to end ---------------------------------------------------------------
+PART=2
+note "== 2. trainer end to end"
+# train NAME CONFIG DATA --set...: 20 steps into $W/runs/NAME; its metrics.jsonl into the results
+train() {
+    local name=$1 config=$2 data=$3 log=$R/part2-$1.log
+    shift 3
+    run_step "train $name" 150 "$log" "$W/bin/ingot" train "$config" --set "data.path=$data" \
+        --set train.steps=20 --set "train.run_dir=$W/runs/$name" --set log.every=5 --force "$@"
+    [ -f "$W/runs/$name/metrics.jsonl" ] && cp "$W/runs/$name/metrics.jsonl" "$R/$name.metrics.jsonl"
+    case $RC in
+    0) result PASS "train $name" "in ${SECS}s; $(why "$log" '^done:' | sed 's/; checkpoint .*//')" ;;
+    125) result SKIP "train $name" "out of time" ;;
+    *) result FAIL "train $name" "exit $RC: $(why "$log" 'error|no CUDA device')" ;;
+    esac
+    return "$RC"
+}
+# compare NAME REF RUN TOL: the losses step by step
+compare() {
+    local name=$1 ref=$R/$2.metrics.jsonl run=$R/$3.metrics.jsonl log=$R/part2-compare-$1.txt
+    if [ ! -f "$ref" ] || [ ! -f "$run" ]; then
+        result SKIP "losses $name" "no metrics from $([ -f "$ref" ] && echo "$3" || echo "$2") (its run failed or did not run)"
+        return
+    fi
+    "$PYANY" tools/gpu/losses.py "$ref" "$run" --tol "$4" --label "$name" >"$log" 2>&1
+    case $? in
+    0) result PASS "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
+    1) result FAIL "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
+    *) result FAIL "losses $name" "$(tail -n 1 "$log")" ;;
+    esac
+}
+GPT=(configs/gpt-tiny.yaml "$P/data/shakespeare")
+train gpt-cpu "${GPT[@]}" --set train.device=cpu --set train.dtype=fp32
+train gpt-cuda-fp32 "${GPT[@]}" --set train.device=cuda --set train.dtype=fp32
+gpt32=$RC
+train gpt-cuda-bf16 "${GPT[@]}" --set train.device=cuda --set train.dtype=bf16
+compare gpt-fp32 gpt-cpu gpt-cuda-fp32 1e-4
+compare gpt-bf16 gpt-cpu gpt-cuda-bf16 5e-2
+
+# the export of the cuda fp32 run (the CPU run's when that failed, to check the rest of the flow)
+src=gpt-cuda-fp32 label="export of the cuda fp32 run"
+if [ "$gpt32" != 0 ]; then src=gpt-cpu label="export of the CPU run: the cuda fp32 run failed"; fi
+hf=$W/runs/$src-hf
+run_step "export $src" 60 "$R/part2-export.log" "$W/bin/ingot" ckpt export "$W/runs/$src" --output "$hf" --force
+if [ "$RC" = 0 ]; then
+    run_step "eval $src" 60 "$R/part2-eval.log" "$W/bin/ingot" eval "$hf" --data "$P/data/shakespeare" \
+        --seq-len 128 --batches 4
+    if [ -z "$PY" ]; then
+        result SKIP hf_check "no python3 with torch on this machine"
+    else
+        impl=transformers
+        [ "$PY_TF" = 1 ] || impl=torch
+        run_step hf_check 180 "$R/part2-hf_check.log" "$PY" tools/bench/hf_check.py --ingot "$W/bin/ingot" \
+            --model "$hf" --data "$P/data/shakespeare" --seq-len 128 --batches 4 --impl "$impl"
+        line=$(why "$R/part2-hf_check.log" '^hf_check')
+        if [ "$impl" != transformers ]; then
+            result SKIP hf_check "transformers is not importable by $PY; --impl torch instead: exit $RC: $line; $label"
+        elif [ "$RC" = 0 ]; then
+            result PASS hf_check "$line; $label"
+        else
+            result FAIL hf_check "exit $RC: $line; $label"
+        fi
+    fi
+elif [ "$RC" = 125 ]; then
+    result SKIP export "out of time"
+else
+    result FAIL export "exit $RC: $(why "$R/part2-export.log" 'error')"
+fi
+
+DIT=(configs/dit-tiny.yaml "$P/data/clips" --set log.tensorboard=false)
+train dit-cpu "${DIT[@]}" --set train.device=cpu --set train.dtype=fp32
+train dit-cuda-fp32 "${DIT[@]}" --set train.device=cuda --set train.dtype=fp32
+compare dit-fp32 dit-cpu dit-cuda-fp32 1e-4
+
+# ---- 3. bench_cuda and PyTorch's step on the same GPU ----------------------------------------
+PART=3
+note "== 3. bench_cuda"
+B16=${CUDA_BATCH:-16}
+log=$R/part3-bench_cuda.log
+run_step bench_cuda 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
+if [ "$RC" != 0 ] && [ "$RC" != 125 ] && [ "$B16" -gt 8 ] && grep -qi 'memory' "$log"; then
+    mv "$log" "$R/part3-bench_cuda-b$B16.log"
+    B16=8
+    run_step "bench_cuda (micro-batch 8)" 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
+fi
+summary=$(grep '^cuda_summary' "$log" 2>/dev/null)
+ours=""
+if grep -q '^skipped:' "$log"; then
+    result SKIP bench_cuda "$(why "$log" '^skipped:')"
+elif [ "$RC" = 125 ]; then
+    result SKIP bench_cuda "out of time"
+elif [ "$RC" = 0 ] && [ -n "$summary" ]; then
+    ours=$(kv tokens_per_s "$summary")
+    result PASS bench_cuda "micro-batch $B16 x 1024 bf16: $ours tokens/s, MFU $(kv mfu "$summary"), GEMM peak $(kv gemm_tflops "$summary") TFLOP/s, step $(kv step_ms "$summary") ms"
+    result INFO attention "fused fwd/bwd $(kv att_fused_fwd_ms "$summary")/$(kv att_fused_bwd_ms "$summary") ms, gemm $(kv att_gemm_fwd_ms "$summary")/$(kv att_gemm_bwd_ms "$summary") ms (B=$B16 T=1024)"
+else
+    result FAIL bench_cuda "exit $RC: $(why "$log" 'bench_cuda:|error')"
+fi
+
+# peer NAME LOG TIMEOUT ARGS...: PyTorch's step; its line and the ratio. torch.compile failing
+# (no Triton, no C compiler for its launchers) is the peer's problem, not ingot's: a SKIP.
+peer() {
+    local name=$1 log=$2 line theirs bad=FAIL
+    shift 2
+    [ "$name" != torch-compile ] || bad=SKIP
+    run_step "$name" "$1" "$log" "$PY" tools/bench/train_peer_torch.py --device cuda --dtype bf16 \
+        --batch "$B16" --seq 1024 --steps 10 --warmup 3 "${@:2}"
+    line=$(grep '^train_peer_torch' "$log" | tail -n 1)
+    theirs=$(kv tok_s "$line")
+    if [ "$RC" = 125 ]; then
+        result SKIP "$name" "out of time"
+    elif [ -n "$theirs" ]; then
+        result PASS "$name" "$theirs tokens/s (compile=$(kv compile "$line"), fused_adamw=$(kv fused_adamw "$line"), micro-batch $B16 x 1024 bf16)"
+        [ -n "$ours" ] && result INFO "ratio vs $name" "ingot $ours / torch $theirs tokens/s = $(ratio "$ours" "$theirs")x (goal >= 1)"
+    else
+        result "$bad" "$name" "exit $RC: $(why "$log" 'Error|error|skipped')"
+    fi
+}
+if [ -z "$PY" ]; then
+    result SKIP torch-peer "no python3 with torch on this machine"
+elif ! timeout 120 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+    result SKIP torch-peer "$PY's torch sees no CUDA device"
+else
+    peer torch-eager "$R/part3-torch-eager.log" 150
+    if [ "${GPU_CHECK_COMPILE:-1}" = 0 ]; then
+        result SKIP torch-compile "GPU_CHECK_COMPILE=0"
+    elif [ "$(left)" -lt 120 ]; then
+        result SKIP torch-compile "$(left)s left of the budget; torch.compile needs about 2 minutes"
+    else
+        peer torch-compile "$R/part3-torch-compile.log" 300 --compile
+    fi
+fi
+
+# ---- the end ---------------------------------------------------------------------------------
+n() { grep -c "^$1 " "$SUM"; }
+# a part: FAIL when a check failed, PASS when one passed and none failed, else SKIP
+part() {
+    local c f p s
+    c=$(awk -v p="$1" '$1 == p' "$W/parts" 2>/dev/null)
+    f=$(grep -c ' FAIL$' <<<"$c") p=$(grep -c ' PASS$' <<<"$c") s=$(grep -c ' SKIP$' <<<"$c")
+    printf 'part %s %-28s %s (%s passed, %s failed, %s skipped)\n' "$1" "$2" \
+        "$([ "$f" -gt 0 ] && echo FAIL || { [ "$p" -gt 0 ] && echo PASS || echo SKIP; })" "$p" "$f" "$s"
+}
+{
+    echo
+    part 0 "preflight"
+    part 1 "CUDA tests (ctest -L cuda)"
+    part 2 "trainer end to end"
+    part 3 "bench_cuda and PyTorch"
+    echo "overall: $(n PASS) passed, $(n FAIL) failed, $(n SKIP) skipped; $(($(date +%s) - START))s (budget ${BUDGET}s); mode $MODE"
+} | tee -a "$SUM" >>"$R/check.log"
+echo
+cat "$SUM"
+[ "$(n FAIL)" = 0 ]
