@@ -376,6 +376,34 @@ static void test_overfit_one_batch(void **state) {
 
 /* A family refuses a backend that lacks one of its operations, naming it; another family that
  * does not use it is unaffected. */
+/* A configuration binds every family's model.* keys from their defaults: a family's shape clears
+ * the others' fields, so that it compares equal to the same shape read from a checkpoint. */
+static void test_foreign_fields_cleared(void **state) {
+    (void)state;
+    const char *patch[] = {"1", "2", "2"};
+    ig_model_config clean = {.arch = IG_ARCH_GPT2,
+                             .n_layer = 2,
+                             .n_head = 2,
+                             .d_model = 32,
+                             .seq_len = 16,
+                             .vocab_size = 100};
+    ig_model_config bound = clean;
+    bound.patch_list = patch, bound.n_patch_list = 3;
+    bound.num_classes = 7, bound.class_dropout = 0.1;
+    bound.caption_len = 32, bound.caption_dropout = 0.1;
+    bound.rope_theta = 10000, bound.ffn_hidden = 99;
+    ig_err err = {0};
+    assert_int_equal(ig_model_config_check(&clean, &err), IG_OK);
+    assert_int_equal(ig_model_config_check(&bound, &err), IG_OK);
+    assert_memory_equal(&clean, &bound, sizeof clean);
+    /* and a llama keeps its own fields */
+    ig_model_config l = bound;
+    l.arch = IG_ARCH_LLAMA, l.rope_theta = 500000, l.ffn_hidden = 96;
+    assert_int_equal(ig_model_config_check(&l, &err), IG_OK);
+    assert_true(l.rope_theta == 500000 && l.ffn_hidden == 96);
+    assert_true(l.caption_len == 0 && l.class_dropout == 0 && l.patch_list == NULL);
+}
+
 static void test_family_needs_ops(void **state) {
     (void)state;
     ig_ctx *ctx;
@@ -547,6 +575,9 @@ static void test_run_stops_on_nan(void **state) {
     /* eval and sample refuse it: its weights are not finite, named */
     ig_model *opened = NULL;
     assert_int_equal(ig_model_open(&opened, ctx, be, hf, 1, 0, NULL, &err), IG_OK);
+    /* a model opened for eval and sample holds parameters and activations only */
+    assert_int_equal(ig_model_zero_grads(opened, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "a model opened for inference has no gradients"));
     assert_int_equal(ig_model_check_finite(opened, &err), IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "transformer.ln_f.weight holds NaN values"));
     ig_model_free(opened);
@@ -608,6 +639,7 @@ int main(void) {
         cmocka_unit_test(test_overfit_one_batch),
         cmocka_unit_test(test_lr_schedules),
         cmocka_unit_test(test_family_needs_ops),
+        cmocka_unit_test(test_foreign_fields_cleared),
         cmocka_unit_test(test_hf_round_trip),
         cmocka_unit_test(test_run_stops_on_nan),
     };

@@ -152,11 +152,6 @@ struct ig_family {
  * -1), [N] targets (likewise), [N] document ids; its io fp32 [N] per-row losses then [N] their
  * gradients. */
 
-/* A language model's shape has no clip fields (model.patch, cond, num_classes, class_dropout:
- * the keys of a diffusion family, bound for every configuration): cleared, so that two shapes of a
- * family compare equal field by field. */
-void ig_lm_no_clip_fields(ig_model_config *c);
-
 /* Stages tokens [B, T + 1] into slot: ids, targets, document ids, and the gradient of each row's
  * loss (grad_scale / counted rows; 0 for a forward only). *counted: rows counted in the loss. */
 ig_status ig_lm_stage_batch(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,

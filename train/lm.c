@@ -12,15 +12,6 @@
 
 #include <string.h>
 
-void ig_lm_no_clip_fields(ig_model_config *c) {
-    memset(c->patch, 0, sizeof c->patch);
-    c->patch_list = NULL;
-    c->n_patch_list = 0;
-    c->cond = 0;
-    c->num_classes = 0;
-    c->class_dropout = 0;
-}
-
 ig_status ig_lm_stage_batch(ig_model *m, int slot, const ig_stage_input *si, float grad_scale,
                             uint64_t *counted, ig_err *err) {
     const int32_t *tokens = si->tokens;

@@ -15,10 +15,35 @@
 
 /* ---- configuration --------------------------------------------------------------------------- */
 
+/* Whether one of family f's keys binds the model field at offset off of ig_train_config. */
+static int owns(const ig_family *f, size_t off) {
+    for (size_t i = 0; i < f->n_keys; i++)
+        if (f->keys[i].offset == off) return 1;
+    return 0;
+}
+
+/* The fields of the other families' model.* keys cleared: every configuration binds them (from
+ * their defaults), and a family's shape must not carry them, so that two shapes of a family
+ * compare equal field by field (a checkpoint's against a configuration's). */
+static void clear_foreign_fields(ig_model_config *c, const ig_family *mine) {
+    size_t base = offsetof(ig_train_config, model), end = base + sizeof(ig_model_config);
+    for (int a = 0; ig_family_of(a); a++) {
+        const ig_family *f = ig_family_of(a);
+        for (size_t i = 0; f != mine && i < f->n_keys; i++) {
+            const ig_cfg_key *k = &f->keys[i];
+            if (k->offset < base || k->offset >= end || owns(mine, k->offset)) continue;
+            memset((char *)c + (k->offset - base), 0, k->size);
+            if (k->type == IG_CFG_LIST)
+                memset((char *)c + (k->count_offset - base), 0, sizeof(size_t));
+        }
+    }
+}
+
 ig_status ig_model_config_check(ig_model_config *c, ig_err *err) {
     const ig_family *f = ig_family_of(c->arch);
     if (!f)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.arch %d is not a known family", c->arch);
+    clear_foreign_fields(c, f);
     return f->check(c, err);
 }
 

@@ -51,7 +51,6 @@ static ig_status gpt2_check(ig_model_config *c, ig_err *err) {
     c->ffn_hidden = 4 * c->d_model;
     c->rope_theta = 0;
     c->tie_embeddings = 1;
-    ig_lm_no_clip_fields(c);
     /* every tensor's elements must be addressable with 32-bit kernel arguments */
     uint64_t big = (uint64_t)c->padded_vocab * (uint64_t)c->d_model;
     if ((uint64_t)4 * c->d_model * (uint64_t)c->d_model > INT32_MAX || big > (uint64_t)1 << 40)

@@ -84,7 +84,6 @@ static ig_status llama_check(ig_model_config *c, ig_err *err) {
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.rope_theta %g: need 1 <= theta <= 1e12",
                           c->rope_theta);
     c->tie_embeddings = c->tie_embeddings != 0;
-    ig_lm_no_clip_fields(c);
     c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     /* every tensor's elements must be addressable with 32-bit kernel arguments */
     int64_t hs = c->d_model / c->n_head, q = (int64_t)(c->n_head + 2 * c->n_kv_heads) * hs;
