@@ -18,7 +18,7 @@ const ig_command ig_commands[] = {
      ig_cmd_blend},
     {"samples", "print the micro-batches a data-parallel rank would get", ig_usage_samples,
      ig_cmd_samples},
-    {"train", "train a GPT-2 model on token shards", ig_usage_train, ig_cmd_train},
+    {"train", "train a model (GPT-2, Llama, DiT) on token or clip shards", ig_usage_train, ig_cmd_train},
     {"ckpt", "export a checkpoint as a Hugging Face model, or verify it", ig_usage_ckpt,
      ig_cmd_ckpt},
     {"eval", "the mean loss of a model over token shards", ig_usage_eval, ig_cmd_eval},

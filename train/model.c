@@ -281,6 +281,11 @@ static ig_status group_runs(const ig_model *m, int g,
     return IG_OK;
 }
 
+ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err) {
+    (void)m, (void)l, (void)next, (void)err;
+    return IG_OK;
+}
+
 ig_status ig_model_ready(ig_model *m, int group, ig_err *err) {
     return m->ready ? group_runs(m, group, m->ready, m->ready_user, err) : IG_OK;
 }

@@ -43,6 +43,7 @@ typedef struct ig_part {
     int pp; /* stages: a tied tensor is summed between the first and the last */
     uint64_t bucket_elems;
     int inference; /* forward passes only: no gradients are kept */
+    int recompute; /* ig_recompute: what the backward recomputes (the family's plan and passes) */
 } ig_part;
 
 /* How a tensor's initial values are drawn: element i of the global tensor NAME from (seed, NAME,
@@ -192,6 +193,12 @@ static inline float *ig_model_io_f32(const ig_model *m, uint64_t off) {
 static inline int32_t *ig_model_i32(const ig_model *m, uint64_t off) {
     return m->i32 + (uint64_t)m->slot * m->acts.i32 + off;
 }
+
+/* Layer l's parameters are about to be used by a forward or a backward (the families' passes call
+ * it before each layer, in the order they run them; next: the layer they will use after this one,
+ * -1: none). With ZeRO-3 it waits for layer l's all-gather (starting it when it is not under way)
+ * and starts next's, into the other of two windows; otherwise it does nothing. */
+ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err);
 
 /* Tells the listener (ig_model.ready) that the gradients of a group are final in this backward:
  * a layer (its global index), the head (IG_GRADS_HEAD: the last stage's tensors, and a tied

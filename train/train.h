@@ -79,6 +79,17 @@ typedef enum ig_lr_schedule {
 /* Everything a run is: the keys of a training config (the tables of ig_train_key_tables: model,
  * data, train, optim, eval, ckpt, log, parallel), bound into this struct. Strings point into the
  * ig_config they came from. */
+/* Activation recomputation (train.recompute): none keeps every activation of a micro-batch for
+ * its backward; selective recomputes the attention core (keeping the GEMM outputs, Korthikanti et
+ * al.); full keeps only each layer's input and runs the layer's forward again in the backward
+ * (Megatron's full recomputation, OpenDiT's grad_checkpoint). Losses and weights are the same bits
+ * whichever is chosen. */
+typedef enum ig_recompute {
+    IG_RECOMPUTE_NONE = 0,
+    IG_RECOMPUTE_SELECTIVE,
+    IG_RECOMPUTE_FULL
+} ig_recompute;
+
 typedef struct ig_train_config {
     /* model */
     ig_model_config model; /* vocab_size 0: from the shards' manifest */
@@ -95,6 +106,7 @@ typedef struct ig_train_config {
     int dtype;         /* 0: auto (bf16 on cuda, fp32 on cpu), 1: fp32, 2: bf16 */
     int eod_mask_loss; /* no loss where the input token is end-of-document (as Megatron) */
     int doc_attention; /* attention does not cross end-of-document tokens */
+    int recompute;     /* ig_recompute: what the backward recomputes instead of keeping */
     /* optim */
     double lr, min_lr;
     int64_t warmup;

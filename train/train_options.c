@@ -13,6 +13,7 @@
 static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL}; /* = ig_backend_kind */
 static const char *const dtypes[] = {"auto", "fp32", "bf16", NULL};
+static const char *const recomputes[] = {"none", "selective", "full", NULL}; /* ig_recompute */
 static const char *const sp_modes[] = {"megatron", "ulysses", NULL};
 static const char *const plugins[] = {"none", "ddp", "zero1", "zero2", "hybrid", NULL};
 enum { PLUGIN_NONE, PLUGIN_DDP, PLUGIN_ZERO1, PLUGIN_ZERO2, PLUGIN_HYBRID };
@@ -67,6 +68,10 @@ static const ig_cfg_key train_keys[] = {
       "no loss on positions whose input token is end-of-document (Megatron's)"),
     K("train.doc_attention", IG_CFG_BOOL, doc_attention, "false", 0, 0,
       "attention does not cross end-of-document tokens"),
+    KE("train.recompute", recompute, "none", recomputes,
+       "activation recomputation: none; selective (the attention core again in the backward, the "
+       "GEMM outputs kept); full (only each layer's input kept, the layer run again in the "
+       "backward); the same losses and weights, less activation memory for more compute"),
     K("optim.lr", IG_CFG_FLOAT, lr, "6e-4", 0, 10, "peak learning rate"),
     K("optim.min_lr", IG_CFG_FLOAT, min_lr, "6e-5", 0, 10, "the learning rate the decay ends at"),
     K("optim.warmup", IG_CFG_INT, warmup, "0", 0, 1e15, "steps of linear warmup from 0 to lr"),

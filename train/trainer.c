@@ -566,6 +566,7 @@ static ig_status setup_model(run *r, ig_err *err) {
                     .dp_rank = lo->dp_g.rank,
                     .zero = lo->zero,
                     .pp = lo->pp,
+                    .recompute = r->t->recompute,
                     .bucket_elems = r->t->bucket_bytes / as};
     ig_pulse_busy(&r->pulse, 1); /* drawing the initial weights: each rank on its own */
     ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->B, r->T, r->t->seed,

@@ -164,6 +164,7 @@ ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     ig_kernel_silu_forward(be, A(x->silu_c), A(x->cond), (size_t)B * (size_t)C);
     const void *res = A(x->encoded), *h = NULL;
     for (int l = p->l0; l < p->l1; l++) {
+        if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
         const dit_layer_acts *y = &x->layer[l - p->l0];
         void *mod = A(y->mod);
         ig_kernel_matmul_forward(be, mod, A(x->silu_c), P(m, l, DIT_ADA_W), IG_W_OUT_IN,
@@ -293,6 +294,7 @@ ig_status dit_backward(ig_model *m, int slot, ig_err *err) {
         if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
     }
     for (int l = p->l1 - 1; l >= p->l0; l--) {
+        if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
         const dit_layer_acts *y = &x->layer[l - p->l0];
         const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
         void *mod = A(y->mod);

@@ -144,6 +144,7 @@ ig_status gpt2_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     }
     layer_bufs prev = {0}, y;
     for (int l = p->l0; l < p->l1; l++) {
+        if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
         y = slot_bufs(m, &x->layer[l - p->l0]);
         st = layer_forward(m, l, &y, l > p->l0 ? &prev : NULL, A(x->encoded), &ac, B, T, err);
         if (st != IG_OK) return st;
@@ -197,6 +198,7 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
         if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
     }
     for (int l = p->l1 - 1; l >= p->l0; l--) {
+        if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
         const gpt2_layer_acts *y = &x->layer[l - p->l0];
         const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
         /* res3 = res2 + fcproj: dres is the gradient of both */
