@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "family.h"
+#include "optimizer.h"
 
 /* ---- configuration --------------------------------------------------------------------------- */
 
@@ -413,9 +414,22 @@ ig_status ig_model_create(ig_model **out, ig_ctx *ctx, ig_backend *be, const ig_
     return ig_model_create_part(out, ctx, be, cfg, B, T, seed, NULL, err);
 }
 
-ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
-                               const ig_model_config *cfg, int B, int T, uint64_t seed,
-                               const ig_part *part, ig_err *err) {
+/* The bytes of each buffer of a planned part (what create_part allocates). */
+static void part_bytes(const ig_model *m, ig_part_memory *out) {
+    const ig_act_sizes *a = &m->acts;
+    uint64_t S = (uint64_t)m->part.slots, as = m->as;
+    memset(out, 0, sizeof *out);
+    out->params = m->st.n_params * as;
+    out->master = as == sizeof(float) ? 0 : m->st.n_params * sizeof(float);
+    out->grads = m->part.inference ? 0 : m->st.n_grads * as;
+    out->acts_slot = a->act * as + (a->f32 + a->io_f32) * sizeof(float) + a->i32 * sizeof(int32_t);
+    out->acts = S * out->acts_slot + a->scratch_act * as + a->scratch_f32 * sizeof(float);
+}
+
+/* The host side of a part: the checked shape, the tensor table, the store's layout and the
+ * activation plan; no backend memory (m->be is NULL). */
+static ig_status plan_part(ig_model **out, ig_ctx *ctx, const ig_model_config *cfg, int B, int T,
+                           const ig_part *part, size_t as, ig_err *err) {
     *out = NULL;
     ig_model_config c = *cfg;
     ig_status st = ig_model_config_check(&c, err);
@@ -440,24 +454,16 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
                           "fit %d x %d tokens",
                           p.tp, p.tp_rank, p.l0, p.l1, c.n_layer, p.sp, B, T);
     if ((st = fam->check_layout(&c, p.tp, err)) != IG_OK) return st;
-    for (size_t i = 0; i < fam->n_ops; i++)
-        if (!ig_backend_supports(be, fam->ops[i]))
-            return ig_err_set(
-                err, IG_ERR_UNSUPPORTED,
-                "the %s backend has no %s kernel, which %s models need: train them on "
-                "another backend (train.device)",
-                ig_backend_name(be), ig_op_name(fam->ops[i]), fam->arch);
     size_t n_tensors = fam->tensors(&c, &p, NULL, 0);
     ig_model *m = ig_calloc(ctx, 1, sizeof *m);
     if (!m) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     m->ctx = ctx;
-    m->be = be;
     m->fam = fam;
     m->cfg = c;
     m->part = p;
     m->B = B;
     m->T = T;
-    m->as = ig_backend_act_size(be);
+    m->as = as;
     m->tensors = ig_calloc(ctx, n_tensors ? n_tensors : 1, sizeof *m->tensors);
     m->specs = ig_calloc(ctx, n_tensors ? n_tensors : 1, sizeof *m->specs);
     m->slot_B = ig_calloc(ctx, (size_t)p.slots, sizeof *m->slot_B);
@@ -478,37 +484,69 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
         return st;
     }
     fam->plan(&c, &p, B, T, &m->acts);
-    size_t as = m->as;
-    uint64_t S = (uint64_t)p.slots;
+    *out = m;
+    return IG_OK;
+}
+
+ig_status ig_model_estimate(ig_ctx *ctx, const ig_model_config *cfg, int B, int T,
+                            const ig_part *part, size_t act_size, int ema, ig_part_memory *out,
+                            ig_err *err) {
+    memset(out, 0, sizeof *out);
+    if (act_size != 2 && act_size != 4)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%zu bytes per activation: need 2 or 4",
+                          act_size);
+    ig_model *m = NULL;
+    ig_status st = plan_part(&m, ctx, cfg, B, T, part, act_size, err);
+    if (st != IG_OK) return st;
+    part_bytes(m, out);
+    if (!m->part.inference) ig_optim_estimate(m, ema, out);
+    ig_model_free(m);
+    return IG_OK;
+}
+
+ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
+                               const ig_model_config *cfg, int B, int T, uint64_t seed,
+                               const ig_part *part, ig_err *err) {
+    *out = NULL;
+    ig_model *m = NULL;
+    ig_status st = plan_part(&m, ctx, cfg, B, T, part, ig_backend_act_size(be), err);
+    if (st != IG_OK) return st;
+    const ig_family *fam = m->fam;
+    for (size_t i = 0; i < fam->n_ops; i++)
+        if (!ig_backend_supports(be, fam->ops[i])) {
+            st = ig_err_set(err, IG_ERR_UNSUPPORTED,
+                            "the %s backend has no %s kernel, which %s models need: train them on "
+                            "another backend (train.device)",
+                            ig_backend_name(be), ig_op_name(fam->ops[i]), fam->arch);
+            ig_model_free(m);
+            return st;
+        }
+    m->be = be;
+    uint64_t S = (uint64_t)m->part.slots;
     m->h_i32 = ig_alloc(ctx, (size_t)(S * m->acts.i32 * sizeof(int32_t)) + 1);
     m->h_f32 = ig_alloc(ctx, (size_t)(S * m->acts.io_f32 * sizeof(float)) + 1);
     if (!m->h_i32 || !m->h_f32) {
         ig_model_free(m);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
+    ig_part_memory mem;
+    part_bytes(m, &mem);
+    const ig_act_sizes *a = &m->acts;
+    uint64_t f32 = (S * (a->f32 + a->io_f32) + a->scratch_f32) * sizeof(float);
+    uint64_t i32 = S * a->i32 * sizeof(int32_t);
     struct {
         void **p;
         uint64_t bytes;
         const char *what;
     } bufs[] = {
-        {&m->st.params, m->st.n_params * as, "parameters"},
-        {&m->st.grads, m->st.n_grads * as, "gradients"},
-        {&m->act, (S * m->acts.act + m->acts.scratch_act) * as, "activations"},
-        {(void **)&m->f32,
-         (S * (m->acts.f32 + m->acts.io_f32) + m->acts.scratch_f32) * sizeof(float),
-         "normalisation statistics and losses"},
-        {(void **)&m->i32, S * m->acts.i32 * sizeof(int32_t), "token ids"},
+        {(void **)&m->st.master, mem.master, "fp32 master weights"},
+        {&m->st.params, mem.params, "parameters"},
+        {&m->st.grads, mem.grads, "gradients"},
+        {&m->act, mem.acts - f32 - i32, "activations"},
+        {(void **)&m->f32, f32, "normalisation statistics and losses"},
+        {(void **)&m->i32, i32, "token ids"},
     };
-    if (ig_backend_act_type(be) != IG_ACT_F32) /* bf16: AdamW updates fp32 master weights */
-        st = ig_backend_alloc(be, (size_t)(m->st.n_params * sizeof(float)), (void **)&m->st.master,
-                              err);
-    if (st != IG_OK) {
-        ig_err_prefix(err, st, "the model's fp32 master weights (%.1f MB)",
-                      (double)m->st.n_params * 4e-6);
-        ig_model_free(m);
-        return st;
-    }
-    if (p.inference) bufs[1].bytes = 0, m->st.n_grads = 0; /* no gradients */
+    if (m->part.inference) m->st.n_grads = 0; /* no gradients */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (!bufs[i].bytes) continue;
         st = ig_backend_alloc(be, (size_t)bufs[i].bytes, bufs[i].p, err);
@@ -531,7 +569,8 @@ void ig_model_free(ig_model *m) {
     if (!m) return;
     if (m->fs && m->fam) m->fam->destroy(m);
     void *bufs[] = {m->st.params, m->st.grads, m->act, m->st.master, m->f32, m->i32};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_backend_release(m->be, bufs[i]);
+    for (size_t i = 0; m->be && i < sizeof bufs / sizeof bufs[0]; i++)
+        ig_backend_release(m->be, bufs[i]);
     ig_free(m->ctx, m->tensors);
     ig_free(m->ctx, m->specs);
     ig_free(m->ctx, m->st.buckets);

@@ -151,6 +151,25 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
                                const ig_model_config *cfg, int B, int T, uint64_t seed,
                                const ig_part *part, ig_err *err);
 
+/* What a part takes on its backend, in bytes, by what ig_model_create_part and ig_optim_create
+ * allocate for it. */
+typedef struct ig_part_memory {
+    uint64_t params;    /* the parameters (act type) */
+    uint64_t master;    /* fp32 master weights (act type bf16), else 0 */
+    uint64_t grads;     /* the gradients (ZeRO-2: its working slots, and the reduced pieces) */
+    uint64_t optim;     /* the AdamW moments, and the EMA when kept */
+    uint64_t acts;      /* activations: every slot's, the scratch, the fp32 statistics, the ids */
+    uint64_t acts_slot; /* of them, one micro-batch slot's */
+} ig_part_memory;
+
+/* The memory of the part (NULL: the whole model on one process) of cfg for micro-batches of B x T
+ * with act_size bytes per act element (4: fp32; 2: bf16 with fp32 master weights), and an EMA of
+ * the weights when ema: computed from the tensor table and the family's plan, allocating nothing
+ * on a backend (zstd's ZSTD_estimateCCtxSize habit). Errors as ig_model_create_part's. */
+ig_status ig_model_estimate(ig_ctx *ctx, const ig_model_config *cfg, int B, int T,
+                            const ig_part *part, size_t act_size, int ema, ig_part_memory *out,
+                            ig_err *err);
+
 /* Calls fn(user, global, local, n) for each contiguous run of t's part: n elements at element
  * `global` of the whole tensor (row-major in global_shape) are at element `local` of the part. */
 typedef void (*ig_tensor_run_fn)(void *user, uint64_t global, uint64_t local, uint64_t n);

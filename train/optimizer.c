@@ -59,6 +59,24 @@ static int sharded_grads(const ig_optim *o) {
 static ig_status backward_begin(void *user, int last, ig_err *err);
 static ig_status ready_fn(void *user, size_t t0, size_t t1, ig_err *err);
 
+/* ZeRO-2: the elements of the pieces the reductions in flight land in (optimizer.c's regions: the
+ * tied embedding's, then the two working slots'). */
+static void zero2_pieces(const ig_model *m, uint64_t sizes[3]) {
+    uint64_t dp = (uint64_t)m->part.dp, tied = 0;
+    for (size_t b = 0; b < m->st.n_buckets; b++)
+        if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
+    sizes[0] = tied / dp;
+    sizes[1] = sizes[2] = m->st.slot_elems / dp;
+}
+
+void ig_optim_estimate(const ig_model *m, int ema, ig_part_memory *mem) {
+    mem->optim += (uint64_t)(ema ? 3 : 2) * m->st.n_moments * sizeof(float);
+    if (m->st.n_grads == m->st.n_params) return;
+    uint64_t sizes[3];
+    zero2_pieces(m, sizes);
+    mem->grads += (m->st.n_moments + sizes[0] + sizes[1] + sizes[2]) * m->as;
+}
+
 ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *lo, ig_err *err) {
     *out = NULL;
     ig_optim *o = ig_calloc(ctx, 1, sizeof *o);
@@ -92,11 +110,9 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *l
     if (st == IG_OK) st = ig_backend_alloc(m->be, mb, (void **)&o->adam_v, err);
     if (st != IG_OK) ig_err_prefix(err, st, "the AdamW moments (2 x %.1f MB)", (double)mb / 1e6);
     if (st == IG_OK && m->st.n_grads != m->st.n_params) { /* ZeRO-2 (model.c sharded them) */
+        uint64_t sizes[3];
+        zero2_pieces(m, sizes);
         st = ig_backend_alloc(m->be, (size_t)(m->st.n_moments * m->as), &o->gshard, err);
-        uint64_t dp = (uint64_t)lo->dp_g.size, tied = 0;
-        for (size_t b = 0; b < nb; b++)
-            if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
-        uint64_t sizes[3] = {tied / dp, m->st.slot_elems / dp, m->st.slot_elems / dp};
         for (int r = 0; r < 3 && st == IG_OK; r++)
             if (sizes[r])
                 st = ig_backend_alloc(m->be, (size_t)(sizes[r] * m->as), &o->piece[r], err);
@@ -279,13 +295,10 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
 }
 
 uint64_t ig_optim_extra_bytes(const ig_optim *o) {
-    const ig_model *m = o->m;
     if (!o->gshard) return 0;
-    uint64_t pieces = 0, dp = (uint64_t)o->lo->dp_g.size, tied = 0;
-    for (size_t b = 0; b < m->st.n_buckets; b++)
-        if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
-    pieces = tied / dp + 2 * (m->st.slot_elems / dp);
-    return (m->st.n_moments + pieces) * m->as;
+    uint64_t sizes[3];
+    zero2_pieces(o->m, sizes);
+    return (o->m->st.n_moments + sizes[0] + sizes[1] + sizes[2]) * o->m->as;
 }
 
 double ig_optim_wait_seconds(const ig_optim *o) {

@@ -13,6 +13,10 @@ typedef struct ig_optimizer ig_optim;
 /* The optimizer of m under layout lo (borrowed; NULL: one process, a layout of its own). */
 ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *lo, ig_err *err);
 void ig_optim_free(ig_optim *o);
+/* Adds to *mem what ig_optim_create (and ig_optim_ema_enable when ema) allocates for m: the
+ * moments and the EMA (optim), ZeRO-2's reduced pieces and in-flight pieces (grads). m may be a
+ * planned part without backend memory (ig_model_estimate). */
+void ig_optim_estimate(const ig_model *m, int ema, ig_part_memory *mem);
 ig_status ig_optim_begin(ig_optim *o, ig_err *err); /* before a step's backwards */
 const ig_sched_hooks *ig_optim_hooks(ig_optim *o);  /* for ig_sched_run */
 /* every reduction done (after the backwards) */
