@@ -448,7 +448,7 @@ static ig_status plan_part(ig_model **out, ig_ctx *ctx, const ig_model_config *c
     if (p.pp < 1) p.pp = 1;
     if (p.bucket_elems == 0) p.bucket_elems = UINT64_MAX;
     if (p.tp < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp || p.l0 < 0 || p.l1 > c.n_layer ||
-        p.l0 >= p.l1 || (p.sp && (p.tp < 2 || ((int64_t)B * T) % p.tp)) || (p.tp > 1 && !p.tpg))
+        p.l0 >= p.l1 || (p.sp && (p.tp < 2 || ((int64_t)B * T) % p.tp)))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "a model part of tp %d (rank %d), layers [%d, %d) of %d, sp %d does not "
                           "fit %d x %d tokens",
@@ -512,6 +512,12 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
     ig_status st = plan_part(&m, ctx, cfg, B, T, part, ig_backend_act_size(be), err);
     if (st != IG_OK) return st;
     const ig_family *fam = m->fam;
+    if ((m->part.tp > 1 && !m->part.tpg) || (m->part.usp > 1 && !m->part.uspg)) {
+        ig_model_free(m);
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a model part of tp %d, Ulysses sp %d needs its groups", part->tp,
+                          part->usp);
+    }
     for (size_t i = 0; i < fam->n_ops; i++)
         if (!ig_backend_supports(be, fam->ops[i])) {
             st = ig_err_set(err, IG_ERR_UNSUPPORTED,
