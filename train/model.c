@@ -515,8 +515,8 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
     if ((m->part.tp > 1 && !m->part.tpg) || (m->part.usp > 1 && !m->part.uspg)) {
         ig_model_free(m);
         return ig_err_set(err, IG_ERR_INVALID_ARG,
-                          "a model part of tp %d, Ulysses sp %d needs its groups", part->tp,
-                          part->usp);
+                          "a model part of tp %d, Ulysses sp %d needs its groups", m->part.tp,
+                          m->part.usp);
     }
     for (size_t i = 0; i < fam->n_ops; i++)
         if (!ig_backend_supports(be, fam->ops[i])) {
