@@ -516,18 +516,21 @@ static ig_status write_tensors(ig_st_writer *w, const ig_model *m, const char *p
 }
 
 /* The optimizer's full states of this rank's part (n_params each: the AdamW moments, and the EMA
- * when kept), on data-parallel rank 0: with ZeRO every replica's pieces are gathered there and put
- * back at their places in the buckets. Other ranks get NULLs. */
+ * when kept), and with ZeRO-3 its parameters (full[3]), on data-parallel rank 0: with ZeRO every
+ * replica's pieces are gathered there and put back at their places in the buckets. Other ranks
+ * get NULLs. */
 static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layout *lo,
-                               float *full[3], ig_err *err) {
+                               float *full[4], ig_err *err) {
     uint64_t n = m->st.n_params, nm = ig_optim_moment_elems(o);
     int root = lo->dp_g.rank == 0, ns = ig_optim_states(o);
+    int want[4] = {ns > 0, ns > 1, ns > 2, m->st.zero3};
     float *mine = NULL;
-    full[0] = full[1] = full[2] = NULL;
+    full[0] = full[1] = full[2] = full[3] = NULL;
     ig_status st = IG_OK;
     if (root)
-        for (int k = 0; k < ns && st == IG_OK; k++)
-            if (!(full[k] = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL)))
+        for (int k = 0; k < 4 && st == IG_OK; k++)
+            if (want[k] &&
+                !(full[k] = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL)))
                 st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
                                 (double)n * 4e-6);
     if (nm == n) {
@@ -536,8 +539,11 @@ static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_l
     } else {
         if (!(mine = ig_alloc(ctx, (nm ? nm : 1) * sizeof(float))))
             st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        for (int k = 0; k < ns; k++) {
-            if (st == IG_OK) st = ig_optim_read_pieces(o, k, mine, err);
+        for (int k = 0; k < 4; k++) {
+            if (!want[k]) continue;
+            if (st == IG_OK)
+                st = k == 3 ? ig_model_read_pieces(m, mine, err)
+                            : ig_optim_read_pieces(o, k, mine, err);
             void *all = NULL;
             size_t got = 0;
             /* every rank takes part, even after a failure here (the others wait for it) */
@@ -561,7 +567,7 @@ static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_l
         ig_free(ctx, mine);
     }
     if (st != IG_OK)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             ig_free(ctx, full[k]);
             full[k] = NULL;
         }
@@ -579,11 +585,13 @@ static ig_status file_size(const char *dir, file_rec *r, ig_err *err) {
 
 /* Data-parallel rank 0 of each model-parallel rank writes its two files into dir. */
 static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const char *dir,
-                            float *const states[3], file_rec out[2], ig_err *err) {
+                            float *const states[4], file_rec out[2], ig_err *err) {
     uint64_t n = m->st.n_params;
     int r = lo->pp_rank * lo->tp + lo->tp_rank;
-    float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
-    if (!host)
+    /* the parameters: this rank's whole, or (ZeRO-3) gathered with the states */
+    float *host =
+        states[3] ? NULL : ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
+    if (!host && !states[3])
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory for a checkpoint of %.1f MB",
                           (double)n * 4e-6);
     char p[8192];
@@ -593,10 +601,10 @@ static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const
         out[k].tp_rank = lo->tp_rank, out[k].pp_rank = lo->pp_rank;
     }
     ig_st_writer *w = NULL;
-    ig_status st = ig_model_read(m, IG_MODEL_PARAMS, host, err);
+    ig_status st = host ? ig_model_read(m, IG_MODEL_PARAMS, host, err) : IG_OK;
     snprintf(p, sizeof p, "%s/%s", dir, out[0].name);
     if (st == IG_OK) st = ig_st_writer_create(&w, ctx, p, 0, err);
-    if (st == IG_OK) st = write_tensors(w, m, "", host, err);
+    if (st == IG_OK) st = write_tensors(w, m, "", host ? host : states[3], err);
     if (st == IG_OK) st = ig_st_writer_set_metadata(w, "format", "pt", err);
     if (st == IG_OK)
         st = ig_st_writer_commit(w, &out[0].xxh3, err);
@@ -660,7 +668,7 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
     if (lo->world > 1 &&
         (st = ig_comm_bcast(lo->world_g.comm, tmp, sizeof tmp, IG_COMM_U8, 0, err)) != IG_OK)
         return st;
-    float *states[3] = {NULL, NULL, NULL};
+    float *states[4] = {NULL, NULL, NULL, NULL};
     file_rec mine[2];
     memset(mine, 0, sizeof mine);
     int writer = lo->dp_g.rank == 0;
@@ -675,7 +683,7 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
                         (long long)info->step, tmp);
     if (st == IG_OK && fault_at("IG_FAULT_CKPT_SLOW", lo->rank, info->step, &secs)) sleep(secs);
     ig_pulse_busy(lo->pulse, 0);
-    for (int k = 0; k < 3; k++) ig_free(ctx, states[k]);
+    for (int k = 0; k < 4; k++) ig_free(ctx, states[k]);
     st = everyone_ok(lo, st, "writing the checkpoint", err);
     /* the files' records, on rank 0 */
     file_rec *recs = NULL;

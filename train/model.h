@@ -40,6 +40,11 @@ typedef struct ig_part {
      * each padded to a multiple of dp; with zero >= 1 a rank keeps the AdamW moments of its
      * 1/dp piece of each bucket only */
     int dp, dp_rank, zero;
+    /* ZeRO-3 (zero 3, dp > 1): the parameters are sharded over dpg too, each layer all-gathered
+     * before use (ig_model_use_layer); prefetch: the next layer's gather is started while this
+     * one computes */
+    ig_group *dpg;
+    int prefetch;
     int pp; /* stages: a tied tensor is summed between the first and the last */
     uint64_t bucket_elems;
     int inference; /* forward passes only: no gradients are kept */
@@ -78,18 +83,47 @@ typedef struct ig_tensor_spec {
 /* A run of tensors whose gradients are reduced over the data-parallel group together. */
 typedef struct ig_bucket {
     size_t t0, t1;   /* table indices [t0, t1) */
-    uint64_t off, n; /* elements [off, off + n) of the flat buffers; n a multiple of dp */
+    uint64_t off, n; /* elements [off, off + n) of the flat layout; n a multiple of dp */
     uint64_t moff;   /* ZeRO: where this rank's piece (n / dp elements) sits in the moments */
     int tied;        /* a tied tensor, summed between the first and the last stage too */
+    /* ZeRO-3: the layer whose tensors the bucket holds (-1: the first and the last stage's
+     * tensors, kept whole on every rank), and where in the parameter buffer this rank's piece
+     * of it is (elements) */
+    int layer;
+    uint64_t whole; /* where the whole bucket is in the parameter buffer (UINT64_MAX: nowhere) */
+    uint64_t poff;
 } ig_bucket;
 
-/* The parameter store of a part: the flat buffers and where everything is in them. */
+/* The parameter store of a part: the flat buffers and where everything is in them.
+ *
+ * The flat layout (a tensor's offset, a bucket's off) numbers every element of the part, bucket
+ * padding included: n_params elements. Without ZeRO-3 the parameter buffer is that layout. With
+ * ZeRO-3 (FSDP's full sharding) it holds: the buckets of the first and the last stage's tensors
+ * whole (embeddings, head: as FSDP's root unit, which stays gathered through the step) at
+ * [0, resident_elems); then this rank's piece of each layer's bucket (one bucket per layer); then
+ * two windows of win_elems, into which a layer's pieces are all-gathered before its forward and
+ * its backward (ig_model_use_layer), the next layer's while this one computes. The fp32 master
+ * weights are this rank's pieces only (n_moments, at the moments' offsets). The passes reach a
+ * tensor through param_at[t], which points into a window while its layer is gathered there (NULL
+ * when it is not). */
 typedef struct ig_store {
-    uint64_t n_params;  /* elements of params (tensors, bucket padding included) */
-    void *params;       /* [n_params] act type */
-    void *grads;        /* [n_grads] act type */
-    float *master;      /* [n_params] fp32 master weights when the act type is bf16, else NULL */
-    ig_bucket *buckets; /* in the order the backward finishes them */
+    uint64_t n_params; /* elements of the flat layout (tensors, bucket padding included) */
+    void *params;      /* [params_elems] act type */
+    void *grads;       /* [n_grads] act type */
+    float *master; /* fp32 master weights when the act type is bf16 ([master_elems]), else NULL */
+    uint64_t params_elems, master_elems;
+    void **param_at; /* [n_tensors]: where each tensor's parameters are */
+    /* ZeRO-3 */
+    int zero3;
+    uint64_t resident_elems, win_elems;
+    void *win[2];            /* the windows */
+    int win_layer[2];        /* the layer each holds (-1: none) */
+    int last_win;            /* the window of the layer used last (-1: none yet) */
+    ig_comm_req *win_req[2]; /* its all-gather in flight */
+    size_t *layer_bucket;    /* [l1 - l0]: the bucket of each layer */
+    double gather_wait_s;    /* seconds waited for all-gathers (reset by the reader) */
+    uint64_t gathers;        /* all-gathers started */
+    ig_bucket *buckets;      /* in the order the backward finishes them */
     size_t n_buckets;
     uint64_t n_moments; /* elements of the AdamW moments: n_params, or this rank's ZeRO pieces */
     /* Where each tensor's gradient is (elements into grads): its offset, except with ZeRO-2,
@@ -186,7 +220,7 @@ int ig_tensor_stage(const ig_model_tensor *t, const int *stage_layers, int pp);
 
 /* Backend pointers of tensor t's parameters and gradients. */
 static inline void *ig_model_param(const ig_model *m, size_t t) {
-    return (char *)m->st.params + m->tensors[t].offset * m->as;
+    return m->st.param_at[t];
 }
 static inline void *ig_model_grad(const ig_model *m, size_t t) {
     return (char *)m->st.grads + m->st.goff[t] * m->as;
@@ -218,6 +252,12 @@ static inline int32_t *ig_model_i32(const ig_model *m, uint64_t off) {
  * -1: none). With ZeRO-3 it waits for layer l's all-gather (starting it when it is not under way)
  * and starts next's, into the other of two windows; otherwise it does nothing. */
 ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err);
+/* ZeRO-3: the parameters changed (the optimizer's update, a load): the windows are stale. Waits
+ * for gathers in flight. */
+ig_status ig_model_params_changed(ig_model *m, ig_err *err);
+/* This rank's piece of every bucket (ZeRO), in the moments' order (n_moments fp32: the master
+ * weights when there are); for saving a ZeRO-3 part, whose parameters no rank holds whole. */
+ig_status ig_model_read_pieces(ig_model *m, float *out, ig_err *err);
 
 /* Tells the listener (ig_model.ready) that the gradients of a group are final in this backward:
  * a layer (its global index), the head (IG_GRADS_HEAD: the last stage's tensors, and a tied

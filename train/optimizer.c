@@ -312,6 +312,16 @@ static void piece(const ig_optim *o, const ig_bucket *b, uint64_t *lo, uint64_t 
     *hi = *lo + s;
 }
 
+/* Where this rank's piece of bucket b is kept: its parameters (act type) and its fp32 master
+ * weights (NULL: none); flat element plo of the piece is at the pointers. */
+static void *param_piece(const ig_optim *o, const ig_bucket *b) {
+    return at(o->m, o->m->st.params, b->poff);
+}
+static float *master_piece(const ig_optim *o, const ig_bucket *b) {
+    const ig_store *s = &o->m->st;
+    return s->master ? s->master + (s->zero3 ? b->moff : b->poff) : NULL;
+}
+
 /* Where the reduced gradient of flat element e (in bucket b, in this rank's piece) is. */
 static void *reduced_grad(const ig_optim *o, const ig_bucket *b, uint64_t e) {
     ig_model *m = o->m;
@@ -387,8 +397,8 @@ static ig_status ema_update(ig_optim *o, float decay, ig_err *err) {
             const ig_bucket *b = &m->st.buckets[bi];
             uint64_t plo, phi;
             piece(o, b, &plo, &phi);
-            ig_kernel_ema(m->be, o->ema + b->moff, m->st.master ? m->st.master + plo : NULL,
-                          at(m, m->st.params, plo), (size_t)(phi - plo), decay);
+            ig_kernel_ema(m->be, o->ema + b->moff, master_piece(o, b), param_piece(o, b),
+                          (size_t)(phi - plo), decay);
         }
     }
     return ig_backend_sync(m->be, err);
@@ -428,7 +438,8 @@ ig_status ig_optim_step(ig_optim *o, int step, const ig_adamw_hparams *h, float 
     return st == IG_OK ? ema_update(o, (float)o->ema_decay, err) : st;
 }
 
-/* ZeRO: AdamW on this rank's pieces, then every piece back to every replica. */
+/* ZeRO: AdamW on this rank's pieces, then every piece back to every replica (ZeRO-3: of the
+ * buckets kept whole). */
 static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, float grad_scale,
                               ig_err *err) {
     ig_model *m = o->m;
@@ -444,19 +455,23 @@ static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, 
             uint64_t e = x->offset + x->numel < phi ? x->offset + x->numel : phi;
             if (a >= e) continue;
             uint64_t mo = b->moff + (a - plo);
-            ig_kernel_adamw(m->be, at(m, m->st.params, a), m->st.master ? m->st.master + a : NULL,
-                            reduced_grad(o, b, a), o->adam_m + mo, o->adam_v + mo, (size_t)(e - a),
-                            h->lr, h->beta1, h->beta2, h->eps, x->decay ? h->weight_decay : 0.0f,
-                            grad_scale, step);
+            float *master = master_piece(o, b);
+            ig_kernel_adamw(m->be, at(m, param_piece(o, b), a - plo),
+                            master ? master + (a - plo) : NULL, reduced_grad(o, b, a),
+                            o->adam_m + mo, o->adam_v + mo, (size_t)(e - a), h->lr, h->beta1,
+                            h->beta2, h->eps, x->decay ? h->weight_decay : 0.0f, grad_scale, step);
         }
     }
     ig_status st = ig_backend_sync(m->be, err);
-    /* every piece back to every replica */
+    /* every piece back to every replica: the buckets kept whole (with ZeRO-3 the first and the
+     * last stage's; the layers' are gathered when they are used) */
+    if (st == IG_OK) st = ig_model_params_changed(m, err);
     for (size_t bi = 0; st == IG_OK && bi < m->st.n_buckets; bi++) {
         const ig_bucket *b = &m->st.buckets[bi];
         uint64_t plo, phi;
         piece(o, b, &plo, &phi);
-        st = ig_group_iallgather(&lo->dp_g, at(m, m->st.params, plo), at(m, m->st.params, b->off),
+        if (b->whole == UINT64_MAX) continue;
+        st = ig_group_iallgather(&lo->dp_g, param_piece(o, b), at(m, m->st.params, b->whole),
                                  (size_t)(phi - plo), ig_model_comm_type(m), &o->reqs[bi], err);
     }
     for (size_t bi = 0; bi < m->st.n_buckets; bi++) {

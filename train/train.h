@@ -128,11 +128,12 @@ typedef struct ig_train_config {
     int tensorboard;
     int comm_stats; /* bytes sent per group in each step line */
     /* parallel (the processes come from the launcher: world = tp x pp x dp) */
-    int tp, pp, dp;               /* dp 0: world / (tp x pp) */
-    int sp;                       /* sequence parallelism inside the tensor-parallel group */
-    int sp_mode;                  /* 0: megatron (sp within tp), 1: ulysses (sp_size ranks) */
-    int sp_size;                  /* ulysses: the ranks a sequence is cut among */
-    int zero;                     /* 0, 1 (optimizer state sharded over dp) or 2 (gradients too) */
+    int tp, pp, dp; /* dp 0: world / (tp x pp) */
+    int sp;         /* sequence parallelism inside the tensor-parallel group */
+    int sp_mode;    /* 0: megatron (sp within tp), 1: ulysses (sp_size ranks) */
+    int sp_size;    /* ulysses: the ranks a sequence is cut among */
+    int zero; /* 0, 1 (optimizer state sharded over dp), 2 (gradients too), 3 (parameters too) */
+    int prefetch; /* ZeRO-3: the next layer's all-gather started while this one computes */
     const char **pipeline_layers; /* layers per stage ([] : n_layer / pp each) */
     size_t n_pipeline_layers;
     uint64_t bucket_bytes; /* gradients are reduced in buckets of about this size */

@@ -244,12 +244,14 @@ static void comm_reset(run *r) {
 static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t lcap, ig_err *err) {
     json[0] = line[0] = '\0';
     ig_group *gs[] = {&r->lo.tp_g, &r->lo.pp_g, &r->lo.dp_g, &r->lo.emb_g, &r->lo.sp_g};
-    enum { NG = 5, NV = NG + 1 };
+    enum { NG = 5, NV = NG + 2 };
     uint64_t mine[NV];
     for (int g = 0; g < NG; g++) mine[g] = gs[g]->bytes, gs[g]->bytes = 0;
     /* and the microseconds this rank waited for the data-parallel reductions after its backward
-     * (what the overlap with the backward did not hide) */
+     * (what the overlap with the backward did not hide), and for ZeRO-3's all-gathers */
     mine[NG] = (uint64_t)(ig_optim_wait_seconds(r->optim) * 1e6);
+    mine[NG + 1] = (uint64_t)(r->model->st.gather_wait_s * 1e6);
+    r->model->st.gather_wait_s = 0;
     r->lo.world_g.bytes = 0;
     if (!r->t->comm_stats) return IG_OK;
     int W = r->lo.world;
@@ -273,11 +275,19 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
         ln += (size_t)snprintf(line + ln, lcap > ln ? lcap - ln : 0, " %s %.2f", gs[g]->name,
                                (double)mx / 1e6);
     }
-    uint64_t wait = 0;
-    for (int k = 0; k < W; k++)
+    uint64_t wait = 0, gwait = 0;
+    for (int k = 0; k < W; k++) {
         if (all[(size_t)k * NV + NG] > wait) wait = all[(size_t)k * NV + NG];
-    if (jn < jcap) snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
-    if (ln < lcap) snprintf(line + ln, lcap - ln, " | dp wait %.1f ms", (double)wait * 1e-3);
+        if (all[(size_t)k * NV + NG + 1] > gwait) gwait = all[(size_t)k * NV + NG + 1];
+    }
+    if (jn < jcap)
+        jn += (size_t)snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
+    if (ln < lcap)
+        ln += (size_t)snprintf(line + ln, lcap - ln, " | dp wait %.1f ms", (double)wait * 1e-3);
+    if (r->model->st.zero3 && jn < jcap)
+        snprintf(json + jn, jcap - jn, ",\"gather_wait_ms\":%.3f", (double)gwait * 1e-3);
+    if (r->model->st.zero3 && ln < lcap)
+        snprintf(line + ln, lcap - ln, " | gather wait %.1f ms", (double)gwait * 1e-3);
     ig_free(r->ctx, all);
     return st;
 }
@@ -565,6 +575,8 @@ static ig_status setup_model(run *r, ig_err *err) {
                     .dp = lo->dp_g.size, /* the ranks its gradients are reduced over */
                     .dp_rank = lo->dp_g.rank,
                     .zero = lo->zero,
+                    .dpg = (ig_group *)&lo->dp_g,
+                    .prefetch = r->t->prefetch,
                     .pp = lo->pp,
                     .recompute = r->t->recompute,
                     .bucket_elems = r->t->bucket_bytes / as};
@@ -669,6 +681,7 @@ static ig_status restore(run *r, ig_err *err) {
 
 /* What the run is: the model, the layout, the memory of rank 0. */
 static void print_banner(run *r) {
+    static const char *const zero_names[] = {"", ", ZeRO-1", ", ZeRO-2", ", ZeRO-3"};
     char shape[512];
     int clips = ig_model_reads_clips(&r->shape);
     fprintf(r->log,
@@ -685,15 +698,15 @@ static void print_banner(run *r) {
                 "layout: %d ranks = tp %d x pp %d x dp %d%s%s%s; %d micro-batches per step per "
                 "replica\n",
                 r->lo.world, r->lo.tp, r->lo.pp, r->lo.dp, r->lo.usp > 1 ? ulysses : "",
-                r->lo.sp ? ", sequence parallel" : "",
-                r->lo.zero ? (r->lo.zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", r->accum);
+                r->lo.sp ? ", sequence parallel" : "", zero_names[r->lo.zero > 3 ? 0 : r->lo.zero],
+                r->accum);
     const ig_model *m = r->model;
     const ig_act_sizes *a = &m->acts;
     double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
     fprintf(r->log,
             "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
             "MB, activations %.2f MB\n",
-            r->lo.world > 1 ? " (rank 0)" : "", (double)m->st.n_params * as * MB,
+            r->lo.world > 1 ? " (rank 0)" : "", (double)m->st.params_elems * as * MB,
             ((double)m->st.n_grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
             2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
             (ig_optim_states(r->optim) == 3 ? (double)ig_optim_moment_elems(r->optim) * 4 : 0) * MB,
