@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench_parallel.sh BUILD_DIR - data-parallel training under mpirun, against the analytical figures
 # measured in the same run:
-#  1. memory per rank for ZeRO 0, 1 and 2 over 4 replicas: the trainer's accounting of its
+#  1. memory per rank for ZeRO 0, 1, 2 and 3 over 4 replicas: the trainer's accounting of its
 #     buffers and each rank's peak resident set, against the analytical bytes (parameters P x 4,
-#     gradients P x 4 or, with ZeRO-2, (P / dp + two working slots of the largest bucket, a
-#     layer, + the tied embedding's region + the pieces those are reduced into) x 4, AdamW
-#     moments 8 P or 8 P / dp);
+#     or with ZeRO-3 (the embeddings and final norm whole + the layers' P_L / dp + two windows of
+#     a layer) x 4; gradients P x 4 or, with ZeRO-2 and 3, (P / dp + two working slots of the
+#     largest bucket, a layer, + the tied embedding's region + the pieces those are reduced into)
+#     x 4; AdamW moments 8 P or 8 P / dp), and the sum against ZeRO-3's ideal 16 P / dp;
 #  2. the fraction of the data-parallel all-reduce hidden behind the backward: the time each
 #     step waits for the reductions after its backward with small buckets (started as the backward
-#     finishes them) against one bucket started at the end (nothing hidden).
+#     finishes them) against one bucket started at the end (nothing hidden);
+#  3. the fraction of ZeRO-3's all-gathers hidden behind compute: the time each step waits for
+#     the layers' gathers with the next layer prefetched, against without (nothing hidden).
 # Needs mpirun; the model is small (bundled text, a byte vocabulary) so that it runs in a minute.
 set -uo pipefail
 B=$(cd "${1:-build}" && pwd)
@@ -35,8 +38,9 @@ EOF
 P=$((L * (12 * C * C + 13 * C) + 384 * C + 64 * C + 2 * C))
 dp=4
 echo "model: $P parameters ($(awk -v p=$P 'BEGIN { printf "%.1f", p * 4 / 1e6 }') MB in fp32); $dp data-parallel ranks"
-printf '%-6s %-34s %-34s %s\n' zero "measured: params/grads/moments MB" "analytical: params/grads/moments" "peak RSS per rank (MB)"
-for z in 0 1 2; do
+printf '%-6s %-34s %-34s %-18s %s\n' zero "measured: params/grads/moments MB" \
+    "analytical: params/grads/moments" "sum / (16 P / dp)" "peak RSS per rank (MB)"
+for z in 0 1 2 3; do
     rm -rf run
     mpirun "${root[@]}" --oversubscribe -np $dp bash -c \
         '/usr/bin/time -f %M -o rss.$OMPI_COMM_WORLD_RANK "$@"' _ \
@@ -49,9 +53,13 @@ for z in 0 1 2; do
     grads=$(awk -v p=$P -v z=$z -v d=$dp -v c=$C 'BEGIN { l = 12 * c * c + 13 * c; e = 384 * c
         printf "%.2f", (z == 2 ? p / d + 2 * l + e + (2 * l + e) / d : p) * 4 / 1e6 }')
     moms=$(awk -v p=$P -v z=$z -v d=$dp 'BEGIN { printf "%.2f", (z >= 1 ? 8 * p / d : 8 * p) / 1e6 }')
-    ana="$(awk -v p=$P 'BEGIN { printf "%.2f", p * 4 / 1e6 }')/$grads/$moms"
+    # ZeRO-3: wte, wpe and ln_f whole, this rank's pieces of the layers, two windows of a layer
+    params=$(awk -v p=$P -v z=$z -v d=$dp -v c=$C -v L=$L 'BEGIN { l = 12 * c * c + 13 * c
+        r = 384 * c + 64 * c + 2 * c; printf "%.2f", (z == 3 ? r + L * l / d + 2 * l : p) * 4 / 1e6 }')
+    ana="$params/$grads/$moms"
+    ratio=$(echo "$meas" | awk -F/ -v p=$P -v d=$dp '{ printf "%.2f", ($1 + $2 + $3) * 1e6 / (16 * p / d) }')
     rss=$(cat rss.* | awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $1 / 1024 }')
-    printf '%-6s %-34s %-34s %s\n' "$z" "$meas" "$ana" "$rss"
+    printf '%-6s %-34s %-34s %-18s %s\n' "$z" "$meas" "$ana" "$ratio" "$rss"
     rm -f rss.*
 done
 echo
@@ -68,3 +76,17 @@ one=$(wait_ms run1GB) small=$(wait_ms run200KB)
 awk -v a="$one" -v b="$small" 'BEGIN {
     printf "  one bucket at the end: %.2f ms waiting per step; 200 KB buckets: %.2f ms\n", a, b
     if (a > 0) printf "  hidden: %.0f%% of the reduction time (1 - %.2f / %.2f)\n", 100 * (1 - b / a), b, a }'
+echo
+echo "ZeRO-3's all-gathers hidden behind compute (dp 2, 6 steps, steps 2-6 averaged):"
+gwait_ms() { grep -o '"gather_wait_ms":[0-9.]*' "$1/metrics.jsonl" | tail -n +2 | cut -d: -f2 |
+    awk '{ s += $1; n++ } END { printf "%.2f", n ? s / n : 0 }'; }
+for pf in false true; do
+    rm -rf "runpf$pf"
+    mpirun "${root[@]}" --oversubscribe -np 2 "$ING" train m.yaml --threads 1 --comm-stats \
+        --set parallel.zero=3 --set parallel.prefetch=$pf --set train.run_dir="runpf$pf" \
+        >"pf$pf.log" 2>&1 || { echo "prefetch $pf: failed"; continue; }
+done
+off=$(gwait_ms runpffalse) on=$(gwait_ms runpftrue)
+awk -v a="$off" -v b="$on" 'BEGIN {
+    printf "  gathered when needed: %.2f ms waiting per step; next layer prefetched: %.2f ms\n", a, b
+    if (a > 0) printf "  hidden: %.0f%% of the gathers (1 - %.2f / %.2f)\n", 100 * (1 - b / a), b, a }'

@@ -46,7 +46,7 @@ const char ig_usage_train[] =
     "\n"
     "Under mpirun (or srun) every process is one rank of a tp x pp x dp layout: parallel.tp\n"
     "(tensor parallel; parallel.sp for sequence parallel), parallel.pp (pipeline stages, 1F1B),\n"
-    "dp = processes / (tp x pp), parallel.zero 1 or 2; a dit also takes Ulysses' sequence\n"
+    "dp = processes / (tp x pp), parallel.zero 1, 2 or 3; a dit also takes Ulysses' sequence\n"
     "parallelism (parallel.sp_mode ulysses, parallel.sp_size) and Open-Sora's plugin /\n"
     "plugin_config spelling; the losses are those of one process\n"
     "within rounding. A rank that dies or hangs past parallel.timeout ends every rank.\n"
