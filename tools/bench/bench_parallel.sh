@@ -48,10 +48,10 @@ for z in 0 1 2 3; do
         --set train.steps=2 >z$z.log 2>&1 || { echo "zero $z: failed: $(tail -3 z$z.log)"; continue; }
     meas=$(grep -o 'parameters [0-9.]* MB, gradients [0-9.]* MB, AdamW moments [0-9.]* MB' z$z.log |
         awk '{ print $2 "/" $5 "/" $9 }')
-    # ZeRO-2: this rank's pieces P / dp, two working slots of the largest bucket (a layer, 12 C^2
+    # ZeRO-2 and 3: this rank's pieces P / dp, two working slots of the largest bucket (a layer, 12 C^2
     # + 13 C) and the embedding's region (384 C), and the pieces they are reduced into
     grads=$(awk -v p=$P -v z=$z -v d=$dp -v c=$C 'BEGIN { l = 12 * c * c + 13 * c; e = 384 * c
-        printf "%.2f", (z == 2 ? p / d + 2 * l + e + (2 * l + e) / d : p) * 4 / 1e6 }')
+        printf "%.2f", (z >= 2 ? p / d + 2 * l + e + (2 * l + e) / d : p) * 4 / 1e6 }')
     moms=$(awk -v p=$P -v z=$z -v d=$dp 'BEGIN { printf "%.2f", (z >= 1 ? 8 * p / d : 8 * p) / 1e6 }')
     # ZeRO-3: wte, wpe and ln_f whole, this rank's pieces of the layers, two windows of a layer
     params=$(awk -v p=$P -v z=$z -v d=$dp -v c=$C -v L=$L 'BEGIN { l = 12 * c * c + 13 * c
