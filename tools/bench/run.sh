@@ -167,7 +167,7 @@ echo
 echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
 [ -x "$B/bench_video" ] && "$B/bench_video"
 echo
-echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2) and the all-reduce hidden behind the backward"
+echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2/3), the all-reduce hidden behind the backward and ZeRO-3's all-gathers hidden behind compute"
 bash "$SRC/tools/bench/bench_parallel.sh" "$B"
 echo
 bench_train
