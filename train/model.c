@@ -298,7 +298,7 @@ static ig_status init_params(ig_model *m, ig_ctx *ctx, uint64_t seed, ig_err *er
 }
 
 /* Where each tensor's parameters are while nothing is gathered: at their place in the buffer, or
- * (a ZeRO-3 layer's) nowhere; and the windows, empty. */
+ * (a ZeRO-3 layer's) nowhere; and the two windows' places. */
 static void point_params(ig_model *m) {
     ig_store *s = &m->st;
     for (size_t i = 0; i < s->n_buckets; i++) {
@@ -309,12 +309,10 @@ static void point_params(ig_model *m) {
                     ? NULL
                     : (char *)s->params + (b->whole + m->tensors[t].offset - b->off) * m->as;
     }
-    for (int w = 0; w < 2; w++) {
+    for (int w = 0; w < 2; w++)
         s->win[w] = s->zero3 ? (char *)s->params +
                                    (s->params_elems - (uint64_t)(2 - w) * s->win_elems) * m->as
                              : NULL;
-        s->win_layer[w] = -1;
-    }
 }
 
 /* ---- ZeRO-3: the layers' windows ------------------------------------------------------------ */
@@ -335,7 +333,7 @@ static ig_status evict(ig_model *m, int w, ig_err *err) {
     ig_store *s = &m->st;
     ig_status st = settle_window(m, w, err);
     int l = s->win_layer[w];
-    if (l >= 0) {
+    if (l >= 0 && s->param_at) {
         const ig_bucket *b = &s->buckets[s->layer_bucket[l - m->part.l0]];
         for (size_t t = b->t0; t < b->t1; t++) s->param_at[t] = NULL;
     }
@@ -491,6 +489,7 @@ static ig_status place_params(ig_model *m, ig_err *err) {
     }
     s->params_elems = s->n_params;
     s->master_elems = s->n_params;
+    s->win_layer[0] = s->win_layer[1] = s->last_win = -1;
     if (!s->zero3) return IG_OK;
     uint64_t at = 0, win = 0;
     int layers = p->l1 - p->l0;
@@ -782,7 +781,6 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
         }
     }
     point_params(m);
-    m->st.last_win = -1;
     if ((st = fam->create(m, err)) != IG_OK || (st = init_params(m, ctx, seed, err)) != IG_OK) {
         ig_model_free(m);
         return st;
