@@ -1,6 +1,6 @@
 /* test_recompute.c - activation recomputation (train.recompute: none, selective, full) on one
- * process, for GPT-2 (with and without document masks), on the fast and the reference CPU
- * kernels:
+ * process, for GPT-2 and Llama (grouped-query, untied, document masks; and tied), on the fast and
+ * the reference CPU kernels:
  *   - the same bits: two steps of two micro-batches each, staged into two slots and run as the
  *     1F1B schedule runs them (forward 0, forward 1, backward 0, backward 1: the slots share the
  *     scratch, and a slot's recomputation comes after the other slot's forward), then AdamW with
@@ -58,6 +58,21 @@ static workload gpt2_load(void) {
                                                      .vocab_size = 100}),
                       .B = 2,
                       .T = 16};
+}
+
+static workload llama_load(void) {
+    return (workload){.name = "llama",
+                      .c = checked((ig_model_config){.arch = IG_ARCH_LLAMA,
+                                                     .n_layer = 3,
+                                                     .n_head = 4,
+                                                     .n_kv_heads = 2,
+                                                     .d_model = 32,
+                                                     .ffn_hidden = 48,
+                                                     .seq_len = 16,
+                                                     .vocab_size = 100}),
+                      .B = 2,
+                      .T = 16,
+                      .doc = 1};
 }
 
 static uint64_t lcg(uint64_t *s) {
@@ -282,9 +297,22 @@ static void test_gpt2(void **state) {
     check_same_bits(&w, 0);
 }
 
+static void test_llama(void **state) {
+    (void)state;
+    workload w = llama_load();
+    check_plan(&w);
+    check_same_bits(&w, 0);
+    check_same_bits(&w, 1);
+    w.c.tie_embeddings = 1;
+    w.doc = 0;
+    w.c = checked(w.c);
+    check_same_bits(&w, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
