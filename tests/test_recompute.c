@@ -1,6 +1,6 @@
 /* test_recompute.c - activation recomputation (train.recompute: none, selective, full) on one
- * process, for GPT-2 and Llama (grouped-query, untied, document masks; and tied), on the fast and
- * the reference CPU kernels:
+ * process, for GPT-2, Llama (grouped-query, untied, document masks), a class-conditioned DiT and
+ * a caption-conditioned one (the cross-attention), on the fast and the reference CPU kernels:
  *   - the same bits: two steps of two micro-batches each, staged into two slots and run as the
  *     1F1B schedule runs them (forward 0, forward 1, backward 0, backward 1: the slots share the
  *     scratch, and a slot's recomputation comes after the other slot's forward), then AdamW with
@@ -73,6 +73,29 @@ static workload llama_load(void) {
                       .B = 2,
                       .T = 16,
                       .doc = 1};
+}
+
+static workload dit_load(int caption) {
+    ig_model_config c = {.arch = IG_ARCH_DIT,
+                         .n_layer = 3,
+                         .n_head = 4,
+                         .d_model = 32,
+                         .seq_len = 32,
+                         .patch = {2, 2, 2},
+                         .cond = caption ? IG_COND_CAPTION : IG_COND_CLASS,
+                         .num_classes = caption ? 0 : 5,
+                         .class_dropout = 0.1,
+                         .vocab_size = caption ? 50 : 0,
+                         .caption_len = caption ? 6 : 0,
+                         .caption_dropout = 0.1};
+    /* 2 clips of 4 frames of 8 x 8: 2 x 4 x 4 = 32 tokens each */
+    return (workload){.name = caption ? "dit caption" : "dit class",
+                      .c = checked(c),
+                      .B = 2,
+                      .T = 32,
+                      .F = 4,
+                      .H = 8,
+                      .W = 8};
 }
 
 static uint64_t lcg(uint64_t *s) {
@@ -309,10 +332,28 @@ static void test_llama(void **state) {
     check_same_bits(&w, 0);
 }
 
+static void test_dit_class(void **state) {
+    (void)state;
+    workload w = dit_load(0);
+    check_plan(&w);
+    check_same_bits(&w, 0);
+    check_same_bits(&w, 1);
+}
+
+static void test_dit_caption(void **state) {
+    (void)state;
+    workload w = dit_load(1);
+    check_plan(&w);
+    check_same_bits(&w, 0);
+    check_same_bits(&w, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_llama),
+        cmocka_unit_test(test_dit_class),
+        cmocka_unit_test(test_dit_caption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
