@@ -174,6 +174,23 @@ typedef struct ig_model ig_model;
 ig_status ig_model_create(ig_model **out, ig_ctx *ctx, ig_backend *be, const ig_model_config *c,
                           int B, int T, uint64_t seed, ig_err *err);
 void ig_model_free(ig_model *m); /* NULL is a no-op */
+/* ig_model_create whose backward recomputes activations instead of keeping them (recompute:
+ * ig_recompute, as train.recompute): the same losses, gradients and weights, bit for bit, with
+ * less activation memory (ig_model_act_memory) for more compute. */
+ig_status ig_model_create_recompute(ig_model **out, ig_ctx *ctx, ig_backend *be,
+                                    const ig_model_config *c, int B, int T, uint64_t seed,
+                                    int recompute, ig_err *err);
+
+/* The activation memory a model allocated, in bytes: what one micro-batch keeps from its forward
+ * to its backward (a slot: its act-typed tensors, fp32 statistics and losses, int32 ids; a
+ * pipeline stage holds several), and the scratch the micro-batches share (the backward's
+ * gradients, and the layer a recomputation runs again). */
+typedef struct ig_act_memory {
+    uint64_t slot_act, slot_f32, slot_i32; /* bytes of each type, per micro-batch slot */
+    uint64_t slot;                         /* their sum */
+    uint64_t scratch;                      /* act-typed and fp32 */
+} ig_act_memory;
+void ig_model_act_memory(const ig_model *m, ig_act_memory *out);
 
 const ig_model_config *ig_model_shape(const ig_model *m);
 ig_backend *ig_model_backend(const ig_model *m);

@@ -19,12 +19,21 @@
  *     ig_backend_set_trace: every call of the family's pass and of the optimizer, timed), each
  *     operation's calls and milliseconds per step, its share, the GEMMs' and attention's FLOP/s
  *     over the GEMM peak, and each operation's speed-up over one thread.
+ *   - the activation memory a micro-batch keeps (train.recompute: --recompute none, the default,
+ *     selective or full), as the model allocated it (a slot's act-typed, fp32 and int32 buffers;
+ *     the scratch the micro-batches share beside it) and as counted by hand from the family's
+ *     tensors per layer and token (Korthikanti et al. 2022's accounting; written here apart from
+ *     the families' plans);
+ *   - with --recompute all, instead of the above: the three modes one after the other on the same
+ *     micro-batches, each one's activation memory (allocated and by hand), its median step time
+ *     and its ratio to none's, and whether its losses are none's to the bit.
  * Each micro-batch shape runs in a child process of its own, so that its peak memory is its own;
  * the parent measures the GEMM peaks when the child asks, between its steps, so that the peak's
  * buffers are not in the child's memory.
  *
  *   bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | BxFxHxW]... [--steps 5]
  *               [--warmup 2] [--replays 3] [--no-breakdown] [--no-scaling]
+ *               [--recompute none|selective|full|all]
  *
  * Ends with one machine-readable line "train_summary k=v ..." (tools/bench/run.sh reads it to print
  * the ratios to PyTorch's and llm.c's steps).
@@ -54,9 +63,14 @@
 #define WEIGHT_DECAY 0.1f
 #define GRAD_CLIP    1.0
 
+#define RECOMPUTE_ALL -1 /* --recompute all: the three modes compared */
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
 typedef struct bench_opts {
     int threads, warmup, steps, replays, breakdown, scaling;
-    int arch; /* ig_model_arch */
+    int arch;      /* ig_model_arch */
+    int recompute; /* ig_recompute, or RECOMPUTE_ALL */
     int n_shapes, B[MAX_SHAPES], T[MAX_SHAPES];
     int F[MAX_SHAPES], H[MAX_SHAPES], W[MAX_SHAPES]; /* dit: the clips (T: their tokens) */
 } bench_opts;
@@ -73,6 +87,10 @@ typedef struct shape_result {
     int ok, B, T;
     double step_s, tok_s, model_gflops, peak_gflops, mfu, rss_mib;
     double lib_gflops, mfu_lib; /* oneDNN's own sgemm peak; MFU over the higher peak */
+    /* --recompute all, by mode: a slot's MiB allocated and by hand, the median step */
+    double rc_slot_mib[3], rc_hand_mib[3], rc_step_s[3];
+    double rc_ratio[3]; /* the median over the turns of a step's time over none's in its turn */
+    int rc_same;        /* selective's and full's losses are none's, bit for bit */
 } shape_result;
 
 static void die(const char *what, const ig_err *err) {
@@ -376,14 +394,97 @@ static ig_model_config bench_shape(int arch) {
     return c;
 }
 
-static void make_model(ig_ctx *ctx, ig_backend *be, int arch, int B, int T, ig_model **m,
-                       ig_optimizer **opt) {
+static void make_model(ig_ctx *ctx, ig_backend *be, int arch, int recompute, int B, int T,
+                       ig_model **m, ig_optimizer **opt) {
     ig_model_config c = bench_shape(arch);
     if (arch == IG_ARCH_DIT) c.seq_len = T;
     ig_err err = {0};
-    if (ig_model_create(m, ctx, be, &c, B, T, 1234, &err) != IG_OK ||
+    if (ig_model_create_recompute(m, ctx, be, &c, B, T, 1234, recompute, &err) != IG_OK ||
         ig_optimizer_create(opt, ctx, *m, &err) != IG_OK)
         die("model", &err);
+}
+
+/* ---- activation memory by hand --------------------------------------------------------------- */
+
+/* What a micro-batch of B x T keeps from its forward to its backward under recompute mode r, in
+ * values (act-typed, fp32, int32), counted from the family's tensors (Korthikanti et al. 2022's
+ * accounting, per layer and token; the attention is fused, so no T x T scores or softmax are kept,
+ * and there is no dropout): independent of the families' plans, which the allocation comes from.
+ * per_layer: the act-typed and fp32 values a layer keeps per token (a DiT's per-clip modulation
+ * spread over its T tokens). Returns 0 where not counted (a DiT with captions). */
+typedef struct hand_count {
+    double act, f32, i32;
+    double per_layer;
+} hand_count;
+
+static int hand_acts(const ig_model_config *c, int B, int T, int r, hand_count *out) {
+    double N = (double)B * T, C = c->d_model, L = c->n_layer, NH = c->n_head, hs = C / NH;
+    double Vp = c->padded_vocab, act = 0, f32 = 0; /* per layer and token */
+    memset(out, 0, sizeof *out);
+    switch (c->arch) {
+    case IG_ARCH_GPT2:
+        /* ln1 C, qkv 3C, attention's output C, attproj C, res2 C, ln2 C, fc 4C, gelu 4C, fcproj
+         * C, res3 C = 18C; fp32: two LayerNorms' mean and rstd, attention's lse (one per head) */
+        act = r == 0 ? 18 * C : r == 1 ? 17 * C : C;
+        f32 = r == 0 ? 4 + NH : r == 1 ? 4 : 0;
+        /* the stage's input (C), ln_f (C; mean, rstd), the logits (Vp); losses and their
+         * gradients; input ids, targets, document ids */
+        out->act = N * (L * act + 2 * C + Vp);
+        out->f32 = N * (L * f32 + 2 + 2);
+        out->i32 = 3 * N;
+        break;
+    case IG_ARCH_LLAMA: {
+        double Q = (NH + 2.0 * c->n_kv_heads) * hs, H = NH * hs, F = c->ffn_hidden;
+        /* h1 C, qkv Q, attention's output H, attproj C, res2 C, h2 C, gate F, up F, silu(gate)
+         * up F, down C, res3 C; fp32: two rstd, lse */
+        act = r == 0 ? 6 * C + Q + H + 3 * F : r == 1 ? 6 * C + Q + 3 * F : C;
+        f32 = r == 0 ? 2 + NH : r == 1 ? 2 : 0;
+        out->act = N * (L * act + 2 * C + Vp); /* input, the final norm, logits */
+        out->f32 = N * (L * f32 + 1 + 2);
+        out->i32 = 3 * N;
+        break;
+    }
+    case IG_ARCH_DIT: {
+        if (c->cond == IG_COND_CAPTION) return 0;
+        double P = 3.0 * c->patch[0] * c->patch[1] * c->patch[2];
+        /* per token: h1 C, qkv 3C, attention's output C, attproj C, res2 C, h2 C, fc1 4C, gelu
+         * 4C, fc2 C, res3 C = 18C; per clip: the modulation 6C; fp32: two LayerNorms' mean and
+         * rstd, lse */
+        act = r == 0 ? 18 * C : r == 1 ? 17 * C : C;
+        double mod = r == 2 ? 0 : 6 * C;
+        f32 = r == 0 ? 4 + NH : r == 1 ? 4 : 0;
+        /* per token: patches P, positions C, the tokens C, the final layer's LN C, prediction P
+         * and target P; per clip: frequencies 256, time MLP C + C, label C, c, its gradient and
+         * SiLU(c) 3C, the final modulation 2C */
+        out->act = N * (L * act + 3 * C + 3 * P) + B * (L * mod + 256 + 8 * C);
+        out->f32 = N * (L * f32 + 2 + 1); /* final LN's mean, rstd; squared errors */
+        out->i32 = B;                     /* labels */
+        out->per_layer = act + mod / T + f32;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+    out->per_layer = act + f32;
+    return 1;
+}
+
+/* "X MiB (act a, fp32 f, int32 i)" of a model's slot, and its scratch. */
+static void print_act_memory(const ig_model *m, int B, int T, int r, double as) {
+    ig_act_memory am;
+    ig_model_act_memory(m, &am);
+    hand_count h;
+    const double MiB = 1048576.0;
+    printf("  activations per micro-batch (recompute %s): %.1f MiB allocated (act %.1f, fp32 %.1f, "
+           "int32 %.2f), scratch beside it %.1f MiB",
+           recompute_names[r], (double)am.slot / MiB, (double)am.slot_act / MiB,
+           (double)am.slot_f32 / MiB, (double)am.slot_i32 / MiB, (double)am.scratch / MiB);
+    if (hand_acts(ig_model_shape(m), B, T, r, &h)) {
+        double hb = h.act * as + (h.f32 + h.i32) * 4;
+        printf("; by hand %.1f MiB (%.0f values per layer and token): allocated / by hand %.4f",
+               hb / MiB, h.per_layer, (double)am.slot / hb);
+    }
+    printf("\n");
 }
 
 /* Median per operation of `reps` traced steps of m (step numbers from `step`). */
@@ -419,7 +520,7 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
         ig_backend *be1 = make_backend(ctx1);
         ig_model *m1 = NULL;
         ig_optimizer *o1 = NULL;
-        make_model(ctx1, be1, o->arch, B, T, &m1, &o1);
+        make_model(ctx1, be1, o->arch, o->recompute, B, T, &m1, &o1);
         train_step(m1, o1, bt, 1, &loss, ph);
         traced_steps(m1, o1, bt, 2, reps, &t1);
         ig_optimizer_free(o1);
@@ -469,6 +570,125 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
 
 /* ---- one micro-batch shape, in a child process ----------------------------------------------- */
 
+/* The micro-batch of a shape: random valid tokens, or random clips with labels. */
+typedef struct bench_input {
+    int32_t *tokens;
+    uint8_t *frames;
+    uint32_t labels[MAX_SHAPES * 64];
+    ig_clip_input clips;
+} bench_input;
+
+static batch make_batch(const bench_opts *o, int i_shape, const ig_model_config *mc,
+                        bench_input *in) {
+    int B = o->B[i_shape], T = o->T[i_shape], dit = o->arch == IG_ARCH_DIT;
+    size_t per = dit ? (size_t)o->F[i_shape] * o->H[i_shape] * o->W[i_shape] * 3 : 0;
+    size_t n_in = dit ? (size_t)B * per : (size_t)B * (size_t)(T + 1);
+    in->tokens = malloc(n_in * sizeof *in->tokens);
+    in->frames = malloc(n_in);
+    if (!in->tokens || !in->frames || B > MAX_SHAPES * 64) die("out of memory", NULL);
+    uint64_t s = 0x1234567ull;
+    for (size_t i = 0; i < n_in; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        if (dit)
+            in->frames[i] = (uint8_t)(s >> 56);
+        else
+            in->tokens[i] = (int32_t)((s >> 33) % (uint64_t)mc->vocab_size);
+    }
+    for (int b = 0; b < B; b++) in->labels[b] = (uint32_t)((b * 7919) % 1000);
+    in->clips = (ig_clip_input){.frames = in->frames,
+                                .B = B,
+                                .F = o->F[i_shape],
+                                .H = o->H[i_shape],
+                                .W = o->W[i_shape],
+                                .labels = in->labels,
+                                .drop_labels = 1,
+                                .seed = 1,
+                                .shift = 1};
+    return (batch){dit ? NULL : in->tokens, dit ? &in->clips : NULL, B, T};
+}
+
+static void free_input(bench_input *in) {
+    free(in->tokens);
+    free(in->frames);
+}
+
+/* --recompute all: the three modes on the same micro-batches, each its own model built from the
+ * same seed, all three held at once (3x the parameters, gradients and moments) so that their steps
+ * can take turns: step i of none, of selective, of full, then step i + 1 (the machine's load
+ * changes from one second to the next; the ratios compare steps run side by side). Their
+ * activation memory, median step and losses. */
+static shape_result run_recompute(const bench_opts *o, int i_shape) {
+    int B = o->B[i_shape], T = o->T[i_shape];
+    shape_result res = {0};
+    res.B = B, res.T = T, res.rc_same = 1;
+    int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
+    int w = o->warmup < 0 ? 0 : o->warmup > 16 ? 16 : o->warmup;
+    double times[3][64], load0 = loadavg();
+    const double MiB = 1048576.0;
+    char shape[256];
+    ig_ctx *ctx = make_ctx(o->threads);
+    ig_backend *be = make_backend(ctx);
+    ig_model *m[3] = {NULL};
+    ig_optimizer *opt[3] = {NULL};
+    for (int r = 0; r < 3; r++) make_model(ctx, be, o->arch, r, B, T, &m[r], &opt[r]);
+    const ig_model_config *mc = ig_model_shape(m[0]);
+    printf("\n== %s, B=%d T=%d, %d thread%s: activation recomputation (train.recompute), the "
+           "three modes' steps taking turns\n",
+           ig_model_describe(mc, shape, sizeof shape), B, T, o->threads, o->threads > 1 ? "s" : "");
+    bench_input in;
+    batch bt = make_batch(o, i_shape, mc, &in);
+    for (int i = 0; i < w + n; i++) {
+        double loss[3], ph[4];
+        for (int r = 0; r < 3; r++) {
+            double ts = ig_now();
+            train_step(m[r], opt[r], &bt, i + 1, &loss[r], ph);
+            if (i >= w) times[r][i - w] = ig_now() - ts;
+        }
+        if (memcmp(&loss[1], &loss[0], sizeof(double)) ||
+            memcmp(&loss[2], &loss[0], sizeof(double)))
+            res.rc_same = 0;
+    }
+    double as = (double)ig_backend_act_size(be);
+    /* the ratio to none: the median of each turn's (a turn's steps ran side by side) */
+    double ratios[3][64];
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < n; i++) ratios[r][i] = times[r][i] / times[0][i];
+    for (int r = 0; r < 3; r++) res.rc_ratio[r] = median(ratios[r], n);
+    for (int r = 0; r < 3; r++) {
+        res.rc_step_s[r] = median(times[r], n);
+        ig_act_memory am;
+        ig_model_act_memory(m[r], &am);
+        hand_count h;
+        res.rc_slot_mib[r] = (double)am.slot / MiB;
+        res.rc_hand_mib[r] =
+            hand_acts(mc, B, T, r, &h) ? (h.act * as + (h.f32 + h.i32) * 4) / MiB : 0;
+        print_act_memory(m[r], B, T, r, as);
+    }
+    printf("  %d steps each after %d warm-up; losses of selective and full %s; load %.1f -> %.1f; "
+           "peak RSS %.0f MiB\n",
+           n, w, res.rc_same ? "none's to the bit" : "DIFFER from none's", load0, loadavg(),
+           peak_rss_mib());
+    printf("  %-10s %12s %12s %9s %10s %9s  (step: the median; x none: the median of each turn's "
+           "ratio)\n",
+           "recompute", "slot MiB", "by hand MiB", "x none", "step s", "x none");
+    for (int r = 0; r < 3; r++)
+        printf("  %-10s %12.1f %12.1f %9.3f %10.3f %9.3f\n", recompute_names[r], res.rc_slot_mib[r],
+               res.rc_hand_mib[r], res.rc_slot_mib[r] / res.rc_slot_mib[0], res.rc_step_s[r],
+               res.rc_step_s[r] / res.rc_step_s[0]);
+    fflush(stdout);
+    for (int r = 0; r < 3; r++) {
+        ig_optimizer_free(opt[r]);
+        ig_model_free(m[r]);
+    }
+    free_input(&in);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+    res.ok = 1;
+    res.step_s = res.rc_step_s[0];
+    res.rss_mib = peak_rss_mib();
+    return res;
+}
+
 static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_shape) {
     int B = o->B[i_shape], T = o->T[i_shape];
     shape_result res = {0};
@@ -479,35 +699,12 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     ig_model *m = NULL;
     ig_optimizer *opt = NULL;
     double t0 = ig_now();
-    make_model(ctx, be, o->arch, B, T, &m, &opt);
+    make_model(ctx, be, o->arch, o->recompute, B, T, &m, &opt);
     double create_s = ig_now() - t0, rss_built = peak_rss_mib(), rss_built_now = rss_now_mib();
     const ig_model_config *mc = ig_model_shape(m);
     int dit = o->arch == IG_ARCH_DIT;
-    size_t per = dit ? (size_t)o->F[i_shape] * o->H[i_shape] * o->W[i_shape] * 3 : 0;
-    size_t n_in = dit ? (size_t)B * per : (size_t)B * (size_t)(T + 1);
-    int32_t *tokens = malloc(n_in * sizeof *tokens);
-    uint8_t *frames = malloc(n_in);
-    uint32_t labels[MAX_SHAPES * 64];
-    if (!tokens || !frames || B > MAX_SHAPES * 64) die("out of memory", NULL);
-    uint64_t s = 0x1234567ull;
-    for (size_t i = 0; i < n_in; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        if (dit)
-            frames[i] = (uint8_t)(s >> 56);
-        else
-            tokens[i] = (int32_t)((s >> 33) % (uint64_t)mc->vocab_size);
-    }
-    for (int b = 0; b < B; b++) labels[b] = (uint32_t)((b * 7919) % 1000);
-    ig_clip_input clips = {.frames = frames,
-                           .B = B,
-                           .F = o->F[i_shape],
-                           .H = o->H[i_shape],
-                           .W = o->W[i_shape],
-                           .labels = labels,
-                           .drop_labels = 1,
-                           .seed = 1,
-                           .shift = 1};
-    batch bt = {dit ? NULL : tokens, dit ? &clips : NULL, B, T};
+    bench_input in;
+    batch bt = make_batch(o, i_shape, mc, &in);
 
     /* warm-up steps, then timed ones, each followed by the GEMM peak (measured by the parent) */
     int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
@@ -575,13 +772,13 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
            "%.0f MiB resident after the steps); parameters, gradients and AdamW moments are 4 x "
            "%.0f MiB\n",
            rss, rss_built, rss_built_now, rss_end_now, mb);
+    print_act_memory(m, B, T, o->recompute, (double)ig_backend_act_size(be));
     fflush(stdout);
 
     if (o->breakdown) run_breakdown(m, opt, &bt, o, pl, step_s, memcpy_gbs(ctx));
     ig_optimizer_free(opt);
     ig_model_free(m);
-    free(tokens);
-    free(frames);
+    free_input(&in);
     ig_backend_free(be);
     ig_ctx_free(ctx);
 
@@ -605,7 +802,8 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape) {
     if (pid == 0) {
         close(req[0]), close(rep[1]);
         peak_link pl = {req[1], rep[0]};
-        shape_result r = run_shape(o, &pl, i_shape);
+        shape_result r =
+            o->recompute == RECOMPUTE_ALL ? run_recompute(o, i_shape) : run_shape(o, &pl, i_shape);
         fflush(stdout);
         char c = 'r';
         _exit(write_full(pl.req, &c, 1) == 0 && write_full(pl.req, &r, sizeof r) == 0 ? 0 : 1);
@@ -622,7 +820,7 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape) {
 static void usage(void) {
     fprintf(stderr, "usage: bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | "
                     "BxFxHxW]... [--steps 5] [--warmup 2] [--replays 3] [--no-breakdown] "
-                    "[--no-scaling]\n");
+                    "[--no-scaling] [--recompute none|selective|full|all]\n");
     exit(2);
 }
 
@@ -637,6 +835,12 @@ int main(int argc, char **argv) {
             for (int k = 0; ig_model_archs[k]; k++)
                 if (!strcmp(v, ig_model_archs[k])) o.arch = k;
             if (o.arch < 0) usage();
+        } else if (!strcmp(a, "--recompute") && i + 1 < argc) {
+            const char *v = argv[++i];
+            o.recompute = strcmp(v, "all") ? -2 : RECOMPUTE_ALL;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(v, recompute_names[k])) o.recompute = k;
+            if (o.recompute == -2) usage();
         } else if (!strcmp(a, "--steps") && i + 1 < argc)
             o.steps = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && i + 1 < argc)
@@ -680,12 +884,14 @@ int main(int argc, char **argv) {
         if (o.B[i] < 1 || o.T[i] < 1 || (!dit && o.T[i] > 1024)) usage();
     }
 
-    printf("%s training steps on the CPU backend, %d thread%s; each shape in a process of its "
-           "own\n",
+    printf("%s training steps on the CPU backend, %d thread%s, recompute %s; each shape in a "
+           "process of its own\n",
            o.arch == IG_ARCH_LLAMA ? "A Llama of GPT-2 small's size"
            : dit                   ? "A video DiT with DiT-S/2's blocks"
                                    : "GPT-2 small",
-           o.threads, o.threads > 1 ? "s" : "");
+           o.threads, o.threads > 1 ? "s" : "",
+           o.recompute == RECOMPUTE_ALL ? "none, selective and full compared"
+                                        : recompute_names[o.recompute]);
     shape_result r[MAX_SHAPES];
     for (int i = 0; i < o.n_shapes; i++) r[i] = run_shape_child(&o, i);
 
@@ -704,6 +910,17 @@ int main(int argc, char **argv) {
         else
             snprintf(key, sizeof key, "%dx%d", r[i].B, r[i].T);
         k = key;
+        if (o.recompute == RECOMPUTE_ALL) {
+            if (!r[i].rc_same) {
+                fprintf(stderr, "bench_train: %s: the modes' losses differ\n", k);
+                failed = 1;
+            }
+            for (int m = 0; m < 3; m++)
+                printf(" slot_mib_%s_%s=%.1f hand_mib_%s_%s=%.1f step_x_%s_%s=%.3f",
+                       recompute_names[m], k, r[i].rc_slot_mib[m], recompute_names[m], k,
+                       r[i].rc_hand_mib[m], recompute_names[m], k, r[i].rc_ratio[m]);
+            continue;
+        }
         printf(" step_s_%s=%.3f tok_s_%s=%.1f model_gflops_%s=%.1f gemm_peak_%s=%.1f mfu_%s=%.3f "
                "onednn_peak_%s=%.1f mfu_strict_%s=%.3f rss_mib_%s=%.0f",
                k, r[i].step_s, k, r[i].tok_s, k, r[i].model_gflops, k, r[i].peak_gflops, k,

@@ -71,6 +71,13 @@ bench_train() {
   [ -n "$torch256" ] && ratio PyTorch "$torch256" 4x256 1.5
   [ -n "$llmc" ] && ratio llm.c "$llmc" 4x64 2
 
+  # activation recomputation (train.recompute): each mode's activation memory per micro-batch, as
+  # allocated and counted by hand, and its step against none's, the three modes' steps taking
+  # turns (three models held at once: about 6 GB)
+  echo
+  echo "== GPT-2 small: activation recomputation (none, selective, full), $th threads"
+  "$B/bench_train" "$th" --recompute all --shape 4x256 --steps 3 --warmup 1
+
   # the Llama family at GPT-2 small's width and depth (12 query heads over 4 key/value heads, a
   # SwiGLU MLP of 2048, an untied output layer), against PyTorch's step of the same Llama
   out=$(mktemp)

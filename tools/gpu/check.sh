@@ -18,7 +18,8 @@
 #   2. the trainer end to end: configs/gpt-tiny.yaml 20 steps on the CPU, on cuda in fp32 and in
 #      bf16, the losses compared (1e-4 and 5e-2 relative); the cuda fp32 run's export against
 #      transformers (tools/bench/hf_check.py --impl transformers, rel <= 1e-4); configs/dit-tiny.yaml
-#      20 steps on the CPU and on cuda in fp32 (1e-4)
+#      20 steps on the CPU and on cuda in fp32 (1e-4); the cuda bf16 GPT again with
+#      train.recompute selective and full: none's losses and weights to the bit (tolerance 0)
 #   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths; then PyTorch's
 #      step on the same GPU (tools/bench/train_peer_torch.py, eager, then torch.compile when time
 #      is left) and the ratio of tokens/s
@@ -439,6 +440,23 @@ DIT=(configs/dit-tiny.yaml "$P/data/clips" --set log.tensorboard=false)
 train dit-cpu "${DIT[@]}" --set train.device=cpu --set train.dtype=fp32
 train dit-cuda-fp32 "${DIT[@]}" --set train.device=cuda --set train.dtype=fp32
 compare dit-fp32 dit-cpu dit-cuda-fp32 1e-4
+
+# activation recomputation in bf16 (train.recompute): selective and full must give none's bits
+# (tol 0: every kernel recomputes from the same inputs on buffers aligned alike, and the fused
+# residual LayerNorm normalises the stored bf16 sum: train/models/gpt2/gpt2_pass.c)
+for mode in selective full; do
+    train "gpt-cuda-bf16-$mode" "${GPT[@]}" --set train.device=cuda --set train.dtype=bf16 \
+        --set "train.recompute=$mode"
+    compare "gpt-bf16-$mode" gpt-cuda-bf16 "gpt-cuda-bf16-$mode" 0
+    [ "$RC" = 0 ] || continue
+    run_step "weights $mode" 60 "$R/part2-diff-$mode.log" "$W/bin/ingot" ckpt diff \
+        "$W/runs/gpt-cuda-bf16" "$W/runs/gpt-cuda-bf16-$mode" --tolerance 0
+    case $RC in
+    0) result PASS "weights bf16 $mode" "$(why "$R/part2-diff-$mode.log" 'tensors compared')" ;;
+    125) result SKIP "weights bf16 $mode" "out of time" ;;
+    *) result FAIL "weights bf16 $mode" "exit $RC: $(why "$R/part2-diff-$mode.log" 'tensors compared|error')" ;;
+    esac
+done
 
 # ---- 3. bench_cuda and PyTorch's step on the same GPU ----------------------------------------
 PART=3

@@ -367,6 +367,13 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
 /* ---- activations -------------------------------------------------------------------------------
  */
 
+/* Lays out the activations of a micro-batch of B clips of T tokens: per slot, then the scratch,
+ * which starts with the region of one block's worth that the blocks' recomputed activations reuse
+ * (train.recompute; family.h's places). x->layer may be NULL (sizes only). A slot keeps per block:
+ * with none every activation below; with selective all but the attention core's output (atty,
+ * and atty_h with Ulysses), its lse, and the cross-attention's catt and clse; with full only
+ * res3, the block's output (the next one's input, the stage's output or the final layer's
+ * input), the stage's first block's input being encoded. */
 static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit_state *x,
                    ig_act_sizes *out) {
     uint64_t Bc = (uint64_t)B, N = Bc * (uint64_t)T, tp = (uint64_t)p->tp;
@@ -378,88 +385,92 @@ static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit
     uint64_t sp = (uint64_t)(p->sp != 0), P = (uint64_t)dit_patch_values(c);
     uint64_t Tk = (uint64_t)(c->cond == IG_COND_CAPTION ? c->caption_len : 0), BK = Bc * Tk;
     uint64_t NHl = (uint64_t)c->n_head / tp;
-    uint64_t a = 0, f = 0;
+    ig_act_plan pl = {.recompute = p->recompute};
+    const ig_act_kind K = IG_ACT_LAYER, CORE = IG_ACT_CORE;
+    uint64_t *a = &pl.act, *f = &pl.f32;
     if (p->first) {
-        x->patches = a, a += Nl * P;
-        x->pos = a, a += Nl * C;
-        x->freq = a, a += Bc * DIT_FREQ;
-        x->th = a, a += Bc * C;
-        x->tsilu = a, a += Bc * C;
-        x->yemb = a, a += Bc * C;
+        x->patches = ig_act_take(a, Nl * P);
+        x->pos = ig_act_take(a, Nl * C);
+        x->freq = ig_act_take(a, Bc * DIT_FREQ);
+        x->th = ig_act_take(a, Bc * C);
+        x->tsilu = ig_act_take(a, Bc * C);
+        x->yemb = ig_act_take(a, Bc * C);
     }
-    x->encoded = a, a += Nl * C;
-    x->cond = a, a += Bc * C;
-    x->dcond = a, a += Bc * C;
-    x->silu_c = a, a += Bc * C;
-    x->ycap = a, a += BK * C;
-    x->dycap = a, a += BK * C;
-    x->cappos = a, a += Tk * C;
+    x->encoded = ig_act_take(a, Nl * C);
+    x->cond = ig_act_take(a, Bc * C);
+    x->dcond = ig_act_take(a, Bc * C);
+    x->silu_c = ig_act_take(a, Bc * C);
+    x->ycap = ig_act_take(a, BK * C);
+    x->dycap = ig_act_take(a, BK * C);
+    x->cappos = ig_act_take(a, Tk * C);
     for (int l = p->l0; l < p->l1; l++) {
         dit_layer_acts tmp, *y = x->layer ? &x->layer[l - p->l0] : &tmp;
-        y->mod = a, a += Bc * 6 * C;
-        y->h1 = a, a += Nl * C;
-        y->h1_full = a, a += sp * N * C;
-        y->mean1 = f, f += Nl;
-        y->rstd1 = f, f += Nl;
-        y->qkv = a, a += Ng * 3 * Cl; /* Ulysses: [N, 3 Cl / usp], every row's own heads */
-        y->atty = a, a += Ng * Cl;
-        y->atty_h = a, a += ul * Ng * Cl; /* Ulysses: [N, Cl / usp] */
-        y->lse = f, f += N * ((uint64_t)c->n_head / (tp * u));
-        y->attproj = a, a += Nl * C;
-        y->res2 = a, a += Nl * C;
-        y->res2_full = a, a += (Tk ? sp * N : 0) * C;
-        y->cq = a, a += (Tk ? Ng : 0) * Cl;
-        y->ckv = a, a += BK * 2 * Cl;
-        y->catt = a, a += (Tk ? Ng : 0) * Cl;
-        y->clse = f, f += (Tk ? Ng : 0) * NHl;
-        y->cproj = a, a += (Tk ? Nl : 0) * C;
-        y->res2b = a, a += (Tk ? Nl : 0) * C;
-        y->h2 = a, a += Nl * C;
-        y->h2_full = a, a += sp * N * C;
-        y->mean2 = f, f += Nl;
-        y->rstd2 = f, f += Nl;
-        y->fch = a, a += Ng * 4 * Cl;
-        y->fch_gelu = a, a += Ng * 4 * Cl;
-        y->fcproj = a, a += Nl * C;
-        y->res3 = a, a += Nl * C;
+        ig_act_next_layer(&pl);
+        y->mod = ig_act_place(&pl, K, Bc * 6 * C);
+        y->h1 = ig_act_place(&pl, K, Nl * C);
+        y->h1_full = ig_act_place(&pl, K, sp * N * C);
+        y->mean1 = ig_act_place_f32(&pl, K, Nl);
+        y->rstd1 = ig_act_place_f32(&pl, K, Nl);
+        y->qkv = ig_act_place(&pl, K, Ng * 3 * Cl); /* Ulysses: [N, 3 Cl / usp], its own heads */
+        y->atty = ig_act_place(&pl, CORE, Ng * Cl);
+        y->atty_h = ig_act_place(&pl, CORE, ul * Ng * Cl); /* Ulysses: [N, Cl / usp] */
+        y->lse = ig_act_place_f32(&pl, CORE, N * ((uint64_t)c->n_head / (tp * u)));
+        y->attproj = ig_act_place(&pl, K, Nl * C);
+        y->res2 = ig_act_place(&pl, K, Nl * C);
+        y->res2_full = ig_act_place(&pl, K, (Tk ? sp * N : 0) * C);
+        y->cq = ig_act_place(&pl, K, (Tk ? Ng : 0) * Cl);
+        y->ckv = ig_act_place(&pl, K, BK * 2 * Cl);
+        y->catt = ig_act_place(&pl, CORE, (Tk ? Ng : 0) * Cl);
+        y->clse = ig_act_place_f32(&pl, CORE, (Tk ? Ng : 0) * NHl);
+        y->cproj = ig_act_place(&pl, K, (Tk ? Nl : 0) * C);
+        y->res2b = ig_act_place(&pl, K, (Tk ? Nl : 0) * C);
+        y->h2 = ig_act_place(&pl, K, Nl * C);
+        y->h2_full = ig_act_place(&pl, K, sp * N * C);
+        y->mean2 = ig_act_place_f32(&pl, K, Nl);
+        y->rstd2 = ig_act_place_f32(&pl, K, Nl);
+        y->fch = ig_act_place(&pl, K, Ng * 4 * Cl);
+        y->fch_gelu = ig_act_place(&pl, K, Ng * 4 * Cl);
+        y->fcproj = ig_act_place(&pl, K, Nl * C);
+        y->res3 = ig_act_place(&pl, IG_ACT_BOUNDARY, Nl * C);
     }
     if (p->last) {
-        x->modf = a, a += Bc * 2 * C;
-        x->hf = a, a += Nl * C;
-        x->meanf = f, f += Nl;
-        x->rstdf = f, f += Nl;
-        x->pred = a, a += Nl * P;
-        x->target = a, a += Nl * P;
+        x->modf = ig_act_take(a, Bc * 2 * C);
+        x->hf = ig_act_take(a, Nl * C);
+        x->meanf = ig_act_take(f, Nl);
+        x->rstdf = ig_act_take(f, Nl);
+        x->pred = ig_act_take(a, Nl * P);
+        x->target = ig_act_take(a, Nl * P);
     }
-    out->act = a;
-    out->f32 = f;
+    out->act = pl.act;
+    out->f32 = pl.f32;
     out->i32 = Bc + BK; /* the labels (captions: their lengths), then the caption tokens */
     out->io_f32 = Nl;   /* each row's sum of squared errors */
-    uint64_t tpx = (uint64_t)(p->tp > 1);
-    a = f = 0;
-    x->dres = a, a += Nl * C;
-    x->dres_full = a, a += sp * N * C;
-    x->dln = a, a += Nl * C;
-    x->dpartial = a, a += tpx * Ng * C; /* a column-parallel layer's input gradient, unreduced */
-    x->partial = a, a += sp * N * C;    /* a row-parallel layer's output, unreduced (sp) */
-    x->dx = a, a += Nl * C;             /* a gated branch's output gradient */
-    x->datty = a, a += Ng * Cl;
-    x->dqkv = a, a += Ng * 3 * Cl;
-    x->dfcg = a, a += Ng * 4 * Cl;
-    x->dfch = a, a += Ng * 4 * Cl;
-    x->rows3 = a, a += ul * Ng * 3 * Cl; /* Ulysses: [Nl, 3 Cl] a row-sharded q|k|v (or its grad) */
-    x->pack = a, a += ul * Ng * 3 * Cl;  /* Ulysses: the all-to-alls' packed blocks */
-    x->datty_h = a, a += ul * Ng * Cl;
-    x->dmod = a, a += Bc * 6 * C;
-    x->dsilu = a, a += Bc * C;
-    x->dtmp = a, a += Bc * C;
-    x->dcq = a, a += (Tk ? Ng : 0) * Cl;
-    x->dckv = a, a += BK * 2 * Cl;
-    x->dcatt = a, a += (Tk ? Ng : 0) * Cl;
-    x->dyl = a, a += BK * C;
-    x->dytmp = a, a += BK * C;
-    out->scratch_act = a;
-    out->scratch_f32 = f;
+    /* scratch: the recomputed block's region, then the backward's buffers */
+    uint64_t tpx = (uint64_t)(p->tp > 1), sa = pl.region_act;
+    a = &sa;
+    x->dres = ig_act_take(a, Nl * C);
+    x->dres_full = ig_act_take(a, sp * N * C);
+    x->dln = ig_act_take(a, Nl * C);
+    x->dpartial = ig_act_take(a, tpx * Ng * C); /* a column-parallel layer's input gradient */
+    x->partial = ig_act_take(a, sp * N * C);    /* a row-parallel layer's output, unreduced (sp) */
+    x->dx = ig_act_take(a, Nl * C);             /* a gated branch's output gradient */
+    x->datty = ig_act_take(a, Ng * Cl);
+    x->dqkv = ig_act_take(a, Ng * 3 * Cl);
+    x->dfcg = ig_act_take(a, Ng * 4 * Cl);
+    x->dfch = ig_act_take(a, Ng * 4 * Cl);
+    x->rows3 = ig_act_take(a, ul * Ng * 3 * Cl); /* Ulysses: [Nl, 3 Cl] a row-sharded q|k|v */
+    x->pack = ig_act_take(a, ul * Ng * 3 * Cl);  /* Ulysses: the all-to-alls' packed blocks */
+    x->datty_h = ig_act_take(a, ul * Ng * Cl);
+    x->dmod = ig_act_take(a, Bc * 6 * C);
+    x->dsilu = ig_act_take(a, Bc * C);
+    x->dtmp = ig_act_take(a, Bc * C);
+    x->dcq = ig_act_take(a, (Tk ? Ng : 0) * Cl);
+    x->dckv = ig_act_take(a, BK * 2 * Cl);
+    x->dcatt = ig_act_take(a, (Tk ? Ng : 0) * Cl);
+    x->dyl = ig_act_take(a, BK * C);
+    x->dytmp = ig_act_take(a, BK * C);
+    out->scratch_act = sa;
+    out->scratch_f32 = pl.region_f32;
 }
 
 static void dit_plan(const ig_model_config *c, const ig_part *p, int B, int T, ig_act_sizes *out) {

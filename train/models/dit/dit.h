@@ -43,9 +43,11 @@ enum { MOD_SHIFT_MSA, MOD_SCALE_MSA, MOD_GATE_MSA, MOD_SHIFT_MLP, MOD_SCALE_MLP,
 
 #define DIT_FREQ 256 /* the timestep embedding's frequencies (cos | sin) */
 
-/* Offsets (in elements) of one block's activations within a slot. N = B * T rows; Nl the rows a
- * rank holds: N / tp with Megatron's sequence parallelism, N / usp with Ulysses', else N; Ng the
- * rows of the tensor-parallel layers (N with Megatron's sp, else Nl); C = d_model, Cl = C / tp. */
+/* Places (family.h: offsets in elements within a slot, or in the scratch's recomputed region;
+ * which are kept per slot depends on train.recompute) of one block's activations. N = B * T rows;
+ * Nl the rows a rank holds: N / tp with Megatron's sequence parallelism, N / usp with Ulysses',
+ * else N; Ng the rows of the tensor-parallel layers (N with Megatron's sp, else Nl); C = d_model,
+ * Cl = C / tp. */
 typedef struct dit_layer_acts {
     uint64_t mod;                       /* [B, 6C] the modulation */
     uint64_t h1, h1_full, mean1, rstd1; /* [Nl, C], [N, C] sp, fp32 [Nl] x2: LN(x)(1+scale)+shift */

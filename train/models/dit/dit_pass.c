@@ -20,6 +20,15 @@
  * its input's gradient into that of SiLU(c); at the end of the stage that becomes c's gradient,
  * added to what the next stage sent (c goes to every stage), and on the first stage it flows
  * into the time MLP and the class table.
+ *
+ * Recomputation (train.recompute; the places of dit.c's layout): with selective the backward runs
+ * attention's forward again from the kept q|k|v (and, with Ulysses, its all-to-all back to this
+ * rank's rows) before the projection's backward needs its output, and the cross-attention's from
+ * the kept q and k|v likewise; with full it runs block l's forward again from its kept input
+ * after ig_model_use_layer(l), up to fcproj (the block's output res3 is kept: the next block's
+ * input). Every recomputed buffer comes from the forward's kernels on the same inputs (a block
+ * has no fused residual norm across blocks), so it has the forward's bits, on any backend;
+ * collectives inside a recomputed block run again, on every rank in the same order.
  */
 #include "dit.h"
 
@@ -27,9 +36,10 @@
 
 #include "../../tp_layers.h"
 
-#define A(off) ig_model_act(m, off)
+/* slot activations or a block's places (family.h), scratch, fp32 likewise */
+#define A(off) ig_model_at(m, off)
 #define S(off) ig_model_scratch(m, off)
-#define F(off) ig_model_f32(m, off)
+#define F(off) ig_model_at_f32(m, off)
 
 static void *P(const ig_model *m, int l, int which) {
     return ig_model_param(m, dit_lt(m, l, which));
@@ -94,6 +104,15 @@ static int cross_row0(const ig_model *m, int row0) {
     return m->part.sp ? 0 : row0;
 }
 
+/* The cross-attention's core: catt and clse from q and k|v (Ng rows). */
+static void cross_core(ig_model *m, const dit_layer_acts *y, int Ng, int row0, int T) {
+    const dit_state *x = dit_of(m);
+    int C = m->cfg.d_model;
+    ig_kernel_cross_attention_forward(m->be, A(y->catt), F(y->clse), A(y->cq), A(y->ckv),
+                                      ig_model_i32(m, 0), Ng, cross_row0(m, row0), T, x->Tk,
+                                      m->cfg.n_head / m->part.tp, C / m->cfg.n_head);
+}
+
 /* Block l's cross-attention to the caption: res2b = res2 + proj(CrossAttn(q(res2), kv(y))). */
 static ig_status cross_forward(ig_model *m, int l, const dit_layer_acts *y, int B, int T, int N,
                                int Nl, int row0, ig_err *err) {
@@ -107,9 +126,7 @@ static ig_status cross_forward(ig_model *m, int l, const dit_layer_acts *y, int 
                              Ng, C, Cl);
     ig_kernel_matmul_forward(be, A(y->ckv), A(x->ycap), P(m, l, DIT_XKV_W), IG_W_OUT_IN,
                              P(m, l, DIT_XKV_B), B * x->Tk, C, 2 * Cl);
-    ig_kernel_cross_attention_forward(be, A(y->catt), F(y->clse), A(y->cq), A(y->ckv),
-                                      ig_model_i32(m, 0), Ng, cross_row0(m, row0), T, x->Tk,
-                                      m->cfg.n_head / m->part.tp, C / m->cfg.n_head);
+    cross_core(m, y, Ng, row0, T);
     st = ig_tp_row_linear(m, A(y->cproj), A(y->catt), P(m, l, DIT_XPROJ_W), IG_W_OUT_IN,
                           P(m, l, DIT_XPROJ_B), S(x->partial), Ng, Cl, C, err);
     if (st == IG_OK) ig_kernel_add(be, A(y->res2b), A(y->res2), A(y->cproj), (size_t)Nl * C);
@@ -128,6 +145,7 @@ static ig_status cross_backward(ig_model *m, int l, const dit_layer_acts *y, int
     const void *dfull = NULL;
     ig_status st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err);
     if (st != IG_OK) return st;
+    if (p->recompute == IG_RECOMPUTE_SELECTIVE) cross_core(m, y, Ng, row0, T);
     ig_kernel_matmul_backward(be, S(x->dcatt), G(m, l, DIT_XPROJ_W), G(m, l, DIT_XPROJ_B), dfull,
                               A(y->catt), P(m, l, DIT_XPROJ_W), IG_W_OUT_IN, Ng, Cl, C);
     ig_backend_zero(be, S(x->dckv), (size_t)BK * 2 * (size_t)Cl * m->as, NULL);
@@ -148,6 +166,73 @@ static ig_status cross_backward(ig_model *m, int l, const dit_layer_acts *y, int
     return IG_OK;
 }
 
+/* The attention core of block l: its output (Ulysses: in the heads' layout, then back to this
+ * rank's rows, atty) and lse from the kept q|k|v. */
+static ig_status attn_core(ig_model *m, const dit_layer_acts *y, const ig_attention_shape *shape,
+                           int Nl, ig_err *err) {
+    const dit_state *x = dit_of(m);
+    int u = usp_of(m);
+    void *att = u > 1 ? A(y->atty_h) : A(y->atty);
+    ig_kernel_attention_forward(m->be, att, F(y->lse), A(y->qkv), NULL, shape);
+    if (u > 1) return ig_usp_to_rows(m, att, A(y->atty), S(x->pack), Nl, 1, x->Cl, err);
+    return IG_OK;
+}
+
+/* Block l on this rank's rows of the slot's micro-batch from its input res. Without `all` it
+ * stops before the gated residual that makes res3 (a recomputation for the backward: res3 is
+ * kept, the next block's input). */
+static ig_status block_forward(ig_model *m, int l, const dit_layer_acts *y, const void *res,
+                               int all, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const dit_state *x = dit_of(m);
+    int B = m->slot_B[m->slot], T = m->slot_T[m->slot], N, Nl, row0;
+    rows(m, m->slot, &N, &Nl, &row0);
+    int C = m->cfg.d_model, Cl = x->Cl, ld = 6 * C, u = usp_of(m);
+    int Ng = p->sp ? N : Nl; /* rows of the tensor-parallel layers */
+    float eps = (float)m->cfg.norm_eps;
+    ig_attention_shape shape = attn_shape(m, B, T);
+    ig_status st = IG_OK;
+    const void *h = NULL;
+    void *mod = A(y->mod);
+    ig_kernel_matmul_forward(be, mod, A(x->silu_c), P(m, l, DIT_ADA_W), IG_W_OUT_IN,
+                             P(m, l, DIT_ADA_B), B, C, 6 * C);
+    ig_kernel_layernorm_modulate_forward(be, A(y->h1), F(y->mean1), F(y->rstd1), res,
+                                         MOD(m, mod, MOD_SHIFT_MSA), MOD(m, mod, MOD_SCALE_MSA), ld,
+                                         Nl, C, row0, T, eps);
+    if ((st = ig_tp_gather(m, A(y->h1), A(y->h1_full), N, C, &h, err)) != IG_OK) return st;
+    /* Ulysses: q|k|v of this rank's rows, then of every row for this rank's heads */
+    void *qkv = u > 1 ? S(x->rows3) : A(y->qkv);
+    ig_kernel_matmul_forward(be, qkv, h, P(m, l, DIT_QKV_W), IG_W_OUT_IN, P(m, l, DIT_QKV_B), Ng, C,
+                             3 * Cl);
+    if (u > 1 && (st = ig_usp_to_heads(m, qkv, A(y->qkv), S(x->pack), Nl, 3, Cl, err)) != IG_OK)
+        return st;
+    if ((st = attn_core(m, y, &shape, Nl, err)) != IG_OK) return st;
+    st = ig_tp_row_linear(m, A(y->attproj), A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN,
+                          P(m, l, DIT_PROJ_B), S(x->partial), Ng, Cl, C, err);
+    if (st != IG_OK) return st;
+    ig_kernel_gate_residual_forward(be, A(y->res2), res, A(y->attproj), MOD(m, mod, MOD_GATE_MSA),
+                                    ld, Nl, C, row0, T);
+    const void *mlp_in = A(y->res2);
+    if (x->Tk) {
+        if ((st = cross_forward(m, l, y, B, T, N, Nl, row0, err)) != IG_OK) return st;
+        mlp_in = A(y->res2b);
+    }
+    ig_kernel_layernorm_modulate_forward(be, A(y->h2), F(y->mean2), F(y->rstd2), mlp_in,
+                                         MOD(m, mod, MOD_SHIFT_MLP), MOD(m, mod, MOD_SCALE_MLP), ld,
+                                         Nl, C, row0, T, eps);
+    if ((st = ig_tp_gather(m, A(y->h2), A(y->h2_full), N, C, &h, err)) != IG_OK) return st;
+    ig_kernel_matmul_forward(be, A(y->fch), h, P(m, l, DIT_FC1_W), IG_W_OUT_IN, NULL, Ng, C,
+                             4 * Cl);
+    ig_kernel_gelu_bias_forward(be, A(y->fch_gelu), A(y->fch), P(m, l, DIT_FC1_B), Ng, 4 * Cl);
+    st = ig_tp_row_linear(m, A(y->fcproj), A(y->fch_gelu), P(m, l, DIT_FC2_W), IG_W_OUT_IN,
+                          P(m, l, DIT_FC2_B), S(x->partial), Ng, 4 * Cl, C, err);
+    if (st != IG_OK || !all) return st;
+    ig_kernel_gate_residual_forward(be, A(y->res3), mlp_in, A(y->fcproj), MOD(m, mod, MOD_GATE_MLP),
+                                    ld, Nl, C, row0, T);
+    return IG_OK;
+}
+
 ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
@@ -155,55 +240,16 @@ ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     m->slot = slot;
     int B = m->slot_B[slot], T = m->slot_T[slot], N, Nl, row0;
     rows(m, slot, &N, &Nl, &row0);
-    int C = m->cfg.d_model, Cl = x->Cl, ld = 6 * C, u = usp_of(m);
-    int Ng = p->sp ? N : Nl; /* rows of the tensor-parallel layers */
+    int C = m->cfg.d_model;
     float eps = (float)m->cfg.norm_eps;
-    ig_attention_shape shape = attn_shape(m, B, T);
     ig_status st = IG_OK;
     if (p->first) embed_forward(m, B, Nl);
     ig_kernel_silu_forward(be, A(x->silu_c), A(x->cond), (size_t)B * (size_t)C);
-    const void *res = A(x->encoded), *h = NULL;
+    const void *res = A(x->encoded);
     for (int l = p->l0; l < p->l1; l++) {
         if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
         const dit_layer_acts *y = &x->layer[l - p->l0];
-        void *mod = A(y->mod);
-        ig_kernel_matmul_forward(be, mod, A(x->silu_c), P(m, l, DIT_ADA_W), IG_W_OUT_IN,
-                                 P(m, l, DIT_ADA_B), B, C, 6 * C);
-        ig_kernel_layernorm_modulate_forward(be, A(y->h1), F(y->mean1), F(y->rstd1), res,
-                                             MOD(m, mod, MOD_SHIFT_MSA), MOD(m, mod, MOD_SCALE_MSA),
-                                             ld, Nl, C, row0, T, eps);
-        if ((st = ig_tp_gather(m, A(y->h1), A(y->h1_full), N, C, &h, err)) != IG_OK) return st;
-        /* Ulysses: q|k|v of this rank's rows, then of every row for this rank's heads */
-        void *qkv = u > 1 ? S(x->rows3) : A(y->qkv), *att = u > 1 ? A(y->atty_h) : A(y->atty);
-        ig_kernel_matmul_forward(be, qkv, h, P(m, l, DIT_QKV_W), IG_W_OUT_IN, P(m, l, DIT_QKV_B),
-                                 Ng, C, 3 * Cl);
-        if (u > 1 && (st = ig_usp_to_heads(m, qkv, A(y->qkv), S(x->pack), Nl, 3, Cl, err)) != IG_OK)
-            return st;
-        ig_kernel_attention_forward(be, att, F(y->lse), A(y->qkv), NULL, &shape);
-        if (u > 1 && (st = ig_usp_to_rows(m, att, A(y->atty), S(x->pack), Nl, 1, Cl, err)) != IG_OK)
-            return st;
-        st = ig_tp_row_linear(m, A(y->attproj), A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN,
-                              P(m, l, DIT_PROJ_B), S(x->partial), Ng, Cl, C, err);
-        if (st != IG_OK) return st;
-        ig_kernel_gate_residual_forward(be, A(y->res2), res, A(y->attproj),
-                                        MOD(m, mod, MOD_GATE_MSA), ld, Nl, C, row0, T);
-        const void *mlp_in = A(y->res2);
-        if (x->Tk) {
-            if ((st = cross_forward(m, l, y, B, T, N, Nl, row0, err)) != IG_OK) return st;
-            mlp_in = A(y->res2b);
-        }
-        ig_kernel_layernorm_modulate_forward(be, A(y->h2), F(y->mean2), F(y->rstd2), mlp_in,
-                                             MOD(m, mod, MOD_SHIFT_MLP), MOD(m, mod, MOD_SCALE_MLP),
-                                             ld, Nl, C, row0, T, eps);
-        if ((st = ig_tp_gather(m, A(y->h2), A(y->h2_full), N, C, &h, err)) != IG_OK) return st;
-        ig_kernel_matmul_forward(be, A(y->fch), h, P(m, l, DIT_FC1_W), IG_W_OUT_IN, NULL, Ng, C,
-                                 4 * Cl);
-        ig_kernel_gelu_bias_forward(be, A(y->fch_gelu), A(y->fch), P(m, l, DIT_FC1_B), Ng, 4 * Cl);
-        st = ig_tp_row_linear(m, A(y->fcproj), A(y->fch_gelu), P(m, l, DIT_FC2_W), IG_W_OUT_IN,
-                              P(m, l, DIT_FC2_B), S(x->partial), Ng, 4 * Cl, C, err);
-        if (st != IG_OK) return st;
-        ig_kernel_gate_residual_forward(be, A(y->res3), mlp_in, A(y->fcproj),
-                                        MOD(m, mod, MOD_GATE_MLP), ld, Nl, C, row0, T);
+        if ((st = block_forward(m, l, y, res, 1, err)) != IG_OK) return st;
         res = A(y->res3);
     }
     if (!p->last) return IG_OK;
@@ -297,6 +343,9 @@ ig_status dit_backward(ig_model *m, int slot, ig_err *err) {
         if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
         const dit_layer_acts *y = &x->layer[l - p->l0];
         const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
+        if (p->recompute == IG_RECOMPUTE_FULL &&
+            (st = block_forward(m, l, y, res_in, 0, err)) != IG_OK)
+            return st;
         void *mod = A(y->mod);
         ig_backend_zero(be, dmod, 6 * BC * as, NULL);
         /* res3 = res2 + gate_mlp fcproj: dres is res2's gradient too */
@@ -321,6 +370,9 @@ ig_status dit_backward(ig_model *m, int slot, ig_err *err) {
         ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MSA), dres, A(y->attproj),
                                          MOD(m, mod, MOD_GATE_MSA), ld, Nl, C, row0, T);
         if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        if (p->recompute == IG_RECOMPUTE_SELECTIVE &&
+            (st = attn_core(m, y, &shape, Nl, err)) != IG_OK)
+            return st;
         ig_kernel_matmul_backward(be, S(x->datty), G(m, l, DIT_PROJ_W), G(m, l, DIT_PROJ_B), dfull,
                                   A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN, Ng, Cl, C);
         /* Ulysses: the output's gradient to every row of this rank's heads, and q|k|v's back */

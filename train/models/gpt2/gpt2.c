@@ -196,60 +196,70 @@ static size_t gpt2_tensors(const ig_model_config *c, const ig_part *p, ig_tensor
  */
 
 /* Lays out the activations of a B x T micro-batch: per slot, offsets in elements of the act type
- * and of fp32; then the scratch the slots share. x->layer may be NULL (sizes only). */
+ * and of fp32; then the scratch the slots share, starting with the region of one layer's worth
+ * that the layers' recomputed activations reuse (train.recompute; family.h's places). x->layer
+ * may be NULL (sizes only).
+ *
+ * What a slot keeps per layer: with none every activation below; with selective all but the
+ * attention core's output atty and its lse (recomputed from qkv before attention's backward);
+ * with full only res3, the next layer's input (the stage's first layer's input is encoded), and
+ * the last layer's on the last stage (ln_f's input): the backward runs the layer's forward again
+ * from its input into the region. */
 static void layout(const ig_model_config *c, const ig_part *p, int B, int T, gpt2_state *x,
                    ig_act_sizes *out) {
     uint64_t N = (uint64_t)B * (uint64_t)T, Nl = p->sp ? N / (uint64_t)p->tp : N;
     uint64_t C = (uint64_t)c->d_model, Cl = C / (uint64_t)p->tp, sp = (uint64_t)(p->sp != 0);
     uint64_t Vl = (uint64_t)c->padded_vocab / (uint64_t)p->tp;
-    uint64_t a = 0, f = 0;
-    x->encoded = a, a += Nl * C;
+    ig_act_plan pl = {.recompute = p->recompute};
+    const ig_act_kind K = IG_ACT_LAYER, CORE = IG_ACT_CORE;
+    x->encoded = ig_act_take(&pl.act, Nl * C);
     for (int l = p->l0; l < p->l1; l++) {
         gpt2_layer_acts tmp, *y = x->layer ? &x->layer[l - p->l0] : &tmp;
-        y->ln1 = a, a += Nl * C;
-        y->ln1_mean = f, f += Nl;
-        y->ln1_rstd = f, f += Nl;
-        y->ln1_full = a, a += sp * N * C;
-        y->qkv = a, a += N * 3 * Cl;
-        y->atty = a, a += N * Cl;
-        y->lse = f, f += N * (uint64_t)(c->n_head / p->tp);
-        y->attproj = a, a += Nl * C;
-        y->res2 = a, a += Nl * C;
-        y->ln2 = a, a += Nl * C;
-        y->ln2_mean = f, f += Nl;
-        y->ln2_rstd = f, f += Nl;
-        y->ln2_full = a, a += sp * N * C;
-        y->fch = a, a += N * 4 * Cl;
-        y->fch_gelu = a, a += N * 4 * Cl;
-        y->fcproj = a, a += Nl * C;
-        y->res3 = a, a += Nl * C;
+        ig_act_next_layer(&pl);
+        y->ln1 = ig_act_place(&pl, K, Nl * C);
+        y->ln1_mean = ig_act_place_f32(&pl, K, Nl);
+        y->ln1_rstd = ig_act_place_f32(&pl, K, Nl);
+        y->ln1_full = ig_act_place(&pl, K, sp * N * C);
+        y->qkv = ig_act_place(&pl, K, N * 3 * Cl);
+        y->atty = ig_act_place(&pl, CORE, N * Cl);
+        y->lse = ig_act_place_f32(&pl, CORE, N * (uint64_t)(c->n_head / p->tp));
+        y->attproj = ig_act_place(&pl, K, Nl * C);
+        y->res2 = ig_act_place(&pl, K, Nl * C);
+        y->ln2 = ig_act_place(&pl, K, Nl * C);
+        y->ln2_mean = ig_act_place_f32(&pl, K, Nl);
+        y->ln2_rstd = ig_act_place_f32(&pl, K, Nl);
+        y->ln2_full = ig_act_place(&pl, K, sp * N * C);
+        y->fch = ig_act_place(&pl, K, N * 4 * Cl);
+        y->fch_gelu = ig_act_place(&pl, K, N * 4 * Cl);
+        y->fcproj = ig_act_place(&pl, K, Nl * C);
+        /* a middle stage's last layer has no res3 (its output is `output`) */
+        y->res3 = ig_act_place(&pl, l + 1 < p->l1 || p->last ? IG_ACT_BOUNDARY : K, Nl * C);
     }
-    if (!p->last) x->output = a, a += Nl * C;
+    if (!p->last) x->output = ig_act_take(&pl.act, Nl * C);
     if (p->last) {
-        x->lnf = a, a += Nl * C;
-        x->lnf_mean = f, f += Nl;
-        x->lnf_rstd = f, f += Nl;
-        x->lnf_full = a, a += sp * N * C;
-        x->logits = a, a += N * Vl;
+        x->lnf = ig_act_take(&pl.act, Nl * C);
+        x->lnf_mean = ig_act_take(&pl.f32, Nl);
+        x->lnf_rstd = ig_act_take(&pl.f32, Nl);
+        x->lnf_full = ig_act_take(&pl.act, sp * N * C);
+        x->logits = ig_act_take(&pl.act, N * Vl);
     }
-    out->act = a;
-    out->f32 = f;
+    out->act = pl.act;
+    out->f32 = pl.f32;
     out->i32 = 3 * N;
     out->io_f32 = 2 * N;
-    /* scratch */
-    uint64_t tpx = (uint64_t)(p->tp > 1);
-    a = f = 0;
-    x->dres = a, a += Nl * C;
-    x->dres_full = a, a += sp * N * C;
-    x->dln = a, a += Nl * C;
-    x->dpartial = a, a += tpx * N * C; /* a column-parallel layer's input gradient, unreduced */
-    x->partial = a, a += sp * N * C;   /* a row-parallel layer's output, unreduced (sp) */
-    x->datty = a, a += N * Cl;
-    x->dqkv = a, a += N * 3 * Cl;
-    x->dfcg = a, a += N * 4 * Cl;
-    x->dfch = a, a += N * 4 * Cl;
-    x->rowmax = f, f += tpx * N;
-    x->stats = f, f += tpx * 2 * N;
+    /* scratch: the recomputed layer's region, then the backward's buffers */
+    uint64_t tpx = (uint64_t)(p->tp > 1), a = pl.region_act, f = pl.region_f32;
+    x->dres = ig_act_take(&a, Nl * C);
+    x->dres_full = ig_act_take(&a, sp * N * C);
+    x->dln = ig_act_take(&a, Nl * C);
+    x->dpartial = ig_act_take(&a, tpx * N * C); /* a column-parallel layer's input gradient */
+    x->partial = ig_act_take(&a, sp * N * C);   /* a row-parallel layer's output, unreduced (sp) */
+    x->datty = ig_act_take(&a, N * Cl);
+    x->dqkv = ig_act_take(&a, N * 3 * Cl);
+    x->dfcg = ig_act_take(&a, N * 4 * Cl);
+    x->dfch = ig_act_take(&a, N * 4 * Cl);
+    x->rowmax = ig_act_take(&f, tpx * N);
+    x->stats = ig_act_take(&f, tpx * 2 * N);
     out->scratch_act = a;
     out->scratch_f32 = f;
 }

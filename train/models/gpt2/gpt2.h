@@ -24,9 +24,10 @@ enum {
     GPT2_PER_LAYER
 };
 
-/* Offsets (in elements) of one layer's activations within a slot: act type for the tensors, fp32
- * for the LayerNorm statistics and the log-sum-exp of attention. N = B * T rows; Nl = N / tp
- * rows with sequence parallelism (else N); Cl = C / tp. */
+/* Places (family.h: offsets in elements within a slot, or in the scratch's recomputed region) of
+ * one layer's activations: act type for the tensors, fp32 for the LayerNorm statistics and the
+ * log-sum-exp of attention. N = B * T rows; Nl = N / tp rows with sequence parallelism (else N);
+ * Cl = C / tp. Which are kept per slot depends on train.recompute (gpt2.c's layout). */
 typedef struct gpt2_layer_acts {
     uint64_t ln1, ln1_mean, ln1_rstd; /* [Nl, C], [Nl], [Nl] */
     uint64_t ln1_full;                /* [N, C] sp: ln1 gathered over the group */

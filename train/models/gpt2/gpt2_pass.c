@@ -16,6 +16,21 @@
  * all-gather in the backward), and the LayerNorms' gradients, taken over this rank's rows, are
  * partial (summed by the optimizer).
  *
+ * Recomputation (train.recompute; the places of gpt2.c's layout): with selective the attention
+ * core's output and lse live in the scratch and the backward runs attention's forward again from
+ * the kept qkv just before it needs them; with full a slot keeps only each layer's input and the
+ * backward runs the layer's forward again from it (after ig_model_use_layer(l)), up to fch_gelu
+ * (fcproj is not needed by the backward). Both call the same kernels on the same inputs as the
+ * forward, so the recomputed buffers, and the losses and weights, are the same bits as with none.
+ * The one kernel that differs: the forward normalises layer l's input with the residual add fused
+ * in (res3 = res2 + fcproj of layer l - 1, then LN(res3)), which the recomputation cannot repeat
+ * (res2 and fcproj are not kept); it takes layernorm_forward of the kept res3. Both backends
+ * compute the fused form as "store the sum, then the plain LayerNorm of the stored values": on the
+ * CPU the same row function on the stored row (cpu_layernorm.c), on CUDA the same kernel, whose
+ * residual argument only chooses which pointer the LayerNorm reads (cuda_layernorm.cu), so the
+ * bf16 sum is rounded before the statistics either way. Tensor-parallel collectives inside a
+ * recomputed layer run again, on every rank in the same order.
+ *
  * Generation runs the same layer forward on the new positions' rows, with attention over a cache
  * of every position's keys and values so far ([Tmax, C] per layer): the new rows' keys and values
  * are copied into it on the backend (no host round trip), and only the last row gets logits.
@@ -26,10 +41,10 @@
 
 #include "../../tp_layers.h"
 
-/* slot activations, scratch, fp32 likewise */
-#define A(off)  ig_model_act(m, off)
+/* slot activations or a layer's places (family.h), scratch, fp32 likewise */
+#define A(off)  ig_model_at(m, off)
 #define S(off)  ig_model_scratch(m, off)
-#define F(off)  ig_model_f32(m, off)
+#define F(off)  ig_model_at_f32(m, off)
 #define FS(off) ig_model_scratch_f32(m, off)
 
 static void *P(const ig_model *m, int l, int which) {
@@ -87,24 +102,17 @@ static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac,
     return st;
 }
 
-/* Layer l on B x T rows (N in all, Nl held): res_in is prev's res3 (the fused residual add writes
- * it) or, for the stage's first layer (prev NULL), the stage's input. */
-static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
-                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+/* Layer l on B x T rows (N in all, Nl held) from its normed input y->ln1 on; res_in is its
+ * input. Without `all` it stops before the MLP's output projection (what a recomputation for the
+ * backward needs). */
+static ig_status layer_rest(ig_model *m, int l, const layer_bufs *y, const void *res_in,
+                            const attn_ctx *ac, int B, int T, int all, ig_err *err) {
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     int N = B * T, Nl = p->sp ? N / p->tp : N;
     int C = m->cfg.d_model, Cl = gpt2_of(m)->Cl;
     float eps = (float)m->cfg.norm_eps;
-    void *res_in = prev ? prev->res3 : input;
     ig_status st;
-    if (!prev)
-        ig_kernel_layernorm_forward(be, y->ln1, y->ln1_mean, y->ln1_rstd, res_in,
-                                    P(m, l, GPT2_LN1W), P(m, l, GPT2_LN1B), Nl, C, eps);
-    else
-        ig_kernel_residual_layernorm_forward(be, prev->res3, y->ln1, y->ln1_mean, y->ln1_rstd,
-                                             prev->res2, prev->fcproj, P(m, l, GPT2_LN1W),
-                                             P(m, l, GPT2_LN1B), Nl, C, eps);
     const void *ln1 = NULL, *ln2 = NULL;
     if ((st = ig_tp_gather(m, y->ln1, y->ln1_full, N, C, &ln1, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, y->qkv, ln1, P(m, l, GPT2_QKVW), IG_W_IN_OUT, P(m, l, GPT2_QKVB),
@@ -119,8 +127,38 @@ static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const la
     if ((st = ig_tp_gather(m, y->ln2, y->ln2_full, N, C, &ln2, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, y->fch, ln2, P(m, l, GPT2_FCW), IG_W_IN_OUT, NULL, N, C, 4 * Cl);
     ig_kernel_gelu_bias_forward(be, y->fch_gelu, y->fch, P(m, l, GPT2_FCB), N, 4 * Cl);
+    if (!all) return IG_OK;
     return ig_tp_row_linear(m, y->fcproj, y->fch_gelu, P(m, l, GPT2_FCPW), IG_W_IN_OUT,
                             P(m, l, GPT2_FCPB), S(gpt2_of(m)->partial), N, 4 * Cl, C, err);
+}
+
+/* Layer l on B x T rows: res_in is prev's res3 (the fused residual add writes it) or, for the
+ * stage's first layer (prev NULL), the stage's input. */
+static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
+                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+    const ig_part *p = &m->part;
+    int N = B * T, Nl = p->sp ? N / p->tp : N, C = m->cfg.d_model;
+    float eps = (float)m->cfg.norm_eps;
+    void *res_in = prev ? prev->res3 : input;
+    if (!prev)
+        ig_kernel_layernorm_forward(m->be, y->ln1, y->ln1_mean, y->ln1_rstd, res_in,
+                                    P(m, l, GPT2_LN1W), P(m, l, GPT2_LN1B), Nl, C, eps);
+    else
+        ig_kernel_residual_layernorm_forward(m->be, prev->res3, y->ln1, y->ln1_mean, y->ln1_rstd,
+                                             prev->res2, prev->fcproj, P(m, l, GPT2_LN1W),
+                                             P(m, l, GPT2_LN1B), Nl, C, eps);
+    return layer_rest(m, l, y, res_in, ac, B, T, 1, err);
+}
+
+/* Full recomputation: layer l's forward again from its kept input res_in, up to what its backward
+ * reads (the LayerNorm of the stored res_in: what the fused form computed, see the header). */
+static ig_status layer_recompute(ig_model *m, int l, const layer_bufs *y, const void *res_in,
+                                 const attn_ctx *ac, int B, int T, ig_err *err) {
+    const ig_part *p = &m->part;
+    int N = B * T, Nl = p->sp ? N / p->tp : N;
+    ig_kernel_layernorm_forward(m->be, y->ln1, y->ln1_mean, y->ln1_rstd, res_in, P(m, l, GPT2_LN1W),
+                                P(m, l, GPT2_LN1B), Nl, m->cfg.d_model, (float)m->cfg.norm_eps);
+    return layer_rest(m, l, y, res_in, ac, B, T, 0, err);
 }
 
 /* ---- the stage's forward and backward ----------------------------------------------------------
@@ -177,6 +215,7 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
     int C = m->cfg.d_model, Cl = x->Cl;
     ig_attention_shape shape = attn_shape(m, B, T);
     const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
+    attn_ctx ac = {.docs = docs};
     size_t as = m->as;
     void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
     const void *dfull = NULL, *in = NULL;
@@ -201,6 +240,10 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
         if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
         const gpt2_layer_acts *y = &x->layer[l - p->l0];
         const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
+        if (p->recompute == IG_RECOMPUTE_FULL) {
+            layer_bufs yb = slot_bufs(m, y);
+            if ((st = layer_recompute(m, l, &yb, res_in, &ac, B, T, err)) != IG_OK) return st;
+        }
         /* res3 = res2 + fcproj: dres is the gradient of both */
         if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
         ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, GPT2_FCPW), G(m, l, GPT2_FCPB), dfull,
@@ -216,6 +259,8 @@ ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
                                      Nl, C);
         /* res2 = res_in + attproj: dres is the gradient of both */
         if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
+            ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), docs, &shape);
         ig_kernel_matmul_backward(be, S(x->datty), G(m, l, GPT2_PROJW), G(m, l, GPT2_PROJB), dfull,
                                   A(y->atty), P(m, l, GPT2_PROJW), IG_W_IN_OUT, N, Cl, C);
         ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),

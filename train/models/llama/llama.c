@@ -223,6 +223,12 @@ static size_t llama_tensors(const ig_model_config *c, const ig_part *p, ig_tenso
 /* ---- activations -------------------------------------------------------------------------------
  */
 
+/* Lays out the activations of a B x T micro-batch: per slot, then the scratch, which starts with
+ * the region of one layer's worth that the layers' recomputed activations reuse (train.recompute;
+ * family.h's places). x->layer may be NULL (sizes only). A slot keeps per layer: with none every
+ * activation below; with selective all but the attention core's output atty and its lse; with
+ * full only res3, the next layer's input (and the last layer's on the last stage: the final
+ * norm's input), the stage's first layer's input being encoded. */
 static void layout(const ig_model_config *c, const ig_part *p, int B, int T, llama_state *x,
                    ig_act_sizes *out) {
     uint64_t N = (uint64_t)B * (uint64_t)T, tp = (uint64_t)p->tp, Nl = p->sp ? N / tp : N;
@@ -230,53 +236,56 @@ static void layout(const ig_model_config *c, const ig_part *p, int B, int T, lla
     uint64_t Ql = ((uint64_t)c->n_head + 2 * (uint64_t)c->n_kv_heads) * hs / tp;
     uint64_t Hl = (uint64_t)c->n_head * hs / tp, Fl = (uint64_t)c->ffn_hidden / tp;
     uint64_t Vl = (uint64_t)c->padded_vocab / tp;
-    uint64_t a = 0, f = 0;
-    x->encoded = a, a += Nl * C;
+    ig_act_plan pl = {.recompute = p->recompute};
+    const ig_act_kind K = IG_ACT_LAYER, CORE = IG_ACT_CORE;
+    x->encoded = ig_act_take(&pl.act, Nl * C);
     for (int l = p->l0; l < p->l1; l++) {
         llama_layer_acts tmp, *y = x->layer ? &x->layer[l - p->l0] : &tmp;
-        y->h1 = a, a += Nl * C;
-        y->h1_full = a, a += sp * N * C;
-        y->rstd1 = f, f += Nl;
-        y->qkv = a, a += N * Ql;
-        y->atty = a, a += N * Hl;
-        y->lse = f, f += N * ((uint64_t)c->n_head / tp);
-        y->attproj = a, a += Nl * C;
-        y->res2 = a, a += Nl * C;
-        y->h2 = a, a += Nl * C;
-        y->h2_full = a, a += sp * N * C;
-        y->rstd2 = f, f += Nl;
-        y->gate = a, a += N * Fl;
-        y->up = a, a += N * Fl;
-        y->act = a, a += N * Fl;
-        y->mlp = a, a += Nl * C;
-        y->res3 = a, a += Nl * C;
+        ig_act_next_layer(&pl);
+        y->h1 = ig_act_place(&pl, K, Nl * C);
+        y->h1_full = ig_act_place(&pl, K, sp * N * C);
+        y->rstd1 = ig_act_place_f32(&pl, K, Nl);
+        y->qkv = ig_act_place(&pl, K, N * Ql);
+        y->atty = ig_act_place(&pl, CORE, N * Hl);
+        y->lse = ig_act_place_f32(&pl, CORE, N * ((uint64_t)c->n_head / tp));
+        y->attproj = ig_act_place(&pl, K, Nl * C);
+        y->res2 = ig_act_place(&pl, K, Nl * C);
+        y->h2 = ig_act_place(&pl, K, Nl * C);
+        y->h2_full = ig_act_place(&pl, K, sp * N * C);
+        y->rstd2 = ig_act_place_f32(&pl, K, Nl);
+        y->gate = ig_act_place(&pl, K, N * Fl);
+        y->up = ig_act_place(&pl, K, N * Fl);
+        y->act = ig_act_place(&pl, K, N * Fl);
+        y->mlp = ig_act_place(&pl, K, Nl * C);
+        /* a middle stage's last layer has no res3 (its output is `output`) */
+        y->res3 = ig_act_place(&pl, l + 1 < p->l1 || p->last ? IG_ACT_BOUNDARY : K, Nl * C);
     }
-    if (!p->last) x->output = a, a += Nl * C;
+    if (!p->last) x->output = ig_act_take(&pl.act, Nl * C);
     if (p->last) {
-        x->hn = a, a += Nl * C;
-        x->hn_full = a, a += sp * N * C;
-        x->rstd_n = f, f += Nl;
-        x->logits = a, a += N * Vl;
+        x->hn = ig_act_take(&pl.act, Nl * C);
+        x->hn_full = ig_act_take(&pl.act, sp * N * C);
+        x->rstd_n = ig_act_take(&pl.f32, Nl);
+        x->logits = ig_act_take(&pl.act, N * Vl);
     }
-    out->act = a;
-    out->f32 = f;
+    out->act = pl.act;
+    out->f32 = pl.f32;
     out->i32 = 3 * N;
     out->io_f32 = 2 * N;
-    uint64_t tpx = (uint64_t)(p->tp > 1);
-    a = f = 0;
-    x->dres = a, a += Nl * C;
-    x->dres_full = a, a += sp * N * C;
-    x->dln = a, a += Nl * C;
-    x->dpartial = a, a += tpx * N * C; /* a column-parallel layer's input gradient, unreduced */
-    x->dtmp = a, a += N * C;           /* up_proj's share of the MLP input's gradient */
-    x->partial = a, a += sp * N * C;   /* a row-parallel layer's output, unreduced (sp) */
-    x->datty = a, a += N * Hl;
-    x->dqkv = a, a += N * Ql;
-    x->dact = a, a += N * Fl;
-    x->dgate = a, a += N * Fl;
-    x->dup = a, a += N * Fl;
-    x->rowmax = f, f += tpx * N;
-    x->stats = f, f += tpx * 2 * N;
+    /* scratch: the recomputed layer's region, then the backward's buffers */
+    uint64_t tpx = (uint64_t)(p->tp > 1), a = pl.region_act, f = pl.region_f32;
+    x->dres = ig_act_take(&a, Nl * C);
+    x->dres_full = ig_act_take(&a, sp * N * C);
+    x->dln = ig_act_take(&a, Nl * C);
+    x->dpartial = ig_act_take(&a, tpx * N * C); /* a column-parallel layer's input gradient */
+    x->dtmp = ig_act_take(&a, N * C);           /* up_proj's share of the MLP input's gradient */
+    x->partial = ig_act_take(&a, sp * N * C);   /* a row-parallel layer's output, unreduced (sp) */
+    x->datty = ig_act_take(&a, N * Hl);
+    x->dqkv = ig_act_take(&a, N * Ql);
+    x->dact = ig_act_take(&a, N * Fl);
+    x->dgate = ig_act_take(&a, N * Fl);
+    x->dup = ig_act_take(&a, N * Fl);
+    x->rowmax = ig_act_take(&f, tpx * N);
+    x->stats = ig_act_take(&f, tpx * 2 * N);
     out->scratch_act = a;
     out->scratch_f32 = f;
 }

@@ -19,9 +19,11 @@ enum {
     LLAMA_PER_LAYER
 };
 
-/* Offsets (in elements) of one layer's activations within a slot: act type for the tensors, fp32
- * for the RMSNorm statistics and the log-sum-exp of attention. N = B * T rows; Nl = N / tp with
- * sequence parallelism (else N); Ql = (NH + 2 NKV) hs / tp; Hl = NH hs / tp; Fl = F / tp. */
+/* Places (family.h: offsets in elements within a slot, or in the scratch's recomputed region; which
+ * are kept per slot depends on train.recompute) of one layer's activations: act type for the
+ * tensors, fp32 for the RMSNorm statistics and the log-sum-exp of attention. N = B * T rows; Nl = N
+ * / tp with sequence parallelism (else N); Ql = (NH + 2 NKV) hs / tp; Hl = NH hs / tp; Fl = F / tp.
+ */
 typedef struct llama_layer_acts {
     uint64_t h1, h1_full, rstd1; /* [Nl, C], [N, C] sp, [Nl]: the attention's normed input */
     uint64_t qkv;                /* [N, Ql] after the rotary embedding */

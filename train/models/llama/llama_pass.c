@@ -15,6 +15,16 @@
  * and attention work on a rank's own heads (whole key/value groups). gate and up share their
  * input, so the input's gradient is the sum of theirs (added before the reduction). Sequence
  * parallelism: the norms and residual adds on this rank's 1/tp of the token rows.
+ *
+ * Recomputation (train.recompute; the places of llama.c's layout), as GPT-2's (gpt2_pass.c): with
+ * selective the backward runs attention's forward again from the kept qkv (after the rotary
+ * embedding) just before it needs atty and lse; with full it runs layer l's forward again from
+ * its kept input after ig_model_use_layer(l), up to act (the down projection's output is not
+ * needed), with the forward's kernels on the same inputs. The fused residual add of the forward
+ * (res3 = res2 + mlp of layer l - 1, then RMSNorm(res3)) becomes rmsnorm_forward of the kept
+ * res3, which both backends compute as the fused form's norm of the stored sum (cpu_rmsnorm.c:
+ * the same row code; cuda_rmsnorm.cu: the same kernel, the residual argument only choosing the
+ * pointer it reads): the same bits, in bf16 too.
  */
 #include "llama.h"
 
@@ -22,9 +32,10 @@
 
 #include "../../tp_layers.h"
 
-#define A(off)  ig_model_act(m, off)
+/* slot activations or a layer's places (family.h), scratch, fp32 likewise */
+#define A(off)  ig_model_at(m, off)
 #define S(off)  ig_model_scratch(m, off)
-#define F(off)  ig_model_f32(m, off)
+#define F(off)  ig_model_at_f32(m, off)
 #define FS(off) ig_model_scratch_f32(m, off)
 
 static void *P(const ig_model *m, int l, int which) {
@@ -81,23 +92,16 @@ static ig_status attention(ig_model *m, const layer_bufs *y, const attn_ctx *ac,
     return st;
 }
 
-/* Layer l on B x T rows: res_in is prev's res3 (the fused residual add writes it) or, for the
- * stage's first layer (prev NULL), the stage's input. */
-static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
-                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+/* Layer l on B x T rows from its normed input y->h1 on; res_in is its input. Without `all` it
+ * stops before the down projection (what a recomputation for the backward needs). */
+static ig_status layer_rest(ig_model *m, int l, const layer_bufs *y, const void *res_in,
+                            const attn_ctx *ac, int B, int T, int all, ig_err *err) {
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     const llama_state *x = llama_of(m);
     int N = B * T, Nl = p->sp ? N / p->tp : N, C = m->cfg.d_model;
     float eps = (float)m->cfg.norm_eps;
-    void *res_in = prev ? prev->res3 : input;
     ig_status st;
-    if (!prev)
-        ig_kernel_rmsnorm_forward(be, y->h1, y->rstd1, res_in, P(m, l, LLAMA_ATTN_NORM), Nl, C,
-                                  eps);
-    else
-        ig_kernel_residual_rmsnorm_forward(be, prev->res3, y->h1, y->rstd1, prev->res2, prev->mlp,
-                                           P(m, l, LLAMA_ATTN_NORM), Nl, C, eps);
     const void *h1 = NULL, *h2 = NULL;
     if ((st = ig_tp_gather(m, y->h1, y->h1_full, N, C, &h1, err)) != IG_OK) return st;
     ig_kernel_matmul_forward(be, y->qkv, h1, P(m, l, LLAMA_QKV), IG_W_OUT_IN, NULL, N, C, x->Ql);
@@ -111,8 +115,37 @@ static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const la
     ig_kernel_matmul_forward(be, y->gate, h2, P(m, l, LLAMA_GATE), IG_W_OUT_IN, NULL, N, C, x->Fl);
     ig_kernel_matmul_forward(be, y->up, h2, P(m, l, LLAMA_UP), IG_W_OUT_IN, NULL, N, C, x->Fl);
     ig_kernel_swiglu_forward(be, y->act, y->gate, y->up, N, x->Fl);
+    if (!all) return IG_OK;
     return ig_tp_row_linear(m, y->mlp, y->act, P(m, l, LLAMA_DOWN), IG_W_OUT_IN, NULL,
                             S(x->partial), N, x->Fl, C, err);
+}
+
+/* Layer l on B x T rows: res_in is prev's res3 (the fused residual add writes it) or, for the
+ * stage's first layer (prev NULL), the stage's input. */
+static ig_status layer_forward(ig_model *m, int l, const layer_bufs *y, const layer_bufs *prev,
+                               void *input, const attn_ctx *ac, int B, int T, ig_err *err) {
+    const ig_part *p = &m->part;
+    int N = B * T, Nl = p->sp ? N / p->tp : N, C = m->cfg.d_model;
+    float eps = (float)m->cfg.norm_eps;
+    void *res_in = prev ? prev->res3 : input;
+    if (!prev)
+        ig_kernel_rmsnorm_forward(m->be, y->h1, y->rstd1, res_in, P(m, l, LLAMA_ATTN_NORM), Nl, C,
+                                  eps);
+    else
+        ig_kernel_residual_rmsnorm_forward(m->be, prev->res3, y->h1, y->rstd1, prev->res2,
+                                           prev->mlp, P(m, l, LLAMA_ATTN_NORM), Nl, C, eps);
+    return layer_rest(m, l, y, res_in, ac, B, T, 1, err);
+}
+
+/* Full recomputation: layer l's forward again from its kept input res_in, up to what its backward
+ * reads (the norm of the stored res_in: what the fused form computed, see the header). */
+static ig_status layer_recompute(ig_model *m, int l, const layer_bufs *y, const void *res_in,
+                                 const attn_ctx *ac, int B, int T, ig_err *err) {
+    const ig_part *p = &m->part;
+    int N = B * T, Nl = p->sp ? N / p->tp : N;
+    ig_kernel_rmsnorm_forward(m->be, y->h1, y->rstd1, res_in, P(m, l, LLAMA_ATTN_NORM), Nl,
+                              m->cfg.d_model, (float)m->cfg.norm_eps);
+    return layer_rest(m, l, y, res_in, ac, B, T, 0, err);
 }
 
 /* ---- the stage's forward and backward ----------------------------------------------------------
@@ -167,6 +200,7 @@ ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
     int C = m->cfg.d_model;
     ig_attention_shape shape = attn_shape(m, B, T);
     const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
+    attn_ctx ac = {.docs = docs};
     void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
     const void *dfull = NULL, *in = NULL;
     ig_status st = IG_OK;
@@ -187,6 +221,10 @@ ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
         if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
         const llama_layer_acts *y = &x->layer[l - p->l0];
         const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
+        if (p->recompute == IG_RECOMPUTE_FULL) {
+            layer_bufs yb = slot_bufs(m, y);
+            if ((st = layer_recompute(m, l, &yb, res_in, &ac, B, T, err)) != IG_OK) return st;
+        }
         /* res3 = res2 + mlp: dres is the gradient of both */
         if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
         ig_kernel_matmul_backward(be, S(x->dact), G(m, l, LLAMA_DOWN), NULL, dfull, A(y->act),
@@ -205,6 +243,8 @@ ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
                                    P(m, l, LLAMA_MLP_NORM), F(y->rstd2), Nl, C);
         /* res2 = res_in + attproj: dres is the gradient of both */
         if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+        if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
+            ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), docs, &shape);
         ig_kernel_matmul_backward(be, S(x->datty), G(m, l, LLAMA_O), NULL, dfull, A(y->atty),
                                   P(m, l, LLAMA_O), IG_W_OUT_IN, N, x->Hl, C);
         ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
