@@ -19,8 +19,7 @@
  *              starts bucket by bucket as the backward finishes them), ZeRO-2's reduce-scatters
  *              beyond each backward, ZeRO-3's gathers beyond each micro-batch's compute (they are
  *              prefetched a layer ahead), and ZeRO's parameter all-gather after the update (whole)
- *   step     = the sum; tokens/s = the global batch's tokens / step; MFU = the model's FLOPs
- *              (3x the forward's) / (step x ranks x GEMM rate).
+ *   step     = the sum; tokens/s = the global batch's tokens / step.
  * The optimizer's update and the kernels outside GEMMs are left out: the estimate ranks layouts,
  * it does not promise a time.
  */
@@ -186,11 +185,7 @@ static void estimate_time(const ig_plan *p, const ig_layout *lo, const ig_plan_s
     tm->dp =
         (reduce > 0 ? reduce : 0) + m * (micro > 0 ? micro : 0) + seconds(sent->dp_gather, bw_dp);
     tm->step = tm->compute + tm->bubble + tm->tp + tm->sp + tm->pp + tm->emb + tm->dp;
-    double global_tokens = (double)p->global_batch * p->T;
-    e->tokens_per_s = tm->step > 0 ? global_tokens / tm->step : 0;
-    e->mfu = tm->step > 0 ? 3.0 * p->flops_per_token * global_tokens /
-                                (tm->step * (double)lo->world * w->flops)
-                          : 0;
+    e->tokens_per_s = tm->step > 0 ? (double)p->global_batch * p->T / tm->step : 0;
 }
 
 /* ---- the candidates -------------------------------------------------------------------------- */

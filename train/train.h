@@ -430,8 +430,7 @@ typedef struct ig_plan_entry {
     uint64_t sent[IG_PLAN_GROUPS]; /* per step and group, the most any rank sends */
     ig_plan_time time;
     double tokens_per_s; /* the global batch's tokens over the step time */
-    double mfu; /* model FLOPs (3 x the forward's) over the step time and every GEMM rate */
-    int fits;   /* mem.total <= the world's memory */
+    int fits;            /* mem.total <= the world's memory */
     /* per pipeline stage [pp]: its rank's memory and what it sends per step */
     ig_plan_memory *stage_mem;
     uint64_t (*stage_sent)[IG_PLAN_GROUPS];

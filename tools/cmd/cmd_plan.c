@@ -43,7 +43,9 @@ const char ig_usage_plan[] =
     "the network across nodes), on the critical path; pp and emb = their bytes / the link; dp =\n"
     "what of the gradients' reduction outlasts the backward that overlaps it (ZeRO-2: each\n"
     "micro-batch's; ZeRO-3's gathers: each micro-batch's compute), plus ZeRO's all-gather of\n"
-    "the parameters after the update. MFU = model FLOPs / (step x GPUs x GEMM rate).\n"
+    "the parameters after the update. tok/s = the global batch's tokens / step. The optimizer's\n"
+    "update and the kernels outside GEMMs are left out: the figures rank layouts, as good as the\n"
+    "GEMM rate and bandwidths given; they do not promise a time.\n"
     "\n"
     "options:\n"
     "  --gpus N          the processes, one GPU each (required)\n"
@@ -53,8 +55,8 @@ const char ig_usage_plan[] =
     "                    230, 22; h200 141 GB, as h100 otherwise; cpu: CPU ranks (fp32, the\n"
     "                    memory this process may take)\n"
     "  --gpu-memory SIZE a GPU's memory, e.g. 80GB (10^9 bytes) or 80GiB\n"
-    "  --gpu-tflops F    the GEMM rate a GPU reaches, TFLOP/s (the trainer measures its own\n"
-    "                    at the start of a run: its MFU line)\n"
+    "  --gpu-tflops F    the GEMM rate a GPU reaches, TFLOP/s (ingot train's MFU is against\n"
+    "                    the rate it measures at the start: model FLOPs / step / that rate)\n"
     "  --intra-bw B      GB/s a rank's ring collectives reach within a node\n"
     "  --inter-bw B      GB/s across nodes\n"
     "  --clip FxHxW      dit: the clips' frames x height x width (ingot train reads them from\n"
@@ -152,28 +154,32 @@ static double gb(uint64_t bytes) {
     return (double)bytes / 1e9;
 }
 
-static void print_header(const ig_plan *p, const char *config, size_t shown) {
+static void print_header(const ig_plan *p, const char *config, size_t shown, int configured) {
     char shape[512];
     const ig_plan_world *w = &p->world;
-    int nodes = w->gpus / w->gpus_per_node;
+    int nodes = w->gpus / w->gpus_per_node, big = p->params >= 1000000000;
     printf("%s: %s\n", config, ig_model_describe(&p->shape, shape, sizeof shape));
-    printf("  %.2fB parameters; %d %s of %d tokens per step (micro-batch %d), %s; %.3g GFLOP per "
+    printf("  %.3g%s parameters; %d %s of %d tokens per step (micro-batch %d), %s; %.3g GFLOP per "
            "token forward\n",
-           (double)p->params / 1e9, p->global_batch,
+           (double)p->params / (big ? 1e9 : 1e6), big ? "B" : "M", p->global_batch,
            ig_model_reads_clips(&p->shape) ? "clips" : "samples", p->T, p->B,
            p->act_size == 2 ? "bf16 (fp32 master weights and AdamW)" : "fp32",
            p->flops_per_token / 1e9);
-    printf("  %d %s on %d node%s of %d: %.1f GB each, %.0f TFLOP/s GEMM, %.0f GB/s in a node, "
-           "%.0f GB/s between nodes\n",
+    printf("  %d %s on %d node%s of %d: %.1f GB each, %.3g TFLOP/s GEMM, %.3g GB/s in a node, "
+           "%.3g GB/s between nodes\n",
            w->gpus, w->device ? "GPUs" : "CPU ranks", nodes, nodes == 1 ? "" : "s",
            w->gpus_per_node, gb(w->memory), w->flops / 1e12, w->intra_bw / 1e9, w->inter_bw / 1e9);
-    printf("  %zu layouts the trainer accepts (%zu more refused by its checks), %zu fit", p->n,
-           p->n_refused, p->n_fit);
-    if (shown < p->n) printf("; the first %zu:", shown);
-    printf("\n\n");
+    if (configured)
+        printf("  the configured layout %s\n\n", p->n_fit ? "fits" : "does not fit");
+    else
+        printf("  %zu layouts the trainer accepts (%zu more refused by its checks), %zu fit%s\n\n",
+               p->n, p->n_refused, p->n_fit,
+               !p->n_fit          ? ": the smallest first"
+               : shown < p->n_fit ? ": the fastest first"
+                                  : "");
     printf("   tp  pp  dp  sp          zero  recompute  mb  acc |  params   grads   optim    acts  "
-           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s   "
-           "tok/s  MFU  fits\n");
+           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s     "
+           "tok/s  fits\n");
 }
 
 static void print_row(const ig_plan_entry *e) {
@@ -185,11 +191,11 @@ static void print_row(const ig_plan_entry *e) {
     else
         snprintf(sp, sizeof sp, "%s", l->sp ? "megatron" : "-");
     printf("  %3d %3d %3d  %-10s  %4d  %-9s %3d %4d | %7.2f %7.2f %7.2f %7.2f %6.2f %6.2f %7.2f    "
-           "| %-7.3g %-7.3g %-7.3g %-7.3g %-7.3g       | %7.3f %7.0f %4.2f  %s\n",
+           "| %-7.3g %-7.3g %-7.3g %-7.3g %-7.3g       | %7.3f %9.0f  %s\n",
            l->tp, l->pp, l->dp, sp, l->zero, recomputes[l->recompute], l->micro_batch, l->accum,
            gb(m->params), gb(m->grads), gb(m->optim), gb(m->acts), gb(m->comm), gb(m->workspace),
            gb(m->total), gb(e->sent[IG_PLAN_TP]), gb(e->sent[IG_PLAN_SP]), gb(e->sent[IG_PLAN_PP]),
-           gb(e->sent[IG_PLAN_DP]), gb(e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s, e->mfu,
+           gb(e->sent[IG_PLAN_DP]), gb(e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s,
            e->fits ? "yes" : "no");
 }
 
@@ -262,7 +268,6 @@ static json_t *json_entry(const ig_plan_entry *e, int stages) {
         json_object_set_new(tm, parts[i].k, json_real(parts[i].v));
     json_object_set_new(o, "time", tm);
     json_object_set_new(o, "tokens_per_s", json_real(e->tokens_per_s));
-    json_object_set_new(o, "mfu", json_real(e->mfu));
     if (stages) {
         json_t *a = json_array();
         for (int s = 0; s < l->pp; s++) {
@@ -398,7 +403,7 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
             if (print_json(p, config, shown, a.configured) != 0)
                 rc = ig_cmd_failf("writing the JSON to stdout failed");
         } else {
-            print_header(p, config, shown);
+            print_header(p, config, shown, a.configured);
             for (size_t i = 0; i < shown; i++) print_row(&p->entries[i]);
             if (a.configured && shown == 1) print_stages(&p->entries[0]);
             if (p->n_fit == 0) {
