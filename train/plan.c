@@ -32,7 +32,6 @@
 #include "schedule.h"
 
 #define MiB ((uint64_t)1 << 20)
-#define GiB ((uint64_t)1 << 30)
 
 const char *const ig_plan_group_names[] = {"tp", "pp", "dp", "emb", "sp", NULL};
 
@@ -46,9 +45,9 @@ ig_status ig_plan_world_gpu(ig_plan_world *w, const char *gpu, ig_err *err) {
         uint64_t memory;
         double flops, intra, inter;
     } presets[] = {
-        {"h100", 80 * GiB, 700e12, 360e9, 45e9},
-        {"a100", 80 * GiB, 280e12, 230e9, 22e9},
-        {"h200", 141000000000ull, 700e12, 360e9, 45e9},
+        {"h100", 81559 * MiB, 700e12, 360e9, 45e9}, /* the totals nvidia-smi shows */
+        {"a100", 81920 * MiB, 280e12, 230e9, 22e9},
+        {"h200", 143771 * MiB, 700e12, 360e9, 45e9},
         {"cpu", 0, 100e9, 5e9, 1e9},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {

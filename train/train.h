@@ -378,14 +378,14 @@ typedef struct ig_plan_world {
     double inter_bw; /* bytes/s across nodes (the rank's network link) */
 } ig_plan_world;
 
-/* The presets, by name: "h100" (SXM, 80 GiB), "a100" (SXM, 80 GiB), "h200" (141 GB), "cpu"; see
- * ig_plan_world_gpu. */
+/* The presets, by name: "h100", "a100", "h200" (SXM), "cpu"; see ig_plan_world_gpu. */
 extern const char *const ig_plan_gpus[];
-/* The figures of a preset into w (gpus and gpus_per_node are left as they are): its memory, the
- * GEMM rate cuBLAS reaches on large bf16 matrices and the ring bandwidths NCCL reaches (not the
- * datasheets': H100 700 TFLOP/s, 360 GB/s NVLink, 45 GB/s InfiniBand per GPU; A100 280 TFLOP/s,
- * 230 GB/s, 22 GB/s; H200 as H100 with 141 GB; cpu 100 GFLOP/s, 5 GB/s, 1 GB/s and the memory
- * this process may take). IG_ERR_INVALID_ARG naming the presets for another name. */
+/* The figures of a preset into w (gpus and gpus_per_node are left as they are): its memory (the
+ * total nvidia-smi shows: H100 81559 MiB, A100 81920 MiB, H200 143771 MiB), the GEMM rate cuBLAS
+ * reaches on large bf16 matrices and the ring bandwidths NCCL reaches rather than the datasheets'
+ * (H100 and H200 700 TFLOP/s, 360 GB/s NVLink, 45 GB/s InfiniBand per GPU; A100 280 TFLOP/s,
+ * 230 GB/s, 22 GB/s); cpu: CPU ranks, 100 GFLOP/s, 5 GB/s, 1 GB/s and the memory this process
+ * may take. IG_ERR_INVALID_ARG naming the presets for another name. */
 ig_status ig_plan_world_gpu(ig_plan_world *w, const char *gpu, ig_err *err);
 
 /* A layout: the parallel.* keys and the train.* keys the planner varies. */
