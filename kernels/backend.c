@@ -8,7 +8,8 @@
  * error and asserts here; an error a kernel meets while it runs (an allocation, a library call)
  * is kept by the backend and returned by the next ig_backend_sync. Every ig_kernel_* goes through
  * one frame (KERNEL_BEGIN / KERNEL_END): the check that the backend has the operation, and the
- * per-kernel trace when one is set.
+ * per-kernel trace when one is set. Every buffer handed out and released is recorded for the
+ * memory accounting (backend_memory.c).
  */
 #include "backend.h"
 
@@ -42,9 +43,11 @@ ig_status ig_backend_create(ig_backend **out, ig_ctx *ctx, const ig_backend_opts
     be->ctx = ctx;
     be->opts = o;
     be->pending = IG_OK;
+    ig_backend_memory_init(be); /* before create: a backend's workspace is counted from the start */
     ig_status st =
         o.kind == IG_BACKEND_CPU ? ig_cpu_backend_create(be, err) : ig_cuda_backend_create(be, err);
     if (st != IG_OK) {
+        ig_backend_memory_fini(be);
         ig_free(ctx, be);
         return st;
     }
@@ -55,6 +58,7 @@ ig_status ig_backend_create(ig_backend **out, ig_ctx *ctx, const ig_backend_opts
 void ig_backend_free(ig_backend *be) {
     if (!be) return;
     if (be->ops && be->ops->destroy) be->ops->destroy(be);
+    ig_backend_memory_fini(be);
     ig_free(be->ctx, be);
 }
 
@@ -87,11 +91,17 @@ void ig_backend_raise(ig_backend *be, ig_status status, const char *fmt, ...) {
 
 ig_status ig_backend_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err) {
     *out = NULL;
-    return be->ops->alloc(be, bytes, out, err);
+    ig_status st = be->ops->alloc(be, bytes, out, err);
+    if (st != IG_OK || ig_backend_track(be, *out, bytes, IG_MEM_BUFFER)) return st;
+    be->ops->release(be, *out);
+    *out = NULL;
+    return ig_err_set(err, IG_ERR_NOMEM, "out of memory recording a buffer of %zu bytes", bytes);
 }
 
 void ig_backend_release(ig_backend *be, void *p) {
-    if (p) be->ops->release(be, p);
+    if (!p) return;
+    ig_backend_untrack(be, p);
+    be->ops->release(be, p);
 }
 
 static ig_status check_copy(const void *dst, const void *src, size_t bytes, const char *what,

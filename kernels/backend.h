@@ -110,6 +110,31 @@ ig_status ig_backend_sync(ig_backend *be, ig_err *err);
  * their results while be goes on with the kernels after them. Nothing to do on the CPU. */
 ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 
+/* ==== memory accounting ====================================================================== */
+
+/* What a backend holds, counted as it hands memory out (kernels/backend_memory.c): the buffers of
+ * ig_backend_alloc not yet released, and its own workspace - the CPU kernels' transient scratch,
+ * the CUDA backend's cuBLASLt workspace and kernel scratch - each now and at its peak, and the most
+ * of both held at once; and the device's memory. Memory that libraries take for themselves (the
+ * CUDA context, NCCL's buffers, oneDNN's scratchpad, the host's staging) is not counted. */
+typedef struct ig_backend_memory {
+    uint64_t buffers, buffers_peak;     /* bytes of ig_backend_alloc's live buffers */
+    uint64_t workspace, workspace_peak; /* bytes of the backend's own workspace */
+    uint64_t peak;                      /* the most buffers + workspace held at once */
+    uint64_t blocks;                    /* live blocks of both kinds */
+    /* The device's memory: limit is what it has for this process (CUDA: the device's total; CPU:
+     * what the process may take now: MemAvailable, the cgroup's limit, ulimit -v, the smallest)
+     * and free what is free now (CUDA: cudaMemGetInfo's; CPU: the limit less a tenth kept free);
+     * what names the figure ("the cgroup's memory limit", "CUDA device 0"). 0: unknown. */
+    uint64_t device_limit, device_free;
+    const char *device_what;
+} ig_backend_memory;
+
+/* The figures now. Any thread. */
+void ig_backend_memory_info(ig_backend *be, ig_backend_memory *out);
+/* The peaks start again from what is held now (to measure one phase, a training step). */
+void ig_backend_memory_reset_peak(ig_backend *be);
+
 /* ==== the operations table ================================================================== */
 
 /* The operations of ig_kernel_*, one each, for asking what a backend has and for naming an

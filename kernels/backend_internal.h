@@ -7,6 +7,8 @@
 #ifndef INGOT_KERNELS_BACKEND_INTERNAL_H
 #define INGOT_KERNELS_BACKEND_INTERNAL_H
 
+#include <pthread.h>
+
 #include "backend.h"
 
 #ifdef __cplusplus
@@ -34,6 +36,9 @@ typedef struct ig_backend_ops {
     ig_status (*download_f32)(ig_backend *be, float *dst, const void *src, size_t n, ig_err *err);
     ig_status (*sync)(ig_backend *be, ig_err *err);
     ig_status (*fence)(ig_backend *be, void *stream, ig_err *err);
+    /* The device's memory: *limit what it has for this process (CUDA: the device's total; CPU:
+     * what the process may take now), *free what is free now. May be NULL (both then 0). */
+    void (*mem_info)(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, const char **what);
 
     void (*encoder_forward)(ig_backend *be, void *out, const int32_t *tokens, const void *wte,
                             const void *wpe, int B, int T, int C);
@@ -136,7 +141,28 @@ struct ig_backend {
     char pending_msg[IG_ERR_MSG_MAX];
     ig_backend_trace_fn trace; /* ig_backend_set_trace: NULL when off */
     void *trace_user;
+    /* Memory accounting (backend_memory.c): every live block by address, a buffer handed out by
+     * ig_backend_alloc or the backend's own workspace (ig_backend_track), and the bytes held of
+     * each kind now and at their peak. A lock: a backend's memory is asked for by the thread that
+     * drives it, but the figures may be read from another. */
+    pthread_mutex_t mem_lock;
+    struct ig_mem_block *mem_tab; /* open addressing, mem_cap a power of two (0: none yet) */
+    size_t mem_cap, mem_n;
+    uint64_t mem_held[2], mem_peak[2]; /* by ig_mem_kind */
+    uint64_t mem_peak_all;             /* the most held of both kinds together */
 };
+
+/* What a tracked block of backend memory is: a buffer of ig_backend_alloc, or the backend's own
+ * workspace (the CPU kernels' transient scratch; CUDA's cuBLASLt workspace and kernel scratch). */
+typedef enum ig_mem_kind { IG_MEM_BUFFER = 0, IG_MEM_WORKSPACE = 1 } ig_mem_kind;
+
+/* The accounting's life (backend.c: before the kind's create hook, after its destroy). */
+void ig_backend_memory_init(ig_backend *be);
+void ig_backend_memory_fini(ig_backend *be);
+/* Records the block p of bytes (0 when the accounting itself could not grow: the caller frees p
+ * and reports IG_ERR_NOMEM), and forgets it (an untracked p is ignored). Any thread. */
+int ig_backend_track(ig_backend *be, const void *p, size_t bytes, ig_mem_kind kind);
+void ig_backend_untrack(ig_backend *be, const void *p);
 
 /* Records a kernel's error for the next ig_backend_sync (the first one wins). Called only from
  * the thread that drives the backend. */

@@ -21,6 +21,9 @@
  *   RMSNorm, SwiGLU): 1e-5
  *   AdamW against torch: 2e-6 relative per element (torch fuses some multiply-adds)
  *
+ * The backend's memory accounting: buffers and the kernels' scratch (workspace) counted exactly,
+ * peaks and their reset, a table of a thousand blocks released in any order.
+ *
  * The CPU backend's memory is host memory: the tests allocate through the backend and then read
  * and write the buffers directly.
  */
@@ -213,6 +216,87 @@ static void test_backend_nomem(void **state) {
     ig_kernel_attention_forward(be, out, lse, qkv, NULL, &sh);
     assert_int_equal(ig_backend_sync(be, &err), IG_OK);
     ig_backend_release(be, qkv), ig_backend_release(be, out), ig_backend_release(be, lse);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+}
+
+/* the accounting: every buffer counted at its size until released, the kernels' scratch as
+ * workspace, the peaks and their reset, a table that grows and shrinks in any order, a failed
+ * allocation not counted, and the CPU's memory as the process may take it */
+static void test_backend_memory(void **state) {
+    (void)state;
+    flaky fl = {0};
+    ig_allocator a = {flaky_alloc, flaky_realloc, flaky_free, &fl};
+    ig_ctx_opts o = ig_ctx_opts_default();
+    o.threads = 2;
+    o.allocator = &a;
+    ig_ctx *ctx = NULL;
+    ig_backend *be = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_ctx_create(&ctx, &o, &err), IG_OK);
+    assert_int_equal(ig_backend_create(&be, ctx, NULL, &err), IG_OK);
+    ig_backend_memory m;
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == 0 && m.workspace == 0 && m.peak == 0 && m.blocks == 0);
+    assert_true(m.device_limit > 0 && m.device_free > 0 && m.device_free <= m.device_limit);
+    assert_true(*m.device_what);
+
+    enum { N = 1000 };
+    void **p = calloc(N, sizeof *p);
+    assert_non_null(p);
+    uint64_t want = 0;
+    for (int i = 0; i < N; i++) {
+        size_t bytes = 1 + (size_t)(i * 37 % 4096);
+        assert_int_equal(ig_backend_alloc(be, bytes, &p[i], &err), IG_OK);
+        want += bytes;
+    }
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == want && m.buffers_peak == want && m.peak == want && m.blocks == N);
+    /* release every third in a scattered order: the table forgets exactly those */
+    uint64_t freed = 0;
+    for (int k = 0; k < N; k++) {
+        int i = (k * 617) % N;
+        if (i % 3) continue;
+        freed += 1 + (size_t)(i * 37 % 4096);
+        ig_backend_release(be, p[i]);
+        p[i] = NULL;
+    }
+    ig_backend_release(be, NULL);
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == want - freed && m.peak == want && m.buffers_peak == want);
+    ig_backend_memory_reset_peak(be);
+    ig_backend_memory_info(be, &m);
+    assert_true(m.peak == want - freed && m.buffers_peak == want - freed);
+
+    /* a failed allocation counts nothing */
+    void *big = NULL;
+    fl.fail = 1;
+    assert_int_equal(ig_backend_alloc(be, 1 << 20, &big, &err), IG_ERR_NOMEM);
+    fl.fail = 0;
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == want - freed && m.peak == want - freed);
+
+    /* attention's scratch is workspace, held during the call only */
+    int B = 2, T = 33, C = 16, NH = 2;
+    ig_attention_shape sh = {
+        .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1};
+    void *qkv = NULL, *out = NULL, *lse = NULL;
+    assert_int_equal(ig_backend_alloc(be, (size_t)B * T * 3 * C * 4, &qkv, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)B * T * C * 4, &out, &err), IG_OK);
+    assert_int_equal(ig_backend_alloc(be, (size_t)B * NH * T * 4, &lse, &err), IG_OK);
+    uint64_t held = want - freed + (uint64_t)B * T * (3 * C + C + NH) * 4;
+    ig_backend_memory_reset_peak(be);
+    ig_kernel_attention_forward(be, out, lse, qkv, NULL, &sh);
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK);
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == held && m.workspace == 0 && m.workspace_peak > 0);
+    assert_true(m.peak == held + m.workspace_peak);
+
+    for (int i = 0; i < N; i++) ig_backend_release(be, p[i]);
+    ig_backend_release(be, qkv), ig_backend_release(be, out), ig_backend_release(be, lse);
+    ig_backend_memory_info(be, &m);
+    assert_true(m.buffers == 0 && m.workspace == 0 && m.blocks == 0);
+    free(p);
     ig_backend_free(be);
     ig_ctx_free(ctx);
 }
@@ -1616,6 +1700,7 @@ int main(void) {
         cmocka_unit_test(test_backend_basics),
         cmocka_unit_test(test_backend_table),
         cmocka_unit_test(test_backend_nomem),
+        cmocka_unit_test(test_backend_memory),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_rmsnorm),

@@ -90,6 +90,12 @@ typedef struct ig_layout {
 ig_status ig_layout_create(ig_layout *out, ig_ctx *ctx, ig_comm *world, const ig_train_config *t,
                            const ig_model_config *shape, uint64_t config_hash, ig_pulse *pulse,
                            ig_err *err);
+/* The checks of ig_layout_create that need no communicator (layout_check.c), with its messages:
+ * fills l's tp, pp, dp, sp, zero, usp, accum, stage_layers and this stage's l0, l1 from t for a
+ * model of shape over l->world processes (l->ctx, l->world and the coordinates must be set; free
+ * with ig_layout_free). The planner asks it about layouts that no process runs yet. */
+ig_status ig_layout_check(ig_layout *l, const ig_train_config *t, const ig_model_config *shape,
+                          ig_err *err);
 /* Whether every rank of world got through a phase that can fail on some ranks only (files one
  * node cannot read, a full disk): collective; a rank that failed keeps its own message (st), the
  * others say that `what` failed on another rank. world NULL or of one rank: st. */

@@ -102,11 +102,13 @@ typedef struct ig_train_config {
     int global_batch; /* samples per step over all data-parallel ranks */
     int64_t steps;
     const char *run_dir;
-    int device;        /* 0: cpu, 1: cuda (ig_backend_kind) */
-    int dtype;         /* 0: auto (bf16 on cuda, fp32 on cpu), 1: fp32, 2: bf16 */
-    int eod_mask_loss; /* no loss where the input token is end-of-document (as Megatron) */
-    int doc_attention; /* attention does not cross end-of-document tokens */
-    int recompute;     /* ig_recompute: what the backward recomputes instead of keeping */
+    int device;            /* 0: cpu, 1: cuda (ig_backend_kind) */
+    int dtype;             /* 0: auto (bf16 on cuda, fp32 on cpu), 1: fp32, 2: bf16 */
+    int eod_mask_loss;     /* no loss where the input token is end-of-document (as Megatron) */
+    int doc_attention;     /* attention does not cross end-of-document tokens */
+    int recompute;         /* ig_recompute: what the backward recomputes instead of keeping */
+    uint64_t memory_limit; /* bytes a rank may use (0: its device's): a run whose plan needs more
+                              is refused before it allocates */
     /* optim */
     double lr, min_lr;
     int64_t warmup;
@@ -126,7 +128,8 @@ typedef struct ig_train_config {
     /* log */
     int64_t log_every;
     int tensorboard;
-    int comm_stats; /* bytes sent per group in each step line */
+    int comm_stats;   /* bytes sent per group in each step line */
+    int memory_stats; /* every rank's estimated and measured memory in metrics.jsonl */
     /* parallel (the processes come from the launcher: world = tp x pp x dp) */
     int tp, pp, dp; /* dp 0: world / (tp x pp) */
     int sp;         /* sequence parallelism inside the tensor-parallel group */
@@ -356,6 +359,126 @@ typedef struct ig_train_result {
  * from a checkpoint gives the same losses, bit for bit, as the run that was never stopped. */
 ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                        ig_train_result *result, ig_err *err);
+
+/* ==== planning a layout (plan.c) ============================================================= */
+
+/* The layouts a configuration can train under on a given set of machines, each with the memory of
+ * its largest rank, the bytes its ranks send per step and group, and an estimated step time, as
+ * `ingot plan` prints them and `ingot train` checks its own layout before it allocates.
+ *
+ * Memory comes from the trainer's own sizing (ig_model_estimate: the tensor table, the family's
+ * activation plan, the optimizer's buffers, ZeRO's pieces, the 1F1B schedule's micro-batches in
+ * flight), for every pipeline stage, never from a formula of the planner's. The bytes sent are
+ * the passes' and the optimizer's collectives as parallel.h's ring accounting counts them (what
+ * log.comm_stats measures). The time is a model, stated in plan.c's header and `ingot plan
+ * --help`: the FLOPs at the GEMM rate, the pipeline's bubble, the tensor- and sequence-parallel
+ * collectives on the critical path, and the data-parallel reductions where the backward does not
+ * hide them. */
+
+/* The groups of a layout, as log.comm_stats names them: {"tp", "pp", "dp", "emb", "sp", NULL}. */
+typedef enum ig_plan_group {
+    IG_PLAN_TP = 0,
+    IG_PLAN_PP,
+    IG_PLAN_DP,
+    IG_PLAN_EMB,
+    IG_PLAN_SP,
+    IG_PLAN_GROUPS
+} ig_plan_group;
+extern const char *const ig_plan_group_names[];
+
+/* The machines: gpus processes (one device each), gpus_per_node of them to a node. */
+typedef struct ig_plan_world {
+    int gpus, gpus_per_node;
+    int device; /* 1: CUDA devices (bf16 by default; a context, cuBLASLt, NCCL); 0: CPU ranks */
+    uint64_t memory; /* bytes one rank may use (a device's) */
+    double flops;    /* the GEMM rate one device reaches in the run's act type (FLOP/s) */
+    double intra_bw; /* bytes/s a rank's ring collective moves within a node (NVLink) */
+    double inter_bw; /* bytes/s across nodes (the rank's network link) */
+} ig_plan_world;
+
+/* The presets, by name: "h100", "a100", "h200" (SXM), "cpu"; see ig_plan_world_gpu. */
+extern const char *const ig_plan_gpus[];
+/* The figures of a preset into w (gpus and gpus_per_node are left as they are): its memory (the
+ * total nvidia-smi shows: H100 81559 MiB, A100 81920 MiB, H200 143771 MiB), the GEMM rate cuBLAS
+ * reaches on large bf16 matrices and the ring bandwidths NCCL reaches rather than the datasheets'
+ * (H100 and H200 700 TFLOP/s, 360 GB/s NVLink, 45 GB/s InfiniBand per GPU; A100 280 TFLOP/s,
+ * 230 GB/s, 22 GB/s); cpu: CPU ranks, 100 GFLOP/s, 5 GB/s, 1 GB/s and the memory this process
+ * may take. IG_ERR_INVALID_ARG naming the presets for another name. */
+ig_status ig_plan_world_gpu(ig_plan_world *w, const char *gpu, ig_err *err);
+
+/* A layout: the parallel.* keys and the train.* keys the planner varies. */
+typedef struct ig_plan_layout {
+    int tp, pp, dp;
+    int sp;  /* Megatron's sequence parallelism (parallel.sp) */
+    int usp; /* Ulysses' sequence ranks (parallel.sp_size with sp_mode ulysses; 1: none) */
+    int zero;
+    int recompute;   /* ig_recompute */
+    int micro_batch; /* train.micro_batch */
+    int accum;       /* micro-batches per step on each data-parallel rank */
+} ig_plan_layout;
+
+/* One rank's memory in bytes, by what holds it. */
+typedef struct ig_plan_memory {
+    uint64_t params;    /* the parameters (and fp32 master weights with bf16) */
+    uint64_t master;    /* of them, the fp32 master weights */
+    uint64_t grads;     /* gradients (ZeRO-2: the working slots and the reduced pieces) */
+    uint64_t optim;     /* the AdamW moments, and the EMA when kept */
+    uint64_t acts;      /* activations: every micro-batch in flight, and the scratch */
+    uint64_t acts_slot; /* of them, one micro-batch's */
+    uint64_t comm;      /* NCCL's buffers: an allowance per communicator (device runs) */
+    uint64_t workspace; /* the CUDA context and cuBLASLt's workspace (device runs) */
+    uint64_t total;
+} ig_plan_memory;
+
+/* The step time's parts in seconds (plan.c states the model). */
+typedef struct ig_plan_time {
+    double step;    /* the sum of the others */
+    double compute; /* the slowest stage's FLOPs (recomputation's included) at the GEMM rate */
+    double bubble;  /* the pipeline's fill and drain: compute x (pp - 1) / accum */
+    double tp, sp;  /* tensor- and sequence-parallel collectives (on the critical path) */
+    double pp;      /* the stage boundaries' sends */
+    double dp;      /* the data-parallel reductions the backward does not hide, ZeRO's gathers */
+    double emb;     /* the tied embedding's sum between the first and last stage */
+} ig_plan_time;
+
+typedef struct ig_plan_entry {
+    ig_plan_layout layout;
+    ig_plan_memory mem;            /* the rank that needs the most */
+    int worst_stage;               /* its pipeline stage */
+    uint64_t sent[IG_PLAN_GROUPS]; /* per step and group, the most any rank sends */
+    ig_plan_time time;
+    double tokens_per_s; /* the global batch's tokens over the step time */
+    int fits;            /* mem.total <= the world's memory */
+    /* per pipeline stage [pp]: its rank's memory and what it sends per step */
+    ig_plan_memory *stage_mem;
+    uint64_t (*stage_sent)[IG_PLAN_GROUPS];
+} ig_plan_entry;
+
+/* A plan: the layouts, those that fit first, each part by step time. */
+typedef struct ig_plan {
+    ig_plan_world world;
+    ig_model_config shape; /* checked */
+    int B, T;              /* the configured micro-batch: samples (clips) of T tokens */
+    int global_batch;
+    size_t act_size;        /* bytes per act element */
+    uint64_t params;        /* the model's parameters */
+    double flops_per_token; /* forward, at T */
+    ig_plan_entry *entries; /* [n] */
+    size_t n, n_fit;
+    size_t n_refused;             /* candidates the layout checks refused */
+    char refused[IG_ERR_MSG_MAX]; /* configured_only: why the configured layout was refused */
+} ig_plan;
+
+/* Plans cfg's training on w: every layout ingot train would accept (ig_layout_create's checks)
+ * among tp in the divisors of a node's GPUs, pp in those of the layers, Megatron's sp on and off,
+ * Ulysses' sp_size (a family that has it), ZeRO 0 .. parallel.zero's largest, every
+ * train.recompute, and train.micro_batch and its divisors that keep train.global_batch; or with
+ * configured_only, the one layout cfg's keys give (refused: p->n 0 and p->refused says why).
+ * cfg's model must be complete: vocab_size set (a language model), seq_len the tokens of a clip
+ * (dit). *out is a plain result, malloc'd (not through ctx's allocator): ig_plan_free. */
+ig_status ig_plan_create(ig_plan **out, ig_ctx *ctx, const ig_train_config *cfg,
+                         const ig_plan_world *w, int configured_only, ig_err *err);
+void ig_plan_free(ig_plan *p); /* NULL is a no-op */
 
 /* ==== checkpoints (checkpoint.c) ============================================================= */
 

@@ -72,6 +72,15 @@ static const ig_cfg_key train_keys[] = {
        "activation recomputation: none; selective (the attention core again in the backward, the "
        "GEMM outputs kept); full (only each layer's input kept, the layer run again in the "
        "backward); the same losses and weights, less activation memory for more compute"),
+    {.path = "train.memory_limit",
+     .type = IG_CFG_SIZE,
+     .default_val = "0",
+     .help = "bytes each rank may use, e.g. 70GB; 0: its device's (a GPU's memory, or what the "
+             "process may take on the CPU, shared by the node's ranks); a run whose estimate "
+             "(ingot plan) needs more is refused before it allocates, naming layouts that fit",
+     .flag = "",
+     .offset = offsetof(ig_train_config, memory_limit),
+     .size = sizeof(((ig_train_config *)0)->memory_limit)},
     K("optim.lr", IG_CFG_FLOAT, lr, "6e-4", 0, 10, "peak learning rate"),
     K("optim.min_lr", IG_CFG_FLOAT, min_lr, "6e-5", 0, 10, "the learning rate the decay ends at"),
     K("optim.warmup", IG_CFG_INT, warmup, "0", 0, 1e15, "steps of linear warmup from 0 to lr"),
@@ -109,6 +118,15 @@ static const ig_cfg_key train_keys[] = {
      .flag = "comm-stats",
      .offset = offsetof(ig_train_config, comm_stats),
      .size = sizeof(((ig_train_config *)0)->comm_stats),
+     .is_signed = 1},
+    {.path = "log.memory_stats",
+     .type = IG_CFG_BOOL,
+     .default_val = "false",
+     .help = "add every rank's estimated memory and the peak its backend held to each step's "
+             "line of metrics.jsonl",
+     .flag = "memory-stats",
+     .offset = offsetof(ig_train_config, memory_stats),
+     .size = sizeof(((ig_train_config *)0)->memory_stats),
      .is_signed = 1},
     K("parallel.tp", IG_CFG_INT, tp, "1", 1, 4096,
       "tensor-parallel ranks (heads, MLP columns and the vocabulary split between them)"),

@@ -24,6 +24,7 @@
 #include "feed.h"
 #include "hf.h"
 #include "metrics.h"
+#include "plan.h"
 #include "watchdog.h"
 
 typedef struct run {
@@ -43,6 +44,7 @@ typedef struct run {
     ig_comm *world;    /* NULL: one process */
     ig_layout lo;
     ig_optim *optim;
+    ig_plan_memory plan;     /* this rank's estimate (ingot plan's), checked before allocating */
     ig_watchdog *dog;        /* several ranks: none waits forever */
     ig_pulse pulse;          /* the run's progress, which the watchdog reads */
     int writer;              /* rank 0: logs, metrics, the run directory */
@@ -306,7 +308,11 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
     double t_start = ig_now(), loss = NAN;
     int64_t step = first;
     ig_status st = IG_OK;
-    char cjson[16384], cline[256];
+    /* the step's extra JSON: every rank's bytes per group and its memory */
+    size_t jcap = 1024 + (size_t)r->lo.world * 24 * 8;
+    char *cjson = ig_alloc(r->ctx, jcap), cline[256], mline[256];
+    if (!cjson) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    int device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU;
     for (; step < t->steps; step++) {
         double t0 = ig_now(), norm = 0, lr = 0;
         ig_sched_sums sums = {0};
@@ -320,7 +326,16 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         /* per rank: the step's model FLOPs (3x the forward's) spread over the world */
         double tps = sums.tokens / dt, flops = 3.0 * sums.flops / (double)r->lo.world;
         double mfu = r->peak_flops > 0 ? flops / dt / r->peak_flops : 0;
-        if ((st = comm_stats(r, cjson, sizeof cjson, cline, sizeof cline, err)) != IG_OK) break;
+        if ((st = comm_stats(r, cjson, jcap, cline, sizeof cline, err)) != IG_OK) break;
+        /* every rank's peak against its estimate: the first step's in a line, each step's in
+         * metrics.jsonl with log.memory_stats */
+        size_t jn = strlen(cjson);
+        mline[0] = '\0';
+        if ((t->memory_stats || step == first) &&
+            (st = ig_plan_memory_stats(&r->lo, r->be, &r->plan, device,
+                                       t->memory_stats ? cjson + jn : NULL, jcap - jn, mline,
+                                       sizeof mline, err)) != IG_OK)
+            break;
         if (r->writer && (st = ig_metrics_step(r->metrics, step + 1, loss, lr, norm, tps, mfu,
                                                cjson, err)) != IG_OK)
             break;
@@ -337,6 +352,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
                     eta, cline);
             fflush(r->log);
         }
+        if (r->writer && !r->o->quiet && step == first) fprintf(r->log, "%s\n", mline);
         int last = step + 1 == t->steps, stop = 0;
         if ((st = stop_requested(r, &stop, err)) != IG_OK) break;
         if (t->eval_every > 0 && ((step + 1) % t->eval_every == 0 || last)) {
@@ -368,6 +384,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         }
     }
     ig_watchdog_disarm(r->dog);
+    ig_free(r->ctx, cjson);
     return st;
 }
 
@@ -528,6 +545,23 @@ static ig_status setup_backend(run *r, ig_err *err) {
     if ((st = all_ranks_ok(r, st, "creating the backend", err)) != IG_OK) return st;
     /* the groups that move the model's memory: NCCL on a device (itself all-or-nothing) */
     return ig_layout_attach_backend(&r->lo, r->world, r->be, err);
+}
+
+/* This rank's estimate, as ingot plan makes it, against what it may use: a run that does not fit
+ * is refused on every rank before the run directory and the model are made. */
+static ig_status check_memory(run *r, ig_err *err) {
+    double ema = r->t->ema_decay < 0 ? ig_family_of(r->shape.arch)->ema_default : r->t->ema_decay;
+    ig_plan_check_in in = {.ctx = r->ctx,
+                           .world = r->world,
+                           .lo = &r->lo,
+                           .be = r->be,
+                           .t = r->t,
+                           .shape = &r->shape,
+                           .B = r->B,
+                           .T = r->T,
+                           .ema = ema > 0,
+                           .device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU};
+    return ig_plan_check_run(&in, &r->plan, err);
 }
 
 /* The run directory (rank 0), and the watchdog of every rank. */
@@ -736,8 +770,9 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     st = ig_layout_create(&r.lo, ctx, r.world, t, &r.shape, hash, &r.pulse, err);
     if (st != IG_OK) goto done;
     r.accum = r.lo.accum;
-    if ((st = setup_backend(&r, err)) != IG_OK || (st = setup_run_dir(&r, err)) != IG_OK ||
-        (st = setup_model(&r, err)) != IG_OK || (st = restore(&r, err)) != IG_OK)
+    if ((st = setup_backend(&r, err)) != IG_OK || (st = check_memory(&r, err)) != IG_OK ||
+        (st = setup_run_dir(&r, err)) != IG_OK || (st = setup_model(&r, err)) != IG_OK ||
+        (st = restore(&r, err)) != IG_OK)
         goto done;
     if (r.first >= t->steps) { /* a finished run: nothing to do */
         res->step = r.first;
@@ -752,6 +787,8 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     }
     if (r.writer) r.peak_flops = measure_peak(&r);
     if (r.writer && !opts->quiet) print_banner(&r);
+    if (r.writer && !opts->quiet) ig_plan_print_run(r.log, &r.plan, r.be, r.lo.world);
+    ig_backend_memory_reset_peak(r.be); /* the peak of the steps, not of the start */
     st = loop(&r, r.first, res, err);
     if (st == IG_OK && res->stopped && r.writer && !opts->quiet)
         fprintf(r.log, "stopped after step %lld; resume with: ingot train CONFIG --resume %s\n",

@@ -74,11 +74,21 @@ static ig_status cpu_fence(ig_backend *be, void *stream, ig_err *err) {
     return IG_OK; /* every kernel has finished when it returns */
 }
 
+/* The CPU's memory is what this process may take now (core's MemAvailable, cgroup, ulimit). */
+static void cpu_mem_info(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, const char **what) {
+    (void)be;
+    ig_memory_info mi;
+    ig_memory_query(&mi);
+    *limit = mi.available;
+    *free_bytes = mi.usable;
+    *what = mi.source;
+}
+
 #define CPU_MEMORY_OPS                                                                             \
     .destroy = cpu_destroy, .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_copy,        \
     .download = cpu_copy, .zero = cpu_zero, .copy = cpu_copy, .copy2d = cpu_copy2d,                \
     .upload_f32 = cpu_upload_f32, .download_f32 = cpu_download_f32, .sync = cpu_sync,              \
-    .fence = cpu_fence
+    .fence = cpu_fence, .mem_info = cpu_mem_info
 
 #define CPU_KERNEL_OPS(prefix)                                                                     \
     .encoder_forward = prefix##encoder_forward, .encoder_backward = prefix##encoder_backward,      \
@@ -119,8 +129,13 @@ ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
     return IG_OK;
 }
 
+/* Scratch is the backend's workspace in the memory accounting (backend_memory.c). */
 void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what) {
     void *p = ig_alloc_aligned(be->ctx, bytes ? bytes : 1, IG_ALIGN_KERNEL);
+    if (p && !ig_backend_track(be, p, bytes, IG_MEM_WORKSPACE)) {
+        ig_free(be->ctx, p);
+        p = NULL;
+    }
     if (!p)
         ig_backend_raise(be, IG_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch memory", what,
                          bytes);
@@ -128,6 +143,7 @@ void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what) {
 }
 
 void ig_cpu_scratch_free(ig_backend *be, void *p) {
+    ig_backend_untrack(be, p);
     ig_free(be->ctx, p);
 }
 

@@ -265,7 +265,8 @@ IG_CPU_INLINE void ig_cpu_acc_rows_n(float *acc, const float *coef, size_t ca, s
 /* ---- helpers (cpu_backend.c, cpu_gemm.c) ----------------------------------------------------- */
 
 /* Scratch for one kernel call: bytes from the context's allocator (64-byte aligned), or NULL
- * after raising IG_ERR_NOMEM on the backend (the kernel then returns without writing). */
+ * after raising IG_ERR_NOMEM on the backend (the kernel then returns without writing). Counted as
+ * the backend's workspace (ig_backend_memory) until it is freed. */
 void *ig_cpu_scratch(ig_backend *be, size_t bytes, const char *what);
 void ig_cpu_scratch_free(ig_backend *be, void *p);
 

@@ -147,6 +147,16 @@ static ig_status cu_copy2d(ig_backend *be, void *dst, size_t dpitch, const void 
     return e == cudaSuccess ? IG_OK : cu_fail(err, e, "cudaMemcpy2DAsync (device to device)");
 }
 
+/* The device's memory: its total and what is free now (cudaMemGetInfo). */
+static void cu_mem_info(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, const char **what) {
+    cu_enter(be);
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) f = t = 0, cudaGetLastError();
+    *limit = t;
+    *free_bytes = f;
+    *what = "the CUDA device's memory";
+}
+
 static ig_status cu_fence(ig_backend *be, void *stream, ig_err *err) {
     cu_impl *cu = cu_enter(be);
     cudaEvent_t ev = NULL;
@@ -213,6 +223,7 @@ void *cu_scratch(ig_backend *be, size_t bytes, const char *what) {
     if (cu->scratch) {
         if (!cu_ok(be, cudaStreamSynchronize(cu->stream), "cudaStreamSynchronize (scratch)"))
             return NULL;
+        ig_backend_untrack(be, cu->scratch);
         cudaFree(cu->scratch);
         cu->scratch = NULL;
         cu->scratch_bytes = 0;
@@ -221,6 +232,12 @@ void *cu_scratch(ig_backend *be, size_t bytes, const char *what) {
     ig_err err = {};
     if (device_alloc(cu, want, what, &cu->scratch, &err) != IG_OK) {
         ig_backend_raise(be, err.status, "%s: scratch memory: %s", what, err.msg);
+        return NULL;
+    }
+    if (!ig_backend_track(be, cu->scratch, want, IG_MEM_WORKSPACE)) {
+        cudaFree(cu->scratch);
+        cu->scratch = NULL;
+        ig_backend_raise(be, IG_ERR_NOMEM, "%s: out of memory recording the scratch", what);
         return NULL;
     }
     cu->scratch_bytes = want;
@@ -235,6 +252,8 @@ static void cu_destroy(ig_backend *be) {
     cudaSetDevice(cu->device);
     if (cu->stream) cudaStreamSynchronize(cu->stream);
     if (cu->lt) cublasLtDestroy(cu->lt);
+    ig_backend_untrack(be, cu->lt_ws);
+    ig_backend_untrack(be, cu->scratch);
     cudaFree(cu->lt_ws);
     cudaFree(cu->scratch);
     if (cu->stream) cudaStreamDestroy(cu->stream);
@@ -277,6 +296,7 @@ static const ig_backend_ops cuda_ops = {
     .download_f32 = cu_download_f32,
     .sync = cu_sync,
     .fence = cu_fence,
+    .mem_info = cu_mem_info,
     .encoder_forward = cu_encoder_forward,
     .encoder_backward = cu_encoder_backward,
     .layernorm_forward = cu_layernorm_forward,
@@ -373,6 +393,8 @@ extern "C" ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
                           cublasLtGetStatusString(s), cublasLtGetStatusName(s));
     }
     ig_status st = device_alloc(cu, LT_WORKSPACE, "the cuBLASLt workspace", &cu->lt_ws, err);
+    if (st == IG_OK && !ig_backend_track(be, cu->lt_ws, LT_WORKSPACE, IG_MEM_WORKSPACE))
+        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory recording the cuBLASLt workspace");
     if (st != IG_OK) {
         cu_destroy(be);
         return st;

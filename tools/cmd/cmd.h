@@ -125,6 +125,8 @@ int ig_cmd_samples(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_blend[];
 extern const char ig_usage_samples[];
 int ig_cmd_train(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_plan(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_plan[];
 int ig_cmd_ckpt(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_eval(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_sample(const ig_command *cmd, int argc, char **argv);

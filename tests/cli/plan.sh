@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# plan.sh - `ingot plan`: the layouts of configs/llama-7b.yaml on 8 and 64 GPUs (the fastest first,
+# each fitting, rows sorted by step time, the memory by buffer adding up to the total, ZeRO and
+# pipeline stages shrinking what a rank holds, the node boundary slowing data parallelism), of
+# configs/stdit-xl.yaml with Ulysses, --json on one line that parses (structure checked with awk,
+# and with jq where it is installed) with the same figures as the table, --configured stage by
+# stage, nothing fitting (exit 1, the smallest shown), bad input (usage errors naming the flag or
+# key), a layout the trainer refuses (its words), and `ingot train` refusing a run that does not fit
+# with the layouts that would.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ig_begin plan
+SRC=${IG_SOURCE_DIR:?}
+LLAMA=$SRC/configs/llama-7b.yaml
+DIT=$SRC/configs/stdit-xl.yaml
+cd "$T" || exit 1
+
+# ---- help -------------------------------------------------------------------------------------
+check_rc "--help" 0 "$ING" plan --help
+expect "--help: the synopsis" "usage: ingot plan CONFIG.yaml --gpus N" "$out"
+expect "--help: the time model" "bubble = compute x (pp - 1) / micro-" "$out"
+expect "--help: the allowances" "the CUDA context (512 MiB)" "$out"
+check_rc "ingot --help lists it" 0 "$ING" --help
+expect "the command list" "plan " "$out"
+
+# ---- a 7B Llama on one node of 8 H100s ----------------------------------------------------------
+check_rc "llama-7b on 8 GPUs" 0 "$ING" plan "$LLAMA" --gpus 8
+expect "the model" "6.74B parameters; 1024 samples of 4096 tokens per step" "$out"
+expect "the machines" "8 GPUs on 1 node of 8: 85.5 GB each, 700 TFLOP/s GEMM" "$out"
+rows=$(grep -E '^ +[0-9]+ +[0-9]+ +[0-9]+ ' <<<"$out")
+check "20 rows by default" test "$(wc -l <<<"$rows")" = 20
+check "every row shown fits" test "$(grep -c ' yes$' <<<"$rows")" = 20
+# columns: tp pp dp sp zero recompute mb acc | params grads optim acts comm work total | ...
+check "sorted by step time" awk -F'|' '{ split($4, t, " "); if (NR > 1 && t[1] < prev) exit 1;
+    prev = t[1] }' <<<"$rows"
+check "the buffers add up to the total (0.05 GB of rounding)" awk -F'|' '{ split($2, m, " ");
+    s = m[1] + m[2] + m[3] + m[4] + m[5] + m[6]; d = s - m[7]; if (d < 0) d = -d;
+    if (d > 0.05) exit 1 }' <<<"$rows"
+check "within 85.5 GB" awk -F'|' '{ split($2, m, " "); if (m[7] > 85.52) exit 1 }' <<<"$rows"
+check "tp stays within the node, dp x tp x pp is 8" awk '{ if ($1 > 8 || $1 * $2 * $3 != 8) exit 1 }' \
+    <<<"$rows"
+# ZeRO-1 shards the moments over dp 8: 6.74 B x 8 bytes / 8; ZeRO-2 the gradients too
+z=$(grep -E '^ +1 +1 +8 +- +1 +none +1 ' <<<"$out" | head -n 1)
+expect "tp1 dp8 ZeRO-1: a rank holds 1/8 of the moments (6.74 GB)" "6.74" "$(cut -d'|' -f2 <<<"$z")"
+
+check_rc "--top 3 --all" 0 "$ING" plan "$LLAMA" --gpus 8 --top 3 --all
+check "--top 3: three rows" test "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' <<<"$out")" = 3
+check_rc "--top 0 --all" 0 "$ING" plan "$LLAMA" --gpus 8 --top 0 --all
+expect "--all: those that do not fit too, last" " no" "$(grep -E '^ +[0-9]' <<<"$out" | tail -n 1)"
+
+# ---- 64 GPUs on 8 nodes: data parallelism across the network ------------------------------------
+check_rc "llama-7b on 64 GPUs" 0 "$ING" plan "$LLAMA" --gpus 64 --nodes 8 --gpu-memory 80GB --top 5
+expect "64 GPUs on 8 nodes" "64 GPUs on 8 nodes of 8: 80.0 GB each" "$out"
+one=$("$ING" plan "$LLAMA" --gpus 8 --configured --set parallel.tp=8 --set train.micro_batch=1 --json)
+many=$("$ING" plan "$LLAMA" --gpus 64 --configured --set parallel.tp=8 --set train.micro_batch=1 --json)
+t1=$(grep -o '"compute":[0-9.e+-]*' <<<"$one" | cut -d: -f2)
+t8=$(grep -o '"compute":[0-9.e+-]*' <<<"$many" | cut -d: -f2)
+check "8x the GPUs: an eighth of the compute ($t1 -> $t8)" \
+    awk -v a="$t1" -v b="$t8" 'BEGIN { r = a / b; exit !(r > 7.99 && r < 8.01) }'
+d8=$(grep -o '"dp":[0-9.e+-]*' <<<"$many" | tail -n 1 | cut -d: -f2)
+check "dp across nodes costs time ($d8 s)" awk -v a="$d8" 'BEGIN { exit !(a > 0) }'
+
+# ---- JSON -------------------------------------------------------------------------------------
+run "--json" 0 "$ING" plan "$LLAMA" --gpus 8 --json --top 0
+check "--json: one line" test "$(wc -l <"$T/.out")" = 1
+check "--json: an object, braces and brackets balanced" awk '
+    { if (substr($0, 1, 1) != "{" || substr($0, length($0), 1) != "}") exit 1;
+      n = split($0, c, ""); b = 0; k = 0;
+      for (i = 1; i <= n; i++) { if (c[i] == "\"") q = !q; if (q) continue;
+        if (c[i] == "{") b++; if (c[i] == "}") b--; if (c[i] == "[") k++; if (c[i] == "]") k--;
+        if (b < 0 || k < 0) exit 1 }
+      exit !(b == 0 && k == 0) }' "$T/.out"
+for key in '"config":' '"world":{"gpus":8,"gpus_per_node":8,"device":"cuda"' '"layouts":[{"tp":' \
+    '"memory":{"params":' '"sent":{"tp":' '"time":{"step":' '"fit":189' '"accepted":204'; do
+    expect "--json has $key" "$key" "$out"
+done
+check "--json: every layout that fits" test "$(grep -o '"fits":true' <<<"$out" | wc -l)" = 189
+first_total=$(grep -o '"total":[0-9]*' <<<"$out" | head -n 1 | cut -d: -f2)
+table_total=$("$ING" plan "$LLAMA" --gpus 8 --top 1 | grep -E '^ +[0-9]+ +[0-9]+ +[0-9]+ ' | cut -d'|' -f2 |
+    awk '{ print $7 }')
+check "--json's first total is the table's ($first_total bytes, $table_total GB)" \
+    awk -v a="$first_total" -v b="$table_total" 'BEGIN { d = a / 1e9 - b; exit !(d < 0.006 && d > -0.006) }'
+if command -v jq >/dev/null; then
+    jqok() { jq -e "$@" >/dev/null; }
+    check "jq parses it: the 189 that fit, sorted by step" jqok \
+        '[.layouts[].time.step] as $t | ($t | length) == 189 and $t == ($t | sort)' "$T/.out"
+    check "jq: the memory adds up" jqok '[.layouts[].memory | (.params + .grads + .optim +
+        .activations + .comm + .workspace) == .total] | all' "$T/.out"
+fi
+
+# ---- a DiT with Ulysses -----------------------------------------------------------------------
+check_rc "stdit-xl on 8 GPUs" 0 "$ING" plan "$DIT" --gpus 8 --clip 16x512x512 --top 0 --all
+expect "a clip's tokens" "256 clips of 16384 tokens per step" "$out"
+expect "Ulysses' layouts" "ulysses 8" "$out"
+u=$(grep -E '^ +1 +1 +1 +ulysses 8 +0 +none +4 ' <<<"$out")
+check "Ulysses 8 sends all-to-alls (sp GB/step > 0)" awk -F'|' '{ split($3, b, " "); exit !(b[2] > 0) }' \
+    <<<"$u"
+run "dit without --clip" 2 "$ING" plan "$DIT" --gpus 8
+expect "says where a clip's tokens come from" "give --clip FRAMESxHEIGHTxWIDTH" "$err"
+run "a bad --clip" 2 "$ING" plan "$DIT" --gpus 8 --clip 16x512
+expect "names the flag" "--clip 16x512: expected FRAMESxHEIGHTxWIDTH" "$err"
+run "a clip the patches do not cut" 2 "$ING" plan "$DIT" --gpus 8 --clip 16x500x500
+expect "names the clip" "--clip 16x500x500:" "$err"
+
+# ---- --configured: one layout, stage by stage --------------------------------------------------
+check_rc "--configured" 0 "$ING" plan "$LLAMA" --gpus 8 --configured --set parallel.tp=2 \
+    --set parallel.pp=4 --set train.micro_batch=1
+expect "--configured: the layout" "the configured layout fits" "$out"
+expect "--configured: every stage" "      3 " "$out"
+expect "--configured: the step's parts" "= compute " "$out"
+s0=$(grep -E '^ +0 +[0-9.]+ ' <<<"$out" | awk '{ print $5 }')
+s3=$(grep -E '^ +3 +[0-9.]+ ' <<<"$out" | awk '{ print $5 }')
+check "the first stage holds 4 micro-batches, the last 1: more activations ($s0 > $s3 GB)" \
+    awk -v a="$s0" -v b="$s3" 'BEGIN { exit !(a > 3 * b) }'
+run "--configured: a layout the trainer refuses" 1 "$ING" plan "$LLAMA" --gpus 6 --configured \
+    --set parallel.pp=3
+expect "in the trainer's words" "parallel.pp 3 does not divide model.n_layer 32" "$err"
+run "--configured: heads tp does not split" 1 "$ING" plan "$LLAMA" --gpus 6 --configured \
+    --set parallel.tp=3
+expect "names the heads" "parallel.tp 3 does not divide model.n_head 32" "$err"
+
+# ---- nothing fits -----------------------------------------------------------------------------
+run "nothing fits: exit 1" 1 "$ING" plan "$LLAMA" --gpus 8 --gpu-memory 10GB --top 3
+expect "says so, with the smallest" "nothing fits in 10.00 GB: the smallest needs" "$out"
+expect "the smallest first" "the smallest first" "$out"
+
+# ---- bad input --------------------------------------------------------------------------------
+run "no --gpus" 2 "$ING" plan "$LLAMA"
+expect "says --gpus is required" "--gpus N is required" "$err"
+run "--gpus 0" 2 "$ING" plan "$LLAMA" --gpus 0
+expect "says --gpus is required" "--gpus N is required" "$err"
+run "--nodes that do not divide" 2 "$ING" plan "$LLAMA" --gpus 8 --nodes 3
+expect "names --nodes" "--nodes 3: 8 GPUs do not split evenly over 3 nodes" "$err"
+run "an unknown --gpu" 2 "$ING" plan "$LLAMA" --gpus 8 --gpu v100
+expect "names the presets" "expected one of h100, a100, h200, cpu, got 'v100'" "$err"
+run "a bad --gpu-memory" 2 "$ING" plan "$LLAMA" --gpus 8 --gpu-memory lots
+expect "names the flag" "gpu-memory" "$err"
+run "a bad --set" 1 "$ING" plan "$LLAMA" --gpus 8 --set parallel.zero=7
+expect "names the key" "parallel.zero" "$err"
+run "a missing config" 1 "$ING" plan nothere.yaml --gpus 8
+expect "names the file" "nothere.yaml" "$err"
+cat >novocab.yaml <<'EOF'
+model: {n_layer: 2, n_head: 2, d_model: 64, seq_len: 32}
+data: {path: [nowhere]}
+EOF
+run "a language model without its vocabulary" 1 "$ING" plan novocab.yaml --gpus 2 --gpu cpu
+expect "names model.vocab_size" "model.vocab_size is 0" "$err"
+run "bf16 on CPU ranks" 1 "$ING" plan novocab.yaml --gpus 2 --gpu cpu --set model.vocab_size=257 \
+    --set train.dtype=bf16
+expect "says why" "CPU ranks compute in fp32 only" "$err"
+
+# ---- the vocabulary from the shards, and a run that does not fit --------------------------------
+head -n 400 "$SRC/data/tinyshakespeare.jsonl" >small.jsonl
+"$ING" preprocess text --input small.jsonl --tokenizer "$SRC/tests/data/tokenizer/bytes" \
+    --output-prefix shk --append-eod --quiet || die "preprocess"
+cat >tiny.yaml <<'EOF'
+model: {n_layer: 2, n_head: 2, d_model: 64, seq_len: 32, seed: 7}
+data: {path: [shk], split: "100,0,0"}
+train: {micro_batch: 4, global_batch: 8, steps: 2, run_dir: run}
+log: {every: 1}
+EOF
+check_rc "the vocabulary from the shards' manifests" 0 "$ING" plan tiny.yaml --gpus 1 --gpu cpu
+expect "257 tokens (384 padded)" "vocabulary 257 (384 padded)" "$out"
+need=$("$ING" plan tiny.yaml --gpus 1 --gpu cpu --configured --json |
+    grep -o '"total":[0-9]*' | head -n 1 | cut -d: -f2)
+check_rc "train: the estimate beside what the backend holds" 0 "$ING" train tiny.yaml --threads 1
+expect "the estimate" "memory estimate, as ingot plan sizes it: parameters " "$out"
+expect "the step's peak against it" "memory in the step: the backend's peak on rank 0 is" "$out"
+run "train: a run over train.memory_limit" 1 "$ING" train tiny.yaml --threads 1 \
+    --set train.run_dir=nofit --set train.memory_limit=$((need - 1))
+expect "is refused with its estimate" "the run does not fit: rank 0 (pipeline stage 0 of 1) needs" \
+    "$err"
+expect "suggests what fits" "train.micro_batch=" "$err"
+expect "and the plan" "all of them: ingot plan CONFIG --gpus 1 --gpu cpu --gpu-memory $((need - 1))" \
+    "$err"
+check "before anything is written" test ! -e nofit
+check_rc "train: at its estimate it runs" 0 "$ING" train tiny.yaml --threads 1 --force \
+    --set train.memory_limit=$need
+
+ig_end
