@@ -358,6 +358,22 @@ static ig_status gather_into(ig_model *m, int w, int l, ig_err *err) {
     return IG_OK;
 }
 
+int ig_zero3_windows(int win[2], int *last, int l, int next, int prefetch, int fetch[2]) {
+    int w = win[0] == l ? 0 : win[1] == l ? 1 : -1;
+    fetch[0] = fetch[1] = -1;
+    if (w < 0) { /* not prefetched: into the window the last layer used did not take */
+        w = *last >= 0 ? 1 - *last : 0;
+        win[w] = l;
+        fetch[0] = w;
+    }
+    *last = w;
+    if (prefetch && next >= 0 && next != l && win[1 - w] != next) {
+        win[1 - w] = next;
+        fetch[1] = 1 - w;
+    }
+    return w;
+}
+
 ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err) {
     ig_store *s = &m->st;
     if (!s->zero3) return IG_OK;
@@ -365,19 +381,15 @@ ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err) {
         (next >= 0 && next < m->part.l0))
         return ig_err_set(err, IG_ERR_INTERNAL, "ZeRO-3: layer %d (next %d) is not held here", l,
                           next);
-    int w = s->win_layer[0] == l ? 0 : s->win_layer[1] == l ? 1 : -1;
+    int win[2] = {s->win_layer[0], s->win_layer[1]}, fetch[2];
+    int w = ig_zero3_windows(win, &s->last_win, l, next, m->part.prefetch, fetch);
     ig_status st = IG_OK;
-    if (w < 0) { /* not prefetched: into the window the last layer used did not take */
-        w = s->last_win >= 0 ? 1 - s->last_win : 0;
-        if ((st = gather_into(m, w, l, err)) != IG_OK) return st;
-    }
+    if (fetch[0] >= 0 && (st = gather_into(m, w, l, err)) != IG_OK) return st;
     if ((st = settle_window(m, w, err)) != IG_OK) return st;
     const ig_bucket *b = &s->buckets[s->layer_bucket[l - m->part.l0]];
     for (size_t t = b->t0; t < b->t1; t++)
         s->param_at[t] = (char *)s->win[w] + (m->tensors[t].offset - b->off) * m->as;
-    s->last_win = w;
-    if (m->part.prefetch && next >= 0 && next != l && s->win_layer[1 - w] != next)
-        st = gather_into(m, 1 - w, next, err);
+    if (fetch[1] >= 0) st = gather_into(m, fetch[1], next, err);
     return st;
 }
 

@@ -247,6 +247,14 @@ static inline int32_t *ig_model_i32(const ig_model *m, uint64_t off) {
     return m->i32 + (uint64_t)m->slot * m->acts.i32 + off;
 }
 
+/* ZeRO-3's choice of windows, apart from the gathers (ig_model_use_layer follows it; the planner
+ * counts the gathers of a step with it): win[w] the layer window w holds (-1: none), *last the
+ * window the layer used last took. Layer l goes to the window that holds it or, when neither does,
+ * is gathered into the one *last did not take (fetch[0] = that window, else -1); with prefetch,
+ * next is then gathered into the other unless it holds it already (fetch[1], else -1). Updates win
+ * and *last as the gathers leave them; returns l's window. */
+int ig_zero3_windows(int win[2], int *last, int l, int next, int prefetch, int fetch[2]);
+
 /* Layer l's parameters are about to be used by a forward or a backward (the families' passes call
  * it before each layer, in the order they run them; next: the layer they will use after this one,
  * -1: none). With ZeRO-3 it waits for layer l's all-gather (starting it when it is not under way)

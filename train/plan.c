@@ -180,7 +180,7 @@ static void estimate_time(const ig_plan *p, const ig_layout *lo, const ig_plan_s
      * ZeRO-3's gathers behind each micro-batch's compute) as far as it lasts */
     double mb = slowest / m, window = L->zero >= 3 ? mb : mb * bwd_share;
     double reduce = seconds(sent->dp_reduce, bw_dp) - mb * bwd_share;
-    double micro = seconds(sent->dp_micro, bw_dp) - window;
+    double micro = seconds(sent->dp_micro + sent->dp_layers / (uint64_t)m, bw_dp) - window;
     tm->dp =
         (reduce > 0 ? reduce : 0) + m * (micro > 0 ? micro : 0) + seconds(sent->dp_gather, bw_dp);
     tm->step = tm->compute + tm->bubble + tm->tp + tm->sp + tm->pp + tm->emb + tm->dp;
@@ -266,6 +266,7 @@ static ig_status evaluate(planner *pl, ig_train_config *t, ig_plan_entry *e, int
         if (sents[s].dp_reduce > worst_sent.dp_reduce) worst_sent.dp_reduce = sents[s].dp_reduce;
         if (sents[s].dp_gather > worst_sent.dp_gather) worst_sent.dp_gather = sents[s].dp_gather;
         if (sents[s].dp_micro > worst_sent.dp_micro) worst_sent.dp_micro = sents[s].dp_micro;
+        if (sents[s].dp_layers > worst_sent.dp_layers) worst_sent.dp_layers = sents[s].dp_layers;
     }
     if (st == IG_OK) {
         e->fits = e->mem.total <= p->world.memory;

@@ -12,13 +12,14 @@
 /* What one rank sends in a step, by group (the groups and the ring accounting of parallel.h, so
  * that --comm-stats measures the same figures), and the data-parallel bytes by when they go: once
  * per step (the all-reduce after the last backward, ZeRO's parameter all-gather after the update)
- * or with every micro-batch (ZeRO-2's reduce-scatters, ZeRO-3's gathers). */
+ * or with every micro-batch (ZeRO-2's reduce-scatters), or ZeRO-3's layer gathers. */
 typedef struct ig_plan_sent {
     uint64_t bytes[IG_PLAN_GROUPS];
-    /* bytes[IG_PLAN_DP] = dp_reduce + dp_gather + accum x dp_micro: the gradients' all-reduce
-     * after the last backward, ZeRO's parameter all-gather after the update, and what goes with
-     * every micro-batch (ZeRO-2's reduce-scatters, ZeRO-3's gathers) */
-    uint64_t dp_reduce, dp_gather, dp_micro;
+    /* bytes[IG_PLAN_DP] = dp_reduce + dp_gather + accum x dp_micro + dp_layers: the gradients'
+     * all-reduce after the last backward, ZeRO's parameter all-gather after the update, what goes
+     * with every micro-batch (ZeRO-2's and ZeRO-3's reduce-scatters) and ZeRO-3's gathers of the
+     * layers over the step */
+    uint64_t dp_reduce, dp_gather, dp_micro, dp_layers;
 } ig_plan_sent;
 
 /* A rank of a layout: lo's dimensions and coordinates (pp_rank, l0, l1; ig_layout_check's or the

@@ -32,6 +32,7 @@
  */
 #include "family.h"
 #include "plan.h"
+#include "schedule.h"
 
 #include <string.h>
 
@@ -70,6 +71,26 @@ static ig_status sum_table(ig_ctx *ctx, const ig_family *fam, const ig_model_con
     return IG_OK;
 }
 
+/* ZeRO-3's layer gathers in a step on the rank: the passes' calls of ig_model_use_layer (each
+ * layer before its forward, in order, and before its backward, in reverse, the next one named)
+ * over the schedule's order of forwards and backwards, the windows chosen as ig_model_use_layer
+ * chooses them, from empty (the update empties them). A window that still holds a layer saves its
+ * gather: a backward right after a forward finds its last two layers, a forward after a backward
+ * its first two. Prefetching changes when a gather starts, not how many. */
+static uint64_t zero3_gathers(const ig_layout *lo, int l0, int l1, int M) {
+    int win[2] = {-1, -1}, last = -1, fetch[2];
+    uint64_t n = 0;
+    for (int k = 0; k < 2 * M; k++) {
+        int fwd = ig_sched_is_forward(lo->pp, lo->pp_rank, M, k);
+        for (int i = 0; i < l1 - l0; i++) {
+            int l = fwd ? l0 + i : l1 - 1 - i, next = i + 1 < l1 - l0 ? (fwd ? l + 1 : l - 1) : -1;
+            ig_zero3_windows(win, &last, l, next, 1, fetch);
+            n += (uint64_t)(fetch[0] >= 0) + (uint64_t)(fetch[1] >= 0);
+        }
+    }
+    return n;
+}
+
 /* Per micro-batch: tp (forward, backward, recomputation), sp and pp bytes of a language model. */
 static void tokens_micro(const ig_plan_rank_in *in, const ig_part *p, uint64_t out[3]) {
     uint64_t e = in->act_size, N = (uint64_t)in->B * (uint64_t)in->T, C = in->shape->d_model;
@@ -81,11 +102,11 @@ static void tokens_micro(const ig_plan_rank_in *in, const ig_part *p, uint64_t o
         if (!p->sp) {
             uint64_t r = allreduce(t, X);
             tp = (p->first ? r : 0) + nl * 2 * r + (p->last ? ce + r : 0) + nl * 2 * r;
-            if (in->recompute == IG_RECOMPUTE_FULL) tp += nl * 2 * r;
+            if (in->recompute == IG_RECOMPUTE_FULL) tp += nl * r; /* up to the MLP's output */
         } else {
             uint64_t g = ring(t, X); /* an all-gather or a reduce-scatter of the rows */
             tp = (p->first ? 2 * g : 0) + nl * 8 * g + (p->last ? ce + 2 * g : 0);
-            if (in->recompute == IG_RECOMPUTE_FULL) tp += nl * 4 * g;
+            if (in->recompute == IG_RECOMPUTE_FULL) tp += nl * 3 * g; /* gather, scatter, gather */
         }
     }
     uint64_t io = (p->sp ? N / (uint64_t)t : N) * C * e;
@@ -114,6 +135,7 @@ static void clips_micro(const ig_plan_rank_in *in, const ig_part *p, uint64_t ou
         uint64_t unit = Nl * (C / (uint64_t)t / (uint64_t)u) * e * (uint64_t)(u - 1);
         sp = nl * 8 * unit + (p->last ? allreduce(u, 8) : 0);
         if (in->recompute == IG_RECOMPUTE_FULL) sp += nl * 4 * unit;
+        if (in->recompute == IG_RECOMPUTE_SELECTIVE) sp += nl * unit; /* the core's output back */
     }
     uint64_t io = (Nl * C + B * C + B * Tk * C) * e;
     out[0] = tp;
@@ -146,11 +168,13 @@ ig_status ig_plan_comm(ig_ctx *ctx, const ig_plan_rank_in *in, const ig_part *p,
         if (zero == 1 || zero == 2) out->dp_gather = ring(d, W);
         if (zero == 2) out->dp_micro = ring(d, W);
         if (zero >= 3) {
-            out->dp_micro = ring(d, W) + 2 * ring(d, ts.layer * e);
+            uint64_t nl = (uint64_t)(p->l1 - p->l0), layer = nl ? ts.layer / nl : 0;
+            out->dp_micro = ring(d, W);
             out->dp_gather = ring(d, ts.other * e);
+            out->dp_layers = zero3_gathers(in->lo, p->l0, p->l1, (int)m) * ring(d, layer * e);
         }
     }
-    out->bytes[IG_PLAN_DP] = out->dp_reduce + out->dp_gather + m * out->dp_micro;
+    out->bytes[IG_PLAN_DP] = out->dp_reduce + out->dp_gather + m * out->dp_micro + out->dp_layers;
     if (p->pp > 1 && ts.tied) {
         uint64_t n = (ts.tied + (uint64_t)d - 1) / (uint64_t)d * (uint64_t)d;
         out->bytes[IG_PLAN_EMB] = allreduce(2, (sharded ? n / (uint64_t)d : n) * e);

@@ -140,19 +140,26 @@ ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_feed *feed, int micro_batc
     if (!train) { /* forward only: one micro-batch at a time down the pipeline */
         for (int i = 0; st == IG_OK && i < M; i++) st = forward_one(&s, i, err);
     } else {
-        int warm = lo->pp - lo->pp_rank - 1;
-        if (warm > M) warm = M;
-        int f = 0, b = 0;
-        for (; st == IG_OK && f < warm; f++) st = forward_one(&s, f, err);
-        for (; st == IG_OK && f < M; f++, b++) {
-            st = forward_one(&s, f, err);
-            if (st == IG_OK) st = backward_one(&s, b, b == M - 1, hooks, err);
+        for (int k = 0, f = 0, b = 0; st == IG_OK && k < 2 * M; k++) {
+            if (ig_sched_is_forward(lo->pp, lo->pp_rank, M, k))
+                st = forward_one(&s, f++, err);
+            else {
+                st = backward_one(&s, b, b == M - 1, hooks, err);
+                b++;
+            }
         }
-        for (; st == IG_OK && b < M; b++) st = backward_one(&s, b, b == M - 1, hooks, err);
     }
     st = drain(&s, st, err);
     *sums = s.sums;
     return st;
+}
+
+int ig_sched_is_forward(int pp, int pp_rank, int M, int k) {
+    int warm = pp - pp_rank - 1;
+    if (warm > M) warm = M;
+    if (k < warm) return 1;
+    if (k < warm + 2 * (M - warm)) return (k - warm) % 2 == 0;
+    return 0;
 }
 
 int ig_sched_slots(const ig_layout *lo) {

@@ -28,6 +28,11 @@ typedef struct ig_sched_sums {
 ig_status ig_sched_run(ig_model *m, ig_layout *lo, ig_feed *feed, int micro_batches,
                        float grad_scale, const ig_sched_hooks *hooks, ig_sched_sums *sums,
                        ig_err *err);
+/* Whether the k-th (0 .. 2 M - 1) of a training step's operations on stage pp_rank of pp, M
+ * micro-batches, is a forward (1) or a backward (0): the 1F1B order ig_sched_run follows -
+ * min(pp - pp_rank - 1, M) forwards, then a forward and a backward in turn, then the backwards
+ * left. */
+int ig_sched_is_forward(int pp, int pp_rank, int M, int k);
 /* The micro-batches whose activations a stage keeps at once under 1F1B. */
 int ig_sched_slots(const ig_layout *lo);
 

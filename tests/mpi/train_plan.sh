@@ -8,9 +8,6 @@
 #    `ingot plan --configured` prints for the rank's pipeline stage;
 #  - the bytes it sent in each group (tp, sp, pp, emb) are the plan's exactly, and dp within 0.5%
 #    (the plan counts the tensors' elements, the reductions the buckets' padded ones).
-# Layouts this build does not have yet are reported as skipped: ZeRO-3 (parallel.zero 3, refused
-# by the configuration until it lands) and, while train.recompute does not shrink the
-# activations (the families' plans), the extra collectives of full recomputation.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_plan
@@ -69,6 +66,8 @@ grid=(
     "d-tp2pp2sp-full 4 dit parallel.tp=2 parallel.pp=2 parallel.sp=true train.recompute=full"
     "d-pp2dp2z1 4 dit parallel.pp=2 parallel.zero=1 train.recompute=selective"
     "d-dp2z3 2 dit parallel.zero=3"
+    "d-usp2-full 2 dit parallel.sp_mode=ulysses parallel.sp_size=2 train.recompute=full"
+    "l-pp2dp2z3-sel 4 llama parallel.pp=2 parallel.zero=3 train.recompute=selective"
     "c-tp2usp2-sel 4 cap parallel.tp=2 parallel.sp_mode=ulysses parallel.sp_size=2 train.recompute=selective"
     "c-tp2sp-full 2 cap parallel.tp=2 parallel.sp=true train.recompute=full"
 )
@@ -81,16 +80,6 @@ stage_val() {
         sed -n "$(($2 + 1))p" | grep -o "\"$3\":[0-9]*" | cut -d: -f2
 }
 
-# Does this build's train.recompute shrink the activations yet (the families' plans)?
-acts_of() {
-    "$ING" plan gpt.yaml --gpus 1 --gpu cpu --configured --json --set "train.recompute=$1" |
-        grep -o '"activations":[0-9]*' | head -n 1
-}
-recompute_lands=0
-[ "$(acts_of full)" != "$(acts_of none)" ] && recompute_lands=1
-[ "$recompute_lands" = 1 ] ||
-    echo "skipped until train.recompute lands: the extra collectives of full recomputation"
-
 worst=1 worst_at=""
 for row in "${grid[@]}"; do
     read -r name np cfg sets <<<"$row"
@@ -100,10 +89,6 @@ for row in "${grid[@]}"; do
     [ "$cfg" != gpt ] && [ "$cfg" != llama ] && clip=(--clip 4x16x16)
     if ! "$ING" plan "$cfg.yaml" --gpus "$np" --gpu cpu --configured --json "${clip[@]}" \
         "${args[@]}" >"$name.plan" 2>"$name.plan.err"; then
-        if [[ "$sets" == *zero=3* ]] && grep -q "parallel.zero" "$name.plan.err"; then
-            echo "skipped until ZeRO-3 lands: $name ($(head -c 200 "$name.plan.err"))"
-            continue
-        fi
         fail "$name: ingot plan --configured ($(head -c 300 "$name.plan.err"))"
         continue
     fi
@@ -120,8 +105,6 @@ for row in "${grid[@]}"; do
         test "${#est[@]}" = "$np" -a "${#peak[@]}" = "$np"
     pp=$(grep -o '"pp":[0-9]*' "$name.plan" | head -n 1 | cut -d: -f2)
     per_stage=$((np / pp))
-    full_tp=0
-    [[ "$sets" == *recompute=full* ]] && [ "$recompute_lands" = 0 ] && full_tp=1
     for ((r = 0; r < np; r++)); do
         s=$((r / per_stage))
         planned=$(stage_val "$name.plan" "$s" total)
@@ -139,9 +122,6 @@ for row in "${grid[@]}"; do
             got=$(grep -m1 -o '"comm_bytes":{[^}]*}' "$m" | grep -o "\"$g\":\[[0-9,]*\]" |
                 sed 's/.*\[//; s/\]//' | cut -d, -f$((r + 1)))
             want=$(stage_val "$name.plan" "$s" "$g")
-            if [ "$full_tp" = 1 ] && { [ "$g" = tp ] || [ "$g" = sp ]; } && [ "$got" != "$want" ]; then
-                continue # full recomputation's collectives: checked once it lands
-            fi
             if [ "$g" = dp ]; then
                 check "$name rank $r: dp sent $got bytes, the plan's $want within 0.5%" \
                     awk -v a="$got" -v b="$want" \

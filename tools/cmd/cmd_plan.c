@@ -183,20 +183,28 @@ static void print_header(const ig_plan *p, const char *config, size_t shown, int
            "tok/s  fits\n");
 }
 
+/* A volume of bytes in GB to three digits, whole GB from 1000 on (not 4.23e+03) into buf[16]. */
+static const char *vol(char *buf, uint64_t bytes) {
+    double g = gb(bytes);
+    snprintf(buf, 16, g < 1000 ? "%.3g" : "%.0f", g);
+    return buf;
+}
+
 static void print_row(const ig_plan_entry *e) {
     const ig_plan_layout *l = &e->layout;
     const ig_plan_memory *m = &e->mem;
-    char sp[32];
+    char sp[32], v[5][16];
     if (l->usp > 1)
         snprintf(sp, sizeof sp, "ulysses %d", l->usp);
     else
         snprintf(sp, sizeof sp, "%s", l->sp ? "megatron" : "-");
     printf("  %3d %3d %3d  %-10s  %4d  %-9s %3d %4d | %7.2f %7.2f %7.2f %7.2f %6.2f %6.2f %7.2f    "
-           "| %-7.3g %-7.3g %-7.3g %-7.3g %-7.3g       | %7.3f %9.0f  %s\n",
+           "| %-7s %-7s %-7s %-7s %-7s       | %7.3f %9.0f  %s\n",
            l->tp, l->pp, l->dp, sp, l->zero, recomputes[l->recompute], l->micro_batch, l->accum,
            gb(m->params), gb(m->grads), gb(m->optim), gb(m->acts), gb(m->comm), gb(m->workspace),
-           gb(m->total), gb(e->sent[IG_PLAN_TP]), gb(e->sent[IG_PLAN_SP]), gb(e->sent[IG_PLAN_PP]),
-           gb(e->sent[IG_PLAN_DP]), gb(e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s,
+           gb(m->total), vol(v[0], e->sent[IG_PLAN_TP]), vol(v[1], e->sent[IG_PLAN_SP]),
+           vol(v[2], e->sent[IG_PLAN_PP]), vol(v[3], e->sent[IG_PLAN_DP]),
+           vol(v[4], e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s,
            e->fits ? "yes" : "no");
 }
 
@@ -206,11 +214,11 @@ static void print_stages(const ig_plan_entry *e) {
     for (int s = 0; s < e->layout.pp; s++) {
         const ig_plan_memory *m = &e->stage_mem[s];
         const uint64_t *b = e->stage_sent[s];
-        printf("  %5d %7.2f %7.2f %7.2f %7.2f %6.2f %6.2f %7.2f    | %-7.3g %-7.3g %-7.3g %-7.3g "
-               "%-7.3g\n",
-               s, gb(m->params), gb(m->grads), gb(m->optim), gb(m->acts), gb(m->comm),
-               gb(m->workspace), gb(m->total), gb(b[IG_PLAN_TP]), gb(b[IG_PLAN_SP]),
-               gb(b[IG_PLAN_PP]), gb(b[IG_PLAN_DP]), gb(b[IG_PLAN_EMB]));
+        char v[5][16];
+        printf("  %5d %7.2f %7.2f %7.2f %7.2f %6.2f %6.2f %7.2f    | %-7s %-7s %-7s %-7s %-7s\n", s,
+               gb(m->params), gb(m->grads), gb(m->optim), gb(m->acts), gb(m->comm),
+               gb(m->workspace), gb(m->total), vol(v[0], b[IG_PLAN_TP]), vol(v[1], b[IG_PLAN_SP]),
+               vol(v[2], b[IG_PLAN_PP]), vol(v[3], b[IG_PLAN_DP]), vol(v[4], b[IG_PLAN_EMB]));
     }
     const ig_plan_time *t = &e->time;
     printf("\n  step %.4g s = compute %.4g + bubble %.4g + tp %.4g + sp %.4g + pp %.4g + emb %.4g "
