@@ -674,7 +674,7 @@ static shape_result run_recompute(const bench_opts *o, int i_shape) {
     for (int r = 0; r < 3; r++)
         printf("  %-10s %12.1f %12.1f %9.3f %10.3f %9.3f\n", recompute_names[r], res.rc_slot_mib[r],
                res.rc_hand_mib[r], res.rc_slot_mib[r] / res.rc_slot_mib[0], res.rc_step_s[r],
-               res.rc_step_s[r] / res.rc_step_s[0]);
+               res.rc_ratio[r]);
     fflush(stdout);
     for (int r = 0; r < 3; r++) {
         ig_optimizer_free(opt[r]);
