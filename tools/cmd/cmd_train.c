@@ -48,8 +48,16 @@ const char ig_usage_train[] =
     "(tensor parallel; parallel.sp for sequence parallel), parallel.pp (pipeline stages, 1F1B),\n"
     "dp = processes / (tp x pp), parallel.zero 1, 2 or 3; a dit also takes Ulysses' sequence\n"
     "parallelism (parallel.sp_mode ulysses, parallel.sp_size) and Open-Sora's plugin /\n"
-    "plugin_config spelling; the losses are those of one process\n"
-    "within rounding. A rank that dies or hangs past parallel.timeout ends every rank.\n"
+    "plugin_config spelling; the losses are those of one process within rounding. A rank\n"
+    "that dies or hangs past parallel.timeout ends every rank.\n"
+    "\n"
+    "Memory: train.recompute selective recomputes the attention core in the backward, full\n"
+    "each layer from its input (the losses and weights are the same bits as with none);\n"
+    "parallel.zero 3 shards the parameters too. Before it allocates, every rank sizes its\n"
+    "part as 'ingot plan' does and prints the estimate; a run that does not fit (a GPU's\n"
+    "free memory, what the process may take, or train.memory_limit) is refused with the\n"
+    "layouts that would. log.memory_stats adds every rank's estimate and peak to\n"
+    "metrics.jsonl.\n"
     "\n"
     "examples:\n"
     "  ingot train configs/gpt-tiny.yaml\n"
@@ -57,6 +65,7 @@ const char ig_usage_train[] =
     "  ingot train configs/gpt-tiny.yaml --resume out/gpt-tiny\n"
     "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n"
     "  mpirun -np 8 ingot train configs/gpt-3d.yaml --comm-stats\n"
+    "  ingot train configs/gpt-tiny.yaml --set train.recompute=full --set train.memory_limit=2GB\n"
     "  ingot train configs/dit-tiny.yaml --set data.path=[out/quickstart-video/clips]\n";
 
 /* The stop request of SIGINT / SIGTERM: the one piece of process state a signal handler may
