@@ -66,6 +66,7 @@ foreach(src ${IG_MPI_PROGRAMS})
 endforeach()
 
 file(GLOB IG_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/mpi/*.sh)
+list(REMOVE_ITEM IG_MPI_TESTS ${CMAKE_SOURCE_DIR}/tests/mpi/lib.sh) # helpers the scripts source
 foreach(src ${IG_MPI_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_test(NAME mpi_${name} COMMAND bash ${src})

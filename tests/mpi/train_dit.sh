@@ -16,10 +16,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_dit
 SRC=${IG_SOURCE_DIR:?}
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-mpi() { mpirun "${root[@]}" --oversubscribe -np "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
 # 24 clips of 4 frames of 16x16 (2 x 4 x 4 = 32 tokens each) in 4 classes
@@ -37,14 +34,6 @@ ckpt: {every: 10, keep: 2}
 log: {every: 1}
 EOF
 TRAIN=("$ING" train dit.yaml --threads 1)
-
-losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl" | cut -d: -f2; }
-maxrel() {
-    [ "$(losses "$1" | wc -l)" = "$(losses "$2" | wc -l)" ] || return 0
-    paste <(losses "$1") <(losses "$2") |
-        awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.3g", m }'
-}
-close() { awk -v d="$1" 'BEGIN { exit !(d != "" && d <= 1e-5) }'; }
 
 "${TRAIN[@]}" >ref.log 2>&1 || die "the single-process reference run ($(tail -c 300 ref.log))"
 check "reference: 20 steps" test "$(losses ref | wc -l)" = 20
@@ -121,7 +110,6 @@ EV=(--set eval.every=5 --set eval.batches=2 --set eval.timesteps=3 --set train.s
 "${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-one >ev-one.log 2>&1 || fail "validation: one"
 mpi 8 "${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-tp2pp2 --set parallel.tp=2 \
     --set parallel.pp=2 >ev-tp2pp2.log 2>&1 || fail "validation: tp2 pp2"
-vals() { grep -o '"val_loss":[^}]*' "$1/metrics.jsonl" | cut -d: -f2; }
 d=$(paste <(vals ev-one) <(vals ev-tp2pp2) |
     awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; n++ } END { if (n == 2) printf "%.3g", m }')
 check "validation losses under tp2 pp2 are one process's within 1e-5 (max $d)" close "$d"

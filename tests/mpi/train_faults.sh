@@ -16,10 +16,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_faults
 SRC=${IG_SOURCE_DIR:?}
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-mpi() { mpirun "${root[@]}" --oversubscribe -np "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
 "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \

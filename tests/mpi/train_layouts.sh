@@ -15,10 +15,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_layouts
 SRC=${IG_SOURCE_DIR:?}
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-mpi() { mpirun "${root[@]}" --oversubscribe -np "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
 "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
@@ -33,15 +30,6 @@ ckpt: {every: 10, keep: 2}
 log: {every: 1}
 EOF
 TRAIN=("$ING" train tiny.yaml --threads 1)
-
-losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl" | cut -d: -f2; }
-# the largest relative difference of two runs' losses, step by step; "" when the counts differ
-maxrel() {
-    [ "$(losses "$1" | wc -l)" = "$(losses "$2" | wc -l)" ] || return 0
-    paste <(losses "$1") <(losses "$2") |
-        awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.3g", m }'
-}
-close() { awk -v d="$1" 'BEGIN { exit !(d != "" && d <= 1e-5) }'; }
 
 "${TRAIN[@]}" --set train.run_dir=ref >ref.log 2>&1 || die "the single-process reference run"
 check "reference: 20 steps" test "$(losses ref | wc -l)" = 20
@@ -77,7 +65,6 @@ EV=(--set data.split=95,5,0 --set eval.every=5 --set eval.batches=3 --set train.
 "${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-one >ev-one.log 2>&1 || fail "validation: one process"
 mpi 4 "${TRAIN[@]}" "${EV[@]}" --set train.run_dir=ev-tp2pp2 --set parallel.tp=2 \
     --set parallel.pp=2 >ev-tp2pp2.log 2>&1 || fail "validation: tp2 pp2"
-vals() { grep -o '"val_loss":[^}]*' "$1/metrics.jsonl" | cut -d: -f2; }
 d=$(paste <(vals ev-one) <(vals ev-tp2pp2) |
     awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; n++ } END { if (n == 2) printf "%.3g", m }')
 check "validation losses under tp2 pp2 are one process's within 1e-5 (max $d)" close "$d"

@@ -14,10 +14,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_zero3
 SRC=${IG_SOURCE_DIR:?}
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-mpi() { mpirun "${root[@]}" --oversubscribe -np "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
 "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
@@ -33,18 +30,6 @@ log: {every: 1}
 EOF
 TRAIN=("$ING" train tiny.yaml --threads 1)
 
-losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl" | cut -d: -f2; }
-vals() { grep -o '"val_loss":[^,}]*' "$1/metrics.jsonl" | cut -d: -f2; }
-# the largest relative difference of two runs' values (losses, or what $3 lists), step by step;
-# "" when the counts differ or there are none
-maxrel() {
-    local f=${3:-losses}
-    [ "$("$f" "$1" | wc -l)" = "$("$f" "$2" | wc -l)" ] && [ "$("$f" "$1" | wc -l)" -gt 0 ] ||
-        return 0
-    paste <("$f" "$1") <("$f" "$2") |
-        awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.3g", m }'
-}
-close() { awk -v d="$1" 'BEGIN { exit !(d != "" && d <= 1e-5) }'; }
 # MB of the parameters and gradients in a run's memory line
 param_mb() { grep -o 'parameters [0-9.]* MB' "$1" | head -1 | awk '{ print $2 }'; }
 grad_mb() { grep -o 'gradients [0-9.]* MB' "$1" | head -1 | awk '{ print $2 }'; }

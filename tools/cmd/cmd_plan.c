@@ -204,8 +204,7 @@ static void print_row(const ig_plan_entry *e) {
            gb(m->params), gb(m->grads), gb(m->optim), gb(m->acts), gb(m->comm), gb(m->workspace),
            gb(m->total), vol(v[0], e->sent[IG_PLAN_TP]), vol(v[1], e->sent[IG_PLAN_SP]),
            vol(v[2], e->sent[IG_PLAN_PP]), vol(v[3], e->sent[IG_PLAN_DP]),
-           vol(v[4], e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s,
-           e->fits ? "yes" : "no");
+           vol(v[4], e->sent[IG_PLAN_EMB]), e->time.step, e->tokens_per_s, e->fits ? "yes" : "no");
 }
 
 static void print_stages(const ig_plan_entry *e) {
