@@ -19,7 +19,8 @@
 #      bf16, the losses compared (1e-4 and 5e-2 relative); the cuda fp32 run's export against
 #      transformers (tools/bench/hf_check.py --impl transformers, rel <= 1e-4); configs/dit-tiny.yaml
 #      20 steps on the CPU and on cuda in fp32 (1e-4); the cuda bf16 GPT again with
-#      train.recompute selective and full: none's losses and weights to the bit (tolerance 0)
+#      train.recompute selective and full: none's losses and weights to the bit (tolerance 0);
+#      ingot plan's memory estimate against the first step's peak on the device (within 10%)
 #   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths; then PyTorch's
 #      step on the same GPU (tools/bench/train_peer_torch.py, eager, then torch.compile when time
 #      is left) and the ratio of tokens/s
@@ -456,6 +457,20 @@ for mode in selective full; do
     125) result SKIP "weights bf16 $mode" "out of time" ;;
     *) result FAIL "weights bf16 $mode" "exit $RC: $(why "$R/part2-diff-$mode.log" 'tensors compared|error')" ;;
     esac
+done
+
+# ingot plan's estimate against the device's own accounting: the first step's peak of what the
+# CUDA backend allocated (its buffers, cuBLASLt's workspace, the kernels' scratch), as train prints it
+for name in gpt-cuda-bf16 gpt-cuda-bf16-full dit-cuda-fp32; do
+    line=$(grep -h '^memory in the step' "$R/part2-$name.log" 2>/dev/null | head -n 1 | cut -c1-240)
+    q=$(grep -o '[0-9.]* of its estimate' <<<"$line" | head -n 1 | cut -d' ' -f1)
+    if [ -z "$q" ]; then
+        result SKIP "estimate $name" "no memory line in part2-$name.log (its run failed or did not run)"
+    elif awk -v q="$q" 'BEGIN { exit !(q >= 0.9 && q <= 1.1) }'; then
+        result PASS "estimate $name" "$line"
+    else
+        result FAIL "estimate $name" "not within 10%: $line"
+    fi
 done
 
 # ---- 3. bench_cuda and PyTorch's step on the same GPU ----------------------------------------
