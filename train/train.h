@@ -76,9 +76,6 @@ typedef enum ig_lr_schedule {
     IG_LR_WSD /* warmup, stable, then a linear decay over the last optim.decay_fraction */
 } ig_lr_schedule;
 
-/* Everything a run is: the keys of a training config (the tables of ig_train_key_tables: model,
- * data, train, optim, eval, ckpt, log, parallel), bound into this struct. Strings point into the
- * ig_config they came from. */
 /* Activation recomputation (train.recompute): none keeps every activation of a micro-batch for
  * its backward; selective recomputes the attention core (keeping the GEMM outputs, Korthikanti et
  * al.); full keeps only each layer's input and runs the layer's forward again in the backward
@@ -90,6 +87,9 @@ typedef enum ig_recompute {
     IG_RECOMPUTE_FULL
 } ig_recompute;
 
+/* Everything a run is: the keys of a training config (the tables of ig_train_key_tables: model,
+ * data, train, optim, eval, ckpt, log, parallel), bound into this struct. Strings point into the
+ * ig_config they came from. */
 typedef struct ig_train_config {
     /* model */
     ig_model_config model; /* vocab_size 0: from the shards' manifest */
