@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train_recompute.sh (MPI) - activation recomputation (train.recompute) is the same training under
 # parallel layouts: each of a GPT under tp2 + Megatron's sp x pp2 (document masks, validation
-# every 2 steps), a Llama (grouped-query) under pp2 x dp2 with ZeRO-2 (document masks), a
+# every 2 steps), a Llama (grouped-query) under pp2 x dp2 with ZeRO-2 (document masks), a GPT
+# under pp2 x dp2 with ZeRO-3 (the recomputed layer uses the window its backward gathered), a
 # caption-conditioned DiT under Ulysses' sp2 x pp2 and a class-conditioned DiT under tp2 + sp x
 # dp2 with ZeRO-1 trains 4 steps of 4 micro-batches (fp32) with none, selective and full: the
 # "loss" (and "val_loss") values of metrics.jsonl are the same strings, `ingot ckpt diff
@@ -58,6 +59,7 @@ act_mb() { grep -o 'activations [0-9.]* MB' "$1" | head -1 | cut -d' ' -f2; }
 layouts=(
     "gpt tp2sppp2 parallel.tp=2 parallel.sp=true parallel.pp=2"
     "llama pp2dp2zero2 parallel.pp=2 parallel.zero=2"
+    "gpt pp2dp2zero3 parallel.pp=2 parallel.zero=3"
     "dit usp2pp2caption parallel.pp=2 parallel.sp_mode=ulysses parallel.sp_size=2 model.cond=caption model.caption_len=6"
     "dit tp2spdp2zero1 parallel.tp=2 parallel.sp=true parallel.zero=1"
 )
