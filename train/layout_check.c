@@ -8,6 +8,7 @@
 #include "parallel.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +64,14 @@ ig_status ig_layout_check(ig_layout *l, const ig_train_config *t, const ig_model
     l->sp = t->sp;
     l->zero = t->zero;
     l->usp = t->sp_mode == 1 && t->sp_size > 1 ? t->sp_size : 1;
-    int mp = l->tp * l->pp * l->usp;
-    if (l->world % mp)
+    int64_t mp = (int64_t)l->tp * l->pp * l->usp; /* up to 4096^3: not an int */
+    if (mp > l->world || l->world % mp)
         return refuse(err,
-                      "%d processes cannot be split into parallel.tp %d x parallel.pp %d%s = %d "
-                      "ranks per model replica: start a multiple of %d",
-                      l->world, l->tp, l->pp, l->usp > 1 ? " x parallel.sp_size (ulysses)" : "", mp,
-                      mp);
-    l->dp = l->world / mp;
+                      "%d processes cannot be split into parallel.tp %d x parallel.pp %d%s = %lld "
+                      "ranks per model replica: start a multiple of %lld",
+                      l->world, l->tp, l->pp, l->usp > 1 ? " x parallel.sp_size (ulysses)" : "",
+                      (long long)mp, (long long)mp);
+    l->dp = (int)(l->world / mp);
     if (t->dp && t->dp != l->dp)
         return refuse(err,
                       "parallel.dp %d does not match the %d processes started: world %d / "
@@ -108,14 +109,15 @@ ig_status ig_layout_check(ig_layout *l, const ig_train_config *t, const ig_model
                       "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not split "
                       "into parallel.tp %d equal parts",
                       t->micro_batch, shape->seq_len, l->tp);
-    int gb = t->global_batch ? t->global_batch : t->micro_batch;
-    if (gb % (t->micro_batch * l->dp))
+    int64_t gb = t->global_batch ? t->global_batch : t->micro_batch;
+    int64_t per = (int64_t)t->micro_batch * l->dp; /* samples a step takes at least */
+    if (per > gb || gb % per)
         return refuse(err,
-                      "train.global_batch %d is not a multiple of train.micro_batch %d x dp %d = "
-                      "%d: each data-parallel rank runs global_batch / (micro_batch x dp) "
+                      "train.global_batch %lld is not a multiple of train.micro_batch %d x dp %d = "
+                      "%lld: each data-parallel rank runs global_batch / (micro_batch x dp) "
                       "micro-batches per step",
-                      gb, t->micro_batch, l->dp, t->micro_batch * l->dp);
-    l->accum = gb / (t->micro_batch * l->dp);
+                      (long long)gb, t->micro_batch, l->dp, (long long)per);
+    l->accum = (int)(gb / per);
     st = stage_layers(l, t, shape->n_layer, err);
     if (st != IG_OK) return st;
     l->l0 = l->stage_layers[l->pp_rank];

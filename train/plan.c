@@ -212,7 +212,10 @@ static ig_status evaluate(planner *pl, ig_train_config *t, ig_plan_entry *e, int
     ig_status st = ig_layout_check(&lo, t, &p->shape, &why);
     if (st != IG_OK) {
         ig_layout_free(&lo);
-        if (st != IG_ERR_CONFIG) return *err = why, st;
+        if (st != IG_ERR_CONFIG) {
+            if (err) *err = why;
+            return st;
+        }
         *refused = 1;
         snprintf(p->refused, sizeof p->refused, "%s", why.msg);
         return IG_OK;
@@ -255,7 +258,16 @@ static ig_status evaluate(planner *pl, ig_train_config *t, ig_plan_entry *e, int
                                   .ema = pl->ema,
                                   .bucket_bytes = t->bucket_bytes,
                                   .device = p->world.device};
-            st = ig_plan_rank(pl->ctx, &in, &e->stage_mem[s], &sents[s], err);
+            ig_err cut = {0};
+            st = ig_plan_rank(pl->ctx, &in, &e->stage_mem[s], &sents[s], &cut);
+            if (st == IG_ERR_INVALID_ARG) { /* a part the family cannot cut (rows tp does not
+                                               divide): refused, as the layout checks refuse */
+                *refused = 1;
+                snprintf(p->refused, sizeof p->refused, "%s", cut.msg);
+                st = IG_OK;
+                break;
+            }
+            if (st != IG_OK && err) *err = cut;
         }
         if (st != IG_OK) break;
         memcpy(e->stage_sent[s], sents[s].bytes, sizeof sents[s].bytes);
@@ -268,7 +280,7 @@ static ig_status evaluate(planner *pl, ig_train_config *t, ig_plan_entry *e, int
         if (sents[s].dp_micro > worst_sent.dp_micro) worst_sent.dp_micro = sents[s].dp_micro;
         if (sents[s].dp_layers > worst_sent.dp_layers) worst_sent.dp_layers = sents[s].dp_layers;
     }
-    if (st == IG_OK) {
+    if (st == IG_OK && !*refused) {
         e->fits = e->mem.total <= p->world.memory;
         estimate_time(p, &lo, &worst_sent, e);
     }

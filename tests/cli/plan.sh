@@ -153,6 +153,18 @@ run "a bad --set" 1 "$ING" plan "$LLAMA" --gpus 8 --set parallel.zero=7
 expect "names the key" "parallel.zero" "$err"
 run "a missing config" 1 "$ING" plan nothere.yaml --gpus 8
 expect "names the file" "nothere.yaml" "$err"
+# sizes whose products overflow an int are refused, not divided by zero
+run "tp x pp x sp_size past 2^31" 1 "$ING" plan "$LLAMA" --gpus 8 --configured --set parallel.tp=4096 \
+    --set parallel.pp=4096 --set parallel.sp_mode=ulysses --set parallel.sp_size=256
+expect "names the product" "= 4294967296 ranks per model replica" "$err"
+run "micro_batch x dp past 2^31" 1 "$ING" plan "$LLAMA" --gpus 65536 --nodes 8192 --configured \
+    --set train.micro_batch=65536
+expect "names the product" "train.micro_batch 65536 x dp 65536 = 4294967296" "$err"
+run "no layout of 7 GPUs" 1 "$ING" plan "$LLAMA" --gpus 7
+expect "says why" "no layout of 7 GPUs is accepted; the last refused: parallel.tp 7" "$out"
+# a clip whose tokens tp does not split under Megatron's sp: those layouts refused, not the plan
+check_rc "a clip of 3375 tokens" 0 "$ING" plan "$DIT" --gpus 8 --clip 15x240x240 --top 3
+check "the rest are listed" test "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' <<<"$out")" = 3
 cat >novocab.yaml <<'EOF'
 model: {n_layer: 2, n_head: 2, d_model: 64, seq_len: 32}
 data: {path: [nowhere]}

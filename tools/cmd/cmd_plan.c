@@ -54,7 +54,7 @@ const char ig_usage_plan[] =
     "                    TFLOP/s bf16 GEMMs, 360 GB/s NVLink, 45 GB/s InfiniBand per GPU; a100\n"
     "                    85.9 GB, 280, 230, 22; h200 150.8 GB, as h100 otherwise (what cuBLAS\n"
     "                    and NCCL reach, not the datasheets'); cpu: CPU ranks (fp32, the memory\n"
-    "                    this process may take)\n"
+    "                    this process may take, shared by a node's ranks)\n"
     "  --gpu-memory SIZE a GPU's memory, e.g. 80GB (10^9 bytes) or 80GiB\n"
     "  --gpu-tflops F    the GEMM rate a GPU reaches, TFLOP/s (ingot train's MFU is against\n"
     "                    the rate it measures at the start: model FLOPs / step / that rate)\n"
@@ -388,6 +388,8 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
         ig_config_free(cfg);
         return rc;
     }
+    /* CPU ranks on a node share what this process may take, as ingot train divides it */
+    if (!w.device && !a.memory && w.gpus_per_node > 1) w.memory /= (uint64_t)w.gpus_per_node;
     if (a.memory) w.memory = a.memory;
     if (a.tflops > 0) w.flops = a.tflops * 1e12;
     if (a.intra > 0) w.intra_bw = a.intra * 1e9;
@@ -414,13 +416,15 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
             print_header(p, config, shown, a.configured);
             for (size_t i = 0; i < shown; i++) print_row(&p->entries[i]);
             if (a.configured && shown == 1) print_stages(&p->entries[0]);
-            if (p->n_fit == 0) {
+            if (p->n == 0) {
+                printf("\nno layout of %d GPUs is accepted; the last refused: %s\n", w.gpus,
+                       p->refused);
+            } else if (p->n_fit == 0) {
                 char need[32], have[32];
                 printf("\nnothing fits in %s: the smallest needs %s a rank (--all lists every "
                        "layout, --gpus more GPUs)\n",
                        ig_format_bytes((double)w.memory, have, sizeof have),
-                       p->n ? ig_format_bytes((double)p->entries[0].mem.total, need, sizeof need)
-                            : "?");
+                       ig_format_bytes((double)p->entries[0].mem.total, need, sizeof need));
             }
         }
         if (rc < 0) rc = p->n_fit ? IG_EXIT_OK : IG_EXIT_FAIL;
