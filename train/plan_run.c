@@ -40,6 +40,8 @@ static void budget(const ig_plan_check_in *in, const ig_plan_memory *mem, int lo
                  ig_format_bytes((double)mi.device_limit, b, sizeof b), mi.device_what,
                  local > 1 ? ", shared by the node's ranks" : "");
     }
+    if (!in->t->memory_limit && mi.device_limit == 0) /* not known (cudaMemGetInfo failed): */
+        *avail = UINT64_MAX;                          /* nothing to hold the run to */
 }
 
 /* The refusal: the rank that does not fit, its estimate by buffer, the layouts that would. */
