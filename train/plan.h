@@ -46,7 +46,7 @@ ig_status ig_plan_rank(ig_ctx *ctx, const ig_plan_rank_in *in, ig_plan_memory *m
 ig_status ig_plan_comm(ig_ctx *ctx, const ig_plan_rank_in *in, const ig_part *p, ig_plan_sent *out,
                        ig_err *err);
 
-/* The part that rank of lo holds (the trainer's setup_model builds the same), without groups. */
+/* The part that rank of lo holds, without groups (the trainer's setup_model adds its own). */
 ig_part ig_plan_part(const ig_plan_rank_in *in);
 
 /* The allowances for what libraries take on a CUDA device (plan.c's header). */

@@ -594,26 +594,14 @@ static ig_status start_watchdog(run *r, ig_err *err) {
 static ig_status setup_model(run *r, ig_err *err) {
     const ig_layout *lo = &r->lo;
     size_t as = ig_backend_act_size(r->be);
-    ig_part part = {.tp = lo->tp,
-                    .tp_rank = lo->tp_rank,
-                    .sp = lo->sp,
-                    .usp = lo->usp,
-                    .usp_rank = lo->usp_rank,
-                    .uspg = (ig_group *)&lo->sp_g,
-                    .l0 = lo->l0,
-                    .l1 = lo->l1,
-                    .first = ig_layout_first(lo),
-                    .last = ig_layout_last(lo),
-                    .slots = ig_sched_slots(lo),
-                    .tpg = (ig_group *)&lo->tp_g,
-                    .dp = lo->dp_g.size, /* the ranks its gradients are reduced over */
-                    .dp_rank = lo->dp_g.rank,
-                    .zero = lo->zero,
-                    .dpg = (ig_group *)&lo->dp_g,
-                    .prefetch = r->t->prefetch,
-                    .pp = lo->pp,
-                    .recompute = r->t->recompute,
-                    .bucket_elems = r->t->bucket_bytes / as};
+    /* the part ingot plan sizes (check_memory's estimate), with this run's groups */
+    ig_plan_rank_in in = {
+        .lo = lo, .act_size = as, .recompute = r->t->recompute, .bucket_bytes = r->t->bucket_bytes};
+    ig_part part = ig_plan_part(&in);
+    part.tpg = (ig_group *)&lo->tp_g;
+    part.uspg = (ig_group *)&lo->sp_g;
+    part.dpg = (ig_group *)&lo->dp_g; /* dp x Ulysses sp: its gradients are reduced over them */
+    part.prefetch = r->t->prefetch;
     ig_pulse_busy(&r->pulse, 1); /* drawing the initial weights: each rank on its own */
     ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->B, r->T, r->t->seed,
                                         &part, err);
