@@ -74,6 +74,18 @@ check "8x the GPUs: an eighth of the compute ($t1 -> $t8)" \
 d8=$(grep -o '"dp":[0-9.e+-]*' <<<"$many" | tail -n 1 | cut -d: -f2)
 check "dp across nodes costs time ($d8 s)" awk -v a="$d8" 'BEGIN { exit !(a > 0) }'
 
+# ---- the README's worked examples are what the command prints ----------------------------------
+readme_rows() { # the table rows of the output that README.md does not show verbatim
+    grep -E '^ +[0-9]+ +[0-9]+ +[0-9]+ ' <<<"$out" | while IFS= read -r l; do
+        grep -qxF -- "$l" "$SRC/README.md" || echo "$l"
+    done
+}
+check_rc "README: llama-7b on 8 GPUs, top 5" 0 "$ING" plan "$LLAMA" --gpus 8 --top 5
+check "README shows its five rows as printed ($(readme_rows | head -n 1))" test -z "$(readme_rows)"
+check_rc "README: stdit-xl on 64 GPUs, top 5" 0 "$ING" plan "$DIT" --gpus 64 --nodes 8 \
+    --clip 16x512x512 --top 5
+check "README shows its five rows as printed ($(readme_rows | head -n 1))" test -z "$(readme_rows)"
+
 # ---- JSON -------------------------------------------------------------------------------------
 run "--json" 0 "$ING" plan "$LLAMA" --gpus 8 --json --top 0
 check "--json: one line" test "$(wc -l <"$T/.out")" = 1
