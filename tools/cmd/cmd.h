@@ -68,6 +68,15 @@ typedef struct ig_cmd_spec {
 int ig_cmd_parse(const ig_command *cmd, int argc, char **argv, const ig_cmd_spec *spec,
                  ig_config **cfg, int *first_positional);
 
+/* `CMD CONFIG.yaml [options]` (ingot train, ingot plan): the config file is the first argument;
+ * parsed with the training config's keys into t (its data keys into t->data), the common flags
+ * into flags and the command's own table (own, n_own) into own_dst. A second positional argument
+ * is a usage error. Returns as ig_cmd_parse, *cfg likewise (cmd_train.c). */
+struct ig_train_config;
+int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, struct ig_train_config *t,
+                       ig_common_flags *flags, const ig_cfg_key *own, size_t n_own, void *own_dst,
+                       ig_config **cfg);
+
 /* Creates the context from the common flags (and the MPI rank when run under mpirun). */
 ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);
 

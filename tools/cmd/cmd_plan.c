@@ -335,38 +335,13 @@ static int by_memory(const void *a, const void *b) {
 
 int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     /* `ingot plan CONFIG ...`: the config file is the first argument, as for ingot train */
-    char **args = calloc((size_t)argc + 2, sizeof *args);
-    if (!args) return ig_cmd_failf("out of memory");
-    int n = 0;
-    args[n++] = argv[0];
-    if (argc > 1 && argv[1][0] != '-') {
-        args[n++] = "--config";
-        args[n++] = argv[1];
-        for (int i = 2; i < argc; i++) args[n++] = argv[i];
-    } else {
-        for (int i = 1; i < argc; i++) args[n++] = argv[i];
-    }
     const char *config = argc > 1 && argv[1][0] != '-' ? argv[1] : "(no config)";
     ig_train_config t;
     ig_common_flags flags = {0};
     plan_args a = {0};
-    memset(&t, 0, sizeof t);
-    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &flags}};
-    const ig_cfg_key *keys[5];
-    size_t counts[5], n_tables = 1;
-    size_t nk = ig_train_key_tables(keys, counts, 5);
-    for (size_t i = 0; i < nk && i < 5; i++)
-        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], &t};
-    tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t.data};
-    tables[n_tables++] = (ig_cmd_table){plan_keys, sizeof plan_keys / sizeof plan_keys[0], &a};
-    ig_cmd_spec spec = {tables, n_tables, NULL, 0, 1};
     ig_config *cfg = NULL;
-    int first = 0;
-    int rc = ig_cmd_parse(cmd, n, args, &spec, &cfg, &first);
-    if (rc < 0 && first < n)
-        rc = ig_cmd_usage_error(cmd, "unexpected argument '%s' (one CONFIG file, then options)",
-                                args[first]);
-    free(args);
+    int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, plan_keys,
+                                sizeof plan_keys / sizeof plan_keys[0], &a, &cfg);
     if (rc < 0 && a.gpus < 1) rc = ig_cmd_usage_error(cmd, "--gpus N is required (N >= 1)");
     int nodes = a.nodes ? a.nodes : (a.gpus + 7) / 8;
     if (rc < 0 && (nodes > a.gpus || a.gpus % nodes))

@@ -95,8 +95,9 @@ const ig_cfg_key ig_train_cli_keys[] = {
 };
 const size_t ig_train_n_cli_keys = sizeof ig_train_cli_keys / sizeof ig_train_cli_keys[0];
 
-int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
-    /* `ingot train CONFIG ...`: the config file is the first argument */
+int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, ig_train_config *t,
+                       ig_common_flags *flags, const ig_cfg_key *own, size_t n_own, void *own_dst,
+                       ig_config **cfg) {
     char **args = calloc((size_t)argc + 2, sizeof *args);
     if (!args) return ig_cmd_failf("out of memory");
     int n = 0;
@@ -108,31 +109,38 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     } else {
         for (int i = 1; i < argc; i++) args[n++] = argv[i];
     }
-    ig_train_config t;
-    ig_common_flags flags = {0};
-    train_cli cli = {0};
-    memset(&t, 0, sizeof t);
-    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &flags}};
+    memset(t, 0, sizeof *t);
+    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
     const ig_cfg_key *keys[5];
     size_t counts[5], n_tables = 1;
     size_t nk = ig_train_key_tables(keys, counts, 5);
     for (size_t i = 0; i < nk && i < 5; i++)
-        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], &t};
-    tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t.data};
-    tables[n_tables++] = (ig_cmd_table){ig_train_cli_keys, ig_train_n_cli_keys, &cli};
+        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], t};
+    tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t->data};
+    tables[n_tables++] = (ig_cmd_table){own, n_own, own_dst};
     ig_cmd_spec spec = {tables, n_tables, NULL, 0, 1};
-    ig_config *cfg = NULL;
     int first = 0;
-    int rc = ig_cmd_parse(cmd, n, args, &spec, &cfg, &first);
+    int rc = ig_cmd_parse(cmd, n, args, &spec, cfg, &first);
     if (rc < 0 && first < n)
         rc = ig_cmd_usage_error(cmd, "unexpected argument '%s' (one CONFIG file, then options)",
                                 args[first]);
+    free(args);
+    return rc;
+}
+
+int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
+    /* `ingot train CONFIG ...`: the config file is the first argument */
+    ig_train_config t;
+    ig_common_flags flags = {0};
+    train_cli cli = {0};
+    ig_config *cfg = NULL;
+    int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, ig_train_cli_keys, ig_train_n_cli_keys,
+                                &cli, &cfg);
     if (rc < 0 && *cli.resume && cli.force)
         rc = ig_cmd_usage_error(cmd, "--resume continues a run and --force starts one over: give "
                                      "one of them");
     if (rc < 0 && !ig_config_is_set(cfg, "data.path") && !*cli.resume)
         rc = ig_cmd_usage_error(cmd, "no data: give a CONFIG with data.path (or --data-path)");
-    free(args);
     if (rc >= 0) {
         ig_config_free(cfg);
         return rc;
