@@ -20,3 +20,21 @@ maxrel() {
 }
 # a maxrel within 1e-5
 close() { awk -v d="$1" 'BEGIN { exit !(d != "" && d <= 1e-5) }'; }
+
+# the bundled text as byte-vocabulary token shards `ts` (documents ended by EOD) in the current
+# directory; and tiny.yaml, the 8-layer GPT whose 20 steps the layout tests compare
+ts_shards() {
+    "$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
+        --tokenizer "$SRC/tests/data/tokenizer/bytes" --output-prefix ts --append-eod --quiet ||
+        die "preprocess text"
+}
+tiny_gpt_yaml() {
+    cat >tiny.yaml <<'EOF'
+model: {n_layer: 8, n_head: 8, d_model: 64, seq_len: 32, seed: 11}
+data: {path: [ts], split: "100,0,0", seed: 5}
+train: {micro_batch: 2, global_batch: 16, steps: 20, run_dir: ref}
+optim: {lr: 2.0e-3, min_lr: 2.0e-4, warmup: 2, schedule: cosine}
+ckpt: {every: 10, keep: 2}
+log: {every: 1}
+EOF
+}

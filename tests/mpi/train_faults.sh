@@ -19,9 +19,7 @@ SRC=${IG_SOURCE_DIR:?}
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
-"$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
-    --tokenizer "$SRC/tests/data/tokenizer/bytes" --output-prefix ts --append-eod --quiet ||
-    die "preprocess"
+ts_shards
 cat >tiny.yaml <<'EOF'
 model: {n_layer: 8, n_head: 8, d_model: 64, seq_len: 32, seed: 11}
 data: {path: [ts], split: "100,0,0", seed: 5}

@@ -18,17 +18,8 @@ SRC=${IG_SOURCE_DIR:?}
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
-"$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
-    --tokenizer "$SRC/tests/data/tokenizer/bytes" --output-prefix ts --append-eod --quiet ||
-    die "preprocess"
-cat >tiny.yaml <<'EOF'
-model: {n_layer: 8, n_head: 8, d_model: 64, seq_len: 32, seed: 11}
-data: {path: [ts], split: "100,0,0", seed: 5}
-train: {micro_batch: 2, global_batch: 16, steps: 20, run_dir: ref}
-optim: {lr: 2.0e-3, min_lr: 2.0e-4, warmup: 2, schedule: cosine}
-ckpt: {every: 10, keep: 2}
-log: {every: 1}
-EOF
+ts_shards
+tiny_gpt_yaml
 TRAIN=("$ING" train tiny.yaml --threads 1)
 
 "${TRAIN[@]}" --set train.run_dir=ref >ref.log 2>&1 || die "the single-process reference run"

@@ -15,9 +15,7 @@ SRC=${IG_SOURCE_DIR:?}
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$T" || die "cd"
 
-"$ING" preprocess text --input "$SRC/data/tinyshakespeare.jsonl" \
-    --tokenizer "$SRC/tests/data/tokenizer/bytes" --output-prefix ts --append-eod --quiet ||
-    die "preprocess text"
+ts_shards
 # 24 clips of 4 frames of 16x16 (2 x 4 x 4 = 32 tokens each) with their captions
 "$ING" preprocess video --manifest "$SRC/data/video/manifest.csv" --output-prefix clips \
     --frames 4 --stride 4 --size 16x16 --clips-per-video 2 --tokenizer "$SRC/data/gpt2" \
