@@ -114,6 +114,22 @@ if command -v jq >/dev/null; then
         .activations + .comm + .workspace) == .total] | all' "$T/.out"
 fi
 
+# ---- the machine's figures, given ---------------------------------------------------------------
+c700=$("$ING" plan "$LLAMA" --gpus 8 --configured --json | grep -o '"compute":[0-9.e+-]*' | cut -d: -f2)
+c350=$("$ING" plan "$LLAMA" --gpus 8 --configured --json --gpu-tflops 350 |
+    grep -o '"compute":[0-9.e+-]*' | cut -d: -f2)
+check "--gpu-tflops 350: twice the compute of h100's 700 ($c700 -> $c350 s)" \
+    awk -v a="$c700" -v b="$c350" 'BEGIN { r = b / a; exit !(r > 1.99 && r < 2.01) }'
+tp_s() { "$ING" plan "$LLAMA" --gpus 8 --configured --json --set parallel.tp=8 \
+    --set train.micro_batch=1 "$@" | grep -o '"time":{[^}]*}' | grep -o '"tp":[0-9.e+-]*' | cut -d: -f2; }
+t360=$(tp_s) t36=$(tp_s --intra-bw 36)
+check "--intra-bw 36: tp collectives take 10x h100's 360 GB/s ($t360 -> $t36 s)" \
+    awk -v a="$t360" -v b="$t36" 'BEGIN { r = b / a; exit !(r > 9.99 && r < 10.01) }'
+run "a negative --gpu-tflops" 2 "$ING" plan "$LLAMA" --gpus 8 --gpu-tflops -3
+expect "names the flag and the range" "--gpu-tflops: plan.gpu_tflops: must be in" "$err"
+run "a --intra-bw that is no number" 2 "$ING" plan "$LLAMA" --gpus 8 --intra-bw abc
+expect "names the flag" "--intra-bw: plan.intra_bw: expected a number, got 'abc'" "$err"
+
 # ---- a DiT with Ulysses -----------------------------------------------------------------------
 check_rc "stdit-xl on 8 GPUs" 0 "$ING" plan "$DIT" --gpus 8 --clip 16x512x512 --top 0 --all
 expect "a clip's tokens" "256 clips of 16384 tokens per step" "$out"
