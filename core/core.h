@@ -266,11 +266,28 @@ ig_status ig_json_load_file(const char *path, size_t max_bytes, const char *what
  * name>.SUFFIX". malloc'd; NULL when out of memory. */
 char *ig_temp_path(const char *path, const char *suffix);
 
+/* The one check of an output path before anything is written there (ig_atomic_file_create runs
+ * it, so every writer does): a path that does not exist is IG_OK; an existing regular file is
+ * IG_OK with overwrite (--force) and IG_ERR_EXISTS without; anything else - a directory, a pipe,
+ * a device, a socket, a symbolic link to one of those or to nothing - is IG_ERR_INVALID_ARG naming
+ * what it is, whatever overwrite says: ingot never replaces what is not a regular file. A symbolic
+ * link to a regular file is written through: the file it names is replaced, the link stays. */
+ig_status ig_output_check(const char *path, int overwrite, ig_err *err);
+/* Refuses two outputs of one command that name the same file by any spelling ("a/../x" and "x",
+ * a link and the file it names): IG_ERR_INVALID_ARG naming both. NULL and "" entries are skipped. */
+ig_status ig_outputs_distinct(const char *const *paths, size_t n, ig_err *err);
+/* What a file of st_mode mode is, for messages: "regular file", "directory", "pipe",
+ * "character device", "block device", "socket", "symbolic link". */
+const char *ig_file_kind(unsigned mode);
+
 /* An atomic file writer: writes go to a temporary (ig_temp_path(PATH, "tmp.<pid>.<n>")) in the
  * same directory, and messages name PATH, never the temporary; commit flushes,
  * fsyncs, renames over PATH and fsyncs the directory, so a crash leaves either no PATH (or the
- * old one) or the complete new one. abort (or free without commit) removes the temporary. With
- * overwrite == 0, create fails with IG_ERR_EXISTS when PATH exists. Not thread-safe. */
+ * old one) or the complete new one. abort (or free without commit) removes the temporary. PATH is
+ * judged by ig_output_check at create and again before the rename: with overwrite == 0 an
+ * existing PATH is IG_ERR_EXISTS; what is not a regular file is never replaced; a link to a
+ * regular file is written through (the temporary sits beside the file it names). Not
+ * thread-safe. */
 typedef struct ig_atomic_file ig_atomic_file;
 
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite, ig_err *err);

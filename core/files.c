@@ -2,7 +2,10 @@
  *
  * Atomic writes: data goes to a temporary beside the target, which is fsync'd and renamed over
  * it, and the directory is fsync'd so that the rename itself survives a crash. A writer that is
- * aborted (or a process that dies) never leaves a file under the target name. */
+ * aborted (or a process that dies) never leaves a file under the target name. Every output path
+ * is judged by ig_output_check first: a rename replaces whatever has the name, so a device node,
+ * a pipe or a socket there (as root: /dev/null itself) would be lost; only regular files are ever
+ * replaced, and only when asked to. */
 #include "core/core.h"
 
 #include <ctype.h>
@@ -154,6 +157,97 @@ int ig_file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+const char *ig_file_kind(unsigned mode) {
+    mode_t m = (mode_t)mode;
+    return S_ISREG(m)    ? "regular file"
+           : S_ISDIR(m)  ? "directory"
+           : S_ISFIFO(m) ? "pipe"
+           : S_ISCHR(m)  ? "character device"
+           : S_ISBLK(m)  ? "block device"
+           : S_ISSOCK(m) ? "socket"
+           : S_ISLNK(m)  ? "symbolic link"
+                         : "special file";
+}
+
+/* Judges path as an output (ig_output_check); with target, *target is the file to replace: path,
+ * or the regular file a symbolic link at path names (malloc'd; NULL when out of memory). */
+static ig_status output_target(const char *path, int overwrite, char **target, ig_err *err) {
+    if (target) *target = NULL;
+    struct stat ls, st;
+    if (lstat(path, &ls) != 0) {
+        if (errno != ENOENT) return ig_err_errno(err, errno, "cannot look at %s", path);
+        if (target && !(*target = strdup(path))) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        return IG_OK;
+    }
+    int link = S_ISLNK(ls.st_mode);
+    if (link && stat(path, &st) != 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is a symbolic link to nothing (%s): ingot writes through a link "
+                          "only to an existing regular file; remove the link or give another path",
+                          path, strerror(errno));
+    if (!link) st = ls;
+    if (!S_ISREG(st.st_mode))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is not a regular file (it is a %s%s): ingot never replaces one, "
+                          "even with --force; give the path of a file",
+                          path, link ? "symbolic link to a " : "", ig_file_kind(st.st_mode));
+    if (!overwrite) {
+        ig_err_set(err, IG_ERR_EXISTS, "%s already exists", path);
+        return ig_err_fix(err, "overwrite", NULL);
+    }
+    if (target) {
+        *target = link ? realpath(path, NULL) : strdup(path);
+        if (!*target)
+            return link ? ig_err_errno(err, errno, "cannot resolve the link %s", path)
+                        : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    return IG_OK;
+}
+
+ig_status ig_output_check(const char *path, int overwrite, ig_err *err) {
+    return output_target(path, overwrite, NULL, err);
+}
+
+/* The file a path names, canonically: the real path of an existing one (a link resolved), else
+ * that of its directory and its own name. malloc'd; NULL when its directory does not exist. */
+static char *canonical_output(const char *path) {
+    char *r = realpath(path, NULL);
+    if (r) return r;
+    char *copy = strdup(path), *copy2 = strdup(path);
+    char *dir = copy ? realpath(dirname(copy), NULL) : NULL;
+    const char *base = copy2 ? basename(copy2) : NULL;
+    char *out = NULL;
+    if (dir && base) {
+        size_t n = strlen(dir) + strlen(base) + 2;
+        if ((out = malloc(n))) snprintf(out, n, "%s/%s", dir, base);
+    }
+    free(dir);
+    free(copy);
+    free(copy2);
+    return out;
+}
+
+ig_status ig_outputs_distinct(const char *const *paths, size_t n, ig_err *err) {
+    ig_status st = IG_OK;
+    char **c = calloc(n ? n : 1, sizeof *c);
+    if (!c) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && st == IG_OK; i++) {
+        if (!paths[i] || !*paths[i]) continue;
+        c[i] = canonical_output(paths[i]);
+        for (size_t j = 0; j < i && st == IG_OK; j++) {
+            if (!paths[j] || !*paths[j]) continue;
+            int same = c[i] && c[j] ? strcmp(c[i], c[j]) == 0 : strcmp(paths[i], paths[j]) == 0;
+            if (same)
+                st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                                "%s and %s are the same file: give each output its own path",
+                                paths[j], paths[i]);
+        }
+    }
+    for (size_t i = 0; i < n; i++) free(c[i]);
+    free(c);
+    return st;
+}
+
 ig_status ig_fsync_parent_dir(const char *path, ig_err *err) {
     char *copy = strdup(path);
     if (!copy) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -178,7 +272,8 @@ ig_status ig_fsync_parent_dir(const char *path, ig_err *err) {
 }
 
 struct ig_atomic_file {
-    char *path;
+    char *path;   /* as given, for messages */
+    char *target; /* the file replaced: path, or the regular file a link at path names */
     char *tmp;
     FILE *f;
     char *iobuf; /* f's buffer: glibc's setvbuf with a NULL buffer keeps the 4 KiB default */
@@ -213,21 +308,24 @@ char *ig_temp_path(const char *path, const char *suffix) {
 ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int overwrite,
                                 ig_err *err) {
     *out = NULL;
-    if (!overwrite && ig_file_exists(path)) {
-        ig_err_set(err, IG_ERR_EXISTS, "%s already exists", path);
-        return ig_err_fix(err, "overwrite", NULL);
-    }
     const char *slash = strrchr(path, '/');
     if (strlen(slash ? slash + 1 : path) > NAME_MAX) /* refused now, not after writing it all */
         return ig_err_errno(err, ENAMETOOLONG, "cannot create %s", path);
+    char *target = NULL;
+    ig_status cst = output_target(path, overwrite, &target, err);
+    if (cst != IG_OK) return cst;
     ig_atomic_file *af = calloc(1, sizeof *af);
-    if (!af) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (!af) {
+        free(target);
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    }
     af->overwrite = overwrite;
     af->path = strdup(path);
+    af->target = target;
     char suffix[64];
     snprintf(suffix, sizeof suffix, "tmp.%ld.%u", (long)getpid(),
              atomic_fetch_add(&tmp_counter, 1));
-    af->tmp = ig_temp_path(path, suffix);
+    af->tmp = target ? ig_temp_path(target, suffix) : NULL;
     if (!af->path || !af->tmp) {
         ig_atomic_file_abort(af);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -312,13 +410,16 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     if (fclose(af->f) != 0 && st == IG_OK)
         st = ig_err_errno(err, errno, "cannot write %s", af->path);
     af->f = NULL;
+    /* what is at the target now (it may have changed since create) is judged again: a rename
+     * replaces anything */
+    if (st == IG_OK && af->overwrite) st = output_target(af->target, 1, NULL, err);
     if (st == IG_OK && !af->overwrite) {
         /* never clobber unless asked to overwrite, even a target that appeared meanwhile: link()
          * fails on an existing name; where hard links are not supported, renameat2's NOREPLACE */
-        if (link(af->tmp, af->path) != 0) {
+        if (link(af->tmp, af->target) != 0) {
             int e = errno;
             if (e != EEXIST &&
-                renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_NOREPLACE) == 0)
+                renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->target, RENAME_NOREPLACE) == 0)
                 e = 0;
             else if (e != EEXIST)
                 e = errno;
@@ -335,11 +436,11 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
                 st = ig_err_fix(err, "overwrite", NULL);
             }
         }
-    } else if (st == IG_OK && rename(af->tmp, af->path) != 0) {
+    } else if (st == IG_OK && rename(af->tmp, af->target) != 0) {
         st = ig_err_errno(err, errno, "cannot move the new %s into place", af->path);
     }
     unlink(af->tmp);
-    if (st == IG_OK) st = ig_fsync_parent_dir(af->path, err);
+    if (st == IG_OK) st = ig_fsync_parent_dir(af->target, err);
     free(af->tmp);
     af->tmp = NULL;
     ig_atomic_file_abort(af);
@@ -352,6 +453,7 @@ void ig_atomic_file_abort(ig_atomic_file *af) {
     free(af->iobuf); /* after the stream that used it */
     if (af->tmp) unlink(af->tmp);
     free(af->tmp);
+    free(af->target);
     free(af->path);
     free(af);
 }

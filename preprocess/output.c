@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void ig_output_stem(const ig_output_spec *o, size_t k, char *buf, size_t cap) {
@@ -141,6 +142,37 @@ static int find_outputs(ig_ctx *ctx, const ig_output_spec *o, scan *found) {
     return found->n;
 }
 
+/* A file of the output that is not a regular file (a device, a pipe, a link...): never removed
+ * or replaced, even with --force (the first is kept in bad). */
+typedef struct irregular {
+    char path[1024];
+    unsigned mode;
+    int n;
+} irregular;
+
+static void note_irregular(const char *path, void *arg) {
+    irregular *b = arg;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode) || b->n++) return;
+    snprintf(b->path, sizeof b->path, "%.*s", (int)sizeof b->path - 1, path);
+    b->mode = (unsigned)sb.st_mode;
+}
+
+static ig_status check_regular(const ig_output_spec *o, ig_err *err) {
+    irregular bad = {.n = 0};
+    char stem[4096];
+    for (size_t k = 0; k < o->n_keys; k++) {
+        ig_output_stem(o, k, stem, sizeof stem);
+        for_each_output(o, stem, OUT_MANIFEST | OUT_DATA | OUT_TEMP, note_irregular, &bad);
+    }
+    if (!bad.n) return IG_OK;
+    return ig_err_set(err, IG_ERR_INVALID_ARG,
+                      "%s is not a regular file (it is a %s): ingot never replaces or removes one, "
+                      "even with --force (a shard's files are written together, never through a "
+                      "link); move it away or give another --output-prefix",
+                      bad.path, ig_file_kind(bad.mode));
+}
+
 static ig_status exists_error(const scan *found, ig_err *err) {
     ig_err_set(err, IG_ERR_EXISTS, "%s exists: an output is already there", found->first);
     return ig_err_fix(err, "overwrite", NULL);
@@ -150,6 +182,7 @@ ig_status ig_output_prepare(ig_ctx *ctx, ig_output_spec *o, ig_err *err) {
     const char *out = o->prefix;
     o->marker = NULL;
     ig_status pst = ig_output_prefix_check(out, err);
+    if (pst == IG_OK) pst = check_regular(o, err);
     if (pst != IG_OK) return pst;
     /* a complete output is refused before the marker is touched (the common case: a rerun
      * without --force), so that its readers never see a marker appear over it */

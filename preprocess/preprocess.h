@@ -370,7 +370,8 @@ ig_status ig_video_contact_sheet(const uint8_t *frames, uint32_t n, uint32_t hei
  *   time in the file), so the same frames give the same bytes with the same FFmpeg build.
  *   The index (moov) is at the front (+faststart), for players that stream.
  * The file is written under a temporary name beside path (PATH.tmp.PID.N), fsync'd and renamed
- * over path, replacing a file there: a run killed midway leaves no partial file at path (the
+ * over path, replacing a regular file there (never anything else: ig_output_check refuses a
+ * device, a pipe, a directory): a run killed midway leaves no partial file at path (the
  * temporary may remain). Errors name path and what was wrong: IG_ERR_INVALID_ARG for zero frames,
  * sizes, frame rate or crf; IG_ERR_IO for a path that cannot be written (IG_ERR_NOT_FOUND when its
  * directory does not exist), with the system's reason; IG_ERR_UNSUPPORTED for no encoder. Nothing

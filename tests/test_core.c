@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- errors and status names --------------------------------------------------------------- */
@@ -855,6 +855,93 @@ static void test_atomic_file(void **state) {
     free(dir2);
 }
 
+/* Outputs never replace what is not a regular file (ig_output_check, run by every writer): a
+ * pipe, a device node and a directory, made in a scratch folder, are refused with --force too,
+ * named; a link to a regular file is written through and stays a link;
+ * a link to nothing is refused; two spellings of one output are the same file. */
+static void test_output_check(void **state) {
+    (void)state;
+    char *dir = igt_mkdtemp();
+    ig_err err = {0};
+    const char *fifo = igt_fmt("%s/fifo", dir), *sub = igt_fmt("%s/sub", dir);
+    char *fifo_s = strdup(fifo), *sub_s = strdup(sub);
+    assert_int_equal(mkfifo(fifo_s, 0644), 0);
+    assert_int_equal(mkdir(sub_s, 0755), 0);
+    for (int ow = 0; ow < 2; ow++) {
+        assert_int_equal(ig_output_check(fifo_s, ow, &err), IG_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "is not a regular file (it is a pipe)"));
+        assert_int_equal(ig_write_file_atomic(fifo_s, "x", 1, ow, &err), IG_ERR_INVALID_ARG);
+        assert_int_equal(ig_output_check(sub_s, ow, &err), IG_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "(it is a directory)"));
+    }
+    struct stat sb;
+    assert_int_equal(lstat(fifo_s, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode)); /* still the pipe */
+    assert_int_equal(igt_count_entries(dir), 2);
+    /* a device node (root only: CAP_MKNOD), /dev/null's numbers in the scratch folder */
+    const char *dev = igt_fmt("%s/null", dir);
+    if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        assert_int_equal(ig_write_file_atomic(dev, "x", 1, 1, &err), IG_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "(it is a character device)"));
+        assert_int_equal(lstat(dev, &sb), 0);
+        assert_true(S_ISCHR(sb.st_mode));
+        unlink(dev);
+    } else {
+        print_message("note: the device-node case needs root (mknod: %s)\n", strerror(errno));
+    }
+    /* a regular file: EXISTS without overwrite, replaced with it */
+    const char *file = igt_fmt("%s/file", dir);
+    char *file_s = strdup(file);
+    igt_write(file_s, "old", 3);
+    assert_int_equal(ig_output_check(file_s, 0, &err), IG_ERR_EXISTS);
+    assert_int_equal(ig_output_check(file_s, 1, &err), IG_OK);
+    assert_int_equal(ig_output_check(igt_fmt("%s/new", dir), 0, &err), IG_OK);
+    /* a link to it is written through: the file changes, the link stays */
+    const char *lnk = igt_fmt("%s/link", dir);
+    char *lnk_s = strdup(lnk);
+    assert_int_equal(symlink("file", lnk_s), 0);
+    assert_int_equal(ig_write_file_atomic(lnk_s, "abc", 3, 0, &err), IG_ERR_EXISTS);
+    assert_int_equal(ig_write_file_atomic(lnk_s, "abc", 3, 1, &err), IG_OK);
+    assert_int_equal(lstat(lnk_s, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    size_t len;
+    char *got = igt_read(file_s, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(got, "abc", 3);
+    free(got);
+    /* a link to the pipe, and a link to nothing, are refused */
+    const char *lp = igt_fmt("%s/lpipe", dir), *ln = igt_fmt("%s/lnone", dir);
+    char *lp_s = strdup(lp), *ln_s = strdup(ln);
+    assert_int_equal(symlink("fifo", lp_s), 0);
+    assert_int_equal(symlink("missing", ln_s), 0);
+    assert_int_equal(ig_write_file_atomic(lp_s, "x", 1, 1, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "(it is a symbolic link to a pipe)"));
+    assert_int_equal(ig_write_file_atomic(ln_s, "x", 1, 1, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "is a symbolic link to nothing"));
+    /* what appears at the target while writing is judged again before the rename */
+    ig_atomic_file *af;
+    const char *late = igt_fmt("%s/late", dir);
+    char *late_s = strdup(late);
+    assert_int_equal(ig_atomic_file_create(&af, late_s, 1, &err), IG_OK);
+    assert_int_equal(mkfifo(late_s, 0644), 0);
+    assert_int_equal(ig_atomic_file_commit(af, &err), IG_ERR_INVALID_ARG);
+    assert_int_equal(lstat(late_s, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    /* the same file under two names */
+    const char *two[] = {file_s, igt_fmt("%s/sub/../file", dir)};
+    assert_int_equal(ig_outputs_distinct(two, 2, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "are the same file"));
+    const char *viaLink[] = {lnk_s, file_s, NULL};
+    assert_int_equal(ig_outputs_distinct(viaLink, 3, &err), IG_ERR_INVALID_ARG);
+    const char *fresh[] = {igt_fmt("%s/a.mp4", dir), igt_fmt("%s/./a.mp4", dir)};
+    assert_int_equal(ig_outputs_distinct(fresh, 2, &err), IG_ERR_INVALID_ARG);
+    const char *apart[] = {file_s, "", igt_fmt("%s/other", dir)};
+    assert_int_equal(ig_outputs_distinct(apart, 3, &err), IG_OK);
+    free(fifo_s), free(sub_s), free(file_s), free(lnk_s), free(lp_s), free(ln_s), free(late_s);
+    igt_rmtree(dir);
+    free(dir);
+}
+
 static void test_parse_size(void **state) {
     (void)state;
     struct {
@@ -1686,6 +1773,7 @@ int main(void) {
         cmocka_unit_test(test_memory_check),
         cmocka_unit_test(test_temp_names),
         cmocka_unit_test(test_atomic_file),
+        cmocka_unit_test(test_output_check),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_progress_plain),
         cmocka_unit_test(test_progress_interval_limits_lines),

@@ -708,7 +708,12 @@ ig_status ig_ckpt_save_part(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layo
         if (st == IG_OK) {
             char old[4600] = "";
             struct stat sb;
-            if (stat(final, &sb) == 0) {
+            if (lstat(final, &sb) == 0 && !S_ISDIR(sb.st_mode))
+                st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                                "%s is a %s where the checkpoint goes: ingot never replaces it; "
+                                "move it away",
+                                final, ig_file_kind(sb.st_mode));
+            else if (lstat(final, &sb) == 0) {
                 snprintf(old, sizeof old, "%s.old.%s.%ld", final, host, (long)getpid());
                 if (rename(final, old) != 0)
                     st = ig_err_errno(err, errno, "cannot move the old %s aside", final);

@@ -386,6 +386,12 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
         return ig_err_set(err, IG_ERR_INVALID_ARG, "only a whole model is exported");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ig_err_errno(err, errno, "cannot create %s", dir);
+    struct stat sb = {0};
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s is a %s, not a directory: an export is a directory of files; give "
+                          "another --output",
+                          dir, ig_file_kind(sb.st_mode));
     remove_stale_temps(dir);
     uint64_t n = m->st.n_params;
     float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);

@@ -26,17 +26,17 @@ static long long record_step(const char *line) {
 }
 
 /* Keeps the records of steps <= upto in path (a resumed run writes the later ones again), through
- * a temporary file renamed over it. */
+ * an atomic rewrite (a link to the file is written through). */
 static ig_status truncate_records(const char *path, int64_t upto, ig_err *err) {
     FILE *in = fopen(path, "r");
     if (!in) return errno == ENOENT ? IG_OK : ig_err_errno(err, errno, "cannot open %s", path);
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
+    ig_atomic_file *af = NULL;
+    ig_status st = ig_atomic_file_create(&af, path, 1, err);
+    if (st != IG_OK) {
         fclose(in);
-        return ig_err_errno(err, errno, "cannot create %s", tmp);
+        return st;
     }
+    FILE *out = ig_atomic_file_stream(af);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -47,22 +47,16 @@ static ig_status truncate_records(const char *path, int64_t upto, ig_err *err) {
             dropped = 1;
             continue;
         }
-        fwrite(line, 1, (size_t)n, out);
+        if (fwrite(line, 1, (size_t)n, out) != (size_t)n) break;
     }
     free(line);
     int bad = ferror(in) || ferror(out);
     fclose(in);
-    if (fclose(out) != 0) bad = 1;
     if (bad || !dropped) {
-        unlink(tmp);
+        ig_atomic_file_abort(af);
         return bad ? ig_err_errno(err, errno, "cannot rewrite %s", path) : IG_OK;
     }
-    if (rename(tmp, path) != 0) {
-        ig_status st = ig_err_errno(err, errno, "cannot replace %s", path);
-        unlink(tmp);
-        return st;
-    }
-    return IG_OK;
+    return ig_atomic_file_commit(af, err);
 }
 
 ig_status ig_metrics_open(ig_metrics **out, ig_ctx *ctx, const char *run_dir, int tensorboard,
@@ -72,6 +66,12 @@ ig_status ig_metrics_open(ig_metrics **out, ig_ctx *ctx, const char *run_dir, in
     if (!m) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     m->ctx = ctx;
     snprintf(m->path, sizeof m->path, "%s/metrics.jsonl", run_dir);
+    /* appended to: a regular file or none (a pipe would block the open, a device swallow it) */
+    ig_status cst = ig_output_check(m->path, 1, err);
+    if (cst != IG_OK) {
+        ig_free(ctx, m);
+        return cst;
+    }
     if (resume_step >= 0) {
         ig_status st = truncate_records(m->path, resume_step, err);
         if (st != IG_OK) {

@@ -407,6 +407,19 @@ static ig_status clear_run_dir(const char *dir, int overwrite, ig_err *err) {
                    names[found]);
         return ig_err_fix(err, "overwrite", NULL);
     }
+    /* what is removed must be what a run writes there: the directories ckpt and tb, the file
+     * metrics.jsonl (never a device, a pipe or a link standing in for one) */
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (lstat(p, &sb) != 0) continue;
+        int want_dir = i != 1;
+        if (want_dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode))
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "%s is a %s where a run keeps its %s: ingot never removes it, even "
+                              "with --force; move it away or choose another train.run_dir",
+                              p, ig_file_kind(sb.st_mode), want_dir ? "directory" : "metrics file");
+    }
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         ig_status st = ig_remove_tree(p, err);

@@ -118,7 +118,7 @@ else
 fi
 run "an output that exists" 1 "$ING" sample run --frames 4 --size 16x16 --steps 2 --output vid.mp4 \
     --num 2
-expect "says so" "vid-0.mp4 exists" "$err"
+expect "says so" "vid-0.mp4 already exists" "$err"
 run "a size the patches do not divide" 1 "$ING" sample run --frames 3 --size 16x16 --output x.mp4
 expect "says why" "3 frames of 16x16 are not cut into whole patches of [2, 4, 4]" "$err"
 run "a label outside the classes" 1 "$ING" sample run --frames 4 --size 16x16 --label 4 \

@@ -45,7 +45,9 @@ const char ig_usage_inspect[] =
     "  ingot inspect OUT [--json]            clips, frames, buckets, bytes\n"
     "  ingot inspect OUT --clip N [--json]   its source, size, source frames, timestamps, caption\n"
     "      [--raw FILE]                      its frames as raw RGB24 (T x H x W x 3 bytes)\n"
-    "      [--png SHEET.png]                 a contact sheet of its frames with the caption\n";
+    "      [--png SHEET.png]                 a contact sheet of its frames with the caption\n"
+    "      [--force]                         replace --raw/--png files that exist (never what is\n"
+    "                                        not a regular file: a device, a pipe, a directory)\n";
 
 typedef struct doc_stats {
     uint64_t min, max;

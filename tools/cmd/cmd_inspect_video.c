@@ -138,7 +138,7 @@ static char *caption_text(const ig_clip_dataset *ds, uint64_t g, const char *tok
 }
 
 static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_path,
-                       const char *png_path, const char *tok_path, int as_json) {
+                       const char *png_path, int force, const char *tok_path, int as_json) {
     if (g >= ig_clip_dataset_clips(ds))
         return ig_cmd_failf("--clip %" PRIu64 " is out of range: the shard holds %" PRIu64
                             " clips (0 .. %" PRIu64 ")",
@@ -165,8 +165,8 @@ static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_pa
     const char *bucket = c.bucket < m->n_buckets ? m->buckets[c.bucket].name : NULL;
     double tb = (double)c.tb_num / c.tb_den;
     if (rc == IG_EXIT_OK && raw_path) {
-        rc = ig_write_file_atomic(raw_path, px, raw, 1, &err) == IG_OK ? IG_EXIT_OK
-                                                                       : ig_cmd_fail(&err);
+        rc = ig_write_file_atomic(raw_path, px, raw, force, &err) == IG_OK ? IG_EXIT_OK
+                                                                           : ig_cmd_fail(&err);
     }
     if (rc == IG_EXIT_OK && png_path) {
         const char *slash = strrchr(source, '/');
@@ -175,7 +175,7 @@ static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_pa
         if (ig_video_contact_sheet(px, c.frames, c.height, c.width, 8,
                                    caption ? caption : (slash ? slash + 1 : source), &sheet, &sh,
                                    &sw, &err) != IG_OK ||
-            ig_video_write_png(png_path, sheet, sh, sw, 1, &err) != IG_OK)
+            ig_video_write_png(png_path, sheet, sh, sw, force, &err) != IG_OK)
             rc = ig_cmd_fail(&err);
         free(sheet);
     }
@@ -237,11 +237,12 @@ int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
         {"raw", required_argument, NULL, 'r'},
         {"png", required_argument, NULL, 'p'},
         {"tokenizer", required_argument, NULL, 't'},
+        {"force", no_argument, NULL, 'f'},
         {"quiet", no_argument, NULL, 'q'},
         {"threads", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
-    int as_json = 0, have_clip = 0;
+    int as_json = 0, have_clip = 0, force = 0;
     ig_common_flags flags = {.threads = 0}; /* accepted and checked; a frame shard's summary
                                                is read on this thread alone */
     uint64_t clip = 0;
@@ -267,6 +268,9 @@ int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
         case 't':
             tok = optarg;
             break;
+        case 'f':
+            force = 1;
+            break;
         case 'q':
             break;
         case 'T':
@@ -280,11 +284,17 @@ int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
     if ((raw || png) && !have_clip) return ig_cmd_usage_error(cmd, "--raw and --png need --clip N");
     const char *prefix = argv[optind];
     ig_err err = {0};
+    /* the outputs are judged before anything is read: an existing file needs --force, what is
+     * not a regular file is refused, and --raw and --png must be two files */
+    const char *outs[] = {raw, png};
+    for (int k = 0; k < 2; k++)
+        if (outs[k] && ig_output_check(outs[k], force, &err) != IG_OK) return ig_cmd_fail(&err);
+    if (ig_outputs_distinct(outs, 2, &err) != IG_OK) return ig_cmd_fail(&err);
     ig_clip_dataset *ds = NULL;
     if (ig_clip_dataset_open(&ds, NULL, &prefix, 1, &err) != IG_OK) return ig_cmd_fail(&err);
     int rc = IG_EXIT_OK;
     if (have_clip)
-        rc = clip_detail(ds, clip, raw, png, tok, as_json);
+        rc = clip_detail(ds, clip, raw, png, force, tok, as_json);
     else
         summary(ds, prefix, as_json);
     ig_clip_dataset_close(ds);

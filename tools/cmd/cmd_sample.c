@@ -53,7 +53,9 @@ const char ig_usage_sample[] =
     "  --png SHEET.png     a contact sheet: one row per video, up to 8 frames of each\n"
     "  --shift X           the time grid's shift (diffusion.shift; default 1)\n"
     "  --weights W         a checkpoint's weights: ema (default when it holds one) or raw\n"
-    "  --force             replace output files that exist (without it, that is an error)\n"
+    "  --force             replace output files that exist (without it, that is an error;\n"
+    "                      never a device, a pipe or a directory, nor --output and --png as\n"
+    "                      one file)\n"
     "\n"
     "examples:\n"
     "  ingot sample out/gpt-tiny --tokenizer data/gpt2 --prompt 'ROMEO:' --tokens 100\n"
@@ -134,17 +136,23 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     if (!*a->output && !*a->png)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "nothing to write: give --output OUT.mp4 or --png SHEET.png (or both)");
-    /* outputs that exist are refused before any work (--force replaces them) */
-    for (int k = 0; !a->force && k <= a->num; k++) {
-        char buf[4200];
-        const char *p =
-            k < a->num ? (*a->output ? video_path(a->output, k, a->num, buf, sizeof buf) : NULL)
-                       : (*a->png ? a->png : NULL);
-        if (p && ig_file_exists(p)) {
-            ig_err_set(err, IG_ERR_EXISTS, "%s exists", p);
-            return ig_err_fix(err, "force", NULL);
-        }
+    /* the outputs are judged before any work: an existing file needs --force, what is not a
+     * regular file is refused, and no two of them may name the same file */
+    char(*names)[4200] = calloc((size_t)a->num + 1, sizeof *names);
+    const char **outs = calloc((size_t)a->num + 1, sizeof *outs);
+    ig_status ost = names && outs ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (int k = 0; ost == IG_OK && k <= a->num; k++) {
+        const char *p = k < a->num ? (*a->output ? video_path(a->output, k, a->num, names[k],
+                                                              sizeof names[k])
+                                                 : NULL)
+                                   : (*a->png ? a->png : NULL);
+        outs[k] = p;
+        if (p) ost = ig_output_check(p, a->force, err);
     }
+    if (ost == IG_OK) ost = ig_outputs_distinct(outs, (size_t)a->num + 1, err);
+    free(outs);
+    free(names);
+    if (ost != IG_OK) return ost;
     ig_model_config shape;
     ig_status st = ig_model_read_shape(ctx, path, &shape, err);
     int tokens = 0;
