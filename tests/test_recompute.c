@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "train/family.h"
+#include "train/stage.h"
 #include "train/train.h"
 
 enum { STEPS = 2, MB = 2, MAX_ROWS = 64 * 64 };
@@ -178,10 +179,10 @@ static void train(const workload *w, int r, int reference, outcome *out) {
         assert_int_equal(ig_model_zero_grads(m, &err), IG_OK);
         for (int k = 0; k < MB; k++) {
             stage(m, w, k, step * MB + k);
-            if (f->forward(m, k, 1, &err) != IG_OK) fail_msg("%s: forward: %s", w->name, err.msg);
+            if (ig_stage_forward(m, k, 1, &err) != IG_OK) fail_msg("%s: forward: %s", w->name, err.msg);
         }
         for (int k = 0; k < MB; k++) {
-            if (f->backward(m, k, &err) != IG_OK) fail_msg("%s: backward: %s", w->name, err.msg);
+            if (ig_stage_backward(m, k, &err) != IG_OK) fail_msg("%s: backward: %s", w->name, err.msg);
             if (f->loss(m, k, &out->loss[step][k], &err) != IG_OK) fail_msg("%s", err.msg);
             assert_true(isfinite(out->loss[step][k]) && out->loss[step][k] > 0);
         }

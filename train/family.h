@@ -113,6 +113,34 @@ typedef struct ig_stage_input {
     const ig_clip_input *clips;
 } ig_stage_input;
 
+/* What a family computes for one micro-batch's pass over its part, piece by piece: the stage
+ * driver (stage.c) calls these in its one order - the loop over the layers, ZeRO-3's gathers,
+ * full recomputation's rerun and the gradient-ready groups are the driver's, never a hook's. Every
+ * hook works on the slot m->slot (the driver sets it) and reads the micro-batch's shape from
+ * m->slot_B / m->slot_T. NULL where marked optional. */
+typedef struct ig_stage_hooks {
+    /* forward */
+    ig_status (*embed_forward)(ig_model *m, ig_err *err); /* the first stage's input */
+    /* after the embedding, on every stage, before the layers (optional) */
+    ig_status (*begin)(ig_model *m, ig_err *err);
+    ig_status (*layer_forward)(ig_model *m, int l, ig_err *err); /* layer l (global index) */
+    /* a middle stage: what crosses the boundary (optional) */
+    ig_status (*stage_output)(ig_model *m, ig_err *err);
+    /* the last stage: the head and the loss (with_grad: and the loss's gradient) */
+    ig_status (*head_forward)(ig_model *m, int with_grad, ig_err *err);
+    /* backward */
+    ig_status (*backward_begin)(ig_model *m, ig_err *err); /* optional */
+    ig_status (*head_backward)(ig_model *m, ig_err *err);  /* the last stage */
+    /* full recomputation: layer l's forward again from its kept input, up to what its backward
+     * reads */
+    ig_status (*layer_recompute)(ig_model *m, int l, ig_err *err);
+    /* layer l's backward (selective recomputation is the layer's own business) */
+    ig_status (*layer_backward)(ig_model *m, int l, ig_err *err);
+    /* after the layers, before the embedding (optional) */
+    ig_status (*backward_end)(ig_model *m, ig_err *err);
+    ig_status (*embed_backward)(ig_model *m, ig_err *err); /* the first stage */
+} ig_stage_hooks;
+
 /* A piece of a tensor in a Hugging Face file (hf_pieces). */
 typedef struct ig_hf_piece {
     char name[128], alt[128];
@@ -167,12 +195,8 @@ struct ig_family {
     /* The stage operations on a slot (ig_model.slot is set by them). */
     ig_status (*stage_batch)(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
                              uint64_t *counted, ig_err *err);
-    /* forward of this part: from the first stage's input or the received in[], to out[] or the
-     * loss (last stage; with_grad: and the loss's gradient) */
-    ig_status (*forward)(ig_model *m, int slot, int with_grad, ig_err *err);
-    /* backward of this part: gradients added to the parameters' ones, ig_model_ready called as
-     * groups become final, the input's gradient left in grad[] */
-    ig_status (*backward)(ig_model *m, int slot, ig_err *err);
+    /* the passes, piece by piece (the stage driver runs them) */
+    const ig_stage_hooks *stage;
     ig_status (*loss)(ig_model *m, int slot, double *loss, ig_err *err);
     void (*stage_io)(ig_model *m, int slot, ig_stage_io *io);
     /* Clips: the tokens of a clip of F x H x W (refused with the numbers when the patches do not

@@ -13,6 +13,7 @@
 
 #include "family.h"
 #include "optimizer.h"
+#include "stage.h"
 
 /* ---- configuration --------------------------------------------------------------------------- */
 
@@ -910,7 +911,7 @@ ig_status ig_model_forward(ig_model *m, const int32_t *tokens, int B, int T, con
     if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
     if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, 0.0f, counted, err);
-    if (st == IG_OK) st = m->fam->forward(m, 0, 0, err);
+    if (st == IG_OK) st = ig_stage_forward(m, 0, 0, err);
     if (st == IG_OK) st = ig_backend_sync(m->be, err);
     return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
 }
@@ -928,8 +929,8 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
     if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
     if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, grad_scale, counted, err);
-    if (st == IG_OK) st = m->fam->forward(m, 0, 1, err);
-    if (st == IG_OK) st = m->fam->backward(m, 0, err);
+    if (st == IG_OK) st = ig_stage_forward(m, 0, 1, err);
+    if (st == IG_OK) st = ig_stage_backward(m, 0, err);
     return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
 }
 
@@ -955,7 +956,7 @@ static ig_status clips_stage(ig_model *m, const ig_clip_input *in, float grad_sc
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
     ig_stage_input si = {.clips = in};
     if (st == IG_OK) st = m->fam->stage_batch(m, 0, &si, grad_scale, NULL, err);
-    if (st == IG_OK) st = m->fam->forward(m, 0, grad_scale > 0, err);
+    if (st == IG_OK) st = ig_stage_forward(m, 0, grad_scale > 0, err);
     return st;
 }
 
@@ -966,7 +967,7 @@ ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_s
                           (double)grad_scale);
     if (in->xt) return ig_err_set(err, IG_ERR_INVALID_ARG, "a loss needs clips, not x_t");
     ig_status st = clips_stage(m, in, grad_scale, err);
-    if (st == IG_OK && grad_scale > 0) st = m->fam->backward(m, 0, err);
+    if (st == IG_OK && grad_scale > 0) st = ig_stage_backward(m, 0, err);
     if (st == IG_OK) st = ig_backend_sync(m->be, err);
     return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
 }

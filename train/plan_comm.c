@@ -33,6 +33,7 @@
 #include "family.h"
 #include "plan.h"
 #include "schedule.h"
+#include "stage.h"
 
 #include <string.h>
 
@@ -71,19 +72,20 @@ static ig_status sum_table(ig_ctx *ctx, const ig_family *fam, const ig_model_con
     return IG_OK;
 }
 
-/* ZeRO-3's layer gathers in a step on the rank: the passes' calls of ig_model_use_layer (each
- * layer before its forward, in order, and before its backward, in reverse, the next one named)
- * over the schedule's order of forwards and backwards, the windows chosen as ig_model_use_layer
- * chooses them, from empty (the update empties them). A window that still holds a layer saves its
- * gather: a backward right after a forward finds its last two layers, a forward after a backward
- * its first two. Prefetching changes when a gather starts, not how many. */
+/* ZeRO-3's layer gathers in a step on the rank: the stage driver's calls of ig_model_use_layer
+ * (ig_stage_layer_order: each layer before its forward and before its backward, the next one
+ * named) over the schedule's order of forwards and backwards, the windows chosen as
+ * ig_model_use_layer chooses them, from empty (the update empties them). A window that still holds
+ * a layer saves its gather: a backward right after a forward finds its last two layers, a forward
+ * after a backward its first two. Prefetching changes when a gather starts, not how many. */
 static uint64_t zero3_gathers(const ig_layout *lo, int l0, int l1, int M) {
     int win[2] = {-1, -1}, last = -1, fetch[2];
     uint64_t n = 0;
     for (int k = 0; k < 2 * M; k++) {
         int fwd = ig_sched_is_forward(lo->pp, lo->pp_rank, M, k);
         for (int i = 0; i < l1 - l0; i++) {
-            int l = fwd ? l0 + i : l1 - 1 - i, next = i + 1 < l1 - l0 ? (fwd ? l + 1 : l - 1) : -1;
+            int l, next;
+            ig_stage_layer_order(fwd, l0, l1, i, &l, &next);
             ig_zero3_windows(win, &last, l, next, 1, fetch);
             n += (uint64_t)(fetch[0] >= 0) + (uint64_t)(fetch[1] >= 0);
         }

@@ -13,6 +13,7 @@
 #include "schedule.h"
 
 #include "family.h"
+#include "stage.h"
 
 enum { TAG_ACT = 11, TAG_GRAD = 12 };
 
@@ -53,7 +54,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
                             lo->pp_rank - 1, TAG_ACT + 2 * k, &r, err);
         if (st == IG_OK) st = ig_comm_wait(r, err);
     }
-    if (st == IG_OK) st = f->forward(m, slot, s->grad_scale > 0, err);
+    if (st == IG_OK) st = ig_stage_forward(m, slot, s->grad_scale > 0, err);
     if (st == IG_OK) st = ig_backend_sync(m->be, err);
     if (st != IG_OK) return st;
     if (ig_layout_last(lo)) {
@@ -96,7 +97,7 @@ static ig_status backward_one(sched *s, int i, int last, const ig_sched_hooks *h
     if (st == IG_OK) {
         m->ready = h ? h->ready : NULL;
         m->ready_user = h ? h->user : NULL;
-        st = f->backward(m, slot, err);
+        st = ig_stage_backward(m, slot, err);
         m->ready = NULL;
         m->ready_user = NULL;
     }

@@ -126,8 +126,7 @@ static inline int dit_patch_values(const ig_model_config *c) {
 }
 
 /* dit_pass.c */
-ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err);
-ig_status dit_backward(ig_model *m, int slot, ig_err *err);
+extern const ig_stage_hooks dit_stage;
 void dit_stage_io(ig_model *m, int slot, ig_stage_io *io);
 ig_status dit_loss(ig_model *m, int slot, double *loss, ig_err *err);
 

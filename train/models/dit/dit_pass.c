@@ -233,26 +233,49 @@ static ig_status block_forward(ig_model *m, int l, const dit_layer_acts *y, cons
     return IG_OK;
 }
 
-ig_status dit_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
+/* ---- the stage's pieces (the stage driver, stage.c, runs them) ------------------------------- */
+
+static ig_status dit_embed_forward(ig_model *m, ig_err *err) {
+    (void)err;
+    int N, Nl, row0;
+    rows(m, m->slot, &N, &Nl, &row0);
+    return embed_forward(m, m->slot_B[m->slot], Nl);
+}
+
+/* every stage: SiLU(c), the adaLN projections' input */
+static ig_status dit_begin(ig_model *m, ig_err *err) {
+    (void)err;
+    const dit_state *x = dit_of(m);
+    ig_kernel_silu_forward(m->be, A(x->silu_c), A(x->cond),
+                           (size_t)m->slot_B[m->slot] * (size_t)m->cfg.d_model);
+    return IG_OK;
+}
+
+/* block l's input: the previous block's output, or the stage's input tokens */
+static const void *block_input(const ig_model *m, int l) {
+    const dit_state *x = dit_of(m);
+    return l > m->part.l0 ? A(x->layer[l - 1 - m->part.l0].res3) : A(x->encoded);
+}
+
+static ig_status dit_layer_fwd(ig_model *m, int l, ig_err *err) {
+    return block_forward(m, l, &dit_of(m)->layer[l - m->part.l0], block_input(m, l), 1, err);
+}
+
+static ig_status dit_layer_recompute(ig_model *m, int l, ig_err *err) {
+    return block_forward(m, l, &dit_of(m)->layer[l - m->part.l0], block_input(m, l), 0, err);
+}
+
+/* the final layer and the loss */
+static ig_status dit_head_forward(ig_model *m, int with_grad, ig_err *err) {
+    (void)err;
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     const dit_state *x = dit_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N, Nl, row0;
+    int slot = m->slot, B = m->slot_B[slot], T = m->slot_T[slot], N, Nl, row0;
     rows(m, slot, &N, &Nl, &row0);
     int C = m->cfg.d_model;
     float eps = (float)m->cfg.norm_eps;
-    ig_status st = IG_OK;
-    if (p->first) embed_forward(m, B, Nl);
-    ig_kernel_silu_forward(be, A(x->silu_c), A(x->cond), (size_t)B * (size_t)C);
-    const void *res = A(x->encoded);
-    for (int l = p->l0; l < p->l1; l++) {
-        if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
-        const dit_layer_acts *y = &x->layer[l - p->l0];
-        if ((st = block_forward(m, l, y, res, 1, err)) != IG_OK) return st;
-        res = A(y->res3);
-    }
-    if (!p->last) return IG_OK;
+    const void *res = A(x->layer[p->l1 - 1 - p->l0].res3);
     ig_kernel_matmul_forward(be, A(x->modf), A(x->silu_c),
                              ig_model_param(m, dit_lastt(m, DIT_F_ADA_W)), IG_W_OUT_IN,
                              ig_model_param(m, dit_lastt(m, DIT_F_ADA_B)), B, C, 2 * C);
@@ -304,12 +327,49 @@ static void ada_backward(ig_model *m, size_t w, size_t b, int k, int B) {
     ig_kernel_add(m->be, S(x->dsilu), S(x->dsilu), S(x->dtmp), (size_t)B * (size_t)C);
 }
 
-ig_status dit_backward(ig_model *m, int slot, ig_err *err) {
+/* the gradients every stage sums into (SiLU(c)'s, the caption's) start at 0 */
+static ig_status dit_backward_begin(ig_model *m, ig_err *err) {
+    const dit_state *x = dit_of(m);
+    int B = m->slot_B[m->slot];
+    size_t as = m->as, BC = (size_t)B * (size_t)m->cfg.d_model;
+    size_t BK = (size_t)B * (size_t)x->Tk * (size_t)m->cfg.d_model;
+    ig_status st = ig_backend_zero(m->be, S(x->dsilu), BC * as, err);
+    if (st == IG_OK && x->Tk) st = ig_backend_zero(m->be, S(x->dyl), BK * as, err);
+    if (st == IG_OK && x->Tk && m->part.last) st = ig_backend_zero(m->be, A(x->dycap), BK * as, err);
+    return st;
+}
+
+/* pred holds its gradient; dres and c's gradient start here */
+static ig_status dit_head_backward(ig_model *m, ig_err *err) {
+    (void)err;
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     const dit_state *x = dit_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N, Nl, row0;
+    int B = m->slot_B[m->slot], T = m->slot_T[m->slot], N, Nl, row0;
+    rows(m, m->slot, &N, &Nl, &row0);
+    int C = m->cfg.d_model;
+    size_t as = m->as, BC = (size_t)B * (size_t)C;
+    void *dres = S(x->dres), *dmod = S(x->dmod), *dln = S(x->dln);
+    const void *res = A(x->layer[p->l1 - 1 - p->l0].res3);
+    size_t fw = dit_lastt(m, DIT_F_W);
+    ig_backend_zero(be, A(x->dcond), BC * as, NULL);
+    ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * as, NULL);
+    ig_backend_zero(be, dmod, 2 * BC * as, NULL);
+    ig_kernel_matmul_backward(be, dln, ig_model_grad(m, fw), ig_model_grad(m, dit_lastt(m, DIT_F_B)),
+                              A(x->pred), A(x->hf), ig_model_param(m, fw), IG_W_OUT_IN, Nl, C,
+                              x->P);
+    ig_kernel_layernorm_modulate_backward(be, dres, MOD(m, dmod, 0), MOD(m, dmod, 1), dln, res,
+                                          MOD(m, A(x->modf), 1), 2 * C, F(x->meanf), F(x->rstdf),
+                                          Nl, C, row0, T);
+    ada_backward(m, dit_lastt(m, DIT_F_ADA_W), dit_lastt(m, DIT_F_ADA_B), 2, B);
+    return IG_OK;
+}
+
+static ig_status dit_layer_backward(ig_model *m, int l, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const dit_state *x = dit_of(m);
+    int slot = m->slot, B = m->slot_B[slot], T = m->slot_T[slot], N, Nl, row0;
     rows(m, slot, &N, &Nl, &row0);
     int C = m->cfg.d_model, Cl = x->Cl, ld = 6 * C, u = usp_of(m);
     int Ng = p->sp ? N : Nl;
@@ -318,97 +378,96 @@ ig_status dit_backward(ig_model *m, int slot, ig_err *err) {
     void *dres = S(x->dres), *dx = S(x->dx), *dmod = S(x->dmod), *dpart = S(x->dpartial);
     void *dln = S(x->dln), *dl = NULL;
     const void *dfull = NULL, *in = NULL;
-    size_t BK = (size_t)B * (size_t)x->Tk * (size_t)C;
-    ig_status st = ig_backend_zero(be, S(x->dsilu), BC * as, err);
-    if (st == IG_OK && x->Tk) st = ig_backend_zero(be, S(x->dyl), BK * as, err);
-    if (st == IG_OK && x->Tk && p->last) st = ig_backend_zero(be, A(x->dycap), BK * as, err);
-    if (st != IG_OK) return st;
-    if (p->last) {
-        /* pred holds its gradient; dres and c's gradient start here */
-        const void *res = A(x->layer[p->l1 - 1 - p->l0].res3);
-        size_t fw = dit_lastt(m, DIT_F_W);
-        ig_backend_zero(be, A(x->dcond), BC * as, NULL);
-        ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * as, NULL);
-        ig_backend_zero(be, dmod, 2 * BC * as, NULL);
-        ig_kernel_matmul_backward(be, dln, ig_model_grad(m, fw),
-                                  ig_model_grad(m, dit_lastt(m, DIT_F_B)), A(x->pred), A(x->hf),
-                                  ig_model_param(m, fw), IG_W_OUT_IN, Nl, C, x->P);
-        ig_kernel_layernorm_modulate_backward(be, dres, MOD(m, dmod, 0), MOD(m, dmod, 1), dln, res,
-                                              MOD(m, A(x->modf), 1), 2 * C, F(x->meanf),
-                                              F(x->rstdf), Nl, C, row0, T);
-        ada_backward(m, dit_lastt(m, DIT_F_ADA_W), dit_lastt(m, DIT_F_ADA_B), 2, B);
-        if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
-    }
-    for (int l = p->l1 - 1; l >= p->l0; l--) {
-        if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
-        const dit_layer_acts *y = &x->layer[l - p->l0];
-        const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
-        if (p->recompute == IG_RECOMPUTE_FULL &&
-            (st = block_forward(m, l, y, res_in, 0, err)) != IG_OK)
-            return st;
-        void *mod = A(y->mod);
-        ig_backend_zero(be, dmod, 6 * BC * as, NULL);
-        /* res3 = res2 + gate_mlp fcproj: dres is res2's gradient too */
-        ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MLP), dres, A(y->fcproj),
-                                         MOD(m, mod, MOD_GATE_MLP), ld, Nl, C, row0, T);
-        if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, DIT_FC2_W), G(m, l, DIT_FC2_B), dfull,
-                                  A(y->fch_gelu), P(m, l, DIT_FC2_W), IG_W_OUT_IN, Ng, 4 * Cl, C);
-        ig_kernel_gelu_bias_backward(be, S(x->dfch), G(m, l, DIT_FC1_B), S(x->dfcg), A(y->fch),
-                                     P(m, l, DIT_FC1_B), Ng, 4 * Cl);
-        in = p->sp ? A(y->h2_full) : A(y->h2);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, DIT_FC1_W), NULL,
-                                  S(x->dfch), in, P(m, l, DIT_FC1_W), IG_W_OUT_IN, Ng, C, 4 * Cl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_layernorm_modulate_backward(
-            be, dres, MOD(m, dmod, MOD_SHIFT_MLP), MOD(m, dmod, MOD_SCALE_MLP), dl,
-            x->Tk ? A(y->res2b) : A(y->res2), MOD(m, mod, MOD_SCALE_MLP), ld, F(y->mean2),
-            F(y->rstd2), Nl, C, row0, T);
-        /* res2b = res2 + the cross-attention's output */
-        if (x->Tk && (st = cross_backward(m, l, y, B, T, N, Nl, row0, err)) != IG_OK) return st;
-        /* res2 = res_in + gate_msa attproj */
-        ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MSA), dres, A(y->attproj),
-                                         MOD(m, mod, MOD_GATE_MSA), ld, Nl, C, row0, T);
-        if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        if (p->recompute == IG_RECOMPUTE_SELECTIVE &&
-            (st = attn_core(m, y, &shape, Nl, err)) != IG_OK)
-            return st;
-        ig_kernel_matmul_backward(be, S(x->datty), G(m, l, DIT_PROJ_W), G(m, l, DIT_PROJ_B), dfull,
-                                  A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN, Ng, Cl, C);
-        /* Ulysses: the output's gradient to every row of this rank's heads, and q|k|v's back */
-        void *datt = u > 1 ? S(x->datty_h) : S(x->datty), *dq = u > 1 ? S(x->rows3) : S(x->dqkv);
-        if (u > 1 &&
-            (st = ig_usp_to_heads(m, S(x->datty), datt, S(x->pack), Nl, 1, Cl, err)) != IG_OK)
-            return st;
-        ig_kernel_attention_backward(be, S(x->dqkv), datt, A(y->qkv),
-                                     u > 1 ? A(y->atty_h) : A(y->atty), F(y->lse), NULL, &shape);
-        if (u > 1 && (st = ig_usp_to_rows(m, S(x->dqkv), dq, S(x->pack), Nl, 3, Cl, err)) != IG_OK)
-            return st;
-        in = p->sp ? A(y->h1_full) : A(y->h1);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, DIT_QKV_W),
-                                  G(m, l, DIT_QKV_B), dq, in, P(m, l, DIT_QKV_W), IG_W_OUT_IN, Ng,
-                                  C, 3 * Cl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_layernorm_modulate_backward(
-            be, dres, MOD(m, dmod, MOD_SHIFT_MSA), MOD(m, dmod, MOD_SCALE_MSA), dl, res_in,
-            MOD(m, mod, MOD_SCALE_MSA), ld, F(y->mean1), F(y->rstd1), Nl, C, row0, T);
-        ada_backward(m, dit_lt(m, l, DIT_ADA_W), dit_lt(m, l, DIT_ADA_B), 6, B);
-        if ((st = ig_model_ready(m, l, err)) != IG_OK) return st;
-    }
-    /* c's gradient: this stage's, through SiLU, added to the later stages' */
+    ig_status st;
+    const dit_layer_acts *y = &x->layer[l - p->l0];
+    const void *res_in = block_input(m, l);
+    void *mod = A(y->mod);
+    ig_backend_zero(be, dmod, 6 * BC * as, NULL);
+    /* res3 = res2 + gate_mlp fcproj: dres is res2's gradient too */
+    ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MLP), dres, A(y->fcproj),
+                                     MOD(m, mod, MOD_GATE_MLP), ld, Nl, C, row0, T);
+    if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, DIT_FC2_W), G(m, l, DIT_FC2_B), dfull,
+                              A(y->fch_gelu), P(m, l, DIT_FC2_W), IG_W_OUT_IN, Ng, 4 * Cl, C);
+    ig_kernel_gelu_bias_backward(be, S(x->dfch), G(m, l, DIT_FC1_B), S(x->dfcg), A(y->fch),
+                                 P(m, l, DIT_FC1_B), Ng, 4 * Cl);
+    in = p->sp ? A(y->h2_full) : A(y->h2);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, DIT_FC1_W), NULL,
+                              S(x->dfch), in, P(m, l, DIT_FC1_W), IG_W_OUT_IN, Ng, C, 4 * Cl);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_layernorm_modulate_backward(
+        be, dres, MOD(m, dmod, MOD_SHIFT_MLP), MOD(m, dmod, MOD_SCALE_MLP), dl,
+        x->Tk ? A(y->res2b) : A(y->res2), MOD(m, mod, MOD_SCALE_MLP), ld, F(y->mean2),
+        F(y->rstd2), Nl, C, row0, T);
+    /* res2b = res2 + the cross-attention's output */
+    if (x->Tk && (st = cross_backward(m, l, y, B, T, N, Nl, row0, err)) != IG_OK) return st;
+    /* res2 = res_in + gate_msa attproj */
+    ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MSA), dres, A(y->attproj),
+                                     MOD(m, mod, MOD_GATE_MSA), ld, Nl, C, row0, T);
+    if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    if (p->recompute == IG_RECOMPUTE_SELECTIVE &&
+        (st = attn_core(m, y, &shape, Nl, err)) != IG_OK)
+        return st;
+    ig_kernel_matmul_backward(be, S(x->datty), G(m, l, DIT_PROJ_W), G(m, l, DIT_PROJ_B), dfull,
+                              A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN, Ng, Cl, C);
+    /* Ulysses: the output's gradient to every row of this rank's heads, and q|k|v's back */
+    void *datt = u > 1 ? S(x->datty_h) : S(x->datty), *dq = u > 1 ? S(x->rows3) : S(x->dqkv);
+    if (u > 1 &&
+        (st = ig_usp_to_heads(m, S(x->datty), datt, S(x->pack), Nl, 1, Cl, err)) != IG_OK)
+        return st;
+    ig_kernel_attention_backward(be, S(x->dqkv), datt, A(y->qkv), u > 1 ? A(y->atty_h) : A(y->atty),
+                                 F(y->lse), NULL, &shape);
+    if (u > 1 && (st = ig_usp_to_rows(m, S(x->dqkv), dq, S(x->pack), Nl, 3, Cl, err)) != IG_OK)
+        return st;
+    in = p->sp ? A(y->h1_full) : A(y->h1);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, DIT_QKV_W),
+                              G(m, l, DIT_QKV_B), dq, in, P(m, l, DIT_QKV_W), IG_W_OUT_IN, Ng, C,
+                              3 * Cl);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_layernorm_modulate_backward(be, dres, MOD(m, dmod, MOD_SHIFT_MSA),
+                                          MOD(m, dmod, MOD_SCALE_MSA), dl, res_in,
+                                          MOD(m, mod, MOD_SCALE_MSA), ld, F(y->mean1), F(y->rstd1),
+                                          Nl, C, row0, T);
+    ada_backward(m, dit_lt(m, l, DIT_ADA_W), dit_lt(m, l, DIT_ADA_B), 6, B);
+    return IG_OK;
+}
+
+/* c's gradient: this stage's, through SiLU, added to the later stages'; the caption's: this
+ * stage's, summed over the tensor-parallel ranks, added likewise */
+static ig_status dit_backward_end(ig_model *m, ig_err *err) {
+    ig_backend *be = m->be;
+    const dit_state *x = dit_of(m);
+    int B = m->slot_B[m->slot];
+    size_t BC = (size_t)B * (size_t)m->cfg.d_model;
+    size_t BK = (size_t)B * (size_t)x->Tk * (size_t)m->cfg.d_model;
     ig_kernel_silu_backward(be, S(x->dtmp), S(x->dsilu), A(x->cond), BC);
     ig_kernel_add(be, A(x->dcond), A(x->dcond), S(x->dtmp), BC);
-    /* the caption's: this stage's, summed over the tensor-parallel ranks, added likewise */
     if (x->Tk) {
-        if ((st = ig_tp_sum(m, S(x->dyl), BK, err)) != IG_OK) return st;
+        ig_status st = ig_tp_sum(m, S(x->dyl), BK, err);
+        if (st != IG_OK) return st;
         ig_kernel_add(be, A(x->dycap), A(x->dycap), S(x->dyl), BK);
     }
-    if (p->first) {
-        embed_backward(m, B, Nl);
-        if ((st = ig_model_ready(m, IG_GRADS_EMBEDDING, err)) != IG_OK) return st;
-    }
-    return ig_backend_sync(be, err);
+    return IG_OK;
 }
+
+static ig_status dit_embed_backward(ig_model *m, ig_err *err) {
+    (void)err;
+    int N, Nl, row0;
+    rows(m, m->slot, &N, &Nl, &row0);
+    embed_backward(m, m->slot_B[m->slot], Nl);
+    return IG_OK;
+}
+
+const ig_stage_hooks dit_stage = {.embed_forward = dit_embed_forward,
+                                  .begin = dit_begin,
+                                  .layer_forward = dit_layer_fwd,
+                                  .head_forward = dit_head_forward,
+                                  .backward_begin = dit_backward_begin,
+                                  .head_backward = dit_head_backward,
+                                  .layer_recompute = dit_layer_recompute,
+                                  .layer_backward = dit_layer_backward,
+                                  .backward_end = dit_backward_end,
+                                  .embed_backward = dit_embed_backward};
 
 void dit_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     const dit_state *x = dit_of(m);

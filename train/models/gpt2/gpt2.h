@@ -68,8 +68,7 @@ static inline size_t gpt2_lt(const ig_model *m, int l, int which) {
 }
 
 /* gpt2_pass.c */
-ig_status gpt2_forward(ig_model *m, int slot, int with_grad, ig_err *err);
-ig_status gpt2_backward(ig_model *m, int slot, ig_err *err);
+extern const ig_stage_hooks gpt2_stage;
 void gpt2_stage_io(ig_model *m, int slot, ig_stage_io *io);
 ig_status gpt2_gen_open(ig_model *m, int Tmax, void **session, ig_err *err);
 ig_status gpt2_gen_feed(void *session, const int32_t *tokens, int n, int pos0, const float **logits,

@@ -161,128 +161,174 @@ static ig_status layer_recompute(ig_model *m, int l, const layer_bufs *y, const 
     return layer_rest(m, l, y, res_in, ac, B, T, 0, err);
 }
 
-/* ---- the stage's forward and backward ----------------------------------------------------------
+/* ---- the stage's pieces (the stage driver, stage.c, runs them) -------------------------------
  */
 
-ig_status gpt2_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
-    ig_backend *be = m->be;
+/* the slot's micro-batch: rows, rows held (sp), document ids for attention (or NULL) */
+typedef struct dims {
+    int B, T, N, Nl, C;
+    const int32_t *docs;
+} dims;
+
+static dims dims_of(const ig_model *m) {
+    const ig_part *p = &m->part;
+    dims d = {.B = m->slot_B[m->slot], .T = m->slot_T[m->slot], .C = m->cfg.d_model};
+    d.N = d.B * d.T;
+    d.Nl = p->sp ? d.N / p->tp : d.N;
+    d.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)gpt2_of(m)->N) : NULL;
+    return d;
+}
+
+static ig_status gpt2_embed_forward(ig_model *m, ig_err *err) {
     const ig_part *p = &m->part;
     const gpt2_state *x = gpt2_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
-    int C = m->cfg.d_model;
-    attn_ctx ac = {.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL};
-    ig_status st = IG_OK;
-    if (p->first) {
-        const void *wpe = p->tp_rank == 0 ? ig_model_param(m, (size_t)x->t_wpe) : NULL;
-        void *dst = p->sp ? S(x->partial) : A(x->encoded);
-        ig_kernel_encoder_forward(be, dst, ig_model_i32(m, 0), ig_model_param(m, (size_t)x->t_wte),
-                                  wpe, B, T, C);
-        if (p->tp > 1 && (st = ig_tp_reduce(m, dst, A(x->encoded), N, C, err)) != IG_OK) return st;
-    }
-    layer_bufs prev = {0}, y;
-    for (int l = p->l0; l < p->l1; l++) {
-        if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
-        y = slot_bufs(m, &x->layer[l - p->l0]);
-        st = layer_forward(m, l, &y, l > p->l0 ? &prev : NULL, A(x->encoded), &ac, B, T, err);
-        if (st != IG_OK) return st;
-        prev = y;
-    }
-    if (!p->last) {
-        ig_kernel_add(be, A(x->output), prev.res2, prev.fcproj, (size_t)Nl * (size_t)C);
-        return IG_OK;
-    }
+    dims d = dims_of(m);
+    const void *wpe = p->tp_rank == 0 ? ig_model_param(m, (size_t)x->t_wpe) : NULL;
+    void *dst = p->sp ? S(x->partial) : A(x->encoded);
+    ig_kernel_encoder_forward(m->be, dst, ig_model_i32(m, 0), ig_model_param(m, (size_t)x->t_wte),
+                              wpe, d.B, d.T, d.C);
+    if (p->tp > 1) return ig_tp_reduce(m, dst, A(x->encoded), d.N, d.C, err);
+    return IG_OK;
+}
+
+static ig_status gpt2_layer_fwd(ig_model *m, int l, ig_err *err) {
+    const gpt2_state *x = gpt2_of(m);
+    dims d = dims_of(m);
+    attn_ctx ac = {.docs = d.docs};
+    layer_bufs y = slot_bufs(m, &x->layer[l - m->part.l0]), prev;
+    if (l > m->part.l0) prev = slot_bufs(m, &x->layer[l - 1 - m->part.l0]);
+    return layer_forward(m, l, &y, l > m->part.l0 ? &prev : NULL, A(x->encoded), &ac, d.B, d.T,
+                         err);
+}
+
+/* a middle stage's output: the last layer's residual add, which the next norm would have fused */
+static ig_status gpt2_stage_output(ig_model *m, ig_err *err) {
+    (void)err;
+    const gpt2_state *x = gpt2_of(m);
+    dims d = dims_of(m);
+    layer_bufs last = slot_bufs(m, &x->layer[m->part.l1 - 1 - m->part.l0]);
+    ig_kernel_add(m->be, A(x->output), last.res2, last.fcproj, (size_t)d.Nl * (size_t)d.C);
+    return IG_OK;
+}
+
+static ig_status gpt2_head_forward(ig_model *m, int with_grad, ig_err *err) {
+    ig_backend *be = m->be;
+    const gpt2_state *x = gpt2_of(m);
+    dims d = dims_of(m);
+    layer_bufs last = slot_bufs(m, &x->layer[m->part.l1 - 1 - m->part.l0]);
     size_t lnf = (size_t)x->t_lnf;
-    ig_kernel_residual_layernorm_forward(be, prev.res3, A(x->lnf), F(x->lnf_mean), F(x->lnf_rstd),
-                                         prev.res2, prev.fcproj, ig_model_param(m, lnf),
-                                         ig_model_param(m, lnf + 1), Nl, C, (float)m->cfg.norm_eps);
+    ig_kernel_residual_layernorm_forward(be, last.res3, A(x->lnf), F(x->lnf_mean), F(x->lnf_rstd),
+                                         last.res2, last.fcproj, ig_model_param(m, lnf),
+                                         ig_model_param(m, lnf + 1), d.Nl, d.C,
+                                         (float)m->cfg.norm_eps);
     const void *lnf_in = NULL;
-    if ((st = ig_tp_gather(m, A(x->lnf), A(x->lnf_full), N, C, &lnf_in, err)) != IG_OK) return st;
+    ig_status st = ig_tp_gather(m, A(x->lnf), A(x->lnf_full), d.N, d.C, &lnf_in, err);
+    if (st != IG_OK) return st;
     ig_kernel_matmul_forward(be, A(x->logits), lnf_in, ig_model_param(m, (size_t)x->t_wte),
-                             IG_W_OUT_IN, NULL, N, C, x->Vl);
+                             IG_W_OUT_IN, NULL, d.N, d.C, x->Vl);
     uint64_t rows = (uint64_t)x->N;
     return ig_tp_cross_entropy(m, ig_model_io_f32(m, 0), A(x->logits), ig_model_i32(m, rows),
                                with_grad ? ig_model_io_f32(m, rows) : NULL, FS(x->rowmax),
-                               FS(x->stats), N, err);
+                               FS(x->stats), d.N, err);
 }
 
-ig_status gpt2_backward(ig_model *m, int slot, ig_err *err) {
+/* the head: the logits hold their gradient; dres starts at 0 and gathers the residual stream's */
+static ig_status gpt2_head_backward(ig_model *m, ig_err *err) {
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     const gpt2_state *x = gpt2_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
-    int C = m->cfg.d_model, Cl = x->Cl;
-    ig_attention_shape shape = attn_shape(m, B, T);
-    const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
-    attn_ctx ac = {.docs = docs};
-    size_t as = m->as;
+    dims d = dims_of(m);
+    void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
+    size_t lnf = (size_t)x->t_lnf, wte = (size_t)x->t_wte;
+    const gpt2_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
+    const void *in = p->sp ? A(x->lnf_full) : A(x->lnf);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, wte), NULL,
+                              A(x->logits), in, ig_model_param(m, wte), IG_W_OUT_IN, d.N, d.C,
+                              x->Vl);
+    ig_status st = ig_tp_dinput_reduce(m, dpart, dln, d.N, d.C, &dl, err);
+    if (st != IG_OK) return st;
+    ig_backend_zero(be, dres, (size_t)d.Nl * (size_t)d.C * m->as, NULL);
+    ig_kernel_layernorm_backward(be, dres, ig_model_grad(m, lnf), ig_model_grad(m, lnf + 1), dl,
+                                 A(last->res3), ig_model_param(m, lnf), F(x->lnf_mean),
+                                 F(x->lnf_rstd), d.Nl, d.C);
+    return IG_OK;
+}
+
+/* layer l's input: the previous layer's res3, or the stage's input */
+static const void *res_input(const ig_model *m, int l) {
+    const gpt2_state *x = gpt2_of(m);
+    return l > m->part.l0 ? A(x->layer[l - 1 - m->part.l0].res3) : A(x->encoded);
+}
+
+static ig_status gpt2_layer_recompute(ig_model *m, int l, ig_err *err) {
+    dims d = dims_of(m);
+    attn_ctx ac = {.docs = d.docs};
+    layer_bufs yb = slot_bufs(m, &gpt2_of(m)->layer[l - m->part.l0]);
+    return layer_recompute(m, l, &yb, res_input(m, l), &ac, d.B, d.T, err);
+}
+
+static ig_status gpt2_layer_backward(ig_model *m, int l, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const gpt2_state *x = gpt2_of(m);
+    dims d = dims_of(m);
+    int N = d.N, Nl = d.Nl, C = d.C, Cl = x->Cl;
+    ig_attention_shape shape = attn_shape(m, d.B, d.T);
     void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
     const void *dfull = NULL, *in = NULL;
-    ig_status st = IG_OK;
-    if (p->last) {
-        /* the head: the logits hold their gradient; dres starts at 0 and gathers the residual
-         * stream's */
-        size_t lnf = (size_t)x->t_lnf, wte = (size_t)x->t_wte;
-        const gpt2_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
-        in = p->sp ? A(x->lnf_full) : A(x->lnf);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, wte),
-                                  NULL, A(x->logits), in, ig_model_param(m, wte), IG_W_OUT_IN, N, C,
-                                  x->Vl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * as, NULL);
-        ig_kernel_layernorm_backward(be, dres, ig_model_grad(m, lnf), ig_model_grad(m, lnf + 1), dl,
-                                     A(last->res3), ig_model_param(m, lnf), F(x->lnf_mean),
-                                     F(x->lnf_rstd), Nl, C);
-        if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
-    }
-    for (int l = p->l1 - 1; l >= p->l0; l--) {
-        if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
-        const gpt2_layer_acts *y = &x->layer[l - p->l0];
-        const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
-        if (p->recompute == IG_RECOMPUTE_FULL) {
-            layer_bufs yb = slot_bufs(m, y);
-            if ((st = layer_recompute(m, l, &yb, res_in, &ac, B, T, err)) != IG_OK) return st;
-        }
-        /* res3 = res2 + fcproj: dres is the gradient of both */
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, GPT2_FCPW), G(m, l, GPT2_FCPB), dfull,
-                                  A(y->fch_gelu), P(m, l, GPT2_FCPW), IG_W_IN_OUT, N, 4 * Cl, C);
-        ig_kernel_gelu_bias_backward(be, S(x->dfch), G(m, l, GPT2_FCB), S(x->dfcg), A(y->fch),
-                                     P(m, l, GPT2_FCB), N, 4 * Cl);
-        in = p->sp ? A(y->ln2_full) : A(y->ln2);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_FCW), NULL,
-                                  S(x->dfch), in, P(m, l, GPT2_FCW), IG_W_IN_OUT, N, C, 4 * Cl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN2W), G(m, l, GPT2_LN2B), dl,
-                                     A(y->res2), P(m, l, GPT2_LN2W), F(y->ln2_mean), F(y->ln2_rstd),
-                                     Nl, C);
-        /* res2 = res_in + attproj: dres is the gradient of both */
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
-            ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), docs, &shape);
-        ig_kernel_matmul_backward(be, S(x->datty), G(m, l, GPT2_PROJW), G(m, l, GPT2_PROJB), dfull,
-                                  A(y->atty), P(m, l, GPT2_PROJW), IG_W_IN_OUT, N, Cl, C);
-        ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
-                                     docs, &shape);
-        in = p->sp ? A(y->ln1_full) : A(y->ln1);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_QKVW),
-                                  G(m, l, GPT2_QKVB), S(x->dqkv), in, P(m, l, GPT2_QKVW),
-                                  IG_W_IN_OUT, N, C, 3 * Cl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN1W), G(m, l, GPT2_LN1B), dl, res_in,
-                                     P(m, l, GPT2_LN1W), F(y->ln1_mean), F(y->ln1_rstd), Nl, C);
-        if ((st = ig_model_ready(m, l, err)) != IG_OK) return st;
-    }
-    if (p->first) {
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        ig_kernel_encoder_backward(be, ig_model_grad(m, (size_t)x->t_wte),
-                                   ig_model_grad(m, (size_t)x->t_wpe), dfull, ig_model_i32(m, 0), B,
-                                   T, C);
-        if ((st = ig_model_ready(m, IG_GRADS_EMBEDDING, err)) != IG_OK) return st;
-    }
-    return ig_backend_sync(be, err);
+    const gpt2_layer_acts *y = &x->layer[l - p->l0];
+    const void *res_in = res_input(m, l);
+    ig_status st;
+    /* res3 = res2 + fcproj: dres is the gradient of both */
+    if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    ig_kernel_matmul_backward(be, S(x->dfcg), G(m, l, GPT2_FCPW), G(m, l, GPT2_FCPB), dfull,
+                              A(y->fch_gelu), P(m, l, GPT2_FCPW), IG_W_IN_OUT, N, 4 * Cl, C);
+    ig_kernel_gelu_bias_backward(be, S(x->dfch), G(m, l, GPT2_FCB), S(x->dfcg), A(y->fch),
+                                 P(m, l, GPT2_FCB), N, 4 * Cl);
+    in = p->sp ? A(y->ln2_full) : A(y->ln2);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_FCW), NULL,
+                              S(x->dfch), in, P(m, l, GPT2_FCW), IG_W_IN_OUT, N, C, 4 * Cl);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN2W), G(m, l, GPT2_LN2B), dl, A(y->res2),
+                                 P(m, l, GPT2_LN2W), F(y->ln2_mean), F(y->ln2_rstd), Nl, C);
+    /* res2 = res_in + attproj: dres is the gradient of both */
+    if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
+        ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), d.docs, &shape);
+    ig_kernel_matmul_backward(be, S(x->datty), G(m, l, GPT2_PROJW), G(m, l, GPT2_PROJB), dfull,
+                              A(y->atty), P(m, l, GPT2_PROJW), IG_W_IN_OUT, N, Cl, C);
+    ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
+                                 d.docs, &shape);
+    in = p->sp ? A(y->ln1_full) : A(y->ln1);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, GPT2_QKVW),
+                              G(m, l, GPT2_QKVB), S(x->dqkv), in, P(m, l, GPT2_QKVW), IG_W_IN_OUT,
+                              N, C, 3 * Cl);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_layernorm_backward(be, dres, G(m, l, GPT2_LN1W), G(m, l, GPT2_LN1B), dl, res_in,
+                                 P(m, l, GPT2_LN1W), F(y->ln1_mean), F(y->ln1_rstd), Nl, C);
+    return IG_OK;
 }
+
+static ig_status gpt2_embed_backward(ig_model *m, ig_err *err) {
+    const gpt2_state *x = gpt2_of(m);
+    dims d = dims_of(m);
+    const void *dfull = NULL;
+    ig_status st = ig_tp_gather(m, S(x->dres), S(x->dres_full), d.N, d.C, &dfull, err);
+    if (st != IG_OK) return st;
+    ig_kernel_encoder_backward(m->be, ig_model_grad(m, (size_t)x->t_wte),
+                               ig_model_grad(m, (size_t)x->t_wpe), dfull, ig_model_i32(m, 0), d.B,
+                               d.T, d.C);
+    return IG_OK;
+}
+
+const ig_stage_hooks gpt2_stage = {.embed_forward = gpt2_embed_forward,
+                                   .layer_forward = gpt2_layer_fwd,
+                                   .stage_output = gpt2_stage_output,
+                                   .head_forward = gpt2_head_forward,
+                                   .head_backward = gpt2_head_backward,
+                                   .layer_recompute = gpt2_layer_recompute,
+                                   .layer_backward = gpt2_layer_backward,
+                                   .embed_backward = gpt2_embed_backward};
 
 void gpt2_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     const gpt2_state *x = gpt2_of(m);

@@ -65,8 +65,7 @@ static inline int llama_hs(const ig_model_config *c) {
 }
 
 /* llama_pass.c */
-ig_status llama_forward(ig_model *m, int slot, int with_grad, ig_err *err);
-ig_status llama_backward(ig_model *m, int slot, ig_err *err);
+extern const ig_stage_hooks llama_stage;
 void llama_stage_io(ig_model *m, int slot, ig_stage_io *io);
 ig_status llama_gen_open(ig_model *m, int Tmax, void **session, ig_err *err);
 ig_status llama_gen_feed(void *session, const int32_t *tokens, int n, int pos0,

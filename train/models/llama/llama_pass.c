@@ -148,125 +148,174 @@ static ig_status layer_recompute(ig_model *m, int l, const layer_bufs *y, const 
     return layer_rest(m, l, y, res_in, ac, B, T, 0, err);
 }
 
-/* ---- the stage's forward and backward ----------------------------------------------------------
+/* ---- the stage's pieces (the stage driver, stage.c, runs them) -------------------------------
  */
 
-ig_status llama_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
-    ig_backend *be = m->be;
+/* the slot's micro-batch: rows, rows held (sp), document ids for attention (or NULL) */
+typedef struct dims {
+    int B, T, N, Nl, C;
+    const int32_t *docs;
+} dims;
+
+static dims dims_of(const ig_model *m) {
+    const ig_part *p = &m->part;
+    dims d = {.B = m->slot_B[m->slot], .T = m->slot_T[m->slot], .C = m->cfg.d_model};
+    d.N = d.B * d.T;
+    d.Nl = p->sp ? d.N / p->tp : d.N;
+    d.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)llama_of(m)->N) : NULL;
+    return d;
+}
+
+/* the vocabulary-parallel embedding: a partial sum over the ranks */
+static ig_status llama_embed_forward(ig_model *m, ig_err *err) {
     const ig_part *p = &m->part;
     const llama_state *x = llama_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
-    int C = m->cfg.d_model;
-    attn_ctx ac = {.docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL};
-    ig_status st = IG_OK;
-    if (p->first) { /* the vocabulary-parallel embedding: a partial sum over the ranks */
-        void *dst = p->sp ? S(x->partial) : A(x->encoded);
-        ig_kernel_encoder_forward(be, dst, ig_model_i32(m, 0),
-                                  ig_model_param(m, (size_t)x->t_embed), NULL, B, T, C);
-        if (p->tp > 1 && (st = ig_tp_reduce(m, dst, A(x->encoded), N, C, err)) != IG_OK) return st;
-    }
-    layer_bufs prev = {0}, y;
-    for (int l = p->l0; l < p->l1; l++) {
-        if ((st = ig_model_use_layer(m, l, l + 1 < p->l1 ? l + 1 : -1, err)) != IG_OK) return st;
-        y = slot_bufs(m, &x->layer[l - p->l0]);
-        st = layer_forward(m, l, &y, l > p->l0 ? &prev : NULL, A(x->encoded), &ac, B, T, err);
-        if (st != IG_OK) return st;
-        prev = y;
-    }
-    if (!p->last) {
-        ig_kernel_add(be, A(x->output), prev.res2, prev.mlp, (size_t)Nl * (size_t)C);
-        return IG_OK;
-    }
-    ig_kernel_residual_rmsnorm_forward(be, prev.res3, A(x->hn), F(x->rstd_n), prev.res2, prev.mlp,
-                                       ig_model_param(m, (size_t)x->t_norm), Nl, C,
+    dims d = dims_of(m);
+    void *dst = p->sp ? S(x->partial) : A(x->encoded);
+    ig_kernel_encoder_forward(m->be, dst, ig_model_i32(m, 0),
+                              ig_model_param(m, (size_t)x->t_embed), NULL, d.B, d.T, d.C);
+    if (p->tp > 1) return ig_tp_reduce(m, dst, A(x->encoded), d.N, d.C, err);
+    return IG_OK;
+}
+
+static ig_status llama_layer_fwd(ig_model *m, int l, ig_err *err) {
+    const llama_state *x = llama_of(m);
+    dims d = dims_of(m);
+    attn_ctx ac = {.docs = d.docs};
+    layer_bufs y = slot_bufs(m, &x->layer[l - m->part.l0]), prev;
+    if (l > m->part.l0) prev = slot_bufs(m, &x->layer[l - 1 - m->part.l0]);
+    return layer_forward(m, l, &y, l > m->part.l0 ? &prev : NULL, A(x->encoded), &ac, d.B, d.T,
+                         err);
+}
+
+/* a middle stage's output: the last layer's residual add, which the next norm would have fused */
+static ig_status llama_stage_output(ig_model *m, ig_err *err) {
+    (void)err;
+    const llama_state *x = llama_of(m);
+    dims d = dims_of(m);
+    layer_bufs last = slot_bufs(m, &x->layer[m->part.l1 - 1 - m->part.l0]);
+    ig_kernel_add(m->be, A(x->output), last.res2, last.mlp, (size_t)d.Nl * (size_t)d.C);
+    return IG_OK;
+}
+
+static ig_status llama_head_forward(ig_model *m, int with_grad, ig_err *err) {
+    ig_backend *be = m->be;
+    const llama_state *x = llama_of(m);
+    dims d = dims_of(m);
+    layer_bufs last = slot_bufs(m, &x->layer[m->part.l1 - 1 - m->part.l0]);
+    ig_kernel_residual_rmsnorm_forward(be, last.res3, A(x->hn), F(x->rstd_n), last.res2, last.mlp,
+                                       ig_model_param(m, (size_t)x->t_norm), d.Nl, d.C,
                                        (float)m->cfg.norm_eps);
     const void *hn = NULL;
-    if ((st = ig_tp_gather(m, A(x->hn), A(x->hn_full), N, C, &hn, err)) != IG_OK) return st;
+    ig_status st = ig_tp_gather(m, A(x->hn), A(x->hn_full), d.N, d.C, &hn, err);
+    if (st != IG_OK) return st;
     ig_kernel_matmul_forward(be, A(x->logits), hn, ig_model_param(m, (size_t)x->t_head),
-                             IG_W_OUT_IN, NULL, N, C, x->Vl);
+                             IG_W_OUT_IN, NULL, d.N, d.C, x->Vl);
     uint64_t rows = (uint64_t)x->N;
     return ig_tp_cross_entropy(m, ig_model_io_f32(m, 0), A(x->logits), ig_model_i32(m, rows),
                                with_grad ? ig_model_io_f32(m, rows) : NULL, FS(x->rowmax),
-                               FS(x->stats), N, err);
+                               FS(x->stats), d.N, err);
 }
 
-ig_status llama_backward(ig_model *m, int slot, ig_err *err) {
+static ig_status llama_head_backward(ig_model *m, ig_err *err) {
     ig_backend *be = m->be;
     const ig_part *p = &m->part;
     const llama_state *x = llama_of(m);
-    m->slot = slot;
-    int B = m->slot_B[slot], T = m->slot_T[slot], N = B * T, Nl = p->sp ? N / p->tp : N;
-    int C = m->cfg.d_model;
+    dims d = dims_of(m);
+    void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
+    size_t norm = (size_t)x->t_norm, head = (size_t)x->t_head;
+    const llama_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
+    const void *in = p->sp ? A(x->hn_full) : A(x->hn);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, head), NULL,
+                              A(x->logits), in, ig_model_param(m, head), IG_W_OUT_IN, d.N, d.C,
+                              x->Vl);
+    ig_status st = ig_tp_dinput_reduce(m, dpart, dln, d.N, d.C, &dl, err);
+    if (st != IG_OK) return st;
+    ig_backend_zero(be, dres, (size_t)d.Nl * (size_t)d.C * m->as, NULL);
+    ig_kernel_rmsnorm_backward(be, dres, ig_model_grad(m, norm), dl, A(last->res3),
+                               ig_model_param(m, norm), F(x->rstd_n), d.Nl, d.C);
+    return IG_OK;
+}
+
+/* layer l's input: the previous layer's res3, or the stage's input */
+static const void *res_input(const ig_model *m, int l) {
+    const llama_state *x = llama_of(m);
+    return l > m->part.l0 ? A(x->layer[l - 1 - m->part.l0].res3) : A(x->encoded);
+}
+
+static ig_status llama_layer_recompute(ig_model *m, int l, ig_err *err) {
+    dims d = dims_of(m);
+    attn_ctx ac = {.docs = d.docs};
+    layer_bufs yb = slot_bufs(m, &llama_of(m)->layer[l - m->part.l0]);
+    return layer_recompute(m, l, &yb, res_input(m, l), &ac, d.B, d.T, err);
+}
+
+static ig_status llama_layer_backward(ig_model *m, int l, ig_err *err) {
+    ig_backend *be = m->be;
+    const ig_part *p = &m->part;
+    const llama_state *x = llama_of(m);
+    dims d = dims_of(m);
+    int B = d.B, T = d.T, N = d.N, Nl = d.Nl, C = d.C;
     ig_attention_shape shape = attn_shape(m, B, T);
-    const int32_t *docs = m->doc_attention ? ig_model_i32(m, 2 * (uint64_t)x->N) : NULL;
-    attn_ctx ac = {.docs = docs};
     void *dres = S(x->dres), *dl = NULL, *dpart = S(x->dpartial), *dln = S(x->dln);
     const void *dfull = NULL, *in = NULL;
-    ig_status st = IG_OK;
-    if (p->last) {
-        size_t norm = (size_t)x->t_norm, head = (size_t)x->t_head;
-        const llama_layer_acts *last = &x->layer[p->l1 - 1 - p->l0];
-        in = p->sp ? A(x->hn_full) : A(x->hn);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), ig_model_grad(m, head),
-                                  NULL, A(x->logits), in, ig_model_param(m, head), IG_W_OUT_IN, N,
-                                  C, x->Vl);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * m->as, NULL);
-        ig_kernel_rmsnorm_backward(be, dres, ig_model_grad(m, norm), dl, A(last->res3),
-                                   ig_model_param(m, norm), F(x->rstd_n), Nl, C);
-        if ((st = ig_model_ready(m, IG_GRADS_HEAD, err)) != IG_OK) return st;
-    }
-    for (int l = p->l1 - 1; l >= p->l0; l--) {
-        if ((st = ig_model_use_layer(m, l, l > p->l0 ? l - 1 : -1, err)) != IG_OK) return st;
-        const llama_layer_acts *y = &x->layer[l - p->l0];
-        const void *res_in = l > p->l0 ? A((y - 1)->res3) : A(x->encoded);
-        if (p->recompute == IG_RECOMPUTE_FULL) {
-            layer_bufs yb = slot_bufs(m, y);
-            if ((st = layer_recompute(m, l, &yb, res_in, &ac, B, T, err)) != IG_OK) return st;
-        }
-        /* res3 = res2 + mlp: dres is the gradient of both */
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        ig_kernel_matmul_backward(be, S(x->dact), G(m, l, LLAMA_DOWN), NULL, dfull, A(y->act),
-                                  P(m, l, LLAMA_DOWN), IG_W_OUT_IN, N, x->Fl, C);
-        ig_kernel_swiglu_backward(be, S(x->dgate), S(x->dup), S(x->dact), A(y->gate), A(y->up), N,
-                                  x->Fl);
-        in = p->sp ? A(y->h2_full) : A(y->h2);
-        void *dh2 = ig_tp_dinput_target(m, dpart, dln);
-        ig_kernel_matmul_backward(be, dh2, G(m, l, LLAMA_GATE), NULL, S(x->dgate), in,
-                                  P(m, l, LLAMA_GATE), IG_W_OUT_IN, N, C, x->Fl);
-        ig_kernel_matmul_backward(be, S(x->dtmp), G(m, l, LLAMA_UP), NULL, S(x->dup), in,
-                                  P(m, l, LLAMA_UP), IG_W_OUT_IN, N, C, x->Fl);
-        ig_kernel_add(be, dh2, dh2, S(x->dtmp), (size_t)N * (size_t)C);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_MLP_NORM), dl, A(y->res2),
-                                   P(m, l, LLAMA_MLP_NORM), F(y->rstd2), Nl, C);
-        /* res2 = res_in + attproj: dres is the gradient of both */
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
-            ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), docs, &shape);
-        ig_kernel_matmul_backward(be, S(x->datty), G(m, l, LLAMA_O), NULL, dfull, A(y->atty),
-                                  P(m, l, LLAMA_O), IG_W_OUT_IN, N, x->Hl, C);
-        ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
-                                     docs, &shape);
-        ig_kernel_rope_backward(be, S(x->dqkv), B, T, shape.n_head, shape.n_kv_head,
-                                shape.head_size, 0, (float)m->cfg.rope_theta);
-        in = p->sp ? A(y->h1_full) : A(y->h1);
-        ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, LLAMA_QKV), NULL,
-                                  S(x->dqkv), in, P(m, l, LLAMA_QKV), IG_W_OUT_IN, N, C, x->Ql);
-        if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
-        ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_ATTN_NORM), dl, res_in,
-                                   P(m, l, LLAMA_ATTN_NORM), F(y->rstd1), Nl, C);
-        if ((st = ig_model_ready(m, l, err)) != IG_OK) return st;
-    }
-    if (p->first) {
-        if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-        ig_kernel_encoder_backward(be, ig_model_grad(m, (size_t)x->t_embed), NULL, dfull,
-                                   ig_model_i32(m, 0), B, T, C);
-        if ((st = ig_model_ready(m, IG_GRADS_EMBEDDING, err)) != IG_OK) return st;
-    }
-    return ig_backend_sync(be, err);
+    const llama_layer_acts *y = &x->layer[l - p->l0];
+    const void *res_in = res_input(m, l);
+    ig_status st;
+    /* res3 = res2 + mlp: dres is the gradient of both */
+    if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    ig_kernel_matmul_backward(be, S(x->dact), G(m, l, LLAMA_DOWN), NULL, dfull, A(y->act),
+                              P(m, l, LLAMA_DOWN), IG_W_OUT_IN, N, x->Fl, C);
+    ig_kernel_swiglu_backward(be, S(x->dgate), S(x->dup), S(x->dact), A(y->gate), A(y->up), N,
+                              x->Fl);
+    in = p->sp ? A(y->h2_full) : A(y->h2);
+    void *dh2 = ig_tp_dinput_target(m, dpart, dln);
+    ig_kernel_matmul_backward(be, dh2, G(m, l, LLAMA_GATE), NULL, S(x->dgate), in,
+                              P(m, l, LLAMA_GATE), IG_W_OUT_IN, N, C, x->Fl);
+    ig_kernel_matmul_backward(be, S(x->dtmp), G(m, l, LLAMA_UP), NULL, S(x->dup), in,
+                              P(m, l, LLAMA_UP), IG_W_OUT_IN, N, C, x->Fl);
+    ig_kernel_add(be, dh2, dh2, S(x->dtmp), (size_t)N * (size_t)C);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_MLP_NORM), dl, A(y->res2),
+                               P(m, l, LLAMA_MLP_NORM), F(y->rstd2), Nl, C);
+    /* res2 = res_in + attproj: dres is the gradient of both */
+    if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
+    if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
+        ig_kernel_attention_forward(be, A(y->atty), F(y->lse), A(y->qkv), d.docs, &shape);
+    ig_kernel_matmul_backward(be, S(x->datty), G(m, l, LLAMA_O), NULL, dfull, A(y->atty),
+                              P(m, l, LLAMA_O), IG_W_OUT_IN, N, x->Hl, C);
+    ig_kernel_attention_backward(be, S(x->dqkv), S(x->datty), A(y->qkv), A(y->atty), F(y->lse),
+                                 d.docs, &shape);
+    ig_kernel_rope_backward(be, S(x->dqkv), B, T, shape.n_head, shape.n_kv_head, shape.head_size,
+                            0, (float)m->cfg.rope_theta);
+    in = p->sp ? A(y->h1_full) : A(y->h1);
+    ig_kernel_matmul_backward(be, ig_tp_dinput_target(m, dpart, dln), G(m, l, LLAMA_QKV), NULL,
+                              S(x->dqkv), in, P(m, l, LLAMA_QKV), IG_W_OUT_IN, N, C, x->Ql);
+    if ((st = ig_tp_dinput_reduce(m, dpart, dln, N, C, &dl, err)) != IG_OK) return st;
+    ig_kernel_rmsnorm_backward(be, dres, G(m, l, LLAMA_ATTN_NORM), dl, res_in,
+                               P(m, l, LLAMA_ATTN_NORM), F(y->rstd1), Nl, C);
+    return IG_OK;
 }
+
+static ig_status llama_embed_backward(ig_model *m, ig_err *err) {
+    const llama_state *x = llama_of(m);
+    dims d = dims_of(m);
+    const void *dfull = NULL;
+    ig_status st = ig_tp_gather(m, S(x->dres), S(x->dres_full), d.N, d.C, &dfull, err);
+    if (st != IG_OK) return st;
+    ig_kernel_encoder_backward(m->be, ig_model_grad(m, (size_t)x->t_embed), NULL, dfull,
+                               ig_model_i32(m, 0), d.B, d.T, d.C);
+    return IG_OK;
+}
+
+const ig_stage_hooks llama_stage = {.embed_forward = llama_embed_forward,
+                                    .layer_forward = llama_layer_fwd,
+                                    .stage_output = llama_stage_output,
+                                    .head_forward = llama_head_forward,
+                                    .head_backward = llama_head_backward,
+                                    .layer_recompute = llama_layer_recompute,
+                                    .layer_backward = llama_layer_backward,
+                                    .embed_backward = llama_embed_backward};
 
 void llama_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     const llama_state *x = llama_of(m);
