@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "train/family.h"
+#include "train/objectives/flow.h"
 #include "train/stage.h"
 #include "train/train.h"
 
@@ -30,6 +31,7 @@ typedef struct workload {
     ig_model_config c;
     int B, T, doc;
     int F, H, W; /* dit */
+    int caption; /* dit: conditioned on captions (else on classes) */
 } workload;
 
 /* What a run gives: every micro-batch's loss, the last step's gradients, the final weights, and
@@ -43,60 +45,45 @@ typedef struct outcome {
 
 static const char *const mode_names[] = {"none", "selective", "full"};
 
-static ig_model_config checked(ig_model_config c) {
+static ig_model_config parsed(const char *yaml) {
+    ig_model_config c;
     ig_err err = {0};
-    if (ig_model_config_check(&c, &err) != IG_OK) fail_msg("%s", err.msg);
+    if (ig_model_config_parse(&c, yaml, &err) != IG_OK) fail_msg("%s: %s", yaml, err.msg);
     return c;
 }
 
 static workload gpt2_load(void) {
     return (workload){.name = "gpt2",
-                      .c = checked((ig_model_config){.arch = IG_ARCH_GPT2,
-                                                     .n_layer = 3,
-                                                     .n_head = 2,
-                                                     .d_model = 32,
-                                                     .seq_len = 16,
-                                                     .vocab_size = 100}),
+                      .c = parsed("arch: gpt2, n_layer: 3, n_head: 2, d_model: 32, seq_len: 16, "
+                                  "vocab_size: 100"),
                       .B = 2,
                       .T = 16};
 }
 
 static workload llama_load(void) {
     return (workload){.name = "llama",
-                      .c = checked((ig_model_config){.arch = IG_ARCH_LLAMA,
-                                                     .n_layer = 3,
-                                                     .n_head = 4,
-                                                     .n_kv_heads = 2,
-                                                     .d_model = 32,
-                                                     .ffn_hidden = 48,
-                                                     .seq_len = 16,
-                                                     .vocab_size = 100}),
+                      .c = parsed("arch: llama, n_layer: 3, n_head: 4, n_kv_heads: 2, d_model: 32, "
+                                  "ffn_hidden: 48, seq_len: 16, vocab_size: 100"),
                       .B = 2,
                       .T = 16,
                       .doc = 1};
 }
 
 static workload dit_load(int caption) {
-    ig_model_config c = {.arch = IG_ARCH_DIT,
-                         .n_layer = 3,
-                         .n_head = 4,
-                         .d_model = 32,
-                         .seq_len = 32,
-                         .patch = {2, 2, 2},
-                         .cond = caption ? IG_COND_CAPTION : IG_COND_CLASS,
-                         .num_classes = caption ? 0 : 5,
-                         .class_dropout = 0.1,
-                         .vocab_size = caption ? 50 : 0,
-                         .caption_len = caption ? 6 : 0,
-                         .caption_dropout = 0.1};
+    const char *c = caption ? "arch: dit, n_layer: 3, n_head: 4, d_model: 32, seq_len: 32, patch: "
+                              "[2, 2, 2], cond: caption, vocab_size: 50, caption_len: 6, "
+                              "caption_dropout: 0.1"
+                            : "arch: dit, n_layer: 3, n_head: 4, d_model: 32, seq_len: 32, patch: "
+                              "[2, 2, 2], cond: class, num_classes: 5, class_dropout: 0.1";
     /* 2 clips of 4 frames of 8 x 8: 2 x 4 x 4 = 32 tokens each */
     return (workload){.name = caption ? "dit caption" : "dit class",
-                      .c = checked(c),
+                      .c = parsed(c),
                       .B = 2,
                       .T = 32,
                       .F = 4,
                       .H = 8,
-                      .W = 8};
+                      .W = 8,
+                      .caption = caption};
 }
 
 static uint64_t lcg(uint64_t *s) {
@@ -109,7 +96,7 @@ static void stage(ig_model *m, const workload *w, int slot, int k) {
     ig_err err = {0};
     uint64_t s = 0x5eed0000ull + (uint64_t)k;
     int B = w->B, T = w->T;
-    ig_stage_input in = {0};
+    ig_micro_batch in = {0};
     static int32_t tokens[MAX_ROWS], captions[64 * 8], lens[64];
     static uint8_t frames[64 * 4 * 8 * 8 * 3];
     static uint32_t labels[64];
@@ -129,23 +116,25 @@ static void stage(ig_model *m, const workload *w, int slot, int k) {
                                 .F = w->F,
                                 .H = w->H,
                                 .W = w->W,
-                                .labels = w->c.cond == IG_COND_CLASS ? labels : NULL,
-                                .captions = w->c.cond == IG_COND_CAPTION ? captions : NULL,
-                                .caption_lens = w->c.cond == IG_COND_CAPTION ? lens : NULL,
+                                .labels = !w->caption ? labels : NULL,
+                                .captions = w->caption ? captions : NULL,
+                                .caption_lens = w->caption ? lens : NULL,
                                 .drop_labels = 1,
                                 .seed = 7,
                                 .key = (uint64_t)k,
                                 .shift = 1};
-        in.clips = &clips;
+        if (ig_flow_stage_clips(m, slot, &clips, 1.0f / MB, &err) != IG_OK)
+            fail_msg("%s: stage: %s", w->name, err.msg);
+        return;
     } else {
         for (int i = 0; i < B * (T + 1); i++) {
             uint64_t r = lcg(&s);
             /* about one token in eight ends a document */
             tokens[i] = w->doc && r % 8 == 0 ? 0 : (int32_t)(r % (uint64_t)w->c.vocab_size);
         }
-        in = (ig_stage_input){.tokens = tokens, .B = B, .T = T, .bo = &bo};
+        in = (ig_micro_batch){.tokens = tokens, .B = B, .T = T, .bo = &bo};
     }
-    if (m->fam->stage_batch(m, slot, &in, 1.0f / MB, NULL, &err) != IG_OK)
+    if (m->fam->objective->stage(m, slot, &in, 1.0f / MB, NULL, &err) != IG_OK)
         fail_msg("%s: stage: %s", w->name, err.msg);
 }
 
@@ -183,7 +172,8 @@ static void train(const workload *w, int r, int reference, outcome *out) {
         }
         for (int k = 0; k < MB; k++) {
             if (ig_stage_backward(m, k, &err) != IG_OK) fail_msg("%s: backward: %s", w->name, err.msg);
-            if (f->loss(m, k, &out->loss[step][k], &err) != IG_OK) fail_msg("%s", err.msg);
+            if (f->objective->loss(m, k, &out->loss[step][k], &err) != IG_OK)
+                fail_msg("%s", err.msg);
             assert_true(isfinite(out->loss[step][k]) && out->loss[step][k] > 0);
         }
         double norm = 0;
@@ -258,7 +248,7 @@ static void core_of(const workload *w, uint64_t *act, uint64_t *f32) {
     uint64_t NH = (uint64_t)w->c.n_head, hs = C / NH;
     *act = rounded(N * NH * hs);
     *f32 = rounded(N * NH);
-    if (w->c.cond == IG_COND_CAPTION) *act += rounded(N * C), *f32 += rounded(N * NH);
+    if (w->caption) *act += rounded(N * C), *f32 += rounded(N * NH);
 }
 
 static void check_plan(const workload *w) {
@@ -327,9 +317,9 @@ static void test_llama(void **state) {
     check_plan(&w);
     check_same_bits(&w, 0);
     check_same_bits(&w, 1);
-    w.c.tie_embeddings = 1;
+    w.c = parsed("arch: llama, n_layer: 3, n_head: 4, n_kv_heads: 2, d_model: 32, ffn_hidden: 48, "
+                 "seq_len: 16, vocab_size: 100, tie_embeddings: true");
     w.doc = 0;
-    w.c = checked(w.c);
     check_same_bits(&w, 0);
 }
 

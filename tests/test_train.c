@@ -376,32 +376,38 @@ static void test_overfit_one_batch(void **state) {
 
 /* A family refuses a backend that lacks one of its operations, naming it; another family that
  * does not use it is unaffected. */
-/* A configuration binds every family's model.* keys from their defaults: a family's shape clears
- * the others' fields, so that it compares equal to the same shape read from a checkpoint. */
-static void test_foreign_fields_cleared(void **state) {
+/* A family's own fields are its own: a shape made from model.* keys compares equal, byte for byte,
+ * to the same shape made by hand (no other family's defaults ride along), a llama keeps its own
+ * values, and shapes are compared key by key, the family's own keys last. */
+static void test_own_fields(void **state) {
     (void)state;
-    const char *patch[] = {"1", "2", "2"};
-    ig_model_config clean = {.arch = IG_ARCH_GPT2,
-                             .n_layer = 2,
-                             .n_head = 2,
-                             .d_model = 32,
-                             .seq_len = 16,
+    ig_model_config clean = {.n_layer = 2, .n_head = 2, .d_model = 32, .seq_len = 16,
                              .vocab_size = 100};
-    ig_model_config bound = clean;
-    bound.patch_list = patch, bound.n_patch_list = 3;
-    bound.num_classes = 7, bound.class_dropout = 0.1;
-    bound.caption_len = 32, bound.caption_dropout = 0.1;
-    bound.rope_theta = 10000, bound.ffn_hidden = 99;
+    ig_model_config parsed, l, l2;
     ig_err err = {0};
     assert_int_equal(ig_model_config_check(&clean, &err), IG_OK);
-    assert_int_equal(ig_model_config_check(&bound, &err), IG_OK);
-    assert_memory_equal(&clean, &bound, sizeof clean);
-    /* and a llama keeps its own fields */
-    ig_model_config l = bound;
-    l.arch = IG_ARCH_LLAMA, l.rope_theta = 500000, l.ffn_hidden = 96;
-    assert_int_equal(ig_model_config_check(&l, &err), IG_OK);
-    assert_true(l.rope_theta == 500000 && l.ffn_hidden == 96);
-    assert_true(l.caption_len == 0 && l.class_dropout == 0 && l.patch_list == NULL);
+    assert_int_equal(ig_model_config_parse(&parsed,
+                                           "arch: gpt2, n_layer: 2, n_head: 2, d_model: 32, "
+                                           "seq_len: 16, vocab_size: 100",
+                                           &err),
+                     IG_OK);
+    assert_memory_equal(&clean, &parsed, sizeof clean);
+    assert_string_equal(ig_model_config_differs(&clean, &parsed), "");
+    const char *llama = "arch: llama, n_layer: 2, n_head: 2, d_model: 32, seq_len: 16, "
+                        "vocab_size: 100";
+    char text[256];
+    snprintf(text, sizeof text, "%s, rope_theta: 500000, ffn_hidden: 96", llama);
+    assert_int_equal(ig_model_config_parse(&l, text, &err), IG_OK);
+    assert_int_equal(ig_model_config_parse(&l2, llama, &err), IG_OK);
+    assert_string_equal(ig_model_config_differs(&l, &l2), "model.ffn_hidden");
+    assert_string_equal(ig_model_config_differs(&l, &clean), "model.arch");
+    char d[512];
+    assert_non_null(strstr(ig_model_describe(&l, d, sizeof d), "ffn 96"));
+    /* a key of another family is refused, naming it */
+    assert_int_equal(ig_model_config_parse(&l, "arch: gpt2, vocab_size: 100, n_kv_heads: 1", &err),
+                     IG_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "model.n_kv_heads is a key of model.arch llama"));
+    assert_int_equal(ig_model_config_parse(&l, "arch: dit, bogus: 1", &err), IG_ERR_CONFIG);
 }
 
 static void test_family_needs_ops(void **state) {
@@ -415,12 +421,12 @@ static void test_family_needs_ops(void **state) {
     ig_backend_ops partial = *keep;
     partial.rope_forward = NULL;
     be->ops = &partial;
-    ig_model_config llama = {.arch = IG_ARCH_LLAMA,
-                             .n_layer = 1,
-                             .n_head = 2,
-                             .d_model = 16,
-                             .seq_len = 8,
-                             .vocab_size = 50};
+    ig_model_config llama;
+    assert_int_equal(ig_model_config_parse(&llama,
+                                           "arch: llama, n_layer: 1, n_head: 2, d_model: 16, "
+                                           "seq_len: 8, vocab_size: 50",
+                                           &err),
+                     IG_OK);
     ig_model *m = NULL;
     assert_int_equal(ig_model_create(&m, ctx, be, &llama, 1, 8, 1, &err), IG_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg,
@@ -639,7 +645,7 @@ int main(void) {
         cmocka_unit_test(test_overfit_one_batch),
         cmocka_unit_test(test_lr_schedules),
         cmocka_unit_test(test_family_needs_ops),
-        cmocka_unit_test(test_foreign_fields_cleared),
+        cmocka_unit_test(test_own_fields),
         cmocka_unit_test(test_hf_round_trip),
         cmocka_unit_test(test_run_stops_on_nan),
     };

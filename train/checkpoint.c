@@ -331,7 +331,7 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     info->eod_id = (int32_t)v;
     if ((st = get_hex(root, "config_hash", path, &info->config_hash, err)) != IG_OK) return st;
     /* the family: version 1 knew only GPT-2 */
-    const ig_family *fam = ig_family_of(IG_ARCH_GPT2);
+    const ig_family *fam = ig_family_find("gpt2");
     if (info->version >= 2) {
         const char *arch = json_string_value(json_object_get(root, "arch"));
         if (!arch) return ig_err_set(err, IG_ERR_FORMAT, "%s: \"arch\" must be a string", path);
@@ -345,14 +345,14 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     static const char *const mk[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size"};
     for (int i = 0; i < 5; i++) {
         if ((st = get_int(model, mk[i], path, &x[i], err)) != IG_OK) return st;
-        /* a family that reads clips has no vocabulary */
-        int lo = i == 4 && fam->input == IG_INPUT_CLIPS ? 0 : 1;
+        /* a family that reads no tokens has no vocabulary (its check says whether it needs one) */
+        int lo = i == 4 ? 0 : 1;
         if (x[i] < lo || x[i] > INT32_MAX)
             return ig_err_set(err, IG_ERR_FORMAT, "%s: \"model\".%s %lld is out of range", path,
                               mk[i], (long long)x[i]);
     }
     ig_model_config *c = &info->model;
-    c->arch = fam->id;
+    c->arch = ig_family_index(fam);
     c->n_layer = (int)x[0], c->n_head = (int)x[1], c->d_model = (int)x[2];
     c->seq_len = (int)x[3], c->vocab_size = (int)x[4];
     if ((st = fam->from_json(model, c, path, err)) != IG_OK) return st;
@@ -939,33 +939,10 @@ static ig_status load_tensor(open_files *of, const saved_layout *ly, const ig_mo
     return IG_OK;
 }
 
-/* The first field two shapes differ in, "" when none. */
-static const char *differs(const ig_model_config *a, const ig_model_config *b) {
-    if (a->arch != b->arch) return "model.arch";
-    if (a->n_layer != b->n_layer) return "model.n_layer";
-    if (a->n_head != b->n_head) return "model.n_head";
-    if (a->d_model != b->d_model) return "model.d_model";
-    const ig_family *f = ig_family_of(a->arch);
-    if (a->seq_len != b->seq_len && !(f && f->any_length)) return "model.seq_len";
-    if (a->vocab_size != b->vocab_size) return "model.vocab_size";
-    if (a->norm_eps != b->norm_eps) return "model.norm_eps";
-    if (a->n_kv_heads != b->n_kv_heads) return "model.n_kv_heads";
-    if (a->ffn_hidden != b->ffn_hidden) return "model.ffn_hidden";
-    if (a->rope_theta != b->rope_theta) return "model.rope_theta";
-    if (a->tie_embeddings != b->tie_embeddings) return "model.tie_embeddings";
-    if (memcmp(a->patch, b->patch, sizeof a->patch)) return "model.patch";
-    if (a->cond != b->cond) return "model.cond";
-    if (a->num_classes != b->num_classes) return "model.num_classes";
-    if (a->class_dropout != b->class_dropout) return "model.class_dropout";
-    if (a->caption_len != b->caption_len) return "model.caption_len";
-    if (a->caption_dropout != b->caption_dropout) return "model.caption_dropout";
-    return "";
-}
-
 static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *info, ig_model *m,
                           ig_optim *o, ig_weights weights, ig_err *err) {
     const ig_model_config *have = &m->cfg, *want = &info->model;
-    const char *d = differs(have, want);
+    const char *d = ig_model_config_differs(have, want);
     if (*d) {
         char a[256], b[256];
         return ig_err_set(err, IG_ERR_CONFIG,

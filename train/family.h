@@ -1,10 +1,13 @@
-/* family.h - private to train/: what a model family provides (as Megatron-Core's schedule takes a
- * model and a forward-step function): its config keys, its shape checks, its tensor table with
- * tags, its layout checks, FLOPs and memory, the stage operations of the 1F1B schedule, and
- * optionally Hugging Face import/export and generation. A family is one folder,
- * train/models/FAMILY/, with a model file (the table and the checks), a pass file (forward and
- * backward) and its kernels in kernels/; registry.c lists the families. The trainer's loop,
- * schedule, optimizer and checkpoint code call these and never name a family.
+/* family.h - private to train/, the interface of a model family (as Megatron-Core's schedule takes
+ * a model and a forward-step function). A family is one folder, train/models/FAMILY/: its shape
+ * (its own model.* keys and the struct they bind into, ig_model_config.own, which only it reads;
+ * checks; comparison; manifest and Hugging Face fields), its tensor table with tags, its layout
+ * checks, FLOPs, memory and bytes sent, its activations, the per-layer pieces the stage driver
+ * (stage.c) runs, and what its objective (objective.h) asks of it; optionally Hugging Face import
+ * and export and generation. train/models/families.c is the one list of them. The trainer's loop,
+ * schedule, optimizer, checkpoints and planner call these and never name a family, and a family
+ * folder includes only the headers meant for it (this one, act_plan.h, objective.h, lm.h,
+ * tp_layers.h, hf.h and what they include: the build's include wall).
  */
 #ifndef INGOT_TRAIN_FAMILY_H
 #define INGOT_TRAIN_FAMILY_H
@@ -12,16 +15,33 @@
 #include <jansson.h>
 
 #include <stddef.h>
+#include <string.h>
 
-#include "model.h"
+#include "act_plan.h"
+#include "objective.h"
 #include "safetensors.h"
 
-/* A model.* key of a family, bound into ig_train_config's model (config file or --set only). */
-#define IG_MODEL_KEY(p, ty, F, def, lo, hi, h)                                                     \
+/* A family's own model.* key, bound into its own struct S (stored in ig_model_config.own): the
+ * configuration file or --set only, no flag. */
+#define IG_OWN_KEY(p, ty, S, F, def, lo, hi, h)                                                    \
     {                                                                                              \
         .path = (p), .type = (ty), .default_val = (def), .help = (h), .flag = "",                  \
-        .offset = offsetof(ig_train_config, model.F),                                              \
-        .size = sizeof(((ig_train_config *)0)->model.F), .is_signed = 1, .min = (lo), .max = (hi)  \
+        .offset = offsetof(S, F), .size = sizeof(((S *)0)->F), .is_signed = 1, .min = (lo),        \
+        .max = (hi)                                                                                \
+    }
+
+/* A family's own struct in a shape, by value (get) and back (set): a copy, never a pointer into
+ * ig_model_config.own. */
+#define IG_OWN_GET(S, c) ig_own_get_##S(c)
+#define IG_DEFINE_OWN(S)                                                                           \
+    _Static_assert(sizeof(S) <= IG_MODEL_OWN_BYTES, #S " does not fit ig_model_config.own");        \
+    static inline S ig_own_get_##S(const ig_model_config *c) {                                     \
+        S s;                                                                                       \
+        memcpy(&s, c->own, sizeof s);                                                              \
+        return s;                                                                                  \
+    }                                                                                              \
+    static inline void ig_own_set_##S(ig_model_config *c, const S *s) {                            \
+        memcpy(c->own, s, sizeof *s);                                                              \
     }
 
 /* What crosses a pipeline stage boundary for a slot: up to 4 act-typed tensors (a language
@@ -34,84 +54,6 @@ typedef struct ig_stage_io {
     void *in[4], *out[4], *grad[4];
     uint64_t elems[4];
 } ig_stage_io;
-
-/* ---- activation places: what a family's plan keeps per slot and what it recomputes ------------
- * A plan gives each activation of a layer a place: an offset within the slot (kept from the
- * forward to the backward), or, tagged IG_ACT_SCRATCH, an offset within the scratch the slots
- * share, in a region of one layer's worth that every layer reuses (what the backward recomputes
- * under train.recompute; ig_part.recompute). Which one depends on the activation's kind:
- *   IG_ACT_BOUNDARY  a layer's output, the next layer's input: always kept
- *   IG_ACT_LAYER     anything else a layer computes (GEMM outputs, norms, statistics): kept
- *                    unless full, which runs the layer's forward again from its kept input
- *   IG_ACT_CORE      the attention core's output and its log-sum-exp: kept only with none
- *                    (selective recomputes them from the kept q|k|v, Korthikanti et al. 2022)
- * Every offset, kept or not, is a multiple of IG_ACT_ALIGN elements (256 bytes of bf16), so that
- * every act-typed buffer is 256-byte aligned whatever the mode: cuBLASLt picks its algorithm by
- * the operands' alignment (cuda_matmul.cu), and a GEMM must pick the same one in every mode for
- * the modes to give the same bits. */
-#define IG_ACT_SCRATCH ((uint64_t)1 << 63)
-#define IG_ACT_ALIGN   128
-
-typedef enum ig_act_kind { IG_ACT_BOUNDARY = 0, IG_ACT_LAYER, IG_ACT_CORE } ig_act_kind;
-
-/* A plan being laid out: the slot's elements so far (act type, fp32), and the recomputed region's
- * for the layer being laid out, and its largest over the layers. */
-typedef struct ig_act_plan {
-    int recompute; /* ig_recompute */
-    uint64_t act, f32;
-    uint64_t layer_act, layer_f32;
-    uint64_t region_act, region_f32;
-} ig_act_plan;
-
-/* n elements at *at (rounded up to IG_ACT_ALIGN); returns where they start. */
-static inline uint64_t ig_act_take(uint64_t *at, uint64_t n) {
-    uint64_t o = *at;
-    *at += (n + IG_ACT_ALIGN - 1) / IG_ACT_ALIGN * IG_ACT_ALIGN;
-    return o;
-}
-/* whether an activation of kind k is kept per slot under recompute r */
-static inline int ig_act_kept(int r, ig_act_kind k) {
-    return k == IG_ACT_BOUNDARY || r == IG_RECOMPUTE_NONE ||
-           (r == IG_RECOMPUTE_SELECTIVE && k == IG_ACT_LAYER);
-}
-/* The place of a layer's activation of n act elements (fp32: ig_act_place_f32) of kind k. */
-static inline uint64_t ig_act_place(ig_act_plan *pl, ig_act_kind k, uint64_t n) {
-    if (ig_act_kept(pl->recompute, k)) return ig_act_take(&pl->act, n);
-    uint64_t o = ig_act_take(&pl->layer_act, n);
-    if (pl->layer_act > pl->region_act) pl->region_act = pl->layer_act;
-    return o | IG_ACT_SCRATCH;
-}
-static inline uint64_t ig_act_place_f32(ig_act_plan *pl, ig_act_kind k, uint64_t n) {
-    if (ig_act_kept(pl->recompute, k)) return ig_act_take(&pl->f32, n);
-    uint64_t o = ig_act_take(&pl->layer_f32, n);
-    if (pl->layer_f32 > pl->region_f32) pl->region_f32 = pl->layer_f32;
-    return o | IG_ACT_SCRATCH;
-}
-/* The next layer's recomputed activations start over at the region's start. */
-static inline void ig_act_next_layer(ig_act_plan *pl) {
-    pl->layer_act = pl->layer_f32 = 0;
-}
-/* The backend pointer of a place: the slot's (m->slot) or the scratch's. */
-static inline void *ig_model_at(const ig_model *m, uint64_t place) {
-    return place & IG_ACT_SCRATCH ? ig_model_scratch(m, place & ~IG_ACT_SCRATCH)
-                                  : ig_model_act(m, place);
-}
-static inline float *ig_model_at_f32(const ig_model *m, uint64_t place) {
-    return place & IG_ACT_SCRATCH ? ig_model_scratch_f32(m, place & ~IG_ACT_SCRATCH)
-                                  : ig_model_f32(m, place);
-}
-
-/* What a family reads: token sequences (a language model) or video clips (a diffusion model). */
-typedef enum ig_input_kind { IG_INPUT_TOKENS = 0, IG_INPUT_CLIPS } ig_input_kind;
-
-/* One micro-batch, as a family's stage_batch receives it: tokens [B, T + 1] with their options,
- * or clips. */
-typedef struct ig_stage_input {
-    const int32_t *tokens;
-    int B, T;
-    const ig_batch_opts *bo;
-    const ig_clip_input *clips;
-} ig_stage_input;
 
 /* What a family computes for one micro-batch's pass over its part, piece by piece: the stage
  * driver (stage.c) calls these in its one order - the loop over the layers, ZeRO-3's gathers,
@@ -151,34 +93,54 @@ typedef struct ig_hf_piece {
     int64_t shape[5];
 } ig_hf_piece;
 
+
+/* What one micro-batch of a part sends per group (plan_comm.c's accounting, parallel.h's ring
+ * bytes): tp, sp (Ulysses) and pp, for micro-batches of B x T with e bytes per act element. */
+typedef struct ig_comm_micro {
+    uint64_t tp, sp, pp;
+} ig_comm_micro;
+
 struct ig_family {
-    const char *arch; /* model.arch */
-    ig_model_arch id;
+    const char *arch; /* model.arch (the one list's name for it) */
     const char *what; /* one line: "GPT-2: learned positions, LayerNorm, GeLU, tied embeddings" */
-    ig_input_kind input;
+    const ig_objective *objective; /* what it trains for (objective.h) */
+    const void *for_objective;     /* what that objective asks of it (objective.h's ig_*_model) */
+    const void *preset; /* the options this model.arch fixes (the family's own business) */
     /* positions are computed for any length (T may exceed seq_len; dit's sin-cos tables) */
     int any_length;
     /* the passes run Ulysses' sequence parallelism (ig_part.usp > 1) */
     int ulysses;
     double ema_default; /* ema.decay when the configuration leaves it to the family */
-    /* its own model.* keys (beyond those every family has), bound into ig_train_config */
+    /* its own model.* keys (beyond those every family has), bound into its own struct in
+     * ig_model_config.own */
     const ig_cfg_key *keys;
     size_t n_keys;
     /* the backend operations its passes call (a backend without one is refused at creation) */
     const ig_op *ops;
     size_t n_ops;
 
-    /* Fills the defaults and derived fields of c (padded_vocab, ...) and checks the shape;
-     * errors name the key. */
+    /* Fills the defaults and derived fields of c (padded_vocab, its own, ...) and checks the
+     * shape; errors name the key. A checked shape holds no pointer (a list key is parsed). */
     ig_status (*check)(ig_model_config *c, ig_err *err);
+    /* The first of its own keys whose value differs between two of its shapes ("" when none). */
+    const char *(*differs)(const ig_model_config *a, const ig_model_config *b);
+    /* Completes c from what the data says (a vocabulary left 0, the captions' tokenizer) and
+     * checks it against the data; NULL: nothing to take. */
+    ig_status (*fit)(ig_model_config *c, const ig_data_facts *f, ig_err *err);
+    /* What a sample can be conditioned on (IG_COND_* of train.h; NULL: nothing). */
+    int (*conditions)(const ig_model_config *c);
     /* Refuses a tensor-parallel size the shape does not allow (heads, kv heads, vocabulary), with
      * the numbers. */
     ig_status (*check_layout)(const ig_model_config *c, int tp, ig_err *err);
     uint64_t (*num_params)(const ig_model_config *c);
-    /* the family's part of ig_model_describe's line (after the keys every family has); NULL: none
-     */
+    /* the family's part of ig_model_describe's line (after the layers, heads and width) */
     void (*describe)(const ig_model_config *c, char *buf, size_t cap);
     double (*flops_per_token)(const ig_model_config *c, int T);
+    /* What its passes send per micro-batch of B x T tokens on part p with e bytes an element
+     * (recompute: ig_recompute): tensor-parallel, Ulysses' and pipeline bytes as its layers call
+     * the collectives (plan_comm.c adds the data-parallel ones, which the optimizer sends). */
+    ig_comm_micro (*comm_micro)(const ig_model_config *c, const ig_part *p, int B, int T,
+                                uint64_t e, int recompute);
 
     /* The tensor table of a part, in the order of the parameter buffer (embeddings, the layers in
      * order, the head): writes up to cap specs into out (out NULL: only counts), returns the
@@ -192,18 +154,12 @@ struct ig_family {
     ig_status (*create)(ig_model *m, ig_err *err);
     void (*destroy)(ig_model *m);
 
-    /* The stage operations on a slot (ig_model.slot is set by them). */
-    ig_status (*stage_batch)(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
-                             uint64_t *counted, ig_err *err);
     /* the passes, piece by piece (the stage driver runs them) */
     const ig_stage_hooks *stage;
+    /* the slot's mean loss after its forward (the last stage's; the objective's loss as the head
+     * computed it) */
     ig_status (*loss)(ig_model *m, int slot, double *loss, ig_err *err);
     void (*stage_io)(ig_model *m, int slot, ig_stage_io *io);
-    /* Clips: the tokens of a clip of F x H x W (refused with the numbers when the patches do not
-     * divide it), and the last forward's prediction downloaded as [B, F, H, W, 3] (NULL: none). */
-    ig_status (*clip_tokens)(const ig_model_config *c, int F, int H, int W, int *tokens,
-                             ig_err *err);
-    ig_status (*output)(ig_model *m, int slot, float *out, ig_err *err);
 
     /* The family's own fields of c in a checkpoint manifest's "model" object (n_layer, n_head,
      * d_model, seq_len, vocab_size and arch are written by the checkpoint code), and back. */
@@ -237,56 +193,11 @@ struct ig_family {
     void (*gen_close)(void *session);
 };
 
-/* ---- what the language-model families share (lm.c) -------------------------------------------
- * A token family's slot holds int32 [N] input ids (this rank's vocabulary slice: another rank's
- * -1), [N] targets (likewise), [N] document ids; its io fp32 [N] per-row losses then [N] their
- * gradients. */
-
-/* Stages tokens [B, T + 1] into slot: ids, targets, document ids, and the gradient of each row's
- * loss (grad_scale / counted rows; 0 for a forward only). *counted: rows counted in the loss. */
-ig_status ig_lm_stage_batch(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
-                            uint64_t *counted, ig_err *err);
-/* The mean loss over the counted rows of the slot's last forward pass. */
-ig_status ig_lm_loss(ig_model *m, int slot, double *loss, ig_err *err);
-/* What a decoder's stage passes on: one residual stream of Nl x C (act offsets within the slot,
- * encoded and output; dres in the scratch). */
-void ig_lm_stage_io(ig_model *m, int slot, uint64_t encoded, uint64_t output, uint64_t dres,
-                    ig_stage_io *io);
-
-/* A generation session's memory: per layer a key and a value cache of Tmax rows (kv_row elements
- * each), the family's activations (act elements, f32 floats), the fed tokens and a host row of
- * logits. A family's session struct starts with one. */
-typedef struct ig_lm_gen {
-    ig_model *m;
-    int Tmax;
-    uint64_t kv_row;
-    void *kv, *act;
-    float *f32, *host;
-    int32_t *tok;
-    void *logits; /* one row of padded_vocab, after the family's activations */
-} ig_lm_gen;
-
-ig_status ig_lm_gen_alloc(ig_lm_gen *g, ig_model *m, int Tmax, uint64_t kv_row, uint64_t act,
-                          uint64_t f32, ig_err *err);
-void ig_lm_gen_release(ig_lm_gen *g);
-/* Layer l's key (v 0) or value (v 1) cache [Tmax, kv_row]. */
-void *ig_lm_gen_cache(const ig_lm_gen *g, int l, int v);
-/* Uploads the n tokens to feed. */
-ig_status ig_lm_gen_tokens(ig_lm_gen *g, const int32_t *tokens, int n, ig_err *err);
-/* The n new rows of packed qkv [(NH + 2 NKV) hs each, act type] at positions pos0..: their query
- * heads into q [n, NH hs] and their key and value heads into the caches kc, vc at rows pos0..,
- * queued on the backend (no host round trip). */
-ig_status ig_lm_kv_append(ig_model *m, const void *qkv, int n, int pos0,
-                          const ig_attention_shape *s, void *q, void *kc, void *vc, ig_err *err);
-/* The logits of the last of n normed rows hn [n, C] through the output layer head [Vp, C]: into
- * the host row *logits. */
-ig_status ig_lm_gen_logits(ig_lm_gen *g, const void *hn, int n, const void *head,
-                           const float **logits, ig_err *err);
-
-/* The families (families.c), by ig_model_arch, and by name (NULL: unknown). */
+/* The one list (train/models/families.c): the families by index (ig_model_config.arch; NULL past
+ * the last), by model.arch, and by a Hugging Face config.json's model_type (NULL: unknown). */
 const ig_family *ig_family_of(int arch);
 const ig_family *ig_family_find(const char *arch);
-/* The family of a Hugging Face config.json's model_type (NULL: none). */
 const ig_family *ig_family_of_hf(const char *model_type);
+int ig_family_index(const ig_family *f);
 
 #endif

@@ -109,7 +109,7 @@ static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int
                           "%s: model_type \"%s\": ingot trains gpt2, llama and ingot-dit models",
                           file, json_string_value(mt));
     memset(out, 0, sizeof *out);
-    out->arch = f->id;
+    out->arch = ig_family_index(f);
     ig_status st = f->hf_config(o, file, out, eod, err);
     if (st != IG_OK) return st;
     st = f->check(out, err);
@@ -141,7 +141,7 @@ ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out,
         const ig_family *fam = ig_family_of(a);
         if (!fam->hf_from_tensors) continue;
         memset(out, 0, sizeof *out);
-        out->arch = fam->id;
+        out->arch = a;
         ig_err e2 = {0};
         if (fam->hf_from_tensors(f, st_path, out, &e2) == IG_OK) {
             st = fam->check(out, err);
@@ -156,29 +156,6 @@ ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out,
     }
     ig_st_file_free(f);
     return st;
-}
-
-/* The first field two shapes of one family differ in ("" when none). */
-static const char *shape_differs(const ig_model_config *a, const ig_model_config *b) {
-    if (a->arch != b->arch) return "model_type";
-    if (a->n_layer != b->n_layer) return "the number of layers";
-    if (a->n_head != b->n_head) return "the number of heads";
-    if (a->d_model != b->d_model) return "the width (d_model)";
-    const ig_family *f = ig_family_of(a->arch);
-    if (a->seq_len != b->seq_len && !(f && f->any_length)) return "the positions";
-    if (a->vocab_size != b->vocab_size) return "the vocabulary";
-    if (a->norm_eps != b->norm_eps) return "the norm epsilon";
-    if (a->n_kv_heads != b->n_kv_heads) return "the key/value heads";
-    if (a->ffn_hidden != b->ffn_hidden) return "the MLP width";
-    if (a->rope_theta != b->rope_theta) return "rope_theta";
-    if (a->tie_embeddings != b->tie_embeddings) return "tied embeddings";
-    if (memcmp(a->patch, b->patch, sizeof a->patch)) return "the patch";
-    if (a->cond != b->cond) return "the conditioning";
-    if (a->num_classes != b->num_classes) return "the classes";
-    if (a->class_dropout != b->class_dropout) return "the class dropout";
-    if (a->caption_len != b->caption_len) return "the caption's length";
-    if (a->caption_dropout != b->caption_dropout) return "the caption dropout";
-    return "";
 }
 
 /* ---- import ---------------------------------------------------------------------------------- */
@@ -284,7 +261,7 @@ ig_status ig_hf_match(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
         int32_t eod;
         ig_status st = ig_hf_read_config(ctx, path, &have, &eod, err);
         if (st != IG_OK) return st;
-        const char *d = shape_differs(&have, cfg);
+        const char *d = ig_model_config_differs(&have, cfg);
         if (*d) {
             char a[256], b[256];
             return ig_err_set(err, IG_ERR_CONFIG,

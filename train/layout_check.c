@@ -103,12 +103,9 @@ ig_status ig_layout_check(ig_layout *l, const ig_train_config *t, const ig_model
     if (l->sp && l->tp < 2)
         return refuse(err, "parallel.sp needs parallel.tp > 1 (sequence parallelism shards what "
                            "tensor parallelism replicates)");
-    if (l->sp && fam->input == IG_INPUT_TOKENS &&
-        ((int64_t)t->micro_batch * shape->seq_len) % l->tp)
-        return refuse(err,
-                      "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not split "
-                      "into parallel.tp %d equal parts",
-                      t->micro_batch, shape->seq_len, l->tp);
+    if (fam->objective->check_layout &&
+        (st = fam->objective->check_layout(t, shape, l->tp, l->sp, err)) != IG_OK)
+        return st;
     int64_t gb = t->global_batch ? t->global_batch : t->micro_batch;
     int64_t per = (int64_t)t->micro_batch * l->dp; /* samples a step takes at least */
     if (per > gb || gb % per)

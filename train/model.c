@@ -13,62 +13,6 @@
 
 #include "family.h"
 #include "optimizer.h"
-#include "stage.h"
-
-/* ---- configuration --------------------------------------------------------------------------- */
-
-/* Whether one of family f's keys binds the model field at offset off of ig_train_config. */
-static int owns(const ig_family *f, size_t off) {
-    for (size_t i = 0; i < f->n_keys; i++)
-        if (f->keys[i].offset == off) return 1;
-    return 0;
-}
-
-/* The fields of the other families' model.* keys cleared: every configuration binds them (from
- * their defaults), and a family's shape must not carry them, so that two shapes of a family
- * compare equal field by field (a checkpoint's against a configuration's). */
-static void clear_foreign_fields(ig_model_config *c, const ig_family *mine) {
-    size_t base = offsetof(ig_train_config, model), end = base + sizeof(ig_model_config);
-    for (int a = 0; ig_family_of(a); a++) {
-        const ig_family *f = ig_family_of(a);
-        for (size_t i = 0; f != mine && i < f->n_keys; i++) {
-            const ig_cfg_key *k = &f->keys[i];
-            if (k->offset < base || k->offset >= end || owns(mine, k->offset)) continue;
-            memset((char *)c + (k->offset - base), 0, k->size);
-            if (k->type == IG_CFG_LIST)
-                memset((char *)c + (k->count_offset - base), 0, sizeof(size_t));
-        }
-    }
-}
-
-ig_status ig_model_config_check(ig_model_config *c, ig_err *err) {
-    const ig_family *f = ig_family_of(c->arch);
-    if (!f)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.arch %d is not a known family", c->arch);
-    clear_foreign_fields(c, f);
-    return f->check(c, err);
-}
-
-uint64_t ig_model_num_params(const ig_model_config *c) {
-    const ig_family *f = ig_family_of(c->arch);
-    return f ? f->num_params(c) : 0;
-}
-
-double ig_model_flops_per_token(const ig_model_config *c, int T) {
-    const ig_family *f = ig_family_of(c->arch);
-    return f ? f->flops_per_token(c, T) : 0;
-}
-
-char *ig_model_describe(const ig_model_config *c, char *buf, size_t cap) {
-    const ig_family *f = ig_family_of(c->arch);
-    size_t n = (size_t)snprintf(buf, cap, "%s: %d layers, %d heads, d_model %d", f ? f->arch : "?",
-                                c->n_layer, c->n_head, c->d_model);
-    if ((!f || f->input == IG_INPUT_TOKENS) && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, ", %d positions, vocabulary %d (%d padded)",
-                              c->seq_len, c->vocab_size, c->padded_vocab);
-    if (f && f->describe && n < cap) f->describe(c, buf + n, cap - n);
-    return buf;
-}
 
 /* ---- the tensor table ------------------------------------------------------------------------ */
 
@@ -805,6 +749,7 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
 void ig_model_free(ig_model *m) {
     if (!m) return;
     if (m->fs && m->fam) m->fam->destroy(m);
+    if (m->os && m->fam && m->fam->objective->release) m->fam->objective->release(m);
     ig_model_params_changed(m, NULL); /* no all-gather left in flight */
     void *bufs[] = {m->st.params, m->st.grads, m->act, m->st.master, m->f32, m->i32};
     for (size_t i = 0; m->be && i < sizeof bufs / sizeof bufs[0]; i++)
@@ -892,92 +837,6 @@ ig_status ig_model_check_finite(ig_model *m, ig_err *err) {
         }
     }
     return ig_backend_sync(m->be, err);
-}
-
-/* ---- the whole model on one process ---------------------------------------------------------- */
-
-static ig_status need_whole(const ig_model *m, ig_err *err) {
-    if (m->part.tp == 1 && m->part.first && m->part.last) return IG_OK;
-    return ig_err_set(err, IG_ERR_INVALID_ARG,
-                      "this model is one rank's part (tp %d, layers %d..%d): run it through the "
-                      "trainer's schedule",
-                      m->part.tp, m->part.l0, m->part.l1 - 1);
-}
-
-ig_status ig_model_forward(ig_model *m, const int32_t *tokens, int B, int T, const ig_batch_opts *o,
-                           double *loss, uint64_t *counted, ig_err *err) {
-    ig_status st = need_whole(m, err);
-    ig_stage_input in = {.tokens = tokens, .B = B, .T = T, .bo = o};
-    if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
-    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, 0.0f, counted, err);
-    if (st == IG_OK) st = ig_stage_forward(m, 0, 0, err);
-    if (st == IG_OK) st = ig_backend_sync(m->be, err);
-    return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
-}
-
-ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, int T,
-                                    const ig_batch_opts *o, float grad_scale, double *loss,
-                                    uint64_t *counted, ig_err *err) {
-    ig_status st = need_whole(m, err);
-    if (st == IG_OK && m->part.inference)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
-    if (st == IG_OK && !(grad_scale > 0))
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "grad_scale must be > 0, got %g",
-                        (double)grad_scale);
-    ig_stage_input in = {.tokens = tokens, .B = B, .T = T, .bo = o};
-    if (st == IG_OK && m->fam->input != IG_INPUT_TOKENS)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips, not tokens", m->fam->arch);
-    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &in, grad_scale, counted, err);
-    if (st == IG_OK) st = ig_stage_forward(m, 0, 1, err);
-    if (st == IG_OK) st = ig_stage_backward(m, 0, err);
-    return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
-}
-
-int ig_model_reads_clips(const ig_model_config *c) {
-    const ig_family *f = ig_family_of(c->arch);
-    return f && f->input == IG_INPUT_CLIPS;
-}
-
-ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
-                               ig_err *err) {
-    const ig_family *f = ig_family_of(c->arch);
-    if (!f || !f->clip_tokens)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models do not read clips",
-                          f ? f->arch : "unknown");
-    return f->clip_tokens(c, F, H, W, tokens, err);
-}
-
-static ig_status clips_stage(ig_model *m, const ig_clip_input *in, float grad_scale, ig_err *err) {
-    ig_status st = need_whole(m, err);
-    if (st == IG_OK && m->fam->input != IG_INPUT_CLIPS)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read tokens, not clips", m->fam->arch);
-    if (st == IG_OK && grad_scale > 0 && m->part.inference)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "a model opened for inference has no gradients");
-    ig_stage_input si = {.clips = in};
-    if (st == IG_OK) st = m->fam->stage_batch(m, 0, &si, grad_scale, NULL, err);
-    if (st == IG_OK) st = ig_stage_forward(m, 0, grad_scale > 0, err);
-    return st;
-}
-
-ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_scale, double *loss,
-                              ig_err *err) {
-    if (!(grad_scale >= 0))
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "grad_scale must be >= 0, got %g",
-                          (double)grad_scale);
-    if (in->xt) return ig_err_set(err, IG_ERR_INVALID_ARG, "a loss needs clips, not x_t");
-    ig_status st = clips_stage(m, in, grad_scale, err);
-    if (st == IG_OK && grad_scale > 0) st = ig_stage_backward(m, 0, err);
-    if (st == IG_OK) st = ig_backend_sync(m->be, err);
-    return st == IG_OK ? m->fam->loss(m, 0, loss, err) : st;
-}
-
-ig_status ig_model_clips_predict(ig_model *m, const ig_clip_input *in, float *v, ig_err *err) {
-    if (!in->xt || !in->t)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "a prediction needs x_t and its times");
-    ig_status st = clips_stage(m, in, 0.0f, err);
-    if (st == IG_OK) st = ig_backend_sync(m->be, err);
-    return st == IG_OK ? m->fam->output(m, 0, v, err) : st;
 }
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err) {

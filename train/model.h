@@ -175,6 +175,7 @@ struct ig_model {
     int *slot_B, *slot_T; /* [slots]: the shape of the micro-batch staged in each slot */
     int doc_attention;    /* of the staged micro-batches */
     void *fs;             /* the family's own state (family.h's create) */
+    void *os;             /* what its objective keeps between micro-batches (objective.h) */
     /* who hears of final gradients during a backward (the optimizer's bucket launcher) */
     ig_ready_fn ready;
     void *ready_user;

@@ -40,6 +40,15 @@ typedef struct ig_group {
     ig_pulse *pulse;  /* ticked by every operation (may be NULL) */
 } ig_group;
 
+/* The ring accounting (what ig_group.bytes counts): what a rank sends in an all-gather or a
+ * reduce-scatter of n bytes in all over g ranks, and in an all-reduce of n bytes. */
+static inline uint64_t ig_ring_bytes(int g, uint64_t n) {
+    return g > 1 ? n * (uint64_t)(g - 1) / (uint64_t)g : 0;
+}
+static inline uint64_t ig_allreduce_bytes(int g, uint64_t n) {
+    return 2 * ig_ring_bytes(g, n);
+}
+
 /* Blocking collectives of a group (SUM unless op is given). counts are elements. */
 ig_status ig_group_allreduce(ig_group *g, void *buf, size_t n, ig_comm_type t, ig_comm_op op,
                              ig_err *err);

@@ -317,7 +317,8 @@ static ig_status add(planner *pl, ig_train_config *t, ig_err *err) {
 static int key_range(const char *path) {
     const ig_cfg_key *tables[8];
     size_t counts[8];
-    size_t n = ig_train_key_tables(tables, counts, 8);
+    int binds[8];
+    size_t n = ig_train_key_tables(tables, counts, binds, 8);
     for (size_t i = 0; i < n && i < 8; i++)
         for (size_t k = 0; k < counts[i]; k++) {
             const ig_cfg_key *key = &tables[i][k];
@@ -394,16 +395,13 @@ ig_status ig_plan_create(ig_plan **out, ig_ctx *ctx, const ig_train_config *cfg,
     if (!fam)
         return ig_err_set(err, IG_ERR_CONFIG, "model.arch %d is not a known family",
                           cfg->model.arch);
-    if (fam->input == IG_INPUT_TOKENS && cfg->model.vocab_size == 0)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "model.vocab_size is 0 (ingot train reads it from the shards' "
-                          "manifests): set it to plan, e.g. --set model.vocab_size=50257");
+    ig_status pst = fam->objective->plannable ? fam->objective->plannable(&cfg->model, err) : IG_OK;
+    if (pst != IG_OK) return pst;
     ig_plan *p = ig_calloc(NULL, 1, sizeof *p);
     if (!p) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     p->world = *w;
     p->shape = cfg->model;
     ig_status st = ig_model_config_check(&p->shape, err);
-    p->shape.patch_list = NULL, p->shape.n_patch_list = 0; /* parsed; they point into cfg */
     p->B = cfg->micro_batch;
     p->T = p->shape.seq_len;
     p->global_batch = cfg->global_batch ? cfg->global_batch : cfg->micro_batch;

@@ -36,7 +36,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
     const ig_family *f = m->fam;
     ig_layout *lo = s->lo;
     int slot = i % s->slots;
-    ig_stage_input b;
+    ig_micro_batch b;
     ig_status st = ig_feed_next(s->feed, &b, err);
     if (st != IG_OK) return st;
     /* the slot's outputs may still be on their way to the next stage */
@@ -45,7 +45,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
         st = ig_comm_wait(sends[k], err);
         sends[k] = NULL;
     }
-    if (st == IG_OK) st = f->stage_batch(m, slot, &b, s->grad_scale, NULL, err);
+    if (st == IG_OK) st = f->objective->stage(m, slot, &b, s->grad_scale, NULL, err);
     ig_stage_io io;
     if (st == IG_OK) f->stage_io(m, slot, &io);
     for (int k = 0; st == IG_OK && !ig_layout_first(lo) && k < io.n; k++) {
@@ -59,7 +59,7 @@ static ig_status forward_one(sched *s, int i, ig_err *err) {
     if (st != IG_OK) return st;
     if (ig_layout_last(lo)) {
         double loss = 0;
-        if ((st = f->loss(m, slot, &loss, err)) != IG_OK) return st;
+        if ((st = f->objective->loss(m, slot, &loss, err)) != IG_OK) return st;
         int T = m->slot_T[slot];
         double rows = (double)m->slot_B[slot] * (double)T;
         s->sums.loss += loss;

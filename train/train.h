@@ -25,38 +25,50 @@ extern "C" {
 
 /* ==== model families and their configuration ================================================= */
 
-/* The families this build knows, by model.arch: {"gpt2", "llama", "dit", NULL}. */
+/* The model architectures this build knows (model.arch), each a preset of a model family
+ * (train/models/: the decoder's gpt2 and llama, dit): {"gpt2", "llama", "dit", NULL}, in the
+ * order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
 extern const char *const ig_model_archs[];
-typedef enum ig_model_arch { IG_ARCH_GPT2 = 0, IG_ARCH_LLAMA, IG_ARCH_DIT } ig_model_arch;
 
-/* dit's conditioning (model.cond) */
-typedef enum ig_dit_cond { IG_COND_NONE = 0, IG_COND_CLASS, IG_COND_CAPTION } ig_dit_cond;
+enum { IG_MODEL_OWN_BYTES = 256 };
 
-/* A model's shape: the keys every family has, then the families' own (a family ignores the
- * others' and refuses them when they are set in a config). */
+/* A model's shape: the fields every family has, then the family's own configuration (its model.*
+ * keys: model.n_kv_heads, model.patch, ...), which only the family reads; bind a configuration
+ * into it with ig_train_config_resolve, or make one with ig_model_config_parse. A plain value:
+ * copy it freely (a checked shape holds no pointer). */
 typedef struct ig_model_config {
-    int arch; /* ig_model_arch (model.arch) */
+    int arch; /* index into ig_model_archs (model.arch) */
     int n_layer, n_head, d_model;
-    int seq_len;      /* the longest sequence: the positions */
-    int vocab_size;   /* ids 0 .. vocab_size - 1 */
-    int padded_vocab; /* filled by ig_model_config_check: vocab_size up to a multiple of 128 */
-    double norm_eps;  /* the LayerNorm (gpt2) or RMSNorm (llama) epsilon; 0: the family's 1e-5 */
-    /* llama */
-    int n_kv_heads;     /* key/value heads (grouped-query attention); 0: n_head */
-    int ffn_hidden;     /* SwiGLU width; 0: 2/3 * 4 * d_model up to a multiple of 256 */
-    double rope_theta;  /* rotary base; 0: 10000 */
-    int tie_embeddings; /* the output layer is the input embedding (gpt2: always) */
-    /* dit (seq_len: the most tokens of a clip; vocab_size 0) */
-    int patch[3];            /* [pt, ph, pw]: frames, rows, columns of a patch */
-    const char **patch_list; /* model.patch as configured (parsed into patch by the check) */
-    size_t n_patch_list;
-    int cond;               /* ig_dit_cond */
-    int num_classes;        /* cond class: labels 0 .. num_classes - 1 (num_classes: none) */
-    double class_dropout;   /* cond class: a label replaced by none while training */
-    int caption_len;        /* cond caption: the caption tokens a clip attends to (vocab_size:
-                               the caption tokenizer's; id vocab_size is the null caption) */
-    double caption_dropout; /* cond caption: a caption replaced by the null one while training */
+    int seq_len;      /* the longest sequence (a diffusion model: the tokens of its largest clip) */
+    int vocab_size;   /* ids 0 .. vocab_size - 1 (0: a family that reads no tokens) */
+    int padded_vocab; /* filled by ig_model_config_check (the family's padding) */
+    double norm_eps;  /* the norms' epsilon; 0: the family's default */
+    /* the family's own fields, in a struct only it reads (train/family.h) */
+    _Alignas(8) unsigned char own[IG_MODEL_OWN_BYTES];
 } ig_model_config;
+
+/* A shape from model.* keys written as YAML ("arch: llama, n_layer: 2, n_kv_heads: 1" or a block
+ * mapping; the keys without their "model." prefix), every other key at its default as a
+ * configuration file would have it, then checked (ig_model_config_check). Errors name the key. */
+ig_status ig_model_config_parse(ig_model_config *out, const char *yaml, ig_err *err);
+/* The first model.* key whose value differs between two shapes ("model.arch", "model.n_layer",
+ * ... then the family's own), or "" when none: how a checkpoint or a Hugging Face directory is
+ * matched against a configuration. A family that computes positions for any length (dit) does not
+ * compare seq_len. */
+const char *ig_model_config_differs(const ig_model_config *a, const ig_model_config *b);
+
+/* What a generative model can be conditioned on when it samples (ingot sample --label, --prompt):
+ * IG_COND_* bits, 0 for none. */
+enum { IG_COND_LABEL = 1, IG_COND_TEXT = 2 };
+int ig_model_conditions(const ig_model_config *c);
+/* What a model trains for and reads, as its objective says (train/objective.h): the objective
+ * ("next-token": cross-entropy over token ids; "rectified-flow": a diffusion model over clips), the
+ * data it reads ("tokens": token shards; "clips": clip shards), what a micro-batch is counted in
+ * ("samples", "clips") and what sampling it makes ("text", "video"; NULL: none). */
+typedef struct ig_model_io {
+    const char *objective, *input, *units, *sampler;
+} ig_model_io;
+ig_model_io ig_model_io_of(const ig_model_config *c);
 
 /* Fills the family's defaults and derived fields (padded_vocab, ...) and checks the shape (every
  * field positive, heads dividing d_model, kv heads dividing heads, ...); errors name the key. */
@@ -118,11 +130,13 @@ typedef struct ig_train_config {
     /* ema: an exponential moving average of the weights, updated after every step (0: none;
      * -1: the family's default, 0.9999 for dit and none for the language models) */
     double ema_decay;
-    /* diffusion (dit): the shift of the logit-normal times, t' = s t / (1 + (s - 1) t) */
+    /* the rectified-flow objective's (objectives/flow.c): the shift of the logit-normal times,
+     * t' = s t / (1 + (s - 1) t) (diffusion.shift), and the times of the validation grid,
+     * (k + 0.5) / n (eval.timesteps) */
     double flow_shift;
+    int eval_timesteps;
     /* eval */
     int64_t eval_every, eval_batches;
-    int eval_timesteps; /* dit: the times of the validation grid, (k + 0.5) / n */
     /* ckpt */
     int64_t ckpt_every, ckpt_keep;
     /* log */
@@ -148,15 +162,18 @@ typedef struct ig_train_config {
     double timeout; /* seconds without progress before every rank gives up */
 } ig_train_config;
 
-/* The keys of a training config, as tables that all bind into an ig_train_config: the trainer's
- * own (model.arch and the keys every family has, train, optim, eval, ckpt, log, parallel), then
- * each family's model.* keys. Fills up to cap tables (tables[i] has counts[i] keys) and returns
- * how many there are. */
-size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap);
+/* The keys of a training config, as tables: the trainer's own (model.arch and the keys every
+ * family has, train, optim, eval, ckpt, log, parallel), then each family's own model.* keys and
+ * its objective's keys (diffusion.shift, ...). Fills up to cap tables (tables[i] has counts[i]
+ * keys; binds[i] 1 when the table binds into an ig_train_config, 0 for a family's own keys, which
+ * ig_train_config_resolve binds into the shape) and returns how many there are. */
+size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, int *binds, size_t cap);
 
-/* Resolves the alternative spellings of a configuration (plugin / plugin_config into parallel.*,
- * refusing a value given twice differently, naming both keys). ig_train_run calls it on its own
- * copy; cfg (may be NULL) says which keys were set. */
+/* Binds model.arch's own keys from cfg into t->model (a family's fields, which only it reads;
+ * cfg NULL: t->model keeps them as given) and resolves the alternative spellings of a
+ * configuration (plugin / plugin_config into parallel.*, refusing a value given twice
+ * differently, naming both keys). ig_train_run calls it on its own copy; cfg (may be NULL) says
+ * which keys were set. */
 ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_err *err);
 
 /* Checks what the keys cannot check alone (heads dividing d_model, global_batch a multiple of
@@ -275,14 +292,14 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
 typedef struct ig_clip_input {
     const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt) */
     int B, F, H, W;
-    const uint32_t *labels; /* [B] class ids (model.cond class); a label >= num_classes or
-                               IG_CLIP_NONE is the null class; NULL: all null */
-    /* model.cond caption: [B, caption_len] token ids, of which the first caption_lens[b] are the
-     * caption (0: none, the null caption); NULL: every caption the null one */
+    const uint32_t *labels; /* [B] class ids (a class-conditional model); IG_CLIP_NONE is the null
+                               class; NULL: all null */
+    /* a caption-conditioned model: [B, its caption length] token ids, of which the first
+     * caption_lens[b] are the caption (0: none, the null caption); NULL: every caption the null
+     * one */
     const int32_t *captions, *caption_lens;
-    int drop_labels;    /* each label (caption) becomes the null one with probability
-                           model.class_dropout (caption_dropout) while training, drawn from
-                           (seed, key, b) */
+    int drop_labels;    /* each label (caption) becomes the null one with the model's dropout
+                           probability while training, drawn from (seed, key, b) */
     const float *noise; /* [B, F, H, W, 3] eps, or NULL: drawn */
     const float *t;     /* [B] times in [0, 1], or NULL: drawn */
     const float *xt;    /* sampling: x_t itself [B, F, H, W, 3] (no frames, noise, loss) */
@@ -290,10 +307,8 @@ typedef struct ig_clip_input {
     double shift;       /* of the drawn times (1: none) */
 } ig_clip_input;
 
-/* Whether the model's family reads clips (a diffusion model) rather than tokens. */
-int ig_model_reads_clips(const ig_model_config *c);
-/* The tokens of a clip of F x H x W: the patches (refused with the numbers when they do not
- * divide it). */
+/* The tokens of a clip of F x H x W for a diffusion model: the patches (refused with the numbers
+ * when they do not divide it). */
 ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
                                ig_err *err);
 /* Forward (grad_scale 0) or forward and backward of a diffusion model's micro-batch; *loss the
@@ -600,6 +615,33 @@ typedef struct ig_clip_eval_result {
 
 ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
                               ig_clip_eval_result *res, ig_err *err);
+
+/* What ingot eval measures: a model on disk evaluated as its objective says, on data of the kind
+ * it reads - a next-token model over token shards (data, seq_len), a rectified-flow model over
+ * clip shards at the grid's times with keyed noise, or with a noise file (timesteps, seed,
+ * noise_file). An option that does not apply to the model is refused, naming it. */
+typedef struct ig_eval_opts {
+    const ig_data_config *data; /* the shards: data->path and the data keys (split, seed, ...) */
+    int micro_batch, batches;
+    int seq_len;   /* tokens: per sample (0: the model's positions) */
+    int timesteps; /* clips: the grid's times */
+    const char *noise_file; /* clips: "" or NULL: none */
+    ig_weights weights;
+} ig_eval_opts;
+
+enum { IG_EVAL_MAX_LINES = IG_EVAL_MAX_TIMES + 2, IG_EVAL_LINE = 96 };
+typedef struct ig_eval_result {
+    char what[256]; /* what was evaluated, one line ("4 micro-batches of 2 x 32 tokens") */
+    size_t n_lines; /* labelled values, one a line, before the loss ("t 0.1000 loss 0.123456") */
+    char lines[IG_EVAL_MAX_LINES][IG_EVAL_LINE];
+    double loss;    /* the objective's mean loss ('loss X' is the last line ingot eval prints) */
+} ig_eval_result;
+
+/* Opens the model at path on be with room for the data's largest micro-batch, refuses weights that
+ * are not finite, and evaluates it (res is large: allocate it). */
+ig_status ig_model_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const ig_eval_opts *o,
+                            ig_eval_result *res, ig_err *err);
+
 
 /* Videos from a diffusion model: Euler steps of the flow from t = 1 (noise drawn from (seed,
  * video)) to 0 on the grid t_i = 1 - i / steps (shifted as diffusion.shift shifts the training

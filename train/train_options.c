@@ -35,8 +35,9 @@ enum { PLUGIN_NONE, PLUGIN_DDP, PLUGIN_ZERO1, PLUGIN_ZERO2, PLUGIN_HYBRID };
 
 static const ig_cfg_key train_keys[] = {
     KE("model.arch", model.arch, "gpt2", ig_model_archs,
-       "the model family: gpt2 (learned positions, LayerNorm, GeLU, tied embeddings) or llama "
-       "(RMSNorm, rotary positions, SwiGLU, grouped-query attention)"),
+       "the model: gpt2 (learned positions, LayerNorm, GeLU, tied embeddings), llama (RMSNorm, "
+       "rotary positions, SwiGLU, grouped-query attention) - presets of the decoder family - or "
+       "dit (a video diffusion transformer over clip shards)"),
     K("model.n_layer", IG_CFG_INT, model.n_layer, "12", 1, 1024, "transformer blocks"),
     K("model.n_head", IG_CFG_INT, model.n_head, "12", 1, 4096, "attention heads"),
     K("model.d_model", IG_CFG_INT, model.d_model, "768", 1, 65536, "model width (C)"),
@@ -177,16 +178,26 @@ static const ig_cfg_key train_keys[] = {
     K("plugin_config.zero_stage", IG_CFG_INT, pc_zero, "0", 0, 2, "plugin hybrid: parallel.zero"),
 };
 
-size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, size_t cap) {
+size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, int *binds, size_t cap) {
     size_t n = 0;
-    if (n < cap) tables[n] = train_keys, counts[n] = sizeof train_keys / sizeof train_keys[0];
-    n++;
+    const ig_cfg_key *seen[32];
+    size_t n_seen = 0;
+#define ADD(k, c, b)                                                                               \
+    do {                                                                                           \
+        int dup = 0;                                                                               \
+        for (size_t s_ = 0; s_ < n_seen; s_++) dup |= seen[s_] == (k);                             \
+        if ((c) == 0 || dup) break;                                                                \
+        if (n_seen < 32) seen[n_seen++] = (k);                                                     \
+        if (n < cap) tables[n] = (k), counts[n] = (c), binds[n] = (b);                             \
+        n++;                                                                                       \
+    } while (0)
+    ADD(train_keys, sizeof train_keys / sizeof train_keys[0], 1);
     for (int a = 0; ig_family_of(a); a++) {
         const ig_family *f = ig_family_of(a);
-        if (!f->n_keys) continue;
-        if (n < cap) tables[n] = f->keys, counts[n] = f->n_keys;
-        n++;
+        ADD(f->keys, f->n_keys, 0);
+        ADD(f->objective->keys, f->objective->n_keys, 1);
     }
+#undef ADD
     return n;
 }
 
@@ -199,24 +210,35 @@ static void where(const ig_config *cfg, const char *key, char *buf, size_t cap) 
         snprintf(buf, cap, "%s: %s", o, key);
 }
 
-/* A key of another family than model.arch's, set in the configuration, is refused: it would be
- * silently ignored. */
+/* Whether table (n keys) has a key of this path. */
+static int has_key(const ig_cfg_key *table, size_t n, const char *path) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(table[i].path, path)) return 1;
+    return 0;
+}
+
+/* A key of another family (or of its objective) than model.arch's, set in the configuration, is
+ * refused: it would be silently ignored. */
 static ig_status foreign_keys(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
     const ig_family *mine = ig_family_of(t->model.arch);
     for (int a = 0; cfg && mine && ig_family_of(a); a++) {
         const ig_family *f = ig_family_of(a);
-        for (size_t i = 0; f != mine && i < f->n_keys; i++) {
-            const char *path = f->keys[i].path;
-            int shared = 0;
-            for (size_t j = 0; j < mine->n_keys; j++) shared |= !strcmp(mine->keys[j].path, path);
-            if (shared || !ig_config_is_set(cfg, path)) continue;
-            char w[600];
-            where(cfg, path, w, sizeof w);
-            return ig_err_set(err, IG_ERR_CONFIG,
-                              "%s is a key of model.arch %s, and this configuration's model.arch "
-                              "is %s: remove it, or set model.arch: %s",
-                              w, f->arch, mine->arch, f->arch);
-        }
+        const ig_cfg_key *tabs[2] = {f->keys, f->objective->keys};
+        size_t ns[2] = {f->n_keys, f->objective->n_keys};
+        for (int k = 0; f != mine && k < 2; k++)
+            for (size_t i = 0; i < ns[k]; i++) {
+                const char *path = tabs[k][i].path;
+                if (has_key(mine->keys, mine->n_keys, path) ||
+                    has_key(mine->objective->keys, mine->objective->n_keys, path) ||
+                    !ig_config_is_set(cfg, path))
+                    continue;
+                char w[600];
+                where(cfg, path, w, sizeof w);
+                return ig_err_set(err, IG_ERR_CONFIG,
+                                  "%s is a key of model.arch %s, and this configuration's "
+                                  "model.arch is %s: remove it, or set model.arch: %s",
+                                  w, f->arch, mine->arch, f->arch);
+            }
     }
     return IG_OK;
 }
@@ -239,6 +261,15 @@ static ig_status alias(const ig_config *cfg, const char *from, const char *key, 
 }
 
 ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    /* model.arch's own keys, into its own part of the shape */
+    const ig_family *f = ig_family_of(t->model.arch);
+    if (cfg && f && f->n_keys) {
+        memset(t->model.own, 0, sizeof t->model.own);
+        ig_status bs = ig_config_bind(cfg, f->keys, f->n_keys, t->model.own, err);
+        if (bs != IG_OK) return bs;
+    }
+    ig_status fs = foreign_keys(t, cfg, err);
+    if (fs != IG_OK) return fs;
     int p = t->plugin;
     int pc_set = cfg && (ig_config_is_set(cfg, "plugin_config.tp_size") ||
                          ig_config_is_set(cfg, "plugin_config.pp_size") ||

@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "family.h"
 #include "feed.h"
+#include "objective.h"
 #include "hf.h"
 #include "metrics.h"
 #include "plan.h"
@@ -61,13 +62,20 @@ static uint64_t train_samples(const ig_train_config *t) {
     return (uint64_t)t->steps * (uint64_t)gb;
 }
 
+/* The training data, and the validation data with eval.every, as the objective reads them. */
 static ig_status open_data(run *r, ig_err *err) {
     const ig_train_config *t = r->t;
-    ig_input_kind kind = ig_family_of(t->model.arch)->input;
-    ig_status st = ig_feed_open(&r->train, r->ctx, t, kind, 0, train_samples(t), err);
+    const ig_objective *obj = ig_objective_of(&t->model);
+    ig_feed_opts o = {.input = obj->input,
+                      .samples = train_samples(t),
+                      .repeats = 1,
+                      .caption_len = obj->caption_len ? obj->caption_len(&t->model) : 0};
+    ig_status st = ig_feed_open(&r->train, r->ctx, t, &o, err);
     if (st == IG_OK && t->eval_every > 0) {
-        uint64_t vs = (uint64_t)t->eval_batches * (uint64_t)t->micro_batch;
-        st = ig_feed_open(&r->valid, r->ctx, t, kind, 1, vs, err);
+        o.valid = 1;
+        o.samples = (uint64_t)t->eval_batches * (uint64_t)t->micro_batch;
+        o.repeats = obj->eval_repeats(t);
+        st = ig_feed_open(&r->valid, r->ctx, t, &o, err);
     }
     return st;
 }
@@ -435,76 +443,6 @@ static ig_status all_ranks_ok(run *r, ig_status st, const char *what, ig_err *er
 
 /* ---- setup ----------------------------------------------------------------------------------- */
 
-/* A language model: the vocabulary and end-of-document id the shards were made with. */
-static ig_status token_shape(run *r, ig_err *err) {
-    const ig_train_config *t = r->t;
-    int vocab = 0;
-    int32_t eod = -1;
-    ig_status st = ig_feed_vocab(r->train, &vocab, &eod, err);
-    if (st != IG_OK && t->model.vocab_size == 0) return st;
-    if (t->model.vocab_size && vocab > t->model.vocab_size)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "model.vocab_size %d is smaller than the shards' vocabulary of %d",
-                          t->model.vocab_size, vocab);
-    if (!r->shape.vocab_size) r->shape.vocab_size = vocab;
-    if ((st = ig_model_config_check(&r->shape, err)) != IG_OK) return st;
-    r->batch = (ig_batch_opts){t->eod_mask_loss, t->doc_attention, eod};
-    if ((t->eod_mask_loss || t->doc_attention) && eod < 0)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "train.eod_mask_loss and train.doc_attention need an end-of-document "
-                          "id, and the shards' manifests name none");
-    ig_feed_set_batch_opts(r->train, &r->batch);
-    if (r->valid) ig_feed_set_batch_opts(r->valid, &r->batch);
-    return IG_OK;
-}
-
-/* A diffusion model: every shape of micro-batch the clips hold must be cut into patches; the
- * activations are planned for the most clips and the most tokens of one (model.seq_len: the
- * most tokens of a clip). */
-static ig_status clip_shapes(run *r, ig_err *err) {
-    enum { MAX_SHAPES = 1024 };
-    ig_clip_shape *sh = ig_alloc(r->ctx, MAX_SHAPES * sizeof *sh);
-    if (!sh) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    size_t n = ig_feed_shapes(r->train, sh, MAX_SHAPES);
-    ig_status st = IG_OK;
-    /* captions: the vocabulary of their tokenizer, from the caption shards */
-    uint64_t cv = ig_feed_caption_vocab(r->train);
-    if (r->shape.cond == IG_COND_CAPTION && cv == 0)
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "model.cond caption: the clip shards have no captions (make them with "
-                        "ingot preprocess video --tokenizer)");
-    if (st == IG_OK && r->shape.cond == IG_COND_CAPTION && r->shape.vocab_size == 0)
-        r->shape.vocab_size = (int)cv;
-    if (st == IG_OK && r->shape.cond == IG_COND_CAPTION && (uint64_t)r->shape.vocab_size < cv)
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "model.vocab_size %d is smaller than the caption shards' vocabulary of "
-                        "%llu",
-                        r->shape.vocab_size, (unsigned long long)cv);
-    if (st == IG_OK) st = ig_model_config_check(&r->shape, err);
-    if (st == IG_OK && n > MAX_SHAPES)
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "data: the clips come in %zu shapes, more than %d: make them with buckets "
-                        "(ingot preprocess video --buckets)",
-                        n, MAX_SHAPES);
-    int B = 0, T = 0;
-    for (size_t i = 0; st == IG_OK && i < n; i++) {
-        int tok = 0;
-        st = ig_model_clip_tokens(&r->shape, sh[i].F, sh[i].H, sh[i].W, &tok, err);
-        if (st != IG_OK) {
-            ig_err_prefix(err, st, "data: clips of %d frames of %dx%d", sh[i].F, sh[i].H, sh[i].W);
-            break;
-        }
-        if (sh[i].B > B) B = sh[i].B;
-        if (tok > T) T = tok;
-    }
-    ig_free(r->ctx, sh);
-    if (st != IG_OK) return st;
-    r->shape.seq_len = T;
-    r->B = B;
-    r->T = T;
-    return ig_model_config_check(&r->shape, err);
-}
-
 /* The data (rank 0 first: it builds the index caches, which the others then read), and what the
  * model takes from it. */
 static ig_status setup_data(run *r, ig_err *err) {
@@ -525,12 +463,18 @@ static ig_status setup_data(run *r, ig_err *err) {
      * the others go on to the run's first collectives */
     const char *stop = getenv("IG_FAULT_STOP_START");
     if (stop && r->world && atoi(stop) == rank) raise(SIGSTOP);
-    r->shape = t->model;
-    r->B = t->micro_batch;
-    r->T = t->model.seq_len;
-    st = ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS ? clip_shapes(r, err)
-                                                              : token_shape(r, err);
-    if (st != IG_OK) return st;
+    /* what the model takes from the data (a vocabulary, the longest clip), as its objective says */
+    ig_data_facts facts;
+    ig_fit fit = {.shape = t->model};
+    if ((st = ig_feed_facts(r->train, &facts, err)) != IG_OK ||
+        (st = ig_objective_of(&t->model)->fit(&fit, t, &facts, err)) != IG_OK)
+        return st;
+    r->shape = fit.shape;
+    r->B = fit.B;
+    r->T = fit.T;
+    r->batch = fit.bo;
+    ig_feed_set_batch_opts(r->train, &r->batch);
+    if (r->valid) ig_feed_set_batch_opts(r->valid, &r->batch);
     /* model.init_from: its files against the configuration's model, before any work */
     if (!r->o->resume && t->init_from && *t->init_from &&
         (st = ig_hf_match(r->ctx, t->init_from, &r->shape, err)) != IG_OK)
@@ -625,50 +569,21 @@ static ig_status setup_model(run *r, ig_err *err) {
     return all_ranks_ok(r, st, "creating the model", err);
 }
 
-/* A resumed run whose train.steps differ from the checkpoint's (extending a finished run, most
- * often): its data index is built for another number of samples, so its key differs from the
- * saved one. The data is the same when the index built for the saved number of samples has the
- * saved key: then the run goes on from the consumed samples of the new index (a shuffle of all its
- * samples, as Megatron's when --train-iters grows: the steps that follow may read again samples
- * that the first steps read, and skip others). Otherwise the data changed, which is refused. */
+/* A resumed run whose data's identity differs from the checkpoint's (the run's length changed,
+ * most often): the feed says whether it is the same data (feed.h's ig_feed_resume), and goes on
+ * from the consumed samples of a rebuilt index when it is. */
 static ig_status extend(run *r, const ig_ckpt_info *info, ig_err *err) {
-    const ig_train_config *t = r->t;
-    /* clips: the stream does not depend on the run's length (the clip loader checks the key) */
-    if (ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS) return IG_OK;
-    uint64_t now = train_samples(t), key = ig_feed_key(r->train);
-    if (key == info->loader.index_key) return IG_OK;
-    if (info->train_samples && info->train_samples != now) {
-        ig_feed *then_feed = NULL;
-        ig_status st =
-            ig_feed_open(&then_feed, r->ctx, t, IG_INPUT_TOKENS, 0, info->train_samples, err);
-        uint64_t then = then_feed ? ig_feed_key(then_feed) : 0;
-        ig_feed_close(then_feed);
-        if (st != IG_OK) return ig_err_prefix(err, st, "the checkpoint's data");
-        if (then == info->loader.index_key) {
-            if (r->writer && !r->o->quiet)
-                fprintf(r->log,
-                        "train.steps is %lld now (%llu samples; the checkpoint's run had %llu): "
-                        "the data's index is rebuilt for them and the run goes on from sample "
-                        "%llu of it\n",
-                        (long long)t->steps, (unsigned long long)now,
-                        (unsigned long long)info->train_samples,
-                        (unsigned long long)info->loader.consumed_samples);
-            r->start.index_key = key;
-            return IG_OK;
-        }
-    }
-    if (!info->train_samples)
-        return ig_err_set(err, IG_ERR_CONFIG,
-                          "the checkpoint's data index differs from this configuration's: "
-                          "data.path, data.split, data.seed, model.seq_len or train.steps changed "
-                          "since it was saved, or the shards did (a version-1 checkpoint does not "
-                          "record its run's length: resume it with its own train.steps)");
-    return ig_err_set(err, IG_ERR_CONFIG,
-                      "the checkpoint was saved on other data than this configuration's: "
-                      "data.path, data.split, data.seed or model.seq_len changed, or the shards "
-                      "did (train.steps %lld: %llu samples%s)",
-                      (long long)t->steps, (unsigned long long)now,
-                      info->train_samples == now ? ", as the checkpoint's run" : "");
+    int rebuilt = 0;
+    ig_status st = ig_feed_resume(r->train, info->loader.index_key, info->train_samples, &r->start,
+                                  &rebuilt, err);
+    if (st == IG_OK && rebuilt && r->writer && !r->o->quiet)
+        fprintf(r->log,
+                "train.steps is %lld now (%llu samples; the checkpoint's run had %llu): the "
+                "data's index is rebuilt for them and the run goes on from sample %llu of it\n",
+                (long long)r->t->steps, (unsigned long long)train_samples(r->t),
+                (unsigned long long)info->train_samples,
+                (unsigned long long)info->loader.consumed_samples);
+    return st;
 }
 
 /* The starting point: the latest checkpoint (resume), a Hugging Face model (model.init_from), or
@@ -718,13 +633,13 @@ static ig_status restore(run *r, ig_err *err) {
 static void print_banner(run *r) {
     static const char *const zero_names[] = {"", ", ZeRO-1", ", ZeRO-2", ", ZeRO-3"};
     char shape[512];
-    int clips = ig_model_reads_clips(&r->shape);
+    const ig_objective *obj = ig_objective_of(&r->shape);
     fprintf(r->log,
             "model: %s: %.2fM parameters on %s; %d %s x %d tokens per micro-batch%s, %d "
             "micro-batches (%lld tokens) per step\n",
             ig_model_describe(&r->shape, shape, sizeof shape),
-            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), r->B,
-            clips ? "clips" : "samples", r->T, clips ? " (at most)" : "", r->accum * r->lo.dp,
+            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), r->B, obj->units,
+            r->T, obj->shapes_vary ? " (at most)" : "", r->accum * r->lo.dp,
             (long long)r->accum * r->lo.dp * r->B * r->T);
     char ulysses[64];
     snprintf(ulysses, sizeof ulysses, " x sp %d (ulysses)", r->lo.usp);

@@ -372,32 +372,49 @@ static void on_kernel(void *user, ig_op op, double seconds) {
     t->seconds[op] += seconds;
 }
 
-/* The model of the benchmark: GPT-2 small, or a Llama of its width and depth. */
-static ig_model_config bench_shape(int arch) {
-    ig_model_config c = {.arch = arch,
-                         .n_layer = 12,
-                         .n_head = 12,
-                         .d_model = 768,
-                         .seq_len = 1024,
-                         .vocab_size = 50257};
-    if (arch == IG_ARCH_LLAMA) c.n_kv_heads = 4, c.ffn_hidden = 2048;
-    if (arch == IG_ARCH_DIT) /* DiT-S/2's blocks, a 1 x 2 x 2 patch, ImageNet's classes */
-        c = (ig_model_config){.arch = arch,
-                              .n_layer = 12,
-                              .n_head = 6,
-                              .d_model = 384,
-                              .seq_len = 1,
-                              .patch = {1, 2, 2},
-                              .cond = IG_COND_CLASS,
-                              .num_classes = 1000,
-                              .class_dropout = 0.1};
+/* model.arch's index of a name ("gpt2", "llama", "dit"). */
+static int arch_of(const char *name) {
+    for (int k = 0; ig_model_archs[k]; k++)
+        if (!strcmp(ig_model_archs[k], name)) return k;
+    return -1;
+}
+#define IS(arch, name) ((arch) == arch_of(name))
+
+/* What the benchmark set beyond the common fields (the hand count below reads these, not the
+ * family's fields). */
+typedef struct bench_dims {
+    int kv_heads, ffn, patch[3], caption;
+} bench_dims;
+
+/* The model of the benchmark: GPT-2 small, a Llama of its width and depth, or DiT-S/2's blocks
+ * (a 1 x 2 x 2 patch, ImageNet's classes). */
+static ig_model_config bench_shape(int arch, int T, bench_dims *d) {
+    ig_model_config c;
+    ig_err err = {0};
+    const char *text = "arch: gpt2, n_layer: 12, n_head: 12, d_model: 768, seq_len: 1024, "
+                       "vocab_size: 50257";
+    *d = (bench_dims){.kv_heads = 12, .ffn = 4 * 768, .patch = {1, 2, 2}};
+    char dit[256];
+    if (IS(arch, "llama")) {
+        text = "arch: llama, n_layer: 12, n_head: 12, d_model: 768, seq_len: 1024, "
+               "vocab_size: 50257, n_kv_heads: 4, ffn_hidden: 2048";
+        d->kv_heads = 4, d->ffn = 2048;
+    }
+    if (IS(arch, "dit")) {
+        snprintf(dit, sizeof dit,
+                 "arch: dit, n_layer: 12, n_head: 6, d_model: 384, seq_len: %d, patch: [1, 2, 2], "
+                 "cond: class, num_classes: 1000, class_dropout: 0.1",
+                 T > 0 ? T : 1);
+        text = dit;
+    }
+    if (ig_model_config_parse(&c, text, &err) != IG_OK) die("model", &err);
     return c;
 }
 
 static void make_model(ig_ctx *ctx, ig_backend *be, int arch, int recompute, int B, int T,
                        ig_model **m, ig_optimizer **opt) {
-    ig_model_config c = bench_shape(arch);
-    if (arch == IG_ARCH_DIT) c.seq_len = T;
+    bench_dims d;
+    ig_model_config c = bench_shape(arch, T, &d);
     ig_err err = {0};
     if (ig_model_create_recompute(m, ctx, be, &c, B, T, 1234, recompute, &err) != IG_OK ||
         ig_optimizer_create(opt, ctx, *m, &err) != IG_OK)
@@ -417,12 +434,12 @@ typedef struct hand_count {
     double per_layer;
 } hand_count;
 
-static int hand_acts(const ig_model_config *c, int B, int T, int r, hand_count *out) {
+static int hand_acts(const ig_model_config *c, const bench_dims *d, int B, int T, int r,
+                     hand_count *out) {
     double N = (double)B * T, C = c->d_model, L = c->n_layer, NH = c->n_head, hs = C / NH;
     double Vp = c->padded_vocab, act = 0, f32 = 0; /* per layer and token */
     memset(out, 0, sizeof *out);
-    switch (c->arch) {
-    case IG_ARCH_GPT2:
+    if (IS(c->arch, "gpt2")) {
         /* ln1 C, qkv 3C, attention's output C, attproj C, res2 C, ln2 C, fc 4C, gelu 4C, fcproj
          * C, res3 C = 18C; fp32: two LayerNorms' mean and rstd, attention's lse (one per head) */
         act = r == 0 ? 18 * C : r == 1 ? 17 * C : C;
@@ -432,9 +449,8 @@ static int hand_acts(const ig_model_config *c, int B, int T, int r, hand_count *
         out->act = N * (L * act + 2 * C + Vp);
         out->f32 = N * (L * f32 + 2 + 2);
         out->i32 = 3 * N;
-        break;
-    case IG_ARCH_LLAMA: {
-        double Q = (NH + 2.0 * c->n_kv_heads) * hs, H = NH * hs, F = c->ffn_hidden;
+    } else if (IS(c->arch, "llama")) {
+        double Q = (NH + 2.0 * d->kv_heads) * hs, H = NH * hs, F = d->ffn;
         /* h1 C, qkv Q, attention's output H, attproj C, res2 C, h2 C, gate F, up F, silu(gate)
          * up F, down C, res3 C; fp32: two rstd, lse */
         act = r == 0 ? 6 * C + Q + H + 3 * F : r == 1 ? 6 * C + Q + 3 * F : C;
@@ -442,11 +458,9 @@ static int hand_acts(const ig_model_config *c, int B, int T, int r, hand_count *
         out->act = N * (L * act + 2 * C + Vp); /* input, the final norm, logits */
         out->f32 = N * (L * f32 + 1 + 2);
         out->i32 = 3 * N;
-        break;
-    }
-    case IG_ARCH_DIT: {
-        if (c->cond == IG_COND_CAPTION) return 0;
-        double P = 3.0 * c->patch[0] * c->patch[1] * c->patch[2];
+    } else if (IS(c->arch, "dit")) {
+        if (d->caption) return 0;
+        double P = 3.0 * d->patch[0] * d->patch[1] * d->patch[2];
         /* per token: h1 C, qkv 3C, attention's output C, attproj C, res2 C, h2 C, fc1 4C, gelu
          * 4C, fc2 C, res3 C = 18C; per clip: the modulation 6C; fp32: two LayerNorms' mean and
          * rstd, lse */
@@ -461,8 +475,7 @@ static int hand_acts(const ig_model_config *c, int B, int T, int r, hand_count *
         out->i32 = B;                     /* labels */
         out->per_layer = act + mod / T + f32;
         return 1;
-    }
-    default:
+    } else {
         return 0;
     }
     out->per_layer = act + f32;
@@ -474,12 +487,14 @@ static void print_act_memory(const ig_model *m, int B, int T, int r, double as) 
     ig_act_memory am;
     ig_model_act_memory(m, &am);
     hand_count h;
+    bench_dims d;
+    bench_shape(ig_model_shape(m)->arch, T, &d);
     const double MiB = 1048576.0;
     printf("  activations per micro-batch (recompute %s): %.1f MiB allocated (act %.1f, fp32 %.1f, "
            "int32 %.2f), scratch beside it %.1f MiB",
            recompute_names[r], (double)am.slot / MiB, (double)am.slot_act / MiB,
            (double)am.slot_f32 / MiB, (double)am.slot_i32 / MiB, (double)am.scratch / MiB);
-    if (hand_acts(ig_model_shape(m), B, T, r, &h)) {
+    if (hand_acts(ig_model_shape(m), &d, B, T, r, &h)) {
         double hb = h.act * as + (h.f32 + h.i32) * 4;
         printf("; by hand %.1f MiB (%.0f values per layer and token): allocated / by hand %.4f",
                hb / MiB, h.per_layer, (double)am.slot / hb);
@@ -580,7 +595,7 @@ typedef struct bench_input {
 
 static batch make_batch(const bench_opts *o, int i_shape, const ig_model_config *mc,
                         bench_input *in) {
-    int B = o->B[i_shape], T = o->T[i_shape], dit = o->arch == IG_ARCH_DIT;
+    int B = o->B[i_shape], T = o->T[i_shape], dit = o->arch == arch_of("dit");
     size_t per = dit ? (size_t)o->F[i_shape] * o->H[i_shape] * o->W[i_shape] * 3 : 0;
     size_t n_in = dit ? (size_t)B * per : (size_t)B * (size_t)(T + 1);
     in->tokens = malloc(n_in * sizeof *in->tokens);
@@ -659,9 +674,11 @@ static shape_result run_recompute(const bench_opts *o, int i_shape) {
         ig_act_memory am;
         ig_model_act_memory(m[r], &am);
         hand_count h;
+        bench_dims d;
+        bench_shape(mc->arch, T, &d);
         res.rc_slot_mib[r] = (double)am.slot / MiB;
         res.rc_hand_mib[r] =
-            hand_acts(mc, B, T, r, &h) ? (h.act * as + (h.f32 + h.i32) * 4) / MiB : 0;
+            hand_acts(mc, &d, B, T, r, &h) ? (h.act * as + (h.f32 + h.i32) * 4) / MiB : 0;
         print_act_memory(m[r], B, T, r, as);
     }
     printf("  %d steps each after %d warm-up; losses of selective and full %s; load %.1f -> %.1f; "
@@ -702,7 +719,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     make_model(ctx, be, o->arch, o->recompute, B, T, &m, &opt);
     double create_s = ig_now() - t0, rss_built = peak_rss_mib(), rss_built_now = rss_now_mib();
     const ig_model_config *mc = ig_model_shape(m);
-    int dit = o->arch == IG_ARCH_DIT;
+    int dit = o->arch == arch_of("dit");
     bench_input in;
     batch bt = make_batch(o, i_shape, mc, &in);
 
@@ -865,7 +882,7 @@ int main(int argc, char **argv) {
             usage();
     }
     if (o.threads < 1 || o.warmup < 0) usage();
-    int dit = o.arch == IG_ARCH_DIT;
+    int dit = o.arch == arch_of("dit");
     if (o.n_shapes == 0 && dit) { /* 2 clips of 8 x 16 x 16 (512 tokens), 1 of 8 x 32 x 32 */
         o.B[0] = 2, o.F[0] = 8, o.H[0] = 16, o.W[0] = 16;
         o.B[1] = 1, o.F[1] = 8, o.H[1] = 32, o.W[1] = 32;
@@ -876,7 +893,8 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < o.n_shapes; i++) {
         if (dit) {
-            ig_model_config c = bench_shape(o.arch);
+            bench_dims d;
+            ig_model_config c = bench_shape(o.arch, 0, &d);
             ig_err err = {0};
             if (o.F[i] < 1 || ig_model_clip_tokens(&c, o.F[i], o.H[i], o.W[i], &o.T[i], &err))
                 usage();
@@ -886,7 +904,7 @@ int main(int argc, char **argv) {
 
     printf("%s training steps on the CPU backend, %d thread%s, recompute %s; each shape in a "
            "process of its own\n",
-           o.arch == IG_ARCH_LLAMA ? "A Llama of GPT-2 small's size"
+           o.arch == arch_of("llama") ? "A Llama of GPT-2 small's size"
            : dit                   ? "A video DiT with DiT-S/2's blocks"
                                    : "GPT-2 small",
            o.threads, o.threads > 1 ? "s" : "",

@@ -76,14 +76,13 @@ static ig_status diff_models(ig_ctx *ctx, const char *pa, const char *pb, double
     if (st == IG_OK) st = ig_model_open_weights(&mb, ctx, be, pb, 1, 1, weights, NULL, err);
     if (st == IG_OK) {
         const ig_model_config *a = ig_model_shape(ma), *b = ig_model_shape(mb);
-        if (a->arch != b->arch || a->n_layer != b->n_layer || a->n_head != b->n_head ||
-            a->d_model != b->d_model || a->vocab_size != b->vocab_size ||
-            (a->seq_len != b->seq_len && !ig_model_reads_clips(a)))
+        const char *d = ig_model_config_differs(a, b);
+        if (*d)
             st = ig_err_set(err, IG_ERR_INVALID_ARG,
-                            "%s and %s are models of different shapes (%d x %d, vocabulary %d; "
-                            "%d x %d, vocabulary %d)",
-                            pa, pb, a->n_layer, a->d_model, a->vocab_size, b->n_layer, b->d_model,
-                            b->vocab_size);
+                            "%s and %s are models of different shapes (%s differs: %d x %d, "
+                            "vocabulary %d; %d x %d, vocabulary %d)",
+                            pa, pb, d, a->n_layer, a->d_model, a->vocab_size, b->n_layer,
+                            b->d_model, b->vocab_size);
     }
     uint64_t na = st == IG_OK ? ig_model_buffer_elems(ma) : 0;
     uint64_t nb = st == IG_OK ? ig_model_buffer_elems(mb) : 0;

@@ -1,8 +1,8 @@
 /* cmd_eval.c - `ingot eval MODEL --data PREFIX --seq-len L --batches K [--micro-batch B]`: the mean
  * loss of a model (a checkpoint, a Hugging Face export directory, or a model.safetensors) over K
  * micro-batches of a token shard's samples, from the start of the stream; of a diffusion model,
- * over clip shards at a grid of times (or with a noise file's noise and times). Thin over
- * ig_model_open, ig_model_eval and ig_model_eval_clips. */
+ * over clip shards at a grid of times (or with a noise file's noise and times): whatever the
+ * model's objective measures. Thin over ig_model_evaluate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,57 +68,6 @@ static const ig_cfg_key eval_keys[] = {
                 "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
 
-/* A diffusion model's loss on clip shards. */
-static ig_status eval_clips(ig_ctx *ctx, ig_backend *be, const char *path, const eval_args *a,
-                            uint64_t seed, ig_err *err) {
-    ig_model_config shape;
-    ig_model *m = NULL;
-    ig_status st = ig_model_read_shape(ctx, path, &shape, err);
-    /* room for the largest micro-batch and clip of the shards */
-    int B = a->micro_batch, T = 1;
-    ig_clip_dataset *ds = NULL;
-    if (st == IG_OK) st = ig_clip_dataset_open(&ds, ctx, a->data, a->n_data, err);
-    size_t nb = 0;
-    const ig_clip_bucket *bk = ds ? ig_clip_dataset_buckets(ds, &nb) : NULL;
-    for (uint64_t g = 0; st == IG_OK && g < ig_clip_dataset_clips(ds); g++) {
-        ig_clip_info c = ig_clip_dataset_info(ds, g, NULL, NULL);
-        int tok = 0;
-        if (c.bucket != IG_CLIP_NONE && c.bucket < nb && (int)bk[c.bucket].batch_size > B)
-            B = (int)bk[c.bucket].batch_size;
-        st = ig_model_clip_tokens(&shape, (int)c.frames, (int)c.height, (int)c.width, &tok, err);
-        if (st != IG_OK) ig_err_prefix(err, st, "clip %llu", (unsigned long long)g);
-        if (tok > T) T = tok;
-    }
-    ig_clip_dataset_close(ds);
-    if (st == IG_OK)
-        st = ig_model_open_weights(&m, ctx, be, path, B, T, (ig_weights)a->weights, NULL, err);
-    if (st == IG_OK && (st = ig_model_check_finite(m, err)) != IG_OK)
-        ig_err_prefix(err, st, "%s: its weights are not finite", path);
-    ig_clip_eval_opts o = {.prefixes = a->data,
-                           .n = a->n_data,
-                           .micro_batch = a->micro_batch,
-                           .batches = a->batches,
-                           .timesteps = a->timesteps,
-                           .seed = seed,
-                           .noise_file = a->noise};
-    ig_clip_eval_result *r = st == IG_OK ? calloc(1, sizeof *r) : NULL;
-    if (st == IG_OK && !r) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    if (st == IG_OK) st = ig_model_eval_clips(m, ctx, &o, r, err);
-    if (st == IG_OK) {
-        if (!a->flags.quiet && r->n_times)
-            printf("%llu clips, each at %d times\n", (unsigned long long)r->clips, r->n_times);
-        else if (!a->flags.quiet)
-            printf("%llu clips with the noise and times of %s\n", (unsigned long long)r->clips,
-                   a->noise);
-        for (int k = 0; k < r->n_times; k++)
-            printf("t %.4f loss %.6f\n", (k + 0.5) / r->n_times, r->loss_at[k]);
-        printf("loss %.6f\n", r->loss);
-    }
-    free(r);
-    ig_model_free(m);
-    return st;
-}
-
 int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     eval_args a = {0};
     ig_data_config dc;
@@ -142,49 +91,25 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_backend *be = NULL;
-    ig_model *m = NULL;
-    ig_data_resolved dr = {0};
-    double loss = 0;
-    int32_t eod = -1;
     ig_backend_opts bo = ig_backend_opts_default();
-    ig_status st = ig_cmd_ctx(&ctx, &a.flags, &err);
+    ig_eval_opts eo = {.data = &dc,
+                       .micro_batch = a.micro_batch,
+                       .batches = a.batches,
+                       .seq_len = a.seq_len,
+                       .timesteps = a.timesteps,
+                       .noise_file = a.noise,
+                       .weights = (ig_weights)a.weights};
+    ig_eval_result *res = calloc(1, sizeof *res);
+    ig_status st = res ? ig_cmd_ctx(&ctx, &a.flags, &err) : ig_err_set(&err, IG_ERR_NOMEM, "out of memory");
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
-    ig_model_config shape = {0};
-    if (st == IG_OK) st = ig_model_read_shape(ctx, argv[first], &shape, &err);
-    if (st == IG_OK && ig_model_reads_clips(&shape)) {
-        st = eval_clips(ctx, be, argv[first], &a, dc.seed, &err);
-        goto done;
-    }
-    if (st == IG_OK && (*a.noise || a.weights == IG_WEIGHTS_EMA))
-        st = ig_err_set(&err, IG_ERR_INVALID_ARG,
-                        "--noise and --weights ema are for a diffusion model's clips");
-    if (st == IG_OK)
-        st = ig_model_open_weights(&m, ctx, be, argv[first], a.micro_batch, a.seq_len,
-                                   (ig_weights)a.weights, &eod, &err);
-    if (st == IG_OK && (st = ig_model_check_finite(m, &err)) != IG_OK)
-        ig_err_prefix(&err, st, "%s: its weights are not finite", argv[first]);
-    int T = m ? ig_model_shape(m)->seq_len : 0;
-    if (st == IG_OK && a.seq_len > T)
-        st = ig_err_set(&err, IG_ERR_INVALID_ARG,
-                        "--seq-len %d is more than the model's %d "
-                        "positions",
-                        a.seq_len, T);
+    if (st == IG_OK) st = ig_model_evaluate(ctx, be, argv[first], &eo, res, &err);
     if (st == IG_OK) {
-        uint32_t L = (uint32_t)(a.seq_len ? a.seq_len : T);
-        st = ig_data_config_resolve(&dc, L, (uint64_t)a.batches * (uint64_t)a.micro_batch, &dr,
-                                    &err);
+        if (!a.flags.quiet) printf("%s\n", res->what);
+        for (size_t k = 0; k < res->n_lines; k++) printf("%s\n", res->lines[k]);
+        printf("loss %.6f\n", res->loss);
     }
-    if (st == IG_OK) st = ig_model_eval(m, ctx, &dr.opts, a.micro_batch, a.batches, &loss, &err);
-    if (st == IG_OK) {
-        if (!a.flags.quiet)
-            printf("%d micro-batches of %d x %u tokens\n", a.batches, a.micro_batch,
-                   dr.opts.seq_len);
-        printf("loss %.6f\n", loss);
-    }
-done:
     rc = st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
-    ig_data_resolved_free(&dr);
-    ig_model_free(m);
+    free(res);
     ig_backend_free(be);
     ig_ctx_free(ctx);
     ig_config_free(cfg);

@@ -163,7 +163,7 @@ static void print_header(const ig_plan *p, const char *config, size_t shown, int
     printf("  %.3g%s parameters; %d %s of %d tokens per step (micro-batch %d), %s; %.3g GFLOP per "
            "token forward\n",
            (double)p->params / (big ? 1e9 : 1e6), big ? "B" : "M", p->global_batch,
-           ig_model_reads_clips(&p->shape) ? "clips" : "samples", p->T, p->B,
+           ig_model_io_of(&p->shape).units, p->T, p->B,
            p->act_size == 2 ? "bf16 (fp32 master weights and AdamW)" : "fp32",
            p->flops_per_token / 1e9);
     printf("  %d %s on %d node%s of %d: %.1f GB each, %.3g TFLOP/s GEMM, %.3g GB/s in a node, "
@@ -351,7 +351,7 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     ig_err err = {0};
     if (rc < 0 && ig_plan_world_gpu(&w, ig_plan_gpus[a.gpu], &err) != IG_OK) rc = ig_cmd_fail(&err);
     if (rc < 0 && ig_train_config_resolve(&t, cfg, &err) != IG_OK) rc = ig_cmd_fail(&err);
-    int clips = rc < 0 && ig_model_reads_clips(&t.model);
+    int clips = rc < 0 && !strcmp(ig_model_io_of(&t.model).input, "clips");
     if (clips && *a.clip && !clip_tokens(cmd, a.clip, &t.model)) rc = IG_EXIT_USAGE;
     if (clips && !*a.clip && !ig_config_is_set(cfg, "model.seq_len"))
         rc = ig_cmd_usage_error(cmd,

@@ -171,10 +171,10 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     ig_tokenizer *tok = NULL;
     ig_encoder *enc = NULL;
     ig_tokens ids = {0};
-    if (st == IG_OK && *a->prompt && shape.cond != IG_COND_CAPTION)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG,
-                        "--prompt: %s is not conditioned on captions (model.cond %s)", path,
-                        shape.cond == IG_COND_CLASS ? "class: give --label K" : "none");
+    int conds = ig_model_conditions(&shape);
+    if (st == IG_OK && *a->prompt && !(conds & IG_COND_TEXT))
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "--prompt: %s is not conditioned on captions (%s)",
+                        path, conds & IG_COND_LABEL ? "it takes a class: give --label K" : "none");
     if (st == IG_OK && *a->prompt && !*a->tokenizer)
         st = ig_err_set(err, IG_ERR_INVALID_ARG,
                         "--prompt needs --tokenizer, the one the clips' captions were made with");
@@ -241,7 +241,7 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     ig_status ss = rc < 0 ? ig_cmd_ctx(&sctx, &a.flags, &serr) : IG_OK;
     if (rc < 0 && ss == IG_OK &&
         (ss = ig_model_read_shape(sctx, argv[first], &shape, &serr)) == IG_OK)
-        video = ig_model_reads_clips(&shape);
+        video = ig_model_io_of(&shape).sampler && !strcmp(ig_model_io_of(&shape).sampler, "video");
     /* a model that cannot be read: its error, unless the text options are all there (then the
      * text path reports it as it opens the model) */
     if (rc < 0 && ss != IG_OK && (!*a.tokenizer || !*a.prompt)) rc = ig_cmd_fail(&serr);

@@ -113,9 +113,11 @@ int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, ig_train_co
     ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
     const ig_cfg_key *keys[5];
     size_t counts[5], n_tables = 1;
-    size_t nk = ig_train_key_tables(keys, counts, 5);
+    int binds[5];
+    /* a family's own keys are bound into the shape by ig_train_config_resolve (not here) */
+    size_t nk = ig_train_key_tables(keys, counts, binds, 5);
     for (size_t i = 0; i < nk && i < 5; i++)
-        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], t};
+        tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], binds[i] ? t : NULL};
     tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t->data};
     tables[n_tables++] = (ig_cmd_table){own, n_own, own_dst};
     ig_cmd_spec spec = {tables, n_tables, NULL, 0, 1};

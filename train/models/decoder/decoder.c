@@ -48,22 +48,23 @@ ig_status dec_check_common(ig_model_config *c, int even_heads, ig_err *err) {
 }
 
 ig_status dec_check_layout(const ig_model_config *c, int tp, ig_err *err) {
+    const dec_shape o = dec_own(c);
     if (c->n_head % tp)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "parallel.tp %d does not divide model.n_head %d (each rank gets whole "
                           "%sheads)",
-                          tp, c->n_head, c->n_kv_heads != c->n_head ? "query " : "");
-    if (c->n_kv_heads % tp)
+                          tp, c->n_head, o.n_kv_heads != c->n_head ? "query " : "");
+    if (o.n_kv_heads % tp)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "parallel.tp %d does not divide model.n_kv_heads %d (each rank gets "
                           "whole key/value heads with their query heads): use a tp that divides "
                           "%d",
-                          tp, c->n_kv_heads, c->n_kv_heads);
-    if (c->ffn_hidden % tp)
+                          tp, o.n_kv_heads, o.n_kv_heads);
+    if (o.ffn_hidden % tp)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "parallel.tp %d does not divide model.ffn_hidden %d (each rank gets "
                           "ffn_hidden / tp columns of the MLP)",
-                          tp, c->ffn_hidden);
+                          tp, o.ffn_hidden);
     if (c->padded_vocab % tp)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "parallel.tp %d does not divide the padded vocabulary of %d rows (a "
@@ -72,14 +73,70 @@ ig_status dec_check_layout(const ig_model_config *c, int tp, ig_err *err) {
     return IG_OK;
 }
 
+const char *dec_differs(const ig_model_config *a, const ig_model_config *b) {
+    dec_shape x = dec_own(a), y = dec_own(b);
+    if (x.n_kv_heads != y.n_kv_heads) return "model.n_kv_heads";
+    if (x.ffn_hidden != y.ffn_hidden) return "model.ffn_hidden";
+    if (x.rope_theta != y.rope_theta) return "model.rope_theta";
+    if (x.tie_embeddings != y.tie_embeddings) return "model.tie_embeddings";
+    return "";
+}
+
+size_t dec_describe_tokens(const ig_model_config *c, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, ", %d positions, vocabulary %d (%d padded)", c->seq_len,
+                     c->vocab_size, c->padded_vocab);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void dec_describe(const ig_model_config *c, char *buf, size_t cap) {
+    dec_describe_tokens(c, buf, cap);
+}
+
+/* ---- what the passes send (plan_comm.c's accounting) -------------------------------------------
+ * Per micro-batch of B x T (N = B T token rows, C the width, e bytes per act element, t
+ * tensor-parallel ranks; the Megatron-LM layers of tp_layers.c): each layer's two column-then-row-
+ * parallel blocks reduce an [N, C] partial sum forward and the blocks' input gradient backward - an
+ * all-reduce each, or with sequence parallelism an all-gather before and a reduce-scatter after
+ * (the same bytes, halved twice); the first stage's vocabulary-parallel embedding reduces its
+ * output (and with sp gathers its gradient back), the last stage's head reduces its input's
+ * gradient (with sp: gathers its input) and the cross-entropy all-reduces its row maxima and
+ * [sum of exponentials; target logit] in fp32. Full recomputation runs each layer's forward, with
+ * its collectives, again in the backward. A stage sends its residual stream [N (/ t with sp), C]
+ * forward and its gradient back. */
+ig_comm_micro dec_comm_micro(const ig_model_config *c, const ig_part *p, int B, int T, uint64_t e,
+                             int recompute) {
+    uint64_t N = (uint64_t)B * (uint64_t)T, C = (uint64_t)c->d_model;
+    uint64_t X = N * C * e, nl = (uint64_t)(p->l1 - p->l0);
+    int t = p->tp;
+    uint64_t tp = 0;
+    if (t > 1) {
+        uint64_t ce = ig_allreduce_bytes(t, N * 4) + ig_allreduce_bytes(t, 2 * N * 4);
+        if (!p->sp) {
+            uint64_t r = ig_allreduce_bytes(t, X);
+            tp = (p->first ? r : 0) + nl * 2 * r + (p->last ? ce + r : 0) + nl * 2 * r;
+            if (recompute == IG_RECOMPUTE_FULL) tp += nl * r; /* up to the MLP's output */
+        } else {
+            uint64_t g = ig_ring_bytes(t, X); /* an all-gather or a reduce-scatter of the rows */
+            tp = (p->first ? 2 * g : 0) + nl * 8 * g + (p->last ? ce + 2 * g : 0);
+            if (recompute == IG_RECOMPUTE_FULL) tp += nl * 3 * g; /* gather, scatter, gather */
+        }
+    }
+    uint64_t io = (p->sp ? N / (uint64_t)t : N) * C * e;
+    return (ig_comm_micro){
+        .tp = tp,
+        .sp = 0,
+        .pp = p->pp > 1 ? ((p->last ? 0 : io) + (p->first ? 0 : io)) : 0};
+}
+
 /* ---- the tensor table --------------------------------------------------------------------------
  */
 
 /* A layer's tensor of role r (DEC_*), or 0 when the preset has none. */
 static int layer_tensor(const ig_model_config *c, const dec_preset *pre, int r,
                         ig_tensor_spec *t) {
+    const dec_shape o = dec_own(c);
     if (!pre->names.layer[r]) return 0;
-    int64_t C = c->d_model, hs = dec_hs(c), NH = c->n_head, NKV = c->n_kv_heads;
+    int64_t C = c->d_model, hs = dec_hs(c), NH = c->n_head, NKV = o.n_kv_heads;
     int64_t Q = (NH + 2 * NKV) * hs, H = NH * hs;
     int io = pre->layout == IG_W_IN_OUT;
     const ig_tensor_spec norm_w = {.ndim = 1,
@@ -142,11 +199,12 @@ static int layer_tensor(const ig_model_config *c, const dec_preset *pre, int r,
  * layer when untied: the order of the parameter buffer. Initial values as the Hugging Face models
  * draw them: normal(0, 0.02) (GPT-2's residual projections 0.02 / sqrt(2 L)), norms 1, biases 0. */
 size_t dec_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out, size_t cap) {
+    const dec_shape o = dec_own(c);
     const dec_preset *pre = dec_preset_of(c);
     const dec_names *nm = &pre->names;
     ig_spec_list tb = {out, 0, cap};
     int64_t C = c->d_model;
-    int tied = c->tie_embeddings;
+    int tied = o.tie_embeddings;
     const ig_tensor_spec vocab = {.ndim = 2,
                                   .shape = {c->padded_vocab, C},
                                   .split_dim = 0,
@@ -217,9 +275,10 @@ uint64_t dec_num_params(const ig_model_config *c) {
  * 2 * 2 * T * (NH hs) for the scores and the weighted sum of each layer, of which causality keeps
  * about half (PaLM's accounting) */
 double dec_flops_per_token(const ig_model_config *c, int T) {
+    const dec_shape o = dec_own(c);
     const dec_preset *pre = dec_preset_of(c);
-    double C = c->d_model, L = c->n_layer, F = c->ffn_hidden, hs = C / c->n_head;
-    double Q = (c->n_head + 2.0 * c->n_kv_heads) * hs, H = c->n_head * hs;
+    double C = c->d_model, L = c->n_layer, F = o.ffn_hidden, hs = C / c->n_head;
+    double Q = (c->n_head + 2.0 * o.n_kv_heads) * hs, H = c->n_head * hs;
     double mlp = pre->mlp->n_weights * F * C;
     double matmul = L * (Q * C + H * C + mlp) + (double)c->padded_vocab * C;
     return 2.0 * matmul + L * 2.0 * (double)T * H;
@@ -240,13 +299,14 @@ double dec_flops_per_token(const ig_model_config *c, int T) {
  * forward again from its input into the region. */
 static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dec_state *x,
                    ig_act_sizes *out) {
+    const dec_shape o = dec_own(c);
     const dec_preset *pre = dec_preset_of(c);
     const dec_mlp *mlp = pre->mlp;
     int ln = pre->norm == DEC_LAYERNORM;
     uint64_t N = (uint64_t)B * (uint64_t)T, tp = (uint64_t)p->tp, Nl = p->sp ? N / tp : N;
     uint64_t C = (uint64_t)c->d_model, sp = (uint64_t)(p->sp != 0), hs = (uint64_t)dec_hs(c);
-    uint64_t Ql = ((uint64_t)c->n_head + 2 * (uint64_t)c->n_kv_heads) * hs / tp;
-    uint64_t Hl = (uint64_t)c->n_head * hs / tp, Fl = (uint64_t)c->ffn_hidden / tp;
+    uint64_t Ql = ((uint64_t)c->n_head + 2 * (uint64_t)o.n_kv_heads) * hs / tp;
+    uint64_t Hl = (uint64_t)c->n_head * hs / tp, Fl = (uint64_t)o.ffn_hidden / tp;
     uint64_t Vl = (uint64_t)c->padded_vocab / tp;
     ig_act_plan pl = {.recompute = p->recompute};
     const ig_act_kind K = IG_ACT_LAYER, CORE = IG_ACT_CORE;
@@ -309,6 +369,7 @@ void dec_plan(const ig_model_config *c, const ig_part *p, int B, int T, ig_act_s
 ig_status dec_create(ig_model *m, ig_err *err) {
     const ig_part *p = &m->part;
     const ig_model_config *c = &m->cfg;
+    const dec_shape o = dec_own(c);
     dec_state *x = ig_calloc(m->ctx, 1, sizeof *x);
     if (x) x->layer = ig_calloc(m->ctx, (size_t)(p->l1 - p->l0), sizeof *x->layer);
     if (!x || !x->layer) {
@@ -321,9 +382,9 @@ ig_status dec_create(ig_model *m, ig_err *err) {
     int hs = dec_hs(c);
     x->N = m->B * m->T;
     x->Nl = p->sp ? x->N / p->tp : x->N;
-    x->Ql = (c->n_head + 2 * c->n_kv_heads) * hs / p->tp;
+    x->Ql = (c->n_head + 2 * o.n_kv_heads) * hs / p->tp;
     x->Hl = c->n_head * hs / p->tp;
-    x->Fl = c->ffn_hidden / p->tp;
+    x->Fl = o.ffn_hidden / p->tp;
     x->Vl = c->padded_vocab / p->tp;
     x->per_layer = 0;
     for (int r = 0; r < DEC_ROLES; r++) {
@@ -340,7 +401,7 @@ ig_status dec_create(ig_model *m, ig_err *err) {
         if (nm->head && !strcmp(n, nm->head)) x->t_head = (int)i;
         if (x->t_layer0 < 0 && m->tensors[i].place == IG_PLACE_LAYER) x->t_layer0 = (int)i;
     }
-    if (c->tie_embeddings) x->t_head = x->t_embed; /* the output layer is the embedding */
+    if (o.tie_embeddings) x->t_head = x->t_embed; /* the output layer is the embedding */
     m->fs = x;
     return IG_OK;
 }
@@ -352,7 +413,7 @@ void dec_destroy(ig_model *m) {
     m->fs = NULL;
 }
 
-/* The preset of a shape's model.arch. */
+/* The preset of a shape's model.arch (its descriptor's). */
 const dec_preset *dec_preset_of(const ig_model_config *c) {
-    return c->arch == IG_ARCH_LLAMA ? &dec_llama : &dec_gpt2;
+    return ig_family_of(c->arch)->preset;
 }

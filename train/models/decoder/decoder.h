@@ -10,9 +10,22 @@
 #ifndef INGOT_DECODER_H
 #define INGOT_DECODER_H
 
-#include "../../family.h"
+#include "../../lm.h"
 
 enum { DEC_LAYERNORM = 0, DEC_RMSNORM };
+
+/* The decoder's own configuration (its model.* keys, in ig_model_config.own; the gpt2 preset fixes
+ * them, llama's keys set them). */
+typedef struct dec_shape {
+    int n_kv_heads;     /* key/value heads of grouped-query attention; 0: n_head */
+    int ffn_hidden;     /* the MLP's width; 0: the preset's */
+    double rope_theta;  /* the rotary base; 0: 10000 */
+    int tie_embeddings; /* the output layer is the input embedding */
+} dec_shape;
+IG_DEFINE_OWN(dec_shape)
+static inline dec_shape dec_own(const ig_model_config *c) {
+    return IG_OWN_GET(dec_shape, c);
+}
 
 /* A layer's tensors by role (dec_state.role maps each to its index within the layer, -1 when the
  * preset has none). The MLP's roles are the MLP piece's (decoder_mlp.c). */
@@ -140,6 +153,13 @@ size_t dec_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *o
 void dec_plan(const ig_model_config *c, const ig_part *p, int B, int T, ig_act_sizes *out);
 ig_status dec_create(ig_model *m, ig_err *err);
 void dec_destroy(ig_model *m);
+const char *dec_differs(const ig_model_config *a, const ig_model_config *b);
+/* ", N positions, vocabulary V (Vp padded)": what every preset's description starts with; returns
+ * its length (gpt2's whole description, which llama's continues) */
+size_t dec_describe_tokens(const ig_model_config *c, char *buf, size_t cap);
+void dec_describe(const ig_model_config *c, char *buf, size_t cap);
+ig_comm_micro dec_comm_micro(const ig_model_config *c, const ig_part *p, int B, int T, uint64_t e,
+                             int recompute);
 /* the checks every preset shares (positive sizes, heads dividing d_model, the vocabulary);
  * even_heads: the rotary embedding turns pairs of channels */
 ig_status dec_check_common(ig_model_config *c, int even_heads, ig_err *err);

@@ -28,7 +28,7 @@ ig_status dec_gen_open(ig_model *m, int Tmax, void **session, ig_err *err) {
     gen *g = ig_calloc(m->ctx, 1, sizeof *g);
     if (!g) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     uint64_t T = (uint64_t)Tmax, C = (uint64_t)m->cfg.d_model, as = m->as;
-    uint64_t KV = (uint64_t)m->cfg.n_kv_heads * (uint64_t)dec_hs(&m->cfg);
+    uint64_t KV = (uint64_t)dec_own(&m->cfg).n_kv_heads * (uint64_t)dec_hs(&m->cfg);
     uint64_t Q = (uint64_t)x->Ql, H = (uint64_t)x->Hl, Fh = (uint64_t)x->Fl;
     /* per set: n1, attproj, res2, n2, mlp_out, res3: C; qkv: Q; atty: H; the MLP's: F each; then
      * input, hn: C; q: H. fp32: per set the two norms' statistics, then the final norm's */

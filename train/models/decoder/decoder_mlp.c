@@ -14,7 +14,7 @@
 
 /* The layer's MLP width, F (model.ffn_hidden). */
 static int64_t width(const ig_model_config *c) {
-    return c->ffn_hidden;
+    return dec_own(c).ffn_hidden;
 }
 
 /* A linear layer's weight [out, in], stored as the preset's layout says, cut by columns (col:

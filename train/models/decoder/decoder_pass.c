@@ -106,7 +106,7 @@ static ig_attention_shape attn_shape(const ig_model *m, int B, int T) {
     return (ig_attention_shape){.B = B,
                                 .T = T,
                                 .n_head = m->cfg.n_head / m->part.tp,
-                                .n_kv_head = m->cfg.n_kv_heads / m->part.tp,
+                                .n_kv_head = dec_own(&m->cfg).n_kv_heads / m->part.tp,
                                 .head_size = dec_hs(&m->cfg),
                                 .causal = 1};
 }
@@ -116,7 +116,7 @@ static ig_status attention(ig_model *m, const dec_bufs *y, const dec_attn *ac, i
     ig_attention_shape s = attn_shape(m, B, T);
     if (dec_of(m)->pre->rotary)
         ig_kernel_rope_forward(m->be, y->qkv, B, T, s.n_head, s.n_kv_head, s.head_size,
-                               ac->kc ? ac->pos0 : 0, (float)m->cfg.rope_theta);
+                               ac->kc ? ac->pos0 : 0, (float)dec_own(&m->cfg).rope_theta);
     if (!ac->kc) {
         ig_kernel_attention_forward(m->be, y->atty, y->lse, y->qkv, ac->docs, &s);
         return IG_OK;
@@ -304,7 +304,7 @@ static ig_status layer_backward(ig_model *m, int l, ig_err *err) {
                                  &shape);
     if (x->pre->rotary)
         ig_kernel_rope_backward(m->be, S(x->dqkv), d.B, d.T, shape.n_head, shape.n_kv_head,
-                                shape.head_size, 0, (float)m->cfg.rope_theta);
+                                shape.head_size, 0, (float)dec_own(&m->cfg).rope_theta);
     ig_kernel_matmul_backward(m->be, ig_tp_dinput_target(m, dpart, dln), G(l, DEC_QKV_W),
                               G(l, DEC_QKV_B), S(x->dqkv), p->sp ? y.n1_full : y.n1,
                               P(l, DEC_QKV_W), lay, N, C, x->Ql);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../hf.h"
+#include "../../lm.h"
 
 static const ig_op gpt2_ops[] = {
     IG_OP_ENCODER_FORWARD,
@@ -75,10 +76,9 @@ static ig_status gpt2_check(ig_model_config *c, ig_err *err) {
                           c->norm_eps);
     c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     /* GPT-2's fixed parts, so that two shapes compare equal field by field */
-    c->n_kv_heads = c->n_head;
-    c->ffn_hidden = 4 * c->d_model;
-    c->rope_theta = 0;
-    c->tie_embeddings = 1;
+    dec_shape o = dec_own(c);
+    o.n_kv_heads = c->n_head, o.ffn_hidden = 4 * c->d_model, o.rope_theta = 0, o.tie_embeddings = 1;
+    ig_own_set_dec_shape(c, &o);
     /* every tensor's elements must be addressable with 32-bit kernel arguments */
     uint64_t big = (uint64_t)c->padded_vocab * (uint64_t)c->d_model;
     if ((uint64_t)4 * c->d_model * (uint64_t)c->d_model > INT32_MAX || big > (uint64_t)1 << 40)
@@ -222,24 +222,25 @@ static ig_status gpt2_hf_from_tensors(const ig_st_file *f, const char *file, ig_
 
 const ig_family ig_family_gpt2 = {
     .arch = "gpt2",
-    .id = IG_ARCH_GPT2,
-    .input = IG_INPUT_TOKENS,
     .what = "GPT-2: learned positions, LayerNorm, tanh-GeLU MLP, tied embeddings",
+    .objective = &ig_objective_next_token,
+    .preset = &dec_gpt2,
     .keys = NULL,
     .n_keys = 0,
     .ops = gpt2_ops,
     .n_ops = sizeof gpt2_ops / sizeof gpt2_ops[0],
     .check = gpt2_check,
+    .differs = dec_differs,
     .check_layout = dec_check_layout,
     .num_params = dec_num_params,
+    .describe = dec_describe,
     .flops_per_token = dec_flops_per_token,
+    .comm_micro = dec_comm_micro,
     .tensors = dec_tensors,
     .plan = dec_plan,
     .create = dec_create,
     .destroy = dec_destroy,
-    .stage_batch = ig_lm_stage_batch,
     .stage = &dec_stage,
-    .loss = ig_lm_loss,
     .stage_io = dec_stage_io,
     .to_json = gpt2_to_json,
     .from_json = gpt2_from_json,

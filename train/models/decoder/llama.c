@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../hf.h"
+#include "../../lm.h"
 
 static const ig_op llama_ops[] = {
     IG_OP_ENCODER_FORWARD,
@@ -69,80 +70,88 @@ const dec_preset dec_llama = {
  */
 
 static const ig_cfg_key llama_keys[] = {
-    IG_MODEL_KEY("model.n_kv_heads", IG_CFG_INT, n_kv_heads, "0", 0, 4096,
+    IG_OWN_KEY("model.n_kv_heads", IG_CFG_INT, dec_shape, n_kv_heads, "0", 0, 4096,
                  "llama: key/value heads of grouped-query attention (dividing n_head); 0: n_head"),
-    IG_MODEL_KEY("model.ffn_hidden", IG_CFG_INT, ffn_hidden, "0", 0, 1048576,
+    IG_OWN_KEY("model.ffn_hidden", IG_CFG_INT, dec_shape, ffn_hidden, "0", 0, 1048576,
                  "llama: the SwiGLU MLP's width; 0: 2/3 x 4 x d_model up to a multiple of 256"),
-    IG_MODEL_KEY("model.rope_theta", IG_CFG_FLOAT, rope_theta, "10000", 1, 1e12,
+    IG_OWN_KEY("model.rope_theta", IG_CFG_FLOAT, dec_shape, rope_theta, "10000", 1, 1e12,
                  "llama: the base of the rotary position embedding"),
-    IG_MODEL_KEY("model.tie_embeddings", IG_CFG_BOOL, tie_embeddings, "false", 0, 0,
+    IG_OWN_KEY("model.tie_embeddings", IG_CFG_BOOL, dec_shape, tie_embeddings, "false", 0, 0,
                  "llama: the output layer is the input embedding (Llama 3.2 1B/3B)"),
 };
 
 static ig_status llama_check(ig_model_config *c, ig_err *err) {
     ig_status st = dec_check_common(c, 1, err);
     if (st != IG_OK) return st;
-    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_head;
-    if (c->n_kv_heads < 0 || c->n_head % c->n_kv_heads)
+    dec_shape o = dec_own(c);
+    if (o.n_kv_heads == 0) o.n_kv_heads = c->n_head;
+    if (o.n_kv_heads < 0 || c->n_head % o.n_kv_heads)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "model.n_kv_heads (%d) must divide model.n_head (%d): each key/value "
                           "head serves n_head / n_kv_heads query heads",
-                          c->n_kv_heads, c->n_head);
-    if (c->ffn_hidden == 0) {
+                          o.n_kv_heads, c->n_head);
+    if (o.ffn_hidden == 0) {
         int64_t f = (int64_t)8 * c->d_model / 3; /* 2/3 * 4 * C, then up to a multiple of 256 */
-        c->ffn_hidden = (int)((f + 255) / 256 * 256);
+        o.ffn_hidden = (int)((f + 255) / 256 * 256);
     }
-    if (c->ffn_hidden < 1)
+    if (o.ffn_hidden < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.ffn_hidden must be > 0, got %d",
-                          c->ffn_hidden);
+                          o.ffn_hidden);
     if (c->vocab_size > (1 << 30))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.vocab_size %d is above 2^30",
                           c->vocab_size);
     if (c->norm_eps == 0) c->norm_eps = 1e-5;
-    if (c->rope_theta == 0) c->rope_theta = 10000;
+    if (o.rope_theta == 0) o.rope_theta = 10000;
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.norm_eps %g: need 0 < eps < 1",
                           c->norm_eps);
-    if (!(c->rope_theta >= 1 && c->rope_theta <= 1e12))
+    if (!(o.rope_theta >= 1 && o.rope_theta <= 1e12))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.rope_theta %g: need 1 <= theta <= 1e12",
-                          c->rope_theta);
-    c->tie_embeddings = c->tie_embeddings != 0;
+                          o.rope_theta);
+    o.tie_embeddings = o.tie_embeddings != 0;
     c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     /* every tensor's elements must be addressable with 32-bit kernel arguments */
-    int64_t hs = c->d_model / c->n_head, q = (int64_t)(c->n_head + 2 * c->n_kv_heads) * hs;
-    if (q * c->d_model > INT32_MAX || (int64_t)c->ffn_hidden * c->d_model > INT32_MAX ||
+    int64_t hs = c->d_model / c->n_head, q = (int64_t)(c->n_head + 2 * o.n_kv_heads) * hs;
+    if (q * c->d_model > INT32_MAX || (int64_t)o.ffn_hidden * c->d_model > INT32_MAX ||
         (uint64_t)c->padded_vocab * (uint64_t)c->d_model > (uint64_t)1 << 40)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.d_model %d is too large", c->d_model);
+    ig_own_set_dec_shape(c, &o);
     return IG_OK;
 }
 
 static void llama_describe(const ig_model_config *c, char *buf, size_t cap) {
-    snprintf(buf, cap, ", %d kv heads, ffn %d%s", c->n_kv_heads, c->ffn_hidden,
-             c->tie_embeddings ? ", tied embeddings" : "");
+    dec_shape o = dec_own(c);
+    size_t n = dec_describe_tokens(c, buf, cap);
+    if (n < cap)
+        snprintf(buf + n, cap - n, ", %d kv heads, ffn %d%s", o.n_kv_heads, o.ffn_hidden,
+                 o.tie_embeddings ? ", tied embeddings" : "");
 }
 
 /* ---- checkpoint manifests ------------------------------------------------------------------- */
 
 static ig_status llama_to_json(const ig_model_config *c, json_t *model, ig_err *err) {
     (void)err;
-    json_object_set_new(model, "n_kv_heads", json_integer(c->n_kv_heads));
-    json_object_set_new(model, "ffn_hidden", json_integer(c->ffn_hidden));
+    dec_shape o = dec_own(c);
+    json_object_set_new(model, "n_kv_heads", json_integer(o.n_kv_heads));
+    json_object_set_new(model, "ffn_hidden", json_integer(o.ffn_hidden));
     json_object_set_new(model, "norm_eps", json_real(c->norm_eps));
-    json_object_set_new(model, "rope_theta", json_real(c->rope_theta));
-    json_object_set_new(model, "tie_embeddings", json_boolean(c->tie_embeddings));
+    json_object_set_new(model, "rope_theta", json_real(o.rope_theta));
+    json_object_set_new(model, "tie_embeddings", json_boolean(o.tie_embeddings));
     return IG_OK;
 }
 
 static ig_status llama_from_json(json_t *model, ig_model_config *c, const char *file, ig_err *err) {
     int64_t kv = 0, ffn = 0;
+    dec_shape o = dec_own(c);
     ig_status st = ig_hf_get_int(model, file, "n_kv_heads", NULL, 1, 4096, 1, 0, &kv, err);
     if (st == IG_OK)
         st = ig_hf_get_int(model, file, "ffn_hidden", NULL, 1, INT32_MAX, 1, 0, &ffn, err);
     if (st == IG_OK) st = ig_hf_get_float(model, file, "norm_eps", 1, 0, &c->norm_eps, err);
-    if (st == IG_OK) st = ig_hf_get_float(model, file, "rope_theta", 1, 0, &c->rope_theta, err);
-    if (st == IG_OK) st = ig_hf_get_bool(model, file, "tie_embeddings", 0, &c->tie_embeddings, err);
-    c->n_kv_heads = (int)kv;
-    c->ffn_hidden = (int)ffn;
+    if (st == IG_OK) st = ig_hf_get_float(model, file, "rope_theta", 1, 0, &o.rope_theta, err);
+    if (st == IG_OK) st = ig_hf_get_bool(model, file, "tie_embeddings", 0, &o.tie_embeddings, err);
+    o.n_kv_heads = (int)kv;
+    o.ffn_hidden = (int)ffn;
+    ig_own_set_dec_shape(c, &o);
     return st;
 }
 
@@ -152,6 +161,7 @@ static ig_status llama_from_json(json_t *model, ig_model_config *c, const char *
 static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
                                  ig_err *err) {
     int64_t v[6] = {0}, kv = 0, hd = 0, e = -1;
+    dec_shape d = dec_own(out);
     static const char *const keys[] = {"num_hidden_layers", "num_attention_heads",
                                        "hidden_size",       "max_position_embeddings",
                                        "vocab_size",        "intermediate_size"};
@@ -162,9 +172,9 @@ static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *o
         st = ig_hf_get_int(o, file, "num_key_value_heads", NULL, 1, 1 << 20, 0, v[1], &kv, err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "head_dim", NULL, 1, 1 << 20, 0, 0, &hd, err);
     if (st == IG_OK) st = ig_hf_get_float(o, file, "rms_norm_eps", 0, 1e-6, &out->norm_eps, err);
-    if (st == IG_OK) st = ig_hf_get_float(o, file, "rope_theta", 0, 10000, &out->rope_theta, err);
+    if (st == IG_OK) st = ig_hf_get_float(o, file, "rope_theta", 0, 10000, &d.rope_theta, err);
     if (st == IG_OK)
-        st = ig_hf_get_bool(o, file, "tie_word_embeddings", 0, &out->tie_embeddings, err);
+        st = ig_hf_get_bool(o, file, "tie_word_embeddings", 0, &d.tie_embeddings, err);
     int abias = 0, mbias = 0;
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "attention_bias", 0, &abias, err);
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "mlp_bias", 0, &mbias, err);
@@ -186,22 +196,25 @@ static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *o
         return ig_err_set(err, IG_ERR_UNSUPPORTED,
                           "%s: %s: ingot's Llama cannot compute that model", file, no);
     out->n_layer = (int)v[0], out->n_head = (int)v[1], out->d_model = (int)v[2];
-    out->seq_len = (int)v[3], out->vocab_size = (int)v[4], out->ffn_hidden = (int)v[5];
-    out->n_kv_heads = (int)kv;
+    out->seq_len = (int)v[3], out->vocab_size = (int)v[4];
+    d.ffn_hidden = (int)v[5];
+    d.n_kv_heads = (int)kv;
+    ig_own_set_dec_shape(out, &d);
     *eod = e >= 0 && e < v[4] ? (int32_t)e : -1;
     return IG_OK;
 }
 
 static json_t *llama_hf_write_config(const ig_model_config *c, int32_t eod) {
+    const dec_shape o = dec_own(c);
     int32_t e = eod >= 0 ? eod : c->vocab_size - 1;
     return json_pack("{s:[s],s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:b,s:s,s:b,s:b,s:f,s:s,"
                      "s:i,s:i}",
                      "architectures", "LlamaForCausalLM", "model_type", "llama", "vocab_size",
-                     c->vocab_size, "hidden_size", c->d_model, "intermediate_size", c->ffn_hidden,
+                     c->vocab_size, "hidden_size", c->d_model, "intermediate_size", o.ffn_hidden,
                      "num_hidden_layers", c->n_layer, "num_attention_heads", c->n_head,
-                     "num_key_value_heads", c->n_kv_heads, "max_position_embeddings", c->seq_len,
-                     "rms_norm_eps", c->norm_eps, "rope_theta", c->rope_theta, "head_dim",
-                     dec_hs(c), "tie_word_embeddings", c->tie_embeddings, "hidden_act", "silu",
+                     "num_key_value_heads", o.n_kv_heads, "max_position_embeddings", c->seq_len,
+                     "rms_norm_eps", c->norm_eps, "rope_theta", o.rope_theta, "head_dim",
+                     dec_hs(c), "tie_word_embeddings", o.tie_embeddings, "hidden_act", "silu",
                      "attention_bias", 0, "mlp_bias", 0, "initializer_range", 0.02, "torch_dtype",
                      "float32", "bos_token_id", e, "eos_token_id", e);
 }
@@ -220,10 +233,11 @@ static size_t piece(ig_hf_piece *out, size_t cap, size_t n, const char *name, in
 /* q|k|v is three tensors there; the embedding and the output layer have vocab_size rows */
 static size_t llama_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, ig_hf_piece *out,
                               size_t cap) {
+    const dec_shape o = dec_own(c);
     const char *qkv = strstr(t->name, "self_attn.qkv_proj.weight");
     if (qkv) {
         char name[128];
-        int64_t hs = dec_hs(c), q = (int64_t)c->n_head * hs, kv = (int64_t)c->n_kv_heads * hs;
+        int64_t hs = dec_hs(c), q = (int64_t)c->n_head * hs, kv = (int64_t)o.n_kv_heads * hs;
         int prefix = (int)(qkv - t->name);
         size_t n = 0;
         snprintf(name, sizeof name, "%.*sself_attn.q_proj.weight", prefix, t->name);
@@ -246,25 +260,25 @@ static int llama_hf_ignored(const char *name) {
 
 const ig_family ig_family_llama = {
     .arch = "llama",
-    .id = IG_ARCH_LLAMA,
-    .input = IG_INPUT_TOKENS,
     .what = "Llama: RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases",
+    .objective = &ig_objective_next_token,
+    .preset = &dec_llama,
     .keys = llama_keys,
     .n_keys = sizeof llama_keys / sizeof llama_keys[0],
     .ops = llama_ops,
     .n_ops = sizeof llama_ops / sizeof llama_ops[0],
     .check = llama_check,
+    .differs = dec_differs,
     .check_layout = dec_check_layout,
     .num_params = dec_num_params,
     .describe = llama_describe,
     .flops_per_token = dec_flops_per_token,
+    .comm_micro = dec_comm_micro,
     .tensors = dec_tensors,
     .plan = dec_plan,
     .create = dec_create,
     .destroy = dec_destroy,
-    .stage_batch = ig_lm_stage_batch,
     .stage = &dec_stage,
-    .loss = ig_lm_loss,
     .stage_io = dec_stage_io,
     .to_json = llama_to_json,
     .from_json = llama_from_json,

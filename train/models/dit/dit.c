@@ -43,14 +43,6 @@
 
 static const char *const conds[] = {"none", "class", "caption", NULL};
 
-/* a key of dit's bound into the training configuration outside model.* */
-#define DIT_TRAIN_KEY(p, ty, F, def, lo, hi, h)                                                    \
-    {                                                                                              \
-        .path = (p), .type = (ty), .default_val = (def), .help = (h), .flag = "",                  \
-        .offset = offsetof(ig_train_config, F), .size = sizeof(((ig_train_config *)0)->F),         \
-        .is_signed = 1, .min = (lo), .max = (hi)                                                   \
-    }
-
 static const ig_cfg_key dit_keys[] = {
     {.path = "model.patch",
      .type = IG_CFG_LIST,
@@ -58,9 +50,9 @@ static const ig_cfg_key dit_keys[] = {
      .help = "dit: a patch's frames, rows and columns [pt, ph, pw] (the 3-D patch embedding's "
              "kernel and stride)",
      .flag = "",
-     .offset = offsetof(ig_train_config, model.patch_list),
-     .size = sizeof(((ig_train_config *)0)->model.patch_list),
-     .count_offset = offsetof(ig_train_config, model.n_patch_list)},
+     .offset = offsetof(dit_shape, patch_list),
+     .size = sizeof(((dit_shape *)0)->patch_list),
+     .count_offset = offsetof(dit_shape, n_patch_list)},
     {.path = "model.cond",
      .type = IG_CFG_ENUM,
      .default_val = "none",
@@ -69,29 +61,24 @@ static const ig_cfg_key dit_keys[] = {
              "caption tokens through a cross-attention in every block, a null caption for "
              "guidance; model.vocab_size: the caption shards' tokenizer's)",
      .flag = "",
-     .offset = offsetof(ig_train_config, model.cond),
-     .size = sizeof(((ig_train_config *)0)->model.cond),
+     .offset = offsetof(dit_shape, cond),
+     .size = sizeof(((dit_shape *)0)->cond),
      .is_signed = 1,
      .choices = conds},
-    IG_MODEL_KEY("model.num_classes", IG_CFG_INT, num_classes, "0", 0, 1 << 24,
-                 "dit: the classes of model.cond class (labels 0 .. num_classes - 1)"),
-    IG_MODEL_KEY("model.class_dropout", IG_CFG_FLOAT, class_dropout, "0.1", 0, 1,
-                 "dit: the probability that a label is replaced by the null class while training "
-                 "(classifier-free guidance)"),
-    IG_MODEL_KEY("model.caption_len", IG_CFG_INT, caption_len, "32", 1, 4096,
-                 "dit: model.cond caption: the caption tokens a clip attends to (longer captions "
-                 "are cut)"),
-    IG_MODEL_KEY("model.caption_dropout", IG_CFG_FLOAT, caption_dropout, "0.1", 0, 1,
-                 "dit: the probability that a caption is replaced by the null one while training "
-                 "(classifier-free guidance)"),
-    DIT_TRAIN_KEY("diffusion.shift", IG_CFG_FLOAT, flow_shift, "1", 1e-3, 1e3,
-                  "dit: the shift s of the flow's times, t' = s t / (1 + (s - 1) t) (1: none; "
-                  "> 1 puts more of them near the noise)"),
-    DIT_TRAIN_KEY("eval.timesteps", IG_CFG_INT, eval_timesteps, "5", 1, 1000,
-                  "dit: validation evaluates each clip at the times (k + 0.5) / n, k < n"),
+    IG_OWN_KEY("model.num_classes", IG_CFG_INT, dit_shape, num_classes, "0", 0, 1 << 24,
+               "dit: the classes of model.cond class (labels 0 .. num_classes - 1)"),
+    IG_OWN_KEY("model.class_dropout", IG_CFG_FLOAT, dit_shape, class_dropout, "0.1", 0, 1,
+               "dit: the probability that a label is replaced by the null class while training "
+               "(classifier-free guidance)"),
+    IG_OWN_KEY("model.caption_len", IG_CFG_INT, dit_shape, caption_len, "32", 1, 4096,
+               "dit: model.cond caption: the caption tokens a clip attends to (longer captions "
+               "are cut)"),
+    IG_OWN_KEY("model.caption_dropout", IG_CFG_FLOAT, dit_shape, caption_dropout, "0.1", 0, 1,
+               "dit: the probability that a caption is replaced by the null one while training "
+               "(classifier-free guidance)"),
 };
 
-static ig_status parse_patch(ig_model_config *c, ig_err *err) {
+static ig_status parse_patch(dit_shape *c, ig_err *err) {
     if (c->n_patch_list == 0) return IG_OK;
     if (c->n_patch_list != 3)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -106,10 +93,13 @@ static ig_status parse_patch(ig_model_config *c, ig_err *err) {
                               c->patch_list[k]);
         c->patch[k] = (int)v;
     }
+    c->patch_list = NULL; /* parsed: a checked shape holds no pointer into the configuration */
+    c->n_patch_list = 0;
     return IG_OK;
 }
 
 static ig_status dit_check(ig_model_config *c, ig_err *err) {
+    dit_shape d = dit_own(c);
     struct {
         const char *name;
         int v;
@@ -129,51 +119,48 @@ static ig_status dit_check(ig_model_config *c, ig_err *err) {
                           c->d_model);
     if (c->d_model > 16384)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.d_model %d is too large", c->d_model);
-    ig_status st = parse_patch(c, err);
+    ig_status st = parse_patch(&d, err);
     if (st != IG_OK) return st;
-    if (c->patch[0] == 0 && c->patch[1] == 0 && c->patch[2] == 0)
-        c->patch[0] = 1, c->patch[1] = 2, c->patch[2] = 2;
+    if (d.patch[0] == 0 && d.patch[1] == 0 && d.patch[2] == 0)
+        d.patch[0] = 1, d.patch[1] = 2, d.patch[2] = 2;
     for (int k = 0; k < 3; k++)
-        if (c->patch[k] < 1 || c->patch[k] > 64)
+        if (d.patch[k] < 1 || d.patch[k] > 64)
             return ig_err_set(err, IG_ERR_INVALID_ARG, "model.patch [%d, %d, %d]: each in [1, 64]",
-                              c->patch[0], c->patch[1], c->patch[2]);
-    if (c->cond != IG_COND_NONE && c->cond != IG_COND_CLASS && c->cond != IG_COND_CAPTION)
+                              d.patch[0], d.patch[1], d.patch[2]);
+    if (d.cond != DIT_COND_NONE && d.cond != DIT_COND_CLASS && d.cond != DIT_COND_CAPTION)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.cond %d is not none, class or caption",
-                          c->cond);
-    if (c->cond == IG_COND_CAPTION && (c->vocab_size < 1 || c->vocab_size > (1 << 30)))
+                          d.cond);
+    if (d.cond == DIT_COND_CAPTION && (c->vocab_size < 1 || c->vocab_size > (1 << 30)))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "model.cond caption needs model.vocab_size, the caption tokenizer's "
                           "vocabulary (training takes it from the caption shards' manifests), "
                           "got %d",
                           c->vocab_size);
-    if (c->cond == IG_COND_CAPTION && (c->caption_len < 1 || c->caption_len > 4096))
+    if (d.cond == DIT_COND_CAPTION && (d.caption_len < 1 || d.caption_len > 4096))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_len %d: need 1 .. 4096",
-                          c->caption_len);
-    if (!(c->caption_dropout >= 0 && c->caption_dropout < 1))
+                          d.caption_len);
+    if (!(d.caption_dropout >= 0 && d.caption_dropout < 1))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_dropout %g: need 0 <= p < 1",
-                          c->caption_dropout);
-    if (c->cond == IG_COND_CLASS && c->num_classes < 1)
+                          d.caption_dropout);
+    if (d.cond == DIT_COND_CLASS && d.num_classes < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "model.cond class needs model.num_classes (the labels of the "
                           "manifest's label column are 0 .. num_classes - 1)");
-    if (c->num_classes < 0 || c->num_classes > (1 << 24))
+    if (d.num_classes < 0 || d.num_classes > (1 << 24))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.num_classes %d: need 0 .. 2^24",
-                          c->num_classes);
-    if (!(c->class_dropout >= 0 && c->class_dropout < 1))
+                          d.num_classes);
+    if (!(d.class_dropout >= 0 && d.class_dropout < 1))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.class_dropout %g: need 0 <= p < 1",
-                          c->class_dropout);
+                          d.class_dropout);
     if (c->norm_eps == 0) c->norm_eps = 1e-6;
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.norm_eps %g: need 0 < eps < 1",
                           c->norm_eps);
     if (c->seq_len <= 0) c->seq_len = 1; /* the tokens of the largest clip, set by the trainer */
-    if (c->cond != IG_COND_CAPTION) c->vocab_size = 0, c->caption_len = 0, c->caption_dropout = 0;
+    if (d.cond != DIT_COND_CAPTION) c->vocab_size = 0, d.caption_len = 0, d.caption_dropout = 0;
     c->padded_vocab = c->vocab_size; /* the caption table has one more row, the null token */
-    c->n_kv_heads = c->n_head;
-    c->ffn_hidden = 4 * c->d_model;
-    c->rope_theta = 0;
-    c->tie_embeddings = 0;
-    if (c->cond != IG_COND_CLASS) c->num_classes = 0, c->class_dropout = 0;
+    if (d.cond != DIT_COND_CLASS) d.num_classes = 0, d.class_dropout = 0;
+    ig_own_set_dit_shape(c, &d);
     return IG_OK;
 }
 
@@ -187,7 +174,8 @@ static ig_status dit_check_layout(const ig_model_config *c, int tp, ig_err *err)
 }
 
 ig_status dit_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens, ig_err *err) {
-    const int *p = c->patch;
+    const dit_shape d = dit_own(c);
+    const int *p = d.patch;
     if (F < 1 || H < 1 || W < 1 || F % p[0] || H % p[1] || W % p[2])
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "%d frames of %dx%d are not cut into whole patches of [%d, %d, %d] "
@@ -205,31 +193,34 @@ ig_status dit_clip_tokens(const ig_model_config *c, int F, int H, int W, int *to
 }
 
 static uint64_t dit_num_params(const ig_model_config *c) {
+    const dit_shape d = dit_own(c);
     uint64_t C = (uint64_t)c->d_model, L = (uint64_t)c->n_layer, P = (uint64_t)dit_patch_values(c);
-    uint64_t table = c->cond == IG_COND_CLASS     ? (uint64_t)c->num_classes + 1
-                     : c->cond == IG_COND_CAPTION ? (uint64_t)c->vocab_size + 1
+    uint64_t table = d.cond == DIT_COND_CLASS     ? (uint64_t)d.num_classes + 1
+                     : d.cond == DIT_COND_CAPTION ? (uint64_t)c->vocab_size + 1
                                                   : 0;
     uint64_t first = P * C + C + DIT_FREQ * C + C + C * C + C + table * C;
     uint64_t block = 6 * C * C + 6 * C + 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C;
-    if (c->cond == IG_COND_CAPTION) block += 4 * C * C + 4 * C; /* the cross-attention */
+    if (d.cond == DIT_COND_CAPTION) block += 4 * C * C + 4 * C; /* the cross-attention */
     uint64_t last = 2 * C * C + 2 * C + P * C + P;
     return first + L * block + last;
 }
 
 static void dit_describe(const ig_model_config *c, char *buf, size_t cap) {
-    if (c->cond == IG_COND_CLASS)
-        snprintf(buf, cap, "; patch %dx%dx%d, %d classes (dropout %g)", c->patch[0], c->patch[1],
-                 c->patch[2], c->num_classes, c->class_dropout);
-    else if (c->cond == IG_COND_CAPTION)
+    const dit_shape d = dit_own(c);
+    if (d.cond == DIT_COND_CLASS)
+        snprintf(buf, cap, "; patch %dx%dx%d, %d classes (dropout %g)", d.patch[0], d.patch[1],
+                 d.patch[2], d.num_classes, d.class_dropout);
+    else if (d.cond == DIT_COND_CAPTION)
         snprintf(buf, cap, "; patch %dx%dx%d, captions of %d tokens (vocabulary %d, dropout %g)",
-                 c->patch[0], c->patch[1], c->patch[2], c->caption_len, c->vocab_size,
-                 c->caption_dropout);
+                 d.patch[0], d.patch[1], d.patch[2], d.caption_len, c->vocab_size,
+                 d.caption_dropout);
     else
-        snprintf(buf, cap, "; patch %dx%dx%d, unconditional", c->patch[0], c->patch[1],
-                 c->patch[2]);
+        snprintf(buf, cap, "; patch %dx%dx%d, unconditional", d.patch[0], d.patch[1],
+                 d.patch[2]);
 }
 
 static double dit_flops_per_token(const ig_model_config *c, int T) {
+    const dit_shape d = dit_own(c);
     /* 2 flops per weight of the blocks' linear layers, the patch embedding and the final layer,
      * and 4 T D per block for attention's scores and weighted sum (every key: not causal); the
      * adaLN projections and the time MLP act on one row per clip and are left out */
@@ -237,7 +228,7 @@ static double dit_flops_per_token(const ig_model_config *c, int T) {
     double f = 2.0 * (L * 12.0 * C * C + 2.0 * P * C) + L * 4.0 * (double)T * C;
     /* captions: q_linear and proj per token, and the scores and weighted sum over the caption
      * (kv_linear acts on the caption's tokens, once per clip: left out) */
-    if (c->cond == IG_COND_CAPTION) f += L * (2.0 * 2.0 * C * C + 4.0 * c->caption_len * C);
+    if (d.cond == DIT_COND_CAPTION) f += L * (2.0 * 2.0 * C * C + 4.0 * d.caption_len * C);
     return f;
 }
 
@@ -251,6 +242,7 @@ static float xavier(int64_t out, int64_t in) {
 
 static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_spec *out,
                           size_t cap) {
+    const dit_shape d = dit_own(c);
     ig_spec_list tb = {out, 0, cap};
     int64_t C = c->d_model, P = dit_patch_values(c);
     const ig_place L = IG_PLACE_LAYER, FI = IG_PLACE_FIRST, LA = IG_PLACE_LAST;
@@ -270,12 +262,12 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
         w.shape[1] = C;
         ig_spec_add(&tb, "t_embedder.mlp.2.weight", 0, &w);
         ig_spec_add(&tb, "t_embedder.mlp.2.bias", 0, &b);
-        if (c->cond == IG_COND_CLASS || c->cond == IG_COND_CAPTION) { /* a null row last */
-            w.shape[0] = (c->cond == IG_COND_CLASS ? c->num_classes : c->vocab_size) + 1;
+        if (d.cond == DIT_COND_CLASS || d.cond == DIT_COND_CAPTION) { /* a null row last */
+            w.shape[0] = (d.cond == DIT_COND_CLASS ? d.num_classes : c->vocab_size) + 1;
             w.shape[1] = C;
             /* the captions' gradient is summed over the tensor-parallel ranks by the pass (it
              * comes through column-parallel layers), the labels' is partial under sp */
-            w.sp_partial = c->cond == IG_COND_CLASS;
+            w.sp_partial = d.cond == DIT_COND_CLASS;
             ig_spec_add(&tb, "y_embedder.embedding_table.weight", 0, &w);
         }
     }
@@ -336,7 +328,7 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
         ig_spec_add(&tb, "blocks.%d.mlp.fc1.bias", l, &fc1_b);
         ig_spec_add(&tb, "blocks.%d.mlp.fc2.weight", l, &fc2_w);
         ig_spec_add(&tb, "blocks.%d.mlp.fc2.bias", l, &out_b);
-        if (c->cond != IG_COND_CAPTION) continue;
+        if (d.cond != DIT_COND_CAPTION) continue;
         /* the cross-attention: q and kv column-parallel (kv in its k and v blocks), proj
          * row-parallel */
         ig_tensor_spec q_w = proj_w, kv_w = qkv_w, kv_b = qkv_b, q_b = fc1_b, xp_w = proj_w;
@@ -376,6 +368,7 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
  * input), the stage's first block's input being encoded. */
 static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit_state *x,
                    ig_act_sizes *out) {
+    const dit_shape d = dit_own(c);
     uint64_t Bc = (uint64_t)B, N = Bc * (uint64_t)T, tp = (uint64_t)p->tp;
     uint64_t u = (uint64_t)(p->usp > 1 ? p->usp : 1), ul = (uint64_t)(u > 1);
     /* rows held (the norms, residuals, the final layer) and rows of the tensor-parallel layers:
@@ -383,7 +376,7 @@ static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit
     uint64_t Nl = p->sp ? N / tp : N / u, Ng = p->sp ? N : Nl;
     uint64_t C = (uint64_t)c->d_model, Cl = C / tp;
     uint64_t sp = (uint64_t)(p->sp != 0), P = (uint64_t)dit_patch_values(c);
-    uint64_t Tk = (uint64_t)(c->cond == IG_COND_CAPTION ? c->caption_len : 0), BK = Bc * Tk;
+    uint64_t Tk = (uint64_t)(d.cond == DIT_COND_CAPTION ? d.caption_len : 0), BK = Bc * Tk;
     uint64_t NHl = (uint64_t)c->n_head / tp;
     ig_act_plan pl = {.recompute = p->recompute};
     const ig_act_kind K = IG_ACT_LAYER, CORE = IG_ACT_CORE;
@@ -486,10 +479,8 @@ static void dit_destroy(ig_model *m) {
     ig_free(m->ctx, x->h_target);
     ig_free(m->ctx, x->h_pos);
     ig_free(m->ctx, x->h_freq);
-    ig_free(m->ctx, x->h_noise);
     ig_free(m->ctx, x->h_labels);
     ig_free(m->ctx, x->h_cappos);
-    ig_free(m->ctx, x->h_t);
     ig_free(m->ctx, x->h_row);
     ig_free(m->ctx, x);
     m->fs = NULL;
@@ -498,6 +489,7 @@ static void dit_destroy(ig_model *m) {
 static ig_status dit_create(ig_model *m, ig_err *err) {
     const ig_part *p = &m->part;
     const ig_model_config *c = &m->cfg;
+    const dit_shape d = dit_own(c);
     dit_state *x = ig_calloc(m->ctx, 1, sizeof *x);
     if (!x) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     m->fs = x;
@@ -506,18 +498,16 @@ static ig_status dit_create(ig_model *m, ig_err *err) {
     x->layer = ig_calloc(m->ctx, (size_t)(p->l1 - p->l0), sizeof *x->layer);
     x->h_patches = ig_alloc(m->ctx, N * P * sizeof(float));
     x->h_target = ig_alloc(m->ctx, N * P * sizeof(float));
-    x->h_noise = ig_alloc(m->ctx, N * P * sizeof(float));
     x->h_pos = ig_alloc(m->ctx, N * C * sizeof(float));
     x->h_freq = ig_alloc(m->ctx, (size_t)m->B * DIT_FREQ * sizeof(float));
-    x->Tk = c->cond == IG_COND_CAPTION ? c->caption_len : 0;
+    x->Tk = d.cond == DIT_COND_CAPTION ? d.caption_len : 0;
     x->per_layer = x->Tk ? DIT_PER_LAYER_CAPTION : DIT_PER_LAYER;
     size_t Tk = (size_t)x->Tk;
     x->h_labels = ig_alloc(m->ctx, (size_t)m->B * (1 + Tk) * sizeof(int32_t));
     x->h_cappos = ig_alloc(m->ctx, (Tk ? Tk : 1) * C * sizeof(float));
-    x->h_t = ig_alloc(m->ctx, (size_t)m->B * sizeof(float));
     x->h_row = ig_alloc(m->ctx, C * sizeof(double));
-    if (!x->layer || !x->h_patches || !x->h_target || !x->h_noise || !x->h_pos || !x->h_freq ||
-        !x->h_labels || !x->h_cappos || !x->h_t || !x->h_row) {
+    if (!x->layer || !x->h_patches || !x->h_target || !x->h_pos || !x->h_freq || !x->h_labels ||
+        !x->h_cappos || !x->h_row) {
         dit_destroy(m);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
@@ -541,10 +531,11 @@ static ig_status dit_create(ig_model *m, ig_err *err) {
 /* ---- checkpoint manifests and config.json --------------------------------------------------- */
 
 static json_t *patch_json(const ig_model_config *c) {
-    return json_pack("[i,i,i]", c->patch[0], c->patch[1], c->patch[2]);
+    const dit_shape d = dit_own(c);
+    return json_pack("[i,i,i]", d.patch[0], d.patch[1], d.patch[2]);
 }
 
-static ig_status read_patch(json_t *o, const char *file, const char *key, ig_model_config *c,
+static ig_status read_patch(json_t *o, const char *file, const char *key, dit_shape *c,
                             ig_err *err) {
     json_t *a = json_object_get(o, key);
     if (!json_is_array(a) || json_array_size(a) != 3)
@@ -562,10 +553,10 @@ static ig_status read_patch(json_t *o, const char *file, const char *key, ig_mod
     return IG_OK;
 }
 
-static ig_status read_cond(json_t *o, const char *file, ig_model_config *c, ig_err *err) {
+static ig_status read_cond(json_t *o, const char *file, dit_shape *c, ig_err *err) {
     json_t *v = json_object_get(o, "cond");
     if (!v || json_is_null(v)) {
-        c->cond = c->num_classes > 0 ? IG_COND_CLASS : IG_COND_NONE;
+        c->cond = c->num_classes > 0 ? DIT_COND_CLASS : DIT_COND_NONE;
         return IG_OK;
     }
     const char *s = json_string_value(v);
@@ -574,8 +565,8 @@ static ig_status read_cond(json_t *o, const char *file, ig_model_config *c, ig_e
             c->cond = k;
             return IG_OK;
         }
-    if (s && !strcmp(s, conds[IG_COND_CAPTION])) {
-        c->cond = IG_COND_CAPTION;
+    if (s && !strcmp(s, conds[DIT_COND_CAPTION])) {
+        c->cond = DIT_COND_CAPTION;
         return IG_OK;
     }
     return ig_err_set(err, IG_ERR_FORMAT, "%s: \"cond\" must be \"none\", \"class\" or \"caption\"",
@@ -583,32 +574,35 @@ static ig_status read_cond(json_t *o, const char *file, ig_model_config *c, ig_e
 }
 
 static ig_status dit_to_json(const ig_model_config *c, json_t *model, ig_err *err) {
+    const dit_shape d = dit_own(c);
     (void)err;
     json_object_set_new(model, "patch", patch_json(c));
-    json_object_set_new(model, "cond", json_string(conds[c->cond]));
-    json_object_set_new(model, "num_classes", json_integer(c->num_classes));
-    json_object_set_new(model, "class_dropout", json_real(c->class_dropout));
-    json_object_set_new(model, "caption_len", json_integer(c->caption_len));
-    json_object_set_new(model, "caption_dropout", json_real(c->caption_dropout));
+    json_object_set_new(model, "cond", json_string(conds[d.cond]));
+    json_object_set_new(model, "num_classes", json_integer(d.num_classes));
+    json_object_set_new(model, "class_dropout", json_real(d.class_dropout));
+    json_object_set_new(model, "caption_len", json_integer(d.caption_len));
+    json_object_set_new(model, "caption_dropout", json_real(d.caption_dropout));
     json_object_set_new(model, "norm_eps", json_real(c->norm_eps));
     return IG_OK;
 }
 
 static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *file, ig_err *err) {
+    dit_shape d = dit_own(c);
     int64_t nc = 0;
-    ig_status st = read_patch(model, file, "patch", c, err);
+    ig_status st = read_patch(model, file, "patch", &d, err);
     if (st == IG_OK)
         st = ig_hf_get_int(model, file, "num_classes", NULL, 0, 1 << 24, 1, 0, &nc, err);
-    c->num_classes = (int)nc;
-    if (st == IG_OK) st = read_cond(model, file, c, err);
+    d.num_classes = (int)nc;
+    if (st == IG_OK) st = read_cond(model, file, &d, err);
     if (st == IG_OK)
-        st = ig_hf_get_float(model, file, "class_dropout", 1, 0, &c->class_dropout, err);
+        st = ig_hf_get_float(model, file, "class_dropout", 1, 0, &d.class_dropout, err);
     int64_t tk = 0;
     if (st == IG_OK) st = ig_hf_get_int(model, file, "caption_len", NULL, 0, 4096, 0, 0, &tk, err);
-    c->caption_len = (int)tk;
+    d.caption_len = (int)tk;
     if (st == IG_OK)
-        st = ig_hf_get_float(model, file, "caption_dropout", 0, 0, &c->caption_dropout, err);
+        st = ig_hf_get_float(model, file, "caption_dropout", 0, 0, &d.caption_dropout, err);
     if (st == IG_OK) st = ig_hf_get_float(model, file, "norm_eps", 1, 0, &c->norm_eps, err);
+    ig_own_set_dit_shape(c, &d);
     return st;
 }
 
@@ -616,25 +610,26 @@ static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *fi
 static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
                                ig_err *err) {
     int64_t v[3] = {0}, in = 3, nc = 0;
+    dit_shape d = dit_own(out);
     static const char *const keys[] = {"depth", "num_heads", "hidden_size"};
     ig_status st = IG_OK;
     for (int i = 0; i < 3 && st == IG_OK; i++)
         st = ig_hf_get_int(o, file, keys[i], NULL, 1, 1 << 20, 1, 0, &v[i], err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "in_channels", NULL, 3, 3, 0, 3, &in, err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "num_classes", NULL, 0, 1 << 24, 0, 0, &nc, err);
-    if (st == IG_OK) st = read_patch(o, file, "patch_size", out, err);
-    out->num_classes = (int)nc;
-    if (st == IG_OK) st = read_cond(o, file, out, err);
+    if (st == IG_OK) st = read_patch(o, file, "patch_size", &d, err);
+    d.num_classes = (int)nc;
+    if (st == IG_OK) st = read_cond(o, file, &d, err);
     if (st == IG_OK)
-        st = ig_hf_get_float(o, file, "class_dropout_prob", 0, 0.1, &out->class_dropout, err);
+        st = ig_hf_get_float(o, file, "class_dropout_prob", 0, 0.1, &d.class_dropout, err);
     int64_t tk = 0, vocab = 0;
-    int caption = st == IG_OK && out->cond == IG_COND_CAPTION;
+    int caption = st == IG_OK && d.cond == DIT_COND_CAPTION;
     if (caption) st = ig_hf_get_int(o, file, "caption_len", NULL, 1, 4096, 1, 0, &tk, err);
     if (caption && st == IG_OK)
         st = ig_hf_get_int(o, file, "vocab_size", NULL, 1, 1 << 30, 1, 0, &vocab, err);
     if (caption && st == IG_OK)
-        st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &out->caption_dropout, err);
-    out->caption_len = (int)tk, out->vocab_size = (int)vocab;
+        st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &d.caption_dropout, err);
+    d.caption_len = (int)tk, out->vocab_size = (int)vocab;
     if (st == IG_OK) st = ig_hf_get_float(o, file, "norm_eps", 0, 1e-6, &out->norm_eps, err);
     double ratio = 4;
     int sigma = 0;
@@ -645,22 +640,24 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
         return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: %s: ingot's DiT cannot compute that model",
                           file, sigma ? "learn_sigma true" : "mlp_ratio other than 4");
     out->n_layer = (int)v[0], out->n_head = (int)v[1], out->d_model = (int)v[2];
+    ig_own_set_dit_shape(out, &d);
     *eod = -1;
     return IG_OK;
 }
 
 static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
+    const dit_shape d = dit_own(c);
     (void)eod;
     json_t *o = json_pack("{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}",
                           "model_type", "ingot-dit", "architectures", "DiT", "hidden_size",
                           c->d_model, "depth", c->n_layer, "num_heads", c->n_head, "mlp_ratio", 4.0,
-                          "patch_size", patch_json(c), "in_channels", 3, "cond", conds[c->cond],
-                          "num_classes", c->num_classes, "class_dropout_prob", c->class_dropout,
+                          "patch_size", patch_json(c), "in_channels", 3, "cond", conds[d.cond],
+                          "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
                           "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
-    if (o && c->cond == IG_COND_CAPTION) {
+    if (o && d.cond == DIT_COND_CAPTION) {
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
-        json_object_set_new(o, "caption_len", json_integer(c->caption_len));
-        json_object_set_new(o, "caption_dropout_prob", json_real(c->caption_dropout));
+        json_object_set_new(o, "caption_len", json_integer(d.caption_len));
+        json_object_set_new(o, "caption_dropout_prob", json_real(d.caption_dropout));
     }
     return o;
 }
@@ -668,6 +665,7 @@ static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
 /* the patch embedding is a convolution there: [D, 3, pt, ph, pw] */
 static size_t dit_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, ig_hf_piece *out,
                             size_t cap) {
+    const dit_shape d = dit_own(c);
     if (cap < 1) return 1;
     memset(&out[0], 0, sizeof out[0]);
     snprintf(out[0].name, sizeof out[0].name, "%s", t->name);
@@ -675,7 +673,7 @@ static size_t dit_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, i
     if (!strcmp(t->name, "x_embedder.proj.weight")) {
         out[0].ndim = 5;
         out[0].shape[0] = c->d_model, out[0].shape[1] = 3;
-        for (int k = 0; k < 3; k++) out[0].shape[2 + k] = c->patch[k];
+        for (int k = 0; k < 3; k++) out[0].shape[2 + k] = d.patch[k];
     }
     return 1;
 }
@@ -703,11 +701,107 @@ static const ig_op dit_ops[] = {
     IG_OP_CROSS_ATTENTION_BACKWARD,
 };
 
+/* ---- what the shape is compared by, completed from, conditioned on ----------------------------- */
+
+static const char *dit_differs(const ig_model_config *a, const ig_model_config *b) {
+    dit_shape x = dit_own(a), y = dit_own(b);
+    if (memcmp(x.patch, y.patch, sizeof x.patch)) return "model.patch";
+    if (x.cond != y.cond) return "model.cond";
+    if (x.num_classes != y.num_classes) return "model.num_classes";
+    if (x.class_dropout != y.class_dropout) return "model.class_dropout";
+    if (x.caption_len != y.caption_len) return "model.caption_len";
+    if (x.caption_dropout != y.caption_dropout) return "model.caption_dropout";
+    return "";
+}
+
+/* captions: the vocabulary of their tokenizer, from the caption shards */
+static ig_status dit_fit(ig_model_config *c, const ig_data_facts *f, ig_err *err) {
+    if (dit_own(c).cond != DIT_COND_CAPTION) return IG_OK;
+    uint64_t cv = f->caption_vocab;
+    if (cv == 0)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.cond caption: the clip shards have no captions (make them with "
+                          "ingot preprocess video --tokenizer)");
+    if (c->vocab_size == 0) c->vocab_size = (int)cv;
+    if ((uint64_t)c->vocab_size < cv)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.vocab_size %d is smaller than the caption shards' vocabulary of "
+                          "%llu",
+                          c->vocab_size, (unsigned long long)cv);
+    return IG_OK;
+}
+
+static int dit_conditions(const ig_model_config *c) {
+    int cond = dit_own(c).cond;
+    return cond == DIT_COND_CLASS ? IG_COND_LABEL : cond == DIT_COND_CAPTION ? IG_COND_TEXT : 0;
+}
+
+/* the null class: the class table's last row (num_classes; 0 without classes) */
+static int dit_null_class(const ig_model_config *c) {
+    return dit_own(c).num_classes;
+}
+
+static int dit_caption_len(const ig_model_config *c) {
+    dit_shape d = dit_own(c);
+    return d.cond == DIT_COND_CAPTION ? d.caption_len : 0;
+}
+
+static double dit_dropout(const ig_model_config *c, int caption) {
+    dit_shape d = dit_own(c);
+    return caption ? d.caption_dropout : d.class_dropout;
+}
+
+/* ---- what the passes send (plan_comm.c's accounting) -------------------------------------------
+ * Per micro-batch of B clips of T tokens (N = B T rows, C the width, e bytes an act element, t
+ * tensor-parallel ranks): tensor parallelism as the decoder's per block over the rows of the
+ * tensor-parallel layers (every row with Megatron's sp, this Ulysses rank's without), three blocks
+ * with a caption's cross-attention, whose input gradient (the caption's embeddings) is all-reduced
+ * once per micro-batch; the loss is summed over the group (8 bytes) with sp. Ulysses: per layer,
+ * q|k|v to head shards and the output back, and their gradients: 8 x [N / usp, C / t / usp] to
+ * each of the usp - 1 others; the loss summed (8 bytes). A stage sends its tokens, its
+ * conditioning [B, C] and the caption [B, Tk, C] forward, and their gradients back. */
+ig_comm_micro dit_comm_micro(const ig_model_config *c, const ig_part *p, int Bi, int Ti, uint64_t e,
+                             int recompute) {
+    uint64_t B = (uint64_t)Bi, N = B * (uint64_t)Ti, C = (uint64_t)c->d_model;
+    int t = p->tp, u = p->usp > 1 ? p->usp : 1;
+    uint64_t Nl = p->sp ? N / (uint64_t)t : N / (uint64_t)u, Ng = p->sp ? N : Nl;
+    uint64_t Tk = (uint64_t)dit_caption_len(c);
+    uint64_t blocks = 2 + (Tk ? 1 : 0), nl = (uint64_t)(p->l1 - p->l0);
+    uint64_t tp = 0, sp = 0;
+    if (t > 1) {
+        uint64_t per = p->sp ? 2 * ig_ring_bytes(t, N * C * e) : ig_allreduce_bytes(t, Ng * C * e);
+        tp = nl * blocks * 2 * per;
+        if (recompute == IG_RECOMPUTE_FULL) tp += nl * blocks * per;
+        if (Tk) tp += ig_allreduce_bytes(t, B * Tk * C * e); /* the caption's gradient */
+        if (p->last && p->sp) tp += ig_allreduce_bytes(t, 8);
+    }
+    if (u > 1) {
+        uint64_t unit = Nl * (C / (uint64_t)t / (uint64_t)u) * e * (uint64_t)(u - 1);
+        sp = nl * 8 * unit + (p->last ? ig_allreduce_bytes(u, 8) : 0);
+        if (recompute == IG_RECOMPUTE_FULL) sp += nl * 4 * unit;
+        if (recompute == IG_RECOMPUTE_SELECTIVE) sp += nl * unit; /* the core's output back */
+    }
+    uint64_t io = (Nl * C + B * C + B * Tk * C) * e;
+    return (ig_comm_micro){
+        .tp = tp, .sp = sp, .pp = p->pp > 1 ? ((p->last ? 0 : io) + (p->first ? 0 : io)) : 0};
+}
+
+/* ---- the family ------------------------------------------------------------------------------ */
+
+static const ig_flow_model dit_flow = {.channels = 3,
+                                       .clip_tokens = dit_clip_tokens,
+                                       .null_class = dit_null_class,
+                                       .caption_len = dit_caption_len,
+                                       .dropout = dit_dropout,
+                                       .stage = dit_flow_stage,
+                                       .prediction = dit_output,
+                                       .squared_error = dit_squared_error};
+
 const ig_family ig_family_dit = {
     .arch = "dit",
-    .id = IG_ARCH_DIT,
     .what = "DiT: a video diffusion transformer (3-D patches, adaLN-Zero, rectified flow)",
-    .input = IG_INPUT_CLIPS,
+    .objective = &ig_objective_flow,
+    .for_objective = &dit_flow,
     .any_length = 1,
     .ulysses = 1,
     .ema_default = 0.9999,
@@ -716,20 +810,20 @@ const ig_family ig_family_dit = {
     .ops = dit_ops,
     .n_ops = sizeof dit_ops / sizeof dit_ops[0],
     .check = dit_check,
+    .differs = dit_differs,
+    .fit = dit_fit,
+    .conditions = dit_conditions,
     .check_layout = dit_check_layout,
     .num_params = dit_num_params,
     .describe = dit_describe,
     .flops_per_token = dit_flops_per_token,
+    .comm_micro = dit_comm_micro,
     .tensors = dit_tensors,
     .plan = dit_plan,
     .create = dit_create,
     .destroy = dit_destroy,
-    .stage_batch = dit_stage_batch,
     .stage = &dit_stage,
-    .loss = dit_loss,
     .stage_io = dit_stage_io,
-    .clip_tokens = dit_clip_tokens,
-    .output = dit_output,
     .to_json = dit_to_json,
     .from_json = dit_from_json,
     .hf_model_type = "ingot-dit",

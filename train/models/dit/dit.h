@@ -8,6 +8,27 @@
 
 #include "../../family.h"
 
+/* model.cond */
+enum { DIT_COND_NONE = 0, DIT_COND_CLASS, DIT_COND_CAPTION };
+
+/* The DiT's own configuration (its model.* keys, in ig_model_config.own). */
+typedef struct dit_shape {
+    int patch[3];            /* [pt, ph, pw]: frames, rows, columns of a patch */
+    const char **patch_list; /* model.patch as configured: parsed into patch by the check, then
+                                NULL (a checked shape holds no pointer) */
+    size_t n_patch_list;
+    int cond;               /* DIT_COND_* */
+    int num_classes;        /* cond class: labels 0 .. num_classes - 1 (num_classes: none) */
+    double class_dropout;   /* cond class: a label replaced by none while training */
+    int caption_len;        /* cond caption: the caption tokens a clip attends to (the model's
+                               vocab_size is the caption tokenizer's; id vocab_size the null one) */
+    double caption_dropout; /* cond caption: a caption replaced by the null one while training */
+} dit_shape;
+IG_DEFINE_OWN(dit_shape)
+static inline dit_shape dit_own(const ig_model_config *c) {
+    return IG_OWN_GET(dit_shape, c);
+}
+
 /* The tensors of the first stage, in the table's order (the embedding table of the labels or the
  * caption tokens only with cond class or caption). */
 enum { DIT_X_W, DIT_X_B, DIT_T0_W, DIT_T0_B, DIT_T2_W, DIT_T2_B, DIT_Y, DIT_PER_FIRST };
@@ -92,9 +113,8 @@ typedef struct dit_state {
     uint64_t dres, dres_full, dln, dpartial, partial, dx, datty, dqkv, dfcg, dfch, dmod, dsilu;
     uint64_t dtmp, rows3, pack, datty_h;
     uint64_t dcq, dckv, dcatt, dyl, dytmp; /* cond caption */
-    /* host staging: [Nl or N, P] patches and targets, [N, C] positions, [B, 256] frequencies */
-    float *h_patches, *h_target, *h_pos, *h_freq, *h_noise;
-    float *h_t;              /* [B] the times */
+    /* host staging: [N, P] patches and targets, [N, C] positions, [B, 256] frequencies */
+    float *h_patches, *h_target, *h_pos, *h_freq;
     double *h_row;           /* [C] a position's row, in double */
     int32_t *h_labels;       /* [B] labels; with captions [B] lengths, then [B, Tk] token ids */
     float *h_cappos;         /* [Tk, C] the caption's positions */
@@ -122,17 +142,19 @@ static inline size_t dit_lastt(const ig_model *m, int which) {
     return (size_t)dit_of(m)->t_last0 + (size_t)which;
 }
 static inline int dit_patch_values(const ig_model_config *c) {
-    return 3 * c->patch[0] * c->patch[1] * c->patch[2];
+    dit_shape d = dit_own(c);
+    return 3 * d.patch[0] * d.patch[1] * d.patch[2];
 }
 
 /* dit_pass.c */
 extern const ig_stage_hooks dit_stage;
 void dit_stage_io(ig_model *m, int slot, ig_stage_io *io);
-ig_status dit_loss(ig_model *m, int slot, double *loss, ig_err *err);
+ig_status dit_squared_error(ig_model *m, int slot, double *sum, double *count, ig_err *err);
+ig_comm_micro dit_comm_micro(const ig_model_config *c, const ig_part *p, int B, int T, uint64_t e,
+                             int recompute);
 
-/* dit_input.c */
-ig_status dit_stage_batch(ig_model *m, int slot, const ig_stage_input *in, float grad_scale,
-                          uint64_t *counted, ig_err *err);
+/* dit_input.c: the rectified flow's batch staged as patches (objective.h's ig_flow_model) */
+ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *b, ig_err *err);
 ig_status dit_output(ig_model *m, int slot, float *out, ig_err *err);
 /* the caption's fixed positions [caption_len, C]: sincos(C, j), as the frames' (row: [C] scratch)
  */

@@ -83,7 +83,7 @@ static ig_status embed_forward(ig_model *m, int B, int Nl) {
     ig_kernel_silu_forward(be, A(x->tsilu), A(x->th), (size_t)B * (size_t)C);
     ig_kernel_matmul_forward(be, A(x->cond), A(x->tsilu), ig_model_param(m, dit_ft(m, DIT_T2_W)),
                              IG_W_OUT_IN, ig_model_param(m, dit_ft(m, DIT_T2_B)), B, C, C);
-    if (m->cfg.cond == IG_COND_CLASS) {
+    if (dit_own(&m->cfg).cond == DIT_COND_CLASS) {
         ig_kernel_encoder_forward(be, A(x->yemb), ig_model_i32(m, 0),
                                   ig_model_param(m, dit_ft(m, DIT_Y)), NULL, 1, B, C);
         ig_kernel_add(be, A(x->cond), A(x->cond), A(x->yemb), (size_t)B * (size_t)C);
@@ -301,7 +301,7 @@ static void embed_backward(ig_model *m, int B, int Nl) {
     ig_kernel_matmul_backward(be, NULL, ig_model_grad(m, dit_ft(m, DIT_X_W)),
                               ig_model_grad(m, dit_ft(m, DIT_X_B)), S(x->dres), A(x->patches),
                               ig_model_param(m, dit_ft(m, DIT_X_W)), IG_W_OUT_IN, Nl, x->P, C);
-    if (m->cfg.cond == IG_COND_CLASS)
+    if (dit_own(&m->cfg).cond == DIT_COND_CLASS)
         ig_kernel_encoder_backward(be, ig_model_grad(m, dit_ft(m, DIT_Y)), NULL, dc,
                                    ig_model_i32(m, 0), 1, B, C);
     if (x->Tk)
@@ -495,7 +495,7 @@ void dit_stage_io(ig_model *m, int slot, ig_stage_io *io) {
     }
 }
 
-ig_status dit_loss(ig_model *m, int slot, double *loss, ig_err *err) {
+ig_status dit_squared_error(ig_model *m, int slot, double *sum, double *count, ig_err *err) {
     const dit_state *x = dit_of(m);
     m->slot = slot;
     int N, Nl, row0;
@@ -504,15 +504,16 @@ ig_status dit_loss(ig_model *m, int slot, double *loss, ig_err *err) {
     ig_status st =
         ig_backend_download(m->be, host, ig_model_io_f32(m, 0), (size_t)Nl * sizeof(float), err);
     if (st != IG_OK) return st;
-    double sum = 0;
-    for (int i = 0; i < Nl; i++) sum += host[i];
+    double s = 0;
+    for (int i = 0; i < Nl; i++) s += host[i];
     /* with sequence parallelism each rank has its rows' squared errors: summed over the group */
     if (m->part.sp &&
-        (st = ig_group_allreduce(m->part.tpg, &sum, 1, IG_COMM_F64, IG_COMM_SUM, err)) != IG_OK)
+        (st = ig_group_allreduce(m->part.tpg, &s, 1, IG_COMM_F64, IG_COMM_SUM, err)) != IG_OK)
         return st;
     if (usp_of(m) > 1 &&
-        (st = ig_group_allreduce(m->part.uspg, &sum, 1, IG_COMM_F64, IG_COMM_SUM, err)) != IG_OK)
+        (st = ig_group_allreduce(m->part.uspg, &s, 1, IG_COMM_F64, IG_COMM_SUM, err)) != IG_OK)
         return st;
-    *loss = sum / ((double)N * (double)x->P);
+    *sum = s;
+    *count = (double)N * (double)x->P;
     return IG_OK;
 }

@@ -1,36 +1,20 @@
-/* inference_clips.c - using a diffusion model (a family that reads clips): its loss on clip shards
- * (ingot eval), at a grid of times with keyed noise through the trainer's validation feed, or
- * with the noise and times of a file, and videos sampled from it (ingot sample) by Euler steps of
- * the rectified flow with classifier-free guidance.
+/* flow_use.c - a rectified-flow model used (train.h): its loss on clip shards (ingot eval), at a
+ * grid of times with keyed noise through the trainer's validation feed, or with the noise and
+ * times of a file, and its sampler (ingot sample): videos by Euler steps of the flow from noise to
+ * clips, with classifier-free guidance.
  */
-#include "feed.h"
-#include "model.h"
-#include "safetensors.h"
+#include "flow.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-ig_status ig_model_read_shape(ig_ctx *ctx, const char *path, ig_model_config *out, ig_err *err) {
-    char dir[4096], man[4200];
-    ig_status st = ig_ckpt_resolve(path, dir, sizeof dir, err);
-    if (st != IG_OK) return st;
-    snprintf(man, sizeof man, "%s/manifest.json", dir);
-    if (ig_file_exists(man)) {
-        ig_ckpt_info info;
-        st = ig_ckpt_read_info(ctx, dir, 0, &info, err);
-        if (st == IG_OK) *out = info.model;
-        return st;
-    }
-    int32_t eod;
-    return ig_hf_read_config(ctx, dir, out, &eod, err);
-}
-
 /* ---- the loss on clips ----------------------------------------------------------------------- */
 
 static ig_status need_clips(const ig_model *m, ig_err *err) {
-    if (m->fam->input == IG_INPUT_CLIPS) return IG_OK;
-    return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read tokens, not clips", m->fam->arch);
+    if (ig_flow_model_of(m)) return IG_OK;
+    return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read %s, not clips", m->fam->arch,
+                      m->fam->objective->input);
 }
 
 /* The grid: the trainer's validation feed over the shards. */
@@ -46,18 +30,22 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
     t.eval_timesteps = o->timesteps;
     t.flow_shift = 1;
     ig_feed *f = NULL;
-    ig_status st = ig_feed_open(&f, ctx, &t, IG_INPUT_CLIPS, 1, 0, err);
+    ig_feed_opts fo = {.input = ig_objective_flow.input,
+                       .valid = 1,
+                       .repeats = o->timesteps,
+                       .caption_len = ig_flow_model_of(m)->caption_len(&m->cfg)};
+    ig_status st = ig_feed_open(&f, ctx, &t, &fo, err);
     if (st == IG_OK) st = ig_feed_start(f, NULL, 1, 0, 1, err);
     int K = o->timesteps;
     double sum = 0, *at = res->loss_at;
     for (int64_t i = 0; st == IG_OK && i < (int64_t)o->batches * K; i++) {
-        ig_stage_input in;
+        ig_micro_batch mb;
         double l = 0;
-        if ((st = ig_feed_next(f, &in, err)) != IG_OK) break;
-        if ((st = ig_model_clips_loss(m, in.clips, 0.0f, &l, err)) != IG_OK) break;
+        if ((st = ig_feed_next(f, &mb, err)) != IG_OK) break;
+        if ((st = ig_flow_micro_loss(m, &mb, &l, err)) != IG_OK) break;
         at[i % K] += l / o->batches;
         sum += l;
-        if (i % K == 0) res->clips += (uint64_t)in.clips->B;
+        if (i % K == 0) res->clips += (uint64_t)mb.clips->n;
     }
     ig_feed_close(f);
     res->loss = sum / ((double)o->batches * K);
@@ -100,7 +88,7 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
     float *all_noise = NULL, *all_t = NULL;
     uint8_t *frames = NULL;
     uint32_t *labels = NULL;
-    size_t Tk = m->cfg.cond == IG_COND_CAPTION ? (size_t)m->cfg.caption_len : 0;
+    size_t Tk = (size_t)ig_flow_model_of(m)->caption_len(&m->cfg);
     int32_t *caps = ig_alloc(ctx, (B * Tk > 0 ? B * Tk : 1) * sizeof(int32_t));
     int32_t *lens = ig_alloc(ctx, B * sizeof(int32_t));
     if (!caps || !lens) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
@@ -165,6 +153,58 @@ ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts 
     return eval_grid(m, ctx, o, res, err);
 }
 
+/* ingot eval: room for the shards' largest micro-batch and clip, then the grid or the noise
+ * file. */
+ig_status ig_flow_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const ig_eval_opts *o,
+                           ig_eval_result *res, ig_err *err) {
+    ig_model_config shape;
+    ig_model *m = NULL;
+    ig_status st = ig_model_read_shape(ctx, path, &shape, err);
+    int B = o->micro_batch, T = 1;
+    ig_clip_dataset *ds = NULL;
+    if (st == IG_OK) st = ig_clip_dataset_open(&ds, ctx, o->data->path, o->data->n_path, err);
+    size_t nb = 0;
+    const ig_clip_bucket *bk = ds ? ig_clip_dataset_buckets(ds, &nb) : NULL;
+    for (uint64_t g = 0; st == IG_OK && g < ig_clip_dataset_clips(ds); g++) {
+        ig_clip_info c = ig_clip_dataset_info(ds, g, NULL, NULL);
+        int tok = 0;
+        if (c.bucket != IG_CLIP_NONE && c.bucket < nb && (int)bk[c.bucket].batch_size > B)
+            B = (int)bk[c.bucket].batch_size;
+        st = ig_model_clip_tokens(&shape, (int)c.frames, (int)c.height, (int)c.width, &tok, err);
+        if (st != IG_OK) ig_err_prefix(err, st, "clip %llu", (unsigned long long)g);
+        if (tok > T) T = tok;
+    }
+    ig_clip_dataset_close(ds);
+    if (st == IG_OK) st = ig_model_open_weights(&m, ctx, be, path, B, T, o->weights, NULL, err);
+    if (st == IG_OK && (st = ig_model_check_finite(m, err)) != IG_OK)
+        ig_err_prefix(err, st, "%s: its weights are not finite", path);
+    ig_clip_eval_opts co = {.prefixes = o->data->path,
+                            .n = o->data->n_path,
+                            .micro_batch = o->micro_batch,
+                            .batches = o->batches,
+                            .timesteps = o->timesteps,
+                            .seed = o->data->seed,
+                            .noise_file = o->noise_file};
+    ig_clip_eval_result *r = st == IG_OK ? ig_calloc(ctx, 1, sizeof *r) : NULL;
+    if (st == IG_OK && !r) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_OK) st = ig_model_eval_clips(m, ctx, &co, r, err);
+    if (st == IG_OK) {
+        if (r->n_times)
+            snprintf(res->what, sizeof res->what, "%llu clips, each at %d times",
+                     (unsigned long long)r->clips, r->n_times);
+        else
+            snprintf(res->what, sizeof res->what, "%llu clips with the noise and times of %s",
+                     (unsigned long long)r->clips, o->noise_file);
+        for (int k = 0; k < r->n_times && res->n_lines < IG_EVAL_MAX_LINES; k++)
+            snprintf(res->lines[res->n_lines++], IG_EVAL_LINE, "t %.4f loss %.6f",
+                     (k + 0.5) / r->n_times, r->loss_at[k]);
+        res->loss = r->loss;
+    }
+    ig_free(ctx, r);
+    ig_model_free(m);
+    return st;
+}
+
 /* ---- sampling -------------------------------------------------------------------------------- */
 
 ig_video_sample_opts ig_video_sample_opts_default(void) {
@@ -190,23 +230,24 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
     ig_status st = need_clips(m, err);
     if (st != IG_OK) return st;
     const ig_model_config *c = &m->cfg;
-    int tok = 0;
+    const ig_flow_model *fm = ig_flow_model_of(m);
+    int tok = 0, conds = ig_model_conditions(c), classes = fm->null_class(c);
     if (o->num < 1 || o->steps < 1 || !(o->cfg >= 0) || !(o->shift > 0))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "%d videos, %d steps, guidance %g, shift %g: need >= 1, >= 1, >= 0, > 0",
                           o->num, o->steps, (double)o->cfg, o->shift);
     if ((st = ig_model_clip_tokens(c, o->frames, o->height, o->width, &tok, err)) != IG_OK)
         return st;
-    int cond = (c->cond == IG_COND_CLASS && o->label >= 0) ||
-               (c->cond == IG_COND_CAPTION && o->prompt && o->prompt_len > 0);
-    if (o->label >= 0 && c->cond != IG_COND_CLASS)
+    int cond = ((conds & IG_COND_LABEL) && o->label >= 0) ||
+               ((conds & IG_COND_TEXT) && o->prompt && o->prompt_len > 0);
+    if (o->label >= 0 && !(conds & IG_COND_LABEL))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "a label: the model is not class-conditional");
-    if (o->prompt && o->prompt_len > 0 && c->cond != IG_COND_CAPTION)
+    if (o->prompt && o->prompt_len > 0 && !(conds & IG_COND_TEXT))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "a prompt: the model is not conditioned on captions");
-    if (o->label >= c->num_classes && cond)
+    if (o->label >= classes && cond)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "label %lld: the model has classes 0 .. %d",
-                          (long long)o->label, c->num_classes - 1);
+                          (long long)o->label, classes - 1);
     int guided = cond && o->cfg != 1.0f, per_call = guided ? 2 : 1;
     if (m->B < per_call || tok > m->T)
         return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -219,16 +260,15 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
     float *v = ig_alloc(ctx, (size_t)per_call * chunk * per * sizeof(float));
     float *t = ig_alloc(ctx, (size_t)per_call * chunk * sizeof(float));
     uint32_t *labels = ig_alloc(ctx, (size_t)per_call * chunk * sizeof(uint32_t));
-    size_t Tk = c->cond == IG_COND_CAPTION ? (size_t)c->caption_len : 1;
+    size_t Tk = fm->caption_len(c) ? (size_t)fm->caption_len(c) : 1;
     int32_t *caps = ig_calloc(ctx, (size_t)per_call * chunk * Tk, sizeof(int32_t));
     int32_t *lens = ig_calloc(ctx, (size_t)per_call * chunk, sizeof(int32_t));
     if (!x || !xin || !v || !t || !labels || !caps || !lens)
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     /* the prompt (cut to the model's caption length) for the guided videos; the null caption
      * (length 0) for the others */
-    int plen = cond && c->cond == IG_COND_CAPTION
-                   ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk)
-                   : 0;
+    int plen = cond && (conds & IG_COND_TEXT) ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk)
+                                              : 0;
     for (int b = 0; st == IG_OK && b < chunk; b++)
         for (int j = 0; j < plen; j++) caps[(size_t)b * Tk + (size_t)j] = o->prompt[j];
     for (int v0 = 0; st == IG_OK && v0 < o->num; v0 += chunk) {
