@@ -407,7 +407,9 @@ void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_hea
 /* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
 static inline int attention_shape_ok(const ig_attention_shape *s) {
     return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
-           s->n_head % s->n_kv_head == 0 && s->head_size > 0 && (s->causal == 0 || s->causal == 1);
+           s->n_head % s->n_kv_head == 0 && s->head_size > 0 &&
+           (s->causal == 0 || s->causal == 1) &&
+           s->scale - s->scale == 0.0f; /* finite (0: the default) */
 }
 
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,

@@ -297,6 +297,10 @@ typedef struct ig_attention_shape {
     int n_kv_head; /* key/value heads: divides n_head */
     int head_size; /* hs */
     int causal;    /* 1: query t attends keys s <= t; 0: every key of the sequence (DiT) */
+    /* The scores' scale: 0 (the default, what a designated initializer leaves) is 1/sqrt(hs),
+     * computed as before this field existed (the same bits); T5 gives 1.0f (no scaling). Any
+     * other finite value multiplies q.k instead. */
+    float scale;
 } ig_attention_shape;
 
 /* Rotary position embedding (RoPE) in Hugging Face's rotate-half convention, in place on the
@@ -314,9 +318,9 @@ void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head,
 void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
                              int hs, int pos0, float theta);
 
-/* Self-attention with the scale (1/sqrt(hs)), masks and softmax fused: out [B, T, C] (heads
- * concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix is
- * stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
+/* Self-attention with the scale (1/sqrt(hs), or s->scale), masks and softmax fused: out [B, T, C]
+ * (heads concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix
+ * is stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
  * doc: NULL, or [B, T] document ids in backend memory: query t attends key s only when
  * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens), and, when causal,
  * s <= t; without causality a query attends every key of its own document. Every query sees at
