@@ -123,6 +123,7 @@ typedef struct gn_job {
     double *part;      /* [N * chunks, 2C]: per chunk, two sums per channel */
     float *gmean, *sc; /* [N, C]: each channel's group mean; rstd (forward: rstd * w) */
     float *k1, *k2;    /* backward [N, C]: the group's mean(dxhat), mean(dxhat xhat) */
+    float *row;        /* backward: per worker, a row's xhat and dy [2C] */
 } gn_job;
 
 /* the rows [r0, r1) of sample n of item it */
@@ -161,18 +162,19 @@ static void gn_apply_chunk(void *arg, size_t b, size_t e, int worker) {
     for (size_t it = b; it < e; it++) {
         int n, r0, r1;
         gn_rows(j, it, &n, &r0, &r1);
-        const float *m = j->gmean + (size_t)n * C, *sc = j->sc + (size_t)n * C;
+        const float *restrict m = j->gmean + (size_t)n * C, *restrict sc = j->sc + (size_t)n * C;
+        const float *restrict bias = j->b;
         for (int r = r0; r < r1; r++) {
             size_t off = ((size_t)n * j->HW + r) * C;
-            const float *x = j->inp + off;
-            float *o = j->out + off;
+            const float *restrict x = j->inp + off;
+            float *restrict o = j->out + off;
             if (j->silu)
                 for (int c = 0; c < C; c++) {
-                    float y = (x[c] - m[c]) * sc[c] + j->b[c];
+                    float y = (x[c] - m[c]) * sc[c] + bias[c];
                     o[c] = y / (1.0f + ig_cpu_expf(-y));
                 }
             else
-                for (int c = 0; c < C; c++) o[c] = (x[c] - m[c]) * sc[c] + j->b[c];
+                for (int c = 0; c < C; c++) o[c] = (x[c] - m[c]) * sc[c] + bias[c];
         }
     }
 }
@@ -184,14 +186,16 @@ static void gn_chunks(gn_job *j) {
     j->chunks = (j->HW + j->rows - 1) / j->rows;
 }
 
-/* scratch for part and the four [N, C] float tables; 0 after raising */
+/* scratch for part, the four [N, C] float tables and the workers' rows; 0 after raising */
 static int gn_scratch(ig_backend *be, gn_job *j, const char *what) {
     size_t items = (size_t)j->N * j->chunks, nc = (size_t)j->N * j->C;
-    char *p = ig_cpu_scratch(be, items * 2 * j->C * sizeof(double) + 4 * nc * sizeof(float), what);
+    size_t rows = (size_t)ig_ctx_threads(be->ctx) * 2 * j->C;
+    char *p = ig_cpu_scratch(
+        be, items * 2 * j->C * sizeof(double) + (4 * nc + rows) * sizeof(float), what);
     if (!p) return 0;
     j->part = (double *)p;
     j->gmean = (float *)(p + items * 2 * j->C * sizeof(double));
-    j->sc = j->gmean + nc, j->k1 = j->sc + nc, j->k2 = j->k1 + nc;
+    j->sc = j->gmean + nc, j->k1 = j->sc + nc, j->k2 = j->k1 + nc, j->row = j->k2 + nc;
     return 1;
 }
 
@@ -233,32 +237,40 @@ void ig_cpu_groupnorm_forward(ig_backend *be, void *out, float *mean, float *rst
     ig_cpu_scratch_free(be, j.part);
 }
 
-/* dy of element c of a row: dout, times silu'(y) with silu */
-IG_CPU_INLINE float gn_dy(const gn_job *j, float d, float xh, int c) {
-    if (!j->silu) return d;
-    float y = xh * j->w[c] + j->b[c];
-    float s = 1.0f / (1.0f + ig_cpu_expf(-y));
-    return d * (s * (1.0f + y * (1.0f - s)));
+/* A row's xhat and dy (dout, times silu'(y) with silu), into xh and dy [C]. */
+IG_CPU_INLINE void gn_row(const gn_job *j, int n, int r, float *restrict xh, float *restrict dy) {
+    int C = j->C;
+    size_t off = ((size_t)n * j->HW + r) * C;
+    const float *restrict x = j->inp + off, *restrict d = j->dout + off;
+    const float *restrict m = j->gmean + (size_t)n * C, *restrict rs = j->sc + (size_t)n * C;
+    const float *restrict w = j->w, *restrict bias = j->b;
+    for (int c = 0; c < C; c++) xh[c] = (x[c] - m[c]) * rs[c];
+    if (!j->silu) {
+        memcpy(dy, d, (size_t)C * sizeof *dy);
+        return;
+    }
+    for (int c = 0; c < C; c++) {
+        float y = xh[c] * w[c] + bias[c];
+        float sg = 1.0f / (1.0f + ig_cpu_expf(-y));
+        dy[c] = d[c] * (sg * (1.0f + y * (1.0f - sg)));
+    }
 }
 
 IG_CPU_CLONES
 static void gn_bwd_sums_chunk(void *arg, size_t b, size_t e, int worker) {
-    (void)worker;
     gn_job *j = arg;
     int C = j->C;
+    float *restrict xh = j->row + (size_t)worker * 2 * C, *restrict dy = xh + C;
     for (size_t it = b; it < e; it++) {
         int n, r0, r1;
         gn_rows(j, it, &n, &r0, &r1);
-        double *a = j->part + it * 2 * (size_t)C, *bb = a + C; /* sum dy xhat, sum dy */
-        for (int c = 0; c < C; c++) a[c] = 0, bb[c] = 0;
-        const float *m = j->gmean + (size_t)n * C, *rs = j->sc + (size_t)n * C;
+        double *restrict a = j->part + it * 2 * (size_t)C, *restrict bb = a + C;
+        for (int c = 0; c < C; c++) a[c] = 0, bb[c] = 0; /* sum dy xhat, sum dy */
         for (int r = r0; r < r1; r++) {
-            size_t off = ((size_t)n * j->HW + r) * C;
-            const float *x = j->inp + off, *d = j->dout + off;
+            gn_row(j, n, r, xh, dy);
             for (int c = 0; c < C; c++) {
-                float xh = (x[c] - m[c]) * rs[c], dy = gn_dy(j, d[c], xh, c);
-                a[c] += (double)dy * xh;
-                bb[c] += dy;
+                a[c] += (double)dy[c] * xh[c];
+                bb[c] += dy[c];
             }
         }
     }
@@ -266,22 +278,19 @@ static void gn_bwd_sums_chunk(void *arg, size_t b, size_t e, int worker) {
 
 IG_CPU_CLONES
 static void gn_bwd_dx_chunk(void *arg, size_t b, size_t e, int worker) {
-    (void)worker;
     gn_job *j = arg;
     int C = j->C;
+    float *restrict xh = j->row + (size_t)worker * 2 * C, *restrict dy = xh + C;
+    const float *restrict w = j->w;
     for (size_t it = b; it < e; it++) {
         int n, r0, r1;
         gn_rows(j, it, &n, &r0, &r1);
-        const float *m = j->gmean + (size_t)n * C, *rs = j->sc + (size_t)n * C;
-        const float *k1 = j->k1 + (size_t)n * C, *k2 = j->k2 + (size_t)n * C;
+        const float *restrict rs = j->sc + (size_t)n * C, *restrict k1 = j->k1 + (size_t)n * C,
+                              *restrict k2 = j->k2 + (size_t)n * C;
         for (int r = r0; r < r1; r++) {
-            size_t off = ((size_t)n * j->HW + r) * C;
-            const float *x = j->inp + off, *d = j->dout + off;
-            float *di = j->dinp + off;
-            for (int c = 0; c < C; c++) {
-                float xh = (x[c] - m[c]) * rs[c], dy = gn_dy(j, d[c], xh, c);
-                di[c] += rs[c] * (dy * j->w[c] - k1[c] - xh * k2[c]);
-            }
+            gn_row(j, n, r, xh, dy);
+            float *restrict di = j->dinp + ((size_t)n * j->HW + r) * C;
+            for (int c = 0; c < C; c++) di[c] += rs[c] * (dy[c] * w[c] - k1[c] - xh[c] * k2[c]);
         }
     }
 }
