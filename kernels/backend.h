@@ -145,8 +145,10 @@ void ig_backend_memory_reset_peak(ig_backend *be);
  * operation (a trace, a message). A backend may lack an operation (an entry of its table left
  * empty): calling it is a programmer error (it asserts, and in a release build raises
  * IG_ERR_UNSUPPORTED for the next ig_backend_sync and does nothing), so model code that needs an
- * operation asks ig_backend_supports first, when it is built. The CPU and CUDA backends have
- * every operation. The values are not stable across versions: store names, not numbers. */
+ * operation asks ig_backend_supports first, when it is built. The CPU backend has every
+ * operation, and so has the CUDA backend where its toolkit has cuDNN (built without it, it lacks
+ * conv2d_forward and conv2d_backward). The values are not stable across versions: store names,
+ * not numbers. */
 typedef enum ig_op {
     IG_OP_ENCODER_FORWARD = 0,
     IG_OP_ENCODER_BACKWARD,

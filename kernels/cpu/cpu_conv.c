@@ -36,11 +36,14 @@
 
 #include "cpu_internal.h"
 
-#define CONV_PARTS    16 /* chunks per call aimed at */
-#define CONV_MIN_ROWS 8  /* rows per band at least: a backward band's halo is KH - 1 rows */
-#define CONV_OC_ALIGN 16 /* output channels per block of the weight gradient: a multiple of this   \
-                          */
-#define CONV_CACHE 64    /* primitives kept (the least recently used one goes) */
+/* About CONV_PARTS chunks per call; bands of at least CONV_MIN_ROWS rows (a backward band's halo
+ * is KH - 1 rows); weight-gradient blocks of a multiple of CONV_OC_ALIGN output channels; the
+ * cache keeps CONV_CACHE primitives, the least recently used going first (a call holds at most
+ * 2 CONV_PARTS + 4 at once). */
+#define CONV_PARTS    16
+#define CONV_MIN_ROWS 8
+#define CONV_OC_ALIGN 16
+#define CONV_CACHE    64
 
 /* ---- reference ------------------------------------------------------------------------------- */
 
@@ -150,8 +153,7 @@ enum { P_FWD, P_FWD_BIAS, P_BWD_DATA, P_BWD_W, P_REORDER };
 typedef struct conv_prim {
     int kind; /* P_*; -1: an empty entry */
     dnnl_dim_t dims[CONV_DIMS];
-    int given_md;               /* weights created with md (else the library's choice) */
-    dnnl_memory_desc_t md, md2; /* weights given; a reorder's source and destination */
+    dnnl_memory_desc_t md, md2; /* a reorder's source and destination (its key) */
     dnnl_primitive_desc_t pd, hint;
     dnnl_primitive_t prim;
     size_t scratchpad; /* bytes */
@@ -210,16 +212,12 @@ static void md_weights(dnnl_memory_desc_t *md, const dnnl_dim_t *d, dnnl_format_
     dnnl_memory_desc_init_by_tag(md, 4, w, dnnl_f32, tag);
 }
 
-/* The convolution descriptor of kind over dims, its weights md (given, else the library's pick) */
-static dnnl_status_t conv_desc(dnnl_convolution_desc_t *cd, int kind, const dnnl_dim_t *d,
-                               const dnnl_memory_desc_t *wmd) {
+/* The convolution descriptor of kind over dims, the weights in the format the library picks */
+static dnnl_status_t conv_desc(dnnl_convolution_desc_t *cd, int kind, const dnnl_dim_t *d) {
     dnnl_memory_desc_t src, dst, w, bias;
     md_nhwc(&src, d[0], d[1], d[2], d[3]);
     md_nhwc(&dst, d[0], d[4], d[5], d[6]);
-    if (wmd)
-        w = *wmd;
-    else
-        md_weights(&w, d, dnnl_format_tag_any);
+    md_weights(&w, d, dnnl_format_tag_any);
     dnnl_dims_t b = {d[4]};
     dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_a);
     dnnl_dims_t strides = {d[9], d[9]}, pl = {d[10], d[11]}, pr = {d[12], d[13]};
@@ -238,7 +236,8 @@ static dnnl_status_t conv_desc(dnnl_convolution_desc_t *cd, int kind, const dnnl
     }
 }
 
-/* Makes entry p (kind, dims, md, md2 filled in): its descriptor, primitive and scratchpad size. */
+/* Makes entry p (kind, and dims or md and md2, filled in): its descriptor, primitive and
+ * scratchpad size. */
 static dnnl_status_t prim_make(conv_prim *p, dnnl_engine_t engine) {
     dnnl_primitive_attr_t attr = NULL;
     dnnl_status_t st = dnnl_primitive_attr_create(&attr);
@@ -247,14 +246,13 @@ static dnnl_status_t prim_make(conv_prim *p, dnnl_engine_t engine) {
     if (st == dnnl_success && p->kind == P_REORDER) {
         st = dnnl_reorder_primitive_desc_create(&p->pd, &p->md, engine, &p->md2, engine, attr);
     } else if (st == dnnl_success) {
-        const dnnl_memory_desc_t *wmd = p->given_md ? &p->md : NULL;
         dnnl_convolution_desc_t cd;
         if (p->kind != P_FWD && p->kind != P_FWD_BIAS) { /* the backward needs the forward's */
-            st = conv_desc(&cd, P_FWD, p->dims, wmd);
+            st = conv_desc(&cd, P_FWD, p->dims);
             if (st == dnnl_success)
                 st = dnnl_primitive_desc_create(&p->hint, &cd, attr, engine, NULL);
         }
-        if (st == dnnl_success) st = conv_desc(&cd, p->kind, p->dims, wmd);
+        if (st == dnnl_success) st = conv_desc(&cd, p->kind, p->dims);
         if (st == dnnl_success) st = dnnl_primitive_desc_create(&p->pd, &cd, attr, engine, p->hint);
     }
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -265,9 +263,9 @@ static dnnl_status_t prim_make(conv_prim *p, dnnl_engine_t engine) {
     return st;
 }
 
-/* The primitive of kind over dims (weights md: md, or NULL for the library's pick; a reorder: md
- * to md2), from the cache or made now; NULL after raising. Call inside a dnnl frame, on the thread
- * that drives the backend. */
+/* The primitive of kind over dims (a convolution: the weights in the library's format), or the
+ * reorder from md to md2 (kind P_REORDER, dims NULL), from the cache or made now; NULL after
+ * raising. Call inside a dnnl frame, on the thread that drives the backend. */
 static conv_prim *prim_get(ig_backend *be, int kind, const dnnl_dim_t *dims,
                            const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *md2,
                            const char *what) {
@@ -276,10 +274,9 @@ static conv_prim *prim_get(ig_backend *be, int kind, const dnnl_dim_t *dims,
     conv_prim *victim = &c->e[0];
     for (int i = 0; i < CONV_CACHE; i++) {
         conv_prim *p = &c->e[i];
-        if (p->kind == kind && p->given_md == (md != NULL) &&
-            (kind == P_REORDER || !memcmp(p->dims, dims, sizeof p->dims)) &&
-            (!md || dnnl_memory_desc_equal(&p->md, md)) &&
-            (!md2 || dnnl_memory_desc_equal(&p->md2, md2))) {
+        if (p->kind == kind && (kind == P_REORDER ? dnnl_memory_desc_equal(&p->md, md) &&
+                                                        dnnl_memory_desc_equal(&p->md2, md2)
+                                                  : !memcmp(p->dims, dims, sizeof p->dims))) {
             p->used = ++c->tick;
             return p;
         }
@@ -288,7 +285,6 @@ static conv_prim *prim_get(ig_backend *be, int kind, const dnnl_dim_t *dims,
     prim_clear(victim);
     victim->kind = kind;
     if (dims) memcpy(victim->dims, dims, sizeof victim->dims);
-    victim->given_md = md != NULL;
     if (md) victim->md = *md;
     if (md2) victim->md2 = *md2;
     dnnl_status_t st = prim_make(victim, c->engine);

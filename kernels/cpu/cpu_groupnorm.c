@@ -17,9 +17,10 @@
  * order, then a group's channels in channel order: the statistics (var = E[x^2] - mean^2, in
  * double: exact enough for fp32 data whose mean is within 10^4 standard deviations of 0), and in
  * the backward the group's two sums and the per-channel dw, db (samples in order); (3) per chunk,
- * the output rows (forward) or dx added to dinp. Channels are the inner loop everywhere
- * (contiguous, vectorised across channels, never a reduction across lanes): the same bits for any
- * thread count and on every CPU.
+ * the output rows (forward: x - mean as (x - hi) - lo, the double mean split in two floats, so an
+ * input far from 0 loses nothing to the mean's rounding) or dx added to dinp. Channels are the
+ * inner loop everywhere (contiguous, vectorised across channels, never a reduction across lanes):
+ * the same bits for any thread count and on every CPU.
  *
  * Shapes: inp, out, dout, dinp [N, HW, C]; w, b, dw, db [C]; mean, rstd [N, G].
  */
@@ -164,17 +165,18 @@ static void gn_apply_chunk(void *arg, size_t b, size_t e, int worker) {
         gn_rows(j, it, &n, &r0, &r1);
         const float *restrict m = j->gmean + (size_t)n * C, *restrict sc = j->sc + (size_t)n * C;
         const float *restrict bias = j->b;
+        const float *restrict lo = j->k1 + (size_t)n * C; /* the mean's low part */
         for (int r = r0; r < r1; r++) {
             size_t off = ((size_t)n * j->HW + r) * C;
             const float *restrict x = j->inp + off;
             float *restrict o = j->out + off;
             if (j->silu)
                 for (int c = 0; c < C; c++) {
-                    float y = (x[c] - m[c]) * sc[c] + bias[c];
+                    float y = ((x[c] - m[c]) - lo[c]) * sc[c] + bias[c];
                     o[c] = y / (1.0f + ig_cpu_expf(-y));
                 }
             else
-                for (int c = 0; c < C; c++) o[c] = (x[c] - m[c]) * sc[c] + bias[c];
+                for (int c = 0; c < C; c++) o[c] = ((x[c] - m[c]) - lo[c]) * sc[c] + bias[c];
         }
     }
 }
@@ -228,8 +230,10 @@ void ig_cpu_groupnorm_forward(ig_backend *be, void *out, float *mean, float *rst
             double rs = 1.0 / sqrt((var > 0 ? var : 0) + e);
             mean[n * G + g] = (float)m;
             rstd[n * G + g] = (float)rs;
+            float hi = (float)m, lo = (float)(m - hi); /* x - m = (x - hi) - lo, nearly exact */
             for (int c = g * j.Cg; c < (g + 1) * j.Cg; c++) {
-                j.gmean[(size_t)n * C + c] = (float)m;
+                j.gmean[(size_t)n * C + c] = hi;
+                j.k1[(size_t)n * C + c] = lo;
                 j.sc[(size_t)n * C + c] = (float)(rs * j.w[c]);
             }
         }

@@ -6,7 +6,8 @@
  * row: coalesced) into partials [N, chunks, C, 2]; (2) a thread per (sample, group): the partials
  * in chunk order, then the group's channels in order: mean, var = E[x^2] - mean^2 in double (exact
  * enough for fp32 data whose mean is within 10^4 standard deviations of 0), rstd = 1 / sqrt(var +
- * eps), kept in fp32; (3) elementwise: y = (x - mean) rstd w + b, out = y or silu(y), rounded once.
+ * eps), kept in fp32 (the mean's low part too, in scratch); (3) elementwise: y = ((x - mean) -
+ * mean_lo) rstd w + b, out = y or silu(y), rounded once.
  * Backward, with dy = dout (or dout silu'(y), y recomputed) and xhat = (x - mean) rstd: (1) per
  * (sample, chunk), per channel, sums of dy xhat and of dy in double; (2) a thread per (sample,
  * group): each channel's sums over the chunks in order (kept for dw, db), then the group's
@@ -53,8 +54,8 @@ __global__ void gn_stats_kernel(double *part, const T *x, int HW, int C, int row
     }
 }
 
-__global__ void gn_stats_finish_kernel(float *mean, float *rstd, const double *part, int N, int HW,
-                                       int C, int G, int chunks, float eps) {
+__global__ void gn_stats_finish_kernel(float *mean, float *mean_lo, float *rstd, const double *part,
+                                       int N, int HW, int C, int G, int chunks, float eps) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; /* n * G + g */
     if (i >= N * G) return;
     int n = i / G, g = i % G, Cg = C / G;
@@ -66,16 +67,18 @@ __global__ void gn_stats_finish_kernel(float *mean, float *rstd, const double *p
         }
     double M = (double)HW * Cg, m = s / M, var = ss / M - m * m;
     mean[i] = (float)m;
+    mean_lo[i] = (float)(m - (double)(float)m); /* x - m = (x - mean) - mean_lo, nearly exact */
     rstd[i] = (float)(1.0 / sqrt((var > 0 ? var : 0.0) + (double)eps));
 }
 
 template <typename T>
-__global__ void gn_apply_kernel(T *out, const T *x, const float *mean, const float *rstd,
-                                const T *w, const T *b, size_t n, int HW, int C, int G, int silu) {
+__global__ void gn_apply_kernel(T *out, const T *x, const float *mean, const float *mean_lo,
+                                const float *rstd, const T *w, const T *b, size_t n, int HW, int C,
+                                int G, int silu) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int c = (int)(i % C), s = (int)(i / C / HW), g = s * G + c / (C / G);
-    float y = (to_f(x[i]) - mean[g]) * rstd[g] * to_f(w[c]) + to_f(b[c]);
+    float y = ((to_f(x[i]) - mean[g]) - mean_lo[g]) * rstd[g] * to_f(w[c]) + to_f(b[c]);
     out[i] = from_f<T>(silu ? y / (1.0f + expf(-y)) : y);
 }
 
@@ -85,16 +88,19 @@ static void gn_forward(ig_backend *be, T *out, float *mean, float *rstd, const T
     cu_impl *cu = (cu_impl *)be->impl;
     const char *what = "groupnorm_forward";
     int rows = gn_rows(HW), chunks = (HW + rows - 1) / rows;
-    double *part = (double *)cu_scratch(be, (size_t)N * chunks * C * 2 * sizeof(double), what);
-    if (!part) return;
+    size_t pb = cu_round256((size_t)N * chunks * C * 2 * sizeof(double));
+    char *p = (char *)cu_scratch(be, pb + (size_t)N * G * sizeof(float), what);
+    if (!p) return;
+    double *part = (double *)p;
+    float *mean_lo = (float *)(p + pb);
     gn_stats_kernel<T><<<dim3(chunks, N), GN_THREADS, 0, cu->stream>>>(part, x, HW, C, rows);
     if (!cu_launched(be, what)) return;
     gn_stats_finish_kernel<<<cu_blocks((size_t)N * G, 128), 128, 0, cu->stream>>>(
-        mean, rstd, part, N, HW, C, G, chunks, eps);
+        mean, mean_lo, rstd, part, N, HW, C, G, chunks, eps);
     if (!cu_launched(be, what)) return;
     size_t n = (size_t)N * HW * C;
-    gn_apply_kernel<T>
-        <<<cu_blocks(n, 256), 256, 0, cu->stream>>>(out, x, mean, rstd, w, b, n, HW, C, G, silu);
+    gn_apply_kernel<T><<<cu_blocks(n, 256), 256, 0, cu->stream>>>(out, x, mean, mean_lo, rstd, w, b,
+                                                                  n, HW, C, G, silu);
     cu_launched(be, what);
 }
 
