@@ -10,6 +10,8 @@
 #                    prints "skipped: no CUDA device" without one)
 #   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
 #                    LLMC_DIR: see tools/bench/run.sh)
+#   make bench-conv  the VAE's CPU kernels (conv2d, GroupNorm + SiLU, upsampling) and PyTorch's
+#                    F.conv2d on the same shapes (CONV_THREADS)
 #   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -20,7 +22,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv fuzz clean format
 
 all: build
 
@@ -63,6 +65,8 @@ bench-cuda: build
 	@bash tools/bench/run.sh $(BUILD) cuda
 bench-train: build
 	@bash tools/bench/run.sh $(BUILD) train
+bench-conv: build
+	@bash tools/bench/run.sh $(BUILD) conv
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_FUZZ=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)

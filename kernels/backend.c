@@ -212,6 +212,16 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_SUM_SQUARES, sum_squares)                                                              \
     X(IG_OP_SCALE, scale)                                                                          \
     X(IG_OP_EMA, ema)                                                                              \
+    X(IG_OP_CONV2D_FORWARD, conv2d_forward)                                                        \
+    X(IG_OP_CONV2D_BACKWARD, conv2d_backward)                                                      \
+    X(IG_OP_GROUPNORM_FORWARD, groupnorm_forward)                                                  \
+    X(IG_OP_GROUPNORM_BACKWARD, groupnorm_backward)                                                \
+    X(IG_OP_UPSAMPLE2X_FORWARD, upsample2x_forward)                                                \
+    X(IG_OP_UPSAMPLE2X_BACKWARD, upsample2x_backward)                                              \
+    X(IG_OP_GEGLU_FORWARD, geglu_forward)                                                          \
+    X(IG_OP_GEGLU_BACKWARD, geglu_backward)                                                        \
+    X(IG_OP_T5_POSITION_BIAS, t5_position_bias)                                                    \
+    X(IG_OP_ATTENTION_BIAS_FORWARD, attention_bias_forward)                                        \
     X(IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward)                                      \
     X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)
 
@@ -407,7 +417,9 @@ void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_hea
 /* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
 static inline int attention_shape_ok(const ig_attention_shape *s) {
     return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
-           s->n_head % s->n_kv_head == 0 && s->head_size > 0 && (s->causal == 0 || s->causal == 1);
+           s->n_head % s->n_kv_head == 0 && s->head_size > 0 &&
+           (s->causal == 0 || s->causal == 1) &&
+           s->scale - s->scale == 0.0f; /* finite (0: the default) */
 }
 
 void ig_kernel_attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
@@ -624,6 +636,122 @@ void ig_kernel_cross_attention_backward(ig_backend *be, void *dq, void *dkv, con
                                           rows_per_sample, Tk, n_head, head_size);
     }
     KERNEL_END(be, IG_OP_CROSS_ATTENTION_BACKWARD);
+}
+
+/* ---- Stable Diffusion's VAE ----------------------------------------------------------------- */
+
+/* A convolution the kernels can take (asserted: a bad one is a programmer error). Element counts
+ * stay within what size_t indexes; each padding is below its kernel's size. */
+static inline int conv2d_shape_ok(const ig_conv2d_shape *s) {
+    return s && s->N >= 0 && s->H > 0 && s->W > 0 && s->C > 0 && s->OC > 0 && s->KH > 0 &&
+           s->KW > 0 && s->stride > 0 && s->pad_top >= 0 && s->pad_top < s->KH &&
+           s->pad_bottom >= 0 && s->pad_bottom < s->KH && s->pad_left >= 0 && s->pad_left < s->KW &&
+           s->pad_right >= 0 && s->pad_right < s->KW &&
+           (long long)s->H + s->pad_top + s->pad_bottom >= s->KH &&
+           (long long)s->W + s->pad_left + s->pad_right >= s->KW;
+}
+
+void ig_kernel_conv2d_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                              const void *bias, const ig_conv2d_shape *s) {
+    assert(out && inp && w && conv2d_shape_ok(s));
+    KERNEL_BEGIN(be, IG_OP_CONV2D_FORWARD, conv2d_forward);
+    if (s->N) be->ops->conv2d_forward(be, out, inp, w, bias, s);
+    KERNEL_END(be, IG_OP_CONV2D_FORWARD);
+}
+
+void ig_kernel_conv2d_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                               const void *inp, const void *w, const ig_conv2d_shape *s) {
+    assert(dw && dout && inp && w && conv2d_shape_ok(s));
+    KERNEL_BEGIN(be, IG_OP_CONV2D_BACKWARD, conv2d_backward);
+    if (s->N) be->ops->conv2d_backward(be, dinp, dw, dbias, dout, inp, w, s);
+    KERNEL_END(be, IG_OP_CONV2D_BACKWARD);
+}
+
+static inline int groupnorm_ok(int N, int HW, int C, int G, int silu) {
+    return N >= 0 && HW > 0 && C > 0 && G > 0 && C % G == 0 && (silu == 0 || silu == 1);
+}
+
+void ig_kernel_groupnorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                 const void *inp, const void *w, const void *b, int N, int HW,
+                                 int C, int G, float eps, int silu) {
+    assert(out && mean && rstd && inp && w && b && eps > 0 && groupnorm_ok(N, HW, C, G, silu));
+    KERNEL_BEGIN(be, IG_OP_GROUPNORM_FORWARD, groupnorm_forward);
+    if (N) be->ops->groupnorm_forward(be, out, mean, rstd, inp, w, b, N, HW, C, G, eps, silu);
+    KERNEL_END(be, IG_OP_GROUPNORM_FORWARD);
+}
+
+void ig_kernel_groupnorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                                  const void *inp, const void *w, const void *b, const float *mean,
+                                  const float *rstd, int N, int HW, int C, int G, int silu) {
+    assert(dinp && dw && db && dout && inp && w && (b || !silu) && mean && rstd);
+    assert(groupnorm_ok(N, HW, C, G, silu));
+    KERNEL_BEGIN(be, IG_OP_GROUPNORM_BACKWARD, groupnorm_backward);
+    if (N)
+        be->ops->groupnorm_backward(be, dinp, dw, db, dout, inp, w, b, mean, rstd, N, HW, C, G,
+                                    silu);
+    KERNEL_END(be, IG_OP_GROUPNORM_BACKWARD);
+}
+
+void ig_kernel_upsample2x_forward(ig_backend *be, void *out, const void *inp, int N, int H, int W,
+                                  int C) {
+    assert(out && inp && N >= 0 && H >= 0 && W >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_UPSAMPLE2X_FORWARD, upsample2x_forward);
+    if (N && H && W && C) be->ops->upsample2x_forward(be, out, inp, N, H, W, C);
+    KERNEL_END(be, IG_OP_UPSAMPLE2X_FORWARD);
+}
+
+void ig_kernel_upsample2x_backward(ig_backend *be, void *dinp, const void *dout, int N, int H,
+                                   int W, int C) {
+    assert(dinp && dout && dinp != dout && N >= 0 && H >= 0 && W >= 0 && C >= 0);
+    KERNEL_BEGIN(be, IG_OP_UPSAMPLE2X_BACKWARD, upsample2x_backward);
+    if (N && H && W && C) be->ops->upsample2x_backward(be, dinp, dout, N, H, W, C);
+    KERNEL_END(be, IG_OP_UPSAMPLE2X_BACKWARD);
+}
+
+/* ---- T5 -------------------------------------------------------------------------------------- */
+
+void ig_kernel_geglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                             int F) {
+    assert(out && gate && up && N >= 0 && F >= 0);
+    KERNEL_BEGIN(be, IG_OP_GEGLU_FORWARD, geglu_forward);
+    if (N && F) be->ops->geglu_forward(be, out, gate, up, N, F);
+    KERNEL_END(be, IG_OP_GEGLU_FORWARD);
+}
+
+void ig_kernel_geglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                              const void *gate, const void *up, int N, int F) {
+    assert(dgate && dup && dout && gate && up && N >= 0 && F >= 0 && dgate != dup);
+    KERNEL_BEGIN(be, IG_OP_GEGLU_BACKWARD, geglu_backward);
+    if (N && F) be->ops->geglu_backward(be, dgate, dup, dout, gate, up, N, F);
+    KERNEL_END(be, IG_OP_GEGLU_BACKWARD);
+}
+
+/* buckets that the bucket function can take: each half (or the one direction) has at least one
+ * exact bucket, and max_distance lies beyond them (its logarithm divides) */
+static inline int t5_buckets_ok(int num_buckets, int max_distance, int bidirectional) {
+    int half = bidirectional ? num_buckets / 2 : num_buckets;
+    return (bidirectional == 0 || bidirectional == 1) && half >= 2 &&
+           (!bidirectional || num_buckets % 2 == 0) && max_distance > half / 2;
+}
+
+void ig_kernel_t5_position_bias(ig_backend *be, void *bias, const void *table, int T, int n_head,
+                                int num_buckets, int max_distance, int bidirectional) {
+    assert(bias && table && T >= 0 && n_head > 0);
+    assert(t5_buckets_ok(num_buckets, max_distance, bidirectional));
+    KERNEL_BEGIN(be, IG_OP_T5_POSITION_BIAS, t5_position_bias);
+    if (T)
+        be->ops->t5_position_bias(be, bias, table, T, n_head, num_buckets, max_distance,
+                                  bidirectional);
+    KERNEL_END(be, IG_OP_T5_POSITION_BIAS);
+}
+
+void ig_kernel_attention_bias_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                                      const void *bias, const int32_t *klen,
+                                      const ig_attention_shape *s) {
+    assert(out && qkv && attention_shape_ok(s));
+    KERNEL_BEGIN(be, IG_OP_ATTENTION_BIAS_FORWARD, attention_bias_forward);
+    if (s->B && s->T) be->ops->attention_bias_forward(be, out, lse, qkv, bias, klen, s);
+    KERNEL_END(be, IG_OP_ATTENTION_BIAS_FORWARD);
 }
 
 /* ---- the CUDA runtime, in words -------------------------------------------------------------- */

@@ -10,6 +10,10 @@
  * fused with its per-sample modulation, the gated residual, SiLU on the conditioning, matmul, bias
  * + GeLU, non-causal attention (the same kernel with causal 0) and the MSE loss; a
  * text-conditioned DiT (PixArt-alpha) adds cross-attention from its image tokens to its caption's.
+ * Stable Diffusion's VAE (AutoencoderKL, applied per frame) uses 2-D convolution, GroupNorm fused
+ * with SiLU, nearest 2x upsampling, the add and (in its mid block) single-head attention; a T5
+ * v1.1 encoder uses RMSNorm (T5's layer norm is the same computation), matmul, gated tanh-GeLU
+ * (GeGLU) and attention without scaling plus a bucketed relative position bias and a key mask.
  * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
  *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
@@ -141,8 +145,10 @@ void ig_backend_memory_reset_peak(ig_backend *be);
  * operation (a trace, a message). A backend may lack an operation (an entry of its table left
  * empty): calling it is a programmer error (it asserts, and in a release build raises
  * IG_ERR_UNSUPPORTED for the next ig_backend_sync and does nothing), so model code that needs an
- * operation asks ig_backend_supports first, when it is built. The CPU and CUDA backends have
- * every operation. The values are not stable across versions: store names, not numbers. */
+ * operation asks ig_backend_supports first, when it is built. The CPU backend has every
+ * operation, and so has the CUDA backend where its toolkit has cuDNN (built without it, it lacks
+ * conv2d_forward and conv2d_backward). The values are not stable across versions: store names,
+ * not numbers. */
 typedef enum ig_op {
     IG_OP_ENCODER_FORWARD = 0,
     IG_OP_ENCODER_BACKWARD,
@@ -179,6 +185,16 @@ typedef enum ig_op {
     IG_OP_SUM_SQUARES,
     IG_OP_SCALE,
     IG_OP_EMA,
+    IG_OP_CONV2D_FORWARD,
+    IG_OP_CONV2D_BACKWARD,
+    IG_OP_GROUPNORM_FORWARD,
+    IG_OP_GROUPNORM_BACKWARD,
+    IG_OP_UPSAMPLE2X_FORWARD,
+    IG_OP_UPSAMPLE2X_BACKWARD,
+    IG_OP_GEGLU_FORWARD,
+    IG_OP_GEGLU_BACKWARD,
+    IG_OP_T5_POSITION_BIAS,
+    IG_OP_ATTENTION_BIAS_FORWARD,
     IG_OP_CROSS_ATTENTION_FORWARD,
     IG_OP_CROSS_ATTENTION_BACKWARD,
     IG_OP_COUNT
@@ -297,6 +313,10 @@ typedef struct ig_attention_shape {
     int n_kv_head; /* key/value heads: divides n_head */
     int head_size; /* hs */
     int causal;    /* 1: query t attends keys s <= t; 0: every key of the sequence (DiT) */
+    /* The scores' scale: 0 (the default, what a designated initializer leaves) is 1/sqrt(hs),
+     * computed as before this field existed (the same bits); T5 gives 1.0f (no scaling). Any
+     * other finite value multiplies q.k instead. */
+    float scale;
 } ig_attention_shape;
 
 /* Rotary position embedding (RoPE) in Hugging Face's rotate-half convention, in place on the
@@ -314,9 +334,9 @@ void ig_kernel_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head,
 void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_head, int n_kv_head,
                              int hs, int pos0, float theta);
 
-/* Self-attention with the scale (1/sqrt(hs)), masks and softmax fused: out [B, T, C] (heads
- * concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix is
- * stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
+/* Self-attention with the scale (1/sqrt(hs), or s->scale), masks and softmax fused: out [B, T, C]
+ * (heads concatenated) from qkv [B, T, C + 2 Ckv]. Tiled with an online softmax: no [T, T] matrix
+ * is stored. lse [B, n_head, T] (log-sum-exp of each query's scaled scores) is kept for backward.
  * doc: NULL, or [B, T] document ids in backend memory: query t attends key s only when
  * doc[b,s] == doc[b,t] (attention does not cross end-of-document tokens), and, when causal,
  * s <= t; without causality a query attends every key of its own document. Every query sees at
@@ -474,6 +494,128 @@ void ig_kernel_cross_attention_backward(ig_backend *be, void *dq, void *dkv, con
                                         const void *q, const void *kv, const void *out,
                                         const float *lse, const int32_t *klen, int N, int row0,
                                         int rows_per_sample, int Tk, int n_head, int head_size);
+
+/* ---- Stable Diffusion's VAE (AutoencoderKL, per frame) ----
+ * Images are NHWC: row-major [N, H, W, C], channels last (the trainer's activations: a frame of
+ * H x W pixels is H W rows of C, so the 1x1 convolutions and GroupNorm see rows of channels like
+ * every other kernel). A ResNet block is GroupNorm + SiLU (ig_kernel_groupnorm_forward with silu
+ * 1), conv 3x3, GroupNorm + SiLU, conv 3x3, a 1x1 conv shortcut where the channels change, and
+ * ig_kernel_add; the encoder's downsample pads the bottom and the right by one and runs a 3x3
+ * convolution of stride 2 without other padding; the decoder's upsample is ig_kernel_upsample2x
+ * then a 3x3 convolution. */
+
+/* A 2-D convolution (cross-correlation, as torch.nn.Conv2d): inp [N, H, W, C] -> out [N, OH, OW,
+ * OC] with OH = (H + pad_top + pad_bottom - KH) / stride + 1 (rounded down; likewise OW). The
+ * weight is [OC, KH, KW, C] row-major ("OHWI": an output channel's filter is one contiguous row of
+ * KH KW C, in the input's channel-last order), the layout oneDNN and cuDNN take for NHWC without a
+ * transposition of their own; diffusers' Conv2d.weight is [OC, C, KH, KW]: an importer and an
+ * exporter transpose (w[o][kh][kw][c] = torch_w[o][c][kh][kw]). Every size > 0, KH and KW >= 1
+ * (1x1 and 3x3 are the VAE's), stride 1 or 2 (>= 1), each padding between 0 and the kernel's size
+ * minus one, and at least one output row and column. */
+typedef struct ig_conv2d_shape {
+    int N, H, W, C; /* the input */
+    int OC;         /* output channels */
+    int KH, KW;     /* the kernel */
+    int stride;     /* both dimensions */
+    int pad_top, pad_left, pad_bottom, pad_right;
+} ig_conv2d_shape;
+
+/* The output's height and width for s. */
+static inline int ig_conv2d_out_h(const ig_conv2d_shape *s) {
+    return (s->H + s->pad_top + s->pad_bottom - s->KH) / s->stride + 1;
+}
+static inline int ig_conv2d_out_w(const ig_conv2d_shape *s) {
+    return (s->W + s->pad_left + s->pad_right - s->KW) / s->stride + 1;
+}
+
+/* out[n, oh, ow, o] = bias[o] + sum over kh, kw, c of inp[n, oh*stride - pad_top + kh, ow*stride -
+ * pad_left + kw, c] * w[o, kh, kw, c] (positions outside the input count as 0); bias [OC] or NULL.
+ * inp is kept for the backward. */
+void ig_kernel_conv2d_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                              const void *bias, const ig_conv2d_shape *s);
+/* The backward from dout [N, OH, OW, OC], as ig_kernel_matmul_backward: dinp [N, H, W, C] is
+ * overwritten (skipped when dinp is NULL: the first layer); dw [OC, KH, KW, C] += the weight
+ * gradient; dbias [OC] += the column sums of dout (skipped when dbias is NULL). inp and w are the
+ * forward's. */
+void ig_kernel_conv2d_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                               const void *inp, const void *w, const ig_conv2d_shape *s);
+
+/* GroupNorm (torch.nn.GroupNorm) over NHWC rows: inp [N, HW, C] (HW = H W pixels of sample n),
+ * the C channels in G groups of C / G consecutive channels; the statistics of (n, g) are over its
+ * HW x C/G elements: mean and rstd = 1 / sqrt(var + eps) (biased variance), computed from sums in
+ * double and kept in fp32 [N, G] (mean[n * G + g]) for the backward; y = (x - mean) * rstd * w[c] +
+ * b[c] with w, b [C]; out = y, or silu(y) = y / (1 + exp(-y)) when silu is 1 (the ResNet block's
+ * GroupNorm + SiLU in one pass). eps > 0 is the model's (the VAE's: 1e-6f). G divides C. */
+void ig_kernel_groupnorm_forward(ig_backend *be, void *out, float *mean, float *rstd,
+                                 const void *inp, const void *w, const void *b, int N, int HW,
+                                 int C, int G, float eps, int silu);
+/* The backward from dout [N, HW, C] and the forward's inp, w, b (read only with silu 1, to
+ * recompute y), mean, rstd and silu: dinp += d out / d inp (added, as the other normalisations:
+ * a ResNet block's input gradient also gets its shortcut's), dw += sum over the rows of dy *
+ * xhat, db += sum of dy, dy the gradient of y (dout, or dout * silu'(y)). */
+void ig_kernel_groupnorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                                  const void *inp, const void *w, const void *b, const float *mean,
+                                  const float *rstd, int N, int HW, int C, int G, int silu);
+
+/* Nearest-neighbour 2x upsampling (torch.nn.functional.interpolate(scale_factor=2.0,
+ * mode="nearest")): inp [N, H, W, C] -> out [N, 2H, 2W, C], out[n, y, x, c] = inp[n, y/2, x/2, c].
+ */
+void ig_kernel_upsample2x_forward(ig_backend *be, void *out, const void *inp, int N, int H, int W,
+                                  int C);
+/* dinp [N, H, W, C] (overwritten) = the sum of the four dout [N, 2H, 2W, C] elements each input
+ * element was copied to (in the order (0,0), (0,1), (1,0), (1,1)). */
+void ig_kernel_upsample2x_backward(ig_backend *be, void *dinp, const void *dout, int N, int H,
+                                   int W, int C);
+
+/* ---- T5 v1.1 encoder ----
+ * A T5 block: x + o(Attention(RMSNorm(x))) and x + wo(GeGLU(RMSNorm(x))). T5's layer norm is
+ * ig_kernel_rmsnorm_forward (the mean of the squares in fp32 or wider, no mean taken out, no
+ * bias; x * rstd * w with eps = layer_norm_epsilon); its attention has no 1/sqrt(d) scaling
+ * (ig_attention_shape.scale = 1.0f), a relative position bias shared by every layer (computed
+ * once by ig_kernel_t5_position_bias from block 0's relative_attention_bias table) and a key
+ * padding mask (klen) for batches of captions of different lengths; its gated FFN is
+ * gelu_new(x @ wi_0) * (x @ wi_1): ig_kernel_geglu_forward on the two matmuls' outputs. */
+
+/* T5's relative position bucket (transformers' T5Attention._relative_position_bucket) of
+ * relative_position = key position - query position: with bidirectional 1, half the buckets for
+ * each direction (the positive distances at num_buckets / 2 and above); in each half, distances
+ * below max_exact = buckets / 4 (bidirectional; / 2 otherwise) are their own bucket and the rest
+ * log-spaced up to max_distance (the last bucket beyond), computed in fp32 as torch does:
+ * max_exact + (int)(logf((float)d / max_exact) / (float)log((double)max_distance / max_exact) *
+ * (half - max_exact)). bidirectional 0 (the decoder): only the keys at or before the query, by
+ * -min(relative_position, 0). num_buckets >= 4 (even when bidirectional), max_distance >
+ * max_exact. Pure, any thread, plain C (the CUDA backend computes its table with it). */
+int ig_t5_relative_position_bucket(int relative_position, int bidirectional, int num_buckets,
+                                   int max_distance);
+
+/* The position bias of T queries over T keys: bias[h, i, j] = table[bucket(j - i), h] for every
+ * head h < n_head, bias [n_head, T, T] and table [num_buckets, n_head] (act; HF's
+ * relative_attention_bias.weight, an nn.Embedding(num_buckets, n_heads)), bucket as above. */
+void ig_kernel_t5_position_bias(ig_backend *be, void *bias, const void *table, int T, int n_head,
+                                int num_buckets, int max_distance, int bidirectional);
+
+/* Self-attention with an additive bias and a key padding mask (T5's), forward only (the encoder
+ * is used frozen): for query t of sequence b in head h, score(t, s) = scale * q_t . k_s +
+ * bias[h, t, s] over the keys s < klen[b] (and s <= t when causal), softmax, the weighted sum of
+ * the values. qkv, out and lse as ig_kernel_attention_forward (packed rows; grouped-query heads
+ * allowed); s->scale as there (T5: 1.0f). bias: [n_head, T, T] (act), shared by the batch, or
+ * NULL (no bias). klen: int32 [B] in backend memory, 1 <= klen[b] <= T, or NULL (every key): a
+ * padded query row (t >= klen[b]) still attends the real keys, as T5's does, so its output is
+ * finite and the caller ignores it. lse [B, n_head, T] (the log-sum-exp of the biased scores) may
+ * be NULL. A klen outside 1 .. T is a programmer error: the CPU backend raises IG_ERR_INVALID_ARG
+ * for the next ig_backend_sync and writes nothing; the CUDA backend clamps it to 1 .. T. */
+void ig_kernel_attention_bias_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                                      const void *bias, const int32_t *klen,
+                                      const ig_attention_shape *s);
+
+/* GeGLU (T5 v1.1's gated FFN, "gated-gelu"): out = gelu(gate) * up with GeLU's tanh approximation
+ * ("gelu_new", as ig_kernel_gelu_bias_forward); gate = x @ wi_0, up = x @ wi_1, out [N, F]. */
+void ig_kernel_geglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                             int F);
+/* dgate = dout * up * gelu'(gate), dup = dout * gelu(gate), overwritten; either may be dout (each
+ * element is read before it is written), not each other. */
+void ig_kernel_geglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
+                              const void *gate, const void *up, int N, int F);
 
 /* out[i] = a[i] + b[i] for n act elements (out may be a or b): the residual stream handed to the
  * next pipeline stage. */

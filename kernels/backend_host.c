@@ -1,8 +1,8 @@
 /* backend_host.c - host-side pieces of the accelerator backends that need no accelerator: the
  * fp32 <-> bf16 conversions (round to nearest even, as torch and CUDA's __float2bfloat16_rn do)
  * behind ig_backend_upload_f32 / download_f32 of a bf16 backend, the out-of-memory message of a
- * device allocation, and the choice of attention path. Plain C in every build, so the CPU tests
- * check them even where no GPU is.
+ * device allocation, the choice of attention path, and T5's relative position buckets. Plain C in
+ * every build, so the CPU tests check them even where no GPU is.
  *
  * The bf16 rounding here is the only one on the host: safetensors' ig_f32_to_bf16 (train/) calls
  * it, and the CUDA kernels' device helper (cuda_internal.h, bf16_from_f) gives the same bits,
@@ -68,4 +68,28 @@ ig_attention_path ig_attention_path_from_env(const char *value, int *ok) {
     if (strcmp(value, "gemm") == 0) return IG_ATTENTION_GEMM;
     *ok = 0;
     return IG_ATTENTION_FUSED;
+}
+
+/* As transformers' T5Attention._relative_position_bucket, operation by operation in the types it
+ * computes in: integer halving and comparisons; the log-spaced part in fp32 (torch.log of a float
+ * tensor, divided by the Python float math.log(max_distance / max_exact) rounded to fp32, times an
+ * integer, truncated by .to(torch.long)). glibc's logf gives torch's buckets for every distance
+ * of the configurations tests/test_kernels_t5.c checks against torch's own (its goldens). */
+int ig_t5_relative_position_bucket(int relative_position, int bidirectional, int num_buckets,
+                                   int max_distance) {
+    int bucket = 0, n = num_buckets, d;
+    if (bidirectional) {
+        n /= 2;
+        if (relative_position > 0) bucket += n;
+        d = relative_position < 0 ? -relative_position : relative_position;
+    } else {
+        d = relative_position < 0 ? -relative_position : 0;
+    }
+    int max_exact = n / 2;
+    if (d < max_exact) return bucket + d;
+    float r = (float)d / (float)max_exact;
+    float span = (float)log((double)max_distance / (double)max_exact);
+    float v = logf(r) / span * (float)(n - max_exact);
+    long large = max_exact + (long)v;
+    return bucket + (int)(large < n - 1 ? large : n - 1);
 }

@@ -117,6 +117,29 @@ typedef struct ig_backend_ops {
     void (*scale)(ig_backend *be, void *x, size_t n, float s);
     void (*ema)(ig_backend *be, float *ema, const float *master, const void *params, size_t n,
                 float decay);
+    void (*conv2d_forward)(ig_backend *be, void *out, const void *inp, const void *w,
+                           const void *bias, const ig_conv2d_shape *s);
+    void (*conv2d_backward)(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                            const void *inp, const void *w, const ig_conv2d_shape *s);
+    void (*groupnorm_forward)(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
+                              const void *w, const void *b, int N, int HW, int C, int G, float eps,
+                              int silu);
+    void (*groupnorm_backward)(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                               const void *inp, const void *w, const void *b, const float *mean,
+                               const float *rstd, int N, int HW, int C, int G, int silu);
+    void (*upsample2x_forward)(ig_backend *be, void *out, const void *inp, int N, int H, int W,
+                               int C);
+    void (*upsample2x_backward)(ig_backend *be, void *dinp, const void *dout, int N, int H, int W,
+                                int C);
+    void (*geglu_forward)(ig_backend *be, void *out, const void *gate, const void *up, int N,
+                          int F);
+    void (*geglu_backward)(ig_backend *be, void *dgate, void *dup, const void *dout,
+                           const void *gate, const void *up, int N, int F);
+    void (*t5_position_bias)(ig_backend *be, void *bias, const void *table, int T, int n_head,
+                             int num_buckets, int max_distance, int bidirectional);
+    void (*attention_bias_forward)(ig_backend *be, void *out, float *lse, const void *qkv,
+                                   const void *bias, const int32_t *klen,
+                                   const ig_attention_shape *s);
     void (*cross_attention_forward)(ig_backend *be, void *out, float *lse, const void *q,
                                     const void *kv, const int32_t *klen, int N, int row0,
                                     int rows_per_sample, int Tk, int n_head, int head_size);

@@ -1,4 +1,5 @@
-/* cpu_attention.c - self-attention with the scale, mask and softmax fused, forward and backward:
+/* cpu_attention.c - self-attention with the scale (1/sqrt(hs), or the shape's scale when it is
+ * not 0), mask and softmax fused, forward and backward:
  * causal (GPT-2, Llama) or not (DiT), multi-head or grouped-query (n_kv_head key/value heads, each
  * serving g = n_head / n_kv_head consecutive query heads), with optional document masking; and
  * the KV-cache form for sampling.
@@ -104,7 +105,7 @@ static head_view qkv_view(const float *qkv, const int32_t *doc, const ig_attenti
                     hs,
                     sh->causal,
                     sh->T,
-                    1.0 / sqrt((double)hs)};
+                    sh->scale != 0 ? (double)sh->scale : 1.0 / sqrt((double)hs)};
     return hv;
 }
 
@@ -142,7 +143,7 @@ void ig_cpu_ref_attention_cached(ig_backend *be, void *out_, const void *q_, con
                             hs,
                             1,
                             Tmax,
-                            1.0 / sqrt((double)hs)};
+                            sh->scale != 0 ? (double)sh->scale : 1.0 / sqrt((double)hs)};
             for (int i = 0; i < Tq; i++)
                 ref_attend(&hv, i, pos0 + i, out + ((size_t)b * Tq + i) * C + (size_t)h * hs, NULL);
         }
@@ -332,7 +333,7 @@ static size_t fwd_scratch(int hs) {
 
 static void att_forward_run(ig_backend *be, att_job *j, const char *what) {
     j->nqb = (j->Tq + ATT_BR - 1) / ATT_BR;
-    j->scale = (float)(1.0 / sqrt((double)j->hs));
+    j->scale = j->scale != 0 ? j->scale : (float)(1.0 / sqrt((double)j->hs)); /* 0: default */
     j->scratch_floats = fwd_scratch(j->hs);
     size_t items = (size_t)j->B * j->NH * j->nqb;
     if (items == 0) return;
@@ -367,7 +368,8 @@ void ig_cpu_attention_forward(ig_backend *be, void *out, float *lse, const void 
                  .Tq = T,
                  .Tk = T,
                  .pos0 = 0,
-                 .causal = sh->causal};
+                 .causal = sh->causal,
+                 .scale = sh->scale};
     att_forward_run(be, &j, "attention_forward");
 }
 
@@ -395,7 +397,8 @@ void ig_cpu_attention_cached(ig_backend *be, void *out, const void *q, const voi
                  .Tq = Tq,
                  .Tk = Tmax,
                  .pos0 = pos0,
-                 .causal = 1};
+                 .causal = 1,
+                 .scale = sh->scale};
     att_forward_run(be, &j, "attention_cached");
 }
 
@@ -553,7 +556,7 @@ void ig_cpu_attention_backward(ig_backend *be, void *dqkv, const void *dout, con
                  .causal = sh->causal};
     j.nqb = (T + ATT_BR - 1) / ATT_BR;
     j.nkb = (T + ATT_BC - 1) / ATT_BC;
-    j.scale = (float)(1.0 / sqrt((double)hs));
+    j.scale = sh->scale != 0 ? sh->scale : (float)(1.0 / sqrt((double)hs));
     j.scratch_floats = (size_t)(4 * ATT_BC + 2 * ATT_BR) * hs + 2 * ATT_BR * ATT_BC;
     size_t threads = (size_t)ig_ctx_threads(be->ctx);
     j.D = ig_cpu_scratch(be, (rows + threads * j.scratch_floats) * sizeof(float),

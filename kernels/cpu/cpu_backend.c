@@ -14,7 +14,11 @@
 #define CPU_ALIGN 256
 
 static void cpu_destroy(ig_backend *be) {
-    (void)be;
+    ig_cpu_impl *impl = be->impl;
+    if (!impl) return;
+    ig_cpu_conv_cache_free(be);
+    ig_free(be->ctx, impl);
+    be->impl = NULL;
 }
 
 static ig_status cpu_alloc(ig_backend *be, size_t bytes, void **out, ig_err *err) {
@@ -111,6 +115,13 @@ static void cpu_mem_info(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, 
     .silu_forward = prefix##silu_forward, .silu_backward = prefix##silu_backward,                  \
     .mse = prefix##mse, .add = prefix##add, .adamw = prefix##adamw,                                \
     .sum_squares = prefix##sum_squares, .scale = prefix##scale, .ema = prefix##ema,                \
+    .conv2d_forward = prefix##conv2d_forward, .conv2d_backward = prefix##conv2d_backward,          \
+    .groupnorm_forward = prefix##groupnorm_forward,                                                \
+    .groupnorm_backward = prefix##groupnorm_backward,                                              \
+    .upsample2x_forward = prefix##upsample2x_forward,                                              \
+    .upsample2x_backward = prefix##upsample2x_backward, .geglu_forward = prefix##geglu_forward,    \
+    .geglu_backward = prefix##geglu_backward, .t5_position_bias = prefix##t5_position_bias,        \
+    .attention_bias_forward = prefix##attention_bias_forward,                                      \
     .cross_attention_forward = prefix##cross_attention_forward,                                    \
     .cross_attention_backward = prefix##cross_attention_backward
 
@@ -126,6 +137,11 @@ ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
     be->name = be->opts.reference ? "cpu-reference" : "cpu";
     be->act_type = IG_ACT_F32;
     be->impl = NULL;
+    if (!be->opts.reference) { /* the fast kernels keep state between calls (the convolutions') */
+        be->impl = ig_calloc(be->ctx, 1, sizeof(ig_cpu_impl));
+        if (!be->impl)
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the CPU backend");
+    }
     return IG_OK;
 }
 

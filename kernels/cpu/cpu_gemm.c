@@ -59,6 +59,25 @@ int ig_cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
     return st == dnnl_success ? 0 : -1;
 }
 
+/* The same frame for oneDNN's primitives (cpu_conv.c): one OpenMP thread for the calling thread,
+ * the asynchronous signals blocked (the JIT kernels of the convolutions are the GEMM's kin). */
+void ig_cpu_dnnl_enter(ig_cpu_dnnl_frame *f) {
+    sigset_t block;
+    sigfillset(&block);
+    sigdelset(&block, SIGSEGV);
+    sigdelset(&block, SIGBUS);
+    sigdelset(&block, SIGFPE);
+    sigdelset(&block, SIGILL);
+    pthread_sigmask(SIG_BLOCK, &block, &f->old);
+    f->threads = omp_get_max_threads();
+    if (f->threads != 1) omp_set_num_threads(1);
+}
+
+void ig_cpu_dnnl_leave(ig_cpu_dnnl_frame *f) {
+    if (f->threads != 1) omp_set_num_threads(f->threads);
+    pthread_sigmask(SIG_SETMASK, &f->old, NULL);
+}
+
 const char *ig_cpu_gemm_library(char *buf, size_t cap) {
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, cap, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);

@@ -15,6 +15,7 @@
 #ifndef INGOT_KERNELS_CPU_INTERNAL_H
 #define INGOT_KERNELS_CPU_INTERNAL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -284,6 +285,26 @@ size_t ig_cpu_chunk(size_t n, size_t parts, size_t align);
  * is stored [N, K], else [K, N]. Returns 0, or -1 when the library refused the call. */
 int ig_cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc);
+/* Around every other call into oneDNN (its primitives: cpu_conv.c), on the thread that makes it:
+ * enter sets that thread's OpenMP thread count to 1 and blocks the asynchronous signals, as
+ * ig_cpu_sgemm does around its call; leave puts both back. A primitive created inside the frame
+ * runs single-threaded wherever it is executed. */
+typedef struct ig_cpu_dnnl_frame {
+    sigset_t old;
+    int threads;
+} ig_cpu_dnnl_frame;
+void ig_cpu_dnnl_enter(ig_cpu_dnnl_frame *f);
+void ig_cpu_dnnl_leave(ig_cpu_dnnl_frame *f);
+
+/* The CPU backend's state (be->impl of the fast backend; NULL for the reference): what the
+ * convolutions keep between calls (cpu_conv.c: oneDNN's engine and its primitives by shape),
+ * made at the first convolution and freed with the backend. Touched only by the thread that
+ * drives the backend. */
+typedef struct ig_cpu_impl {
+    struct ig_cpu_conv_cache *conv;
+} ig_cpu_impl;
+void ig_cpu_conv_cache_free(ig_backend *be);
+
 /* The library's name and version, e.g. "oneDNN 2.6.3". */
 const char *ig_cpu_gemm_library(char *buf, size_t cap);
 
@@ -363,6 +384,25 @@ IG_CPU_DECLARE(cross_attention_forward, void *out, float *lse, const void *q, co
 IG_CPU_DECLARE(cross_attention_backward, void *dq, void *dkv, const void *dout, const void *q,
                const void *kv, const void *out, const float *lse, const int32_t *klen, int N,
                int row0, int rows_per_sample, int Tk, int n_head, int head_size)
+
+IG_CPU_DECLARE(conv2d_forward, void *out, const void *inp, const void *w, const void *bias,
+               const ig_conv2d_shape *s)
+IG_CPU_DECLARE(conv2d_backward, void *dinp, void *dw, void *dbias, const void *dout,
+               const void *inp, const void *w, const ig_conv2d_shape *s)
+IG_CPU_DECLARE(groupnorm_forward, void *out, float *mean, float *rstd, const void *inp,
+               const void *w, const void *b, int N, int HW, int C, int G, float eps, int silu)
+IG_CPU_DECLARE(groupnorm_backward, void *dinp, void *dw, void *db, const void *dout,
+               const void *inp, const void *w, const void *b, const float *mean, const float *rstd,
+               int N, int HW, int C, int G, int silu)
+IG_CPU_DECLARE(upsample2x_forward, void *out, const void *inp, int N, int H, int W, int C)
+IG_CPU_DECLARE(upsample2x_backward, void *dinp, const void *dout, int N, int H, int W, int C)
+IG_CPU_DECLARE(geglu_forward, void *out, const void *gate, const void *up, int N, int F)
+IG_CPU_DECLARE(geglu_backward, void *dgate, void *dup, const void *dout, const void *gate,
+               const void *up, int N, int F)
+IG_CPU_DECLARE(t5_position_bias, void *bias, const void *table, int T, int n_head, int num_buckets,
+               int max_distance, int bidirectional)
+IG_CPU_DECLARE(attention_bias_forward, void *out, float *lse, const void *qkv, const void *bias,
+               const int32_t *klen, const ig_attention_shape *s)
 
 double ig_cpu_ref_sum_squares(ig_backend *be, const void *x, size_t n);
 double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n);

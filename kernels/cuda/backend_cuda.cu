@@ -252,6 +252,9 @@ static void cu_destroy(ig_backend *be) {
     cudaSetDevice(cu->device);
     if (cu->stream) cudaStreamSynchronize(cu->stream);
     if (cu->lt) cublasLtDestroy(cu->lt);
+#ifdef IG_HAVE_CUDNN
+    cu_conv_free(cu);
+#endif
     ig_backend_untrack(be, cu->lt_ws);
     ig_backend_untrack(be, cu->scratch);
     cudaFree(cu->lt_ws);
@@ -332,6 +335,21 @@ static const ig_backend_ops cuda_ops = {
     .sum_squares = cu_sum_squares,
     .scale = cu_scale,
     .ema = cu_ema,
+#ifdef IG_HAVE_CUDNN
+    .conv2d_forward = cu_conv2d_forward,
+    .conv2d_backward = cu_conv2d_backward,
+#else /* no cuDNN in this toolkit: the backend has no convolution (ig_backend_supports says so) */
+    .conv2d_forward = NULL,
+    .conv2d_backward = NULL,
+#endif
+    .groupnorm_forward = cu_groupnorm_forward,
+    .groupnorm_backward = cu_groupnorm_backward,
+    .upsample2x_forward = cu_upsample2x_forward,
+    .upsample2x_backward = cu_upsample2x_backward,
+    .geglu_forward = cu_geglu_forward,
+    .geglu_backward = cu_geglu_backward,
+    .t5_position_bias = cu_t5_position_bias,
+    .attention_bias_forward = cu_attention_bias_forward,
     .cross_attention_forward = cu_cross_attention_forward,
     .cross_attention_backward = cu_cross_attention_backward,
 };

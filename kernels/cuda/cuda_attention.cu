@@ -302,7 +302,7 @@ static void forward(ig_backend *be, T *out, float *lse, const T *qkv, const int3
     dim3 grid(cu_blocks((size_t)sh->T, ATT_BQ), sh->n_head, sh->B);
     att_forward_kernel<T, D>
         <<<grid, ATT_BQ, bytes, cu->stream>>>(out, lse, qkv, doc, sh->T, sh->n_head, sh->n_kv_head,
-                                              hs, sh->causal, 1.0f / sqrtf((float)hs));
+                                              hs, sh->causal, cu_attention_scale(sh));
     cu_launched(be, what);
 }
 
@@ -312,7 +312,7 @@ static void backward(ig_backend *be, T *dqkv, const T *dout, const T *qkv, const
     cu_impl *cu = (cu_impl *)be->impl;
     const char *what = "attention_backward";
     int B = sh->B, T_ = sh->T, NH = sh->n_head, NKV = sh->n_kv_head, hs = sh->head_size;
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = cu_attention_scale(sh);
     size_t nd = (size_t)B * NH * T_;
     float *Dt = (float *)cu_scratch(be, nd * sizeof(float), what);
     if (!Dt) return;
@@ -457,7 +457,7 @@ void cu_attention_cached(ig_backend *be, void *out, const void *q, const void *k
     float *S = (float *)cu_scratch(be, (size_t)B * NH * Tq * L * sizeof(float), what);
     if (!S) return;
     dim3 grid(Tq, NH, B);
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = cu_attention_scale(sh);
     if (be->act_type == IG_ACT_BF16)
         att_cached_kernel<<<grid, 128, 0, cu->stream>>>((bf16 *)out, (const bf16 *)q,
                                                         (const bf16 *)k, (const bf16 *)v, S, Tq,

@@ -171,11 +171,11 @@ static int heads_copy(ig_backend *be, T *y, const T *x, size_t rs, size_t part, 
 }
 
 /* S = scale q k^T for every head (fp32) */
-static int scores(ig_backend *be, const gemm_scratch *g, int B, int T_, int NH, int hs,
+static int scores(ig_backend *be, const gemm_scratch *g, int B, int T_, int NH, int hs, float scale,
                   const char *what) {
     long long th = (long long)T_ * hs, tt = (long long)T_ * T_;
-    return heads_gemm(be, 1, 0, T_, T_, hs, g->k, hs, th, g->q, hs, th, g->S, T_, tt, 1,
-                      1.0f / sqrtf((float)hs), B * NH, what);
+    return heads_gemm(be, 1, 0, T_, T_, hs, g->k, hs, th, g->q, hs, th, g->S, T_, tt, 1, scale,
+                      B * NH, what);
 }
 
 template <typename T>
@@ -191,7 +191,7 @@ static void gemm_forward(ig_backend *be, T *out, float *lse, const T *qkv, const
     if (!heads_copy<T>(be, (T *)gs.q, qkv, rs, 0, B, T_, NH, hs, 1, 1, what) ||
         !heads_copy<T>(be, (T *)gs.k, qkv, rs, kpart, B, T_, NH, hs, g, 1, what) ||
         !heads_copy<T>(be, (T *)gs.v, qkv, rs, vpart, B, T_, NH, hs, g, 1, what) ||
-        !scores(be, &gs, B, T_, NH, hs, what))
+        !scores(be, &gs, B, T_, NH, hs, cu_attention_scale(sh), what))
         return;
     softmax_kernel<T><<<(unsigned)((size_t)B * NH * T_), 256, 0, cu->stream>>>(
         (T *)gs.P, lse, gs.S, doc, T_, NH, sh->causal, 0);
@@ -220,7 +220,7 @@ static void gemm_backward(ig_backend *be, T *dqkv, const T *dout, const T *qkv, 
         !heads_copy<T>(be, (T *)gs.k, qkv, rs, kpart, B, T_, NH, hs, g, 1, what) ||
         !heads_copy<T>(be, (T *)gs.v, qkv, rs, vpart, B, T_, NH, hs, g, 1, what) ||
         !heads_copy<T>(be, (T *)gs.o, dout, (size_t)C, 0, B, T_, NH, hs, 1, 1, what) ||
-        !scores(be, &gs, B, T_, NH, hs, what))
+        !scores(be, &gs, B, T_, NH, hs, cu_attention_scale(sh), what))
         return;
     cu_attention_rowdots(be, gs.Dt, dout, out, B, T_, C, NH);
     softmax_kernel<T><<<(unsigned)((size_t)bh * T_), 256, 0, cu->stream>>>(
@@ -235,7 +235,7 @@ static void gemm_backward(ig_backend *be, T *dqkv, const T *dout, const T *qkv, 
                     what))
         return;
     dsoftmax_kernel<T><<<cu_blocks(tt, 256), 256, 0, cu->stream>>>((T *)gs.P, gs.S, gs.Dt, tt, T_,
-                                                                   1.0f / sqrtf((float)hs));
+                                                                   cu_attention_scale(sh));
     if (!cu_launched(be, what)) return;
     /* dQ = dS k, dK = dS^T q */
     if (!heads_gemm(be, 0, 0, hs, T_, T_, gs.k, hs, th, gs.P, T_, tts, gs.dq, hs, th, 0, 1.0f, bh,

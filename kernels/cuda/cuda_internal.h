@@ -40,6 +40,7 @@ typedef struct cu_impl {
     void *host; /* host staging for fp32 <-> bf16 conversions */
     size_t host_bytes;
     ig_attention_path attention; /* IG_CUDA_ATTENTION */
+    void *cudnn; /* the cuDNN handle (cuda_conv.cu), made at the first convolution; NULL before */
 } cu_impl;
 
 /* ---- host helpers (backend_cuda.cu) ---------------------------------------------------------- */
@@ -66,6 +67,12 @@ void *cu_scratch(ig_backend *be, size_t bytes, const char *what);
 /* Rounds n up to a multiple of 256 bytes (for carving the scratch into aligned pieces). */
 static inline size_t cu_round256(size_t n) {
     return (n + 255) / 256 * 256;
+}
+
+/* The scores' scale of an attention shape: its scale, or 1/sqrt(hs) when that is 0 (computed as
+ * the kernels did before the field existed: the same bits). */
+static inline float cu_attention_scale(const ig_attention_shape *s) {
+    return s->scale != 0.0f ? s->scale : 1.0f / sqrtf((float)s->head_size);
 }
 
 /* Blocks to cover n items with `per` items per block. */
@@ -243,6 +250,33 @@ void cu_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowm
                   const float *stats, const int32_t *targets, const float *dloss, int N, int Vvalid,
                   int Vl);
 void cu_add(ig_backend *be, void *out, const void *a, const void *b, size_t n);
+/* cuda_conv.cu (cuDNN: built when the toolkit has it, IG_HAVE_CUDNN) */
+void cu_conv2d_forward(ig_backend *be, void *out, const void *inp, const void *w, const void *bias,
+                       const ig_conv2d_shape *s);
+void cu_conv2d_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+                        const void *inp, const void *w, const ig_conv2d_shape *s);
+/* Destroys the cuDNN handle, if one was made (cu_destroy). */
+void cu_conv_free(cu_impl *cu);
+/* cuda_groupnorm.cu */
+void cu_groupnorm_forward(ig_backend *be, void *out, float *mean, float *rstd, const void *inp,
+                          const void *w, const void *b, int N, int HW, int C, int G, float eps,
+                          int silu);
+void cu_groupnorm_backward(ig_backend *be, void *dinp, void *dw, void *db, const void *dout,
+                           const void *inp, const void *w, const void *b, const float *mean,
+                           const float *rstd, int N, int HW, int C, int G, int silu);
+/* cuda_upsample.cu */
+void cu_upsample2x_forward(ig_backend *be, void *out, const void *inp, int N, int H, int W, int C);
+void cu_upsample2x_backward(ig_backend *be, void *dinp, const void *dout, int N, int H, int W,
+                            int C);
+/* cuda_geglu.cu */
+void cu_geglu_forward(ig_backend *be, void *out, const void *gate, const void *up, int N, int F);
+void cu_geglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
+                       const void *up, int N, int F);
+/* cuda_attention_bias.cu (T5's) */
+void cu_t5_position_bias(ig_backend *be, void *bias, const void *table, int T, int n_head,
+                         int num_buckets, int max_distance, int bidirectional);
+void cu_attention_bias_forward(ig_backend *be, void *out, float *lse, const void *qkv,
+                               const void *bias, const int32_t *klen, const ig_attention_shape *s);
 
 /* ---- shared pieces --------------------------------------------------------------------------- */
 

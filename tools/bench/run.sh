@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
-# step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch).
+# step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch); with `conv`, the VAE's kernels
+# (bench_conv) and PyTorch's F.conv2d on the same shapes.
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -126,6 +127,44 @@ bench_train() {
   return 0
 }
 
+# The VAE's kernels on the CPU backend (bench_conv: conv2d at SD VAE shapes over the GEMM peak,
+# GroupNorm + SiLU and upsampling over memcpy), then PyTorch's F.conv2d on the same shapes and
+# threads (conv_peer_torch.py: oneDNN's primitives with its own threads, in Debian's torch), and
+# the ratios of GFLOP/s against torch's channels_last (NHWC, ingot's layout) and NCHW runs.
+bench_conv() {
+  local th=${CONV_THREADS:-2} out peer="" py=${TRAIN_PYTHON:-/usr/bin/python3}
+  echo "== the VAE's kernels (CPU backend), $th threads: conv2d over the GEMM peak; GroupNorm + SiLU, upsampling over memcpy"
+  out=$("$B/bench_conv" "$th")
+  echo "$out"
+  if [ -x "$py" ] && "$py" -c "import torch" 2>/dev/null; then
+    echo
+    echo "== PyTorch's F.conv2d on the same shapes, $th threads"
+    peer=$("$py" "$SRC/tools/bench/conv_peer_torch.py" --threads "$th")
+    echo "$peer"
+  else
+    echo "PyTorch peer: skipped: $py cannot import torch (Debian: apt-get install python3-torch)"
+    return 0
+  fi
+  local summary key fmt
+  summary=$(grep '^conv_summary' <<<"$out")
+  echo
+  for key in c3_256 c3_64 c1_128 down_256; do
+    for fmt in nhwc nchw; do
+      local line of ob tf tb
+      line=$(grep "name=$key format=$fmt " <<<"$peer")
+      of=$(grep -o "${key}_fwd_gflops=[0-9.]*" <<<"$summary" | cut -d= -f2)
+      ob=$(grep -o "${key}_bwd_gflops=[0-9.]*" <<<"$summary" | cut -d= -f2)
+      tf=$(grep -o 'fwd_gflops=[0-9.]*' <<<"$line" | cut -d= -f2)
+      tb=$(grep -o 'bwd_gflops=[0-9.]*' <<<"$line" | cut -d= -f2)
+      [ -n "$of" ] && [ -n "$tf" ] && awk -v k="$key" -v f="$fmt" -v of="$of" -v ob="$ob" \
+        -v tf="$tf" -v tb="$tb" 'BEGIN {
+        printf "ingot vs PyTorch (%s) at %s: forward %.1f vs %.1f GFLOP/s = %.2fx, backward %.1f vs %.1f = %.2fx (goal >= 1)\n",
+          f, k, of, tf, of / tf, ob, tb, ob / tb }'
+    done
+  done
+  return 0
+}
+
 # The CUDA backend (bench_cuda), then PyTorch's step for the same model and shapes on the same GPU
 # (bf16 autocast, fused attention and AdamW, torch.compile), and the ratio of tokens/s.
 bench_cuda() {
@@ -160,6 +199,11 @@ if [ "${2:-}" = cuda ]; then
   exit 0
 fi
 
+if [ "${2:-}" = conv ]; then
+  bench_conv
+  exit 0
+fi
+
 if [ "${2:-}" = train ]; then
   bench_train
   exit 0
@@ -170,6 +214,8 @@ echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 echo
 echo "== compute kernels (CPU backend), 2 threads: GEMM libraries at the trainer's shapes, fused kernels"
 "$B/bench_kernels" 2
+echo
+bench_conv
 echo
 echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
 [ -x "$B/bench_video" ] && "$B/bench_video"
