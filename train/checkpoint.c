@@ -521,9 +521,9 @@ static ig_status write_tensors(ig_st_writer *w, const ig_model *m, const char *p
  * get NULLs. */
 static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layout *lo,
                                float *full[4], ig_err *err) {
-    uint64_t n = m->st.n_params, nm = ig_optim_moment_elems(o);
+    uint64_t n = ig_model_buffer_elems(m), nm = ig_optim_moment_elems(o);
     int root = lo->dp_g.rank == 0, ns = ig_optim_states(o);
-    int want[4] = {ns > 0, ns > 1, ns > 2, m->st.zero3};
+    int want[4] = {ns > 0, ns > 1, ns > 2, ig_store_zero3(m->st)};
     float *mine = NULL;
     full[0] = full[1] = full[2] = full[3] = NULL;
     ig_status st = IG_OK;
@@ -542,7 +542,7 @@ static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_l
         for (int k = 0; k < 4; k++) {
             if (!want[k]) continue;
             if (st == IG_OK)
-                st = k == 3 ? ig_model_read_pieces(m, mine, err)
+                st = k == 3 ? ig_store_read_pieces(m->st, mine, err)
                             : ig_optim_read_pieces(o, k, mine, err);
             void *all = NULL;
             size_t got = 0;
@@ -554,8 +554,8 @@ static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_l
             if (st == IG_OK && root) {
                 const float *pieces = all;
                 memset(full[k], 0, n * sizeof(float));
-                for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
-                    const ig_bucket *b = &m->st.buckets[bi];
+                for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
+                    const ig_bucket *b = ig_store_bucket(m->st, bi);
                     uint64_t sz = b->n / (uint64_t)lo->dp_g.size;
                     for (int r = 0; r < lo->dp_g.size; r++)
                         memcpy(full[k] + b->off + (uint64_t)r * sz,
@@ -586,7 +586,7 @@ static ig_status file_size(const char *dir, file_rec *r, ig_err *err) {
 /* Data-parallel rank 0 of each model-parallel rank writes its two files into dir. */
 static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const char *dir,
                             float *const states[4], file_rec out[2], ig_err *err) {
-    uint64_t n = m->st.n_params;
+    uint64_t n = ig_model_buffer_elems(m);
     int r = lo->pp_rank * lo->tp + lo->tp_rank;
     /* the parameters: this rank's whole, or (ZeRO-3) gathered with the states */
     float *host =
@@ -969,7 +969,7 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
             (uint64_t)m->tensors[i].global_shape[0] * (uint64_t)m->tensors[i].global_shape[1];
         if (g > big) big = g;
     }
-    uint64_t n = m->st.n_params;
+    uint64_t n = ig_model_buffer_elems(m);
     float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
     float *part_buf = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
     float *host = ig_calloc(ctx, n ? n : 1, sizeof(float));
@@ -1003,8 +1003,8 @@ static ig_status load_all(ig_ctx *ctx, const manifest *mf, const ig_ckpt_info *i
                 st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", mf->dir);
                 break;
             }
-            for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
-                const ig_bucket *b = &m->st.buckets[bi];
+            for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
+                const ig_bucket *b = ig_store_bucket(m->st, bi);
                 uint64_t sz = b->n / (uint64_t)dp;
                 memcpy(pieces + b->moff, host + b->off + (uint64_t)r * sz, sz * sizeof(float));
             }

@@ -288,7 +288,7 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
         if (g > big) big = g;
     }
     ig_st_file *f = NULL;
-    float *host = ig_calloc(ctx, m->st.n_params ? m->st.n_params : 1, sizeof(float));
+    float *host = ig_calloc(ctx, ig_model_buffer_elems(m) ? ig_model_buffer_elems(m) : 1, sizeof(float));
     float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
     if (!host || !whole) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
     if (st == IG_OK) st = ig_st_file_open(&f, ctx, st_path, err);
@@ -370,7 +370,7 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
                           "another --output",
                           dir, ig_file_kind(sb.st_mode));
     remove_stale_temps(dir);
-    uint64_t n = m->st.n_params;
+    uint64_t n = ig_model_buffer_elems(m);
     float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
     if (!host) return ig_err_set(err, IG_ERR_NOMEM, "out of memory exporting");
     ig_status st = ig_model_read(m, IG_MODEL_PARAMS, host, err);

@@ -19,13 +19,13 @@
 #ifndef INGOT_TRAIN_MODEL_H
 #define INGOT_TRAIN_MODEL_H
 
-#include "parallel.h"
+#include "store.h"
 #include "train/train.h"
 
 typedef struct ig_family ig_family;
 
 /* Which part of the whole model a model holds. */
-typedef struct ig_part {
+struct ig_part {
     int tp, tp_rank; /* tensor parallelism */
     int sp;          /* sequence parallelism (tp > 1) */
     /* Ulysses' sequence parallelism (a family with ulysses): the micro-batch's token rows cut
@@ -41,7 +41,7 @@ typedef struct ig_part {
      * 1/dp piece of each bucket only */
     int dp, dp_rank, zero;
     /* ZeRO-3 (zero 3, dp > 1): the parameters are sharded over dpg too, each layer all-gathered
-     * before use (ig_model_use_layer); prefetch: the next layer's gather is started while this
+     * before use (ig_store_use_layer); prefetch: the next layer's gather is started while this
      * one computes */
     ig_group *dpg;
     int prefetch;
@@ -49,7 +49,7 @@ typedef struct ig_part {
     uint64_t bucket_elems;
     int inference; /* forward passes only: no gradients are kept */
     int recompute; /* ig_recompute: what the backward recomputes (the family's plan and passes) */
-} ig_part;
+};
 
 /* How a tensor's initial values are drawn: element i of the global tensor NAME from (seed, NAME,
  * i), whatever part of it a rank holds. */
@@ -80,64 +80,6 @@ typedef struct ig_tensor_spec {
     int sp_partial; /* replicated, and its gradient is partial per tp rank under sp */
 } ig_tensor_spec;
 
-/* A run of tensors whose gradients are reduced over the data-parallel group together. */
-typedef struct ig_bucket {
-    size_t t0, t1;   /* table indices [t0, t1) */
-    uint64_t off, n; /* elements [off, off + n) of the flat layout; n a multiple of dp */
-    uint64_t moff;   /* ZeRO: where this rank's piece (n / dp elements) sits in the moments */
-    int tied;        /* a tied tensor, summed between the first and the last stage too */
-    /* ZeRO-3: the layer whose tensors the bucket holds (-1: the first and the last stage's
-     * tensors, kept whole on every rank), and where in the parameter buffer this rank's piece
-     * of it is (elements) */
-    int layer;
-    uint64_t whole; /* where the whole bucket is in the parameter buffer (UINT64_MAX: nowhere) */
-    uint64_t poff;
-} ig_bucket;
-
-/* The parameter store of a part: the flat buffers and where everything is in them.
- *
- * The flat layout (a tensor's offset, a bucket's off) numbers every element of the part, bucket
- * padding included: n_params elements. Without ZeRO-3 the parameter buffer is that layout. With
- * ZeRO-3 (FSDP's full sharding) it holds: the buckets of the first and the last stage's tensors
- * whole (embeddings, head: as FSDP's root unit, which stays gathered through the step) at
- * [0, resident_elems); then this rank's piece of each layer's bucket (one bucket per layer); then
- * two windows of win_elems, into which a layer's pieces are all-gathered before its forward and
- * its backward (ig_model_use_layer), the next layer's while this one computes. The fp32 master
- * weights are this rank's pieces only (n_moments, at the moments' offsets). The passes reach a
- * tensor through param_at[t], which points into a window while its layer is gathered there (NULL
- * when it is not). */
-typedef struct ig_store {
-    uint64_t n_params; /* elements of the flat layout (tensors, bucket padding included) */
-    void *params;      /* [params_elems] act type */
-    void *grads;       /* [n_grads] act type */
-    float *master; /* fp32 master weights when the act type is bf16 ([master_elems]), else NULL */
-    uint64_t params_elems, master_elems;
-    void **param_at; /* [n_tensors]: where each tensor's parameters are */
-    /* ZeRO-3 */
-    int zero3;
-    uint64_t resident_elems, win_elems;
-    void *win[2];            /* the windows */
-    int win_layer[2];        /* the layer each holds (-1: none) */
-    int last_win;            /* the window of the layer used last (-1: none yet) */
-    ig_comm_req *win_req[2]; /* its all-gather in flight */
-    size_t *layer_bucket;    /* [l1 - l0]: the bucket of each layer */
-    double gather_wait_s;    /* seconds waited for all-gathers (reset by the reader) */
-    uint64_t gathers;        /* all-gathers started */
-    ig_bucket *buckets;      /* in the order the backward finishes them */
-    size_t n_buckets;
-    uint64_t n_moments; /* elements of the AdamW moments: n_params, or this rank's ZeRO pieces */
-    /* Where each tensor's gradient is (elements into grads): its offset, except with ZeRO-2,
-     * where the gradients are sharded: a bucket's gradients of one micro-batch are kept only
-     * until they are reduce-scattered, in one of two working slots of the largest bucket's size
-     * that the buckets take turns in (gslot[b]; -1: a tied tensor's bucket, whose gradient the
-     * head starts before its turn, in a region of its own at the start). */
-    uint64_t *goff;
-    int *gslot;          /* per bucket: 0, 1, or -1 */
-    uint64_t slot_elems; /* elements of a working slot */
-    uint64_t tied_elems; /* elements of the tied buckets' region (ZeRO-2) */
-    uint64_t n_grads;    /* elements of grads */
-} ig_store;
-
 /* The activation memory a family asks for (elements): per micro-batch slot, and scratch shared by
  * the slots; act-typed, fp32, and int32 (token ids, targets, document ids). The losses of a slot
  * are fp32 io: [io_f32] per slot (a token family: per-row losses, then their gradients). */
@@ -145,11 +87,6 @@ typedef struct ig_act_sizes {
     uint64_t act, f32, i32, io_f32; /* per slot */
     uint64_t scratch_act, scratch_f32;
 } ig_act_sizes;
-
-/* Groups of tensors whose gradients become final together in a backward (ig_model_ready). */
-typedef enum ig_grad_group { IG_GRADS_HEAD = -1, IG_GRADS_EMBEDDING = -2 } ig_grad_group;
-/* Called with table indices [t0, t1) whose gradients of this backward are final. */
-typedef ig_status (*ig_ready_fn)(void *user, size_t t0, size_t t1, ig_err *err);
 
 struct ig_model {
     ig_ctx *ctx;
@@ -163,7 +100,7 @@ struct ig_model {
     ig_model_tensor *tensors;
     ig_tensor_spec *specs;
     size_t n_tensors;
-    ig_store st;
+    ig_store *st; /* the parameters, gradients, master weights (store.h) */
     /* activations */
     ig_act_sizes acts;
     void *act;            /* [slots * acts.act + acts.scratch_act] */
@@ -221,10 +158,10 @@ int ig_tensor_stage(const ig_model_tensor *t, const int *stage_layers, int pp);
 
 /* Backend pointers of tensor t's parameters and gradients. */
 static inline void *ig_model_param(const ig_model *m, size_t t) {
-    return m->st.param_at[t];
+    return ig_store_param(m->st, t);
 }
 static inline void *ig_model_grad(const ig_model *m, size_t t) {
-    return (char *)m->st.grads + m->st.goff[t] * m->as;
+    return ig_store_grad(m->st, t);
 }
 /* The slot's activations (offsets within the slot), scratch (absolute), fp32 likewise. */
 static inline void *ig_model_act(const ig_model *m, uint64_t off) {
@@ -247,26 +184,6 @@ static inline float *ig_model_io_f32(const ig_model *m, uint64_t off) {
 static inline int32_t *ig_model_i32(const ig_model *m, uint64_t off) {
     return m->i32 + (uint64_t)m->slot * m->acts.i32 + off;
 }
-
-/* ZeRO-3's choice of windows, apart from the gathers (ig_model_use_layer follows it; the planner
- * counts the gathers of a step with it): win[w] the layer window w holds (-1: none), *last the
- * window the layer used last took. Layer l goes to the window that holds it or, when neither does,
- * is gathered into the one *last did not take (fetch[0] = that window, else -1); with prefetch,
- * next is then gathered into the other unless it holds it already (fetch[1], else -1). Updates win
- * and *last as the gathers leave them; returns l's window. */
-int ig_zero3_windows(int win[2], int *last, int l, int next, int prefetch, int fetch[2]);
-
-/* Layer l's parameters are about to be used by a forward or a backward (the families' passes call
- * it before each layer, in the order they run them; next: the layer they will use after this one,
- * -1: none). With ZeRO-3 it waits for layer l's all-gather (starting it when it is not under way)
- * and starts next's, into the other of two windows; otherwise it does nothing. */
-ig_status ig_model_use_layer(ig_model *m, int l, int next, ig_err *err);
-/* ZeRO-3: the parameters changed (the optimizer's update, a load): the windows are stale. Waits
- * for gathers in flight. */
-ig_status ig_model_params_changed(ig_model *m, ig_err *err);
-/* This rank's piece of every bucket (ZeRO), in the moments' order (n_moments fp32: the master
- * weights when there are); for saving a ZeRO-3 part, whose parameters no rank holds whole. */
-ig_status ig_model_read_pieces(ig_model *m, float *out, ig_err *err);
 
 /* Tells the listener (ig_model.ready) that the gradients of a group are final in this backward:
  * a layer (its global index), the head (IG_GRADS_HEAD: the last stage's tensors, and a tied

@@ -5,12 +5,12 @@
  * moments - on the whole buffers, or with ZeRO on this rank's 1/dp piece of each bucket followed
  * by an all-gather of the parameters.
  *
- * Buckets (model.c) are runs of whole tensors in the order the backward finishes them, each
+ * Buckets (store.c) are runs of whole tensors in the order the backward finishes them, each
  * padded to a multiple of dp; rank r of the dp group owns piece r (n / dp elements) of every
  * bucket. With zero 0 every rank all-reduces and updates everything; zero 1 all-reduces and
  * updates its pieces (moments for the pieces only). With zero 2 the gradients are sharded too:
  * the backward of every micro-batch writes a bucket's gradients into one of two working slots
- * (model.c), and as soon as the bucket is done they are reduce-scattered and added to this
+ * (store.c), and as soon as the bucket is done they are reduce-scattered and added to this
  * rank's pieces (a buffer of n_moments elements), and the slot is cleared for the bucket after
  * next - so a rank holds 1/dp of the gradients plus two buckets (and the tied embedding, which
  * the head starts early), at the price of a reduce-scatter per micro-batch rather than one
@@ -52,6 +52,13 @@ static void *at(const ig_model *m, void *base, uint64_t elems) {
     return (char *)base + elems * m->as;
 }
 
+/* The elements of the model's store (its flat layout, gradients, moments). */
+static ig_store_sizes sizes_of(const ig_model *m) {
+    ig_store_sizes z;
+    ig_store_sizes_of(m->st, &z);
+    return z;
+}
+
 static int sharded_grads(const ig_optim *o) {
     return o->gshard != NULL;
 }
@@ -63,18 +70,18 @@ static ig_status ready_fn(void *user, size_t t0, size_t t1, ig_err *err);
  * tied embedding's, then the two working slots'). */
 static void zero2_pieces(const ig_model *m, uint64_t sizes[3]) {
     uint64_t dp = (uint64_t)m->part.dp, tied = 0;
-    for (size_t b = 0; b < m->st.n_buckets; b++)
-        if (m->st.gslot[b] < 0 && m->st.buckets[b].n > tied) tied = m->st.buckets[b].n;
+    for (size_t b = 0; b < ig_store_n_buckets(m->st); b++)
+        if (ig_store_grad_region(m->st, b) < 0 && ig_store_bucket(m->st, b)->n > tied) tied = ig_store_bucket(m->st, b)->n;
     sizes[0] = tied / dp;
-    sizes[1] = sizes[2] = m->st.slot_elems / dp;
+    sizes[1] = sizes[2] = ig_store_slot_elems(m->st) / dp;
 }
 
 void ig_optim_estimate(const ig_model *m, int ema, ig_part_memory *mem) {
-    mem->optim += (uint64_t)(ema ? 3 : 2) * m->st.n_moments * sizeof(float);
-    if (m->st.n_grads == m->st.n_params) return;
+    mem->optim += (uint64_t)(ema ? 3 : 2) * sizes_of(m).moments * sizeof(float);
+    if (sizes_of(m).grads == sizes_of(m).flat) return;
     uint64_t sizes[3];
     zero2_pieces(m, sizes);
-    mem->grads += (m->st.n_moments + sizes[0] + sizes[1] + sizes[2]) * m->as;
+    mem->grads += (sizes_of(m).moments + sizes[0] + sizes[1] + sizes[2]) * m->as;
 }
 
 ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *lo, ig_err *err) {
@@ -93,7 +100,7 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *l
     o->lo = lo;
     o->hooks = (ig_sched_hooks){backward_begin, ready_fn, o};
     for (int r = 0; r < 3; r++) o->inflight[r] = -1;
-    size_t nb = m->st.n_buckets;
+    size_t nb = ig_store_n_buckets(m->st);
     o->reqs = ig_calloc(ctx, nb ? nb : 1, sizeof *o->reqs);
     o->pending = ig_calloc(ctx, nb ? nb : 1, sizeof *o->pending);
     o->launched = ig_calloc(ctx, nb ? nb : 1, sizeof *o->launched);
@@ -103,16 +110,16 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *l
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
     for (size_t b = 0; b < nb; b++)
-        for (size_t t = m->st.buckets[b].t0; t < m->st.buckets[b].t1; t++) o->bucket_of[t] = b;
+        for (size_t t = ig_store_bucket(m->st, b)->t0; t < ig_store_bucket(m->st, b)->t1; t++) o->bucket_of[t] = b;
     /* the moments: the whole buffer, or this rank's ZeRO pieces */
-    size_t mb = (size_t)(m->st.n_moments * sizeof(float));
+    size_t mb = (size_t)(sizes_of(m).moments * sizeof(float));
     st = ig_backend_alloc(m->be, mb, (void **)&o->adam_m, err);
     if (st == IG_OK) st = ig_backend_alloc(m->be, mb, (void **)&o->adam_v, err);
     if (st != IG_OK) ig_err_prefix(err, st, "the AdamW moments (2 x %.1f MB)", (double)mb / 1e6);
-    if (st == IG_OK && m->st.n_grads != m->st.n_params) { /* ZeRO-2 (model.c sharded them) */
+    if (st == IG_OK && sizes_of(m).grads != sizes_of(m).flat) { /* ZeRO-2 (store.c sharded them) */
         uint64_t sizes[3];
         zero2_pieces(m, sizes);
-        st = ig_backend_alloc(m->be, (size_t)(m->st.n_moments * m->as), &o->gshard, err);
+        st = ig_backend_alloc(m->be, (size_t)(sizes_of(m).moments * m->as), &o->gshard, err);
         for (int r = 0; r < 3 && st == IG_OK; r++)
             if (sizes[r])
                 st = ig_backend_alloc(m->be, (size_t)(sizes[r] * m->as), &o->piece[r], err);
@@ -128,7 +135,7 @@ ig_status ig_optim_create(ig_optim **out, ig_ctx *ctx, ig_model *m, ig_layout *l
 void ig_optim_free(ig_optim *o) {
     if (!o) return;
     if (o->reqs)
-        for (size_t b = 0; b < o->m->st.n_buckets; b++) {
+        for (size_t b = 0; b < ig_store_n_buckets(o->m->st); b++) {
             ig_err ignored;
             ig_comm_wait(o->reqs[b], &ignored);
         }
@@ -150,8 +157,8 @@ const ig_sched_hooks *ig_optim_hooks(ig_optim *o) {
 }
 
 static void reset_pending(ig_optim *o) {
-    for (size_t b = 0; b < o->m->st.n_buckets; b++) {
-        o->pending[b] = o->m->st.buckets[b].t1 - o->m->st.buckets[b].t0;
+    for (size_t b = 0; b < ig_store_n_buckets(o->m->st); b++) {
+        o->pending[b] = ig_store_bucket(o->m->st, b)->t1 - ig_store_bucket(o->m->st, b)->t0;
         o->launched[b] = 0;
     }
 }
@@ -162,7 +169,7 @@ ig_status ig_optim_begin(ig_optim *o, ig_err *err) {
     o->wait_s = 0;
     ig_status st = ig_model_zero_grads(o->m, err);
     if (st == IG_OK && o->gshard)
-        st = ig_backend_zero(o->m->be, o->gshard, (size_t)(o->m->st.n_moments * o->m->as), err);
+        st = ig_backend_zero(o->m->be, o->gshard, (size_t)(sizes_of(o->m).moments * o->m->as), err);
     return st;
 }
 
@@ -174,7 +181,7 @@ static ig_status sum_tp_partials(ig_optim *o, const ig_bucket *b, ig_err *err) {
         const ig_model_tensor *x = &m->tensors[t];
         if (!x->tp_partial) continue;
         ig_status st =
-            ig_group_allreduce(&o->lo->tp_g, at(m, m->st.grads, m->st.goff[t]), (size_t)x->numel,
+            ig_group_allreduce(&o->lo->tp_g, ig_store_grad(m->st, t), (size_t)x->numel,
                                ig_model_comm_type(m), IG_COMM_SUM, err);
         if (st != IG_OK) return st;
     }
@@ -183,7 +190,7 @@ static ig_status sum_tp_partials(ig_optim *o, const ig_bucket *b, ig_err *err) {
 
 /* zero 2: the working region of bucket b (0: the embedding's, 1 and 2: the slots) */
 static int region_of(const ig_optim *o, size_t b) {
-    return o->m->st.gslot[b] + 1;
+    return ig_store_grad_region(o->m->st, b) + 1;
 }
 
 /* zero 2: waits for the reduce-scatter in flight from region r, adds its piece into this rank's
@@ -192,7 +199,7 @@ static ig_status settle(ig_optim *o, int r, ig_err *err) {
     if (o->inflight[r] < 0) return IG_OK;
     ig_model *m = o->m;
     size_t bi = (size_t)o->inflight[r];
-    const ig_bucket *b = &m->st.buckets[bi];
+    const ig_bucket *b = ig_store_bucket(m->st, bi);
     double t0 = ig_now();
     ig_status st = ig_comm_wait(o->reqs[bi], err);
     o->wait_s += ig_now() - t0;
@@ -202,7 +209,7 @@ static ig_status settle(ig_optim *o, int r, ig_err *err) {
     uint64_t s = b->n / (uint64_t)o->lo->dp_g.size;
     ig_kernel_add(m->be, at(m, o->gshard, b->moff), at(m, o->gshard, b->moff), o->piece[r],
                   (size_t)s);
-    return ig_backend_zero(m->be, at(m, m->st.grads, m->st.goff[b->t0]), (size_t)(b->n * m->as),
+    return ig_backend_zero(m->be, ig_store_grad(m->st, b->t0), (size_t)(b->n * m->as),
                            err);
 }
 
@@ -210,12 +217,12 @@ static ig_status settle(ig_optim *o, int r, ig_err *err) {
 static ig_status launch(ig_optim *o, size_t bi, ig_err *err) {
     ig_model *m = o->m;
     ig_layout *lo = o->lo;
-    const ig_bucket *b = &m->st.buckets[bi];
+    const ig_bucket *b = ig_store_bucket(m->st, bi);
     o->launched[bi] = 1;
     ig_status st = ig_backend_sync(m->be, err);
     if (st == IG_OK && lo->sp) st = sum_tp_partials(o, b, err);
     if (st != IG_OK || lo->dp_g.size == 1) return st;
-    void *g = at(m, m->st.grads, m->st.goff[b->t0]);
+    void *g = ig_store_grad(m->st, b->t0);
     uint64_t s = b->n / (uint64_t)lo->dp_g.size;
     if (sharded_grads(o)) {
         int r = region_of(o, bi);
@@ -267,11 +274,11 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
     ig_status st = IG_OK;
     /* buckets the backward did not announce (no hooks): started now */
     if (!sharded_grads(o))
-        for (size_t b = 0; st == IG_OK && b < m->st.n_buckets; b++)
+        for (size_t b = 0; st == IG_OK && b < ig_store_n_buckets(m->st); b++)
             if (!o->launched[b]) st = launch(o, b, err);
     double t0 = ig_now();
     for (int r = 0; r < 3 && st == IG_OK; r++) st = settle(o, r, err);
-    for (size_t b = 0; b < m->st.n_buckets; b++) {
+    for (size_t b = 0; b < ig_store_n_buckets(m->st); b++) {
         ig_status w = ig_comm_wait(o->reqs[b], err);
         o->reqs[b] = NULL;
         if (st == IG_OK) st = w;
@@ -280,15 +287,15 @@ ig_status ig_optim_reduce(ig_optim *o, ig_err *err) {
     if (st != IG_OK || lo->pp == 1) return st;
     /* a tied tensor (the embedding): the first stage's gradient (the input embedding) plus the
      * last's (the output layer), on both */
-    for (size_t bi = 0; st == IG_OK && bi < m->st.n_buckets; bi++) {
-        const ig_bucket *b = &m->st.buckets[bi];
+    for (size_t bi = 0; st == IG_OK && bi < ig_store_n_buckets(m->st); bi++) {
+        const ig_bucket *b = ig_store_bucket(m->st, bi);
         if (!b->tied) continue;
         if (sharded_grads(o))
             st = ig_group_allreduce(&lo->emb_g, at(m, o->gshard, b->moff),
                                     (size_t)(b->n / (uint64_t)lo->dp_g.size), ig_model_comm_type(m),
                                     IG_COMM_SUM, err);
         else
-            st = ig_group_allreduce(&lo->emb_g, at(m, m->st.grads, b->off), (size_t)b->n,
+            st = ig_group_allreduce(&lo->emb_g, ig_store_grads_at(m->st, b->off), (size_t)b->n,
                                     ig_model_comm_type(m), IG_COMM_SUM, err);
     }
     return st;
@@ -298,7 +305,7 @@ uint64_t ig_optim_extra_bytes(const ig_optim *o) {
     if (!o->gshard) return 0;
     uint64_t sizes[3];
     zero2_pieces(o->m, sizes);
-    return (o->m->st.n_moments + sizes[0] + sizes[1] + sizes[2]) * o->m->as;
+    return (sizes_of(o->m).moments + sizes[0] + sizes[1] + sizes[2]) * o->m->as;
 }
 
 double ig_optim_wait_seconds(const ig_optim *o) {
@@ -312,16 +319,6 @@ static void piece(const ig_optim *o, const ig_bucket *b, uint64_t *lo, uint64_t 
     *hi = *lo + s;
 }
 
-/* Where this rank's piece of bucket b is kept: its parameters (act type) and its fp32 master
- * weights (NULL: none); flat element plo of the piece is at the pointers. */
-static void *param_piece(const ig_optim *o, const ig_bucket *b) {
-    return at(o->m, o->m->st.params, b->poff);
-}
-static float *master_piece(const ig_optim *o, const ig_bucket *b) {
-    const ig_store *s = &o->m->st;
-    return s->master ? s->master + (s->zero3 ? b->moff : b->poff) : NULL;
-}
-
 /* Where the reduced gradient of flat element e (in bucket b, in this rank's piece) is. */
 static void *reduced_grad(const ig_optim *o, const ig_bucket *b, uint64_t e) {
     ig_model *m = o->m;
@@ -330,7 +327,7 @@ static void *reduced_grad(const ig_optim *o, const ig_bucket *b, uint64_t e) {
         piece(o, b, &lo, &hi);
         return at(m, o->gshard, b->moff + (e - lo));
     }
-    return at(m, m->st.grads, e);
+    return ig_store_grads_at(m->st, e);
 }
 
 static int counted_in_norm(const ig_optim *o, size_t t) {
@@ -344,8 +341,8 @@ static int counted_in_norm(const ig_optim *o, size_t t) {
 ig_status ig_optim_norm(ig_optim *o, double *norm, ig_err *err) {
     ig_model *m = o->m;
     double ss = 0;
-    for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
-        const ig_bucket *b = &m->st.buckets[bi];
+    for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
+        const ig_bucket *b = ig_store_bucket(m->st, bi);
         uint64_t lo, hi;
         piece(o, b, &lo, &hi);
         for (size_t t = b->t0; t < b->t1; t++) {
@@ -376,8 +373,8 @@ static ig_status adamw_whole(ig_optim *o, int step, const ig_adamw_hparams *h, f
             j++;
         uint64_t off = m->tensors[i].offset;
         uint64_t n = m->tensors[j].offset + m->tensors[j].numel - off;
-        ig_kernel_adamw(m->be, at(m, m->st.params, off), m->st.master ? m->st.master + off : NULL,
-                        at(m, m->st.grads, off), o->adam_m + off, o->adam_v + off, (size_t)n, h->lr,
+        ig_kernel_adamw(m->be, ig_store_params_at(m->st, off), ig_store_master_at(m->st, off),
+                        ig_store_grads_at(m->st, off), o->adam_m + off, o->adam_v + off, (size_t)n, h->lr,
                         h->beta1, h->beta2, h->eps, m->tensors[i].decay ? h->weight_decay : 0.0f,
                         grad_scale, step);
         i = j + 1;
@@ -390,14 +387,16 @@ static ig_status adamw_whole(ig_optim *o, int step, const ig_adamw_hparams *h, f
 static ig_status ema_update(ig_optim *o, float decay, ig_err *err) {
     ig_model *m = o->m;
     if (!o->ema) return IG_OK;
-    if (o->m->st.n_moments == m->st.n_params) {
-        ig_kernel_ema(m->be, o->ema, m->st.master, m->st.params, (size_t)m->st.n_params, decay);
+    ig_store_sizes z = sizes_of(m);
+    if (z.moments == z.flat) {
+        ig_kernel_ema(m->be, o->ema, ig_store_master_at(m->st, 0), ig_store_params_at(m->st, 0),
+                      (size_t)z.flat, decay);
     } else {
-        for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
-            const ig_bucket *b = &m->st.buckets[bi];
+        for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
+            const ig_bucket *b = ig_store_bucket(m->st, bi);
             uint64_t plo, phi;
             piece(o, b, &plo, &phi);
-            ig_kernel_ema(m->be, o->ema + b->moff, master_piece(o, b), param_piece(o, b),
+            ig_kernel_ema(m->be, o->ema + b->moff, ig_store_master_piece(m->st, b), ig_store_param_piece(m->st, b),
                           (size_t)(phi - plo), decay);
         }
     }
@@ -407,7 +406,7 @@ static ig_status ema_update(ig_optim *o, float decay, ig_err *err) {
 ig_status ig_optim_ema_enable(ig_optim *o, double decay, ig_err *err) {
     if (!(decay > 0 && decay < 1))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "ema.decay %g: need 0 < decay < 1", decay);
-    size_t mb = (size_t)(o->m->st.n_moments * sizeof(float));
+    size_t mb = (size_t)(sizes_of(o->m).moments * sizeof(float));
     ig_status st = o->ema ? IG_OK : ig_backend_alloc(o->m->be, mb, (void **)&o->ema, err);
     if (st != IG_OK) return ig_err_prefix(err, st, "the EMA of the weights (%.1f MB)", mb / 1e6);
     o->ema_decay = decay;
@@ -433,7 +432,8 @@ ig_status ig_optim_step(ig_optim *o, int step, const ig_adamw_hparams *h, float 
                         ig_err *err) {
     ig_layout *lo = o->lo;
     if (step < 1) return ig_err_set(err, IG_ERR_INVALID_ARG, "AdamW step %d: must be >= 1", step);
-    ig_status st = lo->zero == 0 || lo->dp_g.size == 1 ? adamw_whole(o, step, h, grad_scale, err)
+    ig_status st = ig_store_zero(o->m->st) == 0 || lo->dp_g.size == 1
+                         ? adamw_whole(o, step, h, grad_scale, err)
                                                        : adamw_pieces(o, step, h, grad_scale, err);
     return st == IG_OK ? ema_update(o, (float)o->ema_decay, err) : st;
 }
@@ -445,8 +445,8 @@ static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, 
     ig_model *m = o->m;
     ig_layout *lo = o->lo;
     /* ZeRO: AdamW on this rank's pieces, whose moments sit at the bucket's moff */
-    for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
-        const ig_bucket *b = &m->st.buckets[bi];
+    for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
+        const ig_bucket *b = ig_store_bucket(m->st, bi);
         uint64_t plo, phi;
         piece(o, b, &plo, &phi);
         for (size_t t = b->t0; t < b->t1; t++) {
@@ -455,8 +455,8 @@ static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, 
             uint64_t e = x->offset + x->numel < phi ? x->offset + x->numel : phi;
             if (a >= e) continue;
             uint64_t mo = b->moff + (a - plo);
-            float *master = master_piece(o, b);
-            ig_kernel_adamw(m->be, at(m, param_piece(o, b), a - plo),
+            float *master = ig_store_master_piece(m->st, b);
+            ig_kernel_adamw(m->be, at(m, ig_store_param_piece(m->st, b), a - plo),
                             master ? master + (a - plo) : NULL, reduced_grad(o, b, a),
                             o->adam_m + mo, o->adam_v + mo, (size_t)(e - a), h->lr, h->beta1,
                             h->beta2, h->eps, x->decay ? h->weight_decay : 0.0f, grad_scale, step);
@@ -465,16 +465,16 @@ static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, 
     ig_status st = ig_backend_sync(m->be, err);
     /* every piece back to every replica: the buckets kept whole (with ZeRO-3 the first and the
      * last stage's; the layers' are gathered when they are used) */
-    if (st == IG_OK) st = ig_model_params_changed(m, err);
-    for (size_t bi = 0; st == IG_OK && bi < m->st.n_buckets; bi++) {
-        const ig_bucket *b = &m->st.buckets[bi];
+    if (st == IG_OK) st = ig_store_params_changed(m->st, err);
+    for (size_t bi = 0; st == IG_OK && bi < ig_store_n_buckets(m->st); bi++) {
+        const ig_bucket *b = ig_store_bucket(m->st, bi);
         uint64_t plo, phi;
         piece(o, b, &plo, &phi);
         if (b->whole == UINT64_MAX) continue;
-        st = ig_group_iallgather(&lo->dp_g, param_piece(o, b), at(m, m->st.params, b->whole),
+        st = ig_group_iallgather(&lo->dp_g, ig_store_param_piece(m->st, b), ig_store_params_at(m->st, b->whole),
                                  (size_t)(phi - plo), ig_model_comm_type(m), &o->reqs[bi], err);
     }
-    for (size_t bi = 0; bi < m->st.n_buckets; bi++) {
+    for (size_t bi = 0; bi < ig_store_n_buckets(m->st); bi++) {
         ig_status w = ig_comm_wait(o->reqs[bi], err);
         o->reqs[bi] = NULL;
         if (st == IG_OK) st = w;
@@ -483,7 +483,7 @@ static ig_status adamw_pieces(ig_optim *o, int step, const ig_adamw_hparams *h, 
 }
 
 uint64_t ig_optim_moment_elems(const ig_optim *o) {
-    return o->m->st.n_moments;
+    return sizes_of(o->m).moments;
 }
 
 const ig_layout *ig_optim_layout(const ig_optim *o) {
@@ -497,14 +497,14 @@ static float *state_of(ig_optim *o, int which) {
 ig_status ig_optim_read_pieces(ig_optim *o, int which, float *out, ig_err *err) {
     float *src = state_of(o, which);
     if (!src) return ig_err_set(err, IG_ERR_INVALID_ARG, "no EMA of the weights is kept");
-    return ig_backend_download(o->m->be, out, src, (size_t)(o->m->st.n_moments * sizeof(float)),
+    return ig_backend_download(o->m->be, out, src, (size_t)(sizes_of(o->m).moments * sizeof(float)),
                                err);
 }
 
 ig_status ig_optim_write_pieces(ig_optim *o, int which, const float *in, ig_err *err) {
     float *dst = state_of(o, which);
     if (!dst) return ig_err_set(err, IG_ERR_INVALID_ARG, "no EMA of the weights is kept");
-    return ig_backend_upload(o->m->be, dst, in, (size_t)(o->m->st.n_moments * sizeof(float)), err);
+    return ig_backend_upload(o->m->be, dst, in, (size_t)(sizes_of(o->m).moments * sizeof(float)), err);
 }
 
 /* ---- the optimizer of one process (train.h) ------------------------------------------------- */

@@ -56,10 +56,10 @@ static ig_status sum_table(ig_ctx *ctx, const ig_family *fam, const ig_model_con
     return IG_OK;
 }
 
-/* ZeRO-3's layer gathers in a step on the rank: the stage driver's calls of ig_model_use_layer
+/* ZeRO-3's layer gathers in a step on the rank: the stage driver's calls of ig_store_use_layer
  * (ig_stage_layer_order: each layer before its forward and before its backward, the next one
  * named) over the schedule's order of forwards and backwards, the windows chosen as
- * ig_model_use_layer chooses them, from empty (the update empties them). A window that still holds
+ * ig_store_use_layer chooses them, from empty (the update empties them). A window that still holds
  * a layer saves its gather: a backward right after a forward finds its last two layers, a forward
  * after a backward its first two. Prefetching changes when a gather starts, not how many. */
 static uint64_t zero3_gathers(const ig_layout *lo, int l0, int l1, int M) {

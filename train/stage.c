@@ -29,7 +29,7 @@ ig_status ig_stage_forward(ig_model *m, int slot, int with_grad, ig_err *err) {
     for (int i = 0; i < p->l1 - p->l0; i++) {
         int l, next;
         ig_stage_layer_order(1, p->l0, p->l1, i, &l, &next);
-        if ((st = ig_model_use_layer(m, l, next, err)) != IG_OK) return st;
+        if ((st = ig_store_use_layer(m->st, l, next, err)) != IG_OK) return st;
         if ((st = h->layer_forward(m, l, err)) != IG_OK) return st;
     }
     if (!p->last) return h->stage_output ? h->stage_output(m, err) : IG_OK;
@@ -49,7 +49,7 @@ ig_status ig_stage_backward(ig_model *m, int slot, ig_err *err) {
     for (int i = 0; i < p->l1 - p->l0; i++) {
         int l, next;
         ig_stage_layer_order(0, p->l0, p->l1, i, &l, &next);
-        if ((st = ig_model_use_layer(m, l, next, err)) != IG_OK) return st;
+        if ((st = ig_store_use_layer(m->st, l, next, err)) != IG_OK) return st;
         if (p->recompute == IG_RECOMPUTE_FULL && (st = h->layer_recompute(m, l, err)) != IG_OK)
             return st;
         if ((st = h->layer_backward(m, l, err)) != IG_OK) return st;

@@ -206,7 +206,7 @@ static void inject_nan(run *r, int64_t step) {
     long long s = -1;
     if (!v || sscanf(v, "%lld", &s) != 1 || s != (long long)step + 1) return;
     float nan = NAN;
-    ig_backend_upload_f32(r->be, r->model->st.params, &nan, 1, NULL);
+    ig_backend_upload_f32(r->be, ig_store_params_at(r->model->st, 0), &nan, 1, NULL);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -260,8 +260,7 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
     /* and the microseconds this rank waited for the data-parallel reductions after its backward
      * (what the overlap with the backward did not hide), and for ZeRO-3's all-gathers */
     mine[NG] = (uint64_t)(ig_optim_wait_seconds(r->optim) * 1e6);
-    mine[NG + 1] = (uint64_t)(r->model->st.gather_wait_s * 1e6);
-    r->model->st.gather_wait_s = 0;
+    mine[NG + 1] = (uint64_t)(ig_store_take_gather_wait(r->model->st) * 1e6);
     r->lo.world_g.bytes = 0;
     if (!r->t->comm_stats) return IG_OK;
     int W = r->lo.world;
@@ -294,9 +293,9 @@ static ig_status comm_stats(run *r, char *json, size_t jcap, char *line, size_t 
         jn += (size_t)snprintf(json + jn, jcap - jn, "},\"dp_wait_ms\":%.3f", (double)wait * 1e-3);
     if (ln < lcap)
         ln += (size_t)snprintf(line + ln, lcap - ln, " | dp wait %.1f ms", (double)wait * 1e-3);
-    if (r->model->st.zero3 && jn < jcap)
+    if (ig_store_zero3(r->model->st) && jn < jcap)
         snprintf(json + jn, jcap - jn, ",\"gather_wait_ms\":%.3f", (double)gwait * 1e-3);
-    if (r->model->st.zero3 && ln < lcap)
+    if (ig_store_zero3(r->model->st) && ln < lcap)
         snprintf(line + ln, lcap - ln, " | gather wait %.1f ms", (double)gwait * 1e-3);
     ig_free(r->ctx, all);
     return st;
@@ -653,11 +652,13 @@ static void print_banner(run *r) {
     const ig_model *m = r->model;
     const ig_act_sizes *a = &m->acts;
     double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
+    ig_store_sizes z;
+    ig_store_sizes_of(m->st, &z);
     fprintf(r->log,
             "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
             "MB, activations %.2f MB\n",
-            r->lo.world > 1 ? " (rank 0)" : "", (double)m->st.params_elems * as * MB,
-            ((double)m->st.n_grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
+            r->lo.world > 1 ? " (rank 0)" : "", (double)z.params * as * MB,
+            ((double)z.grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
             2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
             (ig_optim_states(r->optim) == 3 ? (double)ig_optim_moment_elems(r->optim) * 4 : 0) * MB,
             ((S * (double)a->act + (double)a->scratch_act) * as +

@@ -25,7 +25,7 @@
  * attention's forward again from the kept q|k|v (and, with Ulysses, its all-to-all back to this
  * rank's rows) before the projection's backward needs its output, and the cross-attention's from
  * the kept q and k|v likewise; with full it runs block l's forward again from its kept input
- * after ig_model_use_layer(l), up to fcproj (the block's output res3 is kept: the next block's
+ * after ig_store_use_layer(l), up to fcproj (the block's output res3 is kept: the next block's
  * input). Every recomputed buffer comes from the forward's kernels on the same inputs (a block
  * has no fused residual norm across blocks), so it has the forward's bits, on any backend;
  * collectives inside a recomputed block run again, on every rank in the same order.
