@@ -79,21 +79,7 @@ __global__ void __launch_bounds__(ATT_BQ)
         int nk = causal ? min(ATT_BK, t - k0 + 1) : min(ATT_BK, T_ - k0);
         for (int c = 0; c < nk; c++) {
             if (doc && ds[c] != mydoc) continue;
-            const float *k = Ks + c * D, *v = Vs + c * D;
-            float sc = 0.0f;
-#pragma unroll
-            for (int d = 0; d < D; d++) sc += q[d] * k[d];
-            if (sc > m) { /* a new max: rescale what was summed so far */
-                float alpha = expf(m - sc);
-                l *= alpha;
-#pragma unroll
-                for (int d = 0; d < D; d++) o[d] *= alpha;
-                m = sc;
-            }
-            float p = expf(sc - m);
-            l += p;
-#pragma unroll
-            for (int d = 0; d < D; d++) o[d] += p * v[d];
+            online_softmax_key<D>(q, Ks + c * D, Vs + c * D, m, l, o);
         }
     }
     if (t >= T_) return;

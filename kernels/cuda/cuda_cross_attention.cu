@@ -103,23 +103,7 @@ __global__ void __launch_bounds__(XA_BQ)
         __syncthreads();
         if (tid >= nr) continue;
         int nk = min(XA_BK, kl - k0);
-        for (int c = 0; c < nk; c++) {
-            const float *k = Ks + c * D, *v = Vs + c * D;
-            float sc = 0.0f;
-#pragma unroll
-            for (int d = 0; d < D; d++) sc += qr[d] * k[d];
-            if (sc > m) { /* a new max: rescale what was summed so far */
-                float alpha = expf(m - sc);
-                l *= alpha;
-#pragma unroll
-                for (int d = 0; d < D; d++) o[d] *= alpha;
-                m = sc;
-            }
-            float p = expf(sc - m);
-            l += p;
-#pragma unroll
-            for (int d = 0; d < D; d++) o[d] += p * v[d];
-        }
+        for (int c = 0; c < nk; c++) online_softmax_key<D>(qr, Ks + c * D, Vs + c * D, m, l, o);
     }
     if (tid >= nr) return;
     size_t row = r0 + tid;

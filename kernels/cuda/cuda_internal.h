@@ -139,6 +139,30 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
     return warp_max(v);
 }
 
+/* One key of an attention row's online softmax (Milakov and Gimelshein 2018; FlashAttention's
+ * forward): the score q . k over D channels, and the row's running max m, its sum of exp(s - m)
+ * l and its weighted sum of the values o[D] moved on by it, rescaled first when the score is a
+ * new max. The self- and the cross-attention forward both go through here, key by key in order,
+ * so that their bits do not depend on which kernel computed them. */
+template <int D>
+__device__ __forceinline__ void online_softmax_key(const float *q, const float *k, const float *v,
+                                                   float &m, float &l, float (&o)[D]) {
+    float sc = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D; d++) sc += q[d] * k[d];
+    if (sc > m) { /* a new max: rescale what was summed so far */
+        float alpha = expf(m - sc);
+        l *= alpha;
+#pragma unroll
+        for (int d = 0; d < D; d++) o[d] *= alpha;
+        m = sc;
+    }
+    float p = expf(sc - m);
+    l += p;
+#pragma unroll
+    for (int d = 0; d < D; d++) o[d] += p * v[d];
+}
+
 /* ---- operations of each file (signatures of ig_backend_ops) ---------------------------------- */
 
 /* cuda_encoder.cu */
