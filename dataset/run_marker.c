@@ -56,10 +56,16 @@ ig_status ig_run_marker_create(const char *base, ig_err *err) {
     return st;
 }
 
+/* A marker's text parsed as every JSON file of ingot is (core's json_file.c): duplicate keys
+ * refused, so that a marker with two pids names none (NULL) rather than jansson's last one. */
+static json_t *parse(const char *text) {
+    return text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+}
+
 /* The pid a marker's text names when it is a live process on this host other than this one,
  * else 0. */
 static long text_live_pid(const char *text) {
-    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *o = parse(text);
     long pid = 0;
     char host[256];
     this_host(host, sizeof host);
@@ -75,7 +81,7 @@ static long text_live_pid(const char *text) {
 
 /* The pid a marker's text names, whatever its state (0 when it names none). */
 static long text_pid(const char *text) {
-    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *o = parse(text);
     json_t *jp = json_object_get(o, "pid");
     long pid = json_is_integer(jp) ? (long)json_integer_value(jp) : 0;
     json_decref(o);

@@ -407,6 +407,11 @@ static void test_existing_outputs(void **state) {
     int ml = snprintf(marker, sizeof marker,
                       "{\"format\": \"ingot-run-marker\", \"host\": \"%s\", \"pid\": %ld}", host,
                       (long)child);
+    /* a marker naming two pids (duplicate keys, refused as in every JSON file) names none */
+    char twice[600];
+    int tl = snprintf(twice, sizeof twice, "{\"pid\": 0, %s", marker + 1);
+    igt_write(igt_fmt("%s.incomplete", k), twice, (size_t)tl);
+    assert_int_equal(ig_run_marker_live(k), 0);
     igt_write(igt_fmt("%s.incomplete", k), marker, (size_t)ml);
     assert_int_equal(ig_run_marker_live(k), (long)child);
     assert_int_equal(run(&in, 1, k, 1, NULL, NULL, &err), IG_ERR_EXISTS);
