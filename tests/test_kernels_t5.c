@@ -88,8 +88,7 @@ static void test_position_bias(void **state) {
     }
 }
 
-/* ---- attention with bias and key mask ---------------------------------------------------------
- */
+/* ---- attention with bias and key mask -------------------------------------------------------- */
 
 typedef struct acase {
     int B, T, NH, NKV, hs, causal, bias, kmode; /* kmode: 0 NULL, 1 all T, 2 all 1, 3 mixed */
@@ -297,8 +296,7 @@ static void test_t5_golden(void **state) {
     }
 }
 
-/* ---- T5's layer norm is RMSNorm ---------------------------------------------------------------
- */
+/* ---- T5's layer norm is RMSNorm -------------------------------------------------------------- */
 
 static void test_t5_layernorm(void **state) {
     fixture *f = *state;

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/family.h"
+#include "train/family/family.h"
 #include "train/objectives/flow.h"
-#include "train/stage.h"
+#include "train/parallel/stage.h"
 #include "train/train.h"
 
 enum { STEPS = 2, MB = 2, MAX_ROWS = 64 * 64 };
@@ -168,10 +168,12 @@ static void train(const workload *w, int r, int reference, outcome *out) {
         assert_int_equal(ig_model_zero_grads(m, &err), IG_OK);
         for (int k = 0; k < MB; k++) {
             stage(m, w, k, step * MB + k);
-            if (ig_stage_forward(m, k, 1, &err) != IG_OK) fail_msg("%s: forward: %s", w->name, err.msg);
+            if (ig_stage_forward(m, k, 1, &err) != IG_OK)
+                fail_msg("%s: forward: %s", w->name, err.msg);
         }
         for (int k = 0; k < MB; k++) {
-            if (ig_stage_backward(m, k, &err) != IG_OK) fail_msg("%s: backward: %s", w->name, err.msg);
+            if (ig_stage_backward(m, k, &err) != IG_OK)
+                fail_msg("%s: backward: %s", w->name, err.msg);
             if (f->objective->loss(m, k, &out->loss[step][k], &err) != IG_OK)
                 fail_msg("%s", err.msg);
             assert_true(isfinite(out->loss[step][k]) && out->loss[step][k] > 0);
@@ -220,8 +222,7 @@ static void check_same_bits(const workload *w, int reference) {
     release(&base);
 }
 
-/* ---- the plan ---------------------------------------------------------------------------------
- */
+/* ---- the plan -------------------------------------------------------------------------------- */
 
 static uint64_t rounded(uint64_t n) {
     return (n + IG_ACT_ALIGN - 1) / IG_ACT_ALIGN * IG_ACT_ALIGN;

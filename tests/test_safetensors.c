@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 
 static const char *golden(const char *name) {
     return igt_fmt("%s/tests/data/golden/safetensors/%s", igt_source_dir(), name);

@@ -1,4 +1,4 @@
-/* test_tb_events.c - TensorBoard event files (train/tb_events.c), read back by an independent
+/* test_tb_events.c - TensorBoard event files (train/run/tb_events.c), read back by an independent
  * reader written here (its own bit-by-bit CRC32C and its own protobuf decoding: TFRecord framing,
  * both CRCs, the file_version record, every tag, step, value and wall time), compared byte for
  * byte with a golden file made from the specification by
@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/tb_events.h"
+#include "train/run/tb_events.h"
 
 /* ---- an independent reader ------------------------------------------------------------------- */
 

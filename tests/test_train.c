@@ -14,7 +14,7 @@
 
 #include "kernels/backend_internal.h"
 #include "preprocess/preprocess.h"
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 #include "train/train.h"
 
 enum { L = 2, NH = 2, C = 32, T = 16, V = 100, B = 2 };
@@ -381,8 +381,8 @@ static void test_overfit_one_batch(void **state) {
  * values, and shapes are compared key by key, the family's own keys last. */
 static void test_own_fields(void **state) {
     (void)state;
-    ig_model_config clean = {.n_layer = 2, .n_head = 2, .d_model = 32, .seq_len = 16,
-                             .vocab_size = 100};
+    ig_model_config clean = {
+        .n_layer = 2, .n_head = 2, .d_model = 32, .seq_len = 16, .vocab_size = 100};
     ig_model_config parsed, l, l2;
     ig_err err = {0};
     assert_int_equal(ig_model_config_check(&clean, &err), IG_OK);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "dataset/dataset.h"
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 #include "train/train.h"
 
 /* A golden micro-batch: its clips and PyTorch's values. */

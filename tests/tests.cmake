@@ -21,10 +21,11 @@ if(IG_SANITIZE)
 endif()
 
 # Tests may include private headers (to check a piece against its oracle): they alone get the
-# source root on their include path (and FFmpeg's headers: the video tests look at raw frames).
+# source root on their include path, and train/ (whose rooms name one another's headers by room,
+# "model/model.h"), and FFmpeg's headers (the video tests look at raw frames).
 add_library(igtest STATIC ${CMAKE_SOURCE_DIR}/tests/testutil.c)
 target_link_libraries(igtest PUBLIC ingot_all PkgConfig::CMOCKA PkgConfig::JANSSON PkgConfig::LIBAV)
-target_include_directories(igtest PUBLIC ${CMAKE_SOURCE_DIR})
+target_include_directories(igtest PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/train)
 target_compile_definitions(igtest PUBLIC IG_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
 file(GLOB IG_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)

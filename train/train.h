@@ -1,7 +1,8 @@
-/* train.h - the public API of ingot's trainer: models of several families (GPT-2, Llama) over a
- * compute backend (kernels/backend.h), their configuration, the training loop on the distributed
- * loader, AdamW, learning-rate schedules, checkpoints that resume bit for bit, Hugging Face export
- * and import, evaluation and sampling.
+/* train.h - the public API of ingot's trainer: models of any family (train/models/: the decoder
+ * language models GPT-2 and Llama, the video DiT) over a compute backend (kernels/backend.h),
+ * their configuration, the training loop on the distributed loader, AdamW, learning-rate
+ * schedules, checkpoints that resume bit for bit, Hugging Face export and import, evaluation and
+ * sampling.
  *
  * A model is a list of named global tensors, described by its family (train/models/FAMILY/); every
  * tensor's initial values are drawn by (seed, name, element index) with a counter-based generator,
@@ -381,11 +382,12 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
  * its largest rank, the bytes its ranks send per step and group, and an estimated step time, as
  * `ingot plan` prints them and `ingot train` checks its own layout before it allocates.
  *
- * Memory comes from the trainer's own sizing (ig_model_estimate: the tensor table, the family's
- * activation plan, the optimizer's buffers, ZeRO's pieces, the 1F1B schedule's micro-batches in
- * flight), for every pipeline stage, never from a formula of the planner's. The bytes sent are
- * the passes' and the optimizer's collectives as parallel.h's ring accounting counts them (what
- * log.comm_stats measures). The time is a model, stated in plan.c's header and `ingot plan
+ * Memory comes from the trainer's own sizing (ig_model_memory, ig_optim_estimate: the tensor table,
+ * the family's activation plan, the optimizer's buffers, ZeRO's pieces, the 1F1B schedule's
+ * micro-batches in flight), for every pipeline stage, never from a formula of the planner's. The
+ * bytes sent are the passes' and the optimizer's collectives as parallel.h's ring accounting counts
+ * them (what log.comm_stats measures). The time is a model, stated in plan.c's header and `ingot
+ * plan
  * --help`: the FLOPs at the GEMM rate, the pipeline's bubble, the tensor- and sequence-parallel
  * collectives on the critical path, and the data-parallel reductions where the backward does not
  * hide them. */
@@ -544,10 +546,11 @@ extern const char *const ig_weights_names[]; /* {"default", "raw", "ema", NULL} 
 ig_status ig_ckpt_load(ig_ctx *ctx, const char *dir, ig_model *m, ig_optimizer *o,
                        ig_ckpt_info *info, ig_err *err);
 
-/* Writes a checkpoint as a Hugging Face directory of its family (model.safetensors with
- * transformers' names, the padded vocabulary rows dropped, __metadata__ {"format": "pt"}, and
- * config.json: GPT2LMHeadModel for gpt2, LlamaForCausalLM for llama). The checkpoint is verified
- * first. */
+/* Writes a checkpoint as a Hugging Face directory of its family: model.safetensors with the
+ * family's names (transformers' for gpt2 and llama, the padded vocabulary rows dropped),
+ * __metadata__ {"format": "pt"}, and config.json as the family writes it (GPT2LMHeadModel for
+ * gpt2, LlamaForCausalLM for llama, model_type "ingot-dit" with DiT's constructor arguments for
+ * dit). The checkpoint is verified first. */
 ig_status ig_ckpt_export(ig_ctx *ctx, const char *ckpt_dir, const char *out_dir, int overwrite,
                          ig_weights weights, ig_err *err);
 
@@ -623,8 +626,8 @@ ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts 
 typedef struct ig_eval_opts {
     const ig_data_config *data; /* the shards: data->path and the data keys (split, seed, ...) */
     int micro_batch, batches;
-    int seq_len;   /* tokens: per sample (0: the model's positions) */
-    int timesteps; /* clips: the grid's times */
+    int seq_len;            /* tokens: per sample (0: the model's positions) */
+    int timesteps;          /* clips: the grid's times */
     const char *noise_file; /* clips: "" or NULL: none */
     ig_weights weights;
 } ig_eval_opts;
@@ -634,14 +637,13 @@ typedef struct ig_eval_result {
     char what[256]; /* what was evaluated, one line ("4 micro-batches of 2 x 32 tokens") */
     size_t n_lines; /* labelled values, one a line, before the loss ("t 0.1000 loss 0.123456") */
     char lines[IG_EVAL_MAX_LINES][IG_EVAL_LINE];
-    double loss;    /* the objective's mean loss ('loss X' is the last line ingot eval prints) */
+    double loss; /* the objective's mean loss ('loss X' is the last line ingot eval prints) */
 } ig_eval_result;
 
 /* Opens the model at path on be with room for the data's largest micro-batch, refuses weights that
  * are not finite, and evaluates it (res is large: allocate it). */
 ig_status ig_model_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const ig_eval_opts *o,
                             ig_eval_result *res, ig_err *err);
-
 
 /* Videos from a diffusion model: Euler steps of the flow from t = 1 (noise drawn from (seed,
  * video)) to 0 on the grid t_i = 1 - i / steps (shifted as diffusion.shift shifts the training

@@ -10,7 +10,7 @@ endif()
 
 set(IG_FUZZ_SAN address,undefined)
 foreach(lib ingot_core ingot_dataset ingot_loader ingot_comm ingot_preprocess ingot_kernels
-    ingot_train)
+    ingot_train ingot_train_families)
   target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link,${IG_FUZZ_SAN}
     -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   # everything that links the library (tests, the ingot program) needs the sanitizer runtimes
@@ -25,7 +25,7 @@ foreach(src ${IG_FUZZ_TARGETS})
     -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   target_link_options(${name} PRIVATE -fsanitize=fuzzer,${IG_FUZZ_SAN})
   target_link_libraries(${name} PRIVATE ingot_all)
-  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/train)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
 endforeach()
 

@@ -1,5 +1,5 @@
-/* fuzz_safetensors.c - libFuzzer target for the safetensors reader (train/safetensors.c), the
- * parser every checkpoint and every imported Hugging Face model goes through on open.
+/* fuzz_safetensors.c - libFuzzer target for the safetensors reader (train/formats/safetensors.c),
+ * the parser every checkpoint and every imported Hugging Face model goes through on open.
  *
  * Input: a whole safetensors file. The reader must never read outside the buffer (ASan) nor
  * overflow (UBSan); when it accepts a file, every invariant the trainer relies on must hold, or
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 
 static void check(int ok) {
     if (!ok) abort();

@@ -56,8 +56,7 @@ static double best_of(bench_fn fn, void *arg) {
     return best;
 }
 
-/* ---- references: the GEMM peak, memcpy ---------------------------------------------------------
- */
+/* ---- references: the GEMM peak, memcpy ------------------------------------------------------- */
 
 typedef struct mm_arg {
     ig_backend *be;
@@ -166,8 +165,7 @@ static void conv_bench(ig_backend *be, const conv_row *r, int S_peak, double out
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) ig_backend_release(be, all[i]);
 }
 
-/* ---- GroupNorm + SiLU, upsampling --------------------------------------------------------------
- */
+/* ---- GroupNorm + SiLU, upsampling ------------------------------------------------------------ */
 
 typedef struct gn_arg {
     ig_backend *be;

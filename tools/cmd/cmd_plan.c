@@ -2,7 +2,8 @@
  * layouts a training configuration can run under on N GPUs (tp, pp, dp, sequence parallelism,
  * ZeRO stage, recomputation, micro-batch), each with the memory of its largest rank by buffer, the
  * bytes its ranks send per step and group, and an estimated step time; the fastest that fit
- * first. Thin over ig_plan_create (train/plan.c), which sizes every rank as the trainer does. */
+ * first. Thin over ig_plan_create (train/plan/plan.c), which sizes every rank as the trainer does.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,14 +5,14 @@
  */
 #include <string.h>
 
-#include "../family.h"
+#include "family/family.h"
 
 #define IG_ARCHS(X) X(gpt2) X(llama) X(dit)
 
 #define DECLARE(a) extern const ig_family ig_family_##a;
 IG_ARCHS(DECLARE)
-#define ENTRY(a)   &ig_family_##a,
-#define NAME(a)    #a,
+#define ENTRY(a) &ig_family_##a,
+#define NAME(a)  #a,
 
 static const ig_family *const families[] = {IG_ARCHS(ENTRY)};
 enum { N_FAMILIES = sizeof families / sizeof families[0] };

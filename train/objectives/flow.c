@@ -5,8 +5,8 @@
  * to the null one with the model's dropout probability, each from a counter-based generator keyed
  * by (data.seed, the micro-batch's index in the stream, the sample), so that any layout and any
  * resume draw the same. Validation stages each micro-batch at every time of the grid
- * (k + 0.5) / eval.timesteps with noise keyed apart from training's. The family makes of x_t and the
- * target what its passes read (ig_flow_model: a DiT cuts them in patches). Evaluation and the
+ * (k + 0.5) / eval.timesteps with noise keyed apart from training's. The family makes of x_t and
+ * the target what its passes read (ig_flow_model: a DiT cuts them in patches). Evaluation and the
  * sampler are in flow_use.c.
  */
 #include "flow.h"
@@ -261,6 +261,10 @@ static const ig_cfg_key flow_keys[] = {
              "dit: validation evaluates each clip at the times (k + 0.5) / n, k < n"),
 };
 
+const ig_flow_model *ig_flow_model_of(const ig_model *m) {
+    return m->fam->objective == &ig_objective_flow ? m->fam->for_objective : NULL;
+}
+
 const ig_objective ig_objective_flow = {.name = "rectified-flow",
                                         .input = "clips",
                                         .sampler = "video",
@@ -276,8 +280,7 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
                                         .evaluate = ig_flow_evaluate,
                                         .release = release};
 
-/* ---- a whole model on one process (train.h) ---------------------------------------------------
- */
+/* ---- a whole model on one process (train.h) -------------------------------------------------- */
 
 ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
                                ig_err *err) {

@@ -3,9 +3,10 @@
 #ifndef INGOT_OBJECTIVES_FLOW_H
 #define INGOT_OBJECTIVES_FLOW_H
 
-#include "../family.h"
-#include "../feed.h"
-#include "../stage.h"
+#include "family/family.h"
+#include "flow_model.h"
+#include "feed/feed.h"
+#include "parallel/stage.h"
 
 /* Stages the clips of in (drawing what it does not give: times, noise, dropout) into slot. */
 ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, float grad_scale,

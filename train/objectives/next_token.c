@@ -11,8 +11,9 @@
  */
 #include <string.h>
 
-#include "../family.h"
-#include "../stage.h"
+#include "family/family.h"
+#include "next_token_model.h"
+#include "parallel/stage.h"
 
 /* next_token_use.c */
 ig_status ig_next_token_evaluate(ig_ctx *ctx, ig_backend *be, const char *path,
@@ -120,8 +121,8 @@ static ig_status nt_fit(ig_fit *fit, const ig_train_config *t, const ig_data_fac
 }
 
 /* Megatron's sequence parallelism cuts a micro-batch's token rows into tp equal parts. */
-static ig_status nt_check_layout(const ig_train_config *t, const ig_model_config *c, int tp,
-                                 int sp, ig_err *err) {
+static ig_status nt_check_layout(const ig_train_config *t, const ig_model_config *c, int tp, int sp,
+                                 ig_err *err) {
     if (sp && ((int64_t)t->micro_batch * c->seq_len) % tp)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "parallel.sp: train.micro_batch %d x model.seq_len %d tokens do not "
@@ -156,8 +157,7 @@ const ig_objective ig_objective_next_token = {.name = "next-token",
                                               .loss = nt_loss,
                                               .evaluate = ig_next_token_evaluate};
 
-/* ---- a whole model on one process (train.h) ---------------------------------------------------
- */
+/* ---- a whole model on one process (train.h) -------------------------------------------------- */
 
 static ig_status need_tokens(const ig_model *m, ig_err *err) {
     if (!(m->part.tp == 1 && m->part.first && m->part.last))

@@ -3,7 +3,8 @@
  * prompt goes through the model at once, then each new token alone. The draws are keyed by (seed,
  * position), so the same seed gives the same text.
  */
-#include "../family.h"
+#include "family/family.h"
+#include "next_token_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,14 +51,14 @@ ig_status ig_next_token_evaluate(ig_ctx *ctx, ig_backend *be, const char *path,
                           "--noise and --weights ema are for a diffusion model's clips");
     ig_model *m = NULL;
     ig_data_resolved dr = {0};
-    ig_status st = ig_model_open_weights(&m, ctx, be, path, o->micro_batch, o->seq_len, o->weights,
-                                         NULL, err);
+    ig_status st =
+        ig_model_open_weights(&m, ctx, be, path, o->micro_batch, o->seq_len, o->weights, NULL, err);
     if (st == IG_OK && (st = ig_model_check_finite(m, err)) != IG_OK)
         ig_err_prefix(err, st, "%s: its weights are not finite", path);
     int T = m ? ig_model_shape(m)->seq_len : 0;
     if (st == IG_OK && o->seq_len > T)
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "--seq-len %d is more than the model's %d positions",
-                        o->seq_len, T);
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "--seq-len %d is more than the model's %d positions", o->seq_len, T);
     if (st == IG_OK) {
         ig_data_config dc = *o->data;
         uint32_t L = (uint32_t)(o->seq_len ? o->seq_len : T);
@@ -74,8 +75,7 @@ ig_status ig_next_token_evaluate(ig_ctx *ctx, ig_backend *be, const char *path,
     return st;
 }
 
-/* ---- generation --------------------------------------------------------------------------------
- */
+/* ---- generation ------------------------------------------------------------------------------ */
 
 ig_sample_opts ig_sample_opts_default(void) {
     return (ig_sample_opts){.max_tokens = 64,

@@ -18,8 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- the shape ---------------------------------------------------------------------------------
- */
+/* ---- the shape ------------------------------------------------------------------------------- */
 
 ig_status dec_check_common(ig_model_config *c, int even_heads, ig_err *err) {
     struct {
@@ -128,8 +127,7 @@ ig_comm_micro dec_comm_micro(const ig_model_config *c, const ig_part *p, int B, 
         .pp = p->pp > 1 ? ((p->last ? 0 : io) + (p->first ? 0 : io)) : 0};
 }
 
-/* ---- the tensor table --------------------------------------------------------------------------
- */
+/* ---- the tensor table ------------------------------------------------------------------------ */
 
 /* A layer's tensor of role r (DEC_*), or 0 when the preset has none. */
 static int layer_tensor(const ig_model_config *c, const dec_preset *pre, int r,
@@ -284,8 +282,7 @@ double dec_flops_per_token(const ig_model_config *c, int T) {
     return 2.0 * matmul + L * 2.0 * (double)T * H;
 }
 
-/* ---- activations -------------------------------------------------------------------------------
- */
+/* ---- activations ----------------------------------------------------------------------------- */
 
 /* Lays out the activations of a B x T micro-batch: per slot, offsets in elements of the act type
  * and of fp32; then the scratch the slots share, starting with the region of one layer's worth

@@ -10,7 +10,8 @@
 #ifndef INGOT_DECODER_H
 #define INGOT_DECODER_H
 
-#include "../../lm.h"
+#include "family/lm.h"
+#include "objectives/next_token_model.h"
 
 enum { DEC_LAYERNORM = 0, DEC_RMSNORM };
 
@@ -44,24 +45,24 @@ enum {
 
 /* The names a preset gives the tensors (printf formats of the layer index for a layer's). */
 typedef struct dec_names {
-    const char *embed, *pos;       /* pos NULL: no learned positions */
-    const char *layer[DEC_ROLES];  /* NULL: the preset has no such tensor */
-    const char *norm_w, *norm_b;   /* the final norm */
-    const char *head;              /* the untied output layer */
+    const char *embed, *pos;      /* pos NULL: no learned positions */
+    const char *layer[DEC_ROLES]; /* NULL: the preset has no such tensor */
+    const char *norm_w, *norm_b;  /* the final norm */
+    const char *head;             /* the untied output layer */
 } dec_names;
 
 typedef struct dec_mlp dec_mlp;
 
 /* A preset: the options model.arch fixes. */
 typedef struct dec_preset {
-    int norm;             /* DEC_LAYERNORM (weight and bias) or DEC_RMSNORM (weight) */
-    int rotary;           /* rotary positions (model.rope_theta) instead of learned ones */
-    const dec_mlp *mlp;   /* the MLP piece */
-    int bias;             /* the linear layers have biases */
-    ig_w_layout layout;   /* how the linear layers' weights are stored */
-    int scaled_init;      /* the residual projections' std is 0.02 / sqrt(2 L) (GPT-2's) */
+    int norm;           /* DEC_LAYERNORM (weight and bias) or DEC_RMSNORM (weight) */
+    int rotary;         /* rotary positions (model.rope_theta) instead of learned ones */
+    const dec_mlp *mlp; /* the MLP piece */
+    int bias;           /* the linear layers have biases */
+    ig_w_layout layout; /* how the linear layers' weights are stored */
+    int scaled_init;    /* the residual projections' std is 0.02 / sqrt(2 L) (GPT-2's) */
     dec_names names;
-    const ig_op *ops;     /* the backend operations the options need */
+    const ig_op *ops; /* the backend operations the options need */
     size_t n_ops;
 } dec_preset;
 
@@ -69,18 +70,18 @@ typedef struct dec_preset {
  * per slot depends on train.recompute) of one layer's activations. N = B * T rows; Nl = N / tp
  * with sequence parallelism (else N); Ql = (NH + 2 NKV) hs / tp; Hl = NH hs / tp. */
 typedef struct dec_layer_acts {
-    uint64_t n1, n1_full;      /* [Nl, C], [N, C] sp: the attention's normed input */
-    uint64_t mean1, rstd1;     /* fp32 [Nl] each (mean: LayerNorm only) */
-    uint64_t qkv;              /* [N, Ql] (after the rotary embedding) */
-    uint64_t atty;             /* [N, Hl] attention output, heads concatenated */
-    uint64_t lse;              /* fp32 [B, NH / tp, T] */
-    uint64_t attproj;          /* [Nl, C] */
-    uint64_t res2;             /* [Nl, C] residual after attention */
-    uint64_t n2, n2_full;      /* [Nl, C], [N, C] sp */
-    uint64_t mean2, rstd2;     /* fp32 [Nl] each */
-    uint64_t mlp[3];           /* the MLP's own (decoder_mlp.c) */
-    uint64_t mlp_out;          /* [Nl, C] */
-    uint64_t res3;             /* [Nl, C] residual after the MLP (the layer's output) */
+    uint64_t n1, n1_full;  /* [Nl, C], [N, C] sp: the attention's normed input */
+    uint64_t mean1, rstd1; /* fp32 [Nl] each (mean: LayerNorm only) */
+    uint64_t qkv;          /* [N, Ql] (after the rotary embedding) */
+    uint64_t atty;         /* [N, Hl] attention output, heads concatenated */
+    uint64_t lse;          /* fp32 [B, NH / tp, T] */
+    uint64_t attproj;      /* [Nl, C] */
+    uint64_t res2;         /* [Nl, C] residual after attention */
+    uint64_t n2, n2_full;  /* [Nl, C], [N, C] sp */
+    uint64_t mean2, rstd2; /* fp32 [Nl] each */
+    uint64_t mlp[3];       /* the MLP's own (decoder_mlp.c) */
+    uint64_t mlp_out;      /* [Nl, C] */
+    uint64_t res3;         /* [Nl, C] residual after the MLP (the layer's output) */
 } dec_layer_acts;
 
 typedef struct dec_state {
@@ -90,27 +91,27 @@ typedef struct dec_state {
     int per_layer;                                /* tensors of a layer */
     int role[DEC_ROLES];                          /* each role's index within a layer, or -1 */
     /* per slot */
-    uint64_t encoded;             /* [Nl, C] the stage's input */
-    dec_layer_acts *layer;        /* [l1 - l0] */
-    uint64_t output;              /* [Nl, C] a middle stage's output */
-    uint64_t hn, hn_full;         /* the final norm: [Nl, C], [N, C] sp */
-    uint64_t mean_n, rstd_n;      /* fp32 [Nl] */
-    uint64_t logits;              /* [N, Vl]; the backward overwrites them with their gradient */
+    uint64_t encoded;        /* [Nl, C] the stage's input */
+    dec_layer_acts *layer;   /* [l1 - l0] */
+    uint64_t output;         /* [Nl, C] a middle stage's output */
+    uint64_t hn, hn_full;    /* the final norm: [Nl, C], [N, C] sp */
+    uint64_t mean_n, rstd_n; /* fp32 [Nl] */
+    uint64_t logits;         /* [N, Vl]; the backward overwrites them with their gradient */
     /* scratch shared by the slots */
     uint64_t dres, dres_full, dln, dpartial, dtmp, partial, datty, dqkv, dmlp[3]; /* act */
-    uint64_t rowmax, stats;                                                        /* fp32 */
+    uint64_t rowmax, stats;                                                       /* fp32 */
 } dec_state;
 
 /* The MLP piece: its tensors, activations and passes (decoder_mlp.c). Its input is the layer's
  * normed n2 (gathered over the tensor-parallel group with sp), its output the row-parallel
  * projection into mlp_out. */
 struct dec_mlp {
-    int n_tensors;          /* its roles DEC_MLP0 .. */
-    int n_weights;          /* of them, matrices of F x C (the FLOPs) */
-    int n_acts, n_scratch;  /* its activations per layer (act type, [N, Fl] each) and scratch */
-    int second_input;       /* two column-parallel layers read the input: a scratch [N, C] for the
-                               second one's input gradient (dec_state.dtmp) */
-    unsigned bias_mask;     /* bit k: its role k is a bias (absent when the preset has none) */
+    int n_tensors;         /* its roles DEC_MLP0 .. */
+    int n_weights;         /* of them, matrices of F x C (the FLOPs) */
+    int n_acts, n_scratch; /* its activations per layer (act type, [N, Fl] each) and scratch */
+    int second_input;      /* two column-parallel layers read the input: a scratch [N, C] for the
+                              second one's input gradient (dec_state.dtmp) */
+    unsigned bias_mask;    /* bit k: its role k is a bias (absent when the preset has none) */
     /* the tensor of role k (0 ..): [out, in] with out the MLP's width (col) or the model's (row) */
     void (*tensor)(const ig_model_config *c, const dec_preset *pre, int k, ig_tensor_spec *t);
     /* forward from the normed input h [N, C]: up to its activations; all: and the projection

@@ -10,7 +10,7 @@
 
 #include <math.h>
 
-#include "../../tp_layers.h"
+#include "family/tp_layers.h"
 
 /* The layer's MLP width, F (model.ffn_hidden). */
 static int64_t width(const ig_model_config *c) {
@@ -53,8 +53,11 @@ static void gelu_tensor(const ig_model_config *c, const dec_preset *pre, int k, 
         *t = linear(pre, C, F, 0, residual_std(c, pre));
         break;
     default: /* the row-parallel projection's bias: whole, added once */
-        *t = (ig_tensor_spec){
-            .ndim = 1, .shape = {C}, .place = IG_PLACE_LAYER, .split_dim = -1, .init = IG_INIT_ZERO};
+        *t = (ig_tensor_spec){.ndim = 1,
+                              .shape = {C},
+                              .place = IG_PLACE_LAYER,
+                              .split_dim = -1,
+                              .init = IG_INIT_ZERO};
         break;
     }
 }
@@ -63,8 +66,8 @@ static ig_status gelu_forward(ig_model *m, int l, const void *h, void *const *ac
                               int N, int all, ig_err *err) {
     const dec_state *x = dec_of(m);
     ig_w_layout lay = x->pre->layout;
-    ig_kernel_matmul_forward(m->be, acts[0], h, dec_param(m, l, DEC_MLP0 + GELU_FC_W), lay, NULL,
-                             N, m->cfg.d_model, x->Fl);
+    ig_kernel_matmul_forward(m->be, acts[0], h, dec_param(m, l, DEC_MLP0 + GELU_FC_W), lay, NULL, N,
+                             m->cfg.d_model, x->Fl);
     ig_kernel_gelu_bias_forward(m->be, acts[1], acts[0], dec_param(m, l, DEC_MLP0 + GELU_FC_B), N,
                                 x->Fl);
     if (!all) return IG_OK;
@@ -105,7 +108,8 @@ enum { SWIGLU_GATE, SWIGLU_UP, SWIGLU_DOWN };
 static void swiglu_tensor(const ig_model_config *c, const dec_preset *pre, int k,
                           ig_tensor_spec *t) {
     int64_t C = c->d_model, F = width(c);
-    *t = k == SWIGLU_DOWN ? linear(pre, C, F, 0, residual_std(c, pre)) : linear(pre, F, C, 1, 0.02f);
+    *t =
+        k == SWIGLU_DOWN ? linear(pre, C, F, 0, residual_std(c, pre)) : linear(pre, F, C, 1, 0.02f);
 }
 
 static ig_status swiglu_forward(ig_model *m, int l, const void *h, void *const *acts, void *out,
@@ -134,8 +138,8 @@ static void swiglu_backward(ig_model *m, int l, const void *dout, const void *h,
     ig_kernel_matmul_backward(m->be, dact, dec_grad(m, l, DEC_MLP0 + SWIGLU_DOWN), NULL, dout,
                               acts[2], dec_param(m, l, DEC_MLP0 + SWIGLU_DOWN), lay, N, Fl, C);
     ig_kernel_swiglu_backward(m->be, dgate, dup, dact, acts[0], acts[1], N, Fl);
-    ig_kernel_matmul_backward(m->be, dinput, dec_grad(m, l, DEC_MLP0 + SWIGLU_GATE), NULL, dgate,
-                              h, dec_param(m, l, DEC_MLP0 + SWIGLU_GATE), lay, N, C, Fl);
+    ig_kernel_matmul_backward(m->be, dinput, dec_grad(m, l, DEC_MLP0 + SWIGLU_GATE), NULL, dgate, h,
+                              dec_param(m, l, DEC_MLP0 + SWIGLU_GATE), lay, N, C, Fl);
     ig_kernel_matmul_backward(m->be, dtmp, dec_grad(m, l, DEC_MLP0 + SWIGLU_UP), NULL, dup, h,
                               dec_param(m, l, DEC_MLP0 + SWIGLU_UP), lay, N, C, Fl);
     ig_kernel_add(m->be, dinput, dinput, dtmp, (size_t)N * (size_t)C);

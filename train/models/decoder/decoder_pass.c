@@ -34,7 +34,7 @@
  */
 #include "decoder_pass.h"
 
-#include "../../tp_layers.h"
+#include "family/tp_layers.h"
 
 /* slot activations or a layer's places (family.h), scratch, fp32 likewise */
 #define A(off)  ig_model_at(m, off)
@@ -138,14 +138,13 @@ static ig_status layer_rest(ig_model *m, int l, const dec_bufs *y, const void *r
     ig_status st;
     const void *n1 = NULL, *n2 = NULL;
     if ((st = ig_tp_gather(m, y->n1, y->n1_full, N, C, &n1, err)) != IG_OK) return st;
-    ig_kernel_matmul_forward(m->be, y->qkv, n1, P(l, DEC_QKV_W), lay, P(l, DEC_QKV_B), N, C,
-                             x->Ql);
+    ig_kernel_matmul_forward(m->be, y->qkv, n1, P(l, DEC_QKV_W), lay, P(l, DEC_QKV_B), N, C, x->Ql);
     if ((st = attention(m, y, ac, B, T, err)) != IG_OK) return st;
     st = ig_tp_row_linear(m, y->attproj, y->atty, P(l, DEC_PROJ_W), lay, P(l, DEC_PROJ_B),
                           S(x->partial), N, x->Hl, C, err);
     if (st != IG_OK) return st;
-    dec_norm_residual(m, y->res2, y->n2, y->mean2, y->rstd2, res_in, y->attproj,
-                      P(l, DEC_NORM2_W), P(l, DEC_NORM2_B), Nl);
+    dec_norm_residual(m, y->res2, y->n2, y->mean2, y->rstd2, res_in, y->attproj, P(l, DEC_NORM2_W),
+                      P(l, DEC_NORM2_B), Nl);
     if ((st = ig_tp_gather(m, y->n2, y->n2_full, N, C, &n2, err)) != IG_OK) return st;
     return x->pre->mlp->forward(m, l, n2, y->mlp, y->mlp_out, N, all, err);
 }
@@ -163,8 +162,7 @@ ig_status dec_layer_forward(ig_model *m, int l, const dec_bufs *y, const dec_buf
     return layer_rest(m, l, y, res_in, ac, B, T, 1, err);
 }
 
-/* ---- the stage's pieces (the stage driver, stage.c, runs them) -------------------------------
- */
+/* ---- the stage's pieces (the stage driver, stage.c, runs them) ------------------------------- */
 
 /* the slot's micro-batch: rows, rows held (sp), document ids for attention (or NULL) */
 typedef struct dims {
@@ -187,8 +185,7 @@ static ig_status embed_forward(ig_model *m, ig_err *err) {
     const ig_part *p = &m->part;
     const dec_state *x = dec_of(m);
     dims d = dims_of(m);
-    const void *pos =
-        x->t_pos >= 0 && p->tp_rank == 0 ? ig_model_param(m, (size_t)x->t_pos) : NULL;
+    const void *pos = x->t_pos >= 0 && p->tp_rank == 0 ? ig_model_param(m, (size_t)x->t_pos) : NULL;
     void *dst = p->sp ? S(x->partial) : A(x->encoded);
     ig_kernel_encoder_forward(m->be, dst, ig_model_i32(m, 0), ig_model_param(m, (size_t)x->t_embed),
                               pos, d.B, d.T, d.C);
@@ -202,8 +199,8 @@ static ig_status layer_fwd(ig_model *m, int l, ig_err *err) {
     dec_attn ac = {.docs = d.docs};
     dec_bufs y = dec_slot_bufs(m, l), prev;
     if (l > m->part.l0) prev = dec_slot_bufs(m, l - 1);
-    return dec_layer_forward(m, l, &y, l > m->part.l0 ? &prev : NULL, A(x->encoded), &ac, d.B,
-                             d.T, err);
+    return dec_layer_forward(m, l, &y, l > m->part.l0 ? &prev : NULL, A(x->encoded), &ac, d.B, d.T,
+                             err);
 }
 
 /* a middle stage's output: the last layer's residual add, which the next norm would have fused */
@@ -211,8 +208,7 @@ static ig_status stage_output(ig_model *m, ig_err *err) {
     (void)err;
     dims d = dims_of(m);
     dec_bufs last = dec_slot_bufs(m, m->part.l1 - 1);
-    ig_kernel_add(m->be, A(dec_of(m)->output), last.res2, last.mlp_out,
-                  (size_t)d.Nl * (size_t)d.C);
+    ig_kernel_add(m->be, A(dec_of(m)->output), last.res2, last.mlp_out, (size_t)d.Nl * (size_t)d.C);
     return IG_OK;
 }
 
@@ -298,8 +294,8 @@ static ig_status layer_backward(ig_model *m, int l, ig_err *err) {
     if ((st = ig_tp_gather(m, dres, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
     if (p->recompute == IG_RECOMPUTE_SELECTIVE) /* the attention core, from the kept qkv */
         ig_kernel_attention_forward(m->be, y.atty, y.lse, y.qkv, d.docs, &shape);
-    ig_kernel_matmul_backward(m->be, S(x->datty), G(l, DEC_PROJ_W), G(l, DEC_PROJ_B), dfull,
-                              y.atty, P(l, DEC_PROJ_W), lay, N, x->Hl, C);
+    ig_kernel_matmul_backward(m->be, S(x->datty), G(l, DEC_PROJ_W), G(l, DEC_PROJ_B), dfull, y.atty,
+                              P(l, DEC_PROJ_W), lay, N, x->Hl, C);
     ig_kernel_attention_backward(m->be, S(x->dqkv), S(x->datty), y.qkv, y.atty, y.lse, d.docs,
                                  &shape);
     if (x->pre->rotary)

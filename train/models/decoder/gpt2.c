@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../hf.h"
-#include "../../lm.h"
+#include "formats/hf.h"
+#include "family/lm.h"
 
 static const ig_op gpt2_ops[] = {
     IG_OP_ENCODER_FORWARD,
@@ -61,8 +61,7 @@ const dec_preset dec_gpt2 = {
     .n_ops = sizeof gpt2_ops / sizeof gpt2_ops[0],
 };
 
-/* ---- the shape ---------------------------------------------------------------------------------
- */
+/* ---- the shape ------------------------------------------------------------------------------- */
 
 static ig_status gpt2_check(ig_model_config *c, ig_err *err) {
     ig_status st = dec_check_common(c, 0, err);

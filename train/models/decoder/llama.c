@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../hf.h"
-#include "../../lm.h"
+#include "formats/hf.h"
+#include "family/lm.h"
 
 static const ig_op llama_ops[] = {
     IG_OP_ENCODER_FORWARD,
@@ -66,18 +66,17 @@ const dec_preset dec_llama = {
     .n_ops = sizeof llama_ops / sizeof llama_ops[0],
 };
 
-/* ---- keys and shape ----------------------------------------------------------------------------
- */
+/* ---- keys and shape -------------------------------------------------------------------------- */
 
 static const ig_cfg_key llama_keys[] = {
     IG_OWN_KEY("model.n_kv_heads", IG_CFG_INT, dec_shape, n_kv_heads, "0", 0, 4096,
-                 "llama: key/value heads of grouped-query attention (dividing n_head); 0: n_head"),
+               "llama: key/value heads of grouped-query attention (dividing n_head); 0: n_head"),
     IG_OWN_KEY("model.ffn_hidden", IG_CFG_INT, dec_shape, ffn_hidden, "0", 0, 1048576,
-                 "llama: the SwiGLU MLP's width; 0: 2/3 x 4 x d_model up to a multiple of 256"),
+               "llama: the SwiGLU MLP's width; 0: 2/3 x 4 x d_model up to a multiple of 256"),
     IG_OWN_KEY("model.rope_theta", IG_CFG_FLOAT, dec_shape, rope_theta, "10000", 1, 1e12,
-                 "llama: the base of the rotary position embedding"),
+               "llama: the base of the rotary position embedding"),
     IG_OWN_KEY("model.tie_embeddings", IG_CFG_BOOL, dec_shape, tie_embeddings, "false", 0, 0,
-                 "llama: the output layer is the input embedding (Llama 3.2 1B/3B)"),
+               "llama: the output layer is the input embedding (Llama 3.2 1B/3B)"),
 };
 
 static ig_status llama_check(ig_model_config *c, ig_err *err) {
@@ -155,8 +154,7 @@ static ig_status llama_from_json(json_t *model, ig_model_config *c, const char *
     return st;
 }
 
-/* ---- Hugging Face LlamaForCausalLM ------------------------------------------------------------
- */
+/* ---- Hugging Face LlamaForCausalLM ----------------------------------------------------------- */
 
 static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
                                  ig_err *err) {
@@ -173,8 +171,7 @@ static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *o
     if (st == IG_OK) st = ig_hf_get_int(o, file, "head_dim", NULL, 1, 1 << 20, 0, 0, &hd, err);
     if (st == IG_OK) st = ig_hf_get_float(o, file, "rms_norm_eps", 0, 1e-6, &out->norm_eps, err);
     if (st == IG_OK) st = ig_hf_get_float(o, file, "rope_theta", 0, 10000, &d.rope_theta, err);
-    if (st == IG_OK)
-        st = ig_hf_get_bool(o, file, "tie_word_embeddings", 0, &d.tie_embeddings, err);
+    if (st == IG_OK) st = ig_hf_get_bool(o, file, "tie_word_embeddings", 0, &d.tie_embeddings, err);
     int abias = 0, mbias = 0;
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "attention_bias", 0, &abias, err);
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "mlp_bias", 0, &mbias, err);
@@ -213,8 +210,8 @@ static json_t *llama_hf_write_config(const ig_model_config *c, int32_t eod) {
                      c->vocab_size, "hidden_size", c->d_model, "intermediate_size", o.ffn_hidden,
                      "num_hidden_layers", c->n_layer, "num_attention_heads", c->n_head,
                      "num_key_value_heads", o.n_kv_heads, "max_position_embeddings", c->seq_len,
-                     "rms_norm_eps", c->norm_eps, "rope_theta", o.rope_theta, "head_dim",
-                     dec_hs(c), "tie_word_embeddings", o.tie_embeddings, "hidden_act", "silu",
+                     "rms_norm_eps", c->norm_eps, "rope_theta", o.rope_theta, "head_dim", dec_hs(c),
+                     "tie_word_embeddings", o.tie_embeddings, "hidden_act", "silu",
                      "attention_bias", 0, "mlp_bias", 0, "initializer_range", 0.02, "torch_dtype",
                      "float32", "bos_token_id", e, "eos_token_id", e);
 }

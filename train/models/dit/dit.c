@@ -36,10 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../hf.h"
+#include "formats/hf.h"
 
-/* ---- keys and shape ----------------------------------------------------------------------------
- */
+/* ---- keys and shape -------------------------------------------------------------------------- */
 
 static const char *const conds[] = {"none", "class", "caption", NULL};
 
@@ -215,8 +214,7 @@ static void dit_describe(const ig_model_config *c, char *buf, size_t cap) {
                  d.patch[0], d.patch[1], d.patch[2], d.caption_len, c->vocab_size,
                  d.caption_dropout);
     else
-        snprintf(buf, cap, "; patch %dx%dx%d, unconditional", d.patch[0], d.patch[1],
-                 d.patch[2]);
+        snprintf(buf, cap, "; patch %dx%dx%d, unconditional", d.patch[0], d.patch[1], d.patch[2]);
 }
 
 static double dit_flops_per_token(const ig_model_config *c, int T) {
@@ -232,8 +230,7 @@ static double dit_flops_per_token(const ig_model_config *c, int T) {
     return f;
 }
 
-/* ---- the tensor table --------------------------------------------------------------------------
- */
+/* ---- the tensor table ------------------------------------------------------------------------ */
 
 /* Xavier-uniform's bound for a [out, in] weight: sqrt(6 / (in + out)). */
 static float xavier(int64_t out, int64_t in) {
@@ -356,8 +353,7 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
     return tb.n;
 }
 
-/* ---- activations -------------------------------------------------------------------------------
- */
+/* ---- activations ----------------------------------------------------------------------------- */
 
 /* Lays out the activations of a micro-batch of B clips of T tokens: per slot, then the scratch,
  * which starts with the region of one block's worth that the blocks' recomputed activations reuse
@@ -701,7 +697,7 @@ static const ig_op dit_ops[] = {
     IG_OP_CROSS_ATTENTION_BACKWARD,
 };
 
-/* ---- what the shape is compared by, completed from, conditioned on ----------------------------- */
+/* ---- what the shape is compared by, completed from, conditioned on --------------------------- */
 
 static const char *dit_differs(const ig_model_config *a, const ig_model_config *b) {
     dit_shape x = dit_own(a), y = dit_own(b);

@@ -6,7 +6,8 @@
 #ifndef INGOT_DIT_H
 #define INGOT_DIT_H
 
-#include "../../family.h"
+#include "family/family.h"
+#include "objectives/flow_model.h"
 
 /* model.cond */
 enum { DIT_COND_NONE = 0, DIT_COND_CLASS, DIT_COND_CAPTION };

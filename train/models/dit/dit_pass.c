@@ -34,7 +34,7 @@
 
 #include <string.h>
 
-#include "../../tp_layers.h"
+#include "family/tp_layers.h"
 
 /* slot activations or a block's places (family.h), scratch, fp32 likewise */
 #define A(off) ig_model_at(m, off)
@@ -335,7 +335,8 @@ static ig_status dit_backward_begin(ig_model *m, ig_err *err) {
     size_t BK = (size_t)B * (size_t)x->Tk * (size_t)m->cfg.d_model;
     ig_status st = ig_backend_zero(m->be, S(x->dsilu), BC * as, err);
     if (st == IG_OK && x->Tk) st = ig_backend_zero(m->be, S(x->dyl), BK * as, err);
-    if (st == IG_OK && x->Tk && m->part.last) st = ig_backend_zero(m->be, A(x->dycap), BK * as, err);
+    if (st == IG_OK && x->Tk && m->part.last)
+        st = ig_backend_zero(m->be, A(x->dycap), BK * as, err);
     return st;
 }
 
@@ -355,9 +356,9 @@ static ig_status dit_head_backward(ig_model *m, ig_err *err) {
     ig_backend_zero(be, A(x->dcond), BC * as, NULL);
     ig_backend_zero(be, dres, (size_t)Nl * (size_t)C * as, NULL);
     ig_backend_zero(be, dmod, 2 * BC * as, NULL);
-    ig_kernel_matmul_backward(be, dln, ig_model_grad(m, fw), ig_model_grad(m, dit_lastt(m, DIT_F_B)),
-                              A(x->pred), A(x->hf), ig_model_param(m, fw), IG_W_OUT_IN, Nl, C,
-                              x->P);
+    ig_kernel_matmul_backward(be, dln, ig_model_grad(m, fw),
+                              ig_model_grad(m, dit_lastt(m, DIT_F_B)), A(x->pred), A(x->hf),
+                              ig_model_param(m, fw), IG_W_OUT_IN, Nl, C, x->P);
     ig_kernel_layernorm_modulate_backward(be, dres, MOD(m, dmod, 0), MOD(m, dmod, 1), dln, res,
                                           MOD(m, A(x->modf), 1), 2 * C, F(x->meanf), F(x->rstdf),
                                           Nl, C, row0, T);
@@ -397,23 +398,21 @@ static ig_status dit_layer_backward(ig_model *m, int l, ig_err *err) {
     if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
     ig_kernel_layernorm_modulate_backward(
         be, dres, MOD(m, dmod, MOD_SHIFT_MLP), MOD(m, dmod, MOD_SCALE_MLP), dl,
-        x->Tk ? A(y->res2b) : A(y->res2), MOD(m, mod, MOD_SCALE_MLP), ld, F(y->mean2),
-        F(y->rstd2), Nl, C, row0, T);
+        x->Tk ? A(y->res2b) : A(y->res2), MOD(m, mod, MOD_SCALE_MLP), ld, F(y->mean2), F(y->rstd2),
+        Nl, C, row0, T);
     /* res2b = res2 + the cross-attention's output */
     if (x->Tk && (st = cross_backward(m, l, y, B, T, N, Nl, row0, err)) != IG_OK) return st;
     /* res2 = res_in + gate_msa attproj */
     ig_kernel_gate_residual_backward(be, dx, MOD(m, dmod, MOD_GATE_MSA), dres, A(y->attproj),
                                      MOD(m, mod, MOD_GATE_MSA), ld, Nl, C, row0, T);
     if ((st = ig_tp_gather(m, dx, S(x->dres_full), N, C, &dfull, err)) != IG_OK) return st;
-    if (p->recompute == IG_RECOMPUTE_SELECTIVE &&
-        (st = attn_core(m, y, &shape, Nl, err)) != IG_OK)
+    if (p->recompute == IG_RECOMPUTE_SELECTIVE && (st = attn_core(m, y, &shape, Nl, err)) != IG_OK)
         return st;
     ig_kernel_matmul_backward(be, S(x->datty), G(m, l, DIT_PROJ_W), G(m, l, DIT_PROJ_B), dfull,
                               A(y->atty), P(m, l, DIT_PROJ_W), IG_W_OUT_IN, Ng, Cl, C);
     /* Ulysses: the output's gradient to every row of this rank's heads, and q|k|v's back */
     void *datt = u > 1 ? S(x->datty_h) : S(x->datty), *dq = u > 1 ? S(x->rows3) : S(x->dqkv);
-    if (u > 1 &&
-        (st = ig_usp_to_heads(m, S(x->datty), datt, S(x->pack), Nl, 1, Cl, err)) != IG_OK)
+    if (u > 1 && (st = ig_usp_to_heads(m, S(x->datty), datt, S(x->pack), Nl, 1, Cl, err)) != IG_OK)
         return st;
     ig_kernel_attention_backward(be, S(x->dqkv), datt, A(y->qkv), u > 1 ? A(y->atty_h) : A(y->atty),
                                  F(y->lse), NULL, &shape);
@@ -424,10 +423,9 @@ static ig_status dit_layer_backward(ig_model *m, int l, ig_err *err) {
                               G(m, l, DIT_QKV_B), dq, in, P(m, l, DIT_QKV_W), IG_W_OUT_IN, Ng, C,
                               3 * Cl);
     if ((st = ig_tp_dinput_reduce(m, dpart, dln, Ng, C, &dl, err)) != IG_OK) return st;
-    ig_kernel_layernorm_modulate_backward(be, dres, MOD(m, dmod, MOD_SHIFT_MSA),
-                                          MOD(m, dmod, MOD_SCALE_MSA), dl, res_in,
-                                          MOD(m, mod, MOD_SCALE_MSA), ld, F(y->mean1), F(y->rstd1),
-                                          Nl, C, row0, T);
+    ig_kernel_layernorm_modulate_backward(
+        be, dres, MOD(m, dmod, MOD_SHIFT_MSA), MOD(m, dmod, MOD_SCALE_MSA), dl, res_in,
+        MOD(m, mod, MOD_SCALE_MSA), ld, F(y->mean1), F(y->rstd1), Nl, C, row0, T);
     ada_backward(m, dit_lt(m, l, DIT_ADA_W), dit_lt(m, l, DIT_ADA_B), 6, B);
     return IG_OK;
 }

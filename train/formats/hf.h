@@ -1,0 +1,34 @@
+/* hf.h - private to train/: Hugging Face model directories (config.json + model.safetensors) for
+ * every family, and the strict readers the families parse a config.json with. The family is
+ * chosen by config.json's model_type; what a family's files hold is its hf_* hooks (family.h).
+ */
+#ifndef INGOT_TRAIN_HF_H
+#define INGOT_TRAIN_HF_H
+
+#include <jansson.h>
+
+#include "model/model.h"
+
+/* The safetensors file and the config.json of a model path (a directory or the file). */
+void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap);
+
+/* Checks a model.safetensors (or a directory's) against a model of shape cfg before anything is
+ * allocated for it: every tensor the model needs is there with its shape, and every tensor of the
+ * file is one the model uses (or one its family ignores); errors name the tensor. */
+ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err);
+
+/* The model of a Hugging Face path is one of shape cfg: its config.json (when there is one) says
+ * so, naming what differs otherwise, and ig_hf_check holds for its tensors. */
+ig_status ig_hf_match(ig_ctx *ctx, const char *path, const ig_model_config *cfg, ig_err *err);
+
+/* config.json fields, strictly: key (or alt when key is absent; alt may be NULL) must be an
+ * integer in [lo, hi] / a number / a boolean. When absent: *out = dflt, or with required an
+ * error naming the file and the key. */
+ig_status ig_hf_get_int(json_t *o, const char *file, const char *key, const char *alt, int64_t lo,
+                        int64_t hi, int required, int64_t dflt, int64_t *out, ig_err *err);
+ig_status ig_hf_get_float(json_t *o, const char *file, const char *key, int required, double dflt,
+                          double *out, ig_err *err);
+ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt, int *out,
+                         ig_err *err);
+
+#endif
