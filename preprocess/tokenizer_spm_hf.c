@@ -105,9 +105,8 @@ static ig_status normalizer(json_t *n, ig_spm *m, int *collapse, const char *pat
             if (it && strcmp(it, "Precompiled") == 0) {
                 ig_status st = precompiled(item, &m->norm, path, err);
                 if (st != IG_OK) return st;
-            } else if (it && strcmp(it, "Strip") == 0 &&
-                       !json_is_true(json_object_get(item, "left"))) {
-                *collapse = 1; /* the end of the text: SentencePiece strips it too */
+            } else if (it && strcmp(it, "Strip") == 0) {
+                *collapse = 1; /* SentencePiece strips both ends when it collapses runs */
             } else if (it && strcmp(it, "Replace") == 0 && is_space_collapse(item)) {
                 *collapse = 1;
             } else {

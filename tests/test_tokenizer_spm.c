@@ -2,7 +2,8 @@
  * and python3-sentencepiece, which agree) for the models of tests/data/spm/ (unigram with
  * nmt_nfkc and user-defined and control symbols, with byte fallback and nmt_nfkc_cf, with identity
  * normalisation, T5's layout with 32000 pieces, a BPE model, a model with its own normalisation
- * and denormalisation rules), and a Hugging Face tokenizer.json converted from one of them; text
+ * and denormalisation rules, two with some pieces made UNUSED), and a Hugging Face tokenizer.json
+ * converted from one of them; text
  * decoded as SentencePiece decodes it; the API around them (eos, --append-eos, special strings,
  * streaming decode, hashes, directories).
  *
@@ -24,8 +25,8 @@
 
 static const char *k_models[] = {
     "unigram_nfkc_8k", "unigram_bytefb_4k", "unigram_identity_4k", "unigram_t5_32k",
-    "bpe_4k",          "unigram_rules_300"};
-#define N_MODELS     6
+    "bpe_4k",          "unigram_rules_300", "unigram_unused_4k",   "bpe_unused_4k"};
+#define N_MODELS     8
 #define N_CORPUS_MDL 5 /* the first five have references for the shared corpora */
 
 static const char *spm_dir(void) {
@@ -199,6 +200,12 @@ static int m4(void **s) {
 }
 static int m5(void **s) {
     return setup_model(s, 5);
+}
+static int m6(void **s) {
+    return setup_model(s, 6);
+}
+static int m7(void **s) {
+    return setup_model(s, 7);
 }
 
 /* The tokenizer.json converted from unigram_nfkc_8k.model: the same model (hash, ids, text). */
@@ -530,6 +537,8 @@ int main(void) {
         cmocka_unit_test_setup(test_sample, m3),
         cmocka_unit_test_setup(test_sample, m4),
         cmocka_unit_test_setup(test_sample, m5),
+        cmocka_unit_test_setup(test_sample, m6),
+        cmocka_unit_test_setup(test_sample, m7),
         cmocka_unit_test(test_tokenizer_json),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_flags),

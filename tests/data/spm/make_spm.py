@@ -5,7 +5,8 @@ Trains small SentencePiece models with Debian's `spm_train` on the team's shared
 (../shared/data/text/*.txt), and writes, from SentencePiece itself, the ids that ingot must
 reproduce:
 
-  MODEL.model                  the models (spm_train, --num_threads=1: the same bytes every run)
+  MODEL.model                  the models (spm_train, --num_threads=1: the same bytes every run;
+                               *_unused_4k: two of them with some pieces made UNUSED here)
   unigram_nfkc_8k.tokenizer.json  a Hugging Face tokenizer.json (Unigram) converted from
                                unigram_nfkc_8k.model by this script
   sample.txt                   a few hundred hard lines (one text per line, as spm_encode reads)
@@ -62,7 +63,9 @@ MODELS = [
                 "--character_coverage=0.98"]),
 ]
 # A tiny model with the user's own normalisation and denormalisation rules (a small character
-# map, also a fuzz seed), trained on tinyshakespeare alone; only sample.txt is checked with it.
+# map, also a fuzz seed), trained on tinyshakespeare alone; and unigram_identity_4k and bpe_4k with
+# some pieces made UNUSED (write_unused). Only sample.txt and sample_docs.jsonl are checked with
+# these three.
 RULES = "41\t61\n42\t62\nFF21\t61\n2160\t49\n2161\t49 49\n3000\t20\n"  # A->a B->b Ａ->a Ⅰ Ⅱ, U+3000
 DERULES = "61\t41\n"  # a -> A after decoding
 
@@ -224,6 +227,52 @@ def read_model_proto(path):
     return pieces, norm, trainer
 
 
+def pb_varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def write_unused(src, dst):
+    """src with every piece id % 7 == 3 of type NORMAL and at least two characters made UNUSED:
+    SentencePiece never segments text into an unused piece (BPE undoes merges into one)."""
+    data = open(src, "rb").read()
+    pieces, _, _ = read_model_proto(src)
+    out = bytearray()
+    for i, p in enumerate(pieces):
+        t = p["type"]
+        if i % 7 == 3 and t == 1 and len(p["piece"].decode()) >= 2:
+            t = 5
+        msg = (b"\x0a" + pb_varint(len(p["piece"])) + p["piece"] + b"\x15" +
+               struct.pack("<f", p["score"]) + b"\x18" + pb_varint(t))
+        out += b"\x0a" + pb_varint(len(msg)) + msg
+    # the other fields as they are: they follow the pieces in a serialized ModelProto
+    i = 0
+    while i < len(data):
+        start = i
+        tag, i = read_varint(data, i)
+        n, i = read_varint(data, i)
+        i += n
+        if tag >> 3 != 1:
+            out += data[start:i]
+    open(dst, "wb").write(out)
+
+
+def read_varint(b, i):
+    x = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        x |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return x, i
+
+
 def write_tokenizer_json(model_path, out_path):
     pieces, norm, trainer = read_model_proto(model_path)
     unk_id = next(i for i, p in enumerate(pieces) if p["type"] == 2)
@@ -309,6 +358,9 @@ def main():
                                          "--normalization_rule_tsv=rules.tsv",
                                          "--denormalization_rule_tsv=derules.tsv"], "ts.txt")
         models.append("unigram_rules_300")
+        for src, dst in (("unigram_identity_4k", "unigram_unused_4k"), ("bpe_4k", "bpe_unused_4k")):
+            write_unused(os.path.join(HERE, src + ".model"), os.path.join(HERE, dst + ".model"))
+            models.append(dst)
         write_tokenizer_json(os.path.join(HERE, "unigram_nfkc_8k.model"),
                              os.path.join(HERE, "unigram_nfkc_8k.tokenizer.json"))
 
@@ -335,7 +387,7 @@ def main():
             with open(os.path.join(HERE, "ref", name + ".sample.json"), "w", encoding="utf-8") as f:
                 json.dump(ref, f, ensure_ascii=False, separators=(",", ":"))
                 f.write("\n")
-            if name == "unigram_rules_300":
+            if name in ("unigram_rules_300", "unigram_unused_4k", "bpe_unused_4k"):
                 continue
             blob = bytearray(b"IGSPMREF" + struct.pack("<II", 1, len(CORPORA)))
             for c in CORPORA:
