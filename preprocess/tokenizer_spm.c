@@ -23,7 +23,8 @@
 typedef struct trie_key {
     const uint8_t *p;
     uint32_t len;
-    int32_t value;
+    int32_t value, index;
+    float score;
 } trie_key;
 
 static int key_cmp(const void *a, const void *b) {
@@ -61,7 +62,7 @@ static int units_grow(trie_units *t, size_t need) {
     if (pf) t->prev_free = pf;
     if (!nu || !nf || !pf) return -1;
     for (size_t i = t->cap; i < c; i++) {
-        t->u[i] = (ig_spm_unit){0, -1, -1};
+        t->u[i] = (ig_spm_unit){0, -1, -1, 0.0f};
         t->prev_free[i] = t->tail;
         t->next_free[i] = -1;
         if (t->tail >= 0)
@@ -88,7 +89,8 @@ static void units_take(trie_units *t, size_t i, int32_t check) {
 }
 
 ig_status ig_spm_trie_build(ig_spm_trie *t, const uint8_t *arena, const uint32_t *off,
-                            const uint32_t *len, const uint8_t *take, size_t n, ig_err *err) {
+                            const uint32_t *len, const uint8_t *take, const int32_t *values,
+                            const float *scores, size_t n, ig_err *err) {
     t->u = NULL;
     t->n = 0;
     size_t nk = 0;
@@ -102,13 +104,15 @@ ig_status ig_spm_trie_build(ig_spm_trie *t, const uint8_t *arena, const uint32_t
     if (!k) goto nomem;
     nk = 0;
     for (size_t i = 0; i < n; i++)
-        if (!take || take[i]) k[nk++] = (trie_key){arena + off[i], len[i], (int32_t)i};
+        if (!take || take[i])
+            k[nk++] = (trie_key){arena + off[i], len[i], values ? values[i] : (int32_t)i,
+                                 (int32_t)i, scores ? scores[i] : 0.0f};
     qsort(k, nk, sizeof *k, key_cmp);
     for (size_t i = 1; i < nk; i++)
         if (key_cmp(&k[i - 1], &k[i]) == 0) {
             st = ig_err_set(err, IG_ERR_FORMAT, "pieces %d and %d are the same string",
-                            k[i - 1].value < k[i].value ? k[i - 1].value : k[i].value,
-                            k[i - 1].value < k[i].value ? k[i].value : k[i - 1].value);
+                            k[i - 1].index < k[i].index ? k[i - 1].index : k[i].index,
+                            k[i - 1].index < k[i].index ? k[i].index : k[i - 1].index);
             goto done;
         }
     if (units_grow(&tu, 1024) != 0) goto nomem;
@@ -119,7 +123,11 @@ ig_status ig_spm_trie_build(ig_spm_trie *t, const uint8_t *arena, const uint32_t
     while (qh < qn) {
         trie_job j = q[qh++];
         uint32_t lo = j.lo;
-        if (k[lo].len == j.depth) tu.u[j.node].value = k[lo++].value; /* the key ending here */
+        if (k[lo].len == j.depth) { /* the key ending here */
+            tu.u[j.node].value = k[lo].value;
+            tu.u[j.node].score = k[lo].score;
+            lo++;
+        }
         if (lo == j.hi) continue;
         /* the children's labels: the bytes at depth over the (sorted) keys */
         int labels[256], nl = 0;
@@ -220,6 +228,7 @@ void ig_spm_free(ig_spm *m) {
     ig_spm_norm_free(&m->norm);
     ig_spm_norm_free(&m->denorm);
     ig_spm_trie_free(&m->pieces);
+    ig_spm_trie_free(&m->viterbi);
     ig_spm_trie_free(&m->reserved);
     ig_spm_trie_free(&m->user);
     free(m->specials);
@@ -247,7 +256,7 @@ ig_status ig_spm_add_piece(ig_spm *m, const void *bytes, size_t len, float score
         if (!o || !l || !s || !t)
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading %s", where);
     }
-    if (m->arena_len + len > m->arena_cap) {
+    if (!m->arena || m->arena_len + len > m->arena_cap) {
         size_t cap = m->arena_cap ? m->arena_cap : 1 << 16;
         while (cap < m->arena_len + len) cap *= 2;
         if (cap > UINT32_MAX)
@@ -288,13 +297,14 @@ static int piece_byte(const uint8_t *s, size_t n) {
 
 /* Builds a trie of the pieces whose type is in types (a bit per type); duplicates are refused
  * naming the file. */
-static ig_status build_trie(ig_spm *m, ig_spm_trie *t, unsigned types, const char *where,
-                            ig_err *err) {
+static ig_status build_trie(ig_spm *m, ig_spm_trie *t, unsigned types, const int32_t *values,
+                            const char *where, ig_err *err) {
     uint8_t *take = malloc(m->n_pieces ? m->n_pieces : 1);
     if (!take) return ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", where);
     for (size_t i = 0; i < m->n_pieces; i++) take[i] = (types >> m->type[i]) & 1u;
     ig_err e = {0};
-    ig_status st = ig_spm_trie_build(t, m->arena, m->off, m->len, take, m->n_pieces, &e);
+    ig_status st =
+        ig_spm_trie_build(t, m->arena, m->off, m->len, take, values, m->score, m->n_pieces, &e);
     free(take);
     if (st == IG_ERR_FORMAT)
         return ig_err_set(err, st, "%s: %s (SentencePiece refuses a piece defined twice)", where,
@@ -404,16 +414,26 @@ ig_status ig_spm_finish(ig_tokenizer **out, ig_ctx *ctx, ig_spm *m, const char *
     ig_status st = check_pieces(m, where, err);
     const unsigned normal = 1u << IG_SPM_NORMAL | 1u << IG_SPM_USER_DEFINED | 1u << IG_SPM_UNUSED;
     const unsigned reserved = 1u << IG_SPM_CONTROL | 1u << IG_SPM_UNKNOWN | 1u << IG_SPM_BYTE;
-    if (st == IG_OK) st = build_trie(m, &m->pieces, normal, where, err);
-    if (st == IG_OK) st = build_trie(m, &m->reserved, reserved, where, err);
-    if (st == IG_OK) st = build_trie(m, &m->user, 1u << IG_SPM_USER_DEFINED, where, err);
+    if (st == IG_OK) st = build_trie(m, &m->pieces, normal, NULL, where, err);
+    if (st == IG_OK) st = build_trie(m, &m->reserved, reserved, NULL, where, err);
+    if (st == IG_OK) st = build_trie(m, &m->user, 1u << IG_SPM_USER_DEFINED, NULL, where, err);
+    if (st == IG_OK && m->model_type == IG_SPM_UNIGRAM) {
+        int32_t *v = malloc(m->n_pieces * sizeof *v);
+        if (!v) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", where);
+        for (size_t i = 0; v && i < m->n_pieces; i++)
+            v[i] = m->type[i] == IG_SPM_USER_DEFINED ? -2 - (int32_t)i : (int32_t)i;
+        if (st == IG_OK)
+            st = build_trie(m, &m->viterbi, 1u << IG_SPM_NORMAL | 1u << IG_SPM_USER_DEFINED, v,
+                            where, err);
+        free(v);
+    }
     if (st == IG_OK && !m->pieces.u)
         st = ig_err_set(err, IG_ERR_FORMAT,
                         "%s: the model has no NORMAL, USER_DEFINED or UNUSED piece to segment "
                         "text into",
                         where);
-    if (st == IG_OK) st = ig_spm_norm_init(&m->norm, where, err);
-    if (st == IG_OK && m->has_denorm) st = ig_spm_norm_init(&m->denorm, where, err);
+    if (st == IG_OK) st = ig_spm_norm_init(&m->norm, &m->user, where, err);
+    if (st == IG_OK && m->has_denorm) st = ig_spm_norm_init(&m->denorm, NULL, where, err);
     if (st != IG_OK) {
         ig_spm_free(m);
         return st;
@@ -550,7 +570,7 @@ ig_status ig_spm_decode(const ig_tokenizer *t, const int32_t *ids, size_t n, int
         }
         i++;
     }
-    if (m->has_denorm && m->denorm.n_units) {
+    if (m->has_denorm && m->denorm.n_units && *len > start) {
         ig_spm_buf tmp = {0};
         static const ig_spm_trie none = {0};
         if (ig_spm_normalize(&m->denorm, &none, 0, (const uint8_t *)*buf + start, *len - start,

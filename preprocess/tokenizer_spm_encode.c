@@ -32,6 +32,13 @@ typedef struct bpe_pair {
     uint32_t size;
 } bpe_pair;
 
+/* The best segmentation of the text up to a position: its score, where its last piece starts
+ * (-1: none yet) and that piece's id. */
+typedef struct best_node {
+    float score;
+    int32_t from, id;
+} best_node;
+
 typedef struct rev_merge {
     uint32_t start, len, left_len; /* the piece at text[start .. start + len) */
 } rev_merge;
@@ -40,9 +47,7 @@ struct ig_spm_encoder {
     const ig_spm *m;
     ig_ctx *ctx;
     ig_spm_buf norm; /* the normalised text of the segment being encoded */
-    /* unigram: per end position, the best path's score, start and last id */
-    float *best;
-    int32_t *from, *last;
+    best_node *best; /* unigram: per end position, the best path ending there */
     /* the segmentation: pieces as (start, end, id), in order */
     uint32_t *seg_start, *seg_end;
     int32_t *seg_id;
@@ -79,11 +84,11 @@ ig_status ig_spm_encoder_create(ig_spm_encoder **out, const ig_spm *m, ig_ctx *c
 
 static void free_arrays(ig_spm_encoder *e) {
     ig_ctx *c = e->ctx;
-    ig_free(c, e->best), ig_free(c, e->from), ig_free(c, e->last);
+    ig_free(c, e->best);
     ig_free(c, e->seg_start), ig_free(c, e->seg_end), ig_free(c, e->seg_id);
     ig_free(c, e->sym_prev), ig_free(c, e->sym_next), ig_free(c, e->sym_start);
     ig_free(c, e->sym_len), ig_free(c, e->sym_freeze);
-    e->best = NULL, e->from = e->last = e->seg_id = e->sym_prev = e->sym_next = NULL;
+    e->best = NULL, e->seg_id = e->sym_prev = e->sym_next = NULL;
     e->seg_start = e->seg_end = e->sym_start = e->sym_len = NULL;
     e->sym_freeze = NULL;
     e->cap = 0;
@@ -108,8 +113,6 @@ static int arrays_reserve(ig_spm_encoder *e, size_t n) {
     free_arrays(e);
     ig_ctx *c = e->ctx;
     e->best = ig_alloc(c, cap * sizeof *e->best);
-    e->from = ig_alloc(c, cap * sizeof *e->from);
-    e->last = ig_alloc(c, cap * sizeof *e->last);
     e->seg_start = ig_alloc(c, cap * sizeof *e->seg_start);
     e->seg_end = ig_alloc(c, cap * sizeof *e->seg_end);
     e->seg_id = ig_alloc(c, cap * sizeof *e->seg_id);
@@ -120,7 +123,7 @@ static int arrays_reserve(ig_spm_encoder *e, size_t n) {
         e->sym_len = ig_alloc(c, cap * sizeof *e->sym_len);
         e->sym_freeze = ig_alloc(c, cap);
     }
-    if (!e->best || !e->from || !e->last || !e->seg_start || !e->seg_end || !e->seg_id ||
+    if (!e->best || !e->seg_start || !e->seg_end || !e->seg_id ||
         (e->m->model_type == IG_SPM_BPE &&
          (!e->sym_prev || !e->sym_next || !e->sym_start || !e->sym_len || !e->sym_freeze))) {
         free_arrays(e);
@@ -135,15 +138,14 @@ static int arrays_reserve(ig_spm_encoder *e, size_t n) {
 
 static void unigram_segment(ig_spm_encoder *e, const uint8_t *s, size_t n) {
     const ig_spm *m = e->m;
-    const ig_spm_unit *u = m->pieces.u;
-    const uint32_t nu = m->pieces.n;
+    const ig_spm_unit *u = m->viterbi.u;
+    const uint32_t nu = m->viterbi.n;
     const float unk_score = m->min_score - UNK_PENALTY;
-    float *best = e->best;
-    int32_t *from = e->from, *last = e->last;
-    for (size_t i = 0; i <= n; i++) from[i] = -1;
-    best[0] = 0;
+    best_node *b = e->best;
+    for (size_t i = 0; i <= n; i++) b[i].from = -1;
+    b[0].score = 0;
     for (size_t pos = 0; pos < n;) {
-        const float till = from[pos] >= 0 || pos == 0 ? best[pos] : 0.0f;
+        const float till = b[pos].from >= 0 || pos == 0 ? b[pos].score : 0.0f;
         size_t mblen = ig_spm_char_len(s[pos]);
         if (mblen > n - pos) mblen = n - pos;
         int single = 0;
@@ -152,51 +154,42 @@ static void unigram_segment(ig_spm_encoder *e, const uint8_t *s, size_t n) {
             uint32_t next = (uint32_t)(u[cur].base + (int32_t)s[k]);
             if (next >= nu || u[next].check != (int32_t)cur) break;
             cur = next;
-            int32_t id = u[cur].value;
-            if (id < 0) continue;
-            int type = m->type[id];
-            if (type == IG_SPM_UNUSED) continue;
+            int32_t v = u[cur].value;
+            if (v == -1) continue;
             size_t end = k + 1, length = end - pos;
             /* SentencePiece's score is `user ? length * max_score - 0.1 : piece score`: a
              * double either way (the conditional's common type), and so is the sum */
-            double sc = type == IG_SPM_USER_DEFINED ? (double)((float)length * m->max_score) - 0.1
-                                                    : (double)m->score[id];
+            double sc = v >= 0 ? (double)u[cur].score
+                               : (double)((float)length * m->max_score) - 0.1; /* user-defined */
             double cand = sc + (double)till;
-            if (from[end] < 0 || cand > (double)best[end]) {
-                best[end] = (float)cand;
-                from[end] = (int32_t)pos;
-                last[end] = id;
+            if (b[end].from < 0 || cand > (double)b[end].score) {
+                b[end].score = (float)cand;
+                b[end].from = (int32_t)pos;
+                b[end].id = v >= 0 ? v : -2 - v;
             }
             if (length == mblen) single = 1;
         }
         if (!single) {
             size_t end = pos + mblen;
             float cand = unk_score + till;
-            if (from[end] < 0 || cand > best[end]) {
-                best[end] = cand;
-                from[end] = (int32_t)pos;
-                last[end] = m->unk_id;
+            if (b[end].from < 0 || cand > b[end].score) {
+                b[end].score = cand;
+                b[end].from = (int32_t)pos;
+                b[end].id = m->unk_id;
             }
         }
         pos += mblen;
     }
     /* back from the end, then in order */
     size_t k = 0;
-    for (size_t end = n; end > 0; end = (size_t)from[end]) {
-        e->seg_end[k] = (uint32_t)end;
-        e->seg_start[k] = (uint32_t)from[end];
-        e->seg_id[k] = last[end];
-        k++;
-    }
-    for (size_t a = 0, b = k ? k - 1 : 0; a < b; a++, b--) {
-        uint32_t t = e->seg_start[a];
-        e->seg_start[a] = e->seg_start[b], e->seg_start[b] = t;
-        t = e->seg_end[a];
-        e->seg_end[a] = e->seg_end[b], e->seg_end[b] = t;
-        int32_t ti = e->seg_id[a];
-        e->seg_id[a] = e->seg_id[b], e->seg_id[b] = ti;
-    }
+    for (size_t end = n; end > 0; end = (size_t)b[end].from) k++;
     e->n_seg = k;
+    for (size_t end = n; end > 0; end = (size_t)b[end].from) {
+        k--;
+        e->seg_end[k] = (uint32_t)end;
+        e->seg_start[k] = (uint32_t)b[end].from;
+        e->seg_id[k] = b[end].id;
+    }
 }
 
 /* ---- BPE ------------------------------------------------------------------------------------- */

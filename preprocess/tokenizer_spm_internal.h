@@ -31,11 +31,14 @@ enum {
 enum { IG_SPM_UNIGRAM = 1, IG_SPM_BPE = 2, IG_SPM_WORD = 3, IG_SPM_CHAR = 4 };
 
 /* ---- a double-array trie over byte strings (tokenizer_spm.c) ---------------------------------
- * Unit s's child by byte c is unit base + c when that unit's check is s; value >= 0 where a key
- * ends (the key's id). Index 0 is the root. Used for the pieces (prefix search in the Viterbi
- * search, exact lookup in BPE) and for the user-defined symbols (longest prefix). */
+ * Unit s's child by byte c is unit base + c when that unit's check is s; value where a key ends
+ * (the key's id, or what the builder was given), -1 elsewhere, and the key's score beside it (one
+ * cache line holds four units: the search reads nothing else). Index 0 is the root. Used for the
+ * pieces (exact lookup), the Viterbi search's edges and the user-defined symbols (longest
+ * prefix). */
 typedef struct ig_spm_unit {
     int32_t base, check, value;
+    float score;
 } ig_spm_unit;
 
 typedef struct ig_spm_trie {
@@ -43,10 +46,12 @@ typedef struct ig_spm_trie {
     uint32_t n;
 } ig_spm_trie;
 
-/* Builds t over keys (key k: bytes arena[off[k] .. off[k] + len[k]), value ids[k]) taken where
- * take[k] is non-zero (take NULL: all). Keys must be distinct and non-empty. */
+/* Builds t over keys (key k: bytes arena[off[k] .. off[k] + len[k]), value values[k] (NULL: k)
+ * and score scores[k] (NULL: 0)) taken where take[k] is non-zero (take NULL: all). Keys must be
+ * distinct and non-empty. */
 ig_status ig_spm_trie_build(ig_spm_trie *t, const uint8_t *arena, const uint32_t *off,
-                            const uint32_t *len, const uint8_t *take, size_t n, ig_err *err);
+                            const uint32_t *len, const uint8_t *take, const int32_t *values,
+                            const float *scores, size_t n, ig_err *err);
 void ig_spm_trie_free(ig_spm_trie *t);
 
 /* The value of key s[0..n), or -1. */
@@ -77,12 +82,21 @@ typedef struct ig_spm_norm {
     const char *strings; /* into charsmap */
     size_t strings_len;
     uint8_t first[256]; /* 1: a rule may start with this byte */
+    /* 1: an ASCII byte that is its own normalisation (no rule, no user-defined symbol starts with
+     * it, not a space): runs of them are copied as they are */
+    /* a bit per code point of U+0080 .. U+FFFF: no rule starts with it (the character's bytes
+     * leave the trie), so it is its own normalisation; NULL: no map */
+    uint8_t *bmp_plain;
+    uint8_t plain[256];
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
 } ig_spm_norm;
 
 /* Decodes and checks ns->charsmap (every unit a lookup can reach, every replacement string in
- * the blob and NUL-terminated); errors name where (the file) and the byte offset in the blob. */
-ig_status ig_spm_norm_init(ig_spm_norm *ns, const char *where, ig_err *err);
+ * the blob and NUL-terminated); errors name where (the file) and the byte offset in the blob.
+ * user: the user-defined symbols that normalisation keeps (NULL: none). */
+struct ig_spm_trie;
+ig_status ig_spm_norm_init(ig_spm_norm *ns, const ig_spm_trie *user, const char *where,
+                           ig_err *err);
 void ig_spm_norm_free(ig_spm_norm *ns);
 
 /* A growable byte buffer (the encoder's scratch). */
@@ -152,9 +166,12 @@ typedef struct ig_spm {
     int32_t byte_id[256];       /* <0xNN> pieces (-1: none) */
     float min_score, max_score; /* over NORMAL pieces, as SentencePiece starts them */
     ig_spm_trie pieces;         /* NORMAL, USER_DEFINED and UNUSED pieces */
-    ig_spm_trie reserved;       /* CONTROL, UNKNOWN and BYTE pieces */
-    ig_spm_trie user;           /* USER_DEFINED pieces (the normaliser's prefix matcher) */
-    uint32_t *specials; /* CONTROL and UNKNOWN ids, longest first (IG_ENCODE_ALLOW_SPECIAL) */
+    /* the Viterbi search's edges: NORMAL pieces (value: id, score) and USER_DEFINED ones (value:
+     * -2 - id); an UNUSED piece is no edge */
+    ig_spm_trie viterbi;
+    ig_spm_trie reserved; /* CONTROL, UNKNOWN and BYTE pieces */
+    ig_spm_trie user;     /* USER_DEFINED pieces (the normaliser's prefix matcher) */
+    uint32_t *specials;   /* CONTROL and UNKNOWN ids, longest first (IG_ENCODE_ALLOW_SPECIAL) */
     size_t n_specials;
 } ig_spm;
 

@@ -39,12 +39,61 @@ static ig_status map_error(const ig_spm_norm *ns, const char *where, size_t blob
                       blob_off, what);
 }
 
-ig_status ig_spm_norm_init(ig_spm_norm *ns, const char *where, ig_err *err) {
+/* The bytes that are their own normalisation (ig_spm_norm.plain). */
+static void set_plain(ig_spm_norm *ns, const ig_spm_trie *user) {
+    for (uint32_t c = 0; c < 256; c++) {
+        int user_starts = 0;
+        if (user && user->u) {
+            uint32_t next = (uint32_t)(user->u[0].base + (int32_t)c);
+            user_starts = next < user->n && user->u[next].check == 0;
+        }
+        ns->plain[c] = c < 0x80 && c != ' ' && !ns->first[c] && !user_starts;
+    }
+}
+
+/* Whether the trie has a path through every byte of s[0..n). */
+static int has_path(const ig_spm_norm *ns, const uint8_t *s, size_t n) {
+    uint32_t pos = UNIT_OFFSET(ns->units[0]);
+    for (size_t i = 0; i < n; i++) {
+        pos ^= s[i];
+        if (pos >= ns->n_units || UNIT_LABEL(ns->units[pos]) != s[i]) return 0;
+        pos ^= UNIT_OFFSET(ns->units[pos]);
+    }
+    return 1;
+}
+
+/* ns->bmp_plain: the two- and three-byte characters no rule starts with. */
+static ig_status set_bmp_plain(ig_spm_norm *ns, const char *where, ig_err *err) {
+    free(ns->bmp_plain);
+    ns->bmp_plain = calloc(0x10000 / 8, 1);
+    if (!ns->bmp_plain) return ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", where);
+    for (uint32_t cp = 0x80; cp < 0x10000; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000) continue;
+        uint8_t b[3];
+        size_t n;
+        if (cp < 0x800) {
+            b[0] = (uint8_t)(0xC0 | cp >> 6), b[1] = (uint8_t)(0x80 | (cp & 0x3F)), n = 2;
+        } else {
+            b[0] = (uint8_t)(0xE0 | cp >> 12), b[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+            b[2] = (uint8_t)(0x80 | (cp & 0x3F)), n = 3;
+        }
+        if (!has_path(ns, b, n)) ns->bmp_plain[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+    }
+    return IG_OK;
+}
+
+ig_status ig_spm_norm_init(ig_spm_norm *ns, const ig_spm_trie *user, const char *where,
+                           ig_err *err) {
     free(ns->units);
+    free(ns->bmp_plain);
+    ns->bmp_plain = NULL;
     ns->units = NULL;
     ns->n_units = 0;
     memset(ns->first, 0, sizeof ns->first);
-    if (ns->charsmap_len == 0) return IG_OK; /* identity: no rules */
+    if (ns->charsmap_len == 0) { /* identity: no rules */
+        set_plain(ns, user);
+        return IG_OK;
+    }
     const uint8_t *b = ns->charsmap;
     char msg[256];
     if (ns->charsmap_len <= 4)
@@ -119,14 +168,18 @@ ig_status ig_spm_norm_init(ig_spm_norm *ns, const char *where, ig_err *err) {
     }
     free(seen);
     free(stack);
+    set_plain(ns, user);
+    if (st == IG_OK) st = set_bmp_plain(ns, where, err);
     return st;
 }
 
 void ig_spm_norm_free(ig_spm_norm *ns) {
     free(ns->charsmap);
     free(ns->units);
+    free(ns->bmp_plain);
     ns->charsmap = NULL;
     ns->units = NULL;
+    ns->bmp_plain = NULL;
     ns->n_units = ns->charsmap_len = 0;
 }
 
@@ -218,6 +271,18 @@ static inline size_t norm_prefix(const ig_spm_norm *ns, const ig_spm_trie *user,
         }
     }
     if (ns->n_units && ns->first[c]) {
+        if (c >= 0xC2 && c < 0xF0 && ns->bmp_plain) { /* a character no rule starts with */
+            size_t l;
+            if (ig_spm_utf8_valid(s, n, &l)) {
+                uint32_t cp = l == 2 ? (uint32_t)(c & 0x1F) << 6 | (s[1] & 0x3F)
+                                     : (uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 |
+                                           (s[2] & 0x3F);
+                if (ns->bmp_plain[cp >> 3] >> (cp & 7) & 1) {
+                    *p = s, *plen = l;
+                    return l;
+                }
+            }
+        }
         const char *r = NULL;
         size_t m = charsmap_match(ns, s, n, &r);
         if (m) {
@@ -260,15 +325,14 @@ int ig_spm_normalize(const ig_spm_norm *ns, const ig_spm_trie *user, int ws_suff
     }
     int prev_space = rm;
     while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80 && c != ' ' && !ns->first[c] &&
-            !(user->u && (uint32_t)(user->u[0].base + c) < user->n &&
-              user->u[user->u[0].base + c].check == 0)) {
-            /* an ASCII character without a rule, the common case */
-            if (out->n == out->cap && ig_spm_buf_room(out, 1) != 0) return -1;
-            out->p[out->n++] = c;
+        if (ns->plain[s[i]]) { /* a run of ASCII characters without rules, the common case */
+            size_t j = i + 1;
+            while (j < n && ns->plain[s[j]]) j++;
+            if (ig_spm_buf_room(out, j - i) != 0) return -1;
+            memcpy(out->p + out->n, s + i, j - i);
+            out->n += j - i;
             prev_space = 0;
-            i++;
+            i = j;
             continue;
         }
         size_t used = norm_prefix(ns, user, s + i, n - i, &p, &plen);
