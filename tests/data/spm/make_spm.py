@@ -358,6 +358,27 @@ def main():
                                          "--normalization_rule_tsv=rules.tsv",
                                          "--denormalization_rule_tsv=derules.tsv"], "ts.txt")
         models.append("unigram_rules_300")
+        # fuzz seeds (tests/fuzz/corpus/fuzz_spm/: a mode byte, then the file): small models
+        with open(os.path.join(tmp, "small.txt"), "wb") as f:
+            f.write(b"\n".join(lines_of(open(os.path.join(tmp, "ts.txt"), "rb").read())[:400]))
+        seeds = os.path.join(HERE, "..", "..", "fuzz", "corpus", "fuzz_spm")
+        os.makedirs(seeds, exist_ok=True)
+        for seed, opts in (("tiny_unigram", ["--model_type=unigram", "--vocab_size=80",
+                                             "--normalization_rule_name=identity",
+                                             "--user_defined_symbols=<sep>"]),
+                           ("tiny_bpe", ["--model_type=bpe", "--vocab_size=80",
+                                         "--normalization_rule_name=identity",
+                                         "--remove_extra_whitespaces=false"]),
+                           ("tiny_bytefb", ["--model_type=unigram", "--vocab_size=330",
+                                            "--byte_fallback=true", "--normalization_rule_tsv=rules.tsv"])):
+            subprocess.run(["spm_train", "--input=small.txt", "--model_prefix=" + seed,
+                            "--num_threads=1", "--minloglevel=2", "--hard_vocab_limit=false"] + opts,
+                           cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            data = open(os.path.join(tmp, seed + ".model"), "rb").read()
+            open(os.path.join(seeds, seed), "wb").write(b"\x00" + data)
+            open(os.path.join(seeds, seed + "_by_contents"), "wb").write(b"\x01" + data)
+        rules = open(os.path.join(HERE, "unigram_rules_300.model"), "rb").read()
+        open(os.path.join(seeds, "rules"), "wb").write(b"\x00" + rules)
         for src, dst in (("unigram_identity_4k", "unigram_unused_4k"), ("bpe_4k", "bpe_unused_4k")):
             write_unused(os.path.join(HERE, src + ".model"), os.path.join(HERE, dst + ".model"))
             models.append(dst)
