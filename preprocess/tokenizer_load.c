@@ -34,7 +34,7 @@ static int ends_with(const char *s, const char *suffix) {
 static int looks_like_spm(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
-    uint8_t head[16];
+    uint8_t head[64];
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     return ig_spm_sniff(head, n);
@@ -75,7 +75,9 @@ ig_status ig_tokenizer_load(ig_tokenizer **out, ig_ctx *ctx, const char *path,
                           "tokenizer.json and vocab.json + merges.txt",
                           path);
     }
-    if (!encoding && (ends_with(path, ".model") || (S_ISREG(stt.st_mode) && looks_like_spm(path))))
+    if (!encoding &&
+        (ends_with(path, ".model") || (!ends_with(path, ".json") && !ends_with(path, ".tiktoken") &&
+                                       S_ISREG(stt.st_mode) && looks_like_spm(path))))
         return ig_tok_load_spm(out, ctx, path, err);
     if (encoding || ends_with(path, ".tiktoken"))
         return ig_tok_load_tiktoken(out, ctx, path, encoding, err);

@@ -30,6 +30,7 @@ typedef struct bpe_pair {
     float score;
     int32_t left, right;
     uint32_t size;
+    int32_t node; /* the merged piece's unit in the pieces trie */
 } bpe_pair;
 
 /* The best segmentation of the text up to a position: its score, where its last piece starts
@@ -57,6 +58,7 @@ struct ig_spm_encoder {
     int32_t *sym_prev, *sym_next;
     uint32_t *sym_start, *sym_len;
     uint8_t *sym_freeze;
+    int32_t *sym_node; /* the symbol's unit in the pieces trie; -1: no piece starts with it */
     bpe_pair *heap;
     size_t heap_n, heap_cap;
     rev_merge *revs;
@@ -87,8 +89,8 @@ static void free_arrays(ig_spm_encoder *e) {
     ig_free(c, e->best);
     ig_free(c, e->seg_start), ig_free(c, e->seg_end), ig_free(c, e->seg_id);
     ig_free(c, e->sym_prev), ig_free(c, e->sym_next), ig_free(c, e->sym_start);
-    ig_free(c, e->sym_len), ig_free(c, e->sym_freeze);
-    e->best = NULL, e->seg_id = e->sym_prev = e->sym_next = NULL;
+    ig_free(c, e->sym_len), ig_free(c, e->sym_freeze), ig_free(c, e->sym_node);
+    e->best = NULL, e->seg_id = e->sym_prev = e->sym_next = e->sym_node = NULL;
     e->seg_start = e->seg_end = e->sym_start = e->sym_len = NULL;
     e->sym_freeze = NULL;
     e->cap = 0;
@@ -122,10 +124,11 @@ static int arrays_reserve(ig_spm_encoder *e, size_t n) {
         e->sym_start = ig_alloc(c, cap * sizeof *e->sym_start);
         e->sym_len = ig_alloc(c, cap * sizeof *e->sym_len);
         e->sym_freeze = ig_alloc(c, cap);
+        e->sym_node = ig_alloc(c, cap * sizeof *e->sym_node);
     }
     if (!e->best || !e->seg_start || !e->seg_end || !e->seg_id ||
-        (e->m->model_type == IG_SPM_BPE &&
-         (!e->sym_prev || !e->sym_next || !e->sym_start || !e->sym_len || !e->sym_freeze))) {
+        (e->m->model_type == IG_SPM_BPE && (!e->sym_prev || !e->sym_next || !e->sym_start ||
+                                            !e->sym_len || !e->sym_freeze || !e->sym_node))) {
         free_arrays(e);
         return -1;
     }
@@ -238,9 +241,18 @@ static int maybe_add_pair(ig_spm_encoder *e, const uint8_t *s, int32_t left, int
     if (left < 0 || right < 0 || e->sym_freeze[left] || e->sym_freeze[right]) return 0;
     const ig_spm *m = e->m;
     uint32_t start = e->sym_start[left], size = e->sym_len[left] + e->sym_len[right];
-    int32_t id = ig_spm_trie_find(&m->pieces, s + start, size);
+    /* the concatenation in the trie: from the left symbol's unit on, over the right's bytes */
+    int32_t node = e->sym_node[left];
+    if (node < 0) return 0; /* no piece starts with the left symbol */
+    const ig_spm_unit *u = m->pieces.u;
+    for (uint32_t k = e->sym_start[right], end = k + e->sym_len[right]; k < end; k++) {
+        uint32_t next = (uint32_t)(u[node].base + (int32_t)s[k]);
+        if (next >= m->pieces.n || u[next].check != node) return 0;
+        node = (int32_t)next;
+    }
+    int32_t id = u[node].value;
     if (id < 0) return 0;
-    if (heap_push(e, (bpe_pair){m->score[id], left, right, size}) != 0) return -1;
+    if (heap_push(e, (bpe_pair){u[node].score, left, right, size, node}) != 0) return -1;
     if (m->type[id] == IG_SPM_UNUSED) { /* remembered to undo it afterwards */
         if (e->n_revs == e->revs_cap) {
             size_t cap = e->revs_cap ? 2 * e->revs_cap : 64;
@@ -318,6 +330,12 @@ static int bpe_segment(ig_spm_encoder *e, const uint8_t *s, size_t n) {
         }
         e->sym_start[ns] = (uint32_t)i;
         e->sym_len[ns] = (uint32_t)l;
+        int32_t node = 0; /* the symbol's unit in the pieces trie */
+        for (size_t k = i; k < i + l && node >= 0; k++) {
+            uint32_t next = (uint32_t)(m->pieces.u[node].base + (int32_t)s[k]);
+            node = next < m->pieces.n && m->pieces.u[next].check == node ? (int32_t)next : -1;
+        }
+        e->sym_node[ns] = node;
         e->sym_prev[ns] = (int32_t)ns - 1;
         i += l;
         e->sym_next[ns] = i < n ? (int32_t)ns + 1 : -1;
@@ -334,6 +352,7 @@ static int bpe_segment(ig_spm_encoder *e, const uint8_t *s, size_t n) {
         if (e->sym_len[l] == 0 || e->sym_len[r] == 0 || e->sym_len[l] + e->sym_len[r] != top.size)
             continue; /* stale: one of them was merged since */
         e->sym_len[l] += e->sym_len[r];
+        e->sym_node[l] = top.node;
         e->sym_next[l] = e->sym_next[r];
         if (e->sym_next[r] >= 0) e->sym_prev[e->sym_next[r]] = l;
         e->sym_len[r] = 0;

@@ -341,15 +341,31 @@ ig_status ig_spm_parse_model(ig_spm *m, const uint8_t *data, size_t n, const cha
     return st;
 }
 
+/* A varint at s[*i..n) (at most 5 bytes: lengths of the first piece), or -1. */
+static long sniff_varint(const uint8_t *s, size_t n, size_t *i) {
+    long v = 0;
+    for (int shift = 0; shift < 35 && *i < n; shift += 7) {
+        uint8_t b = s[(*i)++];
+        v |= (long)(b & 0x7F) << shift;
+        if (!(b & 0x80)) return v;
+    }
+    return -1;
+}
+
 int ig_spm_sniff(const uint8_t *head, size_t n) {
-    /* field 1 (pieces), length-delimited; inside, the first SentencePiece's first field: piece
-     * (0x0A), score (0x15) or type (0x18) */
-    if (n < 3 || head[0] != 0x0A) return 0;
+    /* field 1 (pieces), length-delimited, holding the first SentencePiece: its piece (field 1, a
+     * string), then its score (field 2, 32-bit) or type (field 3), or the message's end */
     size_t i = 1;
-    while (i < n && i < 11 && (head[i] & 0x80)) i++;
-    if (i + 1 >= n) return 0;
-    uint8_t t = head[i + 1];
-    return t == 0x0A || t == 0x15 || t == 0x18;
+    if (n < 4 || head[0] != 0x0A) return 0;
+    long msg = sniff_varint(head, n, &i);
+    size_t start = i;
+    if (msg < 3 || i >= n || head[i++] != 0x0A) return 0;
+    long plen = sniff_varint(head, n, &i);
+    if (plen < 1 || plen + 2 > msg) return 0;
+    size_t after = i + (size_t)plen;
+    if (after == start + (size_t)msg) return 1;
+    if (after >= n) return n >= 64; /* a long first piece: what was read is consistent */
+    return head[after] == 0x15 || head[after] == 0x18;
 }
 
 ig_status ig_tok_load_spm(ig_tokenizer **out, ig_ctx *ctx, const char *path, ig_err *err) {

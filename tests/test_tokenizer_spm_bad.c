@@ -297,6 +297,20 @@ static void test_malformed_protobuf(void **state) {
     w.n = 0;
     put_msg(&w, 1, &sub);
     expect_error("type.model", w.p, w.n, IG_ERR_FORMAT, "piece 0 has type 9");
+    /* a JSON file that starts with a newline (0x0A, as a ModelProto does) under another name:
+     * a tokenizer.json, not a model */
+    size_t jn;
+    char *json = igt_read(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), &jn);
+    char *lead = malloc(jn + 2);
+    memcpy(lead, "\n", 1);
+    memcpy(lead + 1, json, jn);
+    ig_tokenizer *t = NULL;
+    ig_err err;
+    assert_int_equal(try_load("lead.bin", lead, jn + 1, &t, &err), IG_OK);
+    assert_string_equal(ig_tokenizer_name(t), "gpt2");
+    ig_tokenizer_free(t);
+    free(lead);
+    free(json);
     /* text that is not a model, named .model */
     const char *text = "this is not a model\n";
     expect_error("text.model", text, strlen(text), IG_ERR_FORMAT, "text.model: byte offset");
