@@ -71,8 +71,8 @@ ig_status ig_tokenizer_load(ig_tokenizer **out, ig_ctx *ctx, const char *path,
                               "(vocab.json and merges.txt go together)",
                               path, ig_file_exists(a) ? "merges.txt" : "vocab.json");
         return ig_err_set(err, IG_ERR_NOT_FOUND,
-                          "tokenizer directory %s holds none of spiece.model, tokenizer.model, "
-                          "tokenizer.json and vocab.json + merges.txt",
+                          "tokenizer directory %s holds neither tokenizer.json nor vocab.json + "
+                          "merges.txt, nor a SentencePiece spiece.model or tokenizer.model",
                           path);
     }
     if (!encoding &&
