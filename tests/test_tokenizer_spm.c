@@ -13,6 +13,7 @@
  * them); a mismatch names the first line that differs. Bad files are in test_tokenizer_spm_bad.c.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,6 @@
 static const char *k_models[] = {
     "unigram_nfkc_8k", "unigram_bytefb_4k", "unigram_identity_4k", "unigram_t5_32k",
     "bpe_4k",          "unigram_rules_300", "unigram_unused_4k",   "bpe_unused_4k"};
-#define N_MODELS     8
 #define N_CORPUS_MDL 5 /* the first five have references for the shared corpora */
 
 static const char *spm_dir(void) {
@@ -341,7 +341,53 @@ static void test_decode_next(void **state) {
     ig_tokenizer_free(t);
 }
 
-/* Encoders of one tokenizer in several threads give the ids of one (no shared state). */
+/* Encoders of one tokenizer in several threads at once give the ids one encoder gives (the
+ * tokenizer is shared read-only). */
+typedef struct thread_job {
+    const ig_tokenizer *tok;
+    const char *text;
+    size_t len;
+    ig_tokens out;
+    ig_status st;
+} thread_job;
+
+static void *encode_job(void *arg) {
+    thread_job *j = arg;
+    ig_encoder *enc = NULL;
+    ig_err err = {0};
+    j->st = ig_encoder_create(&enc, j->tok, &err);
+    for (int r = 0; r < 20 && j->st == IG_OK; r++) {
+        j->out.n = 0;
+        j->st = ig_encoder_encode(enc, j->text, j->len, 0, &j->out, &err);
+    }
+    ig_encoder_free(enc);
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    ig_tokenizer *t = load(igt_fmt("%s/unigram_nfkc_8k.model", spm_dir()));
+    size_t len;
+    char *text = igt_read(igt_fmt("%s/sample.txt", spm_dir()), &len);
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int k = 0; k < 4; k++) {
+        jobs[k] = (thread_job){t, text, len, {0}, IG_OK};
+        assert_int_equal(pthread_create(&th[k], NULL, encode_job, &jobs[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        assert_int_equal(jobs[k].st, IG_OK);
+        assert_int_equal(jobs[k].out.n, jobs[0].out.n);
+        assert_memory_equal(jobs[k].out.ids, jobs[0].out.ids, jobs[0].out.n * sizeof(int32_t));
+    }
+    for (int k = 0; k < 4; k++) ig_tokens_free(&jobs[k].out);
+    free(text);
+    ig_tokenizer_free(t);
+}
+
+/* Every allocation of an encoder's work failed in turn: IG_ERR_NOMEM, never a crash or wrong ids.
+ */
 static void test_failing_allocations(void **state) {
     (void)state;
     igt_flaky f = {0};
@@ -543,6 +589,7 @@ int main(void) {
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_decode_next),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_failing_allocations),
         cmocka_unit_test(test_shared_corpora),
     };
