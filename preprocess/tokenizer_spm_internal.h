@@ -88,6 +88,11 @@ typedef struct ig_spm_norm {
      * leave the trie), so it is its own normalisation; NULL: no map */
     uint8_t *bmp_plain;
     uint8_t plain[256];
+    /* ASCII bytes (a space too) that only a longer rule starts with (no rule of their own, no
+     * user-defined symbol): alone[c] 1, and after[c] the bits of the bytes that may follow c in a
+     * rule; followed by another byte, c is its own normalisation */
+    uint8_t alone[128];
+    uint8_t after[128][32];
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
 } ig_spm_norm;
 

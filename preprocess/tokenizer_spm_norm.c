@@ -39,8 +39,18 @@ static ig_status map_error(const ig_spm_norm *ns, const char *where, size_t blob
                       blob_off, what);
 }
 
-/* The bytes that are their own normalisation (ig_spm_norm.plain). */
+static int has_path(const ig_spm_norm *ns, const uint8_t *s, size_t n);
+
+/* Whether the trie has a rule for the one byte c. */
+static int has_leaf1(const ig_spm_norm *ns, uint8_t c) {
+    uint32_t pos = UNIT_OFFSET(ns->units[0]) ^ c;
+    return pos < ns->n_units && UNIT_LABEL(ns->units[pos]) == c && UNIT_HAS_LEAF(ns->units[pos]);
+}
+
+/* The bytes that are their own normalisation (ig_spm_norm.plain, alone, after). */
 static void set_plain(ig_spm_norm *ns, const ig_spm_trie *user) {
+    memset(ns->alone, 0, sizeof ns->alone);
+    memset(ns->after, 0, sizeof ns->after);
     for (uint32_t c = 0; c < 256; c++) {
         int user_starts = 0;
         if (user && user->u) {
@@ -48,6 +58,17 @@ static void set_plain(ig_spm_norm *ns, const ig_spm_trie *user) {
             user_starts = next < user->n && user->u[next].check == 0;
         }
         ns->plain[c] = c < 0x80 && c != ' ' && !ns->first[c] && !user_starts;
+        if (c >= 0x80 || user_starts) continue;
+        if (!ns->first[c]) {
+            ns->alone[c] = 1; /* no rule at all; a space still needs escaping */
+            continue;
+        }
+        if (has_leaf1(ns, (uint8_t)c)) continue;
+        ns->alone[c] = 1;
+        for (uint32_t b = 0; b < 256; b++) {
+            uint8_t two[2] = {(uint8_t)c, (uint8_t)b};
+            if (has_path(ns, two, 2)) ns->after[c][b >> 3] |= (uint8_t)(1u << (b & 7));
+        }
     }
 }
 
@@ -325,7 +346,8 @@ int ig_spm_normalize(const ig_spm_norm *ns, const ig_spm_trie *user, int ws_suff
     }
     int prev_space = rm;
     while (i < n) {
-        if (ns->plain[s[i]]) { /* a run of ASCII characters without rules, the common case */
+        uint8_t c = s[i];
+        if (ns->plain[c]) { /* a run of ASCII characters without rules, the common case */
             size_t j = i + 1;
             while (j < n && ns->plain[s[j]]) j++;
             if (ig_spm_buf_room(out, j - i) != 0) return -1;
@@ -333,6 +355,25 @@ int ig_spm_normalize(const ig_spm_norm *ns, const ig_spm_trie *user, int ws_suff
             out->n += j - i;
             prev_space = 0;
             i = j;
+            continue;
+        }
+        if (c < 0x80 && ns->alone[c] &&
+            !(i + 1 < n && ns->after[c][s[i + 1] >> 3] >> (s[i + 1] & 7) & 1)) {
+            /* an ASCII character no rule applies to here (what a longer rule needs does not
+             * follow): itself, a space as the generic path below treats it */
+            if (c != ' ') {
+                if (ig_spm_buf_room(out, 1) != 0) return -1;
+                out->p[out->n++] = c;
+                prev_space = 0;
+            } else if (!prev_space) {
+                if (ig_spm_buf_room(out, 3) != 0) return -1;
+                if (esc)
+                    memcpy(out->p + out->n, k_space, 3), out->n += 3;
+                else
+                    out->p[out->n++] = ' ';
+                prev_space = rm;
+            }
+            i++;
             continue;
         }
         size_t used = norm_prefix(ns, user, s + i, n - i, &p, &plen);

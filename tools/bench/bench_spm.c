@@ -5,19 +5,19 @@
  * usage: bench_spm [--data SHARED_DATA_DIR] [--model M.model]... [--threads N]... [--seconds S]
  *                  [--spm-encode PATH]
  *
- * The text is the five shared corpora (the .txt files of SHARED_DATA_DIR/text, default
- * $IG_SHARED_DATA or
- * ../shared/data beside the checkout; without them tests/data/spm/sample.txt repeated to 4 MB),
- * encoded line by line as spm_encode reads it. Models: by default the T5-like 32000-piece
- * unigram, the 8000-piece nmt_nfkc unigram and the BPE model of tests/data/spm/. Threads: by
- * default 1 and 2.
+ * The text is the five shared corpora (the .txt files of SHARED_DATA_DIR/text; default
+ * $IG_SHARED_DATA, else ../shared/data beside the checkout; without them tests/data/spm/sample.txt
+ * repeated to 4 MB), encoded line by line as spm_encode reads it. Models: by default the T5-like
+ * 32000-piece unigram, the 8000-piece nmt_nfkc unigram and the BPE model of tests/data/spm/.
+ * Threads: by default 1 and 2.
  *
- * ingot: N threads, each with its own encoder, over a contiguous share of the lines; each line
- * encoded and its ids printed as text into a buffer (the work spm_encode --output_format=id does),
- * repeated for about S seconds (default 2), the best pass counted. spm_encode: N processes at once,
- * each on its share of the lines (a file), ids to /dev/null, the best of 3 runs; its start-up (the
- * model load, timed on an empty input) is subtracted. Without spm_encode on PATH (Debian:
- * apt-get install sentencepiece) the peer is skipped with a message. Output: a line per model and
+ * ingot: N threads, each with its own encoder, over a share of the lines (blocks of 64 kB of lines
+ * dealt out in turn, so that each thread gets some of every corpus); each line encoded and its ids
+ * printed as text into a buffer (the work spm_encode --output_format=id does), repeated for about
+ * S seconds (default 2), the best pass counted. spm_encode: N processes at once, each on the same
+ * share of the lines (a file), ids to /dev/null, the best of 3 runs; its start-up (the model
+ * load, timed on an empty input) is subtracted. Without spm_encode on PATH (Debian: apt-get
+ * install sentencepiece) the peer is skipped with a message. Output: a line per model and
  * thread count, and `spm_bench model=... threads=N ingot_mbps=X spm_mbps=Y ratio=R` for run.sh.
  */
 #include <pthread.h>
@@ -80,17 +80,37 @@ static void *encode_share(void *arg) {
     return NULL;
 }
 
+/* The lines of each of n threads: blocks of about 64 kB of lines dealt out in turn (so every
+ * thread gets some of every corpus), the same shares for ingot and for spm_encode. */
+typedef struct shares {
+    line *lines[64];
+    size_t n[64];
+} shares;
+
+static void make_shares(shares *sh, const line *lines, size_t n_lines, int threads) {
+    for (int k = 0; k < threads; k++) {
+        sh->lines[k] = malloc((n_lines + 1) * sizeof(line));
+        sh->n[k] = 0;
+    }
+    size_t block = 0, bytes = 0;
+    for (size_t i = 0; i < n_lines; i++) {
+        int k = (int)(block % (size_t)threads);
+        sh->lines[k][sh->n[k]++] = lines[i];
+        if ((bytes += lines[i].n + 1) >= 65536) bytes = 0, block++;
+    }
+}
+
+static void free_shares(shares *sh, int threads) {
+    for (int k = 0; k < threads; k++) free(sh->lines[k]);
+}
+
 /* One pass of every line over n threads; its seconds. */
-static double ingot_pass(const ig_tokenizer *tok, const line *lines, size_t n_lines, size_t bytes,
-                         int threads, size_t *ids) {
+static double ingot_pass(const ig_tokenizer *tok, const shares *sh, int threads, size_t *ids) {
     job jobs[64];
     pthread_t th[64];
-    size_t per = bytes / (size_t)threads, at = 0;
     double t0 = ig_now();
     for (int k = 0; k < threads; k++) {
-        size_t start = at, b = 0;
-        while (at < n_lines && (k == threads - 1 || b < per)) b += lines[at++].n + 1;
-        jobs[k] = (job){tok, lines + start, at - start, 0, 0};
+        jobs[k] = (job){tok, sh->lines[k], sh->n[k], 0, 0};
         pthread_create(&th[k], NULL, encode_share, &jobs[k]);
     }
     *ids = 0;
@@ -233,18 +253,18 @@ int main(int argc, char **argv) {
         FILE *f = fopen(empty, "wb");
         if (f) fclose(f);
         for (int t = 0; t < n_threads; t++) {
-            size_t per = len / (size_t)threads[t], at = 0;
+            shares sh;
+            make_shares(&sh, lines, n_lines, threads[t]);
             for (int k = 0; k < threads[t]; k++) {
-                size_t start = at, b = 0;
-                while (at < n_lines && (k == threads[t] - 1 || b < per)) b += lines[at++].n + 1;
                 if (asprintf(&files[t][k], "%s/t%d_%d.txt", dir, threads[t], k) < 0) return 1;
                 FILE *o = fopen(files[t][k], "wb");
-                for (size_t i = start; o && i < at; i++) {
-                    fwrite(lines[i].s, 1, lines[i].n, o);
+                for (size_t i = 0; o && i < sh.n[k]; i++) {
+                    fwrite(sh.lines[k][i].s, 1, sh.lines[k][i].n, o);
                     fputc('\n', o);
                 }
                 if (o) fclose(o);
             }
+            free_shares(&sh, threads[t]);
         }
     }
     int rc = 0;
@@ -268,14 +288,17 @@ int main(int argc, char **argv) {
         for (int t = 0; t < n_threads; t++) {
             size_t ids = 0;
             double best = -1, t0 = ig_now();
+            shares sh;
+            make_shares(&sh, lines, n_lines, threads[t]);
             do {
-                double s = ingot_pass(tok, lines, n_lines, len, threads[t], &ids);
+                double s = ingot_pass(tok, &sh, threads[t], &ids);
                 if (s < 0) {
                     fprintf(stderr, "bench_spm: encoding failed\n");
                     return 1;
                 }
                 if (best < 0 || s < best) best = s;
             } while (ig_now() - t0 < seconds);
+            free_shares(&sh, threads[t]);
             double ours = len / best / 1e6, theirs = 0;
             if (have_spm) {
                 double sb = -1;
