@@ -2,7 +2,8 @@
 # tokenize_spm.sh - end-to-end checks of SentencePiece tokenizers through the CLI, with the models
 # of tests/data/spm/ (trained with spm_train; the ids below are SentencePiece's own, from
 # spm_encode, for these committed files): `ingot tokenize` and `--append-eos`, `detokenize` round
-# trips, `preprocess text` writing shards whose ids are tokenize's, `inspect --decode`, a directory
+# trips, `preprocess text` writing shards whose ids are tokenize's, `inspect --decode`, `preprocess
+# video`'s caption shard, a directory
 # holding spiece.model, the tokenizer.json converted from a model, and bad .model files refused
 # with the file and the byte offset.
 set -u
@@ -86,6 +87,15 @@ if run "preprocess text" 0 "$ING" preprocess text --input "$T/docs.jsonl" --toke
         if [ "$out" = "Second doc with tabs and lines" ]; then pass; else fail "--decode: '$out'"; fi
     fi
     check_rc "verify" 0 "$ING" verify "$T/sh"
+fi
+
+# ---- preprocess video: the caption shard holds tokenize's ids of each caption
+if run "preprocess video" 0 "$ING" preprocess video --manifest "$SRC/data/video/manifest.csv" \
+    --output-prefix "$T/v" --frames 2 --size 16x16 --tokenizer "$T5" --quiet; then
+    got=$("$ING" inspect "$T/v" --clip 0 --json | tr -d ' \n' |
+        sed -n 's/.*"caption_ids":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' ')
+    want=$(printf 'a mandelbrot zoom' | "$ING" tokenize --tokenizer "$T5")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then pass; else fail "caption ids '$got', tokenize gives '$want'"; fi
 fi
 
 # ---- bad .model files: refused, naming the file and the byte offset
