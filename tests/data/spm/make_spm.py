@@ -16,6 +16,8 @@ reproduce:
   ref/MODEL.corpora.bin.zst    per line of every shared corpus (text/NAME.txt): its id count and
                                a 16-bit check of its ids, and per corpus the count of lines and
                                ids and a 64-bit check of all its ids (format below)
+  ../../fuzz/corpus/fuzz_spm/  small models, the seeds of tests/fuzz/fuzz_spm.c (a mode byte, then
+                               the file)
 
 Every id is computed twice, by `spm_encode --output_format=id` and by python3-sentencepiece
 (`SentencePieceProcessor.encode` of the line's bytes), and the script stops if they differ
