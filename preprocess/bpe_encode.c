@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tokenizer_internal.h"
+#include "tokenizer_spm_internal.h"
 
 #define CACHE_SLOTS       (1u << 16)
 #define CACHE_MAX_ENTRIES (CACHE_SLOTS / 2)
@@ -26,6 +27,7 @@ typedef struct cache_slot {
 
 struct ig_encoder {
     const ig_tokenizer *tok;
+    ig_spm_encoder *spm; /* a SentencePiece model's encoder (then nothing below is used) */
     ig_bpe_scratch sc;
     cache_slot *slots;
     uint8_t *keys;
@@ -45,6 +47,15 @@ ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *e
     ig_encoder *e = ig_calloc(ctx, 1, sizeof *e);
     if (!e) return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating an encoder");
     e->tok = tok;
+    if (tok->spm) {
+        ig_status st = ig_spm_encoder_create(&e->spm, tok->spm, ctx, err);
+        if (st != IG_OK) {
+            ig_free(ctx, e);
+            return st;
+        }
+        *out = e;
+        return IG_OK;
+    }
     e->sc.ctx = ctx;
     e->slots = ig_alloc(ctx, CACHE_SLOTS * sizeof *e->slots);
     e->keys = ig_alloc(ctx, CACHE_KEY_BYTES);
@@ -62,6 +73,7 @@ ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *e
 void ig_encoder_free(ig_encoder *e) {
     if (!e) return;
     ig_ctx *ctx = e->tok->ctx;
+    ig_spm_encoder_free(e->spm);
     ig_bpe_scratch_free(&e->sc);
     ig_free(ctx, e->slots);
     ig_free(ctx, e->keys);
@@ -152,7 +164,12 @@ ig_status ig_encoder_encode(ig_encoder *e, const char *text, size_t len, int fla
     const ig_tokenizer *t = e->tok;
     const uint8_t *s = (const uint8_t *)text;
     ig_status st = IG_OK;
-    if (!(flags & IG_ENCODE_ALLOW_SPECIAL) || t->n_specials == 0 || len == 0) {
+    if ((flags & IG_ENCODE_APPEND_EOS) && t->eod < 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "the tokenizer (%s) has no end-of-sequence token to append", t->name);
+    if (e->spm) {
+        st = ig_spm_encode(e->spm, text, len, flags, out, err);
+    } else if (!(flags & IG_ENCODE_ALLOW_SPECIAL) || t->n_specials == 0 || len == 0) {
         st = encode_ordinary(e, s, len, out);
     } else {
         for (size_t k = 0; k < t->n_specials; k++) {
@@ -181,12 +198,20 @@ ig_status ig_encoder_encode(ig_encoder *e, const char *text, size_t len, int fla
             pos = best + t->specials[best_k].len;
         }
     }
+    if (st == IG_OK && (flags & IG_ENCODE_APPEND_EOS)) st = ig_tokens_push(out, t->eod);
     if (st == IG_ERR_NOMEM) return ig_err_set(err, st, "out of memory encoding %zu bytes", len);
     return st;
 }
 
 ig_status ig_tokenizer_decode(const ig_tokenizer *t, const int32_t *ids, size_t n, char **buf,
                               size_t *len, size_t *cap, ig_err *err) {
+    if (t->spm) return ig_spm_decode(t, ids, n, 0, buf, len, cap, err);
+    return ig_tokenizer_decode_next(t, ids, n, buf, len, cap, err);
+}
+
+ig_status ig_tokenizer_decode_next(const ig_tokenizer *t, const int32_t *ids, size_t n, char **buf,
+                                   size_t *len, size_t *cap, ig_err *err) {
+    if (t->spm) return ig_spm_decode(t, ids, n, 1, buf, len, cap, err);
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || (size_t)id >= t->vocab_size)

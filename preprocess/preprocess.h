@@ -1,4 +1,5 @@
-/* preprocess.h - the public API of ingot's preprocessing: byte-level BPE tokenizers, document
+/* preprocess.h - the public API of ingot's preprocessing: tokenizers (byte-level BPE and
+ * SentencePiece), document
  * readers for .jsonl / .jsonl.zst / .txt inputs, and the text pipeline that turns inputs into
  * token shards; the video pipeline (FFmpeg) that turns videos into frame shards, and writers of
  * videos for people (MP4, PNG, contact sheets).
@@ -30,11 +31,18 @@ void ig_tokens_free(ig_tokens *t);
 
 /* ---- tokenizers ---------------------------------------------------------------------------- */
 
-/* Byte-level BPE, exactly as GPT-2 (Hugging Face / encoder.py) and tiktoken encode. Loaded from a
- * Hugging Face tokenizer.json (BPE model, ByteLevel pre-tokenizer), from vocab.json + merges.txt,
- * or from a .tiktoken rank file (r50k_base/gpt2, cl100k_base, o200k_base). An ig_tokenizer is
- * immutable after loading and may be shared by threads; each thread encodes through its own
- * ig_encoder (which holds a cache). */
+/* Two families, each exactly as its reference encodes:
+ * - Byte-level BPE, as GPT-2 (Hugging Face / encoder.py) and tiktoken: from a Hugging Face
+ *   tokenizer.json (BPE model, ByteLevel pre-tokenizer), from vocab.json + merges.txt, or from a
+ *   .tiktoken rank file (r50k_base/gpt2, cl100k_base, o200k_base).
+ * - SentencePiece (T5, Llama 2, ...), as SentencePiece's own encoder: from a SentencePiece
+ *   .model file (unigram or BPE model; its normaliser, user-defined and control symbols, unknown
+ *   pieces and byte fallback as the file says), or from a Hugging Face tokenizer.json whose model
+ *   is Unigram (T5's), which gives the same ids as the .model it was converted from. Text is
+ *   normalised first (NFKC and the like, white space as U+2581, a dummy prefix), so decoding gives
+ *   the normalised text back, not always the original bytes.
+ * An ig_tokenizer is immutable after loading and may be shared by threads; each thread encodes
+ * through its own ig_encoder (which holds a cache or scratch space). */
 typedef struct ig_tokenizer ig_tokenizer;
 
 typedef struct ig_tokenizer_opts {
@@ -45,22 +53,32 @@ typedef struct ig_tokenizer_opts {
 
 ig_tokenizer_opts ig_tokenizer_opts_default(void);
 
-/* path: a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt, or a
- * .tiktoken file. Errors name the file and what was expected. */
+/* path: a tokenizer.json, a .tiktoken file, a SentencePiece model (recognised by its contents,
+ * whatever its name: spiece.model, tokenizer.model, ...), or a directory holding spiece.model or
+ * tokenizer.model (taken first), tokenizer.json, or vocab.json + merges.txt. Errors name the file
+ * and what was expected; a malformed .model file's name the byte offset. */
 ig_status ig_tokenizer_load(ig_tokenizer **out, ig_ctx *ctx, const char *path,
                             const ig_tokenizer_opts *opts, ig_err *err);
 void ig_tokenizer_free(ig_tokenizer *tok); /* NULL is a no-op */
 
 /* Number of ids (including special tokens): the smallest n with every id < n. */
 size_t ig_tokenizer_vocab_size(const ig_tokenizer *tok);
-/* The end-of-document id (<|endoftext|>), or -1 when the tokenizer has none. */
+/* The end-of-document id (<|endoftext|>; a SentencePiece model's end-of-sequence piece </s>), or
+ * -1 when the tokenizer has none. */
 int32_t ig_tokenizer_eod(const ig_tokenizer *tok);
-/* "gpt2", "cl100k_base", "o200k_base", ...: the pre-tokenization scheme and vocabulary name. */
+/* The end-of-sequence id an encoder's input ends with (T5's </s>, id 1): for SentencePiece models
+ * the control piece named by the model's eos_piece ("</s>"), for byte-level BPE <|endoftext|>;
+ * -1 when there is none. The same id as ig_tokenizer_eod. */
+int32_t ig_tokenizer_eos(const ig_tokenizer *tok);
+/* "gpt2", "cl100k_base", "o200k_base", "sentencepiece-unigram", "sentencepiece-bpe": the
+ * pre-tokenization scheme and vocabulary name. */
 const char *ig_tokenizer_name(const ig_tokenizer *tok);
 /* What the ids mean: xxh3 over every id's bytes and which ids are special (not the merges or
  * the pre-tokenization). Tokenizers whose ids mean the same bytes have the same hash, so shards
  * made with GPT-2's tokenizer.json, its vocab.json + merges.txt and r50k_base.tiktoken can be
- * merged and blended together; manifests record it. */
+ * merged and blended together; manifests record it. A SentencePiece model's hash covers its pieces
+ * with their scores and types and its normaliser: a .model and the tokenizer.json converted from
+ * it hash alike. */
 uint64_t ig_tokenizer_hash(const ig_tokenizer *tok);
 
 /* An encoder's memory (its cache and merge scratch, about 3 MB) comes from the context the
@@ -69,17 +87,35 @@ typedef struct ig_encoder ig_encoder;
 ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err);
 void ig_encoder_free(ig_encoder *enc);
 
-enum { IG_ENCODE_ALLOW_SPECIAL = 1 }; /* flags: treat "<|endoftext|>" etc. as special tokens */
+/* flags of ig_encoder_encode */
+enum {
+    /* treat "<|endoftext|>" etc. as special tokens; for SentencePiece models the strings of the
+     * control and unknown pieces ("</s>", "<unk>"), the text between them encoded piece by piece */
+    IG_ENCODE_ALLOW_SPECIAL = 1,
+    /* append the end-of-sequence id (ig_tokenizer_eos; an encoder's input, e.g. T5's): an
+     * IG_ERR_INVALID_ARG error when the tokenizer has none */
+    IG_ENCODE_APPEND_EOS = 2,
+};
 
-/* Appends the ids of text[0..len) to out. Any bytes are accepted (invalid UTF-8 is encoded
- * byte-wise); without IG_ENCODE_ALLOW_SPECIAL special-token strings are plain text. */
+/* Appends the ids of text[0..len) to out. Any bytes are accepted (byte-level BPE encodes invalid
+ * UTF-8 byte-wise; SentencePiece reads each invalid byte as U+FFFD, as it does); without
+ * IG_ENCODE_ALLOW_SPECIAL special-token strings are plain text (SentencePiece never makes a control
+ * id from text). */
 ig_status ig_encoder_encode(ig_encoder *enc, const char *text, size_t len, int flags,
                             ig_tokens *out, ig_err *err);
 
 /* Appends the bytes of ids to *buf (a malloc'd buffer of *len bytes and *cap capacity; start with
- * all zero). An id outside the vocabulary is an IG_ERR_INVALID_ARG error naming it. */
+ * all zero). An id outside the vocabulary is an IG_ERR_INVALID_ARG error naming it. SentencePiece
+ * models decode as SentencePiece's DecodeIds: U+2581 as a space, the leading space of the text
+ * dropped (the dummy prefix), control ids as nothing, <unk> as " \u2047 ", byte pieces joined into
+ * UTF-8 (an invalid sequence as U+FFFD). */
 ig_status ig_tokenizer_decode(const ig_tokenizer *tok, const int32_t *ids, size_t n, char **buf,
                               size_t *len, size_t *cap, ig_err *err);
+/* As ig_tokenizer_decode, for ids that continue a text decoded before (text printed as it is
+ * generated): a SentencePiece piece's leading U+2581 is a space, and byte pieces are copied as they
+ * are (a character whose bytes come in several calls arrives whole). */
+ig_status ig_tokenizer_decode_next(const ig_tokenizer *tok, const int32_t *ids, size_t n,
+                                   char **buf, size_t *len, size_t *cap, ig_err *err);
 
 /* ---- document readers ---------------------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tokenizer_internal.h"
+#include "tokenizer_spm_internal.h"
 
 /* ---- building ------------------------------------------------------------------------------ */
 
@@ -245,6 +246,7 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
 
 void ig_tokenizer_free(ig_tokenizer *t) {
     if (!t) return;
+    ig_spm_free(t->spm);
     ig_pretok_free(&t->pt);
     free(t->arena);
     free(t->tok_off);

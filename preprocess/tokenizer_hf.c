@@ -16,6 +16,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer_internal.h"
+#include "tokenizer_spm_internal.h"
 
 /* Split patterns of a Sequence[Split, ByteLevel(use_regex=false)] pre-tokenizer that we know. */
 static const char k_pat_cl100k[] =
@@ -252,6 +253,11 @@ ig_status ig_tok_load_hf_json(ig_tokenizer **out, ig_ctx *ctx, const char *path,
     json_t *model = json_object_get(root, "model");
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     const char *mtype = json_string_value(json_object_get(model, "type"));
+    if (mtype && strcmp(mtype, "Unigram") == 0) { /* T5's: a SentencePiece model */
+        st = ig_tok_load_spm_hf(out, ctx, path, root, err);
+        json_decref(root);
+        return st;
+    }
     if (!json_is_object(model) || (mtype && strcmp(mtype, "BPE") != 0) || !json_is_object(vocab) ||
         !json_is_array(merges)) {
         st = ig_err_set(err, IG_ERR_FORMAT,

@@ -101,6 +101,9 @@ struct ig_tokenizer {
     size_t n_specials;
     int32_t eod;
     uint64_t hash;
+    /* A SentencePiece model (tokenizer_spm_internal.h): the fields above other than ctx, name,
+     * vocab_size, eod and hash are unused, and the encoder and decoder hand over to it. */
+    struct ig_spm *spm;
 };
 
 /* ---- building (tokenizer_build.c) ---- */

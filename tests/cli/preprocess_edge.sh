@@ -263,8 +263,11 @@ mkdir emptyd
 check_rc "tokenizer dir empty" 1 tk emptyd && expect "tokenizer dir empty" "neither tokenizer.json nor vocab.json + merges.txt" "$err"
 head -c 5000 "$G/tokenizer.json" >trunc.json
 check_rc "tokenizer.json truncated" 1 tk trunc.json && expect "truncated tokenizer.json" "trunc.json:1:" "$err"
+echo '{"model":{"type":"WordPiece"}}' >wp.json
+check_rc "tokenizer.json not BPE" 1 tk wp.json && expect "not BPE" "expected a BPE model" "$err"
+# a Unigram model is a SentencePiece model (tests/cli/tokenize_spm.sh): this one has no vocabulary
 echo '{"model":{"type":"Unigram"}}' >uni.json
-check_rc "tokenizer.json not BPE" 1 tk uni.json && expect "not BPE" "expected a BPE model" "$err"
+check_rc "Unigram without vocab" 1 tk uni.json && expect "Unigram without vocab" 'a Unigram model needs "vocab"' "$err"
 mkdir vm && cp "$G/vocab.json" vm/ && { head -5 "$G/merges.txt"; echo badline; tail -n +6 "$G/merges.txt"; } >vm/merges.txt
 check_rc "merges.txt bad line" 1 tk vm && expect "merges.txt bad line" "vm/merges.txt:6:" "$err"
 mkdir vj && head -c 3000 "$G/vocab.json" >vj/vocab.json && cp "$G/merges.txt" vj/

@@ -8,7 +8,8 @@
  *   0: cl100k_base.tiktoken (a valid one needs 100256 ranks, so most inputs fail early);
  *      variant: x.tiktoken loaded with tiktoken_encoding "cl100k_base"
  *   1: r50k_base.tiktoken; variant: x.tiktoken loaded with tiktoken_encoding "gpt2"
- *   2: tokenizer.json, loaded by its path; variant: by its directory
+ *   2: tokenizer.json, loaded by its path; variant: by its directory (a Unigram model here is a
+ *      SentencePiece model: its text is normalised, so it is not checked to round-trip)
  *   3: vocab.json, a NUL byte, then merges.txt (no NUL: merges.txt is empty), loaded by directory
  * When a tokenizer loads, a few strings (and the input itself) are encoded with and without
  * special tokens and decoded again: the bytes must come back unchanged, and every id must be in
@@ -71,7 +72,10 @@ static void round_trip(const ig_tokenizer *tok, ig_encoder *enc, const char *tex
     char *buf = NULL;
     size_t len = 0, cap = 0;
     check(ig_tokenizer_decode(tok, ids.ids, ids.n, &buf, &len, &cap, &err) == IG_OK);
-    check(len == n && (n == 0 || memcmp(buf, text, n) == 0));
+    /* a Unigram tokenizer.json is a SentencePiece model: it normalises, so no byte round trip
+     * (fuzz_spm checks those) */
+    if (strncmp(ig_tokenizer_name(tok), "sentencepiece", 13) != 0)
+        check(len == n && (n == 0 || memcmp(buf, text, n) == 0));
     free(buf);
     ig_tokens_free(&ids);
 }
@@ -84,7 +88,8 @@ static void exercise(const ig_tokenizer *tok, const uint8_t *data, size_t size) 
         "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xfe bad utf-8 \xc3",
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 123456789",
     };
-    check(ig_tokenizer_vocab_size(tok) >= 256);
+    check(ig_tokenizer_vocab_size(tok) >= 256 ||
+          strncmp(ig_tokenizer_name(tok), "sentencepiece", 13) == 0);
     int32_t eod = ig_tokenizer_eod(tok);
     check(eod == -1 || (eod >= 0 && (size_t)eod < ig_tokenizer_vocab_size(tok)));
     check(ig_tokenizer_name(tok) != NULL);

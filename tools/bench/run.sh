@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh BUILD_DIR [train|cuda|conv] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
-# are available; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
+# are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
 # step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch); with `conv`, the VAE's kernels
 # (bench_conv) and PyTorch's F.conv2d on the same shapes.
@@ -236,6 +236,12 @@ trap 'rm -rf "$OUT"' EXIT
 
 echo "== tokenizer throughput (single thread)"
 [ -x "$B/bench_tokenizer" ] && "$B/bench_tokenizer" "$DATA" | tee "$OUT/tok.txt"
+
+# SentencePiece models of tests/data/spm against Debian's spm_encode (apt-get install
+# sentencepiece; skipped with a message without it): same text, model and threads (1 and 2)
+echo
+echo "== SentencePiece tokenizers against spm_encode, line by line, 1 and 2 threads"
+[ -x "$B/bench_spm" ] && "$B/bench_spm" --data "$DATA" | grep -v '^spm_bench '
 
 echo
 echo "== preprocess throughput (read + parse + tokenize + write), 1 and 2 workers"

@@ -26,9 +26,11 @@ const char ig_usage_preprocess[] =
     "  --txt-mode doc|lines    a .txt file is one document (doc, default) or one per line\n"
     "tokenizer:\n"
     "  --tokenizer T           tokenizer.json, a directory with it or vocab.json+merges.txt,\n"
-    "                          or a .tiktoken file\n"
+    "                          a .tiktoken file, or a SentencePiece .model file (or a\n"
+    "                          directory with spiece.model or tokenizer.model)\n"
     "  --tiktoken-encoding E   r50k_base|gpt2|cl100k_base|o200k_base (default: from file name)\n"
-    "  --append-eod            end every document with the end-of-document token\n"
+    "  --append-eod            end every document with the end-of-document token (a\n"
+    "                          SentencePiece model's end-of-sequence piece, </s>)\n"
     "  --allow-special         treat <|endoftext|> etc. in the text as special tokens\n"
     "output:\n"
     "  --output-prefix OUT     where to write (directories must exist)\n"
@@ -81,8 +83,8 @@ typedef struct pp_args {
 
 const ig_cfg_key ig_preprocess_cli_keys[] = {
     IG_KEY_STRING("preprocess.tokenizer", pp_args, tokenizer, "",
-                  "tokenizer.json, a directory with it or vocab.json + merges.txt, or a .tiktoken "
-                  "file"),
+                  "tokenizer.json, a directory with it or vocab.json + merges.txt, a .tiktoken "
+                  "file, or a SentencePiece .model file"),
     IG_KEY_STRING("preprocess.tiktoken_encoding", pp_args, tiktoken, "",
                   "r50k_base|gpt2|cl100k_base|o200k_base for a .tiktoken file (default: its name)"),
 };

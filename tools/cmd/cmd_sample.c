@@ -29,7 +29,8 @@ const char ig_usage_sample[] =
     "weights are not finite (NaN, infinity) is refused.\n"
     "\n"
     "options:\n"
-    "  --tokenizer T       the tokenizer the model was trained with (as for ingot tokenize)\n"
+    "  --tokenizer T       the tokenizer the model was trained with (as for ingot tokenize:\n"
+    "                      tokenizer.json, .tiktoken, a SentencePiece .model, ...)\n"
     "  --prompt TEXT       the text to continue\n"
     "  --tokens N          tokens to generate (default 64)\n"
     "  --temperature X     softmax temperature; 0: always the most likely token (default 1)\n"
@@ -219,7 +220,9 @@ typedef struct emit_state {
 static int emit(void *user, int32_t id) {
     emit_state *e = user;
     e->len = 0;
-    if (ig_tokenizer_decode(e->tok, &id, 1, &e->buf, &e->len, &e->cap, NULL) != IG_OK) return 0;
+    /* the text goes on after the prompt: a SentencePiece piece's leading space is kept */
+    if (ig_tokenizer_decode_next(e->tok, &id, 1, &e->buf, &e->len, &e->cap, NULL) != IG_OK)
+        return 0;
     if (fwrite(e->buf, 1, e->len, stdout) != e->len || fflush(stdout) != 0) e->failed = 1;
     return e->failed;
 }

@@ -10,28 +10,37 @@
 
 const char ig_usage_tokenize[] =
     "usage: ingot tokenize --tokenizer PATH [--tiktoken-encoding NAME] [--allow-special]\n"
-    "                      [--append-eod] [--json]\n\n"
+    "                      [--append-eod | --append-eos] [--json]\n\n"
     "Reads text on stdin and prints its token ids, separated by spaces, with a newline at the "
-    "end.\n\n"
+    "end.\n"
+    "The whole input is one text (a SentencePiece model sees its newlines as white space).\n\n"
     "options:\n"
     "  --tokenizer PATH          tokenizer.json, a directory holding tokenizer.json or\n"
-    "                            vocab.json + merges.txt, or a .tiktoken file\n"
+    "                            vocab.json + merges.txt, a .tiktoken file, or a SentencePiece\n"
+    "                            .model file (T5's spiece.model, Llama 2's tokenizer.model) or\n"
+    "                            a directory holding one\n"
     "  --tiktoken-encoding NAME  r50k_base (gpt2), cl100k_base or o200k_base; default: from\n"
     "                            the .tiktoken file name\n"
-    "  --allow-special           encode special-token strings (<|endoftext|>) as their ids;\n"
-    "                            by default they are plain text\n"
+    "  --allow-special           encode special-token strings (<|endoftext|>; a SentencePiece\n"
+    "                            model's control pieces such as </s>) as their ids; by default\n"
+    "                            they are plain text\n"
     "  --append-eod              append the end-of-document id\n"
+    "  --append-eos              append the end-of-sequence id, as a text encoder's input ends\n"
+    "                            (T5: </s>, id 1); an error when the tokenizer has none\n"
     "  --json                    print a JSON array of ids instead\n\n"
     "examples:\n"
     "  echo 'Hello world' | ingot tokenize --tokenizer data/gpt2\n"
-    "  ingot tokenize --tokenizer cl100k_base.tiktoken --append-eod < doc.txt\n";
+    "  ingot tokenize --tokenizer cl100k_base.tiktoken --append-eod < doc.txt\n"
+    "  echo 'A red fox.' | ingot tokenize --tokenizer tests/data/spm/unigram_t5_32k.model \\\n"
+    "      --append-eos\n";
 
 const char ig_usage_detokenize[] =
     "usage: ingot detokenize --tokenizer PATH [--tiktoken-encoding NAME]\n\n"
     "Reads token ids (decimal, separated by white space) on stdin and writes the bytes they\n"
     "stand for to stdout. An id outside the vocabulary is an error (exit 1).\n\n"
     "options:\n"
-    "  --tokenizer PATH          as for ingot tokenize\n"
+    "  --tokenizer PATH          as for ingot tokenize (the ids of a SentencePiece .model\n"
+    "                            decode as SentencePiece decodes them: the normalised text)\n"
     "  --tiktoken-encoding NAME  as for ingot tokenize\n\n"
     "examples:\n"
     "  echo '15496 995' | ingot detokenize --tokenizer data/gpt2\n"
@@ -56,7 +65,7 @@ static char *read_stdin(size_t *len) {
 
 typedef struct tok_args {
     const char *tokenizer, *encoding;
-    int allow_special, append_eod, json;
+    int allow_special, append_eod, append_eos, json;
     ig_common_flags flags;
     ig_config *cfg; /* the strings point into it */
 } tok_args;
@@ -64,7 +73,8 @@ typedef struct tok_args {
 /* tokenize's keys; detokenize takes the first two */
 static const ig_cfg_key tok_keys[] = {
     {"tokenizer.path", IG_CFG_STRING, "",
-     "tokenizer.json, a directory with it or vocab.json + merges.txt, or a .tiktoken file",
+     "tokenizer.json, a directory with it or vocab.json + merges.txt, a .tiktoken file, or a "
+     "SentencePiece .model file",
      "tokenizer", IG_CFG_FIELD_(tok_args, tokenizer), 0, 0, NULL, 0, 0},
     {"tokenizer.tiktoken_encoding", IG_CFG_STRING, "",
      "r50k_base (gpt2), cl100k_base or o200k_base (default: from the .tiktoken file name)",
@@ -73,6 +83,8 @@ static const ig_cfg_key tok_keys[] = {
                 "encode special-token strings (<|endoftext|>) as their ids"),
     IG_KEY_BOOL("tokenizer.append_eod", tok_args, append_eod, "false",
                 "append the end-of-document id"),
+    IG_KEY_BOOL("tokenizer.append_eos", tok_args, append_eos, "false",
+                "append the end-of-sequence id (a text encoder's input: T5's </s>)"),
     IG_KEY_BOOL("tokenizer.json", tok_args, json, "false", "print a JSON array of ids"),
 };
 
@@ -86,6 +98,8 @@ static int parse(const ig_command *cmd, int argc, char **argv, tok_args *a, int 
     if (rc >= 0) return rc;
     if (first < argc) return ig_cmd_usage_error(cmd, "unexpected argument '%s'", argv[first]);
     if (!*a->tokenizer) return ig_cmd_usage_error(cmd, "--tokenizer PATH is required");
+    if (a->append_eod && a->append_eos)
+        return ig_cmd_usage_error(cmd, "give one of --append-eod and --append-eos");
     return -1;
 }
 
@@ -114,8 +128,12 @@ int ig_cmd_tokenize(const ig_command *cmd, int argc, char **argv) {
     rc = IG_EXIT_OK;
     if (!text) {
         rc = ig_cmd_failf("out of memory reading stdin");
+    } else if (a.append_eos && ig_tokenizer_eos(tok) < 0) {
+        rc = ig_cmd_failf("%s has no end-of-sequence token for --append-eos", a.tokenizer);
     } else if (ig_encoder_create(&enc, tok, &err) != IG_OK ||
-               ig_encoder_encode(enc, text, len, a.allow_special ? IG_ENCODE_ALLOW_SPECIAL : 0,
+               ig_encoder_encode(enc, text, len,
+                                 (a.allow_special ? IG_ENCODE_ALLOW_SPECIAL : 0) |
+                                     (a.append_eos ? IG_ENCODE_APPEND_EOS : 0),
                                  &out, &err) != IG_OK) {
         rc = ig_cmd_fail(&err);
     } else if (a.append_eod && ig_tokenizer_eod(tok) < 0) {
