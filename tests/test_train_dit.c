@@ -396,8 +396,9 @@ static void test_export_round_trip(void **state) {
     close_model(&f);
 }
 
-/* The golden micro-batch's clips as a frame shard at prefix (one source, its labels). */
-static void write_shard(const char *prefix, const golden_batch *g) {
+/* The golden micro-batch's clips as a frame shard at prefix (one source, its labels: the golden
+ * set's null class, label num_classes as DiT numbers it, is a clip without a label in a shard). */
+static void write_shard(const char *prefix, const golden_batch *g, int num_classes) {
     ig_err err = {0};
     ig_video_shard_writer *w = NULL;
     ig_video_shard_writer_opts o = {.overwrite = 1};
@@ -412,7 +413,8 @@ static void write_shard(const char *prefix, const golden_batch *g) {
                            .fps_den = 1,
                            .caption = IG_CLIP_NONE,
                            .bucket = IG_CLIP_NONE,
-                           .label = g->labels[b],
+                           .label =
+                               g->labels[b] < (uint32_t)num_classes ? g->labels[b] : IG_CLIP_NONE,
                            .tb_num = 1,
                            .tb_den = 8};
         ig_clip_frame fr[16];
@@ -439,7 +441,7 @@ static void test_eval_noise_file(void **state) {
     read_batch(&f, &cases[1], &g);
     char *dir = igt_mkdtemp();
     const char *prefix = igt_fmt("%s/clips", dir);
-    write_shard(prefix, &g);
+    write_shard(prefix, &g, ig_model_shape(f.m)->num_classes);
     const char *noise = igt_fmt("%s/noise.safetensors", dir);
     ig_err err = {0};
     ig_st_writer *w = NULL;

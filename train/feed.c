@@ -44,6 +44,48 @@ static ig_status open_tokens(ig_feed *f, uint64_t samples, ig_err *err) {
                          "eval.every needs a validation split (e.g. data.split: \"98,2,0\")");
 }
 
+ig_status ig_clip_labels_check(ig_ctx *ctx, const ig_clip_dataset *ds, int num_classes, int warn,
+                               ig_err *err) {
+    uint64_t n = ig_clip_dataset_clips(ds), g = 0;
+    uint32_t top = 0;
+    size_t top_shard = 0;
+    uint64_t top_clip = 0;
+    int any = 0;
+    for (size_t k = 0; k < ig_clip_dataset_num_shards(ds); k++) {
+        const ig_video_shard *sh = ig_clip_dataset_shard(ds, k);
+        uint64_t clips = ig_video_shard_clips(sh), none = 0;
+        for (uint64_t i = 0; i < clips && g < n; i++, g++) {
+            uint32_t y = ig_video_shard_clip(sh, i).label;
+            if (y == IG_CLIP_NONE) {
+                none++;
+            } else if (!any || y > top) {
+                any = 1, top = y, top_shard = k, top_clip = i;
+            }
+        }
+        if (clips && none == clips)
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "model.cond class: the clip shard %s holds no labels (%llu clips, "
+                              "none labelled: made from a manifest without a 'label' column, or "
+                              "before labels): make it with labels, or train it with model.cond "
+                              "none",
+                              ig_video_shard_prefix(sh), (unsigned long long)clips);
+        if (none && warn)
+            ig_warn(ctx,
+                    "%s: %llu of %llu clips have no label: they train as the null class, as "
+                    "dropped labels do",
+                    ig_video_shard_prefix(sh), (unsigned long long)none, (unsigned long long)clips);
+    }
+    if (any && top >= (uint32_t)num_classes)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.cond class: the clip shard %s holds label %u (its clip %llu, the "
+                          "largest of the data), and model.num_classes %d takes labels 0 .. %d: "
+                          "set model.num_classes: %llu or more, or remake the shards",
+                          ig_video_shard_prefix(ig_clip_dataset_shard(ds, top_shard)), top,
+                          (unsigned long long)top_clip, num_classes, num_classes - 1,
+                          (unsigned long long)top + 1);
+    return IG_OK;
+}
+
 /* data.path of clips: prefixes only (a blend of clip shards by weight is not a thing the clip
  * loader does). */
 static ig_status open_clips(ig_feed *f, ig_err *err) {
@@ -61,6 +103,11 @@ static ig_status open_clips(ig_feed *f, ig_err *err) {
     if (st != IG_OK) return ig_err_prefix(err, st, "data");
     if (ig_clip_dataset_clips(f->clips) == 0)
         return ig_err_set(err, IG_ERR_CONFIG, "data: the clip shards hold no clips");
+    /* (num_classes < 1 is the model's check to refuse, with its own message) */
+    if (t->model.cond == IG_COND_CLASS && t->model.num_classes > 0 &&
+        (st = ig_clip_labels_check(f->ctx, f->clips, t->model.num_classes, !f->valid, err)) !=
+            IG_OK)
+        return ig_err_prefix(err, st, "data");
     f->repeats = f->valid ? t->eval_timesteps : 1;
     if (f->repeats < 1) f->repeats = 1;
     return IG_OK;

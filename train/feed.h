@@ -43,6 +43,13 @@ uint64_t ig_feed_key(const ig_feed *f);
 /* Micro-batches the feed gives per micro-batch read (validation of clips: the grid's times). */
 int ig_feed_repeats(const ig_feed *f);
 
+/* model.cond class: every clip shard of ds must hold labels, each below num_classes; refused
+ * naming the shard (and the largest label and its clip). Clips without a label in a shard with
+ * labels train as the null class (with warn: said once per shard). ig_feed_open checks its
+ * clips with it. */
+ig_status ig_clip_labels_check(ig_ctx *ctx, const ig_clip_dataset *ds, int num_classes, int warn,
+                               ig_err *err);
+
 /* tokens: the vocabulary and end-of-document id the shards' manifests give */
 ig_status ig_feed_vocab(const ig_feed *f, int *vocab, int32_t *eod, ig_err *err);
 /* clips: the vocabulary of the caption shards' tokenizer (0: no captions) */

@@ -82,6 +82,8 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
         const uint64_t *sh = ig_st_tensor_shape(noise);
         N = sh[0], F = sh[1], H = sh[2], W = sh[3];
         st = ig_clip_dataset_open(&ds, ctx, o->prefixes, o->n, err);
+        if (st == IG_OK && m->cfg.cond == IG_COND_CLASS)
+            st = ig_clip_labels_check(ctx, ds, m->cfg.num_classes, 0, err);
     }
     if (st == IG_OK && N > ig_clip_dataset_clips(ds))
         st = ig_err_set(err, IG_ERR_INVALID_ARG,

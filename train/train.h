@@ -275,8 +275,8 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
 typedef struct ig_clip_input {
     const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt) */
     int B, F, H, W;
-    const uint32_t *labels; /* [B] class ids (model.cond class); a label >= num_classes or
-                               IG_CLIP_NONE is the null class; NULL: all null */
+    const uint32_t *labels; /* [B] class ids (model.cond class); IG_CLIP_NONE or num_classes
+                               is the null class, a larger label an error; NULL: all null */
     /* model.cond caption: [B, caption_len] token ids, of which the first caption_lens[b] are the
      * caption (0: none, the null caption); NULL: every caption the null one */
     const int32_t *captions, *caption_lens;

@@ -9,7 +9,7 @@
 # plugin_config spelling; and what is refused: clips the patches do not divide, captions from
 # shards that have none, a key of another family, sampling sizes the patches do not divide, a
 # label outside the classes or for a caption model, a prompt without its tokenizer, outputs that
-# exist.
+# exist, clips labelled past model.num_classes and unlabelled clips for a class model.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ig_begin dit
@@ -192,5 +192,20 @@ run "class conditioning without classes" 1 "$ING" train dit.yaml --set model.num
 expect "says why" "model.cond class needs model.num_classes" "$err"
 run "a bad patch" 1 "$ING" train dit.yaml --set model.patch=[2,4] --set train.run_dir=no5
 expect "says why" "model.patch: 2 values; give three" "$err"
+# labels the classes do not hold, and clips with no labels, trained as the null class in silence
+run "labels past model.num_classes" 1 "$ING" train dit.yaml --set model.num_classes=3 \
+    --set train.run_dir=no7
+expect "names the shard and its largest label" "the clip shard clips holds label 3 (its clip" "$err"
+expect "and the classes" "model.num_classes 3 takes labels 0 .. 2" "$err"
+check "refused at the start" test ! -e no7/metrics.jsonl
+grep -v '^path' "$SRC/data/video/manifest.csv" | cut -d, -f1,2 | sed "s#^#$SRC/data/video/#" |
+    { echo path,text; cat; } >plain.csv
+"$ING" preprocess video --manifest plain.csv --output-prefix nolab --frames 4 --stride 4 \
+    --size 16x16 --quiet >/dev/null 2>&1 || fail "clips without labels"
+run "a class model on unlabelled clips" 1 "$ING" train dit.yaml --set data.path=[clips,nolab] \
+    --set train.run_dir=no8
+expect "says which shard has no labels" "the clip shard nolab holds no labels (12 clips" "$err"
+run "eval of a class model on unlabelled clips" 1 "$ING" eval run --data nolab --batches 1
+expect "says so" "the clip shard nolab holds no labels" "$err"
 
 ig_end

@@ -159,8 +159,18 @@ ig_status dit_stage_batch(ig_model *m, int slot, const ig_stage_input *si, float
         frequencies(t, x->h_freq + (size_t)b * DIT_FREQ);
         x->h_t[b] = t;
         int32_t y = null;
-        if (c->cond == IG_COND_CLASS && in->labels && in->labels[b] < (uint32_t)c->num_classes)
+        /* the data's labels were checked at the start (ig_clip_labels_check); num_classes is
+         * the null class's own row (DiT's), a label past it is not a null class to train in
+         * silence */
+        if (c->cond == IG_COND_CLASS && in->labels && in->labels[b] != IG_CLIP_NONE) {
+            if (in->labels[b] > (uint32_t)c->num_classes)
+                return ig_err_set(err, IG_ERR_INVALID_ARG,
+                                  "clip %d has label %u, and model.num_classes %d takes labels "
+                                  "0 .. %d (%d: the null class)",
+                                  b, in->labels[b], c->num_classes, c->num_classes - 1,
+                                  c->num_classes);
             y = (int32_t)in->labels[b];
+        }
         if (in->drop_labels && c->class_dropout > 0 &&
             ig_rng_uniform(sample_key(in, b, "ingot flow label"), 0) < c->class_dropout)
             y = null;
