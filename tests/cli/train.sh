@@ -217,6 +217,18 @@ cp -r run/ckpt/step_00000012 edited
 sed -i 's/"consumed_samples": [0-9]*/"consumed_samples": 8/' edited/manifest.json
 check_rc "edited consumed_samples" 1 "$ING" ckpt verify edited
 expect "edited: the checksum names manifest.json" "manifest.json: its checksum does not match" "$err"
+# relabelled version 1 (which has no checksum) with its checksum deleted: still refused, for the
+# fields of a later version it holds
+cp -r run/ckpt/step_00000012 relabelled
+sed -i -e 's/"version": 2/"version": 1/' -e 's/"consumed_samples": [0-9]*/"consumed_samples": 8/' \
+    relabelled/manifest.json
+sed -i -z 's/,\n  "checksum": "[0-9a-f]*"//' relabelled/manifest.json
+check "relabelled: no checksum left" test -z "$(grep checksum relabelled/manifest.json)"
+check_rc "relabelled version 1" 1 "$ING" ckpt verify relabelled
+expect "relabelled: says so" 'says "version": 1 but holds "train_samples"' "$err"
+mkdir -p relab/ckpt && cp -r relabelled relab/ckpt/step_00000012
+check_rc "resume a relabelled checkpoint" 1 "$ING" train tiny.yaml --resume relab
+expect "resume: says so" 'says "version": 1 but holds' "$err"
 mkdir -p renamed/ckpt && cp -r run/ckpt/step_00000012 renamed/ckpt/step_00000016
 check_rc "a step that differs from the directory's name" 1 "$ING" ckpt verify renamed
 expect "renamed: says so" '"step" is 12 but the directory is step_00000016' "$err"
