@@ -90,6 +90,9 @@ run "raw and EMA differ" 1 "$ING" ckpt diff hf hf-raw --tolerance 0
 check_rc "eval the export" 0 "$ING" eval hf --data clips --batches 3 --micro-batch 4
 check "the same loss as the checkpoint's EMA" test "$(printf '%s\n' "$out" | grep '^loss')" = \
     "loss $ema_loss"
+cp -r hf eps0 && sed -i 's/"norm_eps": [0-9.e-]*/"norm_eps": 0/' eps0/config.json
+run "norm_eps 0 in config.json" 1 "$ING" eval eps0 --data clips --batches 1
+expect "refused, not read as the default" '"norm_eps" is 0: it must be greater than 0' "$err"
 run "an export has one set of weights" 1 "$ING" eval hf --data clips --weights ema
 expect "says why" "holds one set of weights" "$err"
 

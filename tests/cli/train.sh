@@ -143,6 +143,10 @@ hfvar() { rm -rf "$1" && cp -r hf "$1" && sed -i "$2" "$1/config.json"; }
 hfvar eps 's/"layer_norm_epsilon": [0-9.e-]*/"layer_norm_epsilon": 0.5/'
 check_rc "layer_norm_epsilon 0.5" 0 "$ING" eval eps --data shk --seq-len 32 --batches 3 --micro-batch 4
 check "layer_norm_epsilon is honoured: another loss than 1e-5's ($l1)" test "$(tail -n 1 <<<"$out")" != "$l1"
+hfvar eps0 's/"layer_norm_epsilon": [0-9.e-]*/"layer_norm_epsilon": 0/'
+check_rc "layer_norm_epsilon 0" 1 "$ING" eval eps0 --data shk --seq-len 32 --batches 1
+expect "layer_norm_epsilon 0: refused, not read as the default" \
+    '"layer_norm_epsilon" is 0: it must be greater than 0' "$err"
 hfvar fewer 's/"n_layer": 2/"n_layer": 1/'
 check_rc "n_layer smaller than the file's layers" 1 "$ING" eval fewer --data shk --batches 1
 expect "fewer layers: the tensor left over is named" "tensor 'transformer.h.1." "$err"

@@ -635,7 +635,7 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
     if (caption && st == IG_OK)
         st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &out->caption_dropout, err);
     out->caption_len = (int)tk, out->vocab_size = (int)vocab;
-    if (st == IG_OK) st = ig_hf_get_float(o, file, "norm_eps", 0, 1e-6, &out->norm_eps, err);
+    if (st == IG_OK) st = ig_hf_get_positive(o, file, "norm_eps", 1e-6, &out->norm_eps, err);
     double ratio = 4;
     int sigma = 0;
     if (st == IG_OK) st = ig_hf_get_float(o, file, "mlp_ratio", 0, 4, &ratio, err);
