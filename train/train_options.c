@@ -99,7 +99,7 @@ static const ig_cfg_key train_keys[] = {
     K("ema.decay", IG_CFG_FLOAT, ema_decay, "-1", -1, 1,
       "an exponential moving average of the weights, ema = decay ema + (1 - decay) w after every "
       "step (kept with ZeRO's partitions; in checkpoints; what sample and ckpt export take); "
-      "0: none; -1: the family's (0.9999 for dit, none for gpt2 and llama)"),
+      "in [0, 1); 0: none; -1: the family's (0.9999 for dit, none for gpt2 and llama)"),
     K("eval.every", IG_CFG_INT, eval_every, "0", 0, 1e15,
       "validate every this many steps (and at the end); 0: never"),
     K("eval.batches", IG_CFG_INT, eval_batches, "8", 1, 1e15,
@@ -221,6 +221,27 @@ static ig_status foreign_keys(const ig_train_config *t, const ig_config *cfg, ig
     return IG_OK;
 }
 
+/* A family's list key whose default has values (model.patch) given as an empty list would
+ * quietly mean the default: refused, with the values it takes. */
+static ig_status empty_lists(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    const ig_family *mine = ig_family_of(t->model.arch);
+    for (size_t i = 0; cfg && mine && i < mine->n_keys; i++) {
+        const ig_cfg_key *k = &mine->keys[i];
+        size_t n = 0;
+        if (k->type != IG_CFG_LIST || !k->default_val || !*k->default_val ||
+            !ig_config_is_set(cfg, k->path))
+            continue;
+        ig_config_list(cfg, k->path, &n);
+        if (n) continue;
+        char w[600];
+        where(cfg, k->path, w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: an empty list: give its values, e.g. [%s] (the default; %s)", w,
+                          k->default_val, k->help);
+    }
+    return IG_OK;
+}
+
 /* An alias's value into the field of key, refused when key was set to something else. */
 static ig_status alias(const ig_config *cfg, const char *from, const char *key, int *field,
                        int value, ig_err *err) {
@@ -293,6 +314,14 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
                               "0 and the weights turn NaN)",
                               w, unit[i].v);
         }
+    /* -1 exactly is the family's default; another negative value is not a decay */
+    if (!(t->ema_decay == -1 || (t->ema_decay >= 0 && t->ema_decay < 1))) {
+        where(cfg, "ema.decay", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: %g: must be in [0, 1) (0: no EMA), or -1 for the family's default",
+                          w, t->ema_decay);
+    }
+    if ((st = empty_lists(t, cfg, err)) != IG_OK) return st;
     if (!(t->eps > 0)) {
         where(cfg, "optim.eps", w, sizeof w);
         return ig_err_set(err, IG_ERR_CONFIG,

@@ -195,6 +195,14 @@ run "class conditioning without classes" 1 "$ING" train dit.yaml --set model.num
 expect "says why" "model.cond class needs model.num_classes" "$err"
 run "a bad patch" 1 "$ING" train dit.yaml --set model.patch=[2,4] --set train.run_dir=no5
 expect "says why" "model.patch: 2 values; give three" "$err"
+run "an empty patch (not the default)" 1 "$ING" train dit.yaml --set model.patch=[] \
+    --set train.run_dir=no5
+expect "says why" "--set: model.patch: an empty list: give its values, e.g. [1,2,2]" "$err"
+for d in -0.5 -0.001 1; do
+    run "ema.decay $d" 1 "$ING" train dit.yaml --set ema.decay=$d --set train.run_dir=no5
+    expect "ema.decay $d: the range" "ema.decay: $d: must be in [0, 1) (0: no EMA), or -1" "$err"
+done
+check "nothing trained" test ! -e no5
 # labels the classes do not hold, and clips with no labels, trained as the null class in silence
 run "labels past model.num_classes" 1 "$ING" train dit.yaml --set model.num_classes=3 \
     --set train.run_dir=no7
