@@ -129,6 +129,12 @@ run "a negative --gpu-tflops" 2 "$ING" plan "$LLAMA" --gpus 8 --gpu-tflops -3
 expect "names the flag and the range" "--gpu-tflops: plan.gpu_tflops: must be in" "$err"
 run "a --intra-bw that is no number" 2 "$ING" plan "$LLAMA" --gpus 8 --intra-bw abc
 expect "names the flag" "--intra-bw: plan.intra_bw: expected a number, got 'abc'" "$err"
+# an explicit 0 meant "the --gpu's figure" (or 8 GPUs to a node) without a word: refused
+for f in nodes gpu-memory gpu-tflops intra-bw inter-bw; do
+    run "--$f 0" 2 "$ING" plan "$LLAMA" --gpus 8 "--$f" 0
+    expect "--$f 0: refused with the range" "ingot plan: --$f 0: must be " "$err"
+done
+expect "--inter-bw 0: the range" "--inter-bw 0: must be GB/s in (0, 1e9] (left out: the --gpu's)" "$err"
 
 # ---- a DiT with Ulysses -----------------------------------------------------------------------
 check_rc "stdit-xl on 8 GPUs" 0 "$ING" plan "$DIT" --gpus 8 --clip 16x512x512 --top 0 --all

@@ -187,6 +187,8 @@ check_rc "init_from a config.json of another model" 1 "$ING" train tiny.yaml --s
     --set model.init_from=fewer
 expect "init_from reads config.json" "model.init_from: fewer/config.json describes another model" "$err"
 check_rc "eval: --seq-len past the model's positions" 1 "$ING" eval run --data shk --seq-len 64
+check_rc "eval: --seq-len 0 (not 'the model's positions')" 2 "$ING" eval run --data shk --seq-len 0
+expect "eval: --seq-len 0: the range" "--seq-len 0: must be in [1, the model's positions]" "$err"
 check_rc "sample" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
 s1=$out
 expect "sample: starts with the prompt" "ROMEO:" "$s1"

@@ -56,7 +56,8 @@ typedef struct eval_args {
 
 static const ig_cfg_key eval_keys[] = {
     IG_KEY_LIST("eval.data", eval_args, data, n_data, "", "the data"),
-    IG_KEY_INT("eval.seq_len", eval_args, seq_len, "0", 0, 1048576, "tokens per sample"),
+    IG_KEY_INT("eval.seq_len", eval_args, seq_len, "0", 0, 1048576,
+               "tokens per sample (not given: the model's positions)"),
     IG_KEY_INT("eval.batches", eval_args, batches, "8", 1, 1e9, "micro-batches"),
     IG_KEY_INT("eval.micro_batch", eval_args, micro_batch, "4", 1, 1048576,
                "samples per micro-batch"),
@@ -133,6 +134,9 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     int rc = ig_cmd_parse(cmd, argc, argv, &spec, &cfg, &first);
     if (rc < 0 && argc - first != 1) rc = ig_cmd_usage_error(cmd, "expected one MODEL");
     if (rc < 0 && a.n_data == 0) rc = ig_cmd_usage_error(cmd, "--data PREFIX is required");
+    if (rc < 0 && a.seq_len == 0 && ig_config_is_set(cfg, "eval.seq_len"))
+        rc = ig_cmd_usage_error(cmd, "--seq-len 0: must be in [1, the model's positions] (leave "
+                                     "it out for the model's positions)");
     if (rc >= 0) {
         ig_config_free(cfg);
         return rc;

@@ -90,15 +90,16 @@ typedef struct plan_args {
 static const ig_cfg_key plan_keys[] = {
     IG_KEY_INT("plan.gpus", plan_args, gpus, "0", 0, 1048576, "the processes, one GPU each"),
     IG_KEY_INT("plan.nodes", plan_args, nodes, "0", 0, 1048576,
-               "the nodes they are on (0: 8 GPUs to a node)"),
+               "the nodes they are on (not given: 8 GPUs to a node)"),
     IG_KEY_ENUM("plan.gpu", plan_args, gpu, "h100", ig_plan_gpus, "the figures of a GPU"),
-    IG_KEY_SIZE("plan.gpu_memory", plan_args, memory, "0", "a GPU's memory (0: the --gpu's)"),
+    IG_KEY_SIZE("plan.gpu_memory", plan_args, memory, "0",
+                "a GPU's memory (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.gpu_tflops", plan_args, tflops, "0", 0, 1e9,
-                 "the GEMM rate a GPU reaches, TFLOP/s (0: the --gpu's)"),
+                 "the GEMM rate a GPU reaches, TFLOP/s (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.intra_bw", plan_args, intra, "0", 0, 1e9,
-                 "GB/s of ring collectives within a node (0: the --gpu's)"),
+                 "GB/s of ring collectives within a node (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.inter_bw", plan_args, inter, "0", 0, 1e9,
-                 "GB/s of ring collectives across nodes (0: the --gpu's)"),
+                 "GB/s of ring collectives across nodes (not given: the --gpu's)"),
     IG_KEY_STRING("plan.clip", plan_args, clip, "", "dit: the clips' FRAMESxHEIGHTxWIDTH"),
     IG_KEY_INT("plan.top", plan_args, top, "20", 0, 1e9, "the layouts shown (0: all)"),
     IG_KEY_BOOL("plan.all", plan_args, all, "false", "also the layouts that do not fit"),
@@ -343,6 +344,19 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, plan_keys,
                                 sizeof plan_keys / sizeof plan_keys[0], &a, &cfg);
     if (rc < 0 && a.gpus < 1) rc = ig_cmd_usage_error(cmd, "--gpus N is required (N >= 1)");
+    /* left out, each takes the --gpu's figure (or 8 GPUs to a node); given, 0 is no figure */
+    static const struct {
+        const char *key, *flag, *range, *left_out;
+    } given[] = {{"plan.nodes", "--nodes", "a whole number in [1, --gpus]", "8 GPUs to a node"},
+                 {"plan.gpu_memory", "--gpu-memory", "a size > 0, e.g. 80GB", "the --gpu's"},
+                 {"plan.gpu_tflops", "--gpu-tflops", "TFLOP/s in (0, 1e9]", "the --gpu's"},
+                 {"plan.intra_bw", "--intra-bw", "GB/s in (0, 1e9]", "the --gpu's"},
+                 {"plan.inter_bw", "--inter-bw", "GB/s in (0, 1e9]", "the --gpu's"}};
+    const double value[] = {a.nodes, (double)a.memory, a.tflops, a.intra, a.inter};
+    for (size_t i = 0; rc < 0 && i < sizeof given / sizeof given[0]; i++)
+        if (value[i] == 0 && ig_config_is_set(cfg, given[i].key))
+            rc = ig_cmd_usage_error(cmd, "%s 0: must be %s (left out: %s)", given[i].flag,
+                                    given[i].range, given[i].left_out);
     int nodes = a.nodes ? a.nodes : (a.gpus + 7) / 8;
     if (rc < 0 && (nodes > a.gpus || a.gpus % nodes))
         rc = ig_cmd_usage_error(cmd, "--nodes %d: %d GPUs do not split evenly over %d nodes", nodes,
