@@ -165,6 +165,14 @@ ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_e
  * (file:line). cfg may be NULL. */
 ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err);
 
+/* Every check of t that ingot train makes before it starts and that needs neither the data nor
+ * the processes (ingot config check --schema train): ig_train_config_resolve and _check on a
+ * copy, the model's shape (a vocabulary or a clip's tokens that the data gives are assumed to
+ * fit), and the layout over the fewest processes it runs on, tp x pp x sp_size (x parallel.dp
+ * when given), which *world (may be NULL) receives. Errors as ig_train_run's. */
+ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *t, const ig_config *cfg,
+                                   int *world, ig_err *err);
+
 /* The learning rate at step (0-based) of a run of t->steps steps. */
 double ig_train_lr(const ig_train_config *t, int64_t step);
 

@@ -5,6 +5,7 @@
 #include "train/train.h"
 
 #include "family.h"
+#include "parallel.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -357,6 +358,35 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
                           w);
     }
     return IG_OK;
+}
+
+ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *cfg_t, const ig_config *cfg,
+                                   int *world, ig_err *err) {
+    ig_train_config t = *cfg_t;
+    ig_status st = ig_train_config_resolve(&t, cfg, err);
+    if (st == IG_OK) st = ig_train_config_check(&t, cfg, err);
+    if (st != IG_OK) return st;
+    /* the model's shape, as the trainer checks it once the data has given what it gives: a
+     * vocabulary (0 in the config: the shards') and a clip's tokens (dit: the clips') */
+    ig_model_config shape = t.model;
+    const ig_family *fam = ig_family_of(shape.arch);
+    if (fam->input == IG_INPUT_TOKENS && shape.vocab_size == 0) shape.vocab_size = 128;
+    if ((st = ig_model_config_check(&shape, err)) != IG_OK) return st;
+    /* the layout over the fewest processes it can run on (tp x pp x sp_size, times dp when
+     * given), with ig_layout_create's checks and messages */
+    int usp = t.sp_mode == 1 && t.sp_size > 1 ? t.sp_size : 1;
+    int64_t n =
+        (int64_t)(t.tp > 0 ? t.tp : 1) * (t.pp > 0 ? t.pp : 1) * usp * (t.dp > 0 ? t.dp : 1);
+    if (n > INT32_MAX)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "parallel.tp %d x parallel.pp %d x parallel.sp_size %d x parallel.dp %d "
+                          "is past 2^31 processes",
+                          t.tp, t.pp, usp, t.dp);
+    ig_layout lo = {.ctx = ctx, .world = (int)n};
+    st = ig_layout_check(&lo, &t, &shape, err);
+    ig_layout_free(&lo);
+    if (world) *world = (int)n;
+    return st;
 }
 
 double ig_train_lr(const ig_train_config *t, int64_t step) {
