@@ -219,6 +219,8 @@ static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const
     free(config_text);
     if (!root) return ig_err_set(err, IG_ERR_NOMEM, "cannot build %s/manifest.json", dir);
     if (info->ema_decay > 0) json_object_set_new(root, "ema_decay", json_real(info->ema_decay));
+    if (info->global_batch > 0)
+        json_object_set_new(root, "global_batch", json_integer((json_int_t)info->global_batch));
     char sum[17];
     hex(manifest_checksum(root), sum);
     json_object_set_new(root, "checksum", json_string(sum));
@@ -366,6 +368,14 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     if (info->version >= 2) {
         if ((st = get_int(root, "train_samples", path, &v, err)) != IG_OK) return st;
         info->train_samples = v > 0 ? (uint64_t)v : 0;
+        /* the run's global batch: recorded since issue 26 */
+        if (json_object_get(root, "global_batch")) {
+            if ((st = get_int(root, "global_batch", path, &v, err)) != IG_OK) return st;
+            if (v < 1 || v > INT32_MAX)
+                return ig_err_set(err, IG_ERR_FORMAT, "%s: \"global_batch\" %lld is out of range",
+                                  path, (long long)v);
+            info->global_batch = v;
+        }
     }
     if ((st = get_int(root, "seed", path, &v, err)) != IG_OK) return st;
     info->seed = (uint64_t)v;

@@ -501,6 +501,7 @@ typedef struct ig_ckpt_info {
     int64_t step;           /* steps done */
     ig_loader_state loader; /* consumed samples and the index key */
     uint64_t train_samples; /* the samples the data's index was built for (0: unknown, version 1) */
+    int64_t global_batch;   /* the run's train.global_batch (0: not recorded, before issue 26) */
     ig_model_config model;  /* the model's family and shape */
     uint64_t seed;          /* the initial weights' seed */
     int32_t eod_id;         /* the data's end-of-document id (-1: none) */

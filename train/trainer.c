@@ -218,6 +218,8 @@ static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *
     ig_ckpt_info info = {.step = step,
                          .loader = ig_feed_state(r->train),
                          .train_samples = train_samples(r->t),
+                         .global_batch =
+                             r->t->global_batch ? r->t->global_batch : r->t->micro_batch,
                          .model = r->shape,
                          .seed = r->t->seed,
                          .eod_id = r->batch.eod_id,
@@ -625,6 +627,51 @@ static ig_status setup_model(run *r, ig_err *err) {
     return all_ranks_ok(r, st, "creating the model", err);
 }
 
+/* A resumed run whose train.global_batch differs from the checkpoint's (recorded since issue 26;
+ * before, a language model's consumed samples / steps): said, and refused where the data's order
+ * would change. Tokens: the index is built for train.steps x global_batch samples, so unless that
+ * product is the checkpoint's run's, the order changes; with it, the run goes on in the same
+ * order when what is left of it fits in the index. Clips: the stream is of micro-batches, whose
+ * order does not depend on the batch. */
+static ig_status global_batch_changed(run *r, const ig_ckpt_info *info, ig_err *err) {
+    const ig_train_config *t = r->t;
+    int64_t gb = t->global_batch ? t->global_batch : t->micro_batch, then = info->global_batch;
+    uint64_t done = info->loader.consumed_samples;
+    int tokens = ig_family_of(t->model.arch)->input == IG_INPUT_TOKENS;
+    if (!then && tokens && info->step > 0 && done % (uint64_t)info->step == 0)
+        then = (int64_t)(done / (uint64_t)info->step);
+    if (!then || then == gb) return IG_OK;
+    uint64_t now = train_samples(t);
+    if (tokens && info->train_samples && info->train_samples != now)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.global_batch is %lld now and the checkpoint's run had %lld: the "
+                          "data's index would be built for %llu samples (train.steps %lld x %lld) "
+                          "instead of its %llu, and the order of the samples would change: resume "
+                          "with train.global_batch: %lld, or keep train.steps x "
+                          "train.global_batch at %llu",
+                          (long long)gb, (long long)then, (unsigned long long)now,
+                          (long long)t->steps, (long long)gb,
+                          (unsigned long long)info->train_samples, (long long)then,
+                          (unsigned long long)info->train_samples);
+    if (tokens && done + (uint64_t)(t->steps - info->step) * (uint64_t)gb > now)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.global_batch is %lld now and the checkpoint's run had %lld: the "
+                          "%lld steps left from step %lld would read %llu samples past the %llu "
+                          "consumed, more than the %llu of the data's index: resume with "
+                          "train.global_batch: %lld",
+                          (long long)gb, (long long)then, (long long)(t->steps - info->step),
+                          (long long)info->step,
+                          (unsigned long long)((uint64_t)(t->steps - info->step) * (uint64_t)gb),
+                          (unsigned long long)done, (unsigned long long)now, (long long)then);
+    if (r->writer && !r->o->quiet)
+        fprintf(r->log,
+                "train.global_batch is %lld now (the checkpoint's run had %lld): the run goes on "
+                "from %s %llu in the same order, %lld samples a step\n",
+                (long long)gb, (long long)then, tokens ? "sample" : "micro-batch",
+                (unsigned long long)done, (long long)gb);
+    return IG_OK;
+}
+
 /* A resumed run whose train.steps differ from the checkpoint's (extending a finished run, most
  * often): its data index is built for another number of samples, so its key differs from the
  * saved one. The data is the same when the index built for the saved number of samples has the
@@ -633,14 +680,14 @@ static ig_status setup_model(run *r, ig_err *err) {
  * that the first steps read, and skip others). Otherwise the data changed, which is refused. */
 static ig_status extend(run *r, const ig_ckpt_info *info, ig_err *err) {
     const ig_train_config *t = r->t;
+    ig_status st = global_batch_changed(r, info, err);
     /* clips: the stream does not depend on the run's length (the clip loader checks the key) */
-    if (ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS) return IG_OK;
+    if (st != IG_OK || ig_family_of(t->model.arch)->input == IG_INPUT_CLIPS) return st;
     uint64_t now = train_samples(t), key = ig_feed_key(r->train);
     if (key == info->loader.index_key) return IG_OK;
     if (info->train_samples && info->train_samples != now) {
         ig_feed *then_feed = NULL;
-        ig_status st =
-            ig_feed_open(&then_feed, r->ctx, t, IG_INPUT_TOKENS, 0, info->train_samples, err);
+        st = ig_feed_open(&then_feed, r->ctx, t, IG_INPUT_TOKENS, 0, info->train_samples, err);
         uint64_t then = then_feed ? ig_feed_key(then_feed) : 0;
         ig_feed_close(then_feed);
         if (st != IG_OK) return ig_err_prefix(err, st, "the checkpoint's data");

@@ -80,6 +80,23 @@ cp -r killed otherdata
 rm -rf otherdata/ckpt/step_00000012
 check_rc "resume on other data" 1 "$ING" train tiny.yaml --resume otherdata --set data.seed=99
 expect "other data: says so" "the checkpoint was saved on other data than this configuration's" "$err"
+# another train.global_batch: said (not blamed on train.steps), refused where the order changes
+expect "the manifest records the global batch" '"global_batch": 8' "$(cat otherdata/ckpt/step_00000008/manifest.json)"
+check_rc "resume with another global batch" 1 "$ING" train tiny.yaml --resume otherdata \
+    --set train.global_batch=16
+expect "another global batch: says what changed" \
+    "train.global_batch is 16 now and the checkpoint's run had 8: the data's index would be built for 192 samples" "$err"
+check_rc "another global batch, the same samples, more than the index holds" 1 "$ING" train tiny.yaml \
+    --resume otherdata --set train.global_batch=4 --set train.steps=24
+expect "says how many" "the 16 steps left from step 8 would read 64 samples past the 64 consumed, more than the 96" "$err"
+check_rc "a run at global batch 4" 0 "$ING" train tiny.yaml --set train.run_dir=gb4 \
+    --set train.global_batch=4 --set ckpt.keep=3 --quiet
+rm -rf gb4/ckpt/step_00000008 gb4/ckpt/step_00000012
+check_rc "resumed at global batch 8 with the same samples (12 x 4 = 6 x 8)" 0 "$ING" train \
+    tiny.yaml --resume gb4 --set train.global_batch=8 --set train.steps=6
+expect "says what changed" \
+    "train.global_batch is 8 now (the checkpoint's run had 4): the run goes on from sample 16 in the same order" "$out"
+expect "the steps left" "step 6/6 | loss" "$out"
 
 # ---- what killed saves left behind is removed ----------------------------------------------------
 h=$(hostname | tr './' '__')
