@@ -60,12 +60,12 @@ run "default limit, 64 MiB available, 2 workers" 0 env IG_FAULT_MEMORY_ROOT="$T/
     expect "64 MiB x 0.9 / 4" "the per-video limit of 15.10 MB" "$out" &&
     expect "too large for it" "too_large 1" "$out"
 
-# an allocation that fails (here a clip of 30 frames of 4000x4000, 1.44 GB, under a 2.2 GB
+# an allocation that fails (here a clip of 30 frames of 4000x4000, 1.44 GB, under a 1.6 GB
 # address-space limit with the per-video limit out of the way) skips the video; the run goes on
 "${FF[@]}" -f lavfi -i color=c=red:size=4000x4000:rate=30:duration=1 -c:v mjpeg -q:v 31 "$T/huge.avi" || die "ffmpeg"
 printf 'path,text\nsmall.mp4,first\nhuge.avi,large\nsmall.mp4,last\n' >"$T/h.csv"
 H=("$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --max-video-memory 1TB)
-lim() { (ulimit -v 2200000 && exec "$@"); }
+lim() { (ulimit -v 1600000 && exec "$@"); }
 run "out of memory for one video" 0 lim "${H[@]}" --output-prefix "$T/h" &&
     expect "counted as out_of_memory" "2 used, 1 skipped (out_of_memory 1)" "$out"
 expect "the report says why" "huge.avi,skipped,out_of_memory,0,0," "$(cat "$T/h.report.csv" 2>/dev/null)"
