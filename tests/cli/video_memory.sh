@@ -66,6 +66,23 @@ run "default limit, 64 MiB available, 2 workers" 0 env IG_FAULT_MEMORY_ROOT="$T/
 printf 'path,text\nsmall.mp4,first\nhuge.avi,large\nsmall.mp4,last\n' >"$T/h.csv"
 H=("$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --max-video-memory 1TB)
 lim() { (ulimit -v 1600000 && exec "$@"); }
+# a limit too small for FFmpeg to decode even one of its frames while it reads the streams (FFmpeg
+# refuses frames of more pixels than the limit allows, and the stream has no size then): too_large
+# with its size, not not_video; under a memory ulimit (the default limit follows it) and with the
+# limit given
+run "frames larger than the limit lets FFmpeg decode" 0 "${H[@]}" --max-video-memory 20MB \
+    --output-prefix "$T/hl" &&
+    expect "counted as too_large" "2 used, 1 skipped (too_large 1)" "$out"
+expect "the report: too_large with the frame's size" \
+    "huge.avi,skipped,too_large,0,0,0.000,\"$T/huge.avi: too_large: its frames are 4000x4000 (16000000 pixels), more than the per-video memory limit lets the decoder hold (2500000 pixels a frame)" \
+    "$(sed 's/,[0-9.]*,"/,0.000,"/' "$T/hl.report.csv" 2>/dev/null)"
+run "the default limit, 64 MiB available" 0 env IG_FAULT_MEMORY_ROOT="$T/mem" "$ING" preprocess \
+    video --manifest "$T/h.csv" --frames 30 --workers 1 --output-prefix "$T/hm" &&
+    expect "too_large" "2 used, 1 skipped (too_large 1)" "$out"
+run "under ulimit -v 400000 (the default limit)" 0 bash -c 'ulimit -v 400000 && exec "$@"' _ \
+    "$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --output-prefix "$T/hu" &&
+    expect "too_large, not not_video" "2 used, 1 skipped (too_large 1)" "$out"
+expect "the report says too_large" "huge.avi,skipped,too_large," "$(cat "$T/hu.report.csv" 2>/dev/null)"
 run "out of memory for one video" 0 lim "${H[@]}" --output-prefix "$T/h" &&
     expect "counted as out_of_memory" "2 used, 1 skipped (out_of_memory 1)" "$out"
 expect "the report says why" "huge.avi,skipped,out_of_memory,0,0," "$(cat "$T/h.report.csv" 2>/dev/null)"
