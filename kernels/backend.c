@@ -404,8 +404,10 @@ void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_hea
     KERNEL_END(be, IG_OP_ROPE_BACKWARD);
 }
 
-/* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
-static inline int attention_shape_ok(const ig_attention_shape *s) {
+/* A shape the attention kernels can take (asserted: a bad one is a programmer error). Used only
+ * in asserts, which NDEBUG removes: marked unused so that clang's -Wunused-function (make fuzz,
+ * -Werror) accepts the release build. */
+__attribute__((unused)) static inline int attention_shape_ok(const ig_attention_shape *s) {
     return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
            s->n_head % s->n_kv_head == 0 && s->head_size > 0 && (s->causal == 0 || s->causal == 1);
 }
@@ -591,9 +593,10 @@ void ig_kernel_ema(ig_backend *be, float *ema, const float *master, const void *
 }
 
 /* Cross-attention's shape: DiT's rows (sample_rows_ok, the channels n_head * head_size) and Tk
- * keys per sample; the sizes of a sample's [Tk, 2C] keys and values stay within int. */
-static inline int cross_attention_ok(int N, int row0, int rows_per_sample, int Tk, int n_head,
-                                     int head_size) {
+ * keys per sample; the sizes of a sample's [Tk, 2C] keys and values stay within int. Used only
+ * in asserts (marked unused as attention_shape_ok). */
+__attribute__((unused)) static inline int cross_attention_ok(int N, int row0, int rows_per_sample,
+                                                             int Tk, int n_head, int head_size) {
     long long C = (long long)n_head * head_size;
     return n_head > 0 && head_size > 0 && Tk > 0 && C <= INT_MAX / 2 &&
            sample_rows_ok(N, (int)C, (int)C, row0, rows_per_sample);
