@@ -1,8 +1,9 @@
 # ingot - convenience wrapper around CMake. See README.md.
 #   make deps        install missing Debian packages (apt-get)
 #   make build       configure and build build/ingot (-Wall -Wextra -Werror)
-#   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan and
-#                    the threaded ones (core pool, pipeline, loader, shards) under TSan
+#   make test        deps + build + every test (ctest; every fuzz target once over its committed
+#                    corpus, tests/fuzz/README.md), then the unit tests (and fuzz targets) under
+#                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/
 #   make quickstart-video  the video path: clip shards of data/video/, a video DiT, sampled videos
 #   make bench       benchmark programs (figures as ratios against references)
@@ -10,7 +11,7 @@
 #                    prints "skipped: no CUDA device" without one)
 #   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
 #                    LLMC_DIR: see tools/bench/run.sh)
-#   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
+#   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
