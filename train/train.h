@@ -349,6 +349,11 @@ typedef struct ig_train_opts {
     const volatile int *stop;
     FILE *log; /* step lines; NULL: stdout */
     int quiet; /* no step lines (metrics.jsonl is still written) */
+    /* Called (may be NULL) once this rank's watchdog is armed, which from then on ends a run
+     * that makes no progress for parallel.timeout: a guard of the start before it (the
+     * program's, through MPI_Init) may stand down. */
+    void (*watched)(void *user);
+    void *watched_user;
 } ig_train_opts;
 
 typedef struct ig_train_result {

@@ -602,6 +602,7 @@ static ig_status start_watchdog(run *r, ig_err *err) {
     ig_status st = ig_watchdog_start(&r->dog, r->ctx, &r->pulse, t->run_dir, ig_comm_rank(r->world),
                                      ig_comm_size(r->world), t->timeout, err);
     if (st == IG_OK) ig_watchdog_arm(r->dog, -1);
+    if (st == IG_OK && r->o->watched) r->o->watched(r->o->watched_user);
     return all_ranks_ok(r, st, "starting the watchdog", err);
 }
 
