@@ -77,6 +77,19 @@ int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, struct ig_t
                        ig_common_flags *flags, const ig_cfg_key *own, size_t n_own, void *own_dst,
                        ig_config **cfg);
 
+/* A multi-process command watched before MPI starts (cmd_start_guard.c): armed as soon as the
+ * configuration is read, it ends the process with status 3 and a message naming what this rank
+ * waited for (and the ranks that never started) unless disarmed within timeout seconds. NULL (a
+ * no-op for the others) in one process, with timeout <= 0, or when it cannot start. */
+typedef struct ig_start_guard ig_start_guard;
+ig_start_guard *ig_start_guard_arm(double timeout, const char *run_dir);
+/* What this rank waits for now (a string that outlives the guard), for the message. */
+void ig_start_guard_phase(ig_start_guard *g, const char *what);
+/* The trainer's watchdog has taken over: the guard stands down (any thread). */
+void ig_start_guard_disarm(ig_start_guard *g);
+/* Stops the thread and removes this rank's start mark. */
+void ig_start_guard_free(ig_start_guard *g);
+
 /* Creates the context from the common flags (and the MPI rank when run under mpirun). */
 ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);
 
