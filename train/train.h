@@ -354,6 +354,8 @@ typedef struct ig_train_opts {
      * program's, through MPI_Init) may stand down. */
     void (*watched)(void *user);
     void *watched_user;
+    const char *config_path; /* the config file (may be NULL: "CONFIG"), for the messages that
+                                give a command to run next (resume with: ingot train PATH ...) */
 } ig_train_opts;
 
 typedef struct ig_train_result {

@@ -575,7 +575,8 @@ static ig_status check_memory(run *r, ig_err *err) {
                            .B = r->B,
                            .T = r->T,
                            .ema = ema > 0,
-                           .device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU};
+                           .device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU,
+                           .config_path = r->o->config_path};
     return ig_plan_check_run(&in, &r->plan, err);
 }
 
@@ -798,6 +799,19 @@ static void print_banner(run *r) {
                 MB);
 }
 
+/* Whether a key of the configuration was given by --set (or a flag): a resume needs them again. */
+static int any_set(const ig_config *cfg) {
+    for (size_t i = 0; cfg && i < ig_config_n_keys(cfg); i++) {
+        const char *o = ig_config_origin(cfg, ig_config_key(cfg, i)->path);
+        static const char *const own[] = {"--resume", "--force", "--quiet", "--verbose",
+                                          "--threads"}; /* not the run's: this process's */
+        int mine = 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) mine |= !strcmp(o, own[k]);
+        if (o[0] == '-' && !mine) return 1;
+    }
+    return 0;
+}
+
 ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                        ig_train_result *result, ig_err *err) {
     ig_train_result local;
@@ -840,8 +854,9 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     ig_backend_memory_reset_peak(r.be); /* the peak of the steps, not of the start */
     st = loop(&r, r.first, res, err);
     if (st == IG_OK && res->stopped && r.writer && !opts->quiet)
-        fprintf(r.log, "stopped after step %lld; resume with: ingot train CONFIG --resume %s\n",
-                (long long)res->step, t->run_dir);
+        fprintf(r.log, "stopped after step %lld; resume with: ingot train %s --resume %s%s\n",
+                (long long)res->step, opts->config_path ? opts->config_path : "CONFIG", t->run_dir,
+                any_set(opts->config) ? " (and this run's --set options)" : "");
 done:;
     ig_err cerr = {0};
     ig_status cs = ig_metrics_close(r.metrics, &cerr);
