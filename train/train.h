@@ -120,6 +120,10 @@ typedef struct ig_train_config {
     double ema_decay;
     /* diffusion (dit): the shift of the logit-normal times, t' = s t / (1 + (s - 1) t) */
     double flow_shift;
+    /* dit: model.clip, the clips' [frames, height, width] the run is planned for (ingot plan
+     * sizes it without --clip; ingot train reads the shapes from the shards); [] none */
+    const char **clip_list;
+    size_t n_clip_list;
     /* eval */
     int64_t eval_every, eval_batches;
     int eval_timesteps; /* dit: the times of the validation grid, (k + 0.5) / n */
@@ -172,6 +176,12 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
  * when given), which *world (may be NULL) receives. Errors as ig_train_run's. */
 ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *t, const ig_config *cfg,
                                    int *world, ig_err *err);
+
+/* Whether the configuration gives model.clip (dit): *given 1 and the clip's *F x *H x *W, or
+ * *given 0 (model.clip: [], the default). A model.clip that is not three whole numbers in
+ * [1, 65536] is IG_ERR_CONFIG, naming the key. */
+ig_status ig_train_config_clip(const ig_train_config *t, int *given, int *F, int *H, int *W,
+                               ig_err *err);
 
 /* The learning rate at step (0-based) of a run of t->steps steps. */
 double ig_train_lr(const ig_train_config *t, int64_t step);

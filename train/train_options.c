@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
@@ -372,6 +373,10 @@ ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *cfg_t, co
     const ig_family *fam = ig_family_of(shape.arch);
     if (fam->input == IG_INPUT_TOKENS && shape.vocab_size == 0) shape.vocab_size = 128;
     if ((st = ig_model_config_check(&shape, err)) != IG_OK) return st;
+    int clip = 0, F = 0, H = 0, W = 0, tokens = 0;
+    if ((st = ig_train_config_clip(&t, &clip, &F, &H, &W, err)) != IG_OK) return st;
+    if (clip && (st = ig_model_clip_tokens(&shape, F, H, W, &tokens, err)) != IG_OK)
+        return ig_err_prefix(err, st, "model.clip");
     /* the layout over the fewest processes it can run on (tp x pp x sp_size, times dp when
      * given), with ig_layout_create's checks and messages */
     int usp = t.sp_mode == 1 && t.sp_size > 1 ? t.sp_size : 1;
@@ -387,6 +392,28 @@ ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *cfg_t, co
     ig_layout_free(&lo);
     if (world) *world = (int)n;
     return st;
+}
+
+ig_status ig_train_config_clip(const ig_train_config *t, int *given, int *F, int *H, int *W,
+                               ig_err *err) {
+    *given = 0;
+    if (t->n_clip_list == 0) return IG_OK;
+    int v[3] = {0, 0, 0};
+    for (size_t k = 0; k < 3 && k < t->n_clip_list; k++) {
+        char *end = NULL;
+        long x = strtol(t->clip_list[k], &end, 10);
+        if (!end || end == t->clip_list[k] || *end || x < 1 || x > 65536)
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "model.clip: \"%s\" is not a whole number in [1, 65536]",
+                              t->clip_list[k]);
+        v[k] = (int)x;
+    }
+    if (t->n_clip_list != 3)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.clip: %zu values; give three, [frames, height, width]",
+                          t->n_clip_list);
+    *given = 1, *F = v[0], *H = v[1], *W = v[2];
+    return IG_OK;
 }
 
 double ig_train_lr(const ig_train_config *t, int64_t step) {

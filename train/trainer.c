@@ -501,6 +501,16 @@ static ig_status clip_shapes(run *r, ig_err *err) {
     }
     ig_free(r->ctx, sh);
     if (st != IG_OK) return st;
+    /* model.clip is what ingot plan sized the run for: the shards' largest clip past it is said */
+    int given = 0, F = 0, H = 0, W = 0, planned = 0;
+    st = ig_train_config_clip(r->t, &given, &F, &H, &W, err);
+    if (st == IG_OK && given) st = ig_model_clip_tokens(&r->shape, F, H, W, &planned, err);
+    if (st != IG_OK) return st;
+    if (given && T > planned && (!r->world || ig_comm_rank(r->world) == 0))
+        ig_warn(r->ctx,
+                "the clips of data.path have up to %d tokens, more than model.clip %dx%dx%d's %d "
+                "that ingot plan sizes this run for: the run is sized by its data",
+                T, F, H, W, planned);
     r->shape.seq_len = T;
     r->B = B;
     r->T = T;

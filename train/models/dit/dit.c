@@ -61,6 +61,16 @@ static const ig_cfg_key dit_keys[] = {
      .offset = offsetof(ig_train_config, model.patch_list),
      .size = sizeof(((ig_train_config *)0)->model.patch_list),
      .count_offset = offsetof(ig_train_config, model.n_patch_list)},
+    {.path = "model.clip",
+     .type = IG_CFG_LIST,
+     .default_val = "",
+     .help = "dit: the clips' [frames, height, width] the run is planned for: ingot plan sizes "
+             "it without --clip (ingot train reads the shapes from the shards, and says so when "
+             "they hold clips of more tokens); [] none",
+     .flag = "",
+     .offset = offsetof(ig_train_config, clip_list),
+     .size = sizeof(((ig_train_config *)0)->clip_list),
+     .count_offset = offsetof(ig_train_config, n_clip_list)},
     {.path = "model.cond",
      .type = IG_CFG_ENUM,
      .default_val = "none",
