@@ -231,8 +231,8 @@ run "train: a run over train.memory_limit" 1 "$ING" train tiny.yaml --threads 1 
 expect "is refused with its estimate" "the run does not fit: rank 0 (pipeline stage 0 of 1) needs" \
     "$err"
 expect "suggests what fits" "train.micro_batch=" "$err"
-expect "and the plan" "all of them: ingot plan CONFIG --gpus 1 --gpu cpu --gpu-memory $((need - 1))" \
-    "$err"
+expect "and the plan, naming the config file" \
+    "all of them: ingot plan tiny.yaml --gpus 1 --gpu cpu --gpu-memory $((need - 1))" "$err"
 check "before anything is written" test ! -e nofit
 check_rc "train: at its estimate it runs" 0 "$ING" train tiny.yaml --threads 1 --force \
     --set train.memory_limit=$need

@@ -127,7 +127,8 @@ for _ in $(seq 600); do grep -q '"step":3,' intr/metrics.jsonl 2>/dev/null && br
 kill -INT "$pid"
 wait "$pid"
 check "SIGINT: exit 4 (stopped, not finished)" test $? -eq 4
-expect "SIGINT: how to resume" "resume with: ingot train CONFIG --resume intr" "$(cat intr.out)"
+expect "SIGINT: how to resume, naming the config file and the --set options" \
+    "resume with: ingot train tiny.yaml --resume intr (and this run's --set options)" "$(cat intr.out)"
 n=$(grep -c '"loss"' intr/metrics.jsonl)
 check "SIGINT: a checkpoint of the last step" test -d "intr/ckpt/step_$(printf %08d "$n")"
 

@@ -1,8 +1,8 @@
 /* cmd.h - private to the ingot program: the subcommand table entry and the helpers every
  * subcommand shares (usage errors, runtime errors, the context from common flags).
  *
- * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (the usage is
- * printed), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
+ * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (one line, and
+ * where the help is), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
  * ends it), 4 `ingot train` stopped on a signal (SIGINT, SIGTERM) after writing a checkpoint: not
  * finished, resume it. */
 #ifndef INGOT_CMD_H
@@ -26,7 +26,7 @@ const ig_command *ig_command_find(const char *name);
 
 /* Prints cmd's usage to stdout (for --help) and returns 0. */
 int ig_cmd_help(const ig_command *cmd);
-/* Prints "ingot CMD: MESSAGE" and the usage to stderr; returns 2. */
+/* Prints "ingot CMD: MESSAGE" and "see `ingot CMD --help`" to stderr; returns 2. */
 int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) IG_PRINTF(2, 3);
 /* Prints "ingot: error: MESSAGE" (the message of err, and "(use --FLAG VALUE)" when err names
  * an option that would avoid the failure) to stderr; returns 1. */

@@ -336,6 +336,9 @@ static int by_memory(const void *a, const void *b) {
 
 int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     /* `ingot plan CONFIG ...`: the config file is the first argument, as for ingot train */
+    if (argc < 2)
+        return ig_cmd_usage_error(cmd, "a CONFIG is missing: ingot plan CONFIG.yaml --gpus N "
+                                       "(e.g. configs/llama-7b.yaml)");
     const char *config = argc > 1 && argv[1][0] != '-' ? argv[1] : "(no config)";
     ig_train_config t;
     ig_common_flags flags = {0};

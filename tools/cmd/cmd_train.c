@@ -139,6 +139,9 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     ig_common_flags flags = {0};
     train_cli cli = {0};
     ig_config *cfg = NULL;
+    if (argc < 2)
+        return ig_cmd_usage_error(cmd, "a CONFIG is missing: ingot train CONFIG.yaml [options] "
+                                       "(e.g. configs/gpt-tiny.yaml)");
     int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, ig_train_cli_keys, ig_train_n_cli_keys,
                                 &cli, &cfg);
     if (rc < 0 && *cli.resume && cli.force)
@@ -178,7 +181,8 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
                            .log = stdout,
                            .quiet = flags.quiet,
                            .watched = stand_down,
-                           .watched_user = guard};
+                           .watched_user = guard,
+                           .config_path = argv[1][0] != '-' ? argv[1] : NULL};
         st = ig_train_run(ctx, comm, &o, &res, &err);
         if (st == IG_OK && !flags.quiet && !res.stopped && ig_comm_rank(comm) == 0) {
             if (isfinite(res.loss))
