@@ -60,8 +60,9 @@ const char ig_usage_plan[] =
     "                    the rate it measures at the start: model FLOPs / step / that rate)\n"
     "  --intra-bw B      GB/s a rank's ring collectives reach within a node\n"
     "  --inter-bw B      GB/s across nodes\n"
-    "  --clip FxHxW      dit: the clips' frames x height x width (ingot train reads them from\n"
-    "                    the shards; or --set model.seq_len=TOKENS)\n"
+    "  --clip FxHxW      dit: the clips' frames x height x width (default: the config's\n"
+    "                    model.clip; ingot train reads them from the shards; or --set\n"
+    "                    model.seq_len=TOKENS)\n"
     "  --top N           the layouts shown (default 20; 0: all)\n"
     "  --all             also those that do not fit\n"
     "  --configured      only the layout the configuration gives (parallel.*, train.micro_batch,\n"
@@ -156,6 +157,40 @@ static double gb(uint64_t bytes) {
     return (double)bytes / 1e9;
 }
 
+static void print_columns(void) {
+    printf("   tp  pp  dp  sp          zero  recompute  mb  acc |  params   grads   optim    acts  "
+           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s     "
+           "tok/s  fits\n");
+}
+
+static void print_row(const ig_plan_entry *e);
+
+/* --configured when the configured layout does not fit: the fastest layouts of as many GPUs that
+ * do (plan `others`, every layout), as --set options. */
+static void print_others(const ig_plan *p, const ig_plan *others, const char *config) {
+    char need[32], have[32];
+    const ig_plan_world *w = &p->world;
+    printf("\nthe configured layout does not fit in %s: it needs %s a rank; %zu other layouts of "
+           "%d %s fit, the fastest:\n\n",
+           ig_format_bytes((double)w->memory, have, sizeof have),
+           ig_format_bytes((double)p->entries[0].mem.total, need, sizeof need), others->n_fit,
+           w->gpus, w->device ? "GPUs" : "CPU ranks");
+    print_columns();
+    size_t n = others->n_fit < 3 ? others->n_fit : 3;
+    for (size_t i = 0; i < n; i++) print_row(&others->entries[i]);
+    const ig_plan_layout *l = &others->entries[0].layout;
+    char sp[96] = "";
+    if (l->usp > 1)
+        snprintf(sp, sizeof sp, " --set parallel.sp_mode=ulysses --set parallel.sp_size=%d",
+                 l->usp);
+    else if (l->sp)
+        snprintf(sp, sizeof sp, " --set parallel.sp=true");
+    printf("\n  the fastest as options: --set parallel.tp=%d --set parallel.pp=%d --set "
+           "parallel.zero=%d --set train.micro_batch=%d --set train.recompute=%s%s\n"
+           "  all of them: ingot plan %s --gpus %d (with this run's --set)\n",
+           l->tp, l->pp, l->zero, l->micro_batch, recomputes[l->recompute], sp, config, w->gpus);
+}
+
 static void print_header(const ig_plan *p, const char *config, size_t shown, int configured) {
     char shape[512];
     const ig_plan_world *w = &p->world;
@@ -179,9 +214,7 @@ static void print_header(const ig_plan *p, const char *config, size_t shown, int
                !p->n_fit          ? ": the smallest first"
                : shown < p->n_fit ? ": the fastest first"
                                   : "");
-    printf("   tp  pp  dp  sp          zero  recompute  mb  acc |  params   grads   optim    acts  "
-           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s     "
-           "tok/s  fits\n");
+    print_columns();
 }
 
 /* A volume of bytes in GB to three digits, whole GB from 1000 on (not 4.23e+03) into buf[16]. */
@@ -369,11 +402,19 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     if (rc < 0 && ig_plan_world_gpu(&w, ig_plan_gpus[a.gpu], &err) != IG_OK) rc = ig_cmd_fail(&err);
     if (rc < 0 && ig_train_config_resolve(&t, cfg, &err) != IG_OK) rc = ig_cmd_fail(&err);
     int clips = rc < 0 && ig_model_reads_clips(&t.model);
-    if (clips && *a.clip && !clip_tokens(cmd, a.clip, &t.model)) rc = IG_EXIT_USAGE;
-    if (clips && !*a.clip && !ig_config_is_set(cfg, "model.seq_len"))
+    /* a clip's shape: --clip, else the config's model.clip */
+    char from_config[64] = "";
+    int has_clip = 0, F = 0, H = 0, W = 0;
+    if (clips && !*a.clip && ig_train_config_clip(&t, &has_clip, &F, &H, &W, &err) != IG_OK)
+        rc = ig_cmd_fail(&err);
+    if (has_clip) snprintf(from_config, sizeof from_config, "%dx%dx%d", F, H, W);
+    const char *clip = *a.clip ? a.clip : from_config;
+    if (rc < 0 && clips && *clip && !clip_tokens(cmd, clip, &t.model)) rc = IG_EXIT_USAGE;
+    if (rc < 0 && clips && !*clip && !ig_config_is_set(cfg, "model.seq_len"))
         rc = ig_cmd_usage_error(cmd,
                                 "model.arch %s: the tokens of a clip come from the shards "
-                                "in ingot train: give --clip FRAMESxHEIGHTxWIDTH (or --set "
+                                "in ingot train: give the config a model.clip: [FRAMES, HEIGHT, "
+                                "WIDTH], or --clip FRAMESxHEIGHTxWIDTH (or --set "
                                 "model.seq_len=TOKENS)",
                                 ig_model_archs[t.model.arch]);
     if (rc >= 0) {
@@ -392,6 +433,10 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     ig_plan *p = NULL;
     ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
     if (st == IG_OK) st = ig_plan_create(&p, ctx, &t, &w, a.configured, &err);
+    /* the configured layout does not fit: which others do */
+    ig_plan *others = NULL;
+    if (st == IG_OK && a.configured && p->n && !p->n_fit && !a.json)
+        st = ig_plan_create(&others, ctx, &t, &w, 0, &err);
     if (st != IG_OK) {
         rc = ig_cmd_fail(&err);
     } else if (a.configured && p->n == 0) {
@@ -411,6 +456,8 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
             if (p->n == 0) {
                 printf("\nno layout of %d GPUs is accepted; the last refused: %s\n", w.gpus,
                        p->refused);
+            } else if (p->n_fit == 0 && a.configured && others && others->n_fit) {
+                print_others(p, others, config);
             } else if (p->n_fit == 0) {
                 char need[32], have[32];
                 printf("\nnothing fits in %s: the smallest needs %s a rank (--all lists every "
@@ -422,6 +469,7 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
         if (rc < 0) rc = p->n_fit ? IG_EXIT_OK : IG_EXIT_FAIL;
     }
     fflush(stdout);
+    ig_plan_free(others);
     ig_plan_free(p);
     ig_ctx_free(ctx);
     ig_config_free(cfg);
