@@ -68,6 +68,8 @@ check_rc "and the EMA" 0 "$ING" ckpt diff run killed --tolerance 0 --weights ema
 # ---- eval on clips: the trainer's validation loss ---------------------------------------------
 check_rc "eval the checkpoint's raw weights" 0 "$ING" eval run --data clips --batches 3 \
     --micro-batch 4 --timesteps 4 --seed 5 --weights raw
+expect "eval --weights raw: its first line says so" "weights: raw (the trained parameters) of run/" \
+    "$(head -n 1 <<<"$out")"
 val=$(grep -o '"val_loss":[0-9.]*' run/metrics.jsonl | tail -1 | cut -d: -f2)
 got=$(printf '%s\n' "$out" | grep '^loss' | cut -d' ' -f2)
 check "eval gives the trainer's last validation loss ($got, $val)" \
@@ -75,6 +77,8 @@ check "eval gives the trainer's last validation loss ($got, $val)" \
 expect "a line per time of the grid" "t 0.1250 loss" "$out"
 expect "the grid's last time" "t 0.8750 loss" "$out"
 check_rc "eval the EMA (the default)" 0 "$ING" eval run --data clips --batches 3 --micro-batch 4
+expect "eval's first line says which weights: the EMA" "weights: EMA (ema.decay 0.9) of run/ckpt/" \
+    "$(head -n 1 <<<"$out")"
 ema_loss=$(printf '%s\n' "$out" | grep '^loss' | cut -d' ' -f2)
 check "the EMA's loss is another ($ema_loss)" test "$ema_loss" != "$got"
 
@@ -88,6 +92,8 @@ check_rc "the raw export is the checkpoint's weights" 0 "$ING" ckpt diff run hf-
     --tolerance 0 --weights raw
 run "raw and EMA differ" 1 "$ING" ckpt diff hf hf-raw --tolerance 0
 check_rc "eval the export" 0 "$ING" eval hf --data clips --batches 3 --micro-batch 4
+expect "eval of an export: says so on its first line" "weights: hf, an exported model" \
+    "$(head -n 1 <<<"$out")"
 check "the same loss as the checkpoint's EMA" test "$(printf '%s\n' "$out" | grep '^loss')" = \
     "loss $ema_loss"
 cp -r hf eps0 && sed -i 's/"norm_eps": [0-9.e-]*/"norm_eps": 0/' eps0/config.json

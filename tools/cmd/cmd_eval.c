@@ -17,7 +17,8 @@ const char ig_usage_eval[] =
     "\n"
     "Prints the mean loss of MODEL over K micro-batches of B samples of L tokens read from\n"
     "PREFIX (a token shard or shard list; --data W1 P1 --data W2 ... for a blend), from the\n"
-    "start of its sample stream. The last line is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
+    "start of its sample stream. The first line says which weights (a checkpoint's EMA or raw\n"
+    "ones, or an export's), the last is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
     "directory, a Hugging Face GPT-2 or Llama directory or a DiT export (ingot ckpt export) or a\n"
     "model.safetensors with its config.json beside it. A model whose weights are not finite\n"
     "(NaN, infinity) is refused.\n"
@@ -68,6 +69,27 @@ static const ig_cfg_key eval_keys[] = {
     IG_KEY_ENUM("eval.weights", eval_args, weights, "default", ig_weights_names,
                 "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
+
+/* "weights: ..." - which weights of path the loss is of (the first line eval prints): a
+ * checkpoint's EMA (the default when it holds one) or its trained weights, or an export's. */
+static void print_weights(ig_ctx *ctx, const char *path, ig_weights w) {
+    char dir[4096], man[4200];
+    ig_ckpt_info info;
+    if (ig_ckpt_resolve(path, dir, sizeof dir, NULL) != IG_OK) return;
+    snprintf(man, sizeof man, "%s/manifest.json", dir);
+    if (!ig_file_exists(man)) {
+        printf("weights: %s, an exported model (its one set of weights)\n", dir);
+    } else if (ig_ckpt_read_info(ctx, dir, 0, &info, NULL) == IG_OK) {
+        if (w != IG_WEIGHTS_RAW && info.ema_decay > 0)
+            printf("weights: EMA (ema.decay %g) of %s, step %lld%s\n", info.ema_decay, dir,
+                   (long long)info.step,
+                   w == IG_WEIGHTS_EMA ? "" : " (--weights raw: the trained ones)");
+        else
+            printf("weights: raw (the trained parameters) of %s, step %lld%s\n", dir,
+                   (long long)info.step, info.ema_decay > 0 ? "" : " (it keeps no EMA)");
+    }
+    fflush(stdout);
+}
 
 /* A diffusion model's loss on clip shards. */
 static ig_status eval_clips(ig_ctx *ctx, ig_backend *be, const char *path, const eval_args *a,
@@ -155,6 +177,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
     ig_model_config shape = {0};
     if (st == IG_OK) st = ig_model_read_shape(ctx, argv[first], &shape, &err);
+    if (st == IG_OK && !a.flags.quiet) print_weights(ctx, argv[first], (ig_weights)a.weights);
     if (st == IG_OK && ig_model_reads_clips(&shape)) {
         st = eval_clips(ctx, be, argv[first], &a, dc.seed, &err);
         goto done;
