@@ -654,6 +654,10 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
     if (ratio != 4 || sigma)
         return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: %s: ingot's DiT cannot compute that model",
                           file, sigma ? "learn_sigma true" : "mlp_ratio other than 4");
+    int64_t mt = 0;
+    if ((st = ig_hf_get_int(o, file, "max_tokens", NULL, 1, 1 << 30, 0, 0, &mt, err)) != IG_OK)
+        return st;
+    out->seq_len = (int)mt; /* 0: not recorded (an export before issue 26) */
     out->n_layer = (int)v[0], out->n_head = (int)v[1], out->d_model = (int)v[2];
     *eod = -1;
     return IG_OK;
@@ -667,6 +671,8 @@ static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
                           "patch_size", patch_json(c), "in_channels", 3, "cond", conds[c->cond],
                           "num_classes", c->num_classes, "class_dropout_prob", c->class_dropout,
                           "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
+    /* the tokens of the largest clip it was trained on (ingot sample warns past them) */
+    if (o && c->seq_len > 1) json_object_set_new(o, "max_tokens", json_integer(c->seq_len));
     if (o && c->cond == IG_COND_CAPTION) {
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
         json_object_set_new(o, "caption_len", json_integer(c->caption_len));
