@@ -106,6 +106,10 @@ expect "says why" "holds one set of weights" "$err"
 check_rc "sample two videos of class 2" 0 "$ING" sample run --frames 4 --size 16x16 --label 2 \
     --num 2 --steps 6 --cfg 3 --seed 11 --output vid.mp4 --png sheet.png
 expect "the first video" "wrote vid-0.mp4" "$out"
+expect "progress: the steps, as a log sees them" "ingot: sampling: step 6/6 (100%)," "$err"
+expect "progress: halfway, with an ETA" "ingot: sampling: step 3/6 (50%), " "$err"
+expect "progress: the ETA" ", ETA " "$err"
+check "no shape warning at the trained shape" test -z "$(grep warning <<<"$err")"
 expect "the sheet" "wrote sheet.png" "$out"
 check "two mp4s and a png" test -s vid-0.mp4 -a -s vid-1.mp4 -a -s sheet.png
 check "the png's signature" test "$(head -c 8 sheet.png | od -An -tx1 | tr -d ' ')" = \
@@ -125,6 +129,14 @@ if command -v ffprobe >/dev/null; then
 else
     echo "skipped: ffprobe is not on PATH (the mp4 checks)"
 fi
+check_rc "a shape the model was not trained on" 0 "$ING" sample run --frames 8 --size 32x32 \
+    --label 2 --steps 2 --output big.mp4
+expect "warns, with the numbers" \
+    "ingot: warning: run was trained on clips of at most 32 tokens (the largest of its data); 8 frames of 32x32 make 256 (patches 2x4x4)" \
+    "$err"
+check_rc "the same from an export" 0 "$ING" sample hf --frames 8 --size 32x32 --label 2 --steps 2 \
+    --output big2.mp4
+expect "an export knows its clips' tokens" "hf was trained on clips of at most 32 tokens" "$err"
 run "an output that exists" 1 "$ING" sample run --frames 4 --size 16x16 --steps 2 --output vid.mp4 \
     --num 2
 expect "says so" "vid-0.mp4 already exists" "$err"
