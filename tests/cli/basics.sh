@@ -80,6 +80,15 @@ for cmd in "train $G --bogus" "plan $G --gpus 0" "sample" "eval" \
     [ "$name" = preprocess ] && name="preprocess video"
     expect "ingot $cmd: where the help is" "see \`ingot $name --help\`" "$err"
 done
+# ingot --version of a CUDA build on a machine without the NVIDIA driver says there is none (the
+# runtime's words, "driver version is insufficient", read as if a driver were there, too old)
+if [ "${IG_CUDA_BUILT:-0}" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    check_rc "--version without a driver" 0 "$IG_INGOT" --version
+    expect "--version: says no driver is installed" \
+        "no NVIDIA driver is installed on this machine (libcuda.so.1 is not found), so no GPU can be used" "$out"
+else
+    echo "skipped: --version without a driver (a CUDA build on a machine without libcuda.so.1)"
+fi
 # ingot --help names the commands that take clips and DiTs
 run "ingot --help" 0 "$IG_INGOT" --help
 for c in preprocess inspect verify eval sample train; do
