@@ -1,9 +1,11 @@
 # ingot - convenience wrapper around CMake. See README.md.
 #   make deps        install missing Debian packages (apt-get)
 #   make build       configure and build build/ingot (-Wall -Wextra -Werror)
-#   make test        deps + build + every test (ctest), then the unit tests under ASan+UBSan and
-#                    the threaded ones (core pool, pipeline, loader, shards) under TSan
-#   make quickstart  the main job on the bundled data in data/
+#   make test        deps + build + every test (ctest; every fuzz target once over its committed
+#                    corpus, tests/fuzz/README.md), then the unit tests (and fuzz targets) under
+#                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards) under TSan
+#   make quickstart  the main job on the bundled data in data/ (builds only build/ingot, without
+#                    the CUDA backend unless CUDA=1)
 #   make quickstart-video  the video path: clip shards of data/video/, a video DiT, sampled videos
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
@@ -12,7 +14,7 @@
 #                    LLMC_DIR: see tools/bench/run.sh)
 #   make bench-conv  the VAE's CPU kernels (conv2d, GroupNorm + SiLU, upsampling) and PyTorch's
 #                    F.conv2d on the same shapes (CONV_THREADS)
-#   make fuzz        libFuzzer targets, each for FUZZ_SECONDS
+#   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -21,6 +23,12 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
+# CUDA=1: the CUDA backend in every build (when nvcc is found); CUDA=0: in none; unset: in
+# `make build` and `make test` (when nvcc is found), not in `make quickstart`
+CUDA       ?=
+CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
+CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
+IG_CUDA_NOW = $(CUDA_BUILD)
 
 .PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv fuzz clean format
 
@@ -30,9 +38,11 @@ deps:
 	@bash tools/install-deps.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_CUDA=$(IG_CUDA_NOW) $(CMAKE_FLAGS)
 
+# (IG_CUDA is set on every call: a quickstart's build without CUDA does not stick to make build)
 build: deps $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) -DIG_CUDA=$(IG_CUDA_NOW) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
@@ -52,10 +62,16 @@ test-tsan:
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) -R '^($(subst $(eval) ,|,$(TSAN_TESTS)))$$'
 
-quickstart: build
+# only what it runs: the ingot program (not the tests, benchmarks or the CUDA backend)
+quickstart quickstart-video: IG_CUDA_NOW = $(CUDA_QUICK)
+quickstart: deps $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) -DIG_CUDA=$(IG_CUDA_NOW) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target ingot
 	@bash tools/quickstart.sh $(BUILD)
 
-quickstart-video: build
+quickstart-video: deps $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) -DIG_CUDA=$(IG_CUDA_NOW) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target ingot
 	@bash tools/quickstart_video.sh $(BUILD)
 
 bench: build

@@ -90,8 +90,7 @@ static void list_children(const ig_config *cfg, const char *prefix, size_t plen,
     }
 }
 
-/* Edit distance between two short strings (longer ones are never "close"). */
-static size_t edit_distance(const char *a, const char *b) {
+size_t ig_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 127 || lb > 127) return (size_t)-1;
     size_t row[128];
@@ -123,7 +122,7 @@ static const char *did_you_mean(const ig_config *cfg, const char *path) {
         const char *k = cfg->keys[i]->path;
         const char *klast = strrchr(k, '.');
         klast = klast ? klast + 1 : k;
-        size_t d = strcmp(klast, last) == 0 ? 1 : edit_distance(path, k);
+        size_t d = strcmp(klast, last) == 0 ? 1 : ig_edit_distance(path, k);
         if (d <= limit && d < best_d) best = k, best_d = d;
     }
     return best;

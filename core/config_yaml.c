@@ -5,6 +5,8 @@
  * Before libfyaml builds anything, the text is checked and its events are scanned once (a stream,
  * no tree) for:
  *   - a NUL byte: libfyaml stops reading there and drops the rest of the file without a word;
+ *     and an escaped one in a double-quoted string ("95\x00,5,0", \0, \u0000), which would end
+ *     the value there as C strings end (the split "95");
  *   - bytes that are not UTF-8 (libfyaml 0.7 loops forever on some);
  *   - a second document ('---'): it would be ignored;
  *   - anchors and aliases (&a, *a): the tree libfyaml resolves them into can be exponentially
@@ -175,6 +177,16 @@ static ig_status scan(const char *text, size_t len, const char *name, ig_err *er
                             "%s:%d:%d: more than %d keys, values and list items: a settings file "
                             "holds at most that many (is it the right file?)",
                             name, line, col, IG_YAML_MAX_NODES);
+        } else if (ev->type == FYET_SCALAR &&
+                   fy_token_scalar_style(ev->scalar.value) == FYSS_DOUBLE_QUOTED &&
+                   (atext = fy_token_get_text(ev->scalar.value, &alen)) != NULL &&
+                   memchr(atext, '\0', alen) != NULL) {
+            col--; /* name the opening quote */
+            st = ig_err_set(err, IG_ERR_CONFIG,
+                            "%s:%d:%d: an escaped NUL (\\0, \\x00, \\u0000) in a quoted "
+                            "string: the value would end there and lose the rest (as a NUL byte "
+                            "would): remove it",
+                            name, line, col);
         } else if (ev->type == FYET_SCALAR &&
                    fy_token_scalar_style(ev->scalar.value) == FYSS_SINGLE_QUOTED) {
             const struct fy_mark *e = fy_event_end_mark(ev);

@@ -274,7 +274,8 @@ char *ig_temp_path(const char *path, const char *suffix);
  * link to a regular file is written through: the file it names is replaced, the link stays. */
 ig_status ig_output_check(const char *path, int overwrite, ig_err *err);
 /* Refuses two outputs of one command that name the same file by any spelling ("a/../x" and "x",
- * a link and the file it names): IG_ERR_INVALID_ARG naming both. NULL and "" entries are skipped. */
+ * a link and the file it names): IG_ERR_INVALID_ARG naming both. NULL and "" entries are skipped.
+ */
 ig_status ig_outputs_distinct(const char *const *paths, size_t n, ig_err *err);
 /* What a file of st_mode mode is, for messages: "regular file", "directory", "pipe",
  * "character device", "block device", "socket", "symbolic link". */
@@ -331,6 +332,9 @@ ig_status ig_mkdir_p(const char *path, ig_err *err);
 ig_status ig_parse_size(const char *s, uint64_t *out, ig_err *err);
 /* Formats bytes as "1.23 GB" into buf. Returns buf. */
 char *ig_format_bytes(double bytes, char *buf, size_t cap);
+/* The edit distance (insertions, deletions, substitutions) between two strings of at most 127
+ * bytes each (longer: SIZE_MAX, never "close"), for did-you-mean suggestions. */
+size_t ig_edit_distance(const char *a, const char *b);
 
 /* madvise(MADV_HUGEPAGE) over the whole pages of a large array that will be written and read at
  * random (fewer TLB misses and page faults): a hint, ignored where unsupported and for arrays

@@ -197,9 +197,9 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "blend: source %zu (%s) has weight %g: weights must be finite and "
                               "> 0 (leave the source out instead of weighting it 0)",
-                              k + 1, name, sources[k].weight);
+                              k, name, sources[k].weight);
         if (!sources[k].dataset && !sources[k].seq_lengths)
-            return ig_err_set(err, IG_ERR_INVALID_ARG, "blend: source %zu (%s) has no data", k + 1,
+            return ig_err_set(err, IG_ERR_INVALID_ARG, "blend: source %zu (%s) has no data", k,
                               name);
     }
 
@@ -264,7 +264,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         b->dataset[k] = src->dataset;
         st = ig_split_range(&opts->split, opts->part, n_seqs, &in->seq_begin, &in->seq_end, err);
         if (st != IG_OK) {
-            ig_err_prefix(err, st, "blend source %zu (%s)", k + 1, name);
+            ig_err_prefix(err, st, "blend source %zu (%s)", k, name);
             goto fail;
         }
         go[k] = ig_gpt_index_opts_default();
@@ -278,7 +278,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
         ig_gpt_plan plan;
         st = ig_gpt_index_plan(lengths, n_seqs, &go[k], &plan, err);
         if (st != IG_OK) {
-            ig_err_prefix(err, st, "blend source %zu", k + 1);
+            ig_err_prefix(err, st, "blend source %zu", k);
             goto fail;
         }
         need += plan.bytes;
@@ -315,7 +315,7 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
     for (size_t k = 0; k < n && st == IG_OK; k++)
         if (jobs[k].st != IG_OK) {
             if (err) *err = jobs[k].err;
-            st = ig_err_prefix(err, jobs[k].st, "blend source %zu", k + 1);
+            st = ig_err_prefix(err, jobs[k].st, "blend source %zu", k);
         }
     ig_free(ctx, jobs);
     if (st != IG_OK) goto fail;
@@ -339,15 +339,15 @@ ig_status ig_blend_build(ig_blend **out, ig_ctx *ctx, const ig_blend_source *sou
             st = ig_err_set(err, IG_ERR_INVALID_ARG,
                             "blend source %zu (%s): the blend draws %llu samples from it but its "
                             "index holds %llu; raise the surplus (now %g)",
-                            k + 1, name, (unsigned long long)in->drawn,
-                            (unsigned long long)in->built, opts->surplus);
+                            k, name, (unsigned long long)in->drawn, (unsigned long long)in->built,
+                            opts->surplus);
             goto fail;
         }
         if (in->epochs > 1 && !opts->quiet)
             ig_warn(ctx,
                     "blend source %zu (%s): weight %.4f asks for %llu samples, more than one "
                     "epoch of its data: it is repeated over %llu epochs",
-                    k + 1, name, in->weight, (unsigned long long)in->requested,
+                    k, name, in->weight, (unsigned long long)in->requested,
                     (unsigned long long)in->epochs);
     }
     ig_free(ctx, raw);
@@ -399,6 +399,6 @@ ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err
     size_t d = (size_t)b->source[i];
     if (!b->dataset[d])
         return ig_err_set(err, IG_ERR_INVALID_ARG,
-                          "blend source %zu was given as bare lengths: it has no tokens", d + 1);
+                          "blend source %zu was given as bare lengths: it has no tokens", d);
     return ig_gpt_index_read(b->index[d], b->dataset[d], (uint64_t)b->sample[i], out, err);
 }

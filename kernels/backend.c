@@ -414,8 +414,10 @@ void ig_kernel_rope_backward(ig_backend *be, void *dqkv, int B, int T, int n_hea
     KERNEL_END(be, IG_OP_ROPE_BACKWARD);
 }
 
-/* A shape the attention kernels can take (asserted: a bad one is a programmer error). */
-static inline int attention_shape_ok(const ig_attention_shape *s) {
+/* A shape the attention kernels can take (asserted: a bad one is a programmer error). Used only
+ * in asserts, which NDEBUG removes: marked unused so that clang's -Wunused-function (make fuzz,
+ * -Werror) accepts the release build. */
+__attribute__((unused)) static inline int attention_shape_ok(const ig_attention_shape *s) {
     return s && s->B >= 0 && s->T >= 0 && s->n_head > 0 && s->n_kv_head > 0 &&
            s->n_head % s->n_kv_head == 0 && s->head_size > 0 &&
            (s->causal == 0 || s->causal == 1) &&
@@ -603,9 +605,10 @@ void ig_kernel_ema(ig_backend *be, float *ema, const float *master, const void *
 }
 
 /* Cross-attention's shape: DiT's rows (sample_rows_ok, the channels n_head * head_size) and Tk
- * keys per sample; the sizes of a sample's [Tk, 2C] keys and values stay within int. */
-static inline int cross_attention_ok(int N, int row0, int rows_per_sample, int Tk, int n_head,
-                                     int head_size) {
+ * keys per sample; the sizes of a sample's [Tk, 2C] keys and values stay within int. Used only
+ * in asserts (marked unused as attention_shape_ok). */
+__attribute__((unused)) static inline int cross_attention_ok(int N, int row0, int rows_per_sample,
+                                                             int Tk, int n_head, int head_size) {
     long long C = (long long)n_head * head_size;
     return n_head > 0 && head_size > 0 && Tk > 0 && C <= INT_MAX / 2 &&
            sample_rows_ok(N, (int)C, (int)C, row0, rows_per_sample);
@@ -642,7 +645,7 @@ void ig_kernel_cross_attention_backward(ig_backend *be, void *dq, void *dkv, con
 
 /* A convolution the kernels can take (asserted: a bad one is a programmer error). Element counts
  * stay within what size_t indexes; each padding is below its kernel's size. */
-static inline int conv2d_shape_ok(const ig_conv2d_shape *s) {
+__attribute__((unused)) static inline int conv2d_shape_ok(const ig_conv2d_shape *s) {
     return s && s->N >= 0 && s->H > 0 && s->W > 0 && s->C > 0 && s->OC > 0 && s->KH > 0 &&
            s->KW > 0 && s->stride > 0 && s->pad_top >= 0 && s->pad_top < s->KH &&
            s->pad_bottom >= 0 && s->pad_bottom < s->KH && s->pad_left >= 0 && s->pad_left < s->KW &&
@@ -667,7 +670,7 @@ void ig_kernel_conv2d_backward(ig_backend *be, void *dinp, void *dw, void *dbias
     KERNEL_END(be, IG_OP_CONV2D_BACKWARD);
 }
 
-static inline int groupnorm_ok(int N, int HW, int C, int G, int silu) {
+__attribute__((unused)) static inline int groupnorm_ok(int N, int HW, int C, int G, int silu) {
     return N >= 0 && HW > 0 && C > 0 && G > 0 && C % G == 0 && (silu == 0 || silu == 1);
 }
 
@@ -728,7 +731,8 @@ void ig_kernel_geglu_backward(ig_backend *be, void *dgate, void *dup, const void
 
 /* buckets that the bucket function can take: each half (or the one direction) has at least one
  * exact bucket, and max_distance lies beyond them (its logarithm divides) */
-static inline int t5_buckets_ok(int num_buckets, int max_distance, int bidirectional) {
+__attribute__((unused)) static inline int t5_buckets_ok(int num_buckets, int max_distance,
+                                                        int bidirectional) {
     int half = bidirectional ? num_buckets / 2 : num_buckets;
     return (bidirectional == 0 || bidirectional == 1) && half >= 2 &&
            (!bidirectional || num_buckets % 2 == 0) && max_distance > half / 2;

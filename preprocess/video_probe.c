@@ -154,6 +154,25 @@ static ig_status open_decoder(ig_video *v, ig_video_reason *why, ig_err *err) {
     return IG_OK;
 }
 
+/* A video stream without a size after FFmpeg read the streams. Under a per-video memory limit
+ * FFmpeg refuses to decode a first frame of more than max_pixels (a memory ulimit makes the
+ * limit small), and the stream is then left without a size: that video is too large, not "not a
+ * video". FFmpeg's refusal (libavutil's av_image_check_size2) names the frame's size. */
+static ig_status no_size(ig_video *v, ig_video_reason *why, ig_err *err) {
+    char detail[256];
+    ig_vlog_detail(&v->log, detail, sizeof detail);
+    const char *at = strstr(detail, "Picture size ");
+    unsigned w = 0, h = 0;
+    if (v->o.max_pixels > 0 && at && strstr(at, "exceeds specified max pixel count") &&
+        sscanf(at, "Picture size %ux%u", &w, &h) == 2)
+        return ig_video_fail(v, IG_VIDEO_TOO_LARGE, why, err,
+                             "its frames are %ux%u (%llu pixels), more than the per-video memory "
+                             "limit lets the decoder hold (%llu pixels a frame): raise it with "
+                             "--max-video-memory",
+                             w, h, (unsigned long long)w * h, (unsigned long long)v->o.max_pixels);
+    return ig_video_fail(v, IG_VIDEO_NOT_VIDEO, why, err, "the video stream has no size");
+}
+
 /* ---- the scan ----------------------------------------------------------------------------- */
 
 static int cmp_i64(const void *a, const void *b) {
@@ -355,8 +374,7 @@ ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
     if (st == IG_OK) {
         fill_info(v);
         double declared = declared_duration(v);
-        if (v->info.coded_width == 0 || v->info.coded_height == 0)
-            st = ig_video_fail(v, IG_VIDEO_NOT_VIDEO, why, err, "the video stream has no size");
+        if (v->info.coded_width == 0 || v->info.coded_height == 0) st = no_size(v, why, err);
         /* (a Matroska DURATION tag counts from 0, not from the first frame: take the later end) */
         double end = v->info.duration;
         if (v->has_ts && v->pts[0] > 0) end += (double)v->pts[0] * av_q2d(v->st->time_base);

@@ -1228,10 +1228,11 @@ static void test_config_errors(void **state) {
     assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
     assert_string_equal(ig_config_origin(cfg, "model.n_layer"), "default");
 
-    /* a quoted key holding a NUL is not a name (and never matches a real key's prefix) */
+    /* a quoted key holding a NUL is not a name (and never matches a real key's prefix): the
+     * escaped NUL is refused before keys are looked at */
     assert_int_equal(load(cfg, "model:\n  \"n_layer\\0x\": 5\n", &err), IG_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "x.yaml:2:"));
-    assert_non_null(strstr(err.msg, "plain names"));
+    assert_non_null(strstr(err.msg, "an escaped NUL"));
     assert_int_equal(ig_config_int(cfg, "model.n_layer"), 12);
 
     assert_int_equal(load(cfg, "trian:\n  lr: 1\n", &err), IG_ERR_CONFIG);
@@ -1601,6 +1602,20 @@ static void test_config_refuses_nul(void **state) {
     static const char in_comment[] = "# a comment \0 here\nseed: 3\n";
     assert_int_equal(load_n(cfg, in_comment, sizeof in_comment - 1, &err), IG_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "x.yaml:1:13:"));
+    /* an escaped NUL in a double-quoted string cut the value short as a raw one would
+     * ("95\x00,5,0" read as "95"): refused the same, naming the opening quote */
+    static const char *const escaped[] = {
+        "model:\n  name: \"95\\x00,5,0\"\n", "model:\n  name: \"a\\0b\"\n",
+        "model:\n  name: \"a\\u0000\"\n", "model:\n  name: \"\\U00000000\"\n",
+        "model:\n  \"n\\0ame\": gpt\n"};
+    for (size_t i = 0; i < sizeof escaped / sizeof escaped[0]; i++) {
+        assert_int_equal(load(cfg, escaped[i], &err), IG_ERR_CONFIG);
+        assert_non_null(strstr(err.msg, "x.yaml:2:"));
+        assert_non_null(strstr(err.msg, "an escaped NUL"));
+    }
+    assert_non_null(strstr(err.msg, "x.yaml:2:3: an escaped NUL"));
+    assert_int_equal(load(cfg, "model:\n  name: \"a\\x01\\tb\"\n", &err), IG_OK);
+    assert_int_equal(load(cfg, "model:\n  name: gpt\n", &err), IG_OK);
     static const char at_end[] = "seed: 4\n\0";
     assert_int_equal(load_n(cfg, at_end, sizeof at_end - 1, &err), IG_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "x.yaml:2:1:"));

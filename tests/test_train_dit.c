@@ -396,8 +396,9 @@ static void test_export_round_trip(void **state) {
     close_model(&f);
 }
 
-/* The golden micro-batch's clips as a frame shard at prefix (one source, its labels). */
-static void write_shard(const char *prefix, const golden_batch *g) {
+/* The golden micro-batch's clips as a frame shard at prefix (one source, its labels: the golden
+ * set's null class, label num_classes as DiT numbers it, is a clip without a label in a shard). */
+static void write_shard(const char *prefix, const golden_batch *g, int num_classes) {
     ig_err err = {0};
     ig_video_shard_writer *w = NULL;
     ig_video_shard_writer_opts o = {.overwrite = 1};
@@ -412,7 +413,8 @@ static void write_shard(const char *prefix, const golden_batch *g) {
                            .fps_den = 1,
                            .caption = IG_CLIP_NONE,
                            .bucket = IG_CLIP_NONE,
-                           .label = g->labels[b],
+                           .label =
+                               g->labels[b] < (uint32_t)num_classes ? g->labels[b] : IG_CLIP_NONE,
                            .tb_num = 1,
                            .tb_den = 8};
         ig_clip_frame fr[16];
@@ -439,7 +441,7 @@ static void test_eval_noise_file(void **state) {
     read_batch(&f, &cases[1], &g);
     char *dir = igt_mkdtemp();
     const char *prefix = igt_fmt("%s/clips", dir);
-    write_shard(prefix, &g);
+    write_shard(prefix, &g, 5); /* the goldens' config.json: num_classes 5 */
     const char *noise = igt_fmt("%s/noise.safetensors", dir);
     ig_err err = {0};
     ig_st_writer *w = NULL;
@@ -478,6 +480,29 @@ static void test_eval_noise_file(void **state) {
     o.noise_file = noise;
     assert_int_equal(ig_model_eval_clips(f.m, f.ctx, &o, &r[0], &err), IG_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "needs tensors noise [N, F, H, W, 3] and t [N]"));
+    /* a NaN or infinity in the noise or the times gave "loss nan" and success: refused, naming
+     * the tensor and the first bad element; and so is a file of no clips */
+    size_t nv = 3 * 2 * 4 * 12 * 3;
+    float *bad = malloc(nv * sizeof *bad), tb[3] = {g.t[0], g.t[1], g.t[2]};
+    assert_non_null(bad);
+    memcpy(bad, g.noise, nv * sizeof *bad);
+    bad[(((1 * 2 + 1) * 4 + 2) * 12 + 5) * 3 + 2] = NAN; /* [1, 1, 2, 5, 2] */
+    bad[nv - 1] = INFINITY;
+    for (int k = 0; k < 3; k++) {
+        if (k == 1) memcpy(bad, g.noise, nv * sizeof *bad), tb[2] = -INFINITY;
+        uint64_t n0[5] = {k == 2 ? 0 : 3, 2, 4, 12, 3}, t0[1] = {k == 2 ? 0 : 3};
+        assert_int_equal(ig_st_writer_create(&w, NULL, noise, 1, &err), IG_OK);
+        assert_int_equal(ig_st_writer_add(w, "noise", IG_ST_F32, n0, 5, bad, &err), IG_OK);
+        assert_int_equal(ig_st_writer_add(w, "t", IG_ST_F32, t0, 1, tb, &err), IG_OK);
+        assert_int_equal(ig_st_writer_commit(w, NULL, &err), IG_OK);
+        assert_int_equal(ig_model_eval_clips(f.m, f.ctx, &o, &r[0], &err), IG_ERR_FORMAT);
+        const char *want[] = {"tensor \"noise\" element [1, 1, 2, 5, 2] is nan",
+                              "tensor \"t\" element [2] is -inf",
+                              "tensor \"noise\" holds no clips"};
+        if (!strstr(err.msg, want[k])) fail_msg("%d: '%s' not in: %s", k, want[k], err.msg);
+        assert_non_null(strstr(err.msg, noise));
+    }
+    free(bad);
     free(r);
     free_batch(&g);
     igt_rmtree(dir);

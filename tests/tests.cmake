@@ -78,3 +78,27 @@ endforeach()
 if(TEST mpi_nccl)
   set_property(TEST mpi_nccl APPEND PROPERTY LABELS cuda)
 endif()
+
+# Fuzz targets as regression tests (tests/fuzz/README.md): in every build but the libFuzzer one,
+# each tests/fuzz/fuzz_*.c is linked with a standalone main (tests/fuzz/corpus_driver.c) as
+# NAME_corpus and run once over its committed corpus tests/fuzz/corpus/NAME/ as ctest NAME (label
+# unit: the ASan+UBSan build runs them too). `make fuzz` builds the same sources with libFuzzer
+# (tests/fuzz/fuzz.cmake). fuzz_clang_warnings holds what make fuzz compiles to clang's warnings
+# (-Werror, NDEBUG), so that the clang build cannot rot unseen behind gcc's.
+if(NOT IG_FUZZ)
+  file(GLOB IG_FUZZ_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
+  foreach(src ${IG_FUZZ_SOURCES})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name}_corpus ${src} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus_driver.c)
+    target_link_libraries(${name}_corpus PRIVATE ingot_all)
+    target_include_directories(${name}_corpus PRIVATE ${CMAKE_SOURCE_DIR})
+    add_test(NAME ${name} COMMAND ${name}_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
+    set_tests_properties(${name} PROPERTIES LABELS unit ENVIRONMENT "${IG_TEST_ENV}" TIMEOUT 600)
+  endforeach()
+  if(NOT IG_SANITIZE AND NOT IG_TSAN)
+    add_test(NAME fuzz_clang_warnings
+      COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fuzz/clang_check.sh ${CMAKE_BINARY_DIR})
+    set_tests_properties(fuzz_clang_warnings PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+      TIMEOUT 600)
+  endif()
+endif()

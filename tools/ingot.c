@@ -8,10 +8,11 @@
 const ig_command ig_commands[] = {
     {"tokenize", "print the token ids of text on stdin", ig_usage_tokenize, ig_cmd_tokenize},
     {"detokenize", "print the text of token ids on stdin", ig_usage_detokenize, ig_cmd_detokenize},
-    {"preprocess", "tokenize corpora into Megatron-compatible token shards", ig_usage_preprocess,
-     ig_cmd_preprocess},
-    {"inspect", "show what a token shard holds, or one document", ig_usage_inspect, ig_cmd_inspect},
-    {"verify", "check token shards: structure, manifest and checksums", ig_usage_verify,
+    {"preprocess", "tokenize text into token shards (Megatron's), or cut videos into clip shards",
+     ig_usage_preprocess, ig_cmd_preprocess},
+    {"inspect", "show what a token or clip shard holds, or one document or clip", ig_usage_inspect,
+     ig_cmd_inspect},
+    {"verify", "check token or clip shards: structure, manifest and checksums", ig_usage_verify,
      ig_cmd_verify},
     {"merge", "concatenate token shards into one", ig_usage_merge, ig_cmd_merge},
     {"blend", "show what a weighted blend of shards draws from each source", ig_usage_blend,
@@ -22,10 +23,12 @@ const ig_command ig_commands[] = {
      ig_cmd_train},
     {"plan", "list the layouts a training config fits on N GPUs, with memory and step time",
      ig_usage_plan, ig_cmd_plan},
-    {"ckpt", "export a checkpoint as a Hugging Face model, or verify it", ig_usage_ckpt,
-     ig_cmd_ckpt},
-    {"eval", "the mean loss of a model over token shards", ig_usage_eval, ig_cmd_eval},
-    {"sample", "generate text from a model", ig_usage_sample, ig_cmd_sample},
+    {"ckpt", "export a checkpoint (GPT-2, Llama, DiT) as Hugging Face files, verify or diff it",
+     ig_usage_ckpt, ig_cmd_ckpt},
+    {"eval", "the mean loss of a model over token shards, or of a DiT over clip shards",
+     ig_usage_eval, ig_cmd_eval},
+    {"sample", "generate text from a language model, or videos from a DiT", ig_usage_sample,
+     ig_cmd_sample},
     {"config", "check a YAML config and print it with overrides applied", ig_usage_config,
      ig_cmd_config},
     {"help", "show help for ingot or one command", ig_usage_help, ig_cmd_help_cmd},
@@ -41,11 +44,28 @@ const ig_command *ig_command_find(const char *name) {
 
 static void print_main_usage(FILE *out) {
     fprintf(out, "usage: ingot [--help] [--version] COMMAND [ARGS...]\n\n"
-                 "ingot builds token shards from text corpora, blends them into deterministic,\n"
-                 "resumable sample streams, and trains models on them.\n\ncommands:\n");
+                 "ingot builds token shards from text corpora and clip shards from videos, blends\n"
+                 "them into deterministic, resumable sample streams, and trains models on them\n"
+                 "(GPT-2 and Llama on tokens, a video DiT on clips).\n\ncommands:\n");
     for (size_t i = 0; i < ig_n_commands; i++)
         fprintf(out, "  %-12s %s\n", ig_commands[i].name, ig_commands[i].summary);
     fprintf(out, "\nRun 'ingot help COMMAND' or 'ingot COMMAND --help' for a command's options.\n");
+}
+
+/* "ingot: unknown command 'trian' (did you mean 'train'?)" and where the list is; returns 2. */
+static int unknown_command(const char *name) {
+    const char *best = NULL;
+    size_t best_d = (size_t)-1, limit = strlen(name) / 4 > 2 ? strlen(name) / 4 : 2;
+    for (size_t i = 0; i < ig_n_commands; i++) {
+        size_t d = ig_edit_distance(name, ig_commands[i].name);
+        if (d <= limit && d < best_d) best = ig_commands[i].name, best_d = d;
+    }
+    if (best)
+        fprintf(stderr, "ingot: unknown command '%s' (did you mean '%s'?)\n", name, best);
+    else
+        fprintf(stderr, "ingot: unknown command '%s'\n", name);
+    fprintf(stderr, "see `ingot --help` for the commands\n");
+    return IG_EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
@@ -60,11 +80,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) name = "version";
     const ig_command *cmd = ig_command_find(name);
-    if (!cmd) {
-        fprintf(stderr, "ingot: unknown command '%s'\n\n", name);
-        print_main_usage(stderr);
-        return IG_EXIT_USAGE;
-    }
+    if (!cmd) return unknown_command(name);
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -89,11 +105,7 @@ int ig_cmd_help_cmd(const ig_command *self, int argc, char **argv) {
         return IG_EXIT_OK;
     }
     const ig_command *cmd = ig_command_find(argv[1]);
-    if (!cmd) {
-        fprintf(stderr, "ingot: unknown command '%s'\n\n", argv[1]);
-        print_main_usage(stderr);
-        return IG_EXIT_USAGE;
-    }
+    if (!cmd) return unknown_command(argv[1]);
     /* `ingot help preprocess video` */
     if (argc == 3 && cmd->run == ig_cmd_preprocess &&
         (!strcmp(argv[2], "video") || !strcmp(argv[2], "text")))

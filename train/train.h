@@ -136,6 +136,10 @@ typedef struct ig_train_config {
      * (k + 0.5) / n (eval.timesteps) */
     double flow_shift;
     int eval_timesteps;
+    /* and model.clip, the clips' [frames, height, width] the run is planned for (ingot plan sizes
+     * it without --clip; ingot train reads the shapes from the shards); [] none */
+    const char **clip_list;
+    size_t n_clip_list;
     /* eval */
     int64_t eval_every, eval_batches;
     /* ckpt */
@@ -182,6 +186,20 @@ ig_status ig_train_config_resolve(ig_train_config *t, const ig_config *cfg, ig_e
  * model.arch's, ...); errors name the key and, through cfg, where its value came from
  * (file:line). cfg may be NULL. */
 ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, ig_err *err);
+
+/* Every check of t that ingot train makes before it starts and that needs neither the data nor
+ * the processes (ingot config check --schema train): ig_train_config_resolve and _check on a
+ * copy, the model's shape (a vocabulary or a clip's tokens that the data gives are assumed to
+ * fit), and the layout over the fewest processes it runs on, tp x pp x sp_size (x parallel.dp
+ * when given), which *world (may be NULL) receives. Errors as ig_train_run's. */
+ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *t, const ig_config *cfg,
+                                   int *world, ig_err *err);
+
+/* Whether the configuration gives model.clip (dit): *given 1 and the clip's *F x *H x *W, or
+ * *given 0 (model.clip: [], the default). A model.clip that is not three whole numbers in
+ * [1, 65536] is IG_ERR_CONFIG, naming the key. */
+ig_status ig_train_config_clip(const ig_train_config *t, int *given, int *F, int *H, int *W,
+                               ig_err *err);
 
 /* The learning rate at step (0-based) of a run of t->steps steps. */
 double ig_train_lr(const ig_train_config *t, int64_t step);
@@ -293,8 +311,9 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
 typedef struct ig_clip_input {
     const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt) */
     int B, F, H, W;
-    const uint32_t *labels; /* [B] class ids (a class-conditional model); IG_CLIP_NONE is the null
-                               class; NULL: all null */
+    const uint32_t *labels; /* [B] class ids (a class-conditional model); IG_CLIP_NONE or the
+                               number of classes is the null class, a larger label an error; NULL:
+                               all null */
     /* a caption-conditioned model: [B, its caption length] token ids, of which the first
      * caption_lens[b] are the caption (0: none, the null caption); NULL: every caption the null
      * one */
@@ -357,6 +376,13 @@ typedef struct ig_train_opts {
     const volatile int *stop;
     FILE *log; /* step lines; NULL: stdout */
     int quiet; /* no step lines (metrics.jsonl is still written) */
+    /* Called (may be NULL) once this rank's watchdog is armed, which from then on ends a run
+     * that makes no progress for parallel.timeout: a guard of the start before it (the
+     * program's, through MPI_Init) may stand down. */
+    void (*watched)(void *user);
+    void *watched_user;
+    const char *config_path; /* the config file (may be NULL: "CONFIG"), for the messages that
+                                give a command to run next (resume with: ingot train PATH ...) */
 } ig_train_opts;
 
 typedef struct ig_train_result {
@@ -510,6 +536,7 @@ typedef struct ig_ckpt_info {
     int64_t step;           /* steps done */
     ig_loader_state loader; /* consumed samples and the index key */
     uint64_t train_samples; /* the samples the data's index was built for (0: unknown, version 1) */
+    int64_t global_batch;   /* the run's train.global_batch (0: not recorded, before issue 26) */
     ig_model_config model;  /* the model's family and shape */
     uint64_t seed;          /* the initial weights' seed */
     int32_t eod_id;         /* the data's end-of-document id (-1: none) */

@@ -54,11 +54,46 @@ if run "unknown command" 2 "$IG_INGOT" no-such-command; then
     if grep -q "unknown command" <<<"$err"; then pass
     else fail "unknown command: stderr was '$err'"; fi
 fi
+# a misspelt command gets a did-you-mean, as config keys do, and no screen of help
+run "a misspelt command" 2 "$IG_INGOT" trian
+expect "did you mean" "ingot: unknown command 'trian' (did you mean 'train'?)" "$err"
+check "two lines, not the command list" test "$(wc -l <<<"$err")" -eq 2
+run "help of a misspelt command" 2 "$IG_INGOT" help smaple
+expect "help: did you mean" "(did you mean 'sample'?)" "$err"
+# ingot train without a CONFIG says so
+run "train without a CONFIG" 2 "$IG_INGOT" train
+expect "says a CONFIG is missing" "ingot train: a CONFIG is missing" "$err"
 
+# a usage error is its one line and where the help is, not the whole help under it
 if run "unknown option" 2 "$IG_INGOT" config --bogus; then
-    if grep -q -- "--bogus" <<<"$err" && grep -q "usage:" <<<"$err"; then pass
+    if grep -q -- "--bogus" <<<"$err" && grep -q "see \`ingot config --help\`" <<<"$err"; then pass
     else fail "unknown option: stderr was '$err'"; fi
 fi
+check "a usage error is two lines" test "$(wc -l <<<"$err")" -eq 2
+check "without the usage" test -z "$(grep 'usage:' <<<"$err")"
+G=${IG_SOURCE_DIR:-.}/configs/gpt-tiny.yaml
+for cmd in "train $G --bogus" "plan $G --gpus 0" "sample" "eval" \
+    "preprocess video --bogus" "inspect" "blend"; do
+    run "usage error: ingot $cmd" 2 "$IG_INGOT" $cmd
+    check "ingot $cmd: two lines ($(head -c 300 <<<"$err"))" test "$(wc -l <<<"$err")" -eq 2
+    name=${cmd%% *}
+    [ "$name" = preprocess ] && name="preprocess video"
+    expect "ingot $cmd: where the help is" "see \`ingot $name --help\`" "$err"
+done
+# ingot --version of a CUDA build on a machine without the NVIDIA driver says there is none (the
+# runtime's words, "driver version is insufficient", read as if a driver were there, too old)
+if [ "${IG_CUDA_BUILT:-0}" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    check_rc "--version without a driver" 0 "$IG_INGOT" --version
+    expect "--version: says no driver is installed" \
+        "no NVIDIA driver is installed on this machine (libcuda.so.1 is not found), so no GPU can be used" "$out"
+else
+    echo "skipped: --version without a driver (a CUDA build on a machine without libcuda.so.1)"
+fi
+# ingot --help names the commands that take clips and DiTs
+run "ingot --help" 0 "$IG_INGOT" --help
+for c in preprocess inspect verify eval sample train; do
+    check "--help: $c's line names clips or a DiT" grep -qE "^  $c .*(clip|DiT|video)" <<<"$out"
+done
 
 if run "missing file" 1 "$IG_INGOT" config check /nonexistent.yaml; then
     if grep -q "^ingot: error:.*/nonexistent.yaml" <<<"$err"; then pass

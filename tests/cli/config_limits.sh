@@ -69,6 +69,47 @@ for f in "$IG_SOURCE_DIR"/configs/*.yaml; do
     *) check_rc "config check $(basename "$f")" 0 "$ING" config check --schema train "$f" ;;
     esac
 done
+# config check --schema train makes every check ingot train makes before it starts (not only the
+# keys': optim.beta1 1 passed where train refused it), with train's messages
+G=$IG_SOURCE_DIR/configs/gpt-tiny.yaml
+while IFS='|' read -r set msg; do
+    run "config check: $set" 1 "$ING" config check --schema train "$G" --set "$set" &&
+        expect "config check: $set: train's message" "$msg" "$err"
+    run "train: $set" 1 "$ING" train "$G" --set "$set" --set train.run_dir="$T/nowork"
+    expect "train: $set: the same message" "$msg" "$err"
+done <<'EOF2'
+optim.beta1=1|optim.beta1: 1: must be in [0, 1)
+optim.eps=0|optim.eps: 0: must be > 0
+ema.decay=-0.5|ema.decay: -0.5: must be in [0, 1)
+model.n_head=3|3 heads do not divide model.d_model 128
+optim.warmup=100000|warmup steps, but train.steps is
+EOF2
+check "train did no work" test ! -e "$T/nowork"
+# the layout, on the processes it names (tp x pp x sp_size, x dp when given)
+while IFS='|' read -r set msg; do
+    run "config check: the layout, $set" 1 "$ING" config check "$G" --set "$set" &&
+        expect "the layout, $set: says why" "$msg" "$err"
+done <<'EOF2'
+parallel.tp=3|parallel.tp 3 does not divide model.n_head 4
+parallel.pp=3|parallel.pp 3 does not divide model.n_layer 4
+parallel.sp=true|parallel.sp needs parallel.tp > 1
+parallel.dp=3|train.global_batch 16 is not a multiple of train.micro_batch 8 x dp 3
+EOF2
+check_rc "config check: a layout that fits its processes" 0 "$ING" config check "$G" \
+    --set parallel.tp=2 --set parallel.pp=2
+expect "names the processes" "the layout checked on 4 processes" "$out"
+# a training config without --schema: the train schema, chosen by its top-level keys
+check_rc "config check: train schema chosen" 0 "$ING" config check "$G"
+expect "says why" "(schema train, chosen by its top-level 'model:'" "$out"
+check_rc "config show: train schema chosen" 0 "$ING" config show "$G"
+expect "show: says which" "# schema: train, chosen by its top-level 'model:'" "$out"
+printf 'train:\n  steps: 3\ndata:\n  path: [x]\n' >"$T/train_only.yaml"
+check_rc "config check: a file of train: only" 0 "$ING" config check "$T/train_only.yaml"
+expect "chosen by train:" "chosen by its top-level 'train:'" "$out"
+run "config check --schema preprocess on a training config" 1 "$ING" config check \
+    --schema preprocess "$G"
+expect "says to give --schema train" "(its top-level 'model:' is a training key: --schema train)" \
+    "$err"
 printf -- '---\npreprocess:\n  readers: 1\n...\n' >"$T/markers.yaml"
 check_rc "one document between markers" 0 "$ING" config check "$T/markers.yaml"
 ig_end

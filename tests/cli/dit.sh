@@ -9,7 +9,7 @@
 # plugin_config spelling; and what is refused: clips the patches do not divide, captions from
 # shards that have none, a key of another family, sampling sizes the patches do not divide, a
 # label outside the classes or for a caption model, a prompt without its tokenizer, outputs that
-# exist.
+# exist, clips labelled past model.num_classes and unlabelled clips for a class model.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ig_begin dit
@@ -68,6 +68,8 @@ check_rc "and the EMA" 0 "$ING" ckpt diff run killed --tolerance 0 --weights ema
 # ---- eval on clips: the trainer's validation loss ---------------------------------------------
 check_rc "eval the checkpoint's raw weights" 0 "$ING" eval run --data clips --batches 3 \
     --micro-batch 4 --timesteps 4 --seed 5 --weights raw
+expect "eval --weights raw: its first line says so" "weights: raw (the trained parameters) of run/" \
+    "$(head -n 1 <<<"$out")"
 val=$(grep -o '"val_loss":[0-9.]*' run/metrics.jsonl | tail -1 | cut -d: -f2)
 got=$(printf '%s\n' "$out" | grep '^loss' | cut -d' ' -f2)
 check "eval gives the trainer's last validation loss ($got, $val)" \
@@ -75,6 +77,8 @@ check "eval gives the trainer's last validation loss ($got, $val)" \
 expect "a line per time of the grid" "t 0.1250 loss" "$out"
 expect "the grid's last time" "t 0.8750 loss" "$out"
 check_rc "eval the EMA (the default)" 0 "$ING" eval run --data clips --batches 3 --micro-batch 4
+expect "eval's first line says which weights: the EMA" "weights: EMA (ema.decay 0.9) of run/ckpt/" \
+    "$(head -n 1 <<<"$out")"
 ema_loss=$(printf '%s\n' "$out" | grep '^loss' | cut -d' ' -f2)
 check "the EMA's loss is another ($ema_loss)" test "$ema_loss" != "$got"
 
@@ -88,8 +92,13 @@ check_rc "the raw export is the checkpoint's weights" 0 "$ING" ckpt diff run hf-
     --tolerance 0 --weights raw
 run "raw and EMA differ" 1 "$ING" ckpt diff hf hf-raw --tolerance 0
 check_rc "eval the export" 0 "$ING" eval hf --data clips --batches 3 --micro-batch 4
+expect "eval of an export: says so on its first line" "weights: hf, an exported model" \
+    "$(head -n 1 <<<"$out")"
 check "the same loss as the checkpoint's EMA" test "$(printf '%s\n' "$out" | grep '^loss')" = \
     "loss $ema_loss"
+cp -r hf eps0 && sed -i 's/"norm_eps": [0-9.e-]*/"norm_eps": 0/' eps0/config.json
+run "norm_eps 0 in config.json" 1 "$ING" eval eps0 --data clips --batches 1
+expect "refused, not read as the default" '"norm_eps" is 0: it must be greater than 0' "$err"
 run "an export has one set of weights" 1 "$ING" eval hf --data clips --weights ema
 expect "says why" "holds one set of weights" "$err"
 
@@ -97,6 +106,10 @@ expect "says why" "holds one set of weights" "$err"
 check_rc "sample two videos of class 2" 0 "$ING" sample run --frames 4 --size 16x16 --label 2 \
     --num 2 --steps 6 --cfg 3 --seed 11 --output vid.mp4 --png sheet.png
 expect "the first video" "wrote vid-0.mp4" "$out"
+expect "progress: the steps, as a log sees them" "ingot: sampling: step 6/6 (100%)," "$err"
+expect "progress: halfway, with an ETA" "ingot: sampling: step 3/6 (50%), " "$err"
+expect "progress: the ETA" ", ETA " "$err"
+check "no shape warning at the trained shape" test -z "$(grep warning <<<"$err")"
 expect "the sheet" "wrote sheet.png" "$out"
 check "two mp4s and a png" test -s vid-0.mp4 -a -s vid-1.mp4 -a -s sheet.png
 check "the png's signature" test "$(head -c 8 sheet.png | od -An -tx1 | tr -d ' ')" = \
@@ -116,6 +129,14 @@ if command -v ffprobe >/dev/null; then
 else
     echo "skipped: ffprobe is not on PATH (the mp4 checks)"
 fi
+check_rc "a shape the model was not trained on" 0 "$ING" sample run --frames 8 --size 32x32 \
+    --label 2 --steps 2 --output big.mp4
+expect "warns, with the numbers" \
+    "ingot: warning: run was trained on clips of at most 32 tokens (the largest of its data); 8 frames of 32x32 make 256: " \
+    "$err"
+check_rc "the same from an export" 0 "$ING" sample hf --frames 8 --size 32x32 --label 2 --steps 2 \
+    --output big2.mp4
+expect "an export knows its clips' tokens" "hf was trained on clips of at most 32 tokens" "$err"
 run "an output that exists" 1 "$ING" sample run --frames 4 --size 16x16 --steps 2 --output vid.mp4 \
     --num 2
 expect "says so" "vid-0.mp4 already exists" "$err"
@@ -192,5 +213,28 @@ run "class conditioning without classes" 1 "$ING" train dit.yaml --set model.num
 expect "says why" "model.cond class needs model.num_classes" "$err"
 run "a bad patch" 1 "$ING" train dit.yaml --set model.patch=[2,4] --set train.run_dir=no5
 expect "says why" "model.patch: 2 values; give three" "$err"
+run "an empty patch (not the default)" 1 "$ING" train dit.yaml --set model.patch=[] \
+    --set train.run_dir=no5
+expect "says why" "--set: model.patch: an empty list: give its values, e.g. [1,2,2]" "$err"
+for d in -0.5 -0.001 1; do
+    run "ema.decay $d" 1 "$ING" train dit.yaml --set ema.decay=$d --set train.run_dir=no5
+    expect "ema.decay $d: the range" "ema.decay: $d: must be in [0, 1) (0: no EMA), or -1" "$err"
+done
+check "nothing trained" test ! -e no5
+# labels the classes do not hold, and clips with no labels, trained as the null class in silence
+run "labels past model.num_classes" 1 "$ING" train dit.yaml --set model.num_classes=3 \
+    --set train.run_dir=no7
+expect "names the shard and its largest label" "the clip shard clips holds label 3 (its clip" "$err"
+expect "and the classes" "model.num_classes 3 takes labels 0 .. 2" "$err"
+check "refused at the start" test ! -e no7/metrics.jsonl
+grep -v '^path' "$SRC/data/video/manifest.csv" | cut -d, -f1,2 | sed "s#^#$SRC/data/video/#" |
+    { echo path,text; cat; } >plain.csv
+"$ING" preprocess video --manifest plain.csv --output-prefix nolab --frames 4 --stride 4 \
+    --size 16x16 --quiet >/dev/null 2>&1 || fail "clips without labels"
+run "a class model on unlabelled clips" 1 "$ING" train dit.yaml --set data.path=[clips,nolab] \
+    --set train.run_dir=no8
+expect "says which shard has no labels" "the clip shard nolab holds no labels (12 clips" "$err"
+run "eval of a class model on unlabelled clips" 1 "$ING" eval run --data nolab --batches 1
+expect "says so" "the clip shard nolab holds no labels" "$err"
 
 ig_end

@@ -120,6 +120,13 @@ cp -r hf scaled
 sed -i 's/"rope_theta": 10000.0/"rope_scaling": {"type": "llama3"}, "rope_theta": 10000.0/' scaled/config.json
 check_rc "rope_scaling" 1 "$ING" eval scaled --data shk --batches 1
 expect "rope_scaling: says it cannot" "rope_scaling" "$err"
+# an epsilon or theta of 0 is not "the default" in a config.json: refused, naming it
+for kv in rms_norm_eps rope_theta; do
+    cp -r hf "zero_$kv"
+    sed -i "s/\"$kv\": [0-9.e-]*/\"$kv\": 0.0/" "zero_$kv/config.json"
+    check_rc "$kv 0" 1 "$ING" eval "zero_$kv" --data shk --batches 1
+    expect "$kv 0: refused" "\"$kv\" is 0: it must be greater than 0" "$err"
+done
 cp -r hf bert
 sed -i 's/"model_type": "llama"/"model_type": "bert"/' bert/config.json
 check_rc "another model_type" 1 "$ING" eval bert --data shk --batches 1

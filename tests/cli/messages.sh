@@ -43,8 +43,13 @@ run "an empty split part" 1 "$ING" blend --seq-len 16 --samples 10 --split 1,0,0
     expect "split: message" "s: split 1,0,0 leaves the valid part empty" "$err" && nocolons "$err" split
 run "an empty split part in a blend" 1 "$ING" blend --seq-len 16 --samples 10 --split 1,0,0 \
     --split-index test 0.5 s 0.5 s &&
-    expect "blend split: message" "blend source 1 (s): split 1,0,0 leaves the test part empty" "$err" &&
+    expect "blend split: message" "blend source 0 (s): split 1,0,0 leaves the test part empty" "$err" &&
     nocolons "$err" "blend split"
+# the warning numbers a source as the table under it does (from 0; it said 1 where the table
+# said 0, in make quickstart's own blend)
+run "a source repeated over epochs" 0 "$ING" blend --seq-len 64 --samples 400 --split 90,10,0 1 s
+expect "the warning's number" "ingot: warning: blend source 0 (s): weight 1.0000 asks for" "$err"
+check "the table's row 0 is that source" grep -qE '^0 .* s  \(repeated\)$' <<<"$out"
 run "an empty prefix" 2 "$ING" blend --seq-len 16 --samples 10 "" &&
     expect "empty prefix" "the data argument is empty: expected a shard prefix" "$err"
 run "an empty prefix in a blend" 2 "$ING" samples --seq-len 16 --samples 10 1 s 1 "" &&

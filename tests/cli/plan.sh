@@ -129,6 +129,12 @@ run "a negative --gpu-tflops" 2 "$ING" plan "$LLAMA" --gpus 8 --gpu-tflops -3
 expect "names the flag and the range" "--gpu-tflops: plan.gpu_tflops: must be in" "$err"
 run "a --intra-bw that is no number" 2 "$ING" plan "$LLAMA" --gpus 8 --intra-bw abc
 expect "names the flag" "--intra-bw: plan.intra_bw: expected a number, got 'abc'" "$err"
+# an explicit 0 meant "the --gpu's figure" (or 8 GPUs to a node) without a word: refused
+for f in nodes gpu-memory gpu-tflops intra-bw inter-bw; do
+    run "--$f 0" 2 "$ING" plan "$LLAMA" --gpus 8 "--$f" 0
+    expect "--$f 0: refused with the range" "ingot plan: --$f 0: must be " "$err"
+done
+expect "--inter-bw 0: the range" "--inter-bw 0: must be GB/s in (0, 1e9] (left out: the --gpu's)" "$err"
 
 # ---- a DiT with Ulysses -----------------------------------------------------------------------
 check_rc "stdit-xl on 8 GPUs" 0 "$ING" plan "$DIT" --gpus 8 --clip 16x512x512 --top 0 --all
@@ -137,8 +143,34 @@ expect "Ulysses' layouts" "ulysses 8" "$out"
 u=$(grep -E '^ +1 +1 +1 +ulysses 8 +0 +none +4 ' <<<"$out")
 check "Ulysses 8 sends all-to-alls (sp GB/step > 0)" awk -F'|' '{ split($3, b, " "); exit !(b[2] > 0) }' \
     <<<"$u"
-run "dit without --clip" 2 "$ING" plan "$DIT" --gpus 8
-expect "says where a clip's tokens come from" "give --clip FRAMESxHEIGHTxWIDTH" "$err"
+# a DiT config carries its clip shape (model.clip), so --help's example works as written
+check_rc "plan --help's example: stdit-xl on 8 A100s, JSON" 0 "$ING" plan "$DIT" --gpus 8 \
+    --gpu a100 --json
+expect "the plan's JSON" '"layouts":[' "$out"
+check_rc "model.clip: the same as --clip" 0 "$ING" plan "$DIT" --gpus 8 --configured --json
+a=$(sed 's/"config":"[^"]*",//' <<<"$out")
+check_rc "--clip 16x512x512" 0 "$ING" plan "$DIT" --gpus 8 --configured --json --clip 16x512x512
+check "model.clip [16, 512, 512] plans what --clip 16x512x512 does" test "$a" = \
+    "$(sed 's/"config":"[^"]*",//' <<<"$out")"
+# configs/stdit-xl.yaml as shipped fits 8 H100s in its own layout (the plan's row at its
+# micro-batch); a configured layout that does not fit says so and shows the fastest that do
+check_rc "stdit-xl as shipped fits 8 H100s" 0 "$ING" plan "$DIT" --gpus 8 --configured
+expect "says so" "the configured layout fits" "$out"
+run "--configured: a layout that does not fit, others do" 1 "$ING" plan "$DIT" --gpus 8 \
+    --configured --set parallel.sp_mode=megatron --set parallel.sp_size=1
+expect "says the configured layout does not fit" \
+    "the configured layout does not fit in 85.52 GB: it needs 115.02 GB a rank; 714 other layouts of 8 GPUs fit, the fastest:" \
+    "$out"
+expect "the fastest that fit, as options" \
+    "the fastest as options: --set parallel.tp=1 --set parallel.pp=1 --set parallel.zero=0 --set train.micro_batch=1 --set train.recompute=none" \
+    "$out"
+check "not 'nothing fits'" test -z "$(grep 'nothing fits' <<<"$out")"
+run "dit without model.clip or --clip" 2 "$ING" plan "$DIT" --gpus 8 --set "model.clip=[]"
+expect "says where a clip's tokens come from" "give the config a model.clip: [FRAMES, HEIGHT, WIDTH], or --clip FRAMESxHEIGHTxWIDTH" "$err"
+run "a model.clip of two values" 1 "$ING" plan "$DIT" --gpus 8 --set "model.clip=[16,512]"
+expect "says why" "model.clip: 2 values; give three, [frames, height, width]" "$err"
+check_rc "config check: model.clip" 1 "$ING" config check "$DIT" --set "model.clip=[16,500,500]"
+expect "config check: a clip the patches do not cut" "model.clip: 16 frames of 500x500 are not cut into whole patches" "$err"
 run "a bad --clip" 2 "$ING" plan "$DIT" --gpus 8 --clip 16x512
 expect "names the flag" "--clip 16x512: expected FRAMESxHEIGHTxWIDTH" "$err"
 run "a clip the patches do not cut" 2 "$ING" plan "$DIT" --gpus 8 --clip 16x500x500
@@ -225,8 +257,8 @@ run "train: a run over train.memory_limit" 1 "$ING" train tiny.yaml --threads 1 
 expect "is refused with its estimate" "the run does not fit: rank 0 (pipeline stage 0 of 1) needs" \
     "$err"
 expect "suggests what fits" "train.micro_batch=" "$err"
-expect "and the plan" "all of them: ingot plan CONFIG --gpus 1 --gpu cpu --gpu-memory $((need - 1))" \
-    "$err"
+expect "and the plan, naming the config file" \
+    "all of them: ingot plan tiny.yaml --gpus 1 --gpu cpu --gpu-memory $((need - 1))" "$err"
 check "before anything is written" test ! -e nofit
 check_rc "train: at its estimate it runs" 0 "$ING" train tiny.yaml --threads 1 --force \
     --set train.memory_limit=$need

@@ -40,7 +40,7 @@ if run "inspect --decode --tokenizer" 0 "$IG_INGOT" inspect "$T/a" --doc 0 --dec
 fi
 run "inspect no such doc" 1 "$IG_INGOT" inspect "$T/a" --doc 4 && expect "no such doc" "document 4 does not exist" "$err"
 run "inspect missing" 1 "$IG_INGOT" inspect "$T/missing" && expect "inspect missing" "missing.idx is missing" "$err"
-run "inspect no prefix" 2 "$IG_INGOT" inspect && expect "inspect no prefix" "usage: ingot inspect" "$err"
+run "inspect no prefix" 2 "$IG_INGOT" inspect && expect "inspect no prefix" "see \`ingot inspect --help\`" "$err"
 run "inspect bad option" 2 "$IG_INGOT" inspect "$T/a" --bogus && expect "inspect bad option" "unknown option '--bogus'" "$err"
 run "inspect bad --doc" 2 "$IG_INGOT" inspect "$T/a" --doc x && expect "inspect bad --doc" "--doc expects" "$err"
 run "inspect --decode without --doc" 2 "$IG_INGOT" inspect "$T/a" --decode && pass

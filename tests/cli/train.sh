@@ -80,6 +80,23 @@ cp -r killed otherdata
 rm -rf otherdata/ckpt/step_00000012
 check_rc "resume on other data" 1 "$ING" train tiny.yaml --resume otherdata --set data.seed=99
 expect "other data: says so" "the checkpoint was saved on other data than this configuration's" "$err"
+# another train.global_batch: said (not blamed on train.steps), refused where the order changes
+expect "the manifest records the global batch" '"global_batch": 8' "$(cat otherdata/ckpt/step_00000008/manifest.json)"
+check_rc "resume with another global batch" 1 "$ING" train tiny.yaml --resume otherdata \
+    --set train.global_batch=16
+expect "another global batch: says what changed" \
+    "train.global_batch is 16 now and the checkpoint's run had 8: the data's index would be built for 192 samples" "$err"
+check_rc "another global batch, the same samples, more than the index holds" 1 "$ING" train tiny.yaml \
+    --resume otherdata --set train.global_batch=4 --set train.steps=24
+expect "says how many" "the 16 steps left from step 8 would read 64 samples past the 64 consumed, more than the 96" "$err"
+check_rc "a run at global batch 4" 0 "$ING" train tiny.yaml --set train.run_dir=gb4 \
+    --set train.global_batch=4 --set ckpt.keep=3 --quiet
+rm -rf gb4/ckpt/step_00000008 gb4/ckpt/step_00000012
+check_rc "resumed at global batch 8 with the same samples (12 x 4 = 6 x 8)" 0 "$ING" train \
+    tiny.yaml --resume gb4 --set train.global_batch=8 --set train.steps=6
+expect "says what changed" \
+    "train.global_batch is 8 now (the checkpoint's run had 4): the run goes on from sample 16 in the same order" "$out"
+expect "the steps left" "step 6/6 | loss" "$out"
 
 # ---- what killed saves left behind is removed ----------------------------------------------------
 h=$(hostname | tr './' '__')
@@ -110,7 +127,8 @@ for _ in $(seq 600); do grep -q '"step":3,' intr/metrics.jsonl 2>/dev/null && br
 kill -INT "$pid"
 wait "$pid"
 check "SIGINT: exit 4 (stopped, not finished)" test $? -eq 4
-expect "SIGINT: how to resume" "resume with: ingot train CONFIG --resume intr" "$(cat intr.out)"
+expect "SIGINT: how to resume, naming the config file and the --set options" \
+    "resume with: ingot train tiny.yaml --resume intr (and this run's --set options)" "$(cat intr.out)"
 n=$(grep -c '"loss"' intr/metrics.jsonl)
 check "SIGINT: a checkpoint of the last step" test -d "intr/ckpt/step_$(printf %08d "$n")"
 
@@ -143,6 +161,10 @@ hfvar() { rm -rf "$1" && cp -r hf "$1" && sed -i "$2" "$1/config.json"; }
 hfvar eps 's/"layer_norm_epsilon": [0-9.e-]*/"layer_norm_epsilon": 0.5/'
 check_rc "layer_norm_epsilon 0.5" 0 "$ING" eval eps --data shk --seq-len 32 --batches 3 --micro-batch 4
 check "layer_norm_epsilon is honoured: another loss than 1e-5's ($l1)" test "$(tail -n 1 <<<"$out")" != "$l1"
+hfvar eps0 's/"layer_norm_epsilon": [0-9.e-]*/"layer_norm_epsilon": 0/'
+check_rc "layer_norm_epsilon 0" 1 "$ING" eval eps0 --data shk --seq-len 32 --batches 1
+expect "layer_norm_epsilon 0: refused, not read as the default" \
+    '"layer_norm_epsilon" is 0: it must be greater than 0' "$err"
 hfvar fewer 's/"n_layer": 2/"n_layer": 1/'
 check_rc "n_layer smaller than the file's layers" 1 "$ING" eval fewer --data shk --batches 1
 expect "fewer layers: the tensor left over is named" "tensor 'transformer.h.1." "$err"
@@ -183,6 +205,8 @@ check_rc "init_from a config.json of another model" 1 "$ING" train tiny.yaml --s
     --set model.init_from=fewer
 expect "init_from reads config.json" "model.init_from: fewer/config.json describes another model" "$err"
 check_rc "eval: --seq-len past the model's positions" 1 "$ING" eval run --data shk --seq-len 64
+check_rc "eval: --seq-len 0 (not 'the model's positions')" 2 "$ING" eval run --data shk --seq-len 0
+expect "eval: --seq-len 0: the range" "--seq-len 0: must be in [1, the model's positions]" "$err"
 check_rc "sample" 0 "$ING" sample run --tokenizer "$SRC/data/gpt2" --prompt "ROMEO:" --tokens 20 --seed 5
 s1=$out
 expect "sample: starts with the prompt" "ROMEO:" "$s1"
@@ -217,6 +241,18 @@ cp -r run/ckpt/step_00000012 edited
 sed -i 's/"consumed_samples": [0-9]*/"consumed_samples": 8/' edited/manifest.json
 check_rc "edited consumed_samples" 1 "$ING" ckpt verify edited
 expect "edited: the checksum names manifest.json" "manifest.json: its checksum does not match" "$err"
+# relabelled version 1 (which has no checksum) with its checksum deleted: still refused, for the
+# fields of a later version it holds
+cp -r run/ckpt/step_00000012 relabelled
+sed -i -e 's/"version": 2/"version": 1/' -e 's/"consumed_samples": [0-9]*/"consumed_samples": 8/' \
+    relabelled/manifest.json
+sed -i -z 's/,\n  "checksum": "[0-9a-f]*"//' relabelled/manifest.json
+check "relabelled: no checksum left" test -z "$(grep checksum relabelled/manifest.json)"
+check_rc "relabelled version 1" 1 "$ING" ckpt verify relabelled
+expect "relabelled: says so" 'says "version": 1 but holds "train_samples"' "$err"
+mkdir -p relab/ckpt && cp -r relabelled relab/ckpt/step_00000012
+check_rc "resume a relabelled checkpoint" 1 "$ING" train tiny.yaml --resume relab
+expect "resume: says so" 'says "version": 1 but holds' "$err"
 mkdir -p renamed/ckpt && cp -r run/ckpt/step_00000012 renamed/ckpt/step_00000016
 check_rc "a step that differs from the directory's name" 1 "$ING" ckpt verify renamed
 expect "renamed: says so" '"step" is 12 but the directory is step_00000016' "$err"

@@ -89,8 +89,9 @@ expect "info row of a missing file" ",missing" "$(cat "$T/info.info.csv")"
 check_rc "stride and fps" 2 "$ING" preprocess video --manifest "$T/m.csv" --output-prefix "$T/u" --frames 2 --stride 2 --fps 5
 check_rc "no frames" 2 "$ING" preprocess video --manifest "$T/m.csv" --output-prefix "$T/u"
 check_rc "bad size" 2 "$ING" preprocess video --manifest "$T/m.csv" --output-prefix "$T/u" --frames 2 --size 32
-check_rc "alone: the usage" 2 "$ING" preprocess video
-expect "usage shows the options" "--clips-per-video" "$err"
+check_rc "alone: a usage error" 2 "$ING" preprocess video
+expect "says what is missing" "ingot preprocess video: give --manifest and --output-prefix" "$err"
+expect "and where the help is" "see \`ingot preprocess video --help\`" "$err"
 run "a bad manifest" 1 "$ING" preprocess video --manifest "$SRC/README.md" --output-prefix "$T/u" --frames 2
 expect "manifest error names the file" "README.md:1: the header has no 'path' column" "$err"
 

@@ -60,12 +60,42 @@ run "default limit, 64 MiB available, 2 workers" 0 env IG_FAULT_MEMORY_ROOT="$T/
     expect "64 MiB x 0.9 / 4" "the per-video limit of 15.10 MB" "$out" &&
     expect "too large for it" "too_large 1" "$out"
 
-# an allocation that fails (here a clip of 30 frames of 4000x4000, 1.44 GB, under a 2.2 GB
+# an allocation that fails (here a clip of 30 frames of 4000x4000, 1.44 GB, under a 1.6 GB
 # address-space limit with the per-video limit out of the way) skips the video; the run goes on
 "${FF[@]}" -f lavfi -i color=c=red:size=4000x4000:rate=30:duration=1 -c:v mjpeg -q:v 31 "$T/huge.avi" || die "ffmpeg"
 printf 'path,text\nsmall.mp4,first\nhuge.avi,large\nsmall.mp4,last\n' >"$T/h.csv"
 H=("$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --max-video-memory 1TB)
-lim() { (ulimit -v 2200000 && exec "$@"); }
+lim() { (ulimit -v 1600000 && exec "$@"); }
+# a limit too small for FFmpeg to decode even one of its frames while it reads the streams (FFmpeg
+# refuses frames of more pixels than the limit allows, and the stream has no size then): too_large
+# with its size, not not_video; under a memory ulimit (the default limit follows it) and with the
+# limit given
+run "frames larger than the limit lets FFmpeg decode" 0 "${H[@]}" --max-video-memory 20MB \
+    --output-prefix "$T/hl" &&
+    expect "counted as too_large" "2 used, 1 skipped (too_large 1)" "$out"
+expect "the report: too_large with the frame's size" \
+    "huge.avi,skipped,too_large,0,0,0.000,\"$T/huge.avi: too_large: its frames are 4000x4000 (16000000 pixels), more than the per-video memory limit lets the decoder hold (2500000 pixels a frame)" \
+    "$(sed 's/,[0-9.]*,"/,0.000,"/' "$T/hl.report.csv" 2>/dev/null)"
+run "the default limit, 64 MiB available" 0 env IG_FAULT_MEMORY_ROOT="$T/mem" "$ING" preprocess \
+    video --manifest "$T/h.csv" --frames 30 --workers 1 --output-prefix "$T/hm" &&
+    expect "too_large" "2 used, 1 skipped (too_large 1)" "$out"
+# 400 MB beyond what the program needs to start (a CUDA build maps its libraries, over 1 GB of
+# address space, before main): the smallest ulimit -v (KiB) under which ingot --version runs
+fits() { bash -c 'ulimit -v "$1" && exec "$2" --version' _ "$1" "$ING" >/dev/null 2>&1; }
+lo=16000 hi=16000000
+if fits $hi; then
+    while [ $((hi - lo)) -gt 8000 ]; do
+        mid=$(((lo + hi) / 2))
+        if fits $mid; then hi=$mid; else lo=$mid; fi
+    done
+else
+    fail "ingot --version does not run under ulimit -v $hi"
+fi
+run "under ulimit -v (400 MB past the program's start: the default limit)" 0 \
+    bash -c 'ulimit -v "$1" && shift && exec "$@"' _ $((hi + 400000)) \
+    "$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --output-prefix "$T/hu" &&
+    expect "too_large, not not_video" "2 used, 1 skipped (too_large 1)" "$out"
+expect "the report says too_large" "huge.avi,skipped,too_large," "$(cat "$T/hu.report.csv" 2>/dev/null)"
 run "out of memory for one video" 0 lim "${H[@]}" --output-prefix "$T/h" &&
     expect "counted as out_of_memory" "2 used, 1 skipped (out_of_memory 1)" "$out"
 expect "the report says why" "huge.avi,skipped,out_of_memory,0,0," "$(cat "$T/h.report.csv" 2>/dev/null)"

@@ -67,8 +67,8 @@ static void exercise(const ig_tokenizer *tok, const uint8_t *data, size_t size) 
         "Hello, world! It's 2024.",
         "  indented\n\ttabs\r\n</s><unk>x<s>  \xE2\x96\x81 end  ",
         "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xfe bad utf-8 \xc3",
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA \xef\xbc\xa1 \xe2\x85\xa0 "
-        "123456789",
+        ("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA \xef\xbc\xa1 \xe2\x85\xa0 "
+         "123456789"),
     };
     size_t vs = ig_tokenizer_vocab_size(tok);
     check(vs >= 1);

@@ -136,7 +136,7 @@ expect "names the rank and its estimate" "the run does not fit: rank 0 (pipeline
     "$err"
 expect "names the limit" "and may use 3.00 MB (train.memory_limit)" "$err"
 expect "suggests layouts that fit, as keys" "parallel.tp=2 parallel.pp=" "$err"
-expect "and the command that lists them all" "ingot plan CONFIG --gpus 2 --gpu cpu" "$err"
+expect "and the command that lists them all" "ingot plan gpt.yaml --gpus 2 --gpu cpu" "$err"
 check "every rank refuses" test "$(grep -c 'the run does not fit' "$T/.err")" = 2
 check "no model was made, nothing written (the watchdog's heartbeats aside)" \
     test ! -e nofit/ckpt -a ! -e nofit/metrics.jsonl

@@ -1,8 +1,8 @@
 /* cmd.h - private to the ingot program: the subcommand table entry and the helpers every
  * subcommand shares (usage errors, runtime errors, the context from common flags).
  *
- * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (the usage is
- * printed), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
+ * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (one line, and
+ * where the help is), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
  * ends it), 4 `ingot train` stopped on a signal (SIGINT, SIGTERM) after writing a checkpoint: not
  * finished, resume it. */
 #ifndef INGOT_CMD_H
@@ -26,7 +26,7 @@ const ig_command *ig_command_find(const char *name);
 
 /* Prints cmd's usage to stdout (for --help) and returns 0. */
 int ig_cmd_help(const ig_command *cmd);
-/* Prints "ingot CMD: MESSAGE" and the usage to stderr; returns 2. */
+/* Prints "ingot CMD: MESSAGE" and "see `ingot CMD --help`" to stderr; returns 2. */
 int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) IG_PRINTF(2, 3);
 /* Prints "ingot: error: MESSAGE" (the message of err, and "(use --FLAG VALUE)" when err names
  * an option that would avoid the failure) to stderr; returns 1. */
@@ -76,6 +76,19 @@ struct ig_train_config;
 int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, struct ig_train_config *t,
                        ig_common_flags *flags, const ig_cfg_key *own, size_t n_own, void *own_dst,
                        ig_config **cfg);
+
+/* A multi-process command watched before MPI starts (cmd_start_guard.c): armed as soon as the
+ * configuration is read, it ends the process with status 3 and a message naming what this rank
+ * waited for (and the ranks that never started) unless disarmed within timeout seconds. NULL (a
+ * no-op for the others) in one process, with timeout <= 0, or when it cannot start. */
+typedef struct ig_start_guard ig_start_guard;
+ig_start_guard *ig_start_guard_arm(double timeout, const char *run_dir);
+/* What this rank waits for now (a string that outlives the guard), for the message. */
+void ig_start_guard_phase(ig_start_guard *g, const char *what);
+/* The trainer's watchdog has taken over: the guard stands down (any thread). */
+void ig_start_guard_disarm(ig_start_guard *g);
+/* Stops the thread and removes this rank's start mark. */
+void ig_start_guard_free(ig_start_guard *g);
 
 /* Creates the context from the common flags (and the MPI rank when run under mpirun). */
 ig_status ig_cmd_ctx(ig_ctx **out, const ig_common_flags *flags, ig_err *err);

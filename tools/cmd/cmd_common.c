@@ -16,13 +16,15 @@ int ig_cmd_help(const ig_command *cmd) {
 }
 
 int ig_cmd_usage_error(const ig_command *cmd, const char *fmt, ...) {
+    /* the one line that says what is wrong, and where the whole help is (printed in full, it
+     * buried the line under a screen of options) */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "ingot %s: ", cmd->name);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ingot %s: ", cmd->name);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n\n");
+    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    fputs(cmd->usage, stderr);
+    fprintf(stderr, "%s\nsee `ingot %s --help`\n", line, cmd->name);
     return IG_EXIT_USAGE;
 }
 

@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "cmd_schemas.h"
+#include "train/train.h"
 
 const char ig_usage_config[] =
     "usage: ingot config show [--schema NAME] [FILE] [--set KEY=VALUE]...\n"
@@ -18,9 +19,15 @@ const char ig_usage_config[] =
     "       it came from (default, FILE:LINE or --set).\n"
     "check  validates FILE (and the overrides) and prints 'FILE: ok'. Unknown keys, values of\n"
     "       the wrong type and YAML syntax errors are reported with FILE:LINE; exit status 1.\n"
+    "       With the train schema, every check ingot train makes before it starts that needs\n"
+    "       neither the data nor the processes: values that depend on each other (optim.beta1\n"
+    "       in [0, 1), heads dividing d_model, ...), the model's shape and the layout on\n"
+    "       parallel.tp x pp x sp_size (x dp when given) processes.\n"
     "\n"
     "options:\n"
-    "  --schema NAME       the key schema to check against (default: preprocess)\n"
+    "  --schema NAME       the key schema to check against (default: train when FILE has a\n"
+    "                      top-level key only training configs have, such as model: or\n"
+    "                      train:; else preprocess)\n"
     "  --set KEY=VALUE     override one key by its dotted path; may be repeated\n"
     "\n"
     "schemas: preprocess, train\n"
@@ -29,7 +36,8 @@ const char ig_usage_config[] =
     "  ingot config show\n"
     "  ingot config show configs/preprocess_tinyshakespeare.yaml --set threads=8\n"
     "  ingot config check configs/preprocess_tinyshakespeare.yaml\n"
-    "  ingot config check --schema preprocess my.yaml --set preprocess.on_error=skip\n";
+    "  ingot config check --schema preprocess my.yaml --set preprocess.on_error=skip\n"
+    "  ingot config check configs/gpt-tiny.yaml --set optim.beta1=0.99\n";
 
 /* Returns the value of an option given as "--opt VALUE" or "--opt=VALUE", advancing *i; NULL
  * (after printing a usage error into *rc) when the value is missing. */
@@ -49,6 +57,63 @@ static int is_option(const char *arg, const char *opt) {
     return strncmp(arg, opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* Whether schema s has a key at path or under it. */
+static int schema_has(const ig_schema *s, const char *path, size_t len) {
+    for (size_t t = 0; t < s->n_tables; t++)
+        for (size_t i = 0; i < s->tables[t].n; i++) {
+            const char *k = s->tables[t].keys[i].path;
+            if (!strncmp(k, path, len) && (k[len] == '\0' || k[len] == '.')) return 1;
+        }
+    return 0;
+}
+
+/* The schema a FILE given without --schema is read with: train when one of its top-level keys
+ * (a line "KEY:" at column 0) is only the train schema's (model:, train:, optim:, ...), else
+ * preprocess (the default). *why names the key that chose train. */
+static const char *guess_schema(const char *file, char *why, size_t cap) {
+    char *text = NULL;
+    size_t len = 0;
+    ig_schema pre, train;
+    if (!ig_schema_get("preprocess", &pre) || !ig_schema_get("train", &train) ||
+        ig_read_file_max(file, IG_YAML_FILE_MAX, &text, &len, NULL) != IG_OK)
+        return "preprocess";
+    const char *name = "preprocess";
+    for (size_t at = 0; at < len;) {
+        const char *line = text + at, *nl = memchr(line, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - line) : len - at, k = 0;
+        while (k < n && (line[k] == '_' || (line[k] >= 'a' && line[k] <= 'z') ||
+                         (line[k] >= '0' && line[k] <= '9')))
+            k++;
+        if (k && k < n && line[k] == ':' && schema_has(&train, line, k) &&
+            !schema_has(&pre, line, k)) {
+            snprintf(why, cap, "%.*s", (int)k, line);
+            name = "train";
+            break;
+        }
+        at += n + 1;
+    }
+    free(text);
+    return name;
+}
+
+/* The train schema's own checks, beyond the keys': every check ingot train makes before it starts
+ * that needs neither the data nor the processes (ig_train_config_validate). */
+static ig_status check_train(const ig_config *cfg, int *world, ig_err *err) {
+    ig_train_config t;
+    memset(&t, 0, sizeof t);
+    const ig_cfg_key *keys[IG_SCHEMA_MAX_TABLES];
+    size_t counts[IG_SCHEMA_MAX_TABLES];
+    int binds[IG_SCHEMA_MAX_TABLES];
+    size_t n = ig_train_key_tables(keys, counts, binds, IG_SCHEMA_MAX_TABLES);
+    ig_status st = IG_OK;
+    /* a family's own keys are bound into the shape by ig_train_config_resolve (validate's) */
+    for (size_t i = 0; i < n && st == IG_OK; i++)
+        if (binds[i]) st = ig_config_bind(cfg, keys[i], counts[i], &t, err);
+    if (st == IG_OK) st = ig_config_bind(cfg, ig_data_keys, ig_data_n_keys, &t.data, err);
+    if (st == IG_OK) st = ig_train_config_validate(NULL, &t, cfg, world, err);
+    return st;
+}
+
 int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2) return ig_cmd_usage_error(cmd, "expected a subcommand: show or check");
     const char *sub = argv[1];
@@ -58,7 +123,7 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
         return ig_cmd_usage_error(cmd, "unknown subcommand '%s' (expected show or check)", sub);
     }
 
-    const char *schema_name = "preprocess", *file = NULL;
+    const char *schema_name = NULL, *file = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     if (!sets) return ig_cmd_failf("out of memory");
     int n_sets = 0, rc = -1, options_done = 0;
@@ -81,6 +146,9 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
         }
     }
     if (rc < 0 && !show && !file) rc = ig_cmd_usage_error(cmd, "check needs a FILE");
+    char chosen_by[64] = "";
+    if (rc < 0 && !schema_name)
+        schema_name = file ? guess_schema(file, chosen_by, sizeof chosen_by) : "preprocess";
     ig_schema sch;
     const ig_schema *schema = rc < 0 && ig_schema_get(schema_name, &sch) ? &sch : NULL;
     if (rc < 0 && !schema) {
@@ -103,15 +171,28 @@ int ig_cmd_config(const ig_command *cmd, int argc, char **argv) {
     ig_status st = ig_schema_config(schema, &cfg, &err);
     if (st == IG_OK && file) st = ig_config_load_file(cfg, file, &err);
     for (int s = 0; st == IG_OK && s < n_sets; s++) st = ig_config_set(cfg, sets[s], &err);
+    int world = 0, train = strcmp(schema->name, "train") == 0;
+    if (st == IG_OK && train && !show) st = check_train(cfg, &world, &err);
     if (st == IG_OK) {
+        char how[160] = "";
+        if (*chosen_by) snprintf(how, sizeof how, ", chosen by its top-level '%s:'", chosen_by);
         if (show) {
-            printf("# schema: %s%s%s\n", schema->name, file ? ", file: " : "", file ? file : "");
+            printf("# schema: %s%s%s%s\n", schema->name, how, file ? ", file: " : "",
+                   file ? file : "");
             st = ig_config_dump_origins(cfg, stdout, &err);
+        } else if (train) {
+            printf("%s: ok (schema %s%s; the layout checked on %d process%s, as ingot train "
+                   "checks it before it starts; the data is checked when train reads it)\n",
+                   file, schema->name, how, world, world == 1 ? "" : "es");
         } else {
-            printf("%s: ok (schema %s)\n", file, schema->name);
+            printf("%s: ok (schema %s%s)\n", file, schema->name, how);
         }
     }
     ig_config_free(cfg);
     free(sets);
+    char key[64] = "";
+    if (st != IG_OK && !train && file && !strcmp(guess_schema(file, key, sizeof key), "train"))
+        return ig_cmd_failf("%s (its top-level '%s:' is a training key: --schema train)", err.msg,
+                            key);
     return st == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
 }

@@ -17,7 +17,8 @@ const char ig_usage_eval[] =
     "\n"
     "Prints the mean loss of MODEL over K micro-batches of B samples of L tokens read from\n"
     "PREFIX (a token shard or shard list; --data W1 P1 --data W2 ... for a blend), from the\n"
-    "start of its sample stream. The last line is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
+    "start of its sample stream. The first line says which weights (a checkpoint's EMA or raw\n"
+    "ones, or an export's), the last is 'loss X.XXXXXX'. MODEL is a checkpoint\n"
     "directory, a Hugging Face GPT-2 or Llama directory or a DiT export (ingot ckpt export) or a\n"
     "model.safetensors with its config.json beside it. A model whose weights are not finite\n"
     "(NaN, infinity) is refused.\n"
@@ -56,7 +57,8 @@ typedef struct eval_args {
 
 static const ig_cfg_key eval_keys[] = {
     IG_KEY_LIST("eval.data", eval_args, data, n_data, "", "the data"),
-    IG_KEY_INT("eval.seq_len", eval_args, seq_len, "0", 0, 1048576, "tokens per sample"),
+    IG_KEY_INT("eval.seq_len", eval_args, seq_len, "0", 0, 1048576,
+               "tokens per sample (not given: the model's positions)"),
     IG_KEY_INT("eval.batches", eval_args, batches, "8", 1, 1e9, "micro-batches"),
     IG_KEY_INT("eval.micro_batch", eval_args, micro_batch, "4", 1, 1048576,
                "samples per micro-batch"),
@@ -67,6 +69,27 @@ static const ig_cfg_key eval_keys[] = {
     IG_KEY_ENUM("eval.weights", eval_args, weights, "default", ig_weights_names,
                 "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
+
+/* "weights: ..." - which weights of path the loss is of (the first line eval prints): a
+ * checkpoint's EMA (the default when it holds one) or its trained weights, or an export's. */
+static void print_weights(ig_ctx *ctx, const char *path, ig_weights w) {
+    char dir[4096], man[4200];
+    ig_ckpt_info info;
+    if (ig_ckpt_resolve(path, dir, sizeof dir, NULL) != IG_OK) return;
+    snprintf(man, sizeof man, "%s/manifest.json", dir);
+    if (!ig_file_exists(man)) {
+        printf("weights: %s, an exported model (its one set of weights)\n", dir);
+    } else if (ig_ckpt_read_info(ctx, dir, 0, &info, NULL) == IG_OK) {
+        if (w != IG_WEIGHTS_RAW && info.ema_decay > 0)
+            printf("weights: EMA (ema.decay %g) of %s, step %lld%s\n", info.ema_decay, dir,
+                   (long long)info.step,
+                   w == IG_WEIGHTS_EMA ? "" : " (--weights raw: the trained ones)");
+        else
+            printf("weights: raw (the trained parameters) of %s, step %lld%s\n", dir,
+                   (long long)info.step, info.ema_decay > 0 ? "" : " (it keeps no EMA)");
+    }
+    fflush(stdout);
+}
 
 int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     eval_args a = {0};
@@ -82,6 +105,9 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     int rc = ig_cmd_parse(cmd, argc, argv, &spec, &cfg, &first);
     if (rc < 0 && argc - first != 1) rc = ig_cmd_usage_error(cmd, "expected one MODEL");
     if (rc < 0 && a.n_data == 0) rc = ig_cmd_usage_error(cmd, "--data PREFIX is required");
+    if (rc < 0 && a.seq_len == 0 && ig_config_is_set(cfg, "eval.seq_len"))
+        rc = ig_cmd_usage_error(cmd, "--seq-len 0: must be in [1, the model's positions] (leave "
+                                     "it out for the model's positions)");
     if (rc >= 0) {
         ig_config_free(cfg);
         return rc;
@@ -102,6 +128,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
     ig_eval_result *res = calloc(1, sizeof *res);
     ig_status st = res ? ig_cmd_ctx(&ctx, &a.flags, &err) : ig_err_set(&err, IG_ERR_NOMEM, "out of memory");
     if (st == IG_OK) st = ig_backend_create(&be, ctx, &bo, &err);
+    if (st == IG_OK && !a.flags.quiet) print_weights(ctx, argv[first], (ig_weights)a.weights);
     if (st == IG_OK) st = ig_model_evaluate(ctx, be, argv[first], &eo, res, &err);
     if (st == IG_OK) {
         if (!a.flags.quiet) printf("%s\n", res->what);

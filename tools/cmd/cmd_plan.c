@@ -61,8 +61,9 @@ const char ig_usage_plan[] =
     "                    the rate it measures at the start: model FLOPs / step / that rate)\n"
     "  --intra-bw B      GB/s a rank's ring collectives reach within a node\n"
     "  --inter-bw B      GB/s across nodes\n"
-    "  --clip FxHxW      dit: the clips' frames x height x width (ingot train reads them from\n"
-    "                    the shards; or --set model.seq_len=TOKENS)\n"
+    "  --clip FxHxW      dit: the clips' frames x height x width (default: the config's\n"
+    "                    model.clip; ingot train reads them from the shards; or --set\n"
+    "                    model.seq_len=TOKENS)\n"
     "  --top N           the layouts shown (default 20; 0: all)\n"
     "  --all             also those that do not fit\n"
     "  --configured      only the layout the configuration gives (parallel.*, train.micro_batch,\n"
@@ -91,15 +92,16 @@ typedef struct plan_args {
 static const ig_cfg_key plan_keys[] = {
     IG_KEY_INT("plan.gpus", plan_args, gpus, "0", 0, 1048576, "the processes, one GPU each"),
     IG_KEY_INT("plan.nodes", plan_args, nodes, "0", 0, 1048576,
-               "the nodes they are on (0: 8 GPUs to a node)"),
+               "the nodes they are on (not given: 8 GPUs to a node)"),
     IG_KEY_ENUM("plan.gpu", plan_args, gpu, "h100", ig_plan_gpus, "the figures of a GPU"),
-    IG_KEY_SIZE("plan.gpu_memory", plan_args, memory, "0", "a GPU's memory (0: the --gpu's)"),
+    IG_KEY_SIZE("plan.gpu_memory", plan_args, memory, "0",
+                "a GPU's memory (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.gpu_tflops", plan_args, tflops, "0", 0, 1e9,
-                 "the GEMM rate a GPU reaches, TFLOP/s (0: the --gpu's)"),
+                 "the GEMM rate a GPU reaches, TFLOP/s (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.intra_bw", plan_args, intra, "0", 0, 1e9,
-                 "GB/s of ring collectives within a node (0: the --gpu's)"),
+                 "GB/s of ring collectives within a node (not given: the --gpu's)"),
     IG_KEY_FLOAT("plan.inter_bw", plan_args, inter, "0", 0, 1e9,
-                 "GB/s of ring collectives across nodes (0: the --gpu's)"),
+                 "GB/s of ring collectives across nodes (not given: the --gpu's)"),
     IG_KEY_STRING("plan.clip", plan_args, clip, "", "dit: the clips' FRAMESxHEIGHTxWIDTH"),
     IG_KEY_INT("plan.top", plan_args, top, "20", 0, 1e9, "the layouts shown (0: all)"),
     IG_KEY_BOOL("plan.all", plan_args, all, "false", "also the layouts that do not fit"),
@@ -156,6 +158,40 @@ static double gb(uint64_t bytes) {
     return (double)bytes / 1e9;
 }
 
+static void print_columns(void) {
+    printf("   tp  pp  dp  sp          zero  recompute  mb  acc |  params   grads   optim    acts  "
+           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s     "
+           "tok/s  fits\n");
+}
+
+static void print_row(const ig_plan_entry *e);
+
+/* --configured when the configured layout does not fit: the fastest layouts of as many GPUs that
+ * do (plan `others`, every layout), as --set options. */
+static void print_others(const ig_plan *p, const ig_plan *others, const char *config) {
+    char need[32], have[32];
+    const ig_plan_world *w = &p->world;
+    printf("\nthe configured layout does not fit in %s: it needs %s a rank; %zu other layouts of "
+           "%d %s fit, the fastest:\n\n",
+           ig_format_bytes((double)w->memory, have, sizeof have),
+           ig_format_bytes((double)p->entries[0].mem.total, need, sizeof need), others->n_fit,
+           w->gpus, w->device ? "GPUs" : "CPU ranks");
+    print_columns();
+    size_t n = others->n_fit < 3 ? others->n_fit : 3;
+    for (size_t i = 0; i < n; i++) print_row(&others->entries[i]);
+    const ig_plan_layout *l = &others->entries[0].layout;
+    char sp[96] = "";
+    if (l->usp > 1)
+        snprintf(sp, sizeof sp, " --set parallel.sp_mode=ulysses --set parallel.sp_size=%d",
+                 l->usp);
+    else if (l->sp)
+        snprintf(sp, sizeof sp, " --set parallel.sp=true");
+    printf("\n  the fastest as options: --set parallel.tp=%d --set parallel.pp=%d --set "
+           "parallel.zero=%d --set train.micro_batch=%d --set train.recompute=%s%s\n"
+           "  all of them: ingot plan %s --gpus %d (with this run's --set)\n",
+           l->tp, l->pp, l->zero, l->micro_batch, recomputes[l->recompute], sp, config, w->gpus);
+}
+
 static void print_header(const ig_plan *p, const char *config, size_t shown, int configured) {
     char shape[512];
     const ig_plan_world *w = &p->world;
@@ -179,9 +215,7 @@ static void print_header(const ig_plan *p, const char *config, size_t shown, int
                !p->n_fit          ? ": the smallest first"
                : shown < p->n_fit ? ": the fastest first"
                                   : "");
-    printf("   tp  pp  dp  sp          zero  recompute  mb  acc |  params   grads   optim    acts  "
-           " comm   work   total GB | tp      sp      pp      dp      emb GB/step |  step s     "
-           "tok/s  fits\n");
+    print_columns();
 }
 
 /* A volume of bytes in GB to three digits, whole GB from 1000 on (not 4.23e+03) into buf[16]. */
@@ -336,6 +370,9 @@ static int by_memory(const void *a, const void *b) {
 
 int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     /* `ingot plan CONFIG ...`: the config file is the first argument, as for ingot train */
+    if (argc < 2)
+        return ig_cmd_usage_error(cmd, "a CONFIG is missing: ingot plan CONFIG.yaml --gpus N "
+                                       "(e.g. configs/llama-7b.yaml)");
     const char *config = argc > 1 && argv[1][0] != '-' ? argv[1] : "(no config)";
     ig_train_config t;
     ig_common_flags flags = {0};
@@ -344,6 +381,19 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, plan_keys,
                                 sizeof plan_keys / sizeof plan_keys[0], &a, &cfg);
     if (rc < 0 && a.gpus < 1) rc = ig_cmd_usage_error(cmd, "--gpus N is required (N >= 1)");
+    /* left out, each takes the --gpu's figure (or 8 GPUs to a node); given, 0 is no figure */
+    static const struct {
+        const char *key, *flag, *range, *left_out;
+    } given[] = {{"plan.nodes", "--nodes", "a whole number in [1, --gpus]", "8 GPUs to a node"},
+                 {"plan.gpu_memory", "--gpu-memory", "a size > 0, e.g. 80GB", "the --gpu's"},
+                 {"plan.gpu_tflops", "--gpu-tflops", "TFLOP/s in (0, 1e9]", "the --gpu's"},
+                 {"plan.intra_bw", "--intra-bw", "GB/s in (0, 1e9]", "the --gpu's"},
+                 {"plan.inter_bw", "--inter-bw", "GB/s in (0, 1e9]", "the --gpu's"}};
+    const double value[] = {a.nodes, (double)a.memory, a.tflops, a.intra, a.inter};
+    for (size_t i = 0; rc < 0 && i < sizeof given / sizeof given[0]; i++)
+        if (value[i] == 0 && ig_config_is_set(cfg, given[i].key))
+            rc = ig_cmd_usage_error(cmd, "%s 0: must be %s (left out: %s)", given[i].flag,
+                                    given[i].range, given[i].left_out);
     int nodes = a.nodes ? a.nodes : (a.gpus + 7) / 8;
     if (rc < 0 && (nodes > a.gpus || a.gpus % nodes))
         rc = ig_cmd_usage_error(cmd, "--nodes %d: %d GPUs do not split evenly over %d nodes", nodes,
@@ -353,11 +403,19 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     if (rc < 0 && ig_plan_world_gpu(&w, ig_plan_gpus[a.gpu], &err) != IG_OK) rc = ig_cmd_fail(&err);
     if (rc < 0 && ig_train_config_resolve(&t, cfg, &err) != IG_OK) rc = ig_cmd_fail(&err);
     int clips = rc < 0 && !strcmp(ig_model_io_of(&t.model).input, "clips");
-    if (clips && *a.clip && !clip_tokens(cmd, a.clip, &t.model)) rc = IG_EXIT_USAGE;
-    if (clips && !*a.clip && !ig_config_is_set(cfg, "model.seq_len"))
+    /* a clip's shape: --clip, else the config's model.clip */
+    char from_config[64] = "";
+    int has_clip = 0, F = 0, H = 0, W = 0;
+    if (clips && !*a.clip && ig_train_config_clip(&t, &has_clip, &F, &H, &W, &err) != IG_OK)
+        rc = ig_cmd_fail(&err);
+    if (has_clip) snprintf(from_config, sizeof from_config, "%dx%dx%d", F, H, W);
+    const char *clip = *a.clip ? a.clip : from_config;
+    if (rc < 0 && clips && *clip && !clip_tokens(cmd, clip, &t.model)) rc = IG_EXIT_USAGE;
+    if (rc < 0 && clips && !*clip && !ig_config_is_set(cfg, "model.seq_len"))
         rc = ig_cmd_usage_error(cmd,
                                 "model.arch %s: the tokens of a clip come from the shards "
-                                "in ingot train: give --clip FRAMESxHEIGHTxWIDTH (or --set "
+                                "in ingot train: give the config a model.clip: [FRAMES, HEIGHT, "
+                                "WIDTH], or --clip FRAMESxHEIGHTxWIDTH (or --set "
                                 "model.seq_len=TOKENS)",
                                 ig_model_archs[t.model.arch]);
     if (rc >= 0) {
@@ -376,6 +434,10 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
     ig_plan *p = NULL;
     ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
     if (st == IG_OK) st = ig_plan_create(&p, ctx, &t, &w, a.configured, &err);
+    /* the configured layout does not fit: which others do */
+    ig_plan *others = NULL;
+    if (st == IG_OK && a.configured && p->n && !p->n_fit && !a.json)
+        st = ig_plan_create(&others, ctx, &t, &w, 0, &err);
     if (st != IG_OK) {
         rc = ig_cmd_fail(&err);
     } else if (a.configured && p->n == 0) {
@@ -395,6 +457,8 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
             if (p->n == 0) {
                 printf("\nno layout of %d GPUs is accepted; the last refused: %s\n", w.gpus,
                        p->refused);
+            } else if (p->n_fit == 0 && a.configured && others && others->n_fit) {
+                print_others(p, others, config);
             } else if (p->n_fit == 0) {
                 char need[32], have[32];
                 printf("\nnothing fits in %s: the smallest needs %s a rank (--all lists every "
@@ -406,6 +470,7 @@ int ig_cmd_plan(const ig_command *cmd, int argc, char **argv) {
         if (rc < 0) rc = p->n_fit ? IG_EXIT_OK : IG_EXIT_FAIL;
     }
     fflush(stdout);
+    ig_plan_free(others);
     ig_plan_free(p);
     ig_ctx_free(ctx);
     ig_config_free(cfg);

@@ -104,14 +104,43 @@ static const ig_cfg_key sample_keys[] = {
                 "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
 
-/* the steps on a terminal as they go; elsewhere (a log) a line at the end */
+/* The sampling's progress: every model call is one step of one chunk of videos; total =
+ * chunks x steps. On a terminal a line updated in place at each step, elsewhere (a log) a line
+ * at every tenth of the way; both with the time so far and the ETA. */
+typedef struct progress {
+    const sample_args *a;
+    double t0;
+    int done, total, tenth;
+} progress;
+
+static void duration(double s, char *buf, size_t cap) {
+    if (s >= 3600)
+        snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else if (s >= 60)
+        snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, cap, "%.1fs", s);
+}
+
 static void step_progress(void *user, int step, int steps) {
-    const sample_args *a = user;
-    if (a->flags.quiet) return;
-    if (isatty(2))
-        fprintf(stderr, "\ringot: step %d/%d%s", step, steps, step == steps ? "\n" : "");
-    else if (step == steps)
-        fprintf(stderr, "ingot: %d steps\n", steps);
+    (void)step, (void)steps;
+    progress *p = user;
+    if (p->a->flags.quiet) return;
+    p->done++;
+    double el = ig_now() - p->t0, eta = el / p->done * (p->total - p->done);
+    char e[32], r[32];
+    duration(el, e, sizeof e);
+    duration(eta, r, sizeof r);
+    int tenth = (int)((long long)p->done * 10 / p->total);
+    if (isatty(2)) {
+        fprintf(stderr, "\ringot: sampling: step %d/%d, %s, ETA %s   %s", p->done, p->total, e, r,
+                p->done == p->total ? "\n" : "");
+    } else if (tenth > p->tenth || p->done == p->total) {
+        fprintf(stderr, "ingot: sampling: step %d/%d (%d%%), %s, ETA %s\n", p->done, p->total,
+                (int)((long long)p->done * 100 / p->total), e, r);
+        p->tenth = tenth;
+    }
+    fflush(stderr);
 }
 
 /* OUT.mp4 for one video; OUT-K.mp4 for video K of several */
@@ -143,10 +172,10 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     const char **outs = calloc((size_t)a->num + 1, sizeof *outs);
     ig_status ost = names && outs ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (int k = 0; ost == IG_OK && k <= a->num; k++) {
-        const char *p = k < a->num ? (*a->output ? video_path(a->output, k, a->num, names[k],
-                                                              sizeof names[k])
-                                                 : NULL)
-                                   : (*a->png ? a->png : NULL);
+        const char *p =
+            k < a->num
+                ? (*a->output ? video_path(a->output, k, a->num, names[k], sizeof names[k]) : NULL)
+                : (*a->png ? a->png : NULL);
         outs[k] = p;
         if (p) ost = ig_output_check(p, a->force, err);
     }
@@ -188,7 +217,17 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     o.prompt_len = (int)ids.n;
     o.num = a->num, o.frames = a->frames, o.height = (int)h, o.width = (int)w;
     o.steps = a->steps, o.cfg = (float)a->cfg, o.label = a->label, o.seed = a->seed;
-    o.shift = a->shift, o.progress = step_progress, o.user = (void *)a;
+    /* videos go through the model B / (guided ? 2 : 1) at a time, each chunk for every step */
+    int chunk = B / (guided ? 2 : 1), chunks = (a->num + chunk - 1) / chunk;
+    progress pr = {.a = a, .t0 = ig_now(), .total = chunks * a->steps};
+    o.shift = a->shift, o.progress = step_progress, o.user = &pr;
+    /* a shape the model did not see (in tokens: the largest clip of its data) samples noise */
+    if (st == IG_OK && shape.seq_len > 1 && tokens != shape.seq_len)
+        fprintf(stderr,
+                "ingot: warning: %s was trained on clips of at most %d tokens (the largest of its "
+                "data); %d frames of %ux%u make %d: a shape its data did not hold gives noise, "
+                "not video: sample the clips' own frames and size\n",
+                path, shape.seq_len, a->frames, h, w, tokens);
     if (st == IG_OK) st = ig_model_sample_video(m, ctx, &o, rgb, err);
     for (int k = 0; st == IG_OK && *a->output && k < a->num; k++) {
         char buf[4200];

@@ -81,6 +81,11 @@ static void on_signal(int sig) {
     (void)w;
 }
 
+/* The trainer's watchdog runs: the guard of the start stands down. */
+static void stand_down(void *guard) {
+    ig_start_guard_disarm(guard);
+}
+
 typedef struct train_cli {
     const char *resume;
     int force;
@@ -136,6 +141,9 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     ig_common_flags flags = {0};
     train_cli cli = {0};
     ig_config *cfg = NULL;
+    if (argc < 2)
+        return ig_cmd_usage_error(cmd, "a CONFIG is missing: ingot train CONFIG.yaml [options] "
+                                       "(e.g. configs/gpt-tiny.yaml)");
     int rc = ig_cmd_parse_train(cmd, argc, argv, &t, &flags, ig_train_cli_keys, ig_train_n_cli_keys,
                                 &cli, &cfg);
     if (rc < 0 && *cli.resume && cli.force)
@@ -149,12 +157,16 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     }
     if (*cli.resume) t.run_dir = cli.resume;
 
+    /* parallel.timeout holds from the first instant: MPI_Init waits for every rank, before the
+     * trainer's watchdog can start (which then takes over) */
+    ig_start_guard *guard = ig_start_guard_arm(t.timeout, t.run_dir);
     ig_err err = {0};
     ig_ctx *ctx = NULL;
     ig_comm *comm = NULL;
     ig_train_result res = {0};
     ig_status st = ig_cmd_ctx(&ctx, &flags, &err);
     if (st == IG_OK) st = ig_comm_world(&comm, ctx, "train", &err);
+    ig_start_guard_phase(guard, "starting training (until its watchdog runs)");
     if (st == IG_OK) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -169,7 +181,10 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
                            .overwrite = cli.force,
                            .stop = (const volatile int *)&stop_requested,
                            .log = stdout,
-                           .quiet = flags.quiet};
+                           .quiet = flags.quiet,
+                           .watched = stand_down,
+                           .watched_user = guard,
+                           .config_path = argv[1][0] != '-' ? argv[1] : NULL};
         st = ig_train_run(ctx, comm, &o, &res, &err);
         if (st == IG_OK && !flags.quiet && !res.stopped && ig_comm_rank(comm) == 0) {
             if (isfinite(res.loss))
@@ -182,6 +197,7 @@ int ig_cmd_train(const ig_command *cmd, int argc, char **argv) {
     rc = st != IG_OK ? ig_cmd_fail(&err) : res.stopped ? IG_EXIT_STOPPED : IG_EXIT_OK;
     fflush(stdout);
     fflush(stderr);
+    ig_start_guard_free(guard);
     ig_comm_free(comm);
     ig_ctx_free(ctx);
     ig_config_free(cfg);

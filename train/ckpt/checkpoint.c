@@ -218,6 +218,8 @@ static ig_status write_manifest(const char *dir, const ig_ckpt_info *info, const
     free(config_text);
     if (!root) return ig_err_set(err, IG_ERR_NOMEM, "cannot build %s/manifest.json", dir);
     if (info->ema_decay > 0) json_object_set_new(root, "ema_decay", json_real(info->ema_decay));
+    if (info->global_batch > 0)
+        json_object_set_new(root, "global_batch", json_integer((json_int_t)info->global_batch));
     char sum[17];
     hex(manifest_checksum(root), sum);
     json_object_set_new(root, "checksum", json_string(sum));
@@ -278,6 +280,47 @@ static void manifest_close(manifest *mf) {
     mf->root = NULL;
 }
 
+/* The name of the first key of object o (checked when an object) not in names[n], or NULL. */
+static const char *key_outside(json_t *o, const char *const *names, size_t n) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        size_t i = 0;
+        while (i < n && strcmp(key, names[i]) != 0) i++;
+        if (i == n) return key;
+    }
+    return NULL;
+}
+
+/* A manifest that says version 1 holds only what the version-1 writers wrote (top level, model,
+ * layout and file entries): version 2 added the checksum, and a version-2 manifest relabelled 1
+ * with its checksum deleted would otherwise pass with an edited step or sample count. */
+static ig_status v1_fields(json_t *root, const char *path, ig_err *err) {
+    static const char *const top[] = {
+        "format", "version", "step",   "consumed_samples", "index_key", "loss",  "model",
+        "seed",   "eod_id",  "layout", "config_hash",      "config",    "files", "tool_version"};
+    static const char *const model[] = {"n_layer", "n_head",     "d_model",
+                                        "seq_len", "vocab_size", "padded_vocab"};
+    static const char *const layout[] = {"tp", "pp", "dp", "zero", "sp", "stage_layers"};
+    static const char *const file[] = {"name", "bytes", "xxh3", "tp_rank", "pp_rank"};
+    const char *bad = key_outside(root, top, sizeof top / sizeof top[0]), *where = "";
+    json_t *o = json_object_get(root, "model");
+    if (!bad && json_is_object(o)) bad = key_outside(o, model, 6), where = "\"model\".";
+    o = json_object_get(root, "layout");
+    if (!bad && json_is_object(o)) bad = key_outside(o, layout, 6), where = "\"layout\".";
+    json_t *files = json_object_get(root, "files");
+    for (size_t i = 0; !bad && i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        if (json_is_object(f)) bad = key_outside(f, file, 5), where = "a file's ";
+    }
+    if (!bad) return IG_OK;
+    return ig_err_set(err, IG_ERR_FORMAT,
+                      "%s: says \"version\": 1 but holds %s\"%s\", which version-1 manifests "
+                      "never held: a later manifest relabelled (from version 2 on a manifest is "
+                      "checksummed), and the checkpoint cannot be trusted",
+                      path, where, bad);
+}
+
 /* The manifest's own checks and what it says of the checkpoint. */
 static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *err) {
     memset(info, 0, sizeof *info);
@@ -296,6 +339,7 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
                           "%s: checkpoint version %lld (this ingot reads versions 1 to %d)", path,
                           (long long)v, IG_CKPT_VERSION);
     info->version = (int)v;
+    if (v == 1 && (st = v1_fields(root, path, err)) != IG_OK) return st;
     if (v >= 2) { /* the whole manifest is checksummed: an edited value is refused */
         uint64_t want = 0;
         if ((st = get_hex(root, "checksum", path, &want, err)) != IG_OK) return st;
@@ -323,6 +367,14 @@ static ig_status manifest_info(const manifest *mf, ig_ckpt_info *info, ig_err *e
     if (info->version >= 2) {
         if ((st = get_int(root, "train_samples", path, &v, err)) != IG_OK) return st;
         info->train_samples = v > 0 ? (uint64_t)v : 0;
+        /* the run's global batch: recorded since issue 26 */
+        if (json_object_get(root, "global_batch")) {
+            if ((st = get_int(root, "global_batch", path, &v, err)) != IG_OK) return st;
+            if (v < 1 || v > INT32_MAX)
+                return ig_err_set(err, IG_ERR_FORMAT, "%s: \"global_batch\" %lld is out of range",
+                                  path, (long long)v);
+            info->global_batch = v;
+        }
     }
     if ((st = get_int(root, "seed", path, &v, err)) != IG_OK) return st;
     info->seed = (uint64_t)v;

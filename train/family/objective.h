@@ -36,6 +36,20 @@ typedef struct ig_clip_shape {
     int B, F, H, W;
 } ig_clip_shape;
 
+/* Clips' labels, as the shards hold them (a class-conditioned model checks them: ig_clip_facts). */
+typedef struct ig_label_facts {
+    uint64_t labelled; /* clips with a label */
+    uint32_t top;      /* the largest label (when labelled), in clip top_clip of shard top_shard */
+    const char *top_shard;
+    uint64_t top_clip;
+    const char *bare_shard; /* the first shard none of whose bare_clips clips has a label (NULL:
+                               every shard has labels) */
+    uint64_t bare_clips;
+    /* clips without a label in shards that have some, and the first such shard */
+    uint64_t unlabelled;
+    const char *unlabelled_shard;
+} ig_label_facts;
+
 /* What the data says, for completing a shape (ig_feed_facts). */
 typedef struct ig_data_facts {
     int vocab;              /* tokens: the shards' vocabulary (0: no manifest says) */
@@ -43,6 +57,10 @@ typedef struct ig_data_facts {
     uint64_t caption_vocab; /* clips: their captions' tokenizer's vocabulary (0: no captions) */
     const ig_clip_shape *shapes; /* clips: the shapes of micro-batch they come in */
     size_t n_shapes;
+    ig_label_facts labels; /* clips: their labels */
+    /* where a fit's warnings go (what it lets through: clips trained as the null class); NULL:
+     * the data is checked, not trained on (eval), and nothing is said */
+    ig_ctx *ctx;
 } ig_data_facts;
 
 /* What a run's shape and micro-batch come to once the data is known (an objective's fit). */

@@ -82,11 +82,17 @@ int ig_feed_repeats(const ig_feed *f) {
 ig_status ig_feed_facts(ig_feed *f, ig_data_facts *out, ig_err *err) {
     memset(out, 0, sizeof *out);
     out->eod = -1;
+    out->ctx = f->o.valid ? NULL : f->ctx; /* the training feed's fit speaks */
     return f->source->facts(f, out, err);
 }
 
-ig_status ig_feed_resume(ig_feed *f, uint64_t key, uint64_t samples, ig_loader_state *start,
-                         int *rebuilt, ig_err *err) {
+ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
+                         int *rebuilt, char *said, size_t cap, ig_err *err) {
     *rebuilt = 0;
-    return f->source->resume(f, key, samples, start, rebuilt, err);
+    if (cap) said[0] = '\0';
+    return f->source->resume(f, then, start, rebuilt, said, cap, err);
+}
+
+int64_t ig_feed_global_batch(const ig_train_config *t) {
+    return t->global_batch ? t->global_batch : t->micro_batch;
 }

@@ -51,12 +51,26 @@ int ig_feed_repeats(const ig_feed *f);
 /* What the data says (objective.h): the shards' vocabulary, their captions' tokenizer, the shapes
  * of micro-batch; valid while the feed is open. */
 ig_status ig_feed_facts(ig_feed *f, ig_data_facts *out, ig_err *err);
-/* Resuming from a checkpoint whose data had index key `key`, built for `samples` samples (0:
- * unknown): IG_OK when it is this feed's data, *start's key then this feed's; a token stream whose
- * run length changed is the same data when the index built for the saved length has the saved key
- * (*rebuilt 1: the run goes on from the consumed samples of the new index, as Megatron's does when
- * --train-iters grows). Otherwise IG_ERR_CONFIG saying what may have changed. */
-ig_status ig_feed_resume(ig_feed *f, uint64_t key, uint64_t samples, ig_loader_state *start,
-                         int *rebuilt, ig_err *err);
+/* What clip shards say of their captions and labels (caption_vocab and labels of out; the rest
+ * untouched), as the clips source's facts give them. */
+void ig_clip_facts(const ig_clip_dataset *ds, ig_data_facts *out);
+/* What a checkpoint says of its run's data: its index key, the samples the index was built for
+ * (0: unknown, version 1), the steps done, the samples (tokens) or micro-batches (clips) read, and
+ * the run's train.global_batch (0: not recorded, before issue 26). */
+typedef struct ig_feed_then {
+    uint64_t key, samples, consumed;
+    int64_t step, global_batch;
+} ig_feed_then;
+
+/* Resuming this feed's run from a checkpoint's: IG_OK when it goes on over the same data in the
+ * same order, *start's key then this feed's; IG_ERR_CONFIG saying what changed otherwise. A token
+ * stream whose run length changed is the same data when the index built for the saved length has
+ * the saved key (*rebuilt 1: the run goes on from the consumed samples of the new index, as
+ * Megatron's does when --train-iters grows); another global batch keeps the order of a token
+ * stream only when train.steps x global_batch is the saved run's and what is left fits in the
+ * index (a clip stream's order does not depend on it). What the user should hear (another global
+ * batch) is written to said (cap bytes; "" when nothing). */
+ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
+                         int *rebuilt, char *said, size_t cap, ig_err *err);
 
 #endif

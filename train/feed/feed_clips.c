@@ -6,6 +6,7 @@
  */
 #include "feed_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,13 +115,39 @@ static uint64_t cl_key(const ig_feed *f) {
     return cl_state(f).index_key;
 }
 
-/* the captions' tokenizer's vocabulary, and every shape of micro-batch the clips come in (a
- * bucket's batch and size, or train.micro_batch clips of a clip's size) */
+void ig_clip_facts(const ig_clip_dataset *ds, ig_data_facts *out) {
+    out->caption_vocab = ig_clip_dataset_caption_vocab(ds);
+    ig_label_facts *L = &out->labels;
+    memset(L, 0, sizeof *L);
+    uint64_t n = ig_clip_dataset_clips(ds), g = 0;
+    for (size_t k = 0; k < ig_clip_dataset_num_shards(ds); k++) {
+        const ig_video_shard *sh = ig_clip_dataset_shard(ds, k);
+        uint64_t held = ig_video_shard_clips(sh), none = 0;
+        for (uint64_t i = 0; i < held && g < n; i++, g++) {
+            uint32_t y = ig_video_shard_clip(sh, i).label;
+            if (y == IG_CLIP_NONE) {
+                none++;
+            } else if (L->labelled++ == 0 || y > L->top) {
+                L->top = y, L->top_shard = ig_video_shard_prefix(sh), L->top_clip = i;
+            }
+        }
+        if (held && none == held && !L->bare_shard) {
+            L->bare_shard = ig_video_shard_prefix(sh);
+            L->bare_clips = held;
+        } else if (none && none < held) {
+            if (!L->unlabelled_shard) L->unlabelled_shard = ig_video_shard_prefix(sh);
+            L->unlabelled += none;
+        }
+    }
+}
+
+/* the captions' tokenizer's vocabulary, the labels, and every shape of micro-batch the clips come
+ * in (a bucket's batch and size, or train.micro_batch clips of a clip's size) */
 static ig_status cl_facts(ig_feed *f, ig_data_facts *out, ig_err *err) {
     clips *k = f->src;
     if (!k->shapes && !(k->shapes = ig_alloc(f->ctx, IG_FEED_MAX_SHAPES * sizeof *k->shapes)))
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    out->caption_vocab = ig_clip_dataset_caption_vocab(k->ds);
+    ig_clip_facts(k->ds, out);
     size_t nb = 0, n = 0;
     const ig_clip_bucket *bk = ig_clip_dataset_buckets(k->ds, &nb);
     uint64_t total = ig_clip_dataset_clips(k->ds);
@@ -142,10 +169,19 @@ static ig_status cl_facts(ig_feed *f, ig_data_facts *out, ig_err *err) {
     return IG_OK;
 }
 
-static ig_status cl_resume(ig_feed *f, uint64_t key, uint64_t samples, ig_loader_state *start,
-                           int *rebuilt, ig_err *err) {
-    (void)f, (void)key, (void)samples, (void)start, (void)rebuilt, (void)err;
-    return IG_OK; /* the clip loader checks the key as it resumes */
+/* The clip stream does not depend on the run's length or its global batch (the clip loader
+ * checks the key as it resumes): another global batch is only said. */
+static ig_status cl_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
+                           int *rebuilt, char *said, size_t cap, ig_err *err) {
+    (void)start, (void)rebuilt, (void)err;
+    int64_t gb = ig_feed_global_batch(f->t);
+    if (then->global_batch && then->global_batch != gb)
+        snprintf(said, cap,
+                 "train.global_batch is %lld now (the checkpoint's run had %lld): the run goes on "
+                 "from micro-batch %llu in the same order, %lld samples a step",
+                 (long long)gb, (long long)then->global_batch, (unsigned long long)then->consumed,
+                 (long long)gb);
+    return IG_OK;
 }
 
 const ig_feed_source ig_feed_clips = {.name = "clips",

@@ -16,9 +16,12 @@ typedef struct ig_feed_source {
     ig_loader_state (*state)(const ig_feed *f);
     uint64_t (*key)(const ig_feed *f);
     ig_status (*facts)(ig_feed *f, ig_data_facts *out, ig_err *err);
-    ig_status (*resume)(ig_feed *f, uint64_t key, uint64_t samples, ig_loader_state *start,
-                        int *rebuilt, ig_err *err);
+    ig_status (*resume)(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
+                        int *rebuilt, char *said, size_t cap, ig_err *err);
 } ig_feed_source;
+
+/* The run's samples a step (train.global_batch, or one micro-batch). */
+int64_t ig_feed_global_batch(const ig_train_config *t);
 
 struct ig_feed {
     ig_ctx *ctx;

@@ -100,21 +100,62 @@ static ig_status tk_facts(ig_feed *f, ig_data_facts *out, ig_err *err) {
     return IG_OK;
 }
 
+/* Another global batch: the index is built for train.steps x global_batch samples, so unless
+ * that product is the checkpoint's run's the order of the samples changes (refused); with it, the
+ * run goes on in the same order when what is left of it fits in the index. A checkpoint that does
+ * not record its global batch had consumed samples / steps. */
+static ig_status global_batch_changed(ig_feed *f, const ig_feed_then *then, char *said,
+                                      size_t cap, ig_err *err) {
+    const ig_train_config *t = f->t;
+    int64_t gb = ig_feed_global_batch(t), was = then->global_batch;
+    uint64_t done = then->consumed, now = f->o.samples;
+    if (!was && then->step > 0 && done % (uint64_t)then->step == 0)
+        was = (int64_t)(done / (uint64_t)then->step);
+    if (!was || was == gb) return IG_OK;
+    if (then->samples && then->samples != now)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.global_batch is %lld now and the checkpoint's run had %lld: the "
+                          "data's index would be built for %llu samples (train.steps %lld x %lld) "
+                          "instead of its %llu, and the order of the samples would change: resume "
+                          "with train.global_batch: %lld, or keep train.steps x "
+                          "train.global_batch at %llu",
+                          (long long)gb, (long long)was, (unsigned long long)now,
+                          (long long)t->steps, (long long)gb, (unsigned long long)then->samples,
+                          (long long)was, (unsigned long long)then->samples);
+    uint64_t left = (uint64_t)(t->steps - then->step) * (uint64_t)gb;
+    if (done + left > now)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "train.global_batch is %lld now and the checkpoint's run had %lld: the "
+                          "%lld steps left from step %lld would read %llu samples past the %llu "
+                          "consumed, more than the %llu of the data's index: resume with "
+                          "train.global_batch: %lld",
+                          (long long)gb, (long long)was, (long long)(t->steps - then->step),
+                          (long long)then->step, (unsigned long long)left,
+                          (unsigned long long)done, (unsigned long long)now, (long long)was);
+    snprintf(said, cap,
+             "train.global_batch is %lld now (the checkpoint's run had %lld): the run goes on from "
+             "sample %llu in the same order, %lld samples a step",
+             (long long)gb, (long long)was, (unsigned long long)done, (long long)gb);
+    return IG_OK;
+}
+
 /* The stream's index depends on the samples it is built for (the run's length): a checkpoint saved
  * by a run of another length has another key. The data is the same when the index built for the
  * saved number of samples has the saved key: then the run goes on from the consumed samples of the
  * new index (a shuffle of all its samples, as Megatron's when --train-iters grows: the steps that
  * follow may read again samples that the first steps read, and skip others). */
-static ig_status tk_resume(ig_feed *f, uint64_t key, uint64_t samples, ig_loader_state *start,
-                           int *rebuilt, ig_err *err) {
+static ig_status tk_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
+                           int *rebuilt, char *said, size_t cap, ig_err *err) {
     const ig_train_config *t = f->t;
-    uint64_t now = f->o.samples, mine = tk_key(f);
+    uint64_t now = f->o.samples, mine = tk_key(f), key = then->key, samples = then->samples;
+    ig_status st = global_batch_changed(f, then, said, cap, err);
+    if (st != IG_OK) return st;
     if (key == mine) return IG_OK;
     if (samples && samples != now) {
-        tokens then = {0};
-        ig_status st = open_stream(f->ctx, t, 0, samples, &then, err);
-        uint64_t then_key = then.ds ? ig_data_stream_key(then.ds) : 0;
-        close_stream(&then);
+        tokens saved = {0};
+        st = open_stream(f->ctx, t, 0, samples, &saved, err);
+        uint64_t then_key = saved.ds ? ig_data_stream_key(saved.ds) : 0;
+        close_stream(&saved);
         if (st != IG_OK) return ig_err_prefix(err, st, "the checkpoint's data");
         if (then_key == key) {
             start->index_key = mine;

@@ -77,6 +77,17 @@ ig_status ig_hf_get_float(json_t *o, const char *file, const char *key, int requ
     return IG_OK;
 }
 
+ig_status ig_hf_get_positive(json_t *o, const char *file, const char *key, double dflt, double *out,
+                             ig_err *err) {
+    ig_status st = ig_hf_get_float(o, file, key, 0, dflt, out, err);
+    if (st == IG_OK && !(*out > 0))
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: \"%s\" is %g: it must be greater than 0 (leave the key out for "
+                          "the default, %g)",
+                          file, key, *out, dflt);
+    return st;
+}
+
 ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt, int *out,
                          ig_err *err) {
     json_t *v = json_object_get(o, key);

@@ -30,5 +30,9 @@ ig_status ig_hf_get_float(json_t *o, const char *file, const char *key, int requ
                           double *out, ig_err *err);
 ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt, int *out,
                          ig_err *err);
+/* A number that must be > 0 when given (an epsilon, rope_theta): 0 or less is refused, naming the
+ * file and key (config.json has no "0 means the default"); absent: *out = dflt. */
+ig_status ig_hf_get_positive(json_t *o, const char *file, const char *key, double dflt, double *out,
+                             ig_err *err);
 
 #endif

@@ -109,6 +109,7 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
     ig_status st = state_for(m, (size_t)B, (size_t)B * per, &s, err);
     if (st != IG_OK) return st;
     double pl = fm->dropout(c, 0), pc = fm->dropout(c, 1);
+    int classes = ig_model_conditions(c) & IG_COND_LABEL;
     /* each sample's time, label, caption and noise */
     for (int b = 0; b < B; b++) {
         float t;
@@ -124,7 +125,16 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
         }
         s->t[b] = t;
         int32_t y = null;
-        if (in->labels && in->labels[b] < (uint32_t)null) y = (int32_t)in->labels[b];
+        /* the data's labels were checked at the start (the family's fit); the null class is the
+         * model's own label, and a label past it is not a null class to train in silence */
+        if (classes && in->labels && in->labels[b] != IG_CLIP_NONE) {
+            if (in->labels[b] > (uint32_t)null)
+                return ig_err_set(err, IG_ERR_INVALID_ARG,
+                                  "clip %d has label %u, and the model's %d classes take labels "
+                                  "0 .. %d (%d: the null class)",
+                                  b, in->labels[b], null, null - 1, null);
+            y = (int32_t)in->labels[b];
+        }
         if (in->drop_labels && pl > 0 &&
             ig_rng_uniform(sample_key(in, b, "ingot flow label"), 0) < pl)
             y = null;
@@ -259,6 +269,16 @@ static const ig_cfg_key flow_keys[] = {
              "more of them near the noise)"),
     FLOW_KEY("eval.timesteps", IG_CFG_INT, eval_timesteps, "5", 1, 1000,
              "dit: validation evaluates each clip at the times (k + 0.5) / n, k < n"),
+    {.path = "model.clip",
+     .type = IG_CFG_LIST,
+     .default_val = "",
+     .help = "dit: the clips' [frames, height, width] the run is planned for: ingot plan sizes "
+             "it without --clip (ingot train reads the shapes from the shards, and says so when "
+             "they hold clips of more tokens); [] none",
+     .flag = "",
+     .offset = offsetof(ig_train_config, clip_list),
+     .size = sizeof(((ig_train_config *)0)->clip_list),
+     .count_offset = offsetof(ig_train_config, n_clip_list)},
 };
 
 const ig_flow_model *ig_flow_model_of(const ig_model *m) {

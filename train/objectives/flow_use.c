@@ -17,6 +17,14 @@ static ig_status need_clips(const ig_model *m, ig_err *err) {
                       m->fam->objective->input);
 }
 
+/* The data against the model as a run's start checks it (its family's fit on a copy of its
+ * shape: the labels a class-conditioned model takes, the captions' vocabulary), silently. */
+static ig_status check_data(const ig_model *m, ig_data_facts *facts, ig_err *err) {
+    ig_model_config c = m->cfg;
+    facts->ctx = NULL;
+    return m->fam->fit ? m->fam->fit(&c, facts, err) : IG_OK;
+}
+
 /* The grid: the trainer's validation feed over the shards. */
 static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
                            ig_clip_eval_result *res, ig_err *err) {
@@ -34,7 +42,10 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
                        .valid = 1,
                        .repeats = o->timesteps,
                        .caption_len = ig_flow_model_of(m)->caption_len(&m->cfg)};
+    ig_data_facts facts;
     ig_status st = ig_feed_open(&f, ctx, &t, &fo, err);
+    if (st == IG_OK) st = ig_feed_facts(f, &facts, err);
+    if (st == IG_OK) st = check_data(m, &facts, err);
     if (st == IG_OK) st = ig_feed_start(f, NULL, 1, 0, 1, err);
     int K = o->timesteps;
     double sum = 0, *at = res->loss_at;
@@ -50,6 +61,29 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
     ig_feed_close(f);
     res->loss = sum / ((double)o->batches * K);
     return st;
+}
+
+/* A noise file's values are finite: a NaN or infinity would give a loss of nan (exit 0), so the
+ * first one is named, tensor and element. */
+static ig_status finite_noise(const char *file, const float *noise, uint64_t N, uint64_t F,
+                              uint64_t H, uint64_t W, const float *t, ig_err *err) {
+    for (uint64_t n = 0; n < N; n++)
+        if (!isfinite(t[n]))
+            return ig_err_set(err, IG_ERR_FORMAT,
+                              "%s: tensor \"t\" element [%llu] is %g: times are finite, in [0, 1]",
+                              file, (unsigned long long)n, (double)t[n]);
+    uint64_t total = N * F * H * W * 3;
+    for (uint64_t i = 0; i < total; i++) {
+        if (isfinite(noise[i])) continue;
+        uint64_t c = i % 3, x = i / 3 % W, y = i / 3 / W % H, f = i / 3 / W / H % F,
+                 n = i / 3 / W / H / F;
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s: tensor \"noise\" element [%llu, %llu, %llu, %llu, %llu] is %g: "
+                          "noise must be finite",
+                          file, (unsigned long long)n, (unsigned long long)f, (unsigned long long)y,
+                          (unsigned long long)x, (unsigned long long)c, (double)noise[i]);
+    }
+    return IG_OK;
 }
 
 /* The noise file's clips 0 .. N - 1, micro_batch at a time. */
@@ -69,7 +103,19 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
     if (st == IG_OK) {
         const uint64_t *sh = ig_st_tensor_shape(noise);
         N = sh[0], F = sh[1], H = sh[2], W = sh[3];
+        if (N == 0)
+            st = ig_err_set(err, IG_ERR_FORMAT,
+                            "%s: tensor \"noise\" holds no clips ([0, %llu, %llu, %llu, 3]): there "
+                            "is no loss to compute",
+                            o->noise_file, (unsigned long long)F, (unsigned long long)H,
+                            (unsigned long long)W);
+    }
+    if (st == IG_OK) {
         st = ig_clip_dataset_open(&ds, ctx, o->prefixes, o->n, err);
+        ig_data_facts facts;
+        memset(&facts, 0, sizeof facts);
+        if (st == IG_OK) ig_clip_facts(ds, &facts);
+        if (st == IG_OK) st = check_data(m, &facts, err);
     }
     if (st == IG_OK && N > ig_clip_dataset_clips(ds))
         st = ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -99,6 +145,7 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for %s", o->noise_file);
     if (st == IG_OK) st = ig_st_tensor_to_f32(noise, all_noise, N * per, err);
     if (st == IG_OK) st = ig_st_tensor_to_f32(times, all_t, N, err);
+    if (st == IG_OK) st = finite_noise(o->noise_file, all_noise, N, F, H, W, all_t, err);
     double sum = 0;
     for (uint64_t g0 = 0; st == IG_OK && g0 < N; g0 += B) {
         uint64_t n = N - g0 < B ? N - g0 : B;

@@ -66,7 +66,8 @@ typedef struct ig_plan_check_in {
     const ig_model_config *shape; /* checked: the shards' vocabulary, a clip's tokens */
     int B, T;                     /* the largest micro-batch */
     int ema;
-    int device; /* a CUDA backend */
+    int device;              /* a CUDA backend */
+    const char *config_path; /* for the `ingot plan` line of the refusal (NULL: "CONFIG") */
 } ig_plan_check_in;
 
 /* This rank's estimate and the check of every rank's against what it may use

@@ -79,14 +79,15 @@ static ig_status refuse(const ig_plan_check_in *in, const uint64_t *all, int bad
     ig_plan_free(p);
     ig_err_set(err, IG_ERR_CONFIG,
                "the run does not fit: rank %d (pipeline stage %d of %d) needs %s (%s) and may use "
-               "%s (%s); %s%s\n  all of them: ingot plan CONFIG --gpus %d%s --gpu-memory %llu "
+               "%s (%s); %s%s\n  all of them: ingot plan %s --gpus %d%s --gpu-memory %llu "
                "(with this run's --set)",
                bad, bad / (lo->tp * lo->usp * lo->dp), lo->pp,
                ig_format_bytes((double)v[0], s[6], sizeof s[6]), parts,
                ig_format_bytes((double)v[1], s[7], sizeof s[7]), what,
                named ? "the fastest layouts of as many processes that fit (--set):\n"
                      : "no layout of as many processes fits: start more",
-               fits, lo->world, in->device ? "" : " --gpu cpu", (unsigned long long)w.memory);
+               fits, in->config_path ? in->config_path : "CONFIG", lo->world,
+               in->device ? "" : " --gpu cpu", (unsigned long long)w.memory);
     return IG_ERR_CONFIG;
 }
 

@@ -5,9 +5,11 @@
 #include "train/train.h"
 
 #include "family/family.h"
+#include "parallel/parallel.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const schedules[] = {"cosine", "linear", "constant", "wsd", NULL};
@@ -100,7 +102,7 @@ static const ig_cfg_key train_keys[] = {
     K("ema.decay", IG_CFG_FLOAT, ema_decay, "-1", -1, 1,
       "an exponential moving average of the weights, ema = decay ema + (1 - decay) w after every "
       "step (kept with ZeRO's partitions; in checkpoints; what sample and ckpt export take); "
-      "0: none; -1: the family's (0.9999 for dit, none for gpt2 and llama)"),
+      "in [0, 1); 0: none; -1: the family's (0.9999 for dit, none for gpt2 and llama)"),
     K("eval.every", IG_CFG_INT, eval_every, "0", 0, 1e15,
       "validate every this many steps (and at the end); 0: never"),
     K("eval.batches", IG_CFG_INT, eval_batches, "8", 1, 1e15,
@@ -243,6 +245,27 @@ static ig_status foreign_keys(const ig_train_config *t, const ig_config *cfg, ig
     return IG_OK;
 }
 
+/* A family's list key whose default has values (model.patch) given as an empty list would
+ * quietly mean the default: refused, with the values it takes. */
+static ig_status empty_lists(const ig_train_config *t, const ig_config *cfg, ig_err *err) {
+    const ig_family *mine = ig_family_of(t->model.arch);
+    for (size_t i = 0; cfg && mine && i < mine->n_keys; i++) {
+        const ig_cfg_key *k = &mine->keys[i];
+        size_t n = 0;
+        if (k->type != IG_CFG_LIST || !k->default_val || !*k->default_val ||
+            !ig_config_is_set(cfg, k->path))
+            continue;
+        ig_config_list(cfg, k->path, &n);
+        if (n) continue;
+        char w[600];
+        where(cfg, k->path, w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: an empty list: give its values, e.g. [%s] (the default; %s)", w,
+                          k->default_val, k->help);
+    }
+    return IG_OK;
+}
+
 /* An alias's value into the field of key, refused when key was set to something else. */
 static ig_status alias(const ig_config *cfg, const char *from, const char *key, int *field,
                        int value, ig_err *err) {
@@ -324,6 +347,14 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
                               "0 and the weights turn NaN)",
                               w, unit[i].v);
         }
+    /* -1 exactly is the family's default; another negative value is not a decay */
+    if (!(t->ema_decay == -1 || (t->ema_decay >= 0 && t->ema_decay < 1))) {
+        where(cfg, "ema.decay", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "%s: %g: must be in [0, 1) (0: no EMA), or -1 for the family's default",
+                          w, t->ema_decay);
+    }
+    if ((st = empty_lists(t, cfg, err)) != IG_OK) return st;
     if (!(t->eps > 0)) {
         where(cfg, "optim.eps", w, sizeof w);
         return ig_err_set(err, IG_ERR_CONFIG,
@@ -358,6 +389,61 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
                           "[W1, P1, W2, P2, ...]",
                           w);
     }
+    return IG_OK;
+}
+
+ig_status ig_train_config_validate(ig_ctx *ctx, const ig_train_config *cfg_t, const ig_config *cfg,
+                                   int *world, ig_err *err) {
+    ig_train_config t = *cfg_t;
+    ig_status st = ig_train_config_resolve(&t, cfg, err);
+    if (st == IG_OK) st = ig_train_config_check(&t, cfg, err);
+    if (st != IG_OK) return st;
+    /* the model's shape, as the trainer checks it once the data has given what it gives: a
+     * vocabulary (0 in the config: the shards') and a clip's tokens (dit: the clips') */
+    ig_model_config shape = t.model;
+    if (shape.vocab_size == 0 && !strcmp(ig_model_io_of(&shape).input, "tokens"))
+        shape.vocab_size = 128;
+    if ((st = ig_model_config_check(&shape, err)) != IG_OK) return st;
+    int clip = 0, F = 0, H = 0, W = 0, tokens = 0;
+    if ((st = ig_train_config_clip(&t, &clip, &F, &H, &W, err)) != IG_OK) return st;
+    if (clip && (st = ig_model_clip_tokens(&shape, F, H, W, &tokens, err)) != IG_OK)
+        return ig_err_prefix(err, st, "model.clip");
+    /* the layout over the fewest processes it can run on (tp x pp x sp_size, times dp when
+     * given), with ig_layout_create's checks and messages */
+    int usp = t.sp_mode == 1 && t.sp_size > 1 ? t.sp_size : 1;
+    int64_t n =
+        (int64_t)(t.tp > 0 ? t.tp : 1) * (t.pp > 0 ? t.pp : 1) * usp * (t.dp > 0 ? t.dp : 1);
+    if (n > INT32_MAX)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "parallel.tp %d x parallel.pp %d x parallel.sp_size %d x parallel.dp %d "
+                          "is past 2^31 processes",
+                          t.tp, t.pp, usp, t.dp);
+    ig_layout lo = {.ctx = ctx, .world = (int)n};
+    st = ig_layout_check(&lo, &t, &shape, err);
+    ig_layout_free(&lo);
+    if (world) *world = (int)n;
+    return st;
+}
+
+ig_status ig_train_config_clip(const ig_train_config *t, int *given, int *F, int *H, int *W,
+                               ig_err *err) {
+    *given = 0;
+    if (t->n_clip_list == 0) return IG_OK;
+    int v[3] = {0, 0, 0};
+    for (size_t k = 0; k < 3 && k < t->n_clip_list; k++) {
+        char *end = NULL;
+        long x = strtol(t->clip_list[k], &end, 10);
+        if (!end || end == t->clip_list[k] || *end || x < 1 || x > 65536)
+            return ig_err_set(err, IG_ERR_CONFIG,
+                              "model.clip: \"%s\" is not a whole number in [1, 65536]",
+                              t->clip_list[k]);
+        v[k] = (int)x;
+    }
+    if (t->n_clip_list != 3)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.clip: %zu values; give three, [frames, height, width]",
+                          t->n_clip_list);
+    *given = 1, *F = v[0], *H = v[1], *W = v[2];
     return IG_OK;
 }
 

@@ -226,6 +226,8 @@ static ig_status checkpoint(run *r, int64_t step, double loss, ig_train_result *
     ig_ckpt_info info = {.step = step,
                          .loader = ig_feed_state(r->train),
                          .train_samples = train_samples(r->t),
+                         .global_batch =
+                             r->t->global_batch ? r->t->global_batch : r->t->micro_batch,
                          .model = r->shape,
                          .seed = r->t->seed,
                          .eod_id = r->batch.eod_id,
@@ -516,7 +518,8 @@ static ig_status check_memory(run *r, ig_err *err) {
                            .B = r->B,
                            .T = r->T,
                            .ema = ema > 0,
-                           .device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU};
+                           .device = ig_backend_kind_of(r->be) != IG_BACKEND_CPU,
+                           .config_path = r->o->config_path};
     return ig_plan_check_run(&in, &r->plan, err);
 }
 
@@ -543,6 +546,7 @@ static ig_status start_watchdog(run *r, ig_err *err) {
     ig_status st = ig_watchdog_start(&r->dog, r->ctx, &r->pulse, t->run_dir, ig_comm_rank(r->world),
                                      ig_comm_size(r->world), t->timeout, err);
     if (st == IG_OK) ig_watchdog_arm(r->dog, -1);
+    if (st == IG_OK && r->o->watched) r->o->watched(r->o->watched_user);
     return all_ranks_ok(r, st, "starting the watchdog", err);
 }
 
@@ -568,13 +572,19 @@ static ig_status setup_model(run *r, ig_err *err) {
     return all_ranks_ok(r, st, "creating the model", err);
 }
 
-/* A resumed run whose data's identity differs from the checkpoint's (the run's length changed,
- * most often): the feed says whether it is the same data (feed.h's ig_feed_resume), and goes on
- * from the consumed samples of a rebuilt index when it is. */
+/* A resumed run whose data's identity or global batch differs from the checkpoint's (the run's
+ * length changed, most often): the feed says whether it goes on over the same data in the same
+ * order (feed.h's ig_feed_resume), from the consumed samples of a rebuilt index when it is. */
 static ig_status extend(run *r, const ig_ckpt_info *info, ig_err *err) {
     int rebuilt = 0;
-    ig_status st = ig_feed_resume(r->train, info->loader.index_key, info->train_samples, &r->start,
-                                  &rebuilt, err);
+    char said[512];
+    ig_feed_then then = {.key = info->loader.index_key,
+                         .samples = info->train_samples,
+                         .consumed = info->loader.consumed_samples,
+                         .step = info->step,
+                         .global_batch = info->global_batch};
+    ig_status st = ig_feed_resume(r->train, &then, &r->start, &rebuilt, said, sizeof said, err);
+    if (st == IG_OK && *said && r->writer && !r->o->quiet) fprintf(r->log, "%s\n", said);
     if (st == IG_OK && rebuilt && r->writer && !r->o->quiet)
         fprintf(r->log,
                 "train.steps is %lld now (%llu samples; the checkpoint's run had %llu): the "
@@ -666,6 +676,19 @@ static void print_banner(run *r) {
                 MB);
 }
 
+/* Whether a key of the configuration was given by --set (or a flag): a resume needs them again. */
+static int any_set(const ig_config *cfg) {
+    for (size_t i = 0; cfg && i < ig_config_n_keys(cfg); i++) {
+        const char *o = ig_config_origin(cfg, ig_config_key(cfg, i)->path);
+        static const char *const own[] = {"--resume", "--force", "--quiet", "--verbose",
+                                          "--threads"}; /* not the run's: this process's */
+        int mine = 0;
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) mine |= !strcmp(o, own[k]);
+        if (o[0] == '-' && !mine) return 1;
+    }
+    return 0;
+}
+
 ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
                        ig_train_result *result, ig_err *err) {
     ig_train_result local;
@@ -708,8 +731,9 @@ ig_status ig_train_run(ig_ctx *ctx, ig_comm *comm, const ig_train_opts *opts,
     ig_backend_memory_reset_peak(r.be); /* the peak of the steps, not of the start */
     st = loop(&r, r.first, res, err);
     if (st == IG_OK && res->stopped && r.writer && !opts->quiet)
-        fprintf(r.log, "stopped after step %lld; resume with: ingot train CONFIG --resume %s\n",
-                (long long)res->step, t->run_dir);
+        fprintf(r.log, "stopped after step %lld; resume with: ingot train %s --resume %s%s\n",
+                (long long)res->step, opts->config_path ? opts->config_path : "CONFIG", t->run_dir,
+                any_set(opts->config) ? " (and this run's --set options)" : "");
 done:;
     ig_err cerr = {0};
     ig_status cs = ig_metrics_close(r.metrics, &cerr);

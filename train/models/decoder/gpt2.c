@@ -113,7 +113,7 @@ static ig_status gpt2_hf_config(json_t *o, const char *file, ig_model_config *ou
     if (st == IG_OK)
         st = ig_hf_get_int(o, file, "eos_token_id", NULL, -1, INT32_MAX, 0, -1, &e, err);
     if (st == IG_OK)
-        st = ig_hf_get_float(o, file, "layer_norm_epsilon", 0, 1e-5, &out->norm_eps, err);
+        st = ig_hf_get_positive(o, file, "layer_norm_epsilon", 1e-5, &out->norm_eps, err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "n_inner", NULL, 1, 1 << 30, 0, 0, &inner, err);
     int tie = 1, by_layer = 0, cross = 0, scale = 1;
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "tie_word_embeddings", 1, &tie, err);

@@ -169,8 +169,8 @@ static ig_status llama_hf_config(json_t *o, const char *file, ig_model_config *o
     if (st == IG_OK)
         st = ig_hf_get_int(o, file, "num_key_value_heads", NULL, 1, 1 << 20, 0, v[1], &kv, err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "head_dim", NULL, 1, 1 << 20, 0, 0, &hd, err);
-    if (st == IG_OK) st = ig_hf_get_float(o, file, "rms_norm_eps", 0, 1e-6, &out->norm_eps, err);
-    if (st == IG_OK) st = ig_hf_get_float(o, file, "rope_theta", 0, 10000, &d.rope_theta, err);
+    if (st == IG_OK) st = ig_hf_get_positive(o, file, "rms_norm_eps", 1e-6, &out->norm_eps, err);
+    if (st == IG_OK) st = ig_hf_get_positive(o, file, "rope_theta", 10000, &d.rope_theta, err);
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "tie_word_embeddings", 0, &d.tie_embeddings, err);
     int abias = 0, mbias = 0;
     if (st == IG_OK) st = ig_hf_get_bool(o, file, "attention_bias", 0, &abias, err);

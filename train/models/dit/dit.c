@@ -626,7 +626,7 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
     if (caption && st == IG_OK)
         st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &d.caption_dropout, err);
     d.caption_len = (int)tk, out->vocab_size = (int)vocab;
-    if (st == IG_OK) st = ig_hf_get_float(o, file, "norm_eps", 0, 1e-6, &out->norm_eps, err);
+    if (st == IG_OK) st = ig_hf_get_positive(o, file, "norm_eps", 1e-6, &out->norm_eps, err);
     double ratio = 4;
     int sigma = 0;
     if (st == IG_OK) st = ig_hf_get_float(o, file, "mlp_ratio", 0, 4, &ratio, err);
@@ -635,6 +635,10 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
     if (ratio != 4 || sigma)
         return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: %s: ingot's DiT cannot compute that model",
                           file, sigma ? "learn_sigma true" : "mlp_ratio other than 4");
+    int64_t mt = 0;
+    if ((st = ig_hf_get_int(o, file, "max_tokens", NULL, 1, 1 << 30, 0, 0, &mt, err)) != IG_OK)
+        return st;
+    out->seq_len = (int)mt; /* 0: not recorded (an export before issue 26) */
     out->n_layer = (int)v[0], out->n_head = (int)v[1], out->d_model = (int)v[2];
     ig_own_set_dit_shape(out, &d);
     *eod = -1;
@@ -650,6 +654,8 @@ static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
                           "patch_size", patch_json(c), "in_channels", 3, "cond", conds[d.cond],
                           "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
                           "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
+    /* the tokens of the largest clip it was trained on (ingot sample warns past them) */
+    if (o && c->seq_len > 1) json_object_set_new(o, "max_tokens", json_integer(c->seq_len));
     if (o && d.cond == DIT_COND_CAPTION) {
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
         json_object_set_new(o, "caption_len", json_integer(d.caption_len));
@@ -711,8 +717,36 @@ static const char *dit_differs(const ig_model_config *a, const ig_model_config *
 }
 
 /* captions: the vocabulary of their tokenizer, from the caption shards */
+/* model.cond class: every clip shard holds labels, each below model.num_classes; clips without a
+ * label in a shard with labels train as the null class, as dropped labels do (said when
+ * training). */
+static ig_status dit_fit_labels(const dit_shape *d, const ig_data_facts *f, ig_err *err) {
+    const ig_label_facts *L = &f->labels;
+    if (L->bare_shard)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.cond class: the clip shard %s holds no labels (%llu clips, none "
+                          "labelled: made from a manifest without a 'label' column, or before "
+                          "labels): make it with labels, or train it with model.cond none",
+                          L->bare_shard, (unsigned long long)L->bare_clips);
+    if (L->labelled && L->top >= (uint32_t)d->num_classes)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "model.cond class: the clip shard %s holds label %u (its clip %llu, the "
+                          "largest of the data), and model.num_classes %d takes labels 0 .. %d: "
+                          "set model.num_classes: %llu or more, or remake the shards",
+                          L->top_shard, L->top, (unsigned long long)L->top_clip, d->num_classes,
+                          d->num_classes - 1, (unsigned long long)L->top + 1);
+    if (L->unlabelled && f->ctx)
+        ig_warn(f->ctx,
+                "%llu clips of the data have no label (the first in %s): they train as the null "
+                "class, as dropped labels do",
+                (unsigned long long)L->unlabelled, L->unlabelled_shard);
+    return IG_OK;
+}
+
 static ig_status dit_fit(ig_model_config *c, const ig_data_facts *f, ig_err *err) {
-    if (dit_own(c).cond != DIT_COND_CAPTION) return IG_OK;
+    dit_shape d = dit_own(c);
+    if (d.cond == DIT_COND_CLASS && d.num_classes > 0) return dit_fit_labels(&d, f, err);
+    if (d.cond != DIT_COND_CAPTION) return IG_OK;
     uint64_t cv = f->caption_vocab;
     if (cv == 0)
         return ig_err_set(err, IG_ERR_CONFIG,
