@@ -236,5 +236,16 @@ run "a class model on unlabelled clips" 1 "$ING" train dit.yaml --set data.path=
 expect "says which shard has no labels" "the clip shard nolab holds no labels (12 clips" "$err"
 run "eval of a class model on unlabelled clips" 1 "$ING" eval run --data nolab --batches 1
 expect "says so" "the clip shard nolab holds no labels" "$err"
+# a shard where some clips have no label: they train as the null class, and the start says so
+grep -v '^path' "$SRC/data/video/manifest.csv" | sed "s#^#$SRC/data/video/#" |
+    awk -F, 'BEGIN { OFS = "," } NR % 2 == 0 { $3 = "" } { print }' |
+    { echo path,text,label; cat; } >some.csv
+"$ING" preprocess video --manifest some.csv --output-prefix somelab --frames 4 --stride 4 \
+    --size 16x16 --quiet >/dev/null 2>&1 || fail "clips with some labels"
+run "a class model on clips some of which have no label" 0 "$ING" train dit.yaml \
+    --set data.path=[somelab] --set train.run_dir=some --set train.steps=2 --quiet
+expect "warns, counting them" "clips of the data have no label (the first in somelab): they train as the null class" "$err"
+run "eval of them says nothing of it" 0 "$ING" eval some --data somelab --batches 1
+check "no warning in eval" test -z "$(grep 'no label' <<<"$err")"
 
 ig_end
