@@ -367,6 +367,13 @@ say "manifest and sizes"
     echo "source: $(git describe --always --dirty 2>/dev/null || echo unknown) ($(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo ?))"
     echo "build: $B, RelWithDebInfo, CUDA architectures $ARCHS"
     echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -2 | head -1)"
+    # the headers the build compiled against (check.sh prints the device's versions beside them)
+    inc=$(sed -n 's/^CUDNN_INCLUDE_DIR:PATH=//p' "$B/CMakeCache.txt")
+    nccl=$(sed -n 's/^NCCL_INCLUDE_DIR:PATH=//p' "$B/CMakeCache.txt")
+    echo "built against: cuDNN $(awk '/#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{ v = v (v ? "." : "") $3 } END { print v }' \
+        "$inc/cudnn_version.h" 2>/dev/null), NCCL $(awk '/#define NCCL_(MAJOR|MINOR|PATCH) /{ v = v (v ? "." : "") $3 } END { print v }' \
+        "$nccl/nccl.h" 2>/dev/null), CUDA runtime $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) |
+        sed -n 's/.*release \([0-9.]*\),.*/\1/p') (static)"
     echo "host: $(. /etc/os-release && echo "$PRETTY_NAME"), $(ldd --version | head -1)"
     echo "needs on the device: $(cut -d' ' -f1 "$P/cuda-libs.txt" | tr '\n' ' ')(check.sh finds them), the NVIDIA" \
         "driver (libcuda.so.1); glibc >= $(for f in "$U/bin/"* "$U/lib/"*.so* "$U/lib/"*/*.so*; do
