@@ -33,11 +33,14 @@
 #      step on the same GPU (tools/bench/train_peer_torch.py, eager, then torch.compile when time
 #      is left) and the ratio of tokens/s
 #
-# Results: every command's output in ${OUT:-gpu-results}/ (part1-*.log, part2-*.log, ...), the
-# runs' metrics.jsonl, and summary.txt: one line per check (PASS, FAIL, SKIP with the reason,
-# INFO for figures), written as each check ends, so a run cut short keeps what it did. A check
-# that cannot run says why and the others still run. Checkpoints and exports stay in a scratch
-# directory (removed at the end), never in the results.
+# Results: every command's output in gpu-results/ (part1-*.log, part2-*.log, ...; the last run's
+# files are replaced), the runs' metrics.jsonl, and summary.txt: one line per check (PASS, FAIL,
+# SKIP with the reason, INFO for figures), written as each check ends, so a run cut short keeps
+# what it did. A check that cannot run says why and the others still run. Checkpoints and
+# exports stay in a scratch directory (removed at the end), never in the results. Under the
+# device tool (OUT set), which brings back at most 8 files from $OUT, every result line also
+# refreshes two files there: $OUT/summary.txt and $OUT/gpu-results.tar.gz (all of gpu-results/),
+# so that even a run killed at the tool's limit brings back what it did.
 #
 # A missing NVIDIA library is a SKIP, not a FAIL, of what needs it: without cuDNN or NCCL the
 # pack's stand-in (gpu-pack/lib/standin/) loads in its place, so that everything else runs, and a
@@ -59,7 +62,10 @@
 # 3 no GPU, 143 stopped by a signal.
 #
 # Environment:
-#   OUT                  the results directory (the device tool sets it); else gpu-results/
+#   OUT                  set by the device tool: summary.txt and gpu-results.tar.gz go there too
+#   GPU_CHECK_RESULTS    the results directory; else gpu-results/ in the checkout
+#   GPU_CHECK_PARTS="1 2 3"  the parts to run after the preflight ("1": the CUDA tests alone, for
+#                        a second run that confirms a fix)
 #   GPU_CHECK_BUDGET=450 seconds for the whole check
 #   GPU_CHECK_GLIBC=auto auto: the device's glibc when the programs load with it, else the pack's;
 #                        pack: always the pack's loader and glibc; host: never
@@ -68,14 +74,18 @@
 #   GPU_PYTHON           the python3 with torch (and transformers); else the first of python3,
 #                        /usr/bin/python3, python that imports torch
 #   CUDA_BATCH=16        bench_cuda's and the peer's micro-batch (8 if 16 x 1024 does not fit)
+#   GPU_CHECK_PACK       the pack (else gpu-pack/ of this checkout), for a test of this script
 #   GPU_CHECK_HIDE       NVIDIA libraries to treat as missing ("libcudnn.so.9 libnccl.so.2"): a
 #                        test of this script's SKIPs, with the pack's stand-ins where it has them
 set -uo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$SRC" || exit 2
-P=$SRC/gpu-pack
-R=${OUT:-$SRC/gpu-results}
+P=${GPU_CHECK_PACK:-$SRC/gpu-pack}
+R=${GPU_CHECK_RESULTS:-$SRC/gpu-results}
 mkdir -p "$R" && R=$(cd "$R" && pwd) || exit 2
+# the last run's results go (the files this script writes: logs, text, metrics)
+find "$R" -maxdepth 1 -type f \( -name '*.log' -o -name '*.txt' -o -name '*.jsonl' \) -delete
+PARTS=" ${GPU_CHECK_PARTS:-1 2 3} "
 BUDGET=${GPU_CHECK_BUDGET:-450}
 START=$(date +%s)
 SUM=$R/summary.txt
@@ -88,6 +98,7 @@ trap 'rm -rf "$W"' EXIT
 # (timeout makes one), then the EXIT trap removes the scratch
 trap '[ -z "$CHILD" ] || kill -TERM -- "-$CHILD" 2>/dev/null
 echo "stopped by a signal after $(($(date +%s) - START))s: the checks above are all that ran" >>"$SUM"
+sync_out
 exit 143' INT TERM
 mkdir -p "$W/bin" "$W/runs" "$W/tmp"
 : >"$W/parts"
@@ -97,6 +108,14 @@ declare -A BLOCKED=() # a program that cannot start here: the NVIDIA libraries i
 
 # ---- helpers ---------------------------------------------------------------------------------
 note() { echo "$*" | tee -a "$R/check.log"; }
+want() { [[ $PARTS == *" $1 "* ]]; }
+# sync_out: the results to $OUT (the device tool's folder; at most 8 files come back from it)
+sync_out() {
+    [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$(cd "$OUT" && pwd)" != "$R" ] || return 0
+    cp "$SUM" "$OUT/summary.txt" 2>/dev/null
+    tar -czf "$OUT/gpu-results.tar.gz.tmp" -C "$(dirname "$R")" "$(basename "$R")" 2>/dev/null &&
+        mv "$OUT/gpu-results.tar.gz.tmp" "$OUT/gpu-results.tar.gz"
+}
 left() { echo $((START + BUDGET - $(date +%s))); }
 # result STATUS NAME DETAIL: one line of summary.txt (PASS, FAIL, SKIP, INFO). A FAIL whose
 # command (the last run_step's log) reached a stand-in of the pack is a SKIP: the library it
@@ -112,13 +131,14 @@ result() {
     LASTLOG=""
     printf '%-4s  %-22s  %s\n' "$status" "$name" "$detail" | tee -a "$SUM" "$R/check.log"
     echo "$PART $status" >>"$W/parts"
+    sync_out
 }
 # blocked PROG: why PROG cannot start here (an NVIDIA library that it needs is missing and has no
 # stand-in); empty when it can
 blocked() { [ -n "${BLOCKED[$1]:-}" ] && echo "needs ${BLOCKED[$1]}, not found on this machine"; }
 # run_step NAME TIMEOUT LOG CMD...: CMD with stdout and stderr in LOG, under min(TIMEOUT, what is
-# left of the budget - 10 s); sets RC (124: timed out; 125: not run, NOTRUN says why: out of
-# time, or a library its program needs is missing) and SECS
+# left of the budget - 10 s); sets RC (124: timed out; 125: not run or cut short by the budget,
+# NOTRUN says why: out of time, or a library its program needs is missing) and SECS
 run_step() {
     local name=$1 want=$2 log=$3 l t t0 why
     shift 3
@@ -154,6 +174,9 @@ run_step() {
     if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
         RC=124
         echo "check.sh: timed out after ${t}s" >>"$log"
+        if [ "$t" -lt "$want" ]; then # the budget's doing, not the command's
+            RC=125 NOTRUN="cut short after ${t}s: out of time ($BUDGET s budget; GPU_CHECK_BUDGET)"
+        fi
     fi
     note "   exit $RC in ${SECS}s; $(tail -n 1 "$log" | cut -c1-200)"
 }
@@ -181,6 +204,7 @@ finish() {
         part 3 "bench_cuda and PyTorch"
         echo "overall: $(n PASS) passed, $(n FAIL) failed, $(n SKIP) skipped; $(($(date +%s) - START))s (budget ${BUDGET}s); mode $MODE"
     } | tee -a "$SUM" >>"$R/check.log"
+    sync_out
     echo
     cat "$SUM"
     if [ -n "${1:-}" ]; then exit "$1"; fi
@@ -464,9 +488,9 @@ else
     result SKIP gpu "no GPU: $NOGPU"
     NG="no GPU (see gpu above)"
     PART=1
-    for c in test_cuda_kernels test_cuda_conv nccl nccl-mpirun; do result SKIP "$c" "$NG"; done
+    ! want 1 || for c in test_cuda_kernels test_cuda_conv nccl nccl-mpirun; do result SKIP "$c" "$NG"; done
     PART=2
-    for c in "train gpt-cpu" "train gpt-cuda-fp32" "train gpt-cuda-bf16" "losses gpt-fp32" \
+    ! want 2 || for c in "train gpt-cpu" "train gpt-cuda-fp32" "train gpt-cuda-bf16" "losses gpt-fp32" \
         "losses gpt-bf16" hf_check "train dit-cpu" "train dit-cuda-fp32" "losses dit-fp32" \
         "train gpt-cuda-bf16-selective" "losses gpt-bf16-selective" "weights bf16 selective" \
         "train gpt-cuda-bf16-full" "losses gpt-bf16-full" "weights bf16 full" \
@@ -474,111 +498,117 @@ else
         result SKIP "$c" "$NG"
     done
     PART=3
-    for c in bench_cuda torch-eager torch-compile; do result SKIP "$c" "$NG"; done
+    ! want 3 || for c in bench_cuda torch-eager torch-compile; do result SKIP "$c" "$NG"; done
     note "no GPU: every check that needs one is skipped (GPU_CHECK_REHEARSE=1 runs the CPU parts too)"
     finish 3
 fi
 
 # ---- 1. the CUDA tests -----------------------------------------------------------------------
 PART=1
-note "== 1. CUDA tests"
 export IG_SOURCE_DIR=$SRC IG_BUILD_DIR=$W/bin IG_INGOT=$W/bin/ingot TMPDIR=$W/tmp
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 # no network: never wait for the hub
-# cmocka_test NAME TIMEOUT: a cmocka program of tests/test_cuda_*.c and its result line
-cmocka_test() {
-    local name=$1 log=$R/part1-$1.log ok skipped failed
-    run_step "$name" "$2" "$log" "$W/bin/$name"
-    ok=$(grep -c '^\[       OK \]' "$log")
-    skipped=$(grep '^\[  SKIPPED \] test_' "$log" | sort -u | wc -l)
-    failed=$(grep '^\[  FAILED  \] test_' "$log" | awk '{ print $NF }' | sort -u | tr '\n' ' ')
-    case $RC in
-    0) result PASS "$name" "$ok cases passed in ${SECS}s" ;;
-    77) result SKIP "$name" "$(why "$log" '^skipped:') ($ok ran without a device, $skipped skipped)" ;;
-    125) result SKIP "$name" "$NOTRUN" ;;
-    *) result FAIL "$name" "exit $RC in ${SECS}s; $ok passed, failed: ${failed:-see the log} (part1-$name.log)" ;;
-    esac
-}
-# every kernel of the GPT, Llama and DiT families, determinism, a tiny GPT against the CPU
-cmocka_test test_cuda_kernels 240
-# the VAE's and T5's kernels: cuDNN's convolutions, GroupNorm(+SiLU), upsampling, GeGLU, T5's bias
-cmocka_test test_cuda_conv 180
+if want 1; then
+    note "== 1. CUDA tests"
+    # cmocka_test NAME TIMEOUT: a cmocka program of tests/test_cuda_*.c and its result line
+    cmocka_test() {
+        local name=$1 log=$R/part1-$1.log ok skipped failed
+        run_step "$name" "$2" "$log" "$W/bin/$name"
+        ok=$(grep -c '^\[       OK \]' "$log")
+        skipped=$(grep '^\[  SKIPPED \] test_' "$log" | sort -u | wc -l)
+        failed=$(grep '^\[  FAILED  \] test_' "$log" | awk '{ print $NF }' | sort -u | tr '\n' ' ')
+        case $RC in
+        0) result PASS "$name" "$ok cases passed in ${SECS}s" ;;
+        77) result SKIP "$name" "$(why "$log" '^skipped:') ($ok ran without a device, $skipped skipped)" ;;
+        125) result SKIP "$name" "$NOTRUN" ;;
+        *) result FAIL "$name" "exit $RC in ${SECS}s; $ok passed, failed: ${failed:-see the log} (part1-$name.log)" ;;
+        esac
+    }
+    # every kernel of the GPT, Llama and DiT families, determinism, a tiny GPT against the CPU
+    cmocka_test test_cuda_kernels 240
+    # the VAE's and T5's kernels: cuDNN's convolutions, GroupNorm(+SiLU), upsampling, GeGLU, T5's bias
+    cmocka_test test_cuda_conv 180
 
-# the NCCL communicator: comm_nccl alone (one rank: every operation, all-to-all included), then
-# tests/mpi/nccl.sh under mpirun when the machine has one (-np 1, and 2 with two GPUs; with one
-# GPU, mpirun -np 1 gives the same one-rank world, so nothing is lost without mpirun)
-log=$R/part1-nccl.log
-NCCL_DEBUG=VERSION run_step nccl 120 "$log" "$W/bin/comm_nccl"
-case $RC in
-0) result PASS nccl "$(why "$log" 'checks passed') in ${SECS}s; $(grep -o 'NCCL version [^ ]*' "$log" | head -1)" ;;
-77) result SKIP nccl "$(why "$log" '^skipped:')" ;;
-125) result SKIP nccl "$NOTRUN" ;;
-*) result FAIL nccl "exit $RC: $(why "$log" 'FAIL|error|rank') (part1-nccl.log)" ;;
-esac
-log=$R/part1-nccl-mpirun.log
-if ! command -v mpirun >/dev/null; then
-    result SKIP nccl-mpirun "mpirun is not on this machine (comm_nccl ran alone above)"
-elif [ "${GPUS:-0}" -lt 2 ]; then
-    result SKIP nccl-mpirun "${GPUS:-0} GPU(s) here: mpirun -np 1 is the one-rank world comm_nccl ran alone above"
-elif [ -n "$(blocked comm_nccl)" ]; then
-    result SKIP nccl-mpirun "comm_nccl $(blocked comm_nccl)"
-else
-    run_step nccl-mpirun 120 "$log" bash tests/mpi/nccl.sh
+    # the NCCL communicator: comm_nccl alone (one rank: every operation, all-to-all included), then
+    # tests/mpi/nccl.sh under mpirun when the machine has one (-np 1, and 2 with two GPUs; with one
+    # GPU, mpirun -np 1 gives the same one-rank world, so nothing is lost without mpirun)
+    log=$R/part1-nccl.log
+    NCCL_DEBUG=VERSION run_step nccl 120 "$log" "$W/bin/comm_nccl"
     case $RC in
-    0) result PASS nccl-mpirun "$(why "$log" 'passed,') in ${SECS}s ($(mpirun --version 2>&1 | head -1))" ;;
-    77) result SKIP nccl-mpirun "$(why "$log" '^skipped:')" ;;
-    125) result SKIP nccl-mpirun "$NOTRUN" ;;
-    *) result FAIL nccl-mpirun "exit $RC: $(why "$log" 'FAIL|error') (part1-nccl-mpirun.log; $(mpirun --version 2>&1 | head -1))" ;;
+    0) result PASS nccl "$(why "$log" 'checks passed') in ${SECS}s; $(grep -o 'NCCL version [^ ]*' "$log" | head -1)" ;;
+    77) result SKIP nccl "$(why "$log" '^skipped:')" ;;
+    125) result SKIP nccl "$NOTRUN" ;;
+    *) result FAIL nccl "exit $RC: $(why "$log" 'FAIL|error|rank') (part1-nccl.log)" ;;
     esac
+    log=$R/part1-nccl-mpirun.log
+    if ! command -v mpirun >/dev/null; then
+        result SKIP nccl-mpirun "mpirun is not on this machine (comm_nccl ran alone above)"
+    elif [ "${GPUS:-0}" -lt 2 ]; then
+        result SKIP nccl-mpirun "${GPUS:-0} GPU(s) here: mpirun -np 1 is the one-rank world comm_nccl ran alone above"
+    elif [ -n "$(blocked comm_nccl)" ]; then
+        result SKIP nccl-mpirun "comm_nccl $(blocked comm_nccl)"
+    else
+        run_step nccl-mpirun 120 "$log" bash tests/mpi/nccl.sh
+        case $RC in
+        0) result PASS nccl-mpirun "$(why "$log" 'passed,') in ${SECS}s ($(mpirun --version 2>&1 | head -1))" ;;
+        77) result SKIP nccl-mpirun "$(why "$log" '^skipped:')" ;;
+        125) result SKIP nccl-mpirun "$NOTRUN" ;;
+        *) result FAIL nccl-mpirun "exit $RC: $(why "$log" 'FAIL|error') (part1-nccl-mpirun.log; $(mpirun --version 2>&1 | head -1))" ;;
+        esac
+fi
+
 fi
 
 # ---- 2. the trainer end to end ---------------------------------------------------------------
 PART=2
-note "== 2. trainer end to end"
-# train NAME CONFIG DATA --set...: 20 steps into $W/runs/NAME; its metrics.jsonl into the results
-train() {
-    local name=$1 config=$2 data=$3 log=$R/part2-$1.log
-    shift 3
-    if [ -n "$NOGPU" ] && [[ " $* " == *" train.device=cuda "* ]]; then
-        result SKIP "train $name" "no GPU (GPU_CHECK_REHEARSE=1: the CPU parts alone)"
-        RC=125
+if want 2; then
+    note "== 2. trainer end to end"
+    # train NAME CONFIG DATA --set...: 20 steps into $W/runs/NAME; its metrics.jsonl into the results
+    train() {
+        local name=$1 config=$2 data=$3 log=$R/part2-$1.log
+        shift 3
+        if [ -n "$NOGPU" ] && [[ " $* " == *" train.device=cuda "* ]]; then
+            result SKIP "train $name" "no GPU (GPU_CHECK_REHEARSE=1: the CPU parts alone)"
+            RC=125
+            return "$RC"
+        fi
+        run_step "train $name" 150 "$log" "$W/bin/ingot" train "$config" --set "data.path=$data" \
+            --set train.steps=20 --set "train.run_dir=$W/runs/$name" --set log.every=5 --force "$@"
+        # a failed run's metrics are kept for a look, under another name: they are not compared
+    [ ! -f "$W/runs/$name/metrics.jsonl" ] || cp "$W/runs/$name/metrics.jsonl" \
+        "$R/$name.$([ "$RC" = 0 ] || echo failed.)metrics.jsonl"
+        case $RC in
+        0) result PASS "train $name" "in ${SECS}s; $(why "$log" '^done:' | sed 's/; checkpoint .*//')" ;;
+        125) result SKIP "train $name" "$NOTRUN" ;;
+        *) result FAIL "train $name" "exit $RC: $(why "$log" 'error|no CUDA device')" ;;
+        esac
         return "$RC"
-    fi
-    run_step "train $name" 150 "$log" "$W/bin/ingot" train "$config" --set "data.path=$data" \
-        --set train.steps=20 --set "train.run_dir=$W/runs/$name" --set log.every=5 --force "$@"
-    [ -f "$W/runs/$name/metrics.jsonl" ] && cp "$W/runs/$name/metrics.jsonl" "$R/$name.metrics.jsonl"
-    case $RC in
-    0) result PASS "train $name" "in ${SECS}s; $(why "$log" '^done:' | sed 's/; checkpoint .*//')" ;;
-    125) result SKIP "train $name" "$NOTRUN" ;;
-    *) result FAIL "train $name" "exit $RC: $(why "$log" 'error|no CUDA device')" ;;
-    esac
-    return "$RC"
-}
-# compare NAME REF RUN TOL: the losses step by step
-compare() {
-    local name=$1 ref=$R/$2.metrics.jsonl run=$R/$3.metrics.jsonl log=$R/part2-compare-$1.txt
-    if [ ! -f "$ref" ] || [ ! -f "$run" ]; then
-        result SKIP "losses $name" "no metrics from $([ -f "$ref" ] && echo "$3" || echo "$2") (its run failed or did not run)"
-        return
-    fi
-    "$PYANY" tools/gpu/losses.py "$ref" "$run" --tol "$4" --label "$name" >"$log" 2>&1
-    case $? in
-    0) result PASS "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
-    1) result FAIL "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
-    *) result FAIL "losses $name" "$(tail -n 1 "$log")" ;;
-    esac
-}
-GPT=(configs/gpt-tiny.yaml "$P/data/shakespeare")
-train gpt-cpu "${GPT[@]}" --set train.device=cpu --set train.dtype=fp32
-train gpt-cuda-fp32 "${GPT[@]}" --set train.device=cuda --set train.dtype=fp32
-gpt32=$RC
-train gpt-cuda-bf16 "${GPT[@]}" --set train.device=cuda --set train.dtype=bf16
-compare gpt-fp32 gpt-cpu gpt-cuda-fp32 1e-4
-compare gpt-bf16 gpt-cpu gpt-cuda-bf16 5e-2
+    }
+    # compare NAME REF RUN TOL: the losses step by step
+    compare() {
+        local name=$1 ref=$R/$2.metrics.jsonl run=$R/$3.metrics.jsonl log=$R/part2-compare-$1.txt
+        if [ ! -f "$ref" ] || [ ! -f "$run" ]; then
+            result SKIP "losses $name" "no metrics from $([ -f "$ref" ] && echo "$3" || echo "$2") (its run failed or did not run)"
+            return
+        fi
+        "$PYANY" tools/gpu/losses.py "$ref" "$run" --tol "$4" --label "$name" >"$log" 2>&1
+        case $? in
+        0) result PASS "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
+        1) result FAIL "losses $name" "$(tail -n 1 "$log" | sed 's/^losses [^:]*: //')" ;;
+        *) result FAIL "losses $name" "$(tail -n 1 "$log")" ;;
+        esac
+    }
+    GPT=(configs/gpt-tiny.yaml "$P/data/shakespeare")
+    train gpt-cpu "${GPT[@]}" --set train.device=cpu --set train.dtype=fp32
+    train gpt-cuda-fp32 "${GPT[@]}" --set train.device=cuda --set train.dtype=fp32
+    gpt32=$RC
+    train gpt-cuda-bf16 "${GPT[@]}" --set train.device=cuda --set train.dtype=bf16
+    compare gpt-fp32 gpt-cpu gpt-cuda-fp32 1e-4
+    compare gpt-bf16 gpt-cpu gpt-cuda-bf16 5e-2
 
-# the export of the cuda fp32 run (the CPU run's when that failed, to check the rest of the flow)
-src=gpt-cuda-fp32 label="export of the cuda fp32 run"
-if [ "$gpt32" != 0 ]; then
-    src=gpt-cpu label="export of the CPU run: the cuda fp32 run $([ -n "$NOGPU" ] && echo "did not run (no GPU)" || echo failed)"
+    # the export of the cuda fp32 run (the CPU run's when that failed, to check the rest of the flow)
+    src=gpt-cuda-fp32 label="export of the cuda fp32 run"
+    if [ "$gpt32" != 0 ]; then
+        src=gpt-cpu label="export of the CPU run: the cuda fp32 run $([ -n "$NOGPU" ] && echo "did not run (no GPU)" || echo failed)"
 fi
 hf=$W/runs/$src-hf
 run_step "export $src" 60 "$R/part2-export.log" "$W/bin/ingot" ckpt export "$W/runs/$src" --output "$hf" --force
@@ -643,16 +673,19 @@ for name in gpt-cuda-bf16 gpt-cuda-bf16-full dit-cuda-fp32; do
     fi
 done
 
+fi
+
 # ---- 3. bench_cuda and PyTorch's step on the same GPU ----------------------------------------
 PART=3
-note "== 3. bench_cuda"
-B16=${CUDA_BATCH:-16}
-log=$R/part3-bench_cuda.log
-run_step bench_cuda 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
-if [ "$RC" != 0 ] && [ "$RC" != 125 ] && [ "$B16" -gt 8 ] && grep -qi 'memory' "$log"; then
-    mv "$log" "$R/part3-bench_cuda-b$B16.log"
-    B16=8
-    run_step "bench_cuda (micro-batch 8)" 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
+if want 3; then
+    note "== 3. bench_cuda"
+    B16=${CUDA_BATCH:-16}
+    log=$R/part3-bench_cuda.log
+    run_step bench_cuda 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
+    if [ "$RC" != 0 ] && [ "$RC" != 125 ] && [ "$B16" -gt 8 ] && grep -qi 'memory' "$log"; then
+        mv "$log" "$R/part3-bench_cuda-b$B16.log"
+        B16=8
+        run_step "bench_cuda (micro-batch 8)" 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
 fi
 summary=$(grep '^cuda_summary' "$log" 2>/dev/null)
 ours=""
@@ -700,6 +733,8 @@ else
     else
         peer torch-compile "$R/part3-torch-compile.log" 300 --compile
     fi
+fi
+
 fi
 
 # ---- the end ---------------------------------------------------------------------------------
