@@ -3,6 +3,13 @@
 #
 #     bash tools/gpu/check.sh            (device tool: carry ["gpu-pack"])
 #
+# For a session with the device tool (15 minutes of device time in all, the machine's start
+# included; the tool sends the session's own checkout, so gpu-pack/ must be built or copied there):
+#     run  carry ["gpu-pack"]  timeout_s 390  command "GPU_CHECK_BUDGET=360 bash tools/gpu/check.sh"
+# then give_back at once; the results come back as $OUT/summary.txt and $OUT/gpu-results.tar.gz
+# (its output_tail ends with summary.txt too). That leaves about 6 minutes: a fresh start and one
+# confirming run, e.g. timeout_s 270, "GPU_CHECK_PARTS=1 GPU_CHECK_BUDGET=240 bash tools/gpu/check.sh".
+#
 # It runs what tools/gpu/pack.sh built and carried in gpu-pack/ (programs, the libraries a bare
 # CUDA machine lacks, prepared data; the big files xz-compressed, unpacked here into the scratch
 # directory), and needs from the machine only bash, coreutils, the NVIDIA driver, NVIDIA's
@@ -474,13 +481,32 @@ result INFO version "$(tr '\n' ' ' <"$R/version.txt" | cut -c1-300)"
 # a GPU: the CUDA runtime's own answer (ingot --version: "N device(s), 0: NAME"), or, when ingot
 # cannot start, nvidia-smi's
 CUDA_LINE=$(grep '^CUDA:' "$R/version.txt" | head -n 1)
+sees() { grep -Eq '; [0-9]+ devices?, 0: ' <<<"$CUDA_LINE"; }
+# nvidia-smi lists a GPU, but the programs find no driver: libcuda.so.1 where it may be
+if [ -n "$CUDA_LINE" ] && ! sees && [ "${GPUS:-0}" -gt 0 ] && grep -q 'libcuda.so.1' <<<"$CUDA_LINE"; then
+    libcuda=$(ls /usr/local/nvidia/lib64/libcuda.so.1 /usr/local/nvidia/lib/libcuda.so.1 \
+        /usr/lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib64/libcuda.so.1 2>/dev/null | head -n 1)
+    [ -n "$libcuda" ] ||
+        libcuda=$(timeout 60 find /usr/local/nvidia /usr /opt -xdev -name libcuda.so.1 -print -quit 2>/dev/null)
+    if [ -n "$libcuda" ]; then
+        note "nvidia-smi lists ${GPUS} GPU(s) but the programs found no libcuda.so.1: adding $(dirname "$libcuda")"
+        LP="$LP:$(dirname "$libcuda")"
+        try_version
+        "$W/bin/ingot" --version >"$R/version.txt" 2>&1
+        CUDA_LINE=$(grep '^CUDA:' "$R/version.txt" | head -n 1)
+        result INFO version "$(tr '\n' ' ' <"$R/version.txt" | cut -c1-300) (with $libcuda)"
+    fi
+fi
 NOGPU=""
 if [ -n "$CUDA_LINE" ]; then
-    grep -Eq '; [0-9]+ devices?, 0: ' <<<"$CUDA_LINE" || NOGPU=${CUDA_LINE#CUDA: }
+    sees || [ "${GPUS:-0}" -gt 0 ] || NOGPU=${CUDA_LINE#CUDA: }
 elif [ "${GPUS:-0}" = 0 ]; then
     NOGPU="ingot cannot start here and nvidia-smi lists no GPU"
 fi
-if [ -z "$NOGPU" ]; then
+if [ -n "$CUDA_LINE" ] && ! sees && [ -z "$NOGPU" ]; then
+    # a GPU that the CUDA runtime cannot use: every check runs, and their logs say more
+    result FAIL gpu "nvidia-smi lists ${GPUS} GPU(s), but ingot --version says: ${CUDA_LINE#CUDA: }"
+elif [ -z "$NOGPU" ]; then
     result PASS gpu "$(sed 's/^CUDA: //' <<<"${CUDA_LINE:-nvidia-smi: ${GPUS} GPU(s)}")"
 elif [ "${GPU_CHECK_REHEARSE:-0}" = 1 ]; then
     result SKIP gpu "no GPU: $NOGPU; GPU_CHECK_REHEARSE=1: the CPU parts run, the CUDA ones are skipped"
