@@ -405,4 +405,4 @@ total=$(pack_bytes)
 total=$(($(tree_bytes) + total))
 [ "$total" -le $((CARRY_LIMIT_MIB << 20)) ] ||
     die "the working tree and the pack are $((total >> 20)) MiB together, over $CARRY_LIMIT_MIB MiB"
-say "done: carry [\"$P\"] and run: bash tools/gpu/check.sh"
+say "done: carry [\"$P\"] and run: GPU_CHECK_BUDGET=360 bash tools/gpu/check.sh (a 390 s limit; its header says more)"
