@@ -222,9 +222,9 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_GEGLU_BACKWARD, geglu_backward)                                                        \
     X(IG_OP_T5_POSITION_BIAS, t5_position_bias)                                                    \
     X(IG_OP_ATTENTION_BIAS_FORWARD, attention_bias_forward)                                        \
+    X(IG_OP_RELU_FORWARD, relu_forward)                                                            \
     X(IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward)                                      \
-    X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)                                    \
-    X(IG_OP_RELU_FORWARD, relu_forward)
+    X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)
 
 static const struct {
     const char *name;

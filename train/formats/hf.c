@@ -112,7 +112,7 @@ ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt,
 
 /* ---- the shape ------------------------------------------------------------------------------- */
 
-/* The model_types the families read, as "gpt2, llama and ingot-dit" (the one list's). */
+/* The model_types the families read, as "gpt2, llama, ingot-dit and t5" (the one list's). */
 static void known_types(char *buf, size_t cap) {
     int n = 0;
     for (int i = 0; ig_family_of(i); i++) n += ig_family_of(i)->hf_model_type != NULL;
@@ -144,7 +144,7 @@ static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int
                           file, known);
     const ig_family *f = ig_family_of_hf(json_string_value(mt));
     if (!f)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\": ingot trains %s models",
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\": ingot reads %s models",
                           file, json_string_value(mt), known);
     memset(out, 0, sizeof *out);
     out->arch = ig_family_index(f);
