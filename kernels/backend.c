@@ -222,6 +222,7 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_GEGLU_BACKWARD, geglu_backward)                                                        \
     X(IG_OP_T5_POSITION_BIAS, t5_position_bias)                                                    \
     X(IG_OP_ATTENTION_BIAS_FORWARD, attention_bias_forward)                                        \
+    X(IG_OP_RELU_FORWARD, relu_forward)                                                            \
     X(IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward)                                      \
     X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)
 
@@ -545,6 +546,13 @@ void ig_kernel_silu_forward(ig_backend *be, void *out, const void *inp, size_t n
     KERNEL_BEGIN(be, IG_OP_SILU_FORWARD, silu_forward);
     if (n) be->ops->silu_forward(be, out, inp, n);
     KERNEL_END(be, IG_OP_SILU_FORWARD);
+}
+
+void ig_kernel_relu_forward(ig_backend *be, void *out, const void *inp, size_t n) {
+    assert((out && inp) || n == 0);
+    KERNEL_BEGIN(be, IG_OP_RELU_FORWARD, relu_forward);
+    if (n) be->ops->relu_forward(be, out, inp, n);
+    KERNEL_END(be, IG_OP_RELU_FORWARD);
 }
 
 void ig_kernel_silu_backward(ig_backend *be, void *dinp, const void *dout, const void *inp,

@@ -13,7 +13,8 @@
  * Stable Diffusion's VAE (AutoencoderKL, applied per frame) uses 2-D convolution, GroupNorm fused
  * with SiLU, nearest 2x upsampling, the add and (in its mid block) single-head attention; a T5
  * v1.1 encoder uses RMSNorm (T5's layer norm is the same computation), matmul, gated tanh-GeLU
- * (GeGLU) and attention without scaling plus a bucketed relative position bias and a key mask.
+ * (GeGLU; T5 v1.0: ReLU) and attention without scaling plus a bucketed relative position bias and
+ * a key mask.
  * A backend may lack an operation: ig_backend_supports says which it has (ig_op names each).
  *
  * Memory. Tensors live in buffers from ig_backend_alloc and are named by device pointers: on the
@@ -195,6 +196,7 @@ typedef enum ig_op {
     IG_OP_GEGLU_BACKWARD,
     IG_OP_T5_POSITION_BIAS,
     IG_OP_ATTENTION_BIAS_FORWARD,
+    IG_OP_RELU_FORWARD,
     IG_OP_CROSS_ATTENTION_FORWARD,
     IG_OP_CROSS_ATTENTION_BACKWARD,
     IG_OP_COUNT
@@ -616,6 +618,10 @@ void ig_kernel_geglu_forward(ig_backend *be, void *out, const void *gate, const 
  * element is read before it is written), not each other. */
 void ig_kernel_geglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout,
                               const void *gate, const void *up, int N, int F);
+
+/* ReLU (T5 v1.0's FFN, "relu"): out[i] = max(inp[i], 0) for n act elements, as torch.relu (a NaN
+ * stays NaN); out may be inp. Forward only: the encoder that uses it is frozen. */
+void ig_kernel_relu_forward(ig_backend *be, void *out, const void *inp, size_t n);
 
 /* out[i] = a[i] + b[i] for n act elements (out may be a or b): the residual stream handed to the
  * next pipeline stage. */

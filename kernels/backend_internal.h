@@ -107,6 +107,7 @@ typedef struct ig_backend_ops {
                                    int rows_per_sample);
     void (*silu_forward)(ig_backend *be, void *out, const void *inp, size_t n);
     void (*silu_backward)(ig_backend *be, void *dinp, const void *dout, const void *inp, size_t n);
+    void (*relu_forward)(ig_backend *be, void *out, const void *inp, size_t n);
     void (*mse)(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
                 int N, int K, float grad_scale);
     void (*add)(ig_backend *be, void *out, const void *a, const void *b, size_t n);

@@ -1,7 +1,7 @@
 /* test_cuda_conv.c - the CUDA backend's VAE and T5 kernels (kernels/cuda/: cuda_conv.cu,
- * cuda_groupnorm.cu, cuda_upsample.cu, cuda_geglu.cu, cuda_attention_bias.cu) against the CPU
- * reference kernels, on a device (label "cuda": ctest -L cuda). Without one every case is skipped
- * with the reason and the program exits 77 (ctest: skipped). A file of its own beside
+ * cuda_groupnorm.cu, cuda_upsample.cu, cuda_geglu.cu, cuda_relu.cu, cuda_attention_bias.cu) against
+ * the CPU reference kernels, on a device (label "cuda": ctest -L cuda). Without one every case is
+ * skipped with the reason and the program exits 77 (ctest: skipped). A file of its own beside
  * test_cuda_kernels.c (which is over the project's file size already), with the same fixture and
  * conventions: the same random inputs on the CPU reference and on two CUDA backends, fp32 and bf16
  * (for bf16 the inputs are rounded to bf16 on the host first, so only the arithmetic differs);
@@ -176,10 +176,11 @@ static void check_again(ig_backend *g, const pair *p, const float *first, const 
 static void test_table(void **state) {
     (void)state;
     REQUIRE_DEVICE();
-    ig_op ops[] = {IG_OP_CONV2D_FORWARD,        IG_OP_CONV2D_BACKWARD,    IG_OP_GROUPNORM_FORWARD,
-                   IG_OP_GROUPNORM_BACKWARD,    IG_OP_UPSAMPLE2X_FORWARD, IG_OP_UPSAMPLE2X_BACKWARD,
-                   IG_OP_GEGLU_FORWARD,         IG_OP_GEGLU_BACKWARD,     IG_OP_T5_POSITION_BIAS,
-                   IG_OP_ATTENTION_BIAS_FORWARD};
+    ig_op ops[] = {
+        IG_OP_CONV2D_FORWARD,         IG_OP_CONV2D_BACKWARD,    IG_OP_GROUPNORM_FORWARD,
+        IG_OP_GROUPNORM_BACKWARD,     IG_OP_UPSAMPLE2X_FORWARD, IG_OP_UPSAMPLE2X_BACKWARD,
+        IG_OP_GEGLU_FORWARD,          IG_OP_GEGLU_BACKWARD,     IG_OP_T5_POSITION_BIAS,
+        IG_OP_ATTENTION_BIAS_FORWARD, IG_OP_RELU_FORWARD};
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
             if (!ig_backend_supports(fx.gpu[k], ops[i]))
@@ -329,6 +330,10 @@ static void test_upsample_geglu(void **state) {
         ig_kernel_geglu_backward(g, dg.gpu, du.gpu, d.gpu, gate.gpu, up.gpu, NR, F);
         check(g, "geglu_backward dgate", &dg);
         check(g, "geglu_backward dup", &du);
+        /* ReLU (T5 v1.0), in place on the gate's copy: exact in either type */
+        ig_kernel_relu_forward(fx.ref, gate.cpu, gate.cpu, nf);
+        ig_kernel_relu_forward(g, gate.gpu, gate.gpu, nf);
+        check_tol(g, "relu_forward", &gate, 0.0);
         pair *qs[] = {&gate, &up, &o, &d, &dg, &du};
         for (size_t i = 0; i < 6; i++) drop(g, qs[i]);
     }

@@ -20,7 +20,7 @@
  * T5's layer norm: torch's weight * (x * rsqrt(mean(x^2) + eps)) in float32 against
  * ig_kernel_rmsnorm_forward, both backends (within 1e-6 of the scale: the same computation).
  * GeGLU: fast against reference, finite differences, the golden (gelu_new(gate) * up and its
- * gradients by autograd), in place.
+ * gradients by autograd), in place. ReLU (T5 v1.0): fast = reference, in place, NaN kept.
  *
  * Tolerances: max |fast - ref| over max |ref| of the tensor: 1e-5 for the attention (fp32 online
  * softmax against double), 1e-6 for GeGLU's output and dup, 1e-5 for dgate (its fp32 sigmoid
@@ -411,12 +411,40 @@ static void test_t5_table(void **state) {
     tfree(f, a), tfree(f, keep);
 }
 
+/* ReLU (T5 v1.0's FFN): fast = reference bit for bit on every thread count, in place, 0 below,
+ * the input kept at and above 0, a NaN kept (torch.relu's). */
+static void test_relu(void **state) {
+    fixture *f = *state;
+    size_t n = 100003;
+    float *x = talloc(f, n), *r = talloc(f, n), *o = talloc(f, n);
+    fill(x, n, 900, -3, 3);
+    x[7] = NAN, x[8] = 0.0f, x[9] = -0.0f, x[10] = -INFINITY, x[11] = INFINITY;
+    ig_kernel_relu_forward(f->ref, r, x, n);
+    for (size_t i = 0; i < n; i++)
+        if (i != 7 && r[i] != (x[i] > 0 ? x[i] : 0.0f))
+            fail_msg("relu(%g) = %g at %zu", (double)x[i], (double)r[i], i);
+    assert_true(isnan(r[7]));
+    for (int t = 0; t < NTHREADS; t++) {
+        ig_kernel_relu_forward(f->fast[t], o, x, n);
+        check_same(o, r, n * 4, "relu_forward threads");
+    }
+    float *y = tdup(f, x, n);
+    ig_kernel_relu_forward(FAST(f), y, y, n);
+    check_same(y, r, n * 4, "relu_forward in place");
+    tfree(f, x), tfree(f, r), tfree(f, o), tfree(f, y);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_t5_table),        cmocka_unit_test(test_buckets),
-        cmocka_unit_test(test_position_bias),   cmocka_unit_test(test_attention_bias),
-        cmocka_unit_test(test_attention_scale), cmocka_unit_test(test_t5_golden),
-        cmocka_unit_test(test_t5_layernorm),    cmocka_unit_test(test_geglu),
+        cmocka_unit_test(test_t5_table),
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_position_bias),
+        cmocka_unit_test(test_attention_bias),
+        cmocka_unit_test(test_attention_scale),
+        cmocka_unit_test(test_t5_golden),
+        cmocka_unit_test(test_t5_layernorm),
+        cmocka_unit_test(test_geglu),
+        cmocka_unit_test(test_relu),
     };
     return cmocka_run_group_tests_name("kernels_t5", tests, setup, teardown);
 }

@@ -29,6 +29,8 @@ const ig_command ig_commands[] = {
      ig_usage_eval, ig_cmd_eval},
     {"sample", "generate text from a language model, or videos from a DiT", ig_usage_sample,
      ig_cmd_sample},
+    {"encode-text", "the features of a text from a frozen text encoder (a T5 directory)",
+     ig_usage_encode_text, ig_cmd_encode_text},
     {"config", "check a YAML config and print it with overrides applied", ig_usage_config,
      ig_cmd_config},
     {"help", "show help for ingot or one command", ig_usage_help, ig_cmd_help_cmd},

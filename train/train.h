@@ -4,6 +4,9 @@
  * schedules, checkpoints that resume bit for bit, Hugging Face export and import, evaluation and
  * sampling.
  *
+ * A frozen text encoder (T5, train/models/t5/) is a family too, used through ig_text_encoder and
+ * never trained.
+ *
  * A model is a list of named global tensors, described by its family (train/models/FAMILY/); every
  * tensor's initial values are drawn by (seed, name, element index) with a counter-based generator,
  * so every layout and every backend starts from the same model. The trainer itself - the loop,
@@ -27,8 +30,8 @@ extern "C" {
 /* ==== model families and their configuration ================================================= */
 
 /* The model architectures this build knows (model.arch), each a preset of a model family
- * (train/models/: the decoder's gpt2 and llama, dit): {"gpt2", "llama", "dit", NULL}, in the
- * order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
+ * (train/models/: the decoder's gpt2 and llama, dit, t5): {"gpt2", "llama", "dit", "t5", NULL}, in
+ * the order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
 extern const char *const ig_model_archs[];
 
 enum { IG_MODEL_OWN_BYTES = 256 };
@@ -712,6 +715,64 @@ ig_sample_opts ig_sample_opts_default(void);
 ig_status ig_model_generate(ig_model *m, ig_ctx *ctx, const int32_t *prompt, size_t n_prompt,
                             const ig_sample_opts *o, int (*emit)(void *user, int32_t id),
                             void *user, size_t *n_out, ig_err *err);
+
+/* ==== a frozen text encoder (model.arch t5; objectives/encode.c) ============================= */
+
+/* A text encoder used frozen, as PixArt-alpha and Open-Sora condition on T5 v1.1: caption token
+ * ids in, each caption's features [L, D] out (L its tokens, D the encoder's d_model). Opened from
+ * a Hugging Face directory: config.json (model_type t5), model.safetensors or the shards of its
+ * model.safetensors.index.json (an encoder-decoder T5ForConditionalGeneration file is read for its
+ * encoder). Its tokenizer is the same directory's - ig_tokenizer_load (preprocess.h) of the
+ * directory takes its spiece.model or tokenizer.json - and a caption's ids end with the
+ * tokenizer's end-of-sequence id, as T5 is fed (IG_ENCODE_APPEND_EOS). */
+typedef struct ig_text_encoder ig_text_encoder;
+
+typedef struct ig_text_encoder_opts {
+    int max_batch; /* captions encoded at once (the activations are sized for them); default 8 */
+    int max_len;   /* the most tokens a caption may have; default 512 */
+} ig_text_encoder_opts;
+
+ig_text_encoder_opts ig_text_encoder_opts_default(void);
+
+/* What opening an encoder takes, in bytes: its weights in the act type (4 bytes a parameter in
+ * fp32: a T5-XXL encoder's 4.76 billion are 19 GB; 9.5 GB in bf16), the activations of max_batch
+ * captions of max_len tokens, both on the backend (device = weights + acts), and on the host while
+ * loading, the largest tensor twice in fp32 (host). */
+typedef struct ig_text_encoder_memory {
+    uint64_t weights, acts, device, host;
+} ig_text_encoder_memory;
+
+/* The memory of the encoder at path with o (NULL: the defaults) and act_size bytes per act element
+ * (4: fp32, 2: bf16), from its config.json alone; *shape (may be NULL) its shape. Errors name the
+ * file; a model that is not a text encoder is IG_ERR_INVALID_ARG, naming what it is. */
+ig_status ig_text_encoder_plan(ig_ctx *ctx, const char *path, const ig_text_encoder_opts *o,
+                               size_t act_size, ig_text_encoder_memory *out, ig_model_config *shape,
+                               ig_err *err);
+
+/* Opens the encoder at path on be (o NULL: the defaults). What it takes (ig_text_encoder_plan) is
+ * held against what is free before anything is loaded - on the CPU everything against the memory
+ * this process can take now (ig_memory_check), on a GPU the weights and activations against the
+ * device's free memory and the loading buffers against the host's - and refused with the figures
+ * when it does not fit. Then the files are checked (every tensor the encoder needs, with its
+ * shape; the decoder's tensors of an encoder-decoder file ignored, any other tensor refused) and
+ * loaded, converted from F32, BF16 or F16. One thread at a time uses an encoder. */
+ig_status ig_text_encoder_open(ig_text_encoder **out, ig_ctx *ctx, ig_backend *be, const char *path,
+                               const ig_text_encoder_opts *o, ig_err *err);
+void ig_text_encoder_free(ig_text_encoder *e); /* NULL is a no-op */
+
+/* The encoder's shape (its family and sizes: ig_model_describe names it), and D. */
+const ig_model_config *ig_text_encoder_shape(const ig_text_encoder *e);
+int ig_text_encoder_width(const ig_text_encoder *e);
+
+/* Encodes n captions: caption i is lens[i] token ids at ids[i] (1 <= lens[i] <= max_len, every id
+ * below the encoder's vocabulary: IG_ERR_INVALID_ARG naming the caption and the id otherwise,
+ * before anything is computed); its features, fp32 [lens[i], D] row-major, are written to out[i]
+ * (the caller's memory). Captions of different lengths go through together (up to max_batch at a
+ * time, padded, the padding masked out of every attention), and each gets the features it gets
+ * alone: on the CPU bit for bit, whatever the other captions, their number and the thread count
+ * (each caption's rows are their own matrix products); on a GPU, as its kernels' choices allow. */
+ig_status ig_text_encoder_encode(ig_text_encoder *e, size_t n, const int32_t *const *ids,
+                                 const int *lens, float *const *out, ig_err *err);
 
 #ifdef __cplusplus
 }

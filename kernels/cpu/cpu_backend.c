@@ -113,10 +113,10 @@ static void cpu_mem_info(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, 
     .gate_residual_forward = prefix##gate_residual_forward,                                        \
     .gate_residual_backward = prefix##gate_residual_backward,                                      \
     .silu_forward = prefix##silu_forward, .silu_backward = prefix##silu_backward,                  \
-    .mse = prefix##mse, .add = prefix##add, .adamw = prefix##adamw,                                \
-    .sum_squares = prefix##sum_squares, .scale = prefix##scale, .ema = prefix##ema,                \
-    .conv2d_forward = prefix##conv2d_forward, .conv2d_backward = prefix##conv2d_backward,          \
-    .groupnorm_forward = prefix##groupnorm_forward,                                                \
+    .relu_forward = prefix##relu_forward, .mse = prefix##mse, .add = prefix##add,                  \
+    .adamw = prefix##adamw, .sum_squares = prefix##sum_squares, .scale = prefix##scale,            \
+    .ema = prefix##ema, .conv2d_forward = prefix##conv2d_forward,                                  \
+    .conv2d_backward = prefix##conv2d_backward, .groupnorm_forward = prefix##groupnorm_forward,    \
     .groupnorm_backward = prefix##groupnorm_backward,                                              \
     .upsample2x_forward = prefix##upsample2x_forward,                                              \
     .upsample2x_backward = prefix##upsample2x_backward, .geglu_forward = prefix##geglu_forward,    \

@@ -370,6 +370,7 @@ IG_CPU_DECLARE(gate_residual_backward, void *dx, void *dgate, const void *dout, 
                const void *gate, int ld, int N, int C, int row0, int rows_per_sample)
 IG_CPU_DECLARE(silu_forward, void *out, const void *inp, size_t n)
 IG_CPU_DECLARE(silu_backward, void *dinp, const void *dout, const void *inp, size_t n)
+IG_CPU_DECLARE(relu_forward, void *out, const void *inp, size_t n)
 IG_CPU_DECLARE(mse, float *losses, void *dpred, const void *pred, const void *target, int N, int K,
                float grad_scale)
 IG_CPU_DECLARE(add, void *out, const void *a, const void *b, size_t n)

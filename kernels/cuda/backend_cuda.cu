@@ -329,6 +329,7 @@ static const ig_backend_ops cuda_ops = {
     .gate_residual_backward = cu_gate_residual_backward,
     .silu_forward = cu_silu_forward,
     .silu_backward = cu_silu_backward,
+    .relu_forward = cu_relu_forward,
     .mse = cu_mse,
     .add = cu_add,
     .adamw = cu_adamw,

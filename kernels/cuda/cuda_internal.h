@@ -218,6 +218,8 @@ void cu_swiglu_backward(ig_backend *be, void *dgate, void *dup, const void *dout
 /* cuda_silu.cu */
 void cu_silu_forward(ig_backend *be, void *out, const void *inp, size_t n);
 void cu_silu_backward(ig_backend *be, void *dinp, const void *dout, const void *inp, size_t n);
+/* cuda_relu.cu */
+void cu_relu_forward(ig_backend *be, void *out, const void *inp, size_t n);
 /* cuda_rope.cu */
 void cu_rope_forward(ig_backend *be, void *qkv, int B, int T, int n_head, int n_kv_head, int hs,
                      int pos0, float theta);

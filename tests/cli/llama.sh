@@ -132,5 +132,5 @@ sed -i 's/"model_type": "llama"/"model_type": "bert"/' bert/config.json
 check_rc "another model_type" 1 "$ING" eval bert --data shk --batches 1
 expect "model_type: named" 'model_type "bert"' "$err"
 expect "model_type: the ones read, from the list of families" \
-    "ingot trains gpt2, llama and ingot-dit models" "$err"
+    "ingot reads gpt2, llama, ingot-dit and t5 models" "$err"
 ig_end

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv|t5] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
 # step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch); with `conv`, the VAE's kernels
-# (bench_conv) and PyTorch's F.conv2d on the same shapes.
+# (bench_conv) and PyTorch's F.conv2d on the same shapes; with `t5`, the T5 encoder's captions/s
+# against PyTorch's T5 encoder (make bench-t5; T5_THREADS=2, T5_SHAPE=base|small).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -165,6 +166,35 @@ bench_conv() {
   return 0
 }
 
+# The T5 encoder (bench_t5: a random T5 v1.1 base exported as a Hugging Face directory, captions of
+# 40 to 120 tokens in batches of 8), then PyTorch's T5 encoder (t5_peer_torch.py: the goldens'
+# model, module for module as transformers' T5EncoderModel, float32, padded batches with the
+# attention mask; Debian's torch does its GEMMs in Debian's OpenBLAS) on the same weights,
+# captions, batch and threads, and the ratio of captions/s.
+bench_t5() {
+  local th=${T5_THREADS:-2} shape=${T5_SHAPE:-base} out peer="" py=${TRAIN_PYTHON:-/usr/bin/python3}
+  local dir
+  dir=$(mktemp -d)
+  echo "== the T5 encoder (CPU backend, fp32), T5 v1.1 $shape, $th threads: captions/s"
+  out=$("$B/bench_t5" --threads "$th" --shape "$shape" --dir "$dir")
+  echo "$out"
+  if [ -x "$py" ] && "$py" -c "import torch" 2>/dev/null; then
+    echo
+    echo "== PyTorch's T5 encoder on the same weights, captions, batch and threads"
+    peer=$("$py" "$SRC/tools/bench/t5_peer_torch.py" --dir "$dir" --threads "$th")
+    echo "$peer"
+  else
+    echo "PyTorch peer: skipped: $py cannot import torch (Debian: apt-get install python3-torch)"
+  fi
+  rm -rf "$dir"
+  local a b
+  a=$(grep -o 'captions_per_s=[0-9.]*' <<<"$out" | cut -d= -f2)
+  b=$(grep '^t5_peer' <<<"$peer" | grep -o 'captions_per_s=[0-9.]*' | cut -d= -f2)
+  [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v t="$th" 'BEGIN {
+    printf "ingot vs PyTorch T5 encoder (same weights, captions and %d threads): %.2f vs %.2f captions/s = %.2fx (goal >= 1)\n", t, a, b, a / b }'
+  return 0
+}
+
 # The CUDA backend (bench_cuda), then PyTorch's step for the same model and shapes on the same GPU
 # (bf16 autocast, fused attention and AdamW, torch.compile), and the ratio of tokens/s.
 bench_cuda() {
@@ -209,6 +239,11 @@ if [ "${2:-}" = train ]; then
   exit 0
 fi
 
+if [ "${2:-}" = t5 ]; then
+  bench_t5
+  exit 0
+fi
+
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
 echo
@@ -224,6 +259,8 @@ echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2/3), th
 bash "$SRC/tools/bench/bench_parallel.sh" "$B"
 echo
 bench_train
+echo
+bench_t5
 echo
 DATA=${IG_SHARED_DATA:-$SRC/../shared/data}
 if [ ! -f "$DATA/README.md" ]; then

@@ -2,9 +2,9 @@
  * subcommand shares (usage errors, runtime errors, the context from common flags).
  *
  * Exit codes: 0 success, 1 runtime error ("ingot: error: ..."), 2 usage error (one line, and
- * where the help is), 3 a rank of a multi-process run made no progress for parallel.timeout (the watchdog
- * ends it), 4 `ingot train` stopped on a signal (SIGINT, SIGTERM) after writing a checkpoint: not
- * finished, resume it. */
+ * where the help is), 3 a rank of a multi-process run made no progress for parallel.timeout (the
+ * watchdog ends it), 4 `ingot train` stopped on a signal (SIGINT, SIGTERM) after writing a
+ * checkpoint: not finished, resume it. */
 #ifndef INGOT_CMD_H
 #define INGOT_CMD_H
 
@@ -156,5 +156,7 @@ extern const char ig_usage_train[];
 extern const char ig_usage_ckpt[];
 extern const char ig_usage_eval[];
 extern const char ig_usage_sample[];
+int ig_cmd_encode_text(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_encode_text[];
 
 #endif

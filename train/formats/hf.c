@@ -27,9 +27,18 @@ static int is_dir(const char *p) {
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+static int exists_in(const char *dir, const char *name) {
+    char p[4352];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return ig_file_exists(p);
+}
+
 void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap) {
     if (is_dir(path)) {
-        snprintf(st, cap, "%s/model.safetensors", path);
+        /* as transformers looks: the single file first, then a sharded model's index */
+        snprintf(st, cap, "%s/model.safetensors.index.json", path);
+        if (!ig_file_exists(st) || exists_in(path, "model.safetensors"))
+            snprintf(st, cap, "%s/model.safetensors", path);
         snprintf(cfg, cap, "%s/config.json", path);
         return;
     }
@@ -103,7 +112,7 @@ ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt,
 
 /* ---- the shape ------------------------------------------------------------------------------- */
 
-/* The model_types the families read, as "gpt2, llama and ingot-dit" (the one list's). */
+/* The model_types the families read, as "gpt2, llama, ingot-dit and t5" (the one list's). */
 static void known_types(char *buf, size_t cap) {
     int n = 0;
     for (int i = 0; ig_family_of(i); i++) n += ig_family_of(i)->hf_model_type != NULL;
@@ -135,7 +144,7 @@ static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int
                           file, known);
     const ig_family *f = ig_family_of_hf(json_string_value(mt));
     if (!f)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\": ingot trains %s models",
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\": ingot reads %s models",
                           file, json_string_value(mt), known);
     memset(out, 0, sizeof *out);
     out->arch = ig_family_index(f);
@@ -158,8 +167,13 @@ ig_status ig_hf_read_config(ig_ctx *ctx, const char *path, ig_model_config *out,
         json_decref(o);
         return st;
     }
-    /* no config.json: the shape from the tensors (a family that can tell) */
+    /* no config.json: the shape from the tensors (a family that can tell, from one file) */
     ig_st_file *f = NULL;
+    size_t n = strlen(st_path), k = strlen(".index.json");
+    if (n >= k && !strcmp(st_path + n - k, ".index.json"))
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s: no config.json beside it: put the model's config.json beside it",
+                          st_path);
     ig_status st = ig_st_file_open(&f, ctx, st_path, err);
     if (st != IG_OK) return st;
     st = ig_err_set(err, IG_ERR_NOT_FOUND,
@@ -193,10 +207,10 @@ enum { MAX_PIECES = 8 };
 
 /* The file's tensor of piece pc with the shape a tensor of cols columns (ndim dimensions) needs,
  * or an error naming it. */
-static ig_status find_piece(const ig_st_file *f, const char *file, const ig_hf_piece *pc, int ndim,
-                            uint64_t cols, const ig_st_tensor **out, ig_err *err) {
-    const ig_st_tensor *x = ig_st_file_find(f, pc->name);
-    if (!x && pc->alt[0]) x = ig_st_file_find(f, pc->alt);
+static ig_status find_piece(const ig_hf_weights *f, const char *file, const ig_hf_piece *pc,
+                            int ndim, uint64_t cols, const ig_st_tensor **out, ig_err *err) {
+    const ig_st_tensor *x = ig_hf_weights_find(f, pc->name);
+    if (!x && pc->alt[0]) x = ig_hf_weights_find(f, pc->alt);
     *out = x;
     if (!x) return ig_err_set(err, IG_ERR_FORMAT, "%s: tensor '%s' is missing", file, pc->name);
     const uint64_t *sh = ig_st_tensor_shape(x);
@@ -229,10 +243,10 @@ ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
     if (!fam || !fam->hf_pieces)
         return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s models have no Hugging Face form",
                           fam ? fam->arch : "?");
-    ig_st_file *f = NULL;
-    ig_status st = ig_st_file_open(&f, ctx, st_path, err);
+    ig_hf_weights *f = NULL;
+    ig_status st = ig_hf_weights_open(&f, ctx, st_path, err);
     if (st != IG_OK) return st;
-    size_t nf = ig_st_file_count(f);
+    size_t nf = ig_hf_weights_count(f);
     ig_part whole = {.tp = 1, .l0 = 0, .l1 = cfg->n_layer, .first = 1, .last = 1};
     size_t n = fam->tensors(cfg, &whole, NULL, 0);
     ig_tensor_spec *specs = NULL;
@@ -254,11 +268,11 @@ ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
             st = find_piece(f, st_path, &pieces[k], specs[i].ndim, (uint64_t)specs[i].shape[1], &x,
                             err);
             for (size_t j = 0; st == IG_OK && j < nf; j++)
-                if (ig_st_file_tensor(f, j) == x) used[j] = 1;
+                if (ig_hf_weights_tensor(f, j) == x) used[j] = 1;
         }
     }
     for (size_t j = 0; st == IG_OK && j < nf; j++) {
-        const char *name = ig_st_tensor_name(ig_st_file_tensor(f, j));
+        const char *name = ig_st_tensor_name(ig_hf_weights_tensor(f, j));
         if (!used[j] && !(fam->hf_ignored && fam->hf_ignored(name)))
             st = ig_err_set(err, IG_ERR_FORMAT,
                             "%s: tensor '%s' is not part of the model (%d layers, d_model %d): the "
@@ -267,7 +281,7 @@ ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
     }
     ig_free(ctx, specs);
     ig_free(ctx, used);
-    ig_st_file_free(f);
+    ig_hf_weights_free(f);
     return st;
 }
 
@@ -310,18 +324,20 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
     const ig_family *fam = m->fam;
     ig_status st = ig_hf_match(ctx, path, &m->cfg, err);
     if (st != IG_OK) return st;
+    /* one tensor at a time: the largest tensor whole, and its part when it is split, on the host
+     * (not a copy of the whole model beside the model) */
     uint64_t big = 1;
     for (size_t i = 0; i < m->n_tensors; i++) {
         uint64_t g =
             (uint64_t)m->tensors[i].global_shape[0] * (uint64_t)m->tensors[i].global_shape[1];
         if (g > big) big = g;
     }
-    ig_st_file *f = NULL;
-    float *host =
-        ig_calloc(ctx, ig_model_buffer_elems(m) ? ig_model_buffer_elems(m) : 1, sizeof(float));
+    ig_hf_weights *f = NULL;
     float *whole = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
-    if (!host || !whole) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
-    if (st == IG_OK) st = ig_st_file_open(&f, ctx, st_path, err);
+    float *part = ig_alloc_aligned(ctx, big * sizeof(float), IG_ALIGN_KERNEL);
+    if (!whole || !part) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
+    if (st == IG_OK) st = ig_hf_weights_open(&f, ctx, st_path, err);
+    if (st == IG_OK) st = ig_store_params_changed(m->st, err);
     for (size_t i = 0; st == IG_OK && i < m->n_tensors; i++) {
         const ig_model_tensor *t = &m->tensors[i];
         uint64_t cols = (uint64_t)t->global_shape[1];
@@ -336,13 +352,13 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
                                          (uint64_t)pieces[k].rows * cols, err);
         }
         if (st != IG_OK) break;
-        part_copy c = {host + t->offset, whole};
+        part_copy c = {part, whole};
         ig_tensor_runs(t, take_run, &c);
+        st = ig_store_upload_tensor(m->st, i, part, 0, err);
     }
-    ig_st_file_free(f);
-    if (st == IG_OK) st = ig_model_write(m, IG_MODEL_PARAMS, host, err);
+    ig_hf_weights_free(f);
     ig_free(ctx, whole);
-    ig_free(ctx, host);
+    ig_free(ctx, part);
     return st;
 }
 

@@ -8,9 +8,27 @@
 #include <jansson.h>
 
 #include "model/model.h"
+#include "safetensors.h"
 
-/* The safetensors file and the config.json of a model path (a directory or the file). */
+/* The weights and the config.json of a model path (a directory or the weights' file): a
+ * directory's weights are its model.safetensors, or where there is none its
+ * model.safetensors.index.json (a sharded model); a file is the weights (a .safetensors, or an
+ * index ending in .index.json). */
 void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap);
+
+/* The weights of a model as one set of named tensors (hf_weights.c): one safetensors file, or
+ * the shards its model.safetensors.index.json lists (path ends in .index.json), each validated and
+ * held against the index (every tensor in the shard the index names, every shard tensor listed,
+ * no name twice); errors name the index, the shard and the tensor. Read-only once open: any
+ * thread may look up. The tensors belong to w. */
+typedef struct ig_hf_weights ig_hf_weights;
+ig_status ig_hf_weights_open(ig_hf_weights **out, ig_ctx *ctx, const char *path, ig_err *err);
+void ig_hf_weights_free(ig_hf_weights *w); /* NULL is a no-op */
+size_t ig_hf_weights_count(const ig_hf_weights *w);
+/* The i-th tensor (i < count): the shards in the index's order, each in file order. */
+const ig_st_tensor *ig_hf_weights_tensor(const ig_hf_weights *w, size_t i);
+/* The tensor called name, or NULL. */
+const ig_st_tensor *ig_hf_weights_find(const ig_hf_weights *w, const char *name);
 
 /* Checks a model.safetensors (or a directory's) against a model of shape cfg before anything is
  * allocated for it: every tensor the model needs is there with its shape, and every tensor of the

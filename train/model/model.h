@@ -46,7 +46,7 @@ struct ig_part {
     int prefetch;
     int pp; /* stages: a tied tensor is summed between the first and the last */
     uint64_t bucket_elems;
-    int inference; /* forward passes only: no gradients are kept */
+    int inference; /* forward passes only: no gradients, no fp32 master weights are kept */
     int recompute; /* ig_recompute: what the backward recomputes (the family's plan and passes) */
 };
 

@@ -326,6 +326,13 @@ ig_status ig_train_config_check(const ig_train_config *t, const ig_config *cfg, 
     char w[600];
     if (!ig_family_of(t->model.arch))
         return ig_err_set(err, IG_ERR_CONFIG, "model.arch %d is not a known family", t->model.arch);
+    /* a family used frozen (a text encoder): its objective has nothing to train */
+    const ig_family *fam = ig_family_of(t->model.arch);
+    if (!fam->objective->stage) {
+        where(cfg, "model.arch", w, sizeof w);
+        return ig_err_set(err, IG_ERR_CONFIG, "%s: %s is used frozen (%s): ingot does not train it",
+                          w, fam->arch, fam->what);
+    }
     ig_status st = foreign_keys(t, cfg, err);
     if (st != IG_OK) return st;
     if (t->model.n_head < 1 || t->model.d_model % t->model.n_head) {
