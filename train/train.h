@@ -140,6 +140,8 @@ typedef struct ig_train_config {
      * it without --clip; ingot train reads the shapes from the shards); [] none */
     const char **clip_list;
     size_t n_clip_list;
+    /* the VAE objective's (objectives/vae.c): the KL term's weight in its loss (vae.kl_weight) */
+    double vae_kl_weight;
     /* eval */
     int64_t eval_every, eval_batches;
     /* ckpt */
@@ -337,6 +339,46 @@ ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_s
                               ig_err *err);
 /* The model's velocity for x_t (in->xt, in->t, in->labels): v [B, F, H, W, 3]. */
 ig_status ig_model_clips_predict(ig_model *m, const ig_clip_input *in, float *v, ig_err *err);
+
+/* One micro-batch of a VAE (model.arch vae: Stable Diffusion's AutoencoderKL, each frame of a
+ * clip on its own): x = frames / 127.5 - 1 is encoded, the posterior's sample z = mean +
+ * exp(logvar / 2) eps (logvar clamped to [-30, 20]) decoded, and the loss is the mean absolute
+ * error of the reconstruction plus kl_weight x the mean of 0.5 (mean^2 + exp(logvar) - 1 - logvar),
+ * the means over every element. eps is given, or drawn: clip b's from (seed, key, b) with a
+ * counter-based generator, so every layout and every resume draws the same. */
+typedef struct ig_vae_input {
+    const uint8_t *frames; /* [B, F, H, W, 3] RGB24 */
+    int B, F, H, W;
+    const float *noise; /* [B, F, h, w, C] eps (ig_model_vae_latent_shape), or NULL: drawn */
+    uint64_t seed, key; /* the draws' keys */
+    double kl_weight;   /* the KL term's weight (vae.kl_weight; 1e-6 by default) */
+} ig_vae_input;
+
+/* A VAE's loss on a micro-batch: its two terms (means) and loss = reconstruction + kl_weight kl. */
+typedef struct ig_vae_terms {
+    double reconstruction, kl, loss;
+} ig_vae_terms;
+
+/* The latent of a VAE's frame of H x W: h x w x C (refused with the numbers when the frame's sides
+ * are not multiples of the downsampling's). */
+ig_status ig_model_vae_latent_shape(const ig_model_config *c, int H, int W, int *h, int *w, int *C,
+                                    ig_err *err);
+/* Forward (grad_scale 0) or forward and backward of a VAE's micro-batch (the whole model on one
+ * process): its terms in *out. */
+ig_status ig_model_vae_loss(ig_model *m, const ig_vae_input *in, float grad_scale,
+                            ig_vae_terms *out, ig_err *err);
+/* The last ig_model_vae_loss's reconstruction [B, F, H, W, 3] (the decoder's output in [-1, 1]
+ * before any clamp; after a forward only: a backward overwrites it with its gradient). */
+ig_status ig_model_vae_reconstruction(ig_model *m, float *out, ig_err *err);
+/* The encoder alone: N frames [N, H, W, 3] RGB24 to the posterior's moments [N, h, w, 2C] (C
+ * means, then C log-variances, unclamped), as many frames a pass as the model was opened for (B x
+ * T pixels). */
+ig_status ig_model_vae_encode(ig_model *m, const uint8_t *frames, int N, int H, int W,
+                              float *moments, ig_err *err);
+/* The decoder alone: latents z [N, h, w, C] to frames [N, H, W, 3] (in [-1, 1] when trained;
+ * not clamped). */
+ig_status ig_model_vae_decode(ig_model *m, const float *z, int N, int h, int w, float *out,
+                              ig_err *err);
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */
