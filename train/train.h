@@ -175,6 +175,9 @@ typedef struct ig_train_config {
  * keys; binds[i] 1 when the table binds into an ig_train_config, 0 for a family's own keys, which
  * ig_train_config_resolve binds into the shape) and returns how many there are. */
 size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, int *binds, size_t cap);
+/* The most tables ig_train_key_tables gives (the trainer's, and two per family: its own keys and
+ * its objective's): what a caller's arrays hold. */
+enum { IG_TRAIN_KEY_TABLES = 16 };
 
 /* Binds model.arch's own keys from cfg into t->model (a family's fields, which only it reads;
  * cfg NULL: t->model keeps them as given) and resolves the alternative spellings of a

@@ -115,13 +115,14 @@ int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, ig_train_co
         for (int i = 1; i < argc; i++) args[n++] = argv[i];
     }
     memset(t, 0, sizeof *t);
-    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
-    const ig_cfg_key *keys[5];
-    size_t counts[5], n_tables = 1;
-    int binds[5];
+    ig_cmd_table tables[IG_TRAIN_KEY_TABLES + 3] = {
+        {ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
+    const ig_cfg_key *keys[IG_TRAIN_KEY_TABLES];
+    size_t counts[IG_TRAIN_KEY_TABLES], n_tables = 1;
+    int binds[IG_TRAIN_KEY_TABLES];
     /* a family's own keys are bound into the shape by ig_train_config_resolve (not here) */
-    size_t nk = ig_train_key_tables(keys, counts, binds, 5);
-    for (size_t i = 0; i < nk && i < 5; i++)
+    size_t nk = ig_train_key_tables(keys, counts, binds, IG_TRAIN_KEY_TABLES);
+    for (size_t i = 0; i < nk && i < IG_TRAIN_KEY_TABLES; i++)
         tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], binds[i] ? t : NULL};
     tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t->data};
     tables[n_tables++] = (ig_cmd_table){own, n_own, own_dst};
