@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataset/dataset.h"
 #include "train/formats/safetensors.h"
 #include "train/train.h"
 
@@ -415,6 +416,127 @@ static void test_export_round_trip(void **state) {
     close_model(&f);
 }
 
+/* a golden set's clips as a clip shard at prefix */
+static void write_shard(const char *prefix, const vae_case *c, const golden_set *g) {
+    ig_err err = {0};
+    ig_video_shard_writer *w = NULL;
+    ig_video_shard_writer_opts o = {.overwrite = 1};
+    assert_int_equal(ig_video_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+    size_t per = (size_t)c->F * c->H * c->W * 3;
+    for (int b = 0; b < c->B; b++) {
+        ig_clip_info ci = {.frames = (uint32_t)c->F,
+                           .height = (uint32_t)c->H,
+                           .width = (uint32_t)c->W,
+                           .fps_num = 8,
+                           .fps_den = 1,
+                           .caption = IG_CLIP_NONE,
+                           .bucket = IG_CLIP_NONE,
+                           .label = IG_CLIP_NONE,
+                           .tb_num = 1,
+                           .tb_den = 8};
+        ig_clip_frame fr[16];
+        for (int f = 0; f < c->F; f++) fr[f] = (ig_clip_frame){f, (uint64_t)f};
+        assert_int_equal(
+            ig_video_shard_writer_add(w, &ci, fr, g->frames + (size_t)b * per, per, &err), IG_OK);
+    }
+    char *sources[] = {"golden.mp4"};
+    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1};
+    ig_video_shard_meta done;
+    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_OK);
+    assert_int_equal(ig_video_shard_meta_write(&done, prefix, 1, &err), IG_OK);
+    ig_video_shard_meta_clear(&done);
+}
+
+/* the value of a labelled line of an evaluation */
+static double eval_line(const ig_eval_result *r, const char *label) {
+    for (size_t k = 0; k < r->n_lines; k++) {
+        size_t n = strlen(label);
+        if (!strncmp(r->lines[k], label, n) && r->lines[k][n] == ' ')
+            return strtod(r->lines[k] + n + 1, NULL);
+    }
+    fail_msg("no line '%s'", label);
+    return 0;
+}
+
+/* ingot eval of the golden model directory: with a noise file (clips 0 .. N-1, one a
+ * micro-batch), PyTorch's terms; its loss the terms with vae.kl_weight's default; PSNR as its
+ * formula from the reconstruction; the keyed noise of the validation feed reproducible, another
+ * seed another; a noise file of another shape refused naming both */
+static void test_eval(void **state) {
+    (void)state;
+    const vae_case *c = &cases[0];
+    fixture f;
+    open_model(&f, c, 2, 0, IG_RECOMPUTE_NONE);
+    golden_set g;
+    read_set(&f, c, &g);
+    char *dir = igt_mkdtemp();
+    const char *prefix = strdup(igt_fmt("%s/clips", dir)),
+               *noise = strdup(igt_fmt("%s/noise.st", dir));
+    write_shard(prefix, c, &g);
+    ig_err err = {0};
+    ig_st_writer *w = NULL;
+    uint64_t ns[5] = {(uint64_t)c->B, (uint64_t)c->F, (uint64_t)c->h, (uint64_t)c->w,
+                      (uint64_t)c->C};
+    assert_int_equal(ig_st_writer_create(&w, NULL, noise, 1, &err), IG_OK);
+    assert_int_equal(ig_st_writer_add(w, "noise", IG_ST_F32, ns, 5, g.noise, &err), IG_OK);
+    assert_int_equal(ig_st_writer_commit(w, NULL, &err), IG_OK);
+    const char *paths[] = {prefix};
+    ig_data_config dc = {.path = paths, .n_path = 1, .seed = 5, .cache_dir = ""};
+    ig_eval_opts o = {.data = &dc, .micro_batch = 1, .batches = 2, .noise_file = noise};
+    ig_eval_result *r = calloc(3, sizeof *r);
+    if (ig_model_evaluate(f.ctx, f.be, golden(c, ""), &o, &r[0], &err) != IG_OK)
+        fail_msg("%s", err.msg);
+    double rec = eval_line(&r[0], "reconstruction"), kl = eval_line(&r[0], "kl");
+    float want[2];
+    assert_int_equal(ig_st_tensor_to_f32(ig_st_file_find(g.expected, "l1"), &want[0], 1, NULL),
+                     IG_OK);
+    assert_int_equal(ig_st_tensor_to_f32(ig_st_file_find(g.expected, "kl"), &want[1], 1, NULL),
+                     IG_OK);
+    if (fabs(rec - want[0]) > 1e-5 * want[0] || fabs(kl - want[1]) > 1e-5 * want[1])
+        fail_msg("eval --noise: reconstruction %.9g kl %.9g, torch %.9g %.9g", rec, kl, want[0],
+                 want[1]);
+    assert_true(fabs(r[0].loss - (rec + 1e-6 * kl)) <= 1e-6 * r[0].loss);
+    assert_non_null(strstr(r[0].what, "2 clips with the noise of"));
+    /* PSNR of the torch reconstruction of the same z, on the 8-bit scale */
+    size_t nx = (size_t)c->B * c->F * c->H * c->W * 3;
+    float *dec = tensor_f32(g.expected, "decoded", nx);
+    double se = 0;
+    for (size_t i = 0; i < nx; i++) {
+        double p = ((double)dec[i] + 1) * 127.5;
+        p = p < 0 ? 0 : p > 255 ? 255 : p;
+        se += (p - g.frames[i]) * (p - g.frames[i]);
+    }
+    double psnr = 10 * log10(255.0 * 255.0 / (se / (double)nx));
+    if (fabs(eval_line(&r[0], "psnr") - psnr) > 1e-3)
+        fail_msg("psnr %.6f, torch's reconstruction %.6f", eval_line(&r[0], "psnr"), psnr);
+    free(dec);
+    /* the validation feed's keyed noise: twice the same, another seed another */
+    o.noise_file = NULL;
+    for (int k = 0; k < 2; k++)
+        if (ig_model_evaluate(f.ctx, f.be, golden(c, ""), &o, &r[1 + k], &err) != IG_OK)
+            fail_msg("%s", err.msg);
+    assert_memory_equal(r[1].lines, r[2].lines, sizeof r[1].lines);
+    assert_true(eval_line(&r[1], "kl") == kl); /* the KL term does not depend on the noise */
+    dc.seed = 6;
+    assert_int_equal(ig_model_evaluate(f.ctx, f.be, golden(c, ""), &o, &r[2], &err), IG_OK);
+    assert_true(eval_line(&r[2], "reconstruction") != eval_line(&r[1], "reconstruction"));
+    /* noise of another latent shape */
+    ns[4] = 3;
+    assert_int_equal(ig_st_writer_create(&w, NULL, noise, 1, &err), IG_OK);
+    assert_int_equal(ig_st_writer_add(w, "noise", IG_ST_F32, ns, 5, g.noise, &err), IG_OK);
+    assert_int_equal(ig_st_writer_commit(w, NULL, &err), IG_OK);
+    o.noise_file = noise;
+    expect_error(ig_model_evaluate(f.ctx, f.be, golden(c, ""), &o, &r[0], &err), &err,
+                 "tensor \"noise\" is [2, 2, 4, 4, 3]; clip 0's latents are [2, 4, 4, 4]");
+    free(r);
+    free_set(&g);
+    igt_rmtree(dir);
+    free(dir);
+    free((void *)prefix);
+    free((void *)noise);
+    close_model(&f);
+}
+
 /* ---- Stable Diffusion's VAE's shape ---------------------------------------------------------- */
 
 /* a file tensor's value at element i: its own pattern, so a transposition shows */
@@ -598,9 +720,13 @@ static void test_sd_shape(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_goldens),           cmocka_unit_test(test_goldens_reference),
-        cmocka_unit_test(test_recompute_threads), cmocka_unit_test(test_draws_keyed),
-        cmocka_unit_test(test_refusals),          cmocka_unit_test(test_export_round_trip),
+        cmocka_unit_test(test_goldens),
+        cmocka_unit_test(test_goldens_reference),
+        cmocka_unit_test(test_recompute_threads),
+        cmocka_unit_test(test_draws_keyed),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_export_round_trip),
+        cmocka_unit_test(test_eval),
         cmocka_unit_test(test_sd_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -207,8 +207,8 @@ ig_status ig_vae_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const i
                      (unsigned long long)s.clips, o->batches, (unsigned long long)o->data->seed,
                      EVAL_KL_WEIGHT);
         double mse = s.se / s.values;
-        snprintf(res->lines[0], IG_EVAL_LINE, "reconstruction %.6f", s.rec / s.weight);
-        snprintf(res->lines[1], IG_EVAL_LINE, "kl %.6f", s.kl / s.weight);
+        snprintf(res->lines[0], IG_EVAL_LINE, "reconstruction %.9g", s.rec / s.weight);
+        snprintf(res->lines[1], IG_EVAL_LINE, "kl %.9g", s.kl / s.weight);
         snprintf(res->lines[2], IG_EVAL_LINE, "psnr %.4f", 10.0 * log10(255.0 * 255.0 / mse));
         res->n_lines = 3;
         res->loss = s.loss / s.weight;
