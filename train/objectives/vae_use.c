@@ -196,16 +196,16 @@ ig_status ig_vae_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const i
     if (st == IG_OK)
         st = noise ? eval_noise(m, ctx, o, buf, &s, err) : eval_feed(m, ctx, o, buf, &s, err);
     if (st == IG_OK) {
+        char from[160];
         if (noise)
-            snprintf(res->what, sizeof res->what,
-                     "%llu clips with the noise of %s; loss = reconstruction + %g x kl",
-                     (unsigned long long)s.clips, o->noise_file, EVAL_KL_WEIGHT);
+            snprintf(from, sizeof from, "with the noise of %s", o->noise_file);
         else
-            snprintf(res->what, sizeof res->what,
-                     "%llu clips in %d micro-batches, the noise keyed by seed %llu; loss = "
-                     "reconstruction + %g x kl",
-                     (unsigned long long)s.clips, o->batches, (unsigned long long)o->data->seed,
-                     EVAL_KL_WEIGHT);
+            snprintf(from, sizeof from, "in %d micro-batches, the noise keyed by seed %llu",
+                     o->batches, (unsigned long long)o->data->seed);
+        snprintf(res->what, sizeof res->what,
+                 "%llu clips %s; a VAE of %llu parameters; loss = reconstruction + %g x kl",
+                 (unsigned long long)s.clips, from,
+                 (unsigned long long)ig_model_num_params(ig_model_shape(m)), EVAL_KL_WEIGHT);
         double mse = s.se / s.values;
         snprintf(res->lines[0], IG_EVAL_LINE, "reconstruction %.9g", s.rec / s.weight);
         snprintf(res->lines[1], IG_EVAL_LINE, "kl %.9g", s.kl / s.weight);
