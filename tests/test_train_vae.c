@@ -366,7 +366,8 @@ static const char *current_name(const char *name) {
     return name;
 }
 
-/* the export: diffusers' names and shapes, read back to the same weights */
+/* the export: diffusers' names and shapes, read back to the same weights; opened for inference
+ * it encodes and decodes as the model it came from */
 static void test_export_round_trip(void **state) {
     (void)state;
     fixture f;
@@ -410,6 +411,23 @@ static void test_export_round_trip(void **state) {
     assert_memory_equal(p1, p2, n * 4);
     free(p1);
     free(p2);
+    /* opened for inference (the layers' insides in one shared region): the same encoder's and
+     * decoder's bits */
+    const vae_case *c = &cases[1];
+    golden_set g;
+    read_set(&f, c, &g);
+    int N = c->B * c->F;
+    size_t nm = (size_t)N * c->h * c->w * 2 * c->C, nx = (size_t)N * c->H * c->W * 3;
+    float *m1 = malloc(nm * 4), *m2v = malloc(nm * 4), *d1 = malloc(nx * 4), *d2 = malloc(nx * 4);
+    float *z = tensor_f32(g.expected, "z", (size_t)N * c->h * c->w * c->C);
+    assert_int_equal(ig_model_vae_encode(f.m, g.frames, N, c->H, c->W, m1, &err), IG_OK);
+    assert_int_equal(ig_model_vae_encode(m2, g.frames, N, c->H, c->W, m2v, &err), IG_OK);
+    assert_memory_equal(m1, m2v, nm * 4);
+    assert_int_equal(ig_model_vae_decode(f.m, z, N, c->h, c->w, d1, &err), IG_OK);
+    assert_int_equal(ig_model_vae_decode(m2, z, N, c->h, c->w, d2, &err), IG_OK);
+    assert_memory_equal(d1, d2, nx * 4);
+    free(m1), free(m2v), free(d1), free(d2), free(z);
+    free_set(&g);
     ig_model_free(m2);
     igt_rmtree(dir);
     free(dir);

@@ -141,7 +141,7 @@ ig_status vae_encode(ig_model *m, const float *x, int N, int H, int W, float *mo
         if (st == IG_OK) st = run_layers(m, 0, n->nb + 1, err);
         if (st == IG_OK)
             st = ig_backend_download_f32(m->be, moments + (size_t)f0 * out_frame,
-                                         ig_model_act(m, n->layer[n->nb].momenta),
+                                         ig_model_at(m, n->layer[n->nb].momenta),
                                          (size_t)k * out_frame, err);
     }
     return st;
