@@ -14,6 +14,8 @@
 #                    LLMC_DIR: see tools/bench/run.sh)
 #   make bench-conv  the VAE's CPU kernels (conv2d, GroupNorm + SiLU, upsampling) and PyTorch's
 #                    F.conv2d on the same shapes (CONV_THREADS)
+#   make bench-vae   the VAE's encoder at SD's shape on 256x256 frames against PyTorch's
+#                    AutoencoderKL on the same weights and frames: frames/s, peak RSS (VAE_THREADS)
 #   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -30,7 +32,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-vae fuzz clean format
 
 all: build
 
@@ -83,6 +85,8 @@ bench-train: build
 	@bash tools/bench/run.sh $(BUILD) train
 bench-conv: build
 	@bash tools/bench/run.sh $(BUILD) conv
+bench-vae: build
+	@bash tools/bench/run.sh $(BUILD) vae
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_FUZZ=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)

@@ -18,8 +18,9 @@
  * only without recomputation: selective recomputes the attention core). A model opened for
  * inference places everything but the boundaries as full recomputation does: one layer's worth,
  * reused. GroupNorm statistics are [frames, groups] with at most P_lat frames (a frame has a
- * latent pixel at least). The scratch holds the backward's gradient twice and three temporaries,
- * each the size of the largest activation.
+ * latent pixel at least). The scratch holds a temporary (a shortcut's output) and, unless the
+ * model is for inference, the backward's gradient twice and two more temporaries, each the size of
+ * the largest activation.
  */
 #include "vae.h"
 
@@ -227,11 +228,20 @@ double vae_net_flops(const ig_model_config *c) {
 
 /* ---- the activations ------------------------------------------------------------------------- */
 
+/* A layout being made. For inference (a forward only) the pieces - a resnet, the attention, a
+ * resampling conv, the encoder's tail, the decoder's conv_in, the head - are what the region is
+ * reused by: each piece's insides start over at the region's start, and its output goes to one of
+ * two stream buffers in turn (its input is in the other), so a forward holds two streams and the
+ * largest piece's insides instead of every layer's output and the largest layer's insides. */
 typedef struct lay {
     ig_act_plan pl;
     uint64_t P0, frames; /* pixels at level 0; the most frames (the statistics' rows) */
     int G;
     uint64_t big;
+    int infer;          /* the inference layout */
+    uint64_t stream[2]; /* its two stream buffers (slot places) */
+    int par;            /* the one the last output went to */
+    uint64_t smax;      /* the largest output (the streams' size) */
 } lay;
 
 static uint64_t px(const lay *a, int level) {
@@ -243,6 +253,20 @@ static uint64_t act(lay *a, ig_act_kind k, uint64_t n) {
     return ig_act_place(&a->pl, k, n);
 }
 
+/* a piece's output: of kind k (training), or the next stream (inference) */
+static uint64_t out_act(lay *a, ig_act_kind k, uint64_t n) {
+    if (!a->infer) return act(a, k, n);
+    if (n > a->big) a->big = n;
+    if (n > a->smax) a->smax = n;
+    a->par ^= 1;
+    return a->stream[a->par];
+}
+
+/* the next piece of a forward for inference: its insides from the region's start */
+static void piece(lay *a) {
+    if (a->infer) ig_act_next_layer(&a->pl);
+}
+
 static uint64_t stat(lay *a, ig_act_kind k) {
     return ig_act_place_f32(&a->pl, k, a->frames * (uint64_t)a->G);
 }
@@ -251,23 +275,25 @@ static uint64_t stat(lay *a, ig_act_kind k) {
 static void place_resnet(lay *a, vae_resnet *r, int level, ig_act_kind ko) {
     uint64_t P = px(a, level);
     const ig_act_kind K = IG_ACT_LAYER;
+    piece(a);
     r->n1a = act(a, K, P * (uint64_t)r->cin);
     r->f_m1 = stat(a, K), r->f_r1 = stat(a, K);
     r->c1a = act(a, K, P * (uint64_t)r->cout);
     r->n2a = act(a, K, P * (uint64_t)r->cout);
     r->f_m2 = stat(a, K), r->f_r2 = stat(a, K);
-    r->outa = act(a, ko, P * (uint64_t)r->cout);
+    r->outa = out_act(a, ko, P * (uint64_t)r->cout);
 }
 
 static void place_attn(lay *a, vae_attn *t, int level) {
     uint64_t P = px(a, level), C = (uint64_t)t->C;
     const ig_act_kind K = IG_ACT_LAYER;
+    piece(a);
     t->gna = act(a, K, P * C);
     t->f_m = stat(a, K), t->f_r = stat(a, K);
     t->qkva = act(a, K, 3 * P * C);
     t->atta = act(a, IG_ACT_CORE, P * C);
     t->f_lse = ig_act_place_f32(&a->pl, IG_ACT_CORE, P); /* one head: a value per position */
-    t->outa = act(a, K, P * C);
+    t->outa = out_act(a, K, P * C);
 }
 
 static void place_layer(lay *a, vae_layer *y, int lat) {
@@ -279,22 +305,25 @@ static void place_layer(lay *a, vae_layer *y, int lat) {
         for (int j = 0; j < y->nres; j++)
             place_resnet(a, &y->res[j], y->level,
                          j == y->nres - 1 && y->resample.w < 0 ? BOUND : K);
+        piece(a);
         y->outa = y->resample.w < 0 ? y->res[y->nres - 1].outa
-                                    : act(a, BOUND, px(a, y->out_level) * (uint64_t)y->cout);
+                                    : out_act(a, BOUND, px(a, y->out_level) * (uint64_t)y->cout);
         break;
     case VAE_ENC_MID:
         place_resnet(a, &y->res[0], y->level, K);
         place_attn(a, &y->attn, y->level);
         place_resnet(a, &y->res[1], y->level, K);
+        piece(a);
         y->nouta = act(a, K, P * (uint64_t)y->attn.C);
         y->f_mo = stat(a, K), y->f_ro = stat(a, K);
         y->coa = act(a, K, P * 2 * (uint64_t)lat);
         y->momenta = act(a, K, P * 2 * (uint64_t)lat);
-        y->outa = act(a, BOUND, P * (uint64_t)lat); /* z */
+        y->outa = out_act(a, BOUND, P * (uint64_t)lat); /* z */
         break;
     case VAE_DEC_MID:
+        piece(a);
         y->pqa = act(a, K, P * (uint64_t)lat);
-        y->cia = act(a, K, P * (uint64_t)y->cout);
+        y->cia = out_act(a, K, P * (uint64_t)y->cout); /* the mid block's input */
         place_resnet(a, &y->res[0], y->level, K);
         place_attn(a, &y->attn, y->level);
         place_resnet(a, &y->res[1], y->level, BOUND);
@@ -306,12 +335,35 @@ static void place_layer(lay *a, vae_layer *y, int lat) {
                          j == y->nres - 1 && y->resample.w < 0 ? BOUND : K);
         if (y->resample.w >= 0) {
             uint64_t P4 = px(a, y->out_level) * (uint64_t)y->cout;
+            piece(a);
             y->upa = act(a, K, P4);
-            y->outa = act(a, BOUND, P4);
+            y->outa = out_act(a, BOUND, P4);
         } else {
             y->outa = y->res[y->nres - 1].outa;
         }
     }
+}
+
+/* every place of n into a (whose plan starts empty), the slot's inputs first */
+static void place_all(const ig_model_config *c, vae_net *n, lay *a) {
+    int top = n->nb - 1, lat = n->lat, C0 = vae_own(c).ch[0];
+    uint64_t P0 = a->P0, *s = &a->pl.act;
+    n->xa = ig_act_take(s, P0 * 3);
+    n->epsa = ig_act_take(s, px(a, top) * (uint64_t)lat);
+    if (a->infer) a->stream[0] = ig_act_take(s, a->smax), a->stream[1] = ig_act_take(s, a->smax);
+    n->e0a = out_act(a, IG_ACT_BOUNDARY, P0 * (uint64_t)C0);
+    for (int l = 0; l < n->L; l++) place_layer(a, &n->layer[l], lat);
+    ig_act_next_layer(&a->pl);
+    if (a->infer) { /* the head's insides in the region too */
+        n->hna = act(a, IG_ACT_LAYER, P0 * (uint64_t)C0);
+        n->f_hm = stat(a, IG_ACT_LAYER), n->f_hr = stat(a, IG_ACT_LAYER);
+    } else {
+        n->hna = ig_act_take(s, P0 * (uint64_t)C0);
+        n->f_hm = ig_act_take(&a->pl.f32, a->frames * (uint64_t)a->G);
+        n->f_hr = ig_act_take(&a->pl.f32, a->frames * (uint64_t)a->G);
+    }
+    n->preda = ig_act_take(s, P0 * 3);
+    if (P0 * 3 > a->big) a->big = P0 * 3;
 }
 
 void vae_net_layout(const ig_model_config *c, const ig_part *p, int B, int T, vae_net *n,
@@ -319,31 +371,27 @@ void vae_net_layout(const ig_model_config *c, const ig_part *p, int B, int T, va
     vae_net_build(c, n);
     lay a = {.pl = {.recompute = p->inference ? IG_RECOMPUTE_FULL : p->recompute},
              .P0 = (uint64_t)B * (uint64_t)T,
-             .G = n->G};
-    int top = n->nb - 1, lat = n->lat, C0 = vae_own(c).ch[0];
-    a.frames = px(&a, top) ? px(&a, top) : 1;
-    uint64_t P0 = a.P0;
-    uint64_t *s = &a.pl.act;
-    n->xa = ig_act_take(s, P0 * 3);
-    n->epsa = ig_act_take(s, px(&a, top) * (uint64_t)lat);
-    n->e0a = act(&a, IG_ACT_BOUNDARY, P0 * (uint64_t)C0);
-    for (int l = 0; l < n->L; l++) place_layer(&a, &n->layer[l], lat);
-    n->hna = ig_act_take(s, P0 * (uint64_t)C0);
-    n->f_hm = ig_act_take(&a.pl.f32, a.frames * (uint64_t)a.G);
-    n->f_hr = ig_act_take(&a.pl.f32, a.frames * (uint64_t)a.G);
-    n->preda = ig_act_take(s, P0 * 3);
-    if (P0 * 3 > a.big) a.big = P0 * 3;
+             .G = n->G,
+             .infer = p->inference};
+    a.frames = px(&a, n->nb - 1) ? px(&a, n->nb - 1) : 1;
+    lay first = a;
+    if (a.infer) { /* the streams' size first: the largest output */
+        place_all(c, n, &first);
+        a.smax = first.smax;
+    }
+    place_all(c, n, &a);
     n->big = a.big;
     out->act = a.pl.act;
     out->f32 = a.pl.f32;
     out->i32 = 0;
-    out->io_f32 = P0 + px(&a, top); /* the L1 term's rows (pixels), then the KL term's */
-    uint64_t sa = a.pl.region_act;
-    n->ga[0] = ig_act_take(&sa, a.big);
-    n->ga[1] = ig_act_take(&sa, a.big);
+    out->io_f32 = a.P0 + px(&a, n->nb - 1); /* the L1 term's rows (pixels), then the KL term's */
+    /* the backward's buffers; a forward needs t1 only (a shortcut's output) */
+    uint64_t sa = a.pl.region_act, bw = p->inference ? 0 : a.big;
     n->t1 = ig_act_take(&sa, a.big);
-    n->t2 = ig_act_take(&sa, a.big);
-    n->t3 = ig_act_take(&sa, a.big);
+    n->ga[0] = ig_act_take(&sa, bw);
+    n->ga[1] = ig_act_take(&sa, bw);
+    n->t2 = ig_act_take(&sa, bw);
+    n->t3 = ig_act_take(&sa, bw);
     out->scratch_act = sa;
     out->scratch_f32 = a.pl.region_f32;
 }
