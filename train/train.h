@@ -332,8 +332,8 @@ typedef struct ig_clip_input {
     double shift;       /* of the drawn times (1: none) */
 } ig_clip_input;
 
-/* The tokens of a clip of F x H x W for a diffusion model: the patches (refused with the numbers
- * when they do not divide it). */
+/* The tokens of a clip of F x H x W for a model that reads clips (its objective's): a diffusion
+ * model's patches, a VAE's pixels (refused with the numbers when the model cannot take it). */
 ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
                                ig_err *err);
 /* Forward (grad_scale 0) or forward and backward of a diffusion model's micro-batch; *loss the

@@ -8,7 +8,8 @@
 # (a file of eps [N, F, h, w, C] written here) evaluates with exactly that noise (the same file:
 # the same lines; another: another reconstruction, the same kl); refused: a noise file of another
 # shape, tensor, pipeline and Ulysses parallelism (each with its reason), a config.json field
-# ingot cannot honour, frames the downsampling does not divide; and a file of Stable Diffusion's
+# ingot cannot honour, frames the downsampling does not divide, ingot sample (a VAE samples
+# nothing); ingot plan --clip takes a clip's pixels; and a file of Stable Diffusion's
 # VAE's shape (sd-vae-ft-ema, written by test_train_vae) evaluates through ingot eval as a model of
 # 83,653,863 parameters.
 set -u
@@ -127,6 +128,14 @@ expect "refused, naming the field" 'field "norm_type": ingot'"'"'s AutoencoderKL
 check_rc "frames of 30x30 (3 blocks: sides a multiple of 4)" 1 "$ING" train vae.yaml \
     --set data.path=[odd] --set train.run_dir=odd
 expect "refused with the numbers" "frames of 30x30: the VAE's 2 downsamplings" "$err"
+
+check_rc "ingot sample: a VAE samples nothing" 1 "$ING" sample run --frames 4 --size 32x32
+expect "sample: refused, saying why" "a vae model (objective vae) has no sampler" "$err"
+check_rc "ingot plan --clip: a clip's pixels" 0 "$ING" plan vae.yaml --gpus 1 --gpu cpu --clip 4x32x32
+expect "plan: 4096 pixels a clip" "clips of 4096 tokens per step" "$out"
+check_rc "ingot plan --clip the downsampling does not divide" 2 "$ING" plan vae.yaml --gpus 1 \
+    --gpu cpu --clip 4x30x32
+expect "plan: refused with the numbers" "frames of 30x32: the VAE's 2 downsamplings" "$err"
 
 # ---- Stable Diffusion's VAE's shape -----------------------------------------------------------
 if [ -x "${IG_BUILD_DIR:-}/test_train_vae" ]; then

@@ -83,6 +83,10 @@ typedef struct ig_objective {
      * micro-batch; the trainer's configuration t (its micro_batch, its masks). */
     ig_status (*fit)(ig_fit *fit, const ig_train_config *t, const ig_data_facts *facts,
                      ig_err *err);
+    /* The units of a micro-batch's T that a clip of F x H x W takes (its tokens, its pixels),
+     * refused with the numbers when the model cannot take it; NULL: it reads no clips. */
+    ig_status (*clip_tokens)(const ig_model_config *c, int F, int H, int W, int *tokens,
+                             ig_err *err);
     /* What a layout must satisfy beyond the family's (token micro-batches split by sp); NULL:
      * nothing. */
     ig_status (*check_layout)(const ig_train_config *t, const ig_model_config *c, int tp, int sp,

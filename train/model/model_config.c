@@ -56,6 +56,15 @@ const ig_objective *ig_objective_of(const ig_model_config *c) {
     return f ? f->objective : NULL;
 }
 
+ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                               ig_err *err) {
+    const ig_family *f = ig_family_of(c->arch);
+    if (!f || !f->objective->clip_tokens)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models do not read clips",
+                          f ? f->arch : "unknown");
+    return f->objective->clip_tokens(c, F, H, W, tokens, err);
+}
+
 ig_model_io ig_model_io_of(const ig_model_config *c) {
     const ig_objective *o = ig_objective_of(c);
     if (!o) return (ig_model_io){"", "", "", NULL};

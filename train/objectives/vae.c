@@ -165,6 +165,19 @@ static ig_status vae_fit(ig_fit *fit, const ig_train_config *t, const ig_data_fa
     return ig_model_config_check(&fit->shape, err);
 }
 
+/* a clip's pixels (the frames' sides must be multiples of the downsampling's) */
+static ig_status vae_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                                 ig_err *err) {
+    const ig_vae_model *vm = ig_family_of(c->arch)->for_objective;
+    int h, w, C;
+    ig_status st = vm->latent_shape(c, H, W, &h, &w, &C, err);
+    if (st == IG_OK && (F < 1 || (int64_t)F * H * W > (1 << 30)))
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "%d frames of %dx%d: need 1 .. 2^30 pixels", F, H,
+                        W);
+    if (st == IG_OK) *tokens = F * H * W;
+    return st;
+}
+
 static ig_status vae_check_layout(const ig_train_config *t, const ig_model_config *c, int tp,
                                   int sp, ig_err *err) {
     (void)c, (void)tp, (void)sp;
@@ -210,6 +223,7 @@ const ig_objective ig_objective_vae = {.name = "vae",
                                        .keys = vae_obj_keys,
                                        .n_keys = sizeof vae_obj_keys / sizeof vae_obj_keys[0],
                                        .fit = vae_fit,
+                                       .clip_tokens = vae_clip_tokens,
                                        .check_layout = vae_check_layout,
                                        .eval_repeats = vae_repeats,
                                        .stage = vae_stage,
