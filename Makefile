@@ -15,7 +15,8 @@
 #   make bench-conv  the VAE's CPU kernels (conv2d, GroupNorm + SiLU, upsampling) and PyTorch's
 #                    F.conv2d on the same shapes (CONV_THREADS)
 #   make bench-vae   the VAE's encoder at SD's shape on 256x256 frames against PyTorch's
-#                    AutoencoderKL on the same weights and frames: frames/s, peak RSS (VAE_THREADS)
+#                    AutoencoderKL on the same weights and frames: frames/s, peak RSS; a training
+#                    step on 128x128 frames against torch's (VAE_THREADS)
 #   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build

@@ -12,6 +12,11 @@
  *
  *   bench_vae DIR [--threads 2] [--size 256] [--frames 2] [--batch 1] [--reference]
  *
+ * With --train [--steps 3]: training steps instead (the peer's --train writes the noise): the
+ * model made with its gradients, the loss of BATCH frames (mean |decode(z) - x| + 1e-6 x the
+ * mean KL term) forward and backward, and AdamW (lr 1e-4, no weight decay), after a first step
+ * whose loss is compared with the peer's: the step time and the peak RSS.
+ *
  * Ends with one machine-readable line "vae_bench k=v ...".
  */
 #include <math.h>
@@ -54,16 +59,77 @@ static void *sample(void *arg) {
     return NULL;
 }
 
+static void *read_file(const char *dir, const char *name, size_t bytes) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    void *p = malloc(bytes ? bytes : 1);
+    FILE *f = fopen(path, "rb");
+    if (!p || !f || fread(p, 1, bytes, f) != bytes) die(path, NULL);
+    fclose(f);
+    return p;
+}
+
+/* --train: steps of the loss's forward and backward and AdamW, timed after a first one */
+static int train_steps(ig_ctx *ctx, ig_backend *be, const char *dir, int threads, int S, int B,
+                       int steps) {
+    ig_err err = {0};
+    ig_model_config shape;
+    int32_t eod;
+    ig_model *m = NULL;
+    ig_optimizer *opt = NULL;
+    if (ig_hf_read_config(ctx, dir, &shape, &eod, &err) != IG_OK) die(dir, &err);
+    if (ig_model_create(&m, ctx, be, &shape, B, S * S, 1, &err) != IG_OK) die("model", &err);
+    if (ig_hf_load(ctx, m, dir, &err) != IG_OK) die(dir, &err);
+    if (ig_optimizer_create(&opt, ctx, m, &err) != IG_OK) die("optimizer", &err);
+    int h, w, C;
+    if (ig_model_vae_latent_shape(&shape, S, S, &h, &w, &C, &err) != IG_OK) die("latent", &err);
+    size_t per = (size_t)S * S * 3, lat = (size_t)h * w * C;
+    uint8_t *frames = read_file(dir, "frames.bin", (size_t)B * per);
+    float *noise = read_file(dir, "noise.bin", (size_t)B * lat * sizeof(float));
+    ig_vae_input in = {
+        .frames = frames, .B = B, .F = 1, .H = S, .W = S, .noise = noise, .kl_weight = 1e-6};
+    ig_adamw_hparams hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    ig_vae_terms t, first = {0};
+    sampler s = {.running = 1, .peak = rss_bytes()};
+    pthread_t th;
+    double t0 = 0;
+    for (int k = 0; k <= steps; k++) {
+        if (k == 1) { /* the first step was the warm-up */
+            pthread_create(&th, NULL, sample, &s);
+            t0 = ig_now();
+        }
+        if (ig_model_zero_grads(m, &err) != IG_OK || ig_model_vae_loss(m, &in, 1.0f, &t, &err) ||
+            ig_optimizer_step(opt, k + 1, &hp, 1.0f, &err) != IG_OK)
+            die("step", &err);
+        if (k == 0) first = t;
+    }
+    double dt = (ig_now() - t0) / steps;
+    atomic_store(&s.running, 0);
+    pthread_join(th, NULL);
+    printf("vae_bench train=1 threads=%d size=%d batch=%d params=%llu step_s=%.4f loss1=%.9f "
+           "rss_peak_mib=%.1f\n",
+           threads, S, B, (unsigned long long)ig_model_num_params(&shape), dt, first.loss,
+           (double)atomic_load(&s.peak) / 1048576.0);
+    free(frames);
+    free(noise);
+    ig_optimizer_free(opt);
+    ig_model_free(m);
+    ig_backend_free(be);
+    ig_ctx_free(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: bench_vae DIR [--threads N] [--size S] [--frames N] [--batch B]\n");
         return 2;
     }
     const char *dir = argv[1];
-    int threads = 2, S = 256, N = 2, B = 1, reference = 0;
+    int threads = 2, S = 256, N = 2, B = 1, reference = 0, train = 0, steps = 3;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--reference")) {
-            reference = 1;
+        if (!strcmp(argv[i], "--reference") || !strcmp(argv[i], "--train")) {
+            reference |= !strcmp(argv[i], "--reference");
+            train |= !strcmp(argv[i], "--train");
             continue;
         }
         int v = i + 1 < argc ? atoi(argv[++i]) : 0;
@@ -86,6 +152,7 @@ int main(int argc, char **argv) {
     ig_backend_opts bo = ig_backend_opts_default();
     bo.reference = reference;
     if (ig_backend_create(&be, ctx, &bo, &err) != IG_OK) die("backend", &err);
+    if (train) return train_steps(ctx, be, dir, threads, S, B, steps);
     if (ig_model_open(&m, ctx, be, dir, B, S * S, NULL, &err) != IG_OK) die(dir, &err);
     int h, w, C;
     if (ig_model_vae_latent_shape(ig_model_shape(m), S, S, &h, &w, &C, &err) != IG_OK)

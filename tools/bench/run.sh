@@ -170,7 +170,8 @@ bench_conv() {
 # against the PyTorch AutoencoderKL of the goldens on the same weights, frames and threads
 # (vae_peer_torch.py writes them; Debian's torch does its convolutions through its oneDNN 2.6 and
 # its GEMMs through OpenBLAS): frames/s and the peak RSS while encoding, batch 1 (torch in NCHW
-# and in channels_last) and batch 2.
+# and in channels_last) and batch 2; then a training step (the loss, its backward and AdamW) of
+# the same model on 128x128 frames against torch's.
 bench_vae() {
   local th=${VAE_THREADS:-2} size=${VAE_SIZE:-256} py=${TRAIN_PYTHON:-/usr/bin/python3} dir
   if ! [ -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
@@ -199,6 +200,22 @@ bench_vae() {
             f, b, fs, pf, fs / pf, m, pm, m / pm, get(a, "moments_max_rel") }'
     done
   done
+  # a training step (forward, backward, AdamW) at SD's shape on 128x128 frames, batch 1
+  local tsize=${VAE_TRAIN_SIZE:-128}
+  echo "== a training step of the same VAE, ${tsize}x${tsize} frames, batch 1, $th threads: the loss, backward and AdamW"
+  peer=$("$py" "$SRC/tools/bench/vae_peer_torch.py" --train --threads "$th" --size "$tsize" \
+    --frames 1 --batch 1 --steps 2 --dir "$dir" | grep '^vae_peer_torch')
+  echo "$peer"
+  ours=$("$B/bench_vae" "$dir" --train --threads "$th" --size "$tsize" --batch 1 --steps 2 |
+    grep '^vae_bench')
+  echo "$ours"
+  awk -v a="$ours" -v p="$peer" 'function get(s, k,   i, n, kv) {
+      n = split(s, kv, " "); for (i = 1; i <= n; i++) if (index(kv[i], k "=") == 1)
+      return substr(kv[i], length(k) + 2); return "" }
+    BEGIN { s = get(a, "step_s"); ps = get(p, "step_s"); if (s == "" || ps == "") exit
+      printf "ingot vs PyTorch, a training step: %.2f vs %.2f s = %.2fx faster (goal > 1); peak RSS %.0f vs %.0f MiB = %.2f of it; first loss %s vs %s\n",
+        s, ps, ps / s, get(a, "rss_peak_mib"), get(p, "rss_peak_mib"),
+        get(a, "rss_peak_mib") / get(p, "rss_peak_mib"), get(a, "loss1"), get(p, "loss1") }'
   rm -rf "$dir"
   return 0
 }

@@ -21,6 +21,12 @@ channels_last runs the model and the frames in NHWC (ingot's layout), default NC
 
     python3 vae_peer_torch.py [--threads 2] [--size 256] [--frames 2] [--batch 1] [--dir DIR]
 
+With --train it times training steps instead (--steps after a warm-up step): the loss of
+tests/data/golden/vae (mean |decode(z) - x| + 1e-6 x the mean KL term, z from the noise it writes
+to DIR/noise.bin, float32 [N, h, w, 4]) over --batch frames, backward, and torch.optim.AdamW (lr
+1e-4, weight decay 0); it prints the first step's loss (bench_vae --train computes the same from
+the same files) and the step time.
+
 Prints one line "vae_peer_torch k=v ...".
 """
 import argparse
@@ -38,6 +44,8 @@ ap.add_argument("--frames", type=int, default=2)
 ap.add_argument("--batch", type=int, default=1)
 ap.add_argument("--dir", default="")
 ap.add_argument("--format", choices=["nchw", "channels_last"], default="nchw")
+ap.add_argument("--train", action="store_true")
+ap.add_argument("--steps", type=int, default=3)
 args = ap.parse_args()
 os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
@@ -89,6 +97,23 @@ if args.dir:
         os.path.join(args.dir, "moments.bin"))
 
 
+if args.train:
+    h = w = S // 8
+    eps = torch.randn((N, h, w, LATENT), generator=g)
+    if args.dir:
+        eps.numpy().tofile(os.path.join(args.dir, "noise.bin"))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
+    G.KL_WEIGHT = 1e-6
+
+    def step(i):
+        x = to_x(frames[i:i + B])
+        e = eps[i:i + B].permute(0, 3, 1, 2).contiguous()
+        loss = G.loss_of(model, x, e, LATENT)[0]
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -103,6 +128,22 @@ def sample():
         peak[0] = max(peak[0], rss())
         time.sleep(0.001)
 
+
+if args.train:
+    first = step(0)  # warm-up: the first step (its loss is the one bench_vae checks)
+    base = rss()
+    t = threading.Thread(target=sample)
+    t.start()
+    t0 = time.perf_counter()
+    for k in range(args.steps):
+        step((k * B) % N)
+    dt = (time.perf_counter() - t0) / args.steps
+    running[0] = False
+    t.join()
+    print(f"vae_peer_torch torch={torch.__version__} threads={args.threads} format={args.format} "
+          f"train=1 size={S} batch={B} params={n_params} step_s={dt:.4f} loss1={first:.9f} "
+          f"rss_peak_mib={max(peak[0], base) / 2**20:.1f}")
+    sys.exit(0)
 
 with torch.no_grad():
     model.moments(to_x(frames[:B]))  # warm-up (oneDNN's primitives, the allocator's caches)
