@@ -68,6 +68,7 @@ typedef struct vae_resnet {
     vae_norm n1, n2;
     vae_conv c1, c2, sc;          /* sc.w < 0: no shortcut (cin == cout) */
     uint64_t n1a, c1a, n2a, outa; /* [P, cin], [P, cout] x 3 */
+    uint64_t sca;                 /* for inference: the shortcut's output (else the scratch's t1) */
     uint64_t f_m1, f_r1, f_m2, f_r2;
 } vae_resnet;
 

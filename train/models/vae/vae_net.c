@@ -18,8 +18,8 @@
  * only without recomputation: selective recomputes the attention core). A model opened for
  * inference places everything but the boundaries as full recomputation does: one layer's worth,
  * reused. GroupNorm statistics are [frames, groups] with at most P_lat frames (a frame has a
- * latent pixel at least). The scratch holds a temporary (a shortcut's output) and, unless the
- * model is for inference, the backward's gradient twice and two more temporaries, each the size of
+ * latent pixel at least). Unless the model is for inference, the scratch holds the backward's
+ * gradient twice and three temporaries (one a shortcut's output in the forward), each the size of
  * the largest activation.
  */
 #include "vae.h"
@@ -281,6 +281,7 @@ static void place_resnet(lay *a, vae_resnet *r, int level, ig_act_kind ko) {
     r->c1a = act(a, K, P * (uint64_t)r->cout);
     r->n2a = act(a, K, P * (uint64_t)r->cout);
     r->f_m2 = stat(a, K), r->f_r2 = stat(a, K);
+    r->sca = a->infer && r->sc.w >= 0 ? act(a, K, P * (uint64_t)r->cout) : 0;
     r->outa = out_act(a, ko, P * (uint64_t)r->cout);
 }
 
@@ -385,9 +386,9 @@ void vae_net_layout(const ig_model_config *c, const ig_part *p, int B, int T, va
     out->f32 = a.pl.f32;
     out->i32 = 0;
     out->io_f32 = a.P0 + px(&a, n->nb - 1); /* the L1 term's rows (pixels), then the KL term's */
-    /* the backward's buffers; a forward needs t1 only (a shortcut's output) */
+    /* the backward's buffers, and t1 (a shortcut's output in a training forward) */
     uint64_t sa = a.pl.region_act, bw = p->inference ? 0 : a.big;
-    n->t1 = ig_act_take(&sa, a.big);
+    n->t1 = ig_act_take(&sa, bw);
     n->ga[0] = ig_act_take(&sa, bw);
     n->ga[1] = ig_act_take(&sa, bw);
     n->t2 = ig_act_take(&sa, bw);

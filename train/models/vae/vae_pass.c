@@ -113,9 +113,10 @@ static void resnet_fwd(ig_model *m, const vae_resnet *r, const void *in, geo g) 
     gn_fwd(m, &r->n2, A(r->n2a), r->f_m2, r->f_r2, A(r->c1a), g, r->cout, 1);
     conv_fwd(m, &r->c2, A(r->outa), A(r->n2a), g);
     const void *skip = in;
-    if (r->sc.w >= 0) {
-        conv_fwd(m, &r->sc, S(NET(m)->t1), in, g);
-        skip = S(NET(m)->t1);
+    if (r->sc.w >= 0) { /* the shortcut's output: in the piece's region for inference */
+        void *sc = m->part.inference ? A(r->sca) : S(NET(m)->t1);
+        conv_fwd(m, &r->sc, sc, in, g);
+        skip = sc;
     }
     ig_kernel_add(m->be, A(r->outa), A(r->outa), skip, P * (size_t)r->cout);
 }
