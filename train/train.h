@@ -1,8 +1,8 @@
 /* train.h - the public API of ingot's trainer: models of any family (train/models/: the decoder
- * language models GPT-2 and Llama, the video DiT) over a compute backend (kernels/backend.h),
- * their configuration, the training loop on the distributed loader, AdamW, learning-rate
- * schedules, checkpoints that resume bit for bit, Hugging Face export and import, evaluation and
- * sampling.
+ * language models GPT-2 and Llama, the video DiT, Stable Diffusion's VAE) over a compute backend
+ * (kernels/backend.h), their configuration, the training loop on the distributed loader, AdamW,
+ * learning-rate schedules, checkpoints that resume bit for bit, Hugging Face export and import,
+ * evaluation and sampling.
  *
  * A model is a list of named global tensors, described by its family (train/models/FAMILY/); every
  * tensor's initial values are drawn by (seed, name, element index) with a counter-based generator,
@@ -27,8 +27,8 @@ extern "C" {
 /* ==== model families and their configuration ================================================= */
 
 /* The model architectures this build knows (model.arch), each a preset of a model family
- * (train/models/: the decoder's gpt2 and llama, dit): {"gpt2", "llama", "dit", NULL}, in the
- * order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
+ * (train/models/: the decoder's gpt2 and llama, dit, vae): {"gpt2", "llama", "dit", "vae", NULL},
+ * in the order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
 extern const char *const ig_model_archs[];
 
 enum { IG_MODEL_OWN_BYTES = 256 };

@@ -81,7 +81,7 @@ static int train_steps(ig_ctx *ctx, ig_backend *be, const char *dir, int threads
     if (ig_model_create(&m, ctx, be, &shape, B, S * S, 1, &err) != IG_OK) die("model", &err);
     if (ig_hf_load(ctx, m, dir, &err) != IG_OK) die(dir, &err);
     if (ig_optimizer_create(&opt, ctx, m, &err) != IG_OK) die("optimizer", &err);
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     if (ig_model_vae_latent_shape(&shape, S, S, &h, &w, &C, &err) != IG_OK) die("latent", &err);
     size_t per = (size_t)S * S * 3, lat = (size_t)h * w * C;
     uint8_t *frames = read_file(dir, "frames.bin", (size_t)B * per);
@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
     if (ig_backend_create(&be, ctx, &bo, &err) != IG_OK) die("backend", &err);
     if (train) return train_steps(ctx, be, dir, threads, S, B, steps);
     if (ig_model_open(&m, ctx, be, dir, B, S * S, NULL, &err) != IG_OK) die(dir, &err);
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     if (ig_model_vae_latent_shape(ig_model_shape(m), S, S, &h, &w, &C, &err) != IG_OK)
         die("the latent", &err);
     size_t per = (size_t)S * S * 3, lat = (size_t)h * w * 2 * C;

@@ -6,8 +6,9 @@
  * for_objective). next-token      (objectives/next_token.c): cross-entropy of each next token, over
  * token shards; sampled by generating text rectified-flow  (objectives/flow.c, flow_use.c): a
  * diffusion model's velocity x_t -> eps - x0 under squared error, over clip shards; sampled by
- * Euler steps to videos The trainer, the feed, the planner, the layout checks and the commands ask
- * the objective; none of them branches on the kind of input.
+ * Euler steps to videos vae  (objectives/vae.c, vae_use.c): a VAE's L1 reconstruction of each frame
+ * plus a weighted KL term, over clip shards; no sampler The trainer, the feed, the planner, the
+ * layout checks and the commands ask the objective; none of them branches on the kind of input.
  */
 #ifndef INGOT_TRAIN_OBJECTIVE_H
 #define INGOT_TRAIN_OBJECTIVE_H

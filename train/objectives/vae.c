@@ -67,7 +67,7 @@ ig_status ig_vae_stage_frames(ig_model *m, int slot, const ig_vae_input *in, flo
     if (!vm) return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models are not VAEs", m->fam->arch);
     if (!in || !in->frames || in->B < 1 || in->F < 1 || slot < 0 || slot >= 64)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "a VAE reads clips: none given");
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     ig_status st = vm->latent_shape(&m->cfg, in->H, in->W, &h, &w, &C, err);
     if (st != IG_OK) return st;
     size_t per = (size_t)in->F * (size_t)in->H * (size_t)in->W * 3;
@@ -145,7 +145,7 @@ static ig_status vae_fit(ig_fit *fit, const ig_train_config *t, const ig_data_fa
     int64_t T = 0;
     for (size_t i = 0; st == IG_OK && i < facts->n_shapes; i++) {
         const ig_clip_shape *sh = &facts->shapes[i];
-        int h, w, C;
+        int h = 0, w = 0, C = 0;
         st = vm->latent_shape(&fit->shape, sh->H, sh->W, &h, &w, &C, err);
         if (st != IG_OK) {
             ig_err_prefix(err, st, "data: clips of %d frames of %dx%d", sh->F, sh->H, sh->W);
@@ -169,7 +169,7 @@ static ig_status vae_fit(ig_fit *fit, const ig_train_config *t, const ig_data_fa
 static ig_status vae_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
                                  ig_err *err) {
     const ig_vae_model *vm = ig_family_of(c->arch)->for_objective;
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     ig_status st = vm->latent_shape(c, H, W, &h, &w, &C, err);
     if (st == IG_OK && (F < 1 || (int64_t)F * H * W > (1 << 30)))
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "%d frames of %dx%d: need 1 .. 2^30 pixels", F, H,
@@ -274,7 +274,7 @@ ig_status ig_model_vae_reconstruction(ig_model *m, float *out, ig_err *err) {
 ig_status ig_model_vae_encode(ig_model *m, const uint8_t *frames, int N, int H, int W,
                               float *moments, ig_err *err) {
     ig_status st = need_vae(m, err);
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     if (st == IG_OK) st = ig_model_vae_latent_shape(&m->cfg, H, W, &h, &w, &C, err);
     if (st != IG_OK || N <= 0) return st;
     /* a frame at a time into floats, as many as a pass takes */

@@ -175,7 +175,7 @@ ig_status ig_vae_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const i
     const ig_clip_bucket *bk = ds ? ig_clip_dataset_buckets(ds, &nb) : NULL;
     for (uint64_t g = 0; st == IG_OK && g < ig_clip_dataset_clips(ds); g++) {
         ig_clip_info c = ig_clip_dataset_info(ds, g, NULL, NULL);
-        int h, w, C;
+        int h = 0, w = 0, C = 0;
         if (c.bucket != IG_CLIP_NONE && c.bucket < nb && (int)bk[c.bucket].batch_size > B)
             B = (int)bk[c.bucket].batch_size;
         st = ig_model_vae_latent_shape(&shape, (int)c.height, (int)c.width, &h, &w, &C, err);

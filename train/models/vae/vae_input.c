@@ -27,7 +27,7 @@ ig_status vae_latent_shape(const ig_model_config *c, int H, int W, int *h, int *
 static ig_status take_slot(ig_model *m, int slot, int frames, int H, int W, int has_target,
                            ig_err *err) {
     vae_state *x = vae_of(m);
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     ig_status st = vae_latent_shape(&m->cfg, H, W, &h, &w, &C, err);
     if (st != IG_OK) return st;
     if (frames < 1 || slot < 0 || slot >= m->part.slots || slot >= 64 ||
@@ -44,7 +44,7 @@ static ig_status take_slot(ig_model *m, int slot, int frames, int H, int W, int 
 ig_status vae_stage_batch(ig_model *m, int slot, const ig_vae_batch *b, ig_err *err) {
     vae_state *x = vae_of(m);
     const vae_net *n = &x->net;
-    int h, w, C;
+    int h = 0, w = 0, C = 0;
     ig_status st = vae_latent_shape(&m->cfg, b->H, b->W, &h, &w, &C, err);
     if (st == IG_OK && (b->B < 1 || b->F < 1 || b->B > 1 << 20 || b->F > 1 << 20))
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "%d clips of %d frames", b->B, b->F);
@@ -121,7 +121,7 @@ ig_status vae_encode(ig_model *m, const float *x, int N, int H, int W, float *mo
                      ig_err *err) {
     vae_state *s = vae_of(m);
     const vae_net *n = &s->net;
-    int h, w, C, per = frames_per_pass(m, H, W);
+    int h = 0, w = 0, C = 0, per = frames_per_pass(m, H, W);
     ig_status st = need_whole(m, err);
     if (st == IG_OK) st = vae_latent_shape(&m->cfg, H, W, &h, &w, &C, err);
     if (st == IG_OK && per < 1)
