@@ -434,37 +434,6 @@ static void test_export_round_trip(void **state) {
     close_model(&f);
 }
 
-/* a golden set's clips as a clip shard at prefix */
-static void write_shard(const char *prefix, const vae_case *c, const golden_set *g) {
-    ig_err err = {0};
-    ig_video_shard_writer *w = NULL;
-    ig_video_shard_writer_opts o = {.overwrite = 1};
-    assert_int_equal(ig_video_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
-    size_t per = (size_t)c->F * c->H * c->W * 3;
-    for (int b = 0; b < c->B; b++) {
-        ig_clip_info ci = {.frames = (uint32_t)c->F,
-                           .height = (uint32_t)c->H,
-                           .width = (uint32_t)c->W,
-                           .fps_num = 8,
-                           .fps_den = 1,
-                           .caption = IG_CLIP_NONE,
-                           .bucket = IG_CLIP_NONE,
-                           .label = IG_CLIP_NONE,
-                           .tb_num = 1,
-                           .tb_den = 8};
-        ig_clip_frame fr[16];
-        for (int f = 0; f < c->F; f++) fr[f] = (ig_clip_frame){f, (uint64_t)f};
-        assert_int_equal(
-            ig_video_shard_writer_add(w, &ci, fr, g->frames + (size_t)b * per, per, &err), IG_OK);
-    }
-    char *sources[] = {"golden.mp4"};
-    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1};
-    ig_video_shard_meta done;
-    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_OK);
-    assert_int_equal(ig_video_shard_meta_write(&done, prefix, 1, &err), IG_OK);
-    ig_video_shard_meta_clear(&done);
-}
-
 /* the value of a labelled line of an evaluation */
 static double eval_line(const ig_eval_result *r, const char *label) {
     for (size_t k = 0; k < r->n_lines; k++) {
@@ -490,7 +459,7 @@ static void test_eval(void **state) {
     char *dir = igt_mkdtemp();
     const char *prefix = strdup(igt_fmt("%s/clips", dir)),
                *noise = strdup(igt_fmt("%s/noise.st", dir));
-    write_shard(prefix, c, &g);
+    igt_write_clip_shard(prefix, g.frames, c->B, c->F, c->H, c->W, NULL);
     ig_err err = {0};
     ig_st_writer *w = NULL;
     uint64_t ns[5] = {(uint64_t)c->B, (uint64_t)c->F, (uint64_t)c->h, (uint64_t)c->w,
