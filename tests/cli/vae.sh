@@ -4,7 +4,8 @@
 # model; a run stopped at a checkpoint and resumed gives the uninterrupted run's losses bit for
 # bit; ingot eval prints reconstruction, kl, psnr and the loss, equal to the trainer's validation
 # loss (--weights raw); the export is diffusers' pair of files (config.json with _class_name
-# AutoencoderKL, diffusion_pytorch_model.safetensors) and evaluates as the checkpoint does; --noise
+# AutoencoderKL, diffusion_pytorch_model.safetensors) and evaluates as the checkpoint does, and a
+# run starts from it with model.init_from (another shape refused, naming the key); --noise
 # (a file of eps [N, F, h, w, C] written here) evaluates with exactly that noise (the same file:
 # the same lines; another: another reconstruction, the same kl); refused: a noise file of another
 # shape, tensor, pipeline and Ulysses parallelism (each with its reason), a config.json field
@@ -77,6 +78,15 @@ check_rc "eval the export" 0 "$ING" eval exp --data clips --batches 2 --micro-ba
 check "the export evaluates as the checkpoint" test "$(grep -v '^weights' <<<"$out")" = \
     "$(grep -v '^weights' <<<"$run_out")"
 check_rc "the export reads back to the same weights" 0 "$ING" ckpt diff run exp --tolerance 0
+
+# model.init_from the export: a run starts from its weights (at lr 0 they stay them), and a
+# configuration of another shape is refused naming the key
+check_rc "model.init_from the export (lr 0)" 0 "$ING" train vae.yaml --set train.run_dir=init \
+    --set model.init_from=exp --set train.steps=1 --set optim.lr=0 --set optim.min_lr=0
+check_rc "init_from: the export's weights" 0 "$ING" ckpt diff init exp --tolerance 0
+check_rc "init_from another shape" 1 "$ING" train vae.yaml --set train.run_dir=init2 \
+    --set model.init_from=exp --set model.latent_channels=8
+expect "init_from: what differs" "model.latent_channels differs" "$err"
 
 # ---- --noise --------------------------------------------------------------------------------
 # a safetensors file of one tensor noise F32 [N, F, h, w, C], every value the 4 bytes $7 (octal
