@@ -33,8 +33,9 @@
 #   2. the trainer end to end: configs/gpt-tiny.yaml 20 steps on the CPU, on cuda in fp32 and in
 #      bf16, the losses compared (1e-4 and 5e-2 relative); the cuda fp32 run's export against
 #      transformers (tools/bench/hf_check.py --impl transformers, rel <= 1e-4); configs/dit-tiny.yaml
-#      20 steps on the CPU and on cuda in fp32 (1e-4); the cuda bf16 GPT again with
-#      train.recompute selective and full: none's losses and weights to the bit (tolerance 0);
+#      20 steps on the CPU and on cuda in fp32 (1e-4), configs/vae-tiny.yaml likewise; the cuda
+#      bf16 GPT again with train.recompute selective and full: none's losses and weights to the
+#      bit (tolerance 0);
 #      ingot plan's memory estimate against the first step's peak on the device (within 10%)
 #   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths, and a DiT-S/2
 #      step on 16 clips of 8x32x32, each with its per-kernel profile; then PyTorch's
@@ -519,9 +520,11 @@ else
     PART=2
     ! want 2 || for c in "train gpt-cpu" "train gpt-cuda-fp32" "train gpt-cuda-bf16" "losses gpt-fp32" \
         "losses gpt-bf16" hf_check "train dit-cpu" "train dit-cuda-fp32" "losses dit-fp32" \
+        "train vae-cpu" "train vae-cuda-fp32" "losses vae-fp32" \
         "train gpt-cuda-bf16-selective" "losses gpt-bf16-selective" "weights bf16 selective" \
         "train gpt-cuda-bf16-full" "losses gpt-bf16-full" "weights bf16 full" \
-        "estimate gpt-cuda-bf16" "estimate gpt-cuda-bf16-full" "estimate dit-cuda-fp32"; do
+        "estimate gpt-cuda-bf16" "estimate gpt-cuda-bf16-full" "estimate dit-cuda-fp32" \
+        "estimate vae-cuda-fp32"; do
         result SKIP "$c" "$NG"
     done
     PART=3
@@ -671,6 +674,13 @@ train dit-cpu "${DIT[@]}" --set train.device=cpu --set train.dtype=fp32
 train dit-cuda-fp32 "${DIT[@]}" --set train.device=cuda --set train.dtype=fp32
 compare dit-fp32 dit-cpu dit-cuda-fp32 1e-4
 
+# the video VAE (convolutions through cuDNN, GroupNorm, upsampling, the posterior) on the same
+# clips (16x16 frames: vae-tiny's 4x downsampling divides them)
+VAE=(configs/vae-tiny.yaml "$P/data/clips" --set log.tensorboard=false --set eval.every=0)
+train vae-cpu "${VAE[@]}" --set train.device=cpu --set train.dtype=fp32
+train vae-cuda-fp32 "${VAE[@]}" --set train.device=cuda --set train.dtype=fp32
+compare vae-fp32 vae-cpu vae-cuda-fp32 1e-4
+
 # activation recomputation in bf16 (train.recompute): selective and full must give none's bits
 # (tol 0: every kernel recomputes from the same inputs on buffers aligned alike, and the fused
 # residual LayerNorm normalises the stored bf16 sum: train/models/gpt2/gpt2_pass.c)
@@ -690,7 +700,7 @@ done
 
 # ingot plan's estimate against the device's own accounting: the first step's peak of what the
 # CUDA backend allocated (its buffers, cuBLASLt's workspace, the kernels' scratch), as train prints it
-for name in gpt-cuda-bf16 gpt-cuda-bf16-full dit-cuda-fp32; do
+for name in gpt-cuda-bf16 gpt-cuda-bf16-full dit-cuda-fp32 vae-cuda-fp32; do
     line=$(grep -h '^memory in the step' "$R/part2-$name.log" 2>/dev/null | head -n 1 | cut -c1-240)
     q=$(grep -o '[0-9.]* of its estimate' <<<"$line" | head -n 1 | cut -d' ' -f1)
     if [ -z "$q" ]; then
