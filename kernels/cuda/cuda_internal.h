@@ -117,6 +117,27 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     return v;
 }
 
+/* A warp's read-modify-write of one row: di[c] = f(c, di[c]) for the columns c = lane, lane + 32,
+ * ... of a row of C, eight columns at a time, every load of a group (di[c] and what f reads)
+ * issued before the group's stores. Written as a plain loop, the compiler may not move the next
+ * column's loads above a store through di (it might alias them), so a warp had one round trip to
+ * memory in flight per column: the backward of LayerNorm ran 15 times slower than its forward on
+ * an H200 (0.42 ms for 16384 x 768 bf16, 4% of the DRAM bandwidth). f does the same arithmetic on
+ * the same values as that loop: the same bits. */
+#define CU_ROW_GROUP 8
+template <typename T, typename F>
+__device__ __forceinline__ void cu_row_update(T *di, int C, int lane, F f) {
+    for (int c0 = lane; c0 < C; c0 += 32 * CU_ROW_GROUP) {
+        float v[CU_ROW_GROUP];
+#pragma unroll
+        for (int u = 0; u < CU_ROW_GROUP; u++)
+            if (c0 + 32 * u < C) v[u] = f(c0 + 32 * u, to_f(di[c0 + 32 * u]));
+#pragma unroll
+        for (int u = 0; u < CU_ROW_GROUP; u++)
+            if (c0 + 32 * u < C) di[c0 + 32 * u] = from_f<T>(v[u]);
+    }
+}
+
 /* Sum (or max) of v over a block of blockDim.x threads (a multiple of 32, at most 1024): each
  * warp reduces, then warp 0 reduces the warps' results in warp order. Every thread gets the
  * result. shared: 32 floats of shared memory; the block must reach this call together. */

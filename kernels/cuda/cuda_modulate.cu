@@ -229,11 +229,10 @@ __global__ void mod_backward_rows_kernel(T *dinp, const T *dout, const T *inp, c
         s2 += dnorm * xhat;
     }
     float dmean = warp_sum(s1) / (float)C, dnmean = warp_sum(s2) / (float)C;
-    T *di = dinp + off;
-    for (int c = lane; c < C; c += 32) {
+    cu_row_update(dinp + off, C, lane, [&](int c, float old) {
         float dnorm = (1.0f + to_f(sc[c])) * to_f(d[c]), xhat = (to_f(x[c]) - m) * r;
-        di[c] = from_f<T>(to_f(di[c]) + (dnorm - dmean - xhat * dnmean) * r);
-    }
+        return old + (dnorm - dmean - xhat * dnmean) * r;
+    });
 }
 
 template <typename T>

@@ -90,11 +90,10 @@ __global__ void rms_backward_rows_kernel(T *dinp, const T *dout, const T *inp, c
     float r = rstd[row], s = 0.0f;
     for (int c = lane; c < C; c += 32) s += (to_f(w[c]) * to_f(d[c])) * (to_f(x[c]) * r);
     float dnx = warp_sum(s) / (float)C;
-    T *di = dinp + off;
-    for (int c = lane; c < C; c += 32) {
+    cu_row_update(dinp + off, C, lane, [&](int c, float old) {
         float dnorm = to_f(w[c]) * to_f(d[c]), xhat = to_f(x[c]) * r;
-        di[c] = from_f<T>(to_f(di[c]) + (dnorm - xhat * dnx) * r);
-    }
+        return old + (dnorm - xhat * dnx) * r;
+    });
 }
 
 /* partials of dw (dout * xhat) over one chunk of rows, 32 columns per block */

@@ -10,7 +10,9 @@
  * is the model's FLOPs per second (ig_model_flops_per_token, 3x for a training step) over the
  * bf16 GEMM throughput that cuBLASLt reaches on the same device (an 8192^3 matmul through the same
  * backend), and attention is FLOP/s over that same GEMM peak. Memory: what the model and the step
- * took on the device (cudaMemGetInfo before and after, when the CUDA runtime is linked).
+ * took on the device (cudaMemGetInfo before and after, when the CUDA runtime is linked). Last,
+ * LayerNorm's forward and backward alone at the GPT step's rows, against a device copy of the
+ * backward's bytes.
  * Without a device it prints "skipped: no CUDA device" and exits 0.
  *
  * Usage: bench_cuda [--micro-batch B] [--seq T] [--steps N] [--layers L] [--dit-batch B]
@@ -143,6 +145,52 @@ static void attention_times(ig_ctx *ctx, const char *path, int B, int T, double 
     *bwd = (ig_now() - t0) / reps;
     void *bufs[] = {qkv, out, dout, dqkv, lse};
     for (size_t i = 0; i < 5; i++) ig_backend_release(be, bufs[i]);
+    ig_backend_free(be);
+}
+
+/* LayerNorm forward and backward at N x C alone: seconds per call, against a device-to-device
+ * copy of the backward's bytes (dout, inp and dinp read, dinp written) in the same run. */
+static void layernorm_times(ig_ctx *ctx, int N, int C, double *fwd, double *bwd, double *copy) {
+    ig_backend *be = cuda_backend(ctx, NULL);
+    size_t as = ig_backend_act_size(be), n = (size_t)N * C;
+    void *x = dev_alloc(be, n * as), *y = dev_alloc(be, n * as), *dy = dev_alloc(be, n * as);
+    void *dx = dev_alloc(be, n * as), *w = dev_alloc(be, (size_t)C * as);
+    void *b = dev_alloc(be, (size_t)C * as), *dw = dev_alloc(be, (size_t)C * as);
+    void *db = dev_alloc(be, (size_t)C * as);
+    float *mean = dev_alloc(be, (size_t)N * sizeof(float));
+    float *rstd = dev_alloc(be, (size_t)N * sizeof(float));
+    fill_random(be, x, n, 5);
+    fill_random(be, dy, n, 6);
+    fill_random(be, w, (size_t)C, 7);
+    fill_random(be, b, (size_t)C, 8);
+    int reps = 20;
+    for (int pass = 0; pass < 2; pass++) { /* warm-up, then timed */
+        double t0 = ig_now();
+        for (int i = 0; i < reps; i++)
+            ig_kernel_layernorm_forward(be, y, mean, rstd, x, w, b, N, C, 1e-5f);
+        sync_or_die(be);
+        *fwd = (ig_now() - t0) / reps;
+        t0 = ig_now();
+        for (int i = 0; i < reps; i++)
+            ig_kernel_layernorm_backward(be, dx, dw, db, dy, x, w, mean, rstd, N, C);
+        sync_or_die(be);
+        *bwd = (ig_now() - t0) / reps;
+    }
+    *copy = 0;
+#ifdef IG_BENCH_CUDA_RUNTIME
+    size_t bytes = 2 * n * as; /* a copy of 2 n reads and writes 4 n: the backward's traffic */
+    void *c0 = dev_alloc(be, bytes), *c1 = dev_alloc(be, bytes);
+    for (int pass = 0; pass < 2; pass++) {
+        cudaDeviceSynchronize();
+        double t0 = ig_now();
+        for (int i = 0; i < reps; i++) cudaMemcpy(c1, c0, bytes, cudaMemcpyDeviceToDevice);
+        cudaDeviceSynchronize();
+        *copy = (ig_now() - t0) / reps;
+    }
+    ig_backend_release(be, c0), ig_backend_release(be, c1);
+#endif
+    void *bufs[] = {x, y, dy, dx, w, b, dw, db, mean, rstd};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) ig_backend_release(be, bufs[i]);
     ig_backend_free(be);
 }
 
@@ -356,14 +404,20 @@ int main(int argc, char **argv) {
                paths[p], a.B, T, att[p][0] * 1e3, f / att[p][0] / peak, att[p][1] * 1e3,
                2.5 * f / att[p][1] / peak, (double)att_mem[p] / (1u << 20));
     }
+    double ln_f, ln_b, ln_c;
+    layernorm_times(ctx, a.B * a.T, 768, &ln_f, &ln_b, &ln_c);
+    printf("layernorm %d x 768 bf16 alone: forward %.3f ms, backward %.3f ms; a device copy of the "
+           "backward's bytes %.3f ms\n",
+           a.B * a.T, ln_f * 1e3, ln_b * 1e3, ln_c * 1e3);
     printf("cuda_summary tokens_per_s=%.0f mfu=%.4f gemm_tflops=%.1f step_ms=%.2f mem_bytes=%zu "
            "attention=%s step_fused_ms=%.2f step_gemm_ms=%.2f "
            "att_fused_fwd_ms=%.3f att_fused_bwd_ms=%.3f att_gemm_fwd_ms=%.3f "
            "att_gemm_bwd_ms=%.3f dit_batch=%d dit_clips_per_s=%.2f dit_step_ms=%.2f "
-           "dit_mfu=%.4f\n",
+           "dit_mfu=%.4f ln_fwd_ms=%.3f ln_bwd_ms=%.3f ln_copy_ms=%.3f\n",
            tok_s, mfu, peak / 1e12, g[best].step_s * 1e3, g[best].mem, paths[best],
            g[0].step_s * 1e3, g[1].step_s * 1e3, att[0][0] * 1e3, att[0][1] * 1e3,
-           att[1][0] * 1e3, att[1][1] * 1e3, a.dit_B, clip_s, d.step_s * 1e3, dit_mfu);
+           att[1][0] * 1e3, att[1][1] * 1e3, a.dit_B, clip_s, d.step_s * 1e3, dit_mfu,
+           ln_f * 1e3, ln_b * 1e3, ln_c * 1e3);
     ig_ctx_free(ctx);
     return 0;
 }
