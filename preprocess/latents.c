@@ -36,6 +36,7 @@ typedef struct lpipe {
     size_t n_list;
     ig_clip_dataset *ds;
     uint64_t begin, end;     /* this rank's clips */
+    uint64_t most_pixels;    /* of the largest clip: frames x height x width */
     uint64_t *source_offset; /* [shards]: where each shard's sources start in ours */
     ig_latent_shard_meta meta;
     ig_manifest cap_meta; /* the first source caption shard's manifest (tokenizer) */
@@ -103,8 +104,10 @@ static ig_status open_clips(lpipe *p, uint64_t *buffers, uint32_t *max_h, uint32
     }
     if (clips == 0)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: no clips to encode", p->o->clips);
-    /* a clip's RGB and its moments in fp32 (at most 2C = 2 x 3 values per pixel would be a VAE
-     * that does not compress; the encoder's own memory is its plan's) */
+    /* a clip's RGB and its moments in fp32, taken as 3 values a pixel (SD's VAE stores 8 values
+     * an 8x8 patch) until the encoder says its channels and downsampling; the encoder's own memory
+     * is its plan's */
+    p->most_pixels = most;
     *buffers = most * 3 + most * 3 * sizeof(float);
     p->begin = clips * (uint64_t)p->rank / (uint64_t)p->world;
     p->end = clips * (uint64_t)(p->rank + 1) / (uint64_t)p->world;
@@ -333,6 +336,14 @@ ig_status ig_preprocess_latents(ig_ctx *ctx, const ig_latent_opts *opts, ig_late
                  opts->vae_path ? opts->vae_path : "");
     if (s == IG_OK && !p.meta.vae.downsample)
         s = ig_err_set(err, IG_ERR_INTERNAL, "the encoder gave no downsampling");
+    if (s == IG_OK) { /* the moments' exact size, now that C and f are known */
+        uint64_t f2 = (uint64_t)p.meta.vae.downsample * p.meta.vae.downsample;
+        uint64_t exact =
+            p.most_pixels * 3 + p.most_pixels / f2 * 2 * p.meta.vae.latent_channels * sizeof(float);
+        if (exact > buffers)
+            s = ig_memory_check(exact - buffers, "the largest clip's moments",
+                                "encode on a machine with more memory", err);
+    }
     st->vae = p.meta.vae;
     char rank[32] = "";
     if (p.world > 1) snprintf(rank, sizeof rank, "_r%04d", p.rank);
