@@ -5,7 +5,8 @@
  * a damaged record, a changed byte (checksum), a manifest of other data, a run marker over it;
  * lists of latent shards; and ig_preprocess_latents with the golden VAE (tests/data/golden/vae/a)
  * over clips of two shapes stores, for every clip, exactly what ig_vae_encoder_encode gives for
- * its frames, each clip in its own latent shape. */
+ * its frames, each clip in its own latent shape, and refuses a clip whose sides the VAE's
+ * downsampling does not divide, leaving nothing. */
 #include "testutil.h"
 
 #include <math.h>
@@ -424,6 +425,28 @@ static void test_pipeline(void **state) {
     free(before);
     free(after);
     ig_vae_encoder_free(u.e);
+    u.e = NULL;
+
+    /* a clip whose sides the downsampling does not divide, beside one it does: refused, naming
+     * it, and nothing of the output is left */
+    char *so = strdup(igt_fmt("%s/odd_r0000", g_dir)), *odd = strdup(igt_fmt("%s/odd", g_dir));
+    char *lo = strdup(igt_fmt("%s/lodd", g_dir));
+    uint8_t c[2 * 9 * 12 * 3] = {0};
+    igt_write_clip_shard(so, c, 1, 2, 9, 12, NULL);
+    const char *olist[] = {sb, so};
+    if (ig_video_list_write(odd, olist, 2, 0, &err) != IG_OK) fail_msg("%s", err.msg);
+    o.clips = odd;
+    o.output_prefix = lo;
+    assert_int_equal(ig_preprocess_latents(ctx, &o, &st, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "clip 1 is 9x12, which the VAE's downsampling by 2"));
+    assert_false(ig_file_exists(igt_fmt("%s.json", lo)));
+    assert_false(ig_file_exists(igt_fmt("%s.latents", lo)));
+    assert_false(ig_file_exists(igt_fmt("%s.incomplete", lo)));
+    ig_latent_stats_clear(&st);
+    ig_vae_encoder_free(u.e);
+    free(so);
+    free(odd);
+    free(lo);
     free(sa);
     free(sb);
     free(clips);
