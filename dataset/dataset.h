@@ -587,6 +587,132 @@ uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds);
  * captions or manifests). */
 uint64_t ig_clip_dataset_caption_vocab(const ig_clip_dataset *ds);
 
+/* ==== latent shards (DESIGN 3.2, docs/reference.md) ========================================== */
+/* A latent shard holds a VAE's posterior of every clip of frame shards (ingot preprocess
+ * latents): PREFIX.latents (per clip [F, h, w, 2C] values, the C means then the C log-variances of
+ * each latent position, fp32 or bf16, clips back to back), PREFIX.lclips (the index: a header, one
+ * fixed-size record per clip - its latent and pixel shape and everything the source clip carried:
+ * source, caption, bucket, label, rates, start, the source frames - and the frame table),
+ * PREFIX.json (the manifest: counts, checksums, the VAE that encoded it, sources, buckets) and,
+ * when the clips had captions, the token shard PREFIX.captions. In this section ctx may be NULL. */
+
+typedef enum ig_latent_dtype { IG_LATENT_F32 = 1, IG_LATENT_BF16 = 2 } ig_latent_dtype;
+
+/* One clip of a latent shard (a record of PREFIX.lclips). */
+typedef struct ig_latent_info {
+    uint64_t offset;           /* of its values in PREFIX.latents */
+    uint64_t stored_bytes;     /* frames x h x w x channels x the dtype's size */
+    uint32_t frames, h, w;     /* the latent's [F, h, w] */
+    uint32_t height, width;    /* the source clip's frames, in pixels */
+    uint32_t fps_num, fps_den; /* as the source clip's */
+    uint32_t source;           /* index into the manifest's sources */
+    uint32_t caption;          /* document of PREFIX.captions, or IG_CLIP_NONE */
+    uint32_t bucket;           /* index into the manifest's buckets (pixel shapes), or none */
+    uint32_t label;            /* class id, or IG_CLIP_NONE */
+    uint32_t tb_num, tb_den;   /* the source stream's time base */
+    int64_t start_pts;         /* pts of its first frame */
+    uint64_t first_frame;      /* its first entry of the frame table */
+    uint64_t source_clip;      /* its clip in the source clips (ingot inspect CLIPS --clip K) */
+    uint64_t xxh3;             /* of its stored bytes */
+} ig_latent_info;
+
+/* The VAE that encoded a latent shard (the manifest's "vae"). */
+typedef struct ig_latent_vae {
+    char path[1024];       /* as given to --vae */
+    char describe[512];    /* its shape (ig_model_describe) */
+    uint64_t weights_xxh3; /* of its fp32 parameters: its identity, whatever file held them */
+    uint32_t latent_channels, downsample; /* C, and pixels per latent position along a side */
+    double scaling_factor, shift_factor;
+} ig_latent_vae;
+
+/* The manifest, PREFIX.json ("format": "ingot-latent-shard"). */
+typedef struct ig_latent_shard_meta {
+    uint64_t clips, frames;
+    uint32_t dtype;    /* ig_latent_dtype */
+    uint32_t channels; /* 2C */
+    uint64_t data_bytes, index_bytes, data_xxh3, index_xxh3;
+    ig_latent_vae vae;
+    char **sources; /* the videos (owned) */
+    size_t n_sources;
+    ig_clip_bucket *buckets; /* the source clips' bucket table, in pixels (owned) */
+    size_t n_buckets;
+    char captions[256]; /* the caption shard's prefix relative to this one's directory, or "" */
+    uint64_t caption_documents;
+    char clips_source[1024]; /* the source clips' prefix, as given */
+    char output[256];        /* the preprocess output this shard belongs to */
+    char tool_version[32];
+} ig_latent_shard_meta;
+
+void ig_latent_shard_meta_clear(ig_latent_shard_meta *m);
+ig_status ig_latent_shard_meta_read(ig_latent_shard_meta *m, const char *prefix, ig_err *err);
+ig_status ig_latent_shard_meta_write(const ig_latent_shard_meta *m, const char *prefix,
+                                     int overwrite, ig_err *err);
+/* 1 when PREFIX is a latent shard (PREFIX.lclips exists) or a list of them, else 0. */
+int ig_latent_shard_is(const char *prefix);
+const char *ig_latent_dtype_name(uint32_t dtype); /* "fp32", "bf16", "?" */
+
+typedef struct ig_latent_shard_writer ig_latent_shard_writer;
+
+typedef struct ig_latent_shard_writer_opts {
+    uint32_t dtype;    /* ig_latent_dtype (default fp32) */
+    uint32_t channels; /* 2C, >= 2 and even */
+    int overwrite;     /* 0: IG_ERR_EXISTS when the shard's manifest exists */
+} ig_latent_shard_writer_opts;
+
+/* Streams clips into PREFIX.latents / PREFIX.lclips under temporary names (the frame table spills
+ * to a temporary file: memory does not grow with the clips). Not thread-safe. */
+ig_status ig_latent_shard_writer_create(ig_latent_shard_writer **out, ig_ctx *ctx,
+                                        const char *prefix, const ig_latent_shard_writer_opts *opts,
+                                        ig_err *err);
+/* Appends a clip: c (offset, stored_bytes, first_frame and xxh3 are filled in), its
+ * frames[c->frames] and its moments, fp32 [frames, h, w, channels], stored in the writer's dtype
+ * (bf16: rounded to nearest even). */
+ig_status ig_latent_shard_writer_add(ig_latent_shard_writer *w, const ig_latent_info *c,
+                                     const ig_clip_frame *frames, const float *moments,
+                                     ig_err *err);
+uint64_t ig_latent_shard_writer_clips(const ig_latent_shard_writer *w);
+/* Commits both files and fills *out with the complete manifest (meta's vae, sources, buckets,
+ * captions and names; the counts, sizes and checksums): the caller writes it, last, with
+ * ig_latent_shard_meta_write. Frees w (also on failure). */
+ig_status ig_latent_shard_writer_finish(ig_latent_shard_writer *w, const ig_latent_shard_meta *meta,
+                                        ig_latent_shard_meta *out, ig_err *err);
+void ig_latent_shard_writer_abort(ig_latent_shard_writer *w); /* NULL is a no-op */
+
+/* A latent shard opened read-only, both files mapped, validated on open (the index whole, the
+ * manifest against it when present; a shard of an unfinished run is refused). Safe to share
+ * between threads. */
+typedef struct ig_latent_shard ig_latent_shard;
+
+ig_status ig_latent_shard_open(ig_latent_shard **out, ig_ctx *ctx, const char *prefix, ig_err *err);
+void ig_latent_shard_close(ig_latent_shard *s); /* NULL is a no-op */
+const char *ig_latent_shard_prefix(const ig_latent_shard *s);
+uint64_t ig_latent_shard_clips(const ig_latent_shard *s);
+uint64_t ig_latent_shard_frames(const ig_latent_shard *s);
+uint32_t ig_latent_shard_dtype(const ig_latent_shard *s);
+uint32_t ig_latent_shard_channels(const ig_latent_shard *s);               /* 2C */
+ig_latent_info ig_latent_shard_clip(const ig_latent_shard *s, uint64_t i); /* i < clips */
+void ig_latent_shard_clip_frames(const ig_latent_shard *s, uint64_t i, ig_clip_frame *out);
+/* Values of clip i: frames x h x w x channels. */
+uint64_t ig_latent_shard_clip_values(const ig_latent_shard *s, uint64_t i);
+/* Clip i's moments as fp32 [frames, h, w, channels] into out[cap] (cap in floats), checking its
+ * xxh3 when verify is set. Thread-safe. */
+ig_status ig_latent_shard_read(const ig_latent_shard *s, uint64_t i, float *out, size_t cap,
+                               int verify, ig_err *err);
+/* The manifest, or NULL when PREFIX.json is absent. */
+const ig_latent_shard_meta *ig_latent_shard_meta_get(const ig_latent_shard *s);
+/* Checks a latent shard completely: structure (as open), the manifest present and consistent,
+ * the xxh3 of both files and of every clip, and its caption shard. */
+ig_status ig_latent_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err);
+/* Removes a latent shard's files (manifest first) and its caption shard. Never fails. */
+void ig_latent_shard_remove(const char *prefix);
+
+/* Lists of latent shards (PREFIX.shards.json, "format": "ingot-latent-shard-list"), as lists of
+ * frame shards. */
+ig_status ig_latent_list_write(const char *prefix, const char *const *shards, size_t n,
+                               int overwrite, ig_err *err);
+ig_status ig_latent_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err);
+ig_status ig_latent_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -557,6 +557,56 @@ void ig_video_stats_clear(ig_video_stats *st);
 ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_stats *stats,
                               ig_err *err);
 
+/* ---- latent shards: clips through a VAE's encoder ------------------------------------------ */
+
+/* The encoder the latent pipeline runs (ingot preprocess latents gives train.h's ig_vae_encoder:
+ * preprocess/ does not depend on train/). */
+typedef struct ig_latent_encoder {
+    void *user;
+    /* Called once on every rank, after the clips are opened and before the output is touched:
+     * states and checks the memory of passes of frames up to height x width plus the pipeline's
+     * own buffers (bytes), opens the encoder and fills *vae (all but its path). */
+    ig_status (*open)(void *user, uint32_t height, uint32_t width, uint64_t buffers,
+                      ig_latent_vae *vae, ig_err *err);
+    /* N frames [N, H, W, 3] RGB24 to the posterior's moments [N, H / f, W / f, 2C] */
+    ig_status (*encode)(void *user, const uint8_t *frames, uint32_t N, uint32_t H, uint32_t W,
+                        float *moments, ig_err *err);
+} ig_latent_encoder;
+
+typedef struct ig_latent_opts {
+    const char *clips;         /* the frame shards: a prefix (a shard or a shard list) */
+    const char *output_prefix; /* OUT */
+    const char *vae_path;      /* recorded in the manifests */
+    const ig_latent_encoder *encoder;
+    uint32_t dtype; /* ig_latent_dtype (0: fp32) */
+    int overwrite;  /* replace an existing complete output */
+    int progress;   /* progress bar on stderr */
+    ig_comm *comm;  /* NULL: alone. With several ranks, each encodes a contiguous share of the
+                       clips into OUT_rRRRR, and rank 0 writes OUT.shards.json */
+} ig_latent_opts;
+
+typedef struct ig_latent_stats {
+    uint64_t clips, frames; /* this rank's */
+    uint64_t bytes;         /* latent data written */
+    double seconds;
+    ig_latent_vae vae;
+    char **shard_prefixes; /* shards written (owned; ig_latent_stats_clear) */
+    size_t n_shard_prefixes;
+} ig_latent_stats;
+
+void ig_latent_stats_clear(ig_latent_stats *st);
+
+/* Encodes every clip of opts->clips into a latent shard (dataset.h): OUT.latents, OUT.lclips,
+ * OUT.json and, when the clips have captions, the caption token shard OUT.captions (the documents
+ * the clips name, in order). Each clip keeps its own shape (buckets give several), its frames
+ * encoded a clip at a time, so a clip's latents do not depend on the ranks or on the other clips.
+ * A clip whose sides the VAE's downsampling does not divide is refused, naming it. The output's
+ * lifecycle is the other pipelines' (output.c): the run marker OUT.incomplete, refusal of a live
+ * run's or an existing output (without overwrite), the leftovers of a killed run removed, cleanup
+ * after a failure, one commit for all ranks. */
+ig_status ig_preprocess_latents(ig_ctx *ctx, const ig_latent_opts *opts, ig_latent_stats *stats,
+                                ig_err *err);
+
 #ifdef __cplusplus
 }
 #endif

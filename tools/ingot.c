@@ -8,7 +8,7 @@
 const ig_command ig_commands[] = {
     {"tokenize", "print the token ids of text on stdin", ig_usage_tokenize, ig_cmd_tokenize},
     {"detokenize", "print the text of token ids on stdin", ig_usage_detokenize, ig_cmd_detokenize},
-    {"preprocess", "tokenize text into token shards (Megatron's), or cut videos into clip shards",
+    {"preprocess", "tokenize text into token shards, cut videos into clip shards, encode latents",
      ig_usage_preprocess, ig_cmd_preprocess},
     {"inspect", "show what a token or clip shard holds, or one document or clip", ig_usage_inspect,
      ig_cmd_inspect},
@@ -112,7 +112,7 @@ int ig_cmd_help_cmd(const ig_command *self, int argc, char **argv) {
     if (!cmd) return unknown_command(argv[1]);
     /* `ingot help preprocess video` */
     if (argc == 3 && cmd->run == ig_cmd_preprocess &&
-        (!strcmp(argv[2], "video") || !strcmp(argv[2], "text")))
+        (!strcmp(argv[2], "video") || !strcmp(argv[2], "text") || !strcmp(argv[2], "latents")))
         return ig_cmd_help(ig_cmd_preprocess_help(cmd, argc - 1, argv + 1));
     if (argc > 2) return ig_cmd_usage_error(self, "expected one command name");
     return ig_cmd_help(cmd);

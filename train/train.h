@@ -762,6 +762,52 @@ ig_status ig_model_generate(ig_model *m, ig_ctx *ctx, const int32_t *prompt, siz
                             const ig_sample_opts *o, int (*emit)(void *user, int32_t id),
                             void *user, size_t *n_out, ig_err *err);
 
+/* ==== a VAE's encoder used frozen (ingot preprocess latents; objectives/vae_encoder.c) ======== */
+
+/* A VAE (model.arch vae) opened for its encoder alone, to turn clips into their posterior's
+ * moments once (latent shards): from a run directory, a checkpoint or a diffusers / ingot export,
+ * as ig_model_open takes them. */
+typedef struct ig_vae_encoder ig_vae_encoder;
+
+typedef struct ig_vae_encoder_opts {
+    int batch;         /* frames a pass encodes (>= 1; default 4) */
+    int height, width; /* the largest frame it will encode */
+} ig_vae_encoder_opts;
+
+/* What opening it takes, in bytes: its weights in the act type and the activations of a pass of
+ * batch frames of height x width on the backend (device = weights + acts), and on the host while
+ * loading, the largest tensor twice in fp32, and once open a copy of the parameters in fp32 for
+ * their checksum (host). */
+typedef struct ig_vae_encoder_memory {
+    uint64_t weights, acts, device, host;
+} ig_vae_encoder_memory;
+
+/* The memory of the VAE at path for o with act_size bytes an act element, from its files' shape
+ * alone; *shape (may be NULL) its shape. A model that is not a VAE is IG_ERR_INVALID_ARG naming
+ * what it is; frames whose sides the downsampling does not divide are refused with the numbers. */
+ig_status ig_vae_encoder_plan(ig_ctx *ctx, const char *path, const ig_vae_encoder_opts *o,
+                              size_t act_size, ig_vae_encoder_memory *out, ig_model_config *shape,
+                              ig_err *err);
+/* Opens the VAE at path on be: what it takes (ig_vae_encoder_plan) is held against what is free
+ * before anything is loaded (as ig_text_encoder_open does) and refused with the figures when it
+ * does not fit; weights that are not finite are refused. One thread at a time uses it. */
+ig_status ig_vae_encoder_open(ig_vae_encoder **out, ig_ctx *ctx, ig_backend *be, const char *path,
+                              const ig_vae_encoder_opts *o, ig_err *err);
+void ig_vae_encoder_free(ig_vae_encoder *e); /* NULL is a no-op */
+const ig_model_config *ig_vae_encoder_shape(const ig_vae_encoder *e);
+/* What a latent model needs to know of it: C (latent channels), the pixels per latent position
+ * along a side, scaling_factor and shift_factor. */
+void ig_vae_encoder_factors(const ig_vae_encoder *e, int *C, int *downsample, double *scaling,
+                            double *shift);
+/* xxh3 of its parameters as fp32 (every tensor in the model's order): the same weights give the
+ * same identity whether they came from a checkpoint or an export. */
+ig_status ig_vae_encoder_identity(ig_vae_encoder *e, uint64_t *xxh3, ig_err *err);
+/* N frames [N, H, W, 3] RGB24 (H x W within the opened size) to the posterior's moments
+ * [N, h, w, 2C] (ig_model_vae_encode), batch frames a pass: each frame's result depends on that
+ * frame and the pass's size only. */
+ig_status ig_vae_encoder_encode(ig_vae_encoder *e, const uint8_t *frames, int N, int H, int W,
+                                float *moments, ig_err *err);
+
 /* ==== a frozen text encoder (model.arch t5; objectives/encode.c) ============================= */
 
 /* A text encoder used frozen, as PixArt-alpha and Open-Sora condition on T5 v1.1: caption token

@@ -48,7 +48,12 @@ const char ig_usage_inspect[] =
     "      [--raw FILE]                      its frames as raw RGB24 (T x H x W x 3 bytes)\n"
     "      [--png SHEET.png]                 a contact sheet of its frames with the caption\n"
     "      [--force]                         replace --raw/--png files that exist (never what is\n"
-    "                                        not a regular file: a device, a pipe, a directory)\n";
+    "                                        not a regular file: a device, a pipe, a directory)\n"
+    "\n"
+    "Latent shards (from 'ingot preprocess latents'):\n"
+    "  ingot inspect OUT [--json]            clips, latent shapes, dtype, the VAE, captions\n"
+    "  ingot inspect OUT --clip N [--json]   its latent and pixel shape, source clip, label...\n"
+    "      [--raw FILE] [--force]            its mean | logvar as float32 [F, h, w, 2C]\n";
 
 typedef struct doc_stats {
     uint64_t min, max;
@@ -285,6 +290,7 @@ static int print_document(const ig_command *cmd, ig_ctx *ctx, const ig_shard *s,
 
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
     if (ig_cmd_video_target(argc, argv)) return ig_cmd_inspect_video(cmd, argc, argv);
+    if (ig_cmd_latent_target(argc, argv)) return ig_cmd_inspect_latents(cmd, argc, argv);
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},          {"doc", required_argument, NULL, 'd'},
         {"decode", no_argument, NULL, 'D'},        {"tokenizer", required_argument, NULL, 't'},

@@ -31,6 +31,11 @@ int ig_cmd_video_target(int argc, char **argv) {
     return t && ig_video_shard_is(t);
 }
 
+int ig_cmd_latent_target(int argc, char **argv) {
+    const char *t = target(argc, argv);
+    return t && ig_latent_shard_is(t);
+}
+
 /* ---- inspect -------------------------------------------------------------------------------- */
 
 static void summary(const ig_clip_dataset *ds, const char *prefix, int as_json) {

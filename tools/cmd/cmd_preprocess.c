@@ -60,6 +60,8 @@ const char ig_usage_preprocess[] =
     "\n"
     "Videos to frame shards: 'ingot preprocess video --manifest M.csv --output-prefix OUT\n"
     "--frames T ...'; 'ingot preprocess video' alone shows its options.\n"
+    "Clips to latent shards through a VAE: 'ingot preprocess latents --clips CLIPS --vae DIR\n"
+    "--output-prefix OUT'; 'ingot help preprocess latents' shows its options.\n"
     "\n"
     "examples:\n"
     "  ingot preprocess text --input data/tinyshakespeare.jsonl --tokenizer data/gpt2 \\\n"
@@ -154,6 +156,9 @@ static void print_summary(const ig_preprocess_stats *st, int rank, int world) {
 const ig_command *ig_cmd_preprocess_help(const ig_command *cmd, int argc, char **argv) {
     static const ig_command video = {"preprocess video", "", ig_usage_preprocess_video,
                                      ig_cmd_preprocess_video};
+    static const ig_command latents = {"preprocess latents", "", ig_usage_preprocess_latents,
+                                       ig_cmd_preprocess_latents};
+    if (argc >= 2 && strcmp(argv[1], "latents") == 0) return &latents;
     return argc >= 2 && strcmp(argv[1], "video") == 0 ? &video : cmd;
 }
 
@@ -162,8 +167,10 @@ int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
         return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...' "
                                        "or 'ingot preprocess video ...'");
     if (strcmp(argv[1], "video") == 0) return ig_cmd_preprocess_video(cmd, argc - 1, argv + 1);
+    if (strcmp(argv[1], "latents") == 0) return ig_cmd_preprocess_latents(cmd, argc - 1, argv + 1);
     if (strcmp(argv[1], "text") != 0)
-        return ig_cmd_usage_error(cmd, "unknown input kind '%s' (known: text, video)", argv[1]);
+        return ig_cmd_usage_error(cmd, "unknown input kind '%s' (known: text, video, latents)",
+                                  argv[1]);
     pp_args a = {0};
     int rc = parse_args(cmd, argc - 1, argv + 1, &a);
     if (rc >= 0) {

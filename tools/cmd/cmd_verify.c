@@ -36,9 +36,10 @@ const char ig_usage_verify[] =
 
 /* Accepts "x.bin", "x.idx" and "x.json" for the prefix "x" (so that shell globs work). */
 static void strip_extension(char *arg) {
-    static const char *const exts[] = {".bin", ".idx", ".json", ".frames", ".clips"};
+    static const char *const exts[] = {".bin",   ".idx",     ".json",  ".frames",
+                                       ".clips", ".latents", ".lclips"};
     size_t n = strlen(arg);
-    for (int i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
         size_t e = strlen(exts[i]);
         if (n > e && strcmp(arg + n - e, exts[i]) == 0) {
             arg[n - e] = '\0';
@@ -80,6 +81,9 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
         ig_err_clear(&err);
         if (ig_video_shard_is(prefix)) { /* a frame shard (preprocess video) */
             failed += ig_cmd_verify_video(ctx, prefix, flags.quiet);
+            continue;
+        } else if (ig_latent_shard_is(prefix)) { /* a latent shard (preprocess latents) */
+            failed += ig_cmd_verify_latents(ctx, prefix, flags.quiet);
             continue;
         }
         /* a shard list (PREFIX.shards.json) is verified shard by shard */

@@ -1,0 +1,200 @@
+/* cmd_preprocess_latents.c - `ingot preprocess latents`: frame shards through a VAE's encoder into
+ * latent shards. Thin over ig_preprocess_latents (preprocess.h), whose encoder this file makes of
+ * train.h's ig_vae_encoder: the memory stated and checked, the VAE opened, its identity, factors
+ * and shape handed back for the manifest. Dispatched from `ingot preprocess`; under mpirun the
+ * ranks split the clips and rank 0 writes the shard list.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "comm/comm.h"
+#include "preprocess/preprocess.h"
+#include "train/train.h"
+
+const char ig_usage_preprocess_latents[] =
+    "usage: ingot preprocess latents --clips PREFIX --vae DIR --output-prefix OUT\n"
+    "                                [--dtype fp32|bf16] [--batch N] [--device cpu|cuda]\n"
+    "                                [--threads N] [--force] [--quiet]\n"
+    "\n"
+    "Encodes every clip of frame shards (ingot preprocess video) with a VAE's encoder and stores\n"
+    "the posterior of each clip, so that a latent model can draw a fresh latent each time it "
+    "reads\n"
+    "one: OUT.latents holds per clip [F, h, w, 2C] values, the C means then the C log-variances\n"
+    "of every latent position (h = H / f, w = W / f, f the VAE's downsampling), OUT.lclips the\n"
+    "index, OUT.json the manifest: the VAE (its path, shape, the xxh3 of its weights, latent\n"
+    "channels, downsampling, scaling_factor and shift_factor), the source clips' videos and\n"
+    "bucket table; and OUT.captions, the captions the clips carry (token documents). Every clip\n"
+    "keeps its shape, label, bucket, caption and source frames. Frames whose sides f does not\n"
+    "divide are refused, naming the clip.\n"
+    "\n"
+    "The memory it takes (the VAE's weights and the activations of a pass, its loading buffers,\n"
+    "the largest clip's frames and moments) is stated before anything is loaded and refused when\n"
+    "it does not fit. A run that is killed leaves OUT.incomplete: its files are refused by every\n"
+    "reader, and the next run removes them and starts over. Under mpirun every rank encodes a\n"
+    "contiguous share of the clips into OUT_rRRRR and rank 0 writes the list OUT.shards.json; the\n"
+    "values are the same as one process's.\n"
+    "\n"
+    "options:\n"
+    "  --clips PREFIX      the frame shards: a shard or a shard list\n"
+    "  --vae DIR           the VAE (model.arch vae): a run directory, a checkpoint or an export\n"
+    "                      (a diffusers AutoencoderKL directory)\n"
+    "  --output-prefix OUT where to write (the directory must exist)\n"
+    "  --dtype D           fp32 (the default) or bf16 (half the bytes, rounded to nearest even)\n"
+    "  --batch N           frames a pass encodes (default 4)\n"
+    "  --device D          cpu (fp32, the default) or cuda (bf16 activations)\n"
+    "  --force             replace an existing complete output\n"
+    "  --threads N, --quiet, --verbose\n"
+    "\n"
+    "examples:\n"
+    "  ingot preprocess latents --clips out/clips --vae out/vae-tiny-diffusers \\\n"
+    "      --output-prefix out/latents\n"
+    "  mpirun -np 2 ingot preprocess latents --clips out/clips --vae out/vae-tiny \\\n"
+    "      --output-prefix out/latents --dtype bf16\n";
+
+static const char *const dtypes[] = {"fp32", "bf16", NULL};
+static const char *const devices[] = {"cpu", "cuda", NULL};
+
+typedef struct latent_args {
+    const char *clips, *vae, *output;
+    int dtype, batch, device, force;
+    ig_common_flags flags;
+} latent_args;
+
+static const ig_cfg_key latent_keys[] = {
+    IG_KEY_STRING("latents.clips", latent_args, clips, "", "the frame shards"),
+    IG_KEY_STRING("latents.vae", latent_args, vae, "", "the VAE: a run, a checkpoint or an export"),
+    IG_KEY_STRING("latents.output_prefix", latent_args, output, "", "where to write"),
+    IG_KEY_ENUM("latents.dtype", latent_args, dtype, "fp32", dtypes, "fp32 or bf16"),
+    IG_KEY_INT("latents.batch", latent_args, batch, "4", 1, 4096, "frames a pass encodes"),
+    IG_KEY_ENUM("latents.device", latent_args, device, "cpu", devices, "cpu (fp32) or cuda (bf16)"),
+    IG_KEY_BOOL("latents.force", latent_args, force, "false", "replace an existing output"),
+};
+
+/* the encoder ig_preprocess_latents runs */
+typedef struct vae_user {
+    ig_ctx *ctx;
+    ig_backend *be;
+    const char *path;
+    int batch, quiet, rank;
+    ig_vae_encoder *enc;
+} vae_user;
+
+static ig_status vae_open(void *user, uint32_t height, uint32_t width, uint64_t buffers,
+                          ig_latent_vae *vae, ig_err *err) {
+    vae_user *u = user;
+    ig_vae_encoder_opts o = {.batch = u->batch, .height = (int)height, .width = (int)width};
+    ig_vae_encoder_memory mem;
+    ig_model_config shape;
+    ig_status st =
+        ig_vae_encoder_plan(u->ctx, u->path, &o, ig_backend_act_size(u->be), &mem, &shape, err);
+    if (st != IG_OK) return st;
+    uint64_t total = mem.device + mem.host + buffers;
+    const char *what = NULL;
+    uint64_t limit = ig_memory_limit(&what);
+    char t[32], w[32], a[32], h[32], b[32], l[32];
+    ig_format_bytes((double)total, t, sizeof t);
+    ig_format_bytes((double)mem.weights, w, sizeof w);
+    ig_format_bytes((double)mem.acts, a, sizeof a);
+    ig_format_bytes((double)mem.host, h, sizeof h);
+    ig_format_bytes((double)buffers, b, sizeof b);
+    ig_format_bytes((double)limit, l, sizeof l);
+    if (!u->quiet && u->rank == 0)
+        fprintf(stderr,
+                "memory: %s a process: the VAE's weights %s, activations %s (%d frames of %ux%u "
+                "a pass), loading and checksum %s, the largest clip's frames and moments %s; %s "
+                "available (%s)\n",
+                t, w, a, o.batch, height, width, h, b, l, what ? what : "?");
+    if (ig_backend_kind_of(u->be) == IG_BACKEND_CPU)
+        st = ig_memory_check(total, "encoding the clips",
+                             "encode fewer frames at once (--batch) or on a machine with more "
+                             "memory",
+                             err);
+    if (st == IG_OK) st = ig_vae_encoder_open(&u->enc, u->ctx, u->be, u->path, &o, err);
+    if (st == IG_OK) st = ig_vae_encoder_identity(u->enc, &vae->weights_xxh3, err);
+    if (st != IG_OK) return st;
+    int C = 0, f = 0;
+    ig_vae_encoder_factors(u->enc, &C, &f, &vae->scaling_factor, &vae->shift_factor);
+    vae->latent_channels = (uint32_t)C;
+    vae->downsample = (uint32_t)f;
+    ig_model_describe(ig_vae_encoder_shape(u->enc), vae->describe, sizeof vae->describe);
+    return IG_OK;
+}
+
+static ig_status vae_encode(void *user, const uint8_t *frames, uint32_t N, uint32_t H, uint32_t W,
+                            float *moments, ig_err *err) {
+    vae_user *u = user;
+    return ig_vae_encoder_encode(u->enc, frames, (int)N, (int)H, (int)W, moments, err);
+}
+
+int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
+    static const ig_command me = {"preprocess latents", "", ig_usage_preprocess_latents, NULL};
+    (void)cmd;
+    latent_args a = {0};
+    ig_cmd_table tables[] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, &a.flags},
+                             {latent_keys, sizeof latent_keys / sizeof latent_keys[0], &a}};
+    ig_cmd_spec spec = {tables, 2, NULL, 0, 0};
+    ig_config *cfg = NULL;
+    int first = 0;
+    int rc = ig_cmd_parse(&me, argc, argv, &spec, &cfg, &first);
+    if (rc < 0 && first < argc)
+        rc = ig_cmd_usage_error(&me, "unexpected argument '%s'", argv[first]);
+    if (rc < 0 && !*a.clips) rc = ig_cmd_usage_error(&me, "no input: give --clips PREFIX");
+    if (rc < 0 && !*a.vae) rc = ig_cmd_usage_error(&me, "no VAE: give --vae DIR");
+    if (rc < 0 && !*a.output) rc = ig_cmd_usage_error(&me, "no output: give --output-prefix OUT");
+    if (rc >= 0) {
+        ig_config_free(cfg);
+        return rc;
+    }
+    ig_err err = {0};
+    ig_ctx *ctx = NULL;
+    ig_comm *comm = NULL;
+    ig_backend *be = NULL;
+    ig_latent_stats st = {0};
+    ig_backend_opts bo = ig_backend_opts_default();
+    if (a.device == 1) bo.kind = IG_BACKEND_CUDA, bo.act_type = IG_ACT_BF16;
+    ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
+    if (s == IG_OK) s = ig_comm_world(&comm, ctx, "preprocess latents", &err);
+    int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
+    if (s == IG_OK) s = ig_backend_create(&be, ctx, &bo, &err);
+    vae_user u = {.ctx = ctx,
+                  .be = be,
+                  .path = a.vae,
+                  .batch = a.batch,
+                  .quiet = a.flags.quiet,
+                  .rank = rank};
+    ig_latent_encoder enc = {.user = &u, .open = vae_open, .encode = vae_encode};
+    ig_latent_opts o = {.clips = a.clips,
+                        .output_prefix = a.output,
+                        .vae_path = a.vae,
+                        .encoder = &enc,
+                        .dtype = a.dtype == 1 ? IG_LATENT_BF16 : IG_LATENT_F32,
+                        .overwrite = a.force,
+                        .progress = !a.flags.quiet,
+                        .comm = comm};
+    if (s == IG_OK) s = ig_preprocess_latents(ctx, &o, &st, &err);
+    if (s == IG_OK && !a.flags.quiet) {
+        char who[32] = "", bytes[32];
+        if (world > 1) snprintf(who, sizeof who, "rank %d: ", rank);
+        ig_format_bytes((double)st.bytes, bytes, sizeof bytes);
+        double secs = st.seconds > 1e-9 ? st.seconds : 1e-9;
+        printf("%sencoded %llu clips, %llu frames in %.2f s (%.1f frames/s): %s of %s latents, "
+               "%u channels (mean | logvar) at 1/%u of the frames' size\n",
+               who, (unsigned long long)st.clips, (unsigned long long)st.frames, st.seconds,
+               (double)st.frames / secs, bytes, a.dtype == 1 ? "bf16" : "fp32",
+               2 * st.vae.latent_channels, st.vae.downsample);
+        for (size_t i = 0; i < st.n_shard_prefixes; i++)
+            printf("%s  %s\n", who, st.shard_prefixes[i]);
+    }
+    rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
+    fflush(stdout);
+    fflush(stderr);
+    ig_latent_stats_clear(&st);
+    ig_vae_encoder_free(u.enc);
+    ig_backend_free(be);
+    ig_comm_free(comm);
+    ig_ctx_free(ctx);
+    ig_config_free(cfg);
+    return rc;
+}
