@@ -127,10 +127,14 @@ static void summary(const latents *l, const char *prefix, int as_json) {
 
 static int clip_detail(const latents *l, uint64_t g, const char *raw_path, int force, int as_json) {
     ig_err err = {0};
+    if (g >= l->clips && l->clips == 0) {
+        ig_err_set(&err, IG_ERR_INVALID_ARG, "--clip %" PRIu64 " is out of range: no clips", g);
+        return ig_cmd_fail(&err);
+    }
     if (g >= l->clips) {
         ig_err_set(&err, IG_ERR_INVALID_ARG,
                    "--clip %" PRIu64 " is out of range (%" PRIu64 " clips: 0 .. %" PRIu64 ")", g,
-                   l->clips, l->clips ? l->clips - 1 : 0);
+                   l->clips, l->clips - 1);
         return ig_cmd_fail(&err);
     }
     size_t k = 0;

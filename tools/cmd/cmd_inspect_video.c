@@ -144,10 +144,13 @@ static char *caption_text(const ig_clip_dataset *ds, uint64_t g, const char *tok
 
 static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_path,
                        const char *png_path, int force, const char *tok_path, int as_json) {
-    if (g >= ig_clip_dataset_clips(ds))
+    uint64_t n = ig_clip_dataset_clips(ds);
+    if (g >= n && n == 0)
+        return ig_cmd_failf("--clip %" PRIu64 " is out of range: the shard holds no clips", g);
+    if (g >= n)
         return ig_cmd_failf("--clip %" PRIu64 " is out of range: the shard holds %" PRIu64
                             " clips (0 .. %" PRIu64 ")",
-                            g, ig_clip_dataset_clips(ds), ig_clip_dataset_clips(ds) - 1);
+                            g, n, n - 1);
     size_t k;
     uint64_t local;
     ig_clip_info c = ig_clip_dataset_info(ds, g, &k, &local);
