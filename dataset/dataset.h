@@ -418,7 +418,9 @@ ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err
 /* A frame shard is PREFIX.frames (clips back to back: T x H x W x 3 bytes of RGB24 each, raw or
  * one zstd frame per clip), PREFIX.clips (the index: a header, one fixed-size record per clip
  * and a table of the source frames each clip holds; little-endian, packed), PREFIX.json (the
- * manifest: counts, sources, buckets, checksums) and, with captions, the token shard
+ * manifest: counts, sources, buckets, checksums), the caption text PREFIX.texts (a shard of
+ * DESIGN 3.1 of bytes, dtype uint8: one document per source, its caption's UTF-8, empty for
+ * none; shards made before it have none) and, with a tokenizer, the caption token shard
  * PREFIX.captions (DESIGN 3.1: one document per source). In this section ctx may be NULL. */
 
 #define IG_CLIP_NONE      0xffffffffu /* no caption / no bucket / no label */
@@ -466,6 +468,9 @@ typedef struct ig_video_shard_meta {
     size_t n_buckets;
     char captions[256]; /* the caption shard's prefix relative to this one's directory, or "" */
     uint64_t caption_documents;
+    /* the caption text shard's prefix relative to this one's directory ("texts"; a document per
+     * source), or "" (a shard made before the texts were kept) */
+    char texts[256];
     char sampling[256]; /* how clips were taken, for people: "frames=16 stride=2 size=256x256" */
     char output[256];   /* the preprocess output this shard belongs to (see ig_manifest) */
     char tool_version[32];
@@ -581,6 +586,12 @@ ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out,
  * without captions). Thread-safe. */
 ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t *out, size_t cap,
                                   size_t *len, ig_err *err);
+/* Clip g's caption text, its source's (the manifest's text column), as UTF-8 bytes in the text
+ * shard's mapping: *text (not NUL-terminated, valid while ds is open) and *len (0: no caption).
+ * IG_ERR_NOT_FOUND naming the shard when it keeps no caption text (made before the texts were
+ * kept). Thread-safe. */
+ig_status ig_clip_dataset_text(const ig_clip_dataset *ds, uint64_t g, const char **text,
+                               size_t *len, ig_err *err);
 /* xxh3 of every shard's checksums and clip count: the identity of the data. */
 uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds);
 /* The vocabulary of the caption shards' tokenizer (the largest, from their manifests; 0 without

@@ -1,7 +1,8 @@
 /* video_shard_meta.c - a frame shard's manifest, PREFIX.json ("format": "ingot-video-shard"):
  * counts, sizes and xxh3 of both files, the version of PREFIX.clips (since that index's version
  * 2; the manifest's own format is unchanged, and older manifests without it still read), the source
- * videos, the bucket table, the caption shard, how the clips were sampled and which preprocess
+ * videos, the bucket table, the caption shard, the caption text shard (since the texts were kept:
+ * older manifests have no "texts" and still read), how the clips were sampled and which preprocess
  * output the shard belongs to. Hashes are 16 hex digits (JSON numbers lose precision past 2^53).
  */
 #include <inttypes.h>
@@ -48,6 +49,7 @@ ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *pr
         bad |= json_object_set_new(o, "captions", json_string(m->captions));
         bad |= json_object_set_new(o, "caption_documents",
                                    json_integer((json_int_t)m->caption_documents));
+        if (m->texts[0]) bad |= json_object_set_new(o, "texts", json_string(m->texts));
         bad |= json_object_set_new(o, "sampling", json_string(m->sampling));
         bad |= json_object_set_new(o, "buckets", bk);
         bk = NULL;
@@ -105,6 +107,11 @@ static ig_status from_json(ig_video_shard_meta *m, json_t *o, const char *path, 
     m->zstd = !strcmp(comp, "zstd");
     if (strchr(m->captions, '/'))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: captions must be a file-name prefix", path);
+    if (json_object_get(o, "texts") &&
+        (st = ig_json_get_str(o, path, "texts", m->texts, sizeof m->texts, err)) != IG_OK)
+        return st;
+    if (strchr(m->texts, '/'))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: texts must be a file-name prefix", path);
     json_t *out = json_object_get(o, "output");
     if (out) {
         if (!json_is_string(out) || strchr(json_string_value(out), '/') ||

@@ -1,5 +1,6 @@
-/* video_pipeline.c - the video pipeline: a manifest of videos -> a frame shard, a caption shard,
- * a manifest and a report (ig_preprocess_video).
+/* video_pipeline.c - the video pipeline: a manifest of videos -> a frame shard, its captions' text
+ * (always: what preprocess captions encodes later) and tokens (with a tokenizer), a manifest and a
+ * report (ig_preprocess_video).
  *
  * Workers take manifest rows in order and do each whole (video_job.c: open, scan, plan, decode,
  * convert, compress, tokenize); the calling thread writes the rows back in manifest order, so the
@@ -43,6 +44,9 @@ typedef struct vpipe {
     char *base; /* this rank's shard: OUT or OUT_rRRRR */
     ig_video_shard_writer *w;
     ig_shard_writer *cw;
+    ig_shard_writer *tw; /* the captions' text, a document of bytes per used video */
+    int32_t *text_ids;   /* a caption's bytes as the writer takes them */
+    size_t text_cap;
     ig_video_shard_meta meta;
     ig_clip_bucket *buckets;
     FILE *rows_out; /* report (or info) rows, until the end */
@@ -50,7 +54,8 @@ typedef struct vpipe {
 
 /* the files of a frame shard output (OUT.info.csv of --probe-only is a file of its own) */
 static const char *const video_data_exts[] = {
-    ".frames", ".clips", ".captions.bin", ".captions.idx", ".captions.json", ".report.csv", NULL};
+    ".frames",    ".clips",     ".captions.bin", ".captions.idx", ".captions.json",
+    ".texts.bin", ".texts.idx", ".texts.json",   ".report.csv",   NULL};
 
 static const char report_header[] = "line,path,status,reason,clips,frames,decode_seconds,message\n";
 
@@ -137,6 +142,18 @@ static void *worker_main(void *arg) {
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
+/* The caption's text as the text shard's next document (its bytes, one an id). */
+static ig_status add_text(vpipe *p, const char *text, ig_err *err) {
+    size_t n = strlen(text);
+    if (n > p->text_cap) {
+        int32_t *b = realloc(p->text_ids, n * sizeof *b);
+        if (!b) return ig_err_set(err, IG_ERR_NOMEM, "out of memory for a caption of %zu bytes", n);
+        p->text_ids = b, p->text_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) p->text_ids[i] = (unsigned char)text[i];
+    return ig_shard_writer_add_document(p->tw, p->text_ids, n, err);
+}
+
 static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_err *err) {
     ig_video_stats *st = p->st;
     if (p->o->probe_only) {
@@ -190,6 +207,8 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
         if (s != IG_OK) return s;
         m->caption_documents++;
     }
+    ig_status s = add_text(p, e->text, err);
+    if (s != IG_OK) return s;
     st->used++;
     st->clips += job->n_clips;
     st->frames += job->frames;
@@ -356,6 +375,16 @@ static ig_status open_writers(vpipe *p, ig_err *err) {
         s = ig_shard_writer_create(&p->cw, p->ctx, cp, &co, err);
         free(cp);
     }
+    if (s == IG_OK) { /* the captions' text, always */
+        snprintf(m->texts, sizeof m->texts, "%s.texts", base_name(p->base));
+        char *tp = NULL;
+        if (asprintf(&tp, "%s.texts", p->base) < 0)
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        ig_shard_writer_opts to = ig_shard_writer_opts_default();
+        to.dtype = IG_DTYPE_U8;
+        s = ig_shard_writer_create(&p->tw, p->ctx, tp, &to, err);
+        free(tp);
+    }
     snprintf(m->output, sizeof m->output, "%s", base_name(o->output_prefix));
     if (o->buckets) {
         size_t nb = ig_video_buckets_count(o->buckets);
@@ -385,10 +414,26 @@ static ig_status open_writers(vpipe *p, ig_err *err) {
     return s;
 }
 
-/* Finishes this rank's shard: data files, then the caption shard's manifest, then the frame
+/* The text shard's manifest: bytes of UTF-8, a document per used video. */
+static ig_status finish_texts(vpipe *p, ig_manifest *out, ig_err *err) {
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "utf-8");
+    meta.vocab_size = 256;
+    meta.eod_id = -1;
+    snprintf(meta.json_key, sizeof meta.json_key, "text");
+    snprintf(meta.output, sizeof meta.output, "%s", p->meta.output);
+    snprintf(meta.tool_version, sizeof meta.tool_version, "ingot %s", IG_VERSION_STRING);
+    ig_status s = ig_manifest_add_source(&meta, p->o->manifest, err);
+    if (s == IG_OK) s = ig_shard_writer_finish_data(p->tw, &meta, out, err);
+    p->tw = NULL;
+    ig_manifest_clear(&meta);
+    return s;
+}
+
+/* Finishes this rank's shard: data files, then the caption shards' manifests, then the frame
  * shard's (last: a manifest never describes missing data). */
 static ig_status finish_shard(vpipe *p, ig_err *err) {
-    ig_manifest cap = {0};
+    ig_manifest cap = {0}, texts = {0};
     ig_video_shard_meta done = {0};
     ig_status s = IG_OK;
     if (p->cw) {
@@ -407,6 +452,7 @@ static ig_status finish_shard(vpipe *p, ig_err *err) {
         p->cw = NULL;
         ig_manifest_clear(&meta);
     }
+    if (s == IG_OK && p->tw) s = finish_texts(p, &texts, err);
     if (s == IG_OK) s = ig_video_shard_writer_finish(p->w, &p->meta, &done, err);
     p->w = NULL;
     char *cp = NULL;
@@ -415,8 +461,15 @@ static ig_status finish_shard(vpipe *p, ig_err *err) {
         s = cp ? ig_manifest_write(&cap, cp, 0, err) : ig_err_set(err, IG_ERR_NOMEM, "no memory");
     }
     free(cp);
+    cp = NULL;
+    if (s == IG_OK && p->meta.texts[0]) {
+        if (asprintf(&cp, "%s.texts", p->base) < 0) cp = NULL;
+        s = cp ? ig_manifest_write(&texts, cp, 0, err) : ig_err_set(err, IG_ERR_NOMEM, "no memory");
+    }
+    free(cp);
     if (s == IG_OK) s = ig_video_shard_meta_write(&done, p->base, 0, err);
     ig_manifest_clear(&cap);
+    ig_manifest_clear(&texts);
     ig_video_shard_meta_clear(&done);
     if (s == IG_OK) {
         p->st->shard_prefixes = calloc(1, sizeof *p->st->shard_prefixes);
@@ -482,6 +535,8 @@ static ig_status write_rows(vpipe *p, int ok, ig_err *err) {
 static void pipe_free(vpipe *p) {
     ig_video_shard_writer_abort(p->w);
     ig_shard_writer_abort(p->cw);
+    ig_shard_writer_abort(p->tw);
+    free(p->text_ids);
     p->meta.buckets = NULL; /* p->buckets */
     p->meta.n_buckets = 0;
     ig_video_shard_meta_clear(&p->meta);
