@@ -8,31 +8,26 @@
 #include <stdio.h>
 
 #include "json_fields.h"
+#include "list_internal.h"
 #include "video_shard_internal.h"
 
-#define VLIST_FORMAT  "ingot-video-shard-list"
-#define VLIST_VERSION 1
+static const ig_list_kind video_list = {"ingot-video-shard-list", 1, "frames_xxh3"};
 
-/* ---- lists ---------------------------------------------------------------------------------- */
+/* ---- lists (list_json.c's, with the frame shards' entries) ----------------------------------- */
 
 static size_t dir_len(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? (size_t)(slash - path) + 1 : 0;
+    return ig_list_dir_len(path);
 }
 
 ig_status ig_video_list_write(const char *prefix, const char *const *shards, size_t n,
                               int overwrite, ig_err *err) {
     if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "a shard list needs shards");
     size_t dl = dir_len(prefix);
-    json_t *root = json_object(), *arr = json_array();
+    json_t *arr = json_array();
     uint64_t clips = 0, frames = 0;
-    ig_status st = root && arr ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = arr ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == IG_OK && i < n; i++) {
-        if (dir_len(shards[i]) != dl || strncmp(shards[i], prefix, dl) != 0) {
-            st = ig_err_set(err, IG_ERR_INVALID_ARG,
-                            "shard %s is not in the directory of the list %s", shards[i], prefix);
-            break;
-        }
+        if ((st = ig_list_check_member(prefix, shards[i], err)) != IG_OK) break;
         ig_video_shard_meta m;
         if ((st = ig_video_shard_meta_read(&m, shards[i], err)) != IG_OK) break;
         clips += m.clips;
@@ -46,128 +41,31 @@ ig_status ig_video_list_write(const char *prefix, const char *const *shards, siz
                                         "frames_xxh3", fx, "clips_xxh3", cx));
         ig_video_shard_meta_clear(&m);
     }
-    if (st == IG_OK) {
-        json_object_set_new(root, "format", json_string(VLIST_FORMAT));
-        json_object_set_new(root, "version", json_integer(VLIST_VERSION));
-        json_object_set_new(root, "clips", json_integer((json_int_t)clips));
-        json_object_set_new(root, "frames", json_integer((json_int_t)frames));
-        json_object_set_new(root, "shards", arr);
-        arr = NULL;
-        char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-        char *path = ig_shard_path(NULL, prefix, ".shards.json");
-        st = text && path ? ig_write_file_atomic(path, text, strlen(text), overwrite, err)
-                          : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        free(text);
-        free(path);
+    if (st != IG_OK) {
+        json_decref(arr);
+        return st;
     }
-    json_decref(arr);
-    json_decref(root);
-    return st;
-}
-
-/* Loads and checks the list of prefix (which exists): *root holds it, *shards its array. */
-static ig_status load_list(const char *path, json_t **root, json_t **shards, ig_err *err) {
-    ig_status rs = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard list", root, err);
-    if (rs != IG_OK) return rs;
-    json_t *fmt = json_object_get(*root, "format"), *ver = json_object_get(*root, "version");
-    *shards = json_object_get(*root, "shards");
-    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), VLIST_FORMAT) != 0)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"format\" must be \"%s\"", path, VLIST_FORMAT);
-    if (!json_is_integer(ver) || json_integer_value(ver) != VLIST_VERSION)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: this ingot reads version %d", path,
-                          VLIST_VERSION);
-    if (!json_is_array(*shards) || json_array_size(*shards) == 0)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s: \"shards\" must be a non-empty array", path);
-    size_t i;
-    json_t *e;
-    json_array_foreach(*shards, i, e) {
-        json_t *p = json_object_get(e, "prefix");
-        if (!json_is_string(p) || !*json_string_value(p) || strchr(json_string_value(p), '/') ||
-            !json_is_integer(json_object_get(e, "clips")) ||
-            !json_is_string(json_object_get(e, "frames_xxh3")))
-            return ig_err_set(err, IG_ERR_FORMAT,
-                              "%s: shards[%zu] needs a prefix (a file name), clips and "
-                              "frames_xxh3",
-                              path, i);
-    }
-    return IG_OK;
+    json_t *totals =
+        json_pack("{s:I,s:I}", "clips", (json_int_t)clips, "frames", (json_int_t)frames);
+    return ig_list_write(&video_list, prefix, totals, arr, overwrite, err);
 }
 
 ig_status ig_video_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
-    *out = NULL;
-    *n = 0;
-    char base[4096];
-    if (ig_run_marker_covering(prefix, base, sizeof base))
-        return ig_err_set(err, IG_ERR_FORMAT,
-                          "%s is output of an unfinished preprocess run (%s.incomplete exists): "
-                          "the run was killed or is still going; rerun it",
-                          prefix, base);
-    char *path = ig_shard_path(NULL, prefix, ".shards.json");
-    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    char **list = NULL;
-    size_t cnt = 1;
-    ig_status st = IG_OK;
-    json_t *root = NULL, *shards = NULL;
-    if (!ig_file_exists(path)) {
-        list = calloc(1, sizeof *list);
-        if (!list || !(list[0] = strdup(prefix)))
-            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    } else if ((st = load_list(path, &root, &shards, err)) == IG_OK) {
-        cnt = json_array_size(shards);
-        size_t dl = dir_len(prefix);
-        list = calloc(cnt, sizeof *list);
-        if (!list) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; st == IG_OK && i < cnt; i++) {
-            const char *name =
-                json_string_value(json_object_get(json_array_get(shards, i), "prefix"));
-            size_t len = dl + strlen(name) + 1;
-            if (!(list[i] = malloc(len)))
-                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-            else
-                snprintf(list[i], len, "%.*s%s", (int)dl, prefix, name);
-        }
-    }
-    json_decref(root);
-    free(path);
-    if (st != IG_OK) {
-        ig_shard_list_free(list, list ? cnt : 0);
-        return st;
-    }
-    *out = list;
-    *n = cnt;
-    return IG_OK;
+    return ig_list_expand(&video_list, prefix, out, n, err);
+}
+
+static ig_status video_entry(const char *shard, uint64_t *clips, uint64_t *sum, ig_err *err) {
+    ig_video_shard_meta m;
+    ig_status st = ig_video_shard_meta_read(&m, shard, err);
+    *clips = m.clips;
+    *sum = m.frames_xxh3;
+    ig_video_shard_meta_clear(&m);
+    return st;
 }
 
 ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err) {
-    *n_shards = 0;
-    char **list = NULL;
-    size_t n = 0;
-    ig_status st = ig_video_list_expand(prefix, &list, &n, err);
-    char *path = ig_shard_path(NULL, prefix, ".shards.json");
-    json_t *root = NULL, *shards = NULL;
-    int listed = path && ig_file_exists(path);
-    if (st == IG_OK && listed) st = load_list(path, &root, &shards, err);
-    for (size_t i = 0; st == IG_OK && i < n; i++) {
-        if ((st = ig_video_shard_verify(ctx, list[i], err)) != IG_OK) break;
-        *n_shards = i + 1;
-        if (!listed) continue;
-        ig_video_shard_meta m;
-        if ((st = ig_video_shard_meta_read(&m, list[i], err)) != IG_OK) break;
-        json_t *e = json_array_get(shards, i);
-        char fx[17];
-        ig_hash64_hex(m.frames_xxh3, fx);
-        if ((uint64_t)json_integer_value(json_object_get(e, "clips")) != m.clips ||
-            strcmp(json_string_value(json_object_get(e, "frames_xxh3")), fx) != 0)
-            st = ig_err_set(err, IG_ERR_CHECKSUM,
-                            "%s: shard %s is not the one the list recorded (clips or checksum "
-                            "differ): it was replaced after the list was written",
-                            path, list[i]);
-        ig_video_shard_meta_clear(&m);
-    }
-    json_decref(root);
-    free(path);
-    ig_shard_list_free(list, n);
-    return st;
+    return ig_list_verify(&video_list, ctx, prefix, ig_video_shard_verify, video_entry, n_shards,
+                          err);
 }
 
 /* ---- the clip dataset ------------------------------------------------------------------------ */
@@ -262,9 +160,13 @@ static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err)
                           "the shard",
                           prefix, ".texts", ig_dtype_name(ig_shard_dtype(ds->texts[k])));
     ds->first[k + 1] = ds->first[k] + ig_video_shard_clips(ds->shards[k]);
-    uint64_t in[4] = {ds->key, m->frames_xxh3, m->clips_xxh3, m->clips};
-    ds->key = ig_xxh3_64(in, sizeof in);
+    ds->key = ig_clip_key_next(ds->key, m);
     return IG_OK;
+}
+
+uint64_t ig_clip_key_next(uint64_t key, const ig_video_shard_meta *m) {
+    uint64_t in[4] = {key, m->frames_xxh3, m->clips_xxh3, m->clips};
+    return ig_xxh3_64(in, sizeof in);
 }
 
 ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
