@@ -268,10 +268,11 @@ void ig_video_shard_remove(const char *prefix) {
         if (p) remove(p);
         free(p);
     }
-    static const char *const beside_exts[] = {".captions", ".texts"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const beside_exts[] = {".captions", ".texts", ".features"};
+    for (size_t i = 0; i < 3; i++) {
         char *p = ig_shard_path(NULL, prefix, beside_exts[i]);
-        if (p) ig_shard_remove(p);
+        if (p && i < 2) ig_shard_remove(p);
+        if (p && i == 2) ig_feature_shard_remove(p); /* made in the same run (--text-encoder) */
         free(p);
     }
 }

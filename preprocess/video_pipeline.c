@@ -6,10 +6,14 @@
  * convert, compress, tokenize); the calling thread writes the rows back in manifest order, so the
  * output is byte-identical for any number of workers. A worker never runs more than `ring` rows
  * ahead of the writer: memory is bounded by the clips of those rows. Bad videos are skipped and
- * reported (or, strict, stop the run). The output's life - run marker, --force, cleanup after a
- * failure, one commit for all ranks - is the text pipeline's (output.c).
+ * reported (or, strict, stop the run). With a text encoder, once the frame shard is complete the
+ * used videos' captions go through the feature stage (caption_features.c) into OUT.features, clip
+ * for clip, as preprocess captions would make them from the output. The output's life - run
+ * marker, --force, cleanup after a failure, one commit for all ranks - is the text pipeline's
+ * (output.c).
  */
 #include "video_internal.h"
+#include "captions_internal.h"
 #include "output_internal.h"
 
 #include <errno.h>
@@ -47,6 +51,12 @@ typedef struct vpipe {
     ig_shard_writer *tw; /* the captions' text, a document of bytes per used video */
     int32_t *text_ids;   /* a caption's bytes as the writer takes them */
     size_t text_cap;
+    /* with features: each used video's caption and clips, in order, for the feature stage */
+    struct caption_run {
+        char *text;
+        uint64_t clips;
+    } * runs;
+    size_t n_runs, cap_runs;
     ig_video_shard_meta meta;
     ig_clip_bucket *buckets;
     FILE *rows_out; /* report (or info) rows, until the end */
@@ -154,6 +164,20 @@ static ig_status add_text(vpipe *p, const char *text, ig_err *err) {
     return ig_shard_writer_add_document(p->tw, p->text_ids, n, err);
 }
 
+/* A used video's caption and clips, kept for the feature stage. */
+static ig_status add_run(vpipe *p, const char *text, uint64_t clips, ig_err *err) {
+    if (p->n_runs == p->cap_runs) {
+        size_t cap = p->cap_runs ? 2 * p->cap_runs : 64;
+        struct caption_run *r = realloc(p->runs, cap * sizeof *r);
+        if (!r) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        p->runs = r, p->cap_runs = cap;
+    }
+    if (!(p->runs[p->n_runs].text = strdup(text)))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    p->runs[p->n_runs++].clips = clips;
+    return IG_OK;
+}
+
 static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_err *err) {
     ig_video_stats *st = p->st;
     if (p->o->probe_only) {
@@ -208,6 +232,7 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
         m->caption_documents++;
     }
     ig_status s = add_text(p, e->text, err);
+    if (s == IG_OK && p->o->features) s = add_run(p, e->text, job->n_clips, err);
     if (s != IG_OK) return s;
     st->used++;
     st->clips += job->n_clips;
@@ -532,11 +557,95 @@ static ig_status write_rows(vpipe *p, int ok, ig_err *err) {
     return s;
 }
 
+/* The features of this rank's clips (status: how the rank's run went so far; with several ranks
+ * a collective, called whatever it is): the clip data is the output - every rank's shard in rank
+ * order - so its key and this rank's first clip come from every rank's manifest. */
+static ig_status write_features(vpipe *p, ig_status status, ig_err *err) {
+    const ig_video_opts *o = p->o;
+    ig_video_shard_meta m = {0};
+    ig_status s = status;
+    if (s == IG_OK && p->st->n_shard_prefixes == 1)
+        s = ig_video_shard_meta_read(&m, p->st->shard_prefixes[0], err);
+    uint64_t mine[4] = {m.clips, m.frames_xxh3, m.clips_xxh3, s == IG_OK}, one[4];
+    uint64_t *all = p->world > 1 ? calloc((size_t)p->world * 4, sizeof *all) : one;
+    ig_err cerr = {0};
+    ig_status cs = all ? IG_OK : ig_err_set(&cerr, IG_ERR_NOMEM, "out of memory");
+    if (p->world > 1 && all)
+        cs = ig_comm_allgather(o->comm, mine, all, 4, IG_COMM_U64, &cerr);
+    else
+        memcpy(one, mine, sizeof one);
+    if (s == IG_OK && cs != IG_OK) s = cs, *err = cerr;
+    uint64_t key = 0, first = 0, total = 0;
+    for (int r = 0; s == IG_OK && r < p->world; r++) {
+        if (!all[4 * r + 3]) {
+            s = ig_err_set(err, IG_ERR_CANCELLED, "another rank failed; see its message");
+            break;
+        }
+        ig_video_shard_meta rm = {
+            .clips = all[4 * r], .frames_xxh3 = all[4 * r + 1], .clips_xxh3 = all[4 * r + 2]};
+        key = ig_clip_key_next(key, &rm);
+        if (r < p->rank) first += rm.clips;
+        total += rm.clips;
+    }
+    if (all != one) free(all);
+    ig_video_shard_meta_clear(&m);
+    char *prefix = NULL;
+    if (s == IG_OK && asprintf(&prefix, "%s.features", p->st->shard_prefixes[0]) < 0)
+        s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), prefix = NULL;
+    ig_feature_stage *fs = NULL;
+    ig_progress *progress = NULL;
+    if (s == IG_OK)
+        s = ig_feature_stage_create(&fs, p->ctx, o->features, prefix, first, total, key, err);
+    if (s == IG_OK && o->progress) {
+        ig_progress_opts po = ig_progress_opts_default();
+        po.label = "caption features";
+        po.unit = "videos";
+        po.total = p->n_runs;
+        s = ig_progress_create(&progress, &po, err);
+    }
+    for (size_t i = 0; s == IG_OK && i < p->n_runs; i++) {
+        char what[300];
+        snprintf(what, sizeof what, "video %zu of %s", i, p->st->shard_prefixes[0]);
+        s = ig_feature_stage_add(fs, p->runs[i].text, strlen(p->runs[i].text), p->runs[i].clips,
+                                 what, err);
+        ig_progress_add(progress, 1);
+    }
+    ig_captions_stats cst = {0};
+    const char *src = o->output_prefix;
+    if (s == IG_OK)
+        s = ig_feature_stage_finish(fs, &src, 1, base_name(o->output_prefix), &cst, err);
+    p->st->captions_encoded = cst.encoded;
+    p->st->captions_cut = cst.cut;
+    ig_progress_finish(progress);
+    ig_feature_stage_free(fs);
+    free(prefix);
+    return s;
+}
+
+/* Rank 0: the list of every rank's features, OUT.features.shards.json. */
+static ig_status write_feature_list(vpipe *p, ig_err *err) {
+    char **names = calloc((size_t)p->world, sizeof *names), *list = NULL;
+    ig_status s = names ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (int r = 0; s == IG_OK && r < p->world; r++)
+        if (asprintf(&names[r], "%s_r%04d.features", p->o->output_prefix, r) < 0)
+            s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), names[r] = NULL;
+    if (s == IG_OK && asprintf(&list, "%s.features", p->o->output_prefix) < 0)
+        s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), list = NULL;
+    if (s == IG_OK)
+        s = ig_feature_list_write(list, (const char *const *)names, (size_t)p->world, 0, err);
+    for (int r = 0; names && r < p->world; r++) free(names[r]);
+    free(names);
+    free(list);
+    return s;
+}
+
 static void pipe_free(vpipe *p) {
     ig_video_shard_writer_abort(p->w);
     ig_shard_writer_abort(p->cw);
     ig_shard_writer_abort(p->tw);
     free(p->text_ids);
+    for (size_t i = 0; i < p->n_runs; i++) free(p->runs[i].text);
+    free(p->runs);
     p->meta.buckets = NULL; /* p->buckets */
     p->meta.n_buckets = 0;
     ig_video_shard_meta_clear(&p->meta);
@@ -611,6 +720,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             s = open_writers(&p, err);
             if (s == IG_OK) s = run_rows(&p, err);
             if (s == IG_OK) s = finish_shard(&p, err);
+            if (opts->features) s = write_features(&p, s, err);
             /* the report goes before the commit: rank 0 writes every rank's rows */
             int ok = s == IG_OK, all_ok = 0;
             ig_err cerr = {0}, lerr = {0};
@@ -618,6 +728,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             if (s == IG_OK && cs != IG_OK) s = cs, *err = cerr;
             ig_status rs = write_rows(&p, all_ok && cs == IG_OK, s == IG_OK ? err : &lerr);
             if (s == IG_OK) s = rs;
+            if (s == IG_OK && opts->features && p.rank == 0) s = write_feature_list(&p, err);
             if (s != IG_OK)
                 for (size_t i = 0; i < st->n_shard_prefixes; i++)
                     ig_video_shard_remove(st->shard_prefixes[i]);
@@ -629,6 +740,11 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
                 char *rp = NULL;
                 if (asprintf(&rp, "%s.report.csv", opts->output_prefix) >= 0) remove(rp);
                 free(rp);
+                char *lp = NULL; /* the features' list (rank 0 wrote it before the commit) */
+                if (asprintf(&lp, "%s.features.shards.json", opts->output_prefix) >= 0) {
+                    remove(lp);
+                    free(lp);
+                }
             }
         }
     } else if (s == IG_OK) {
@@ -638,6 +754,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             if (s == IG_OK) s = run_rows(&p, err);
             if (s == IG_OK) s = write_rows(&p, 1, err);
             if (s == IG_OK) s = finish_shard(&p, err);
+            if (s == IG_OK && opts->features) s = write_features(&p, s, err);
             /* the one commit point: the marker goes once everything above is in place */
             if (s == IG_OK) s = ig_output_commit(&p.spec, err);
             if (s != IG_OK) ig_output_discard(ctx, &p.spec);

@@ -763,6 +763,13 @@ void ig_text_encoder_free(ig_text_encoder *e); /* NULL is a no-op */
 /* The encoder's shape (its family and sizes: ig_model_describe names it), and D. */
 const ig_model_config *ig_text_encoder_shape(const ig_text_encoder *e);
 int ig_text_encoder_width(const ig_text_encoder *e);
+/* What tells this encoder from another whose features a model was trained on (caption-feature
+ * shards and the DiTs trained on them record it): xxh3 over the tensors of its files that it reads
+ * (the decoder of an encoder-decoder file left out), by name - each name, dtype, shape and bytes
+ * as stored - so that the same weights in one file or in shards hash alike, and another
+ * checkpoint of the same shape (or the same weights in another dtype) does not. One pass over the
+ * weights (about a second per 10 GB), computed on the first call. */
+ig_status ig_text_encoder_identity(ig_text_encoder *e, uint64_t *weights_xxh3, ig_err *err);
 
 /* Encodes n captions: caption i is lens[i] token ids at ids[i] (1 <= lens[i] <= max_len, every id
  * below the encoder's vocabulary: IG_ERR_INVALID_ARG naming the caption and the id otherwise,

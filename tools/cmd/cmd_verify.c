@@ -82,6 +82,10 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
             failed += ig_cmd_verify_video(ctx, prefix, flags.quiet);
             continue;
         }
+        if (ig_feature_shard_is(prefix)) { /* caption features (preprocess captions) */
+            failed += ig_cmd_verify_features(ctx, prefix, flags.quiet);
+            continue;
+        }
         /* a shard list (PREFIX.shards.json) is verified shard by shard */
         size_t n_shards = 0;
         char **list = NULL;
