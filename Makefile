@@ -16,6 +16,9 @@
 #                    F.conv2d on the same shapes (CONV_THREADS)
 #   make bench-t5    the T5 encoder's captions/s against PyTorch's T5 encoder (same weights,
 #                    captions and threads; T5_THREADS, T5_SHAPE: see tools/bench/run.sh)
+#   make bench-vae   the VAE's encoder at SD's shape on 256x256 frames against PyTorch's
+#                    AutoencoderKL on the same weights and frames: frames/s, peak RSS; a training
+#                    step on 128x128 frames against torch's (VAE_THREADS)
 #   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -32,7 +35,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae fuzz clean format
 
 all: build
 
@@ -85,6 +88,8 @@ bench-train: build
 	@bash tools/bench/run.sh $(BUILD) train
 bench-conv: build
 	@bash tools/bench/run.sh $(BUILD) conv
+bench-vae: build
+	@bash tools/bench/run.sh $(BUILD) vae
 
 bench-t5: build
 	@bash tools/bench/run.sh $(BUILD) t5

@@ -260,6 +260,12 @@ void ig_pool_run(ig_pool *p, size_t n, size_t grain, ig_range_fn fn, void *arg) 
         pthread_mutex_unlock(&p->mu);
     }
     pthread_mutex_lock(&p->mu);
+    /* a worker may have attached after the checks above: attach_locked read job.next before the
+     * last chunk was claimed and took its reference after they saw none (both under mu, which the
+     * checks above do not hold). It finds no chunk left and detaches at once; the job leaves the
+     * list (and this stack) only after that, and nobody attaches while mu is held here. */
+    while (atomic_load_explicit(&job.refs, memory_order_acquire) > 0)
+        pthread_cond_wait(&p->cv_done, &p->mu);
     for (pool_job **pj = &p->jobs; *pj; pj = &(*pj)->next_job)
         if (*pj == &job) {
             *pj = job.next_job;

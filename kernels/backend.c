@@ -224,7 +224,10 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err) {
     X(IG_OP_ATTENTION_BIAS_FORWARD, attention_bias_forward)                                        \
     X(IG_OP_RELU_FORWARD, relu_forward)                                                            \
     X(IG_OP_CROSS_ATTENTION_FORWARD, cross_attention_forward)                                      \
-    X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)
+    X(IG_OP_CROSS_ATTENTION_BACKWARD, cross_attention_backward)                                    \
+    X(IG_OP_L1, l1)                                                                                \
+    X(IG_OP_POSTERIOR_FORWARD, posterior_forward)                                                  \
+    X(IG_OP_POSTERIOR_BACKWARD, posterior_backward)
 
 static const struct {
     const char *name;
@@ -717,6 +720,32 @@ void ig_kernel_upsample2x_backward(ig_backend *be, void *dinp, const void *dout,
     KERNEL_BEGIN(be, IG_OP_UPSAMPLE2X_BACKWARD, upsample2x_backward);
     if (N && H && W && C) be->ops->upsample2x_backward(be, dinp, dout, N, H, W, C);
     KERNEL_END(be, IG_OP_UPSAMPLE2X_BACKWARD);
+}
+
+void ig_kernel_l1(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+                  int N, int K, float grad_scale) {
+    assert(losses && pred && target && N >= 0 && K > 0);
+    KERNEL_BEGIN(be, IG_OP_L1, l1);
+    if (N) be->ops->l1(be, losses, dpred, pred, target, N, K, grad_scale);
+    KERNEL_END(be, IG_OP_L1);
+}
+
+void ig_kernel_posterior_forward(ig_backend *be, void *z, float *kl, const void *moments,
+                                 const void *eps, int N, int C) {
+    assert(z && moments && eps && z != moments && N >= 0 && C > 0);
+    KERNEL_BEGIN(be, IG_OP_POSTERIOR_FORWARD, posterior_forward);
+    if (N) be->ops->posterior_forward(be, z, kl, moments, eps, N, C);
+    KERNEL_END(be, IG_OP_POSTERIOR_FORWARD);
+}
+
+void ig_kernel_posterior_backward(ig_backend *be, void *dmoments, const void *dz,
+                                  const void *moments, const void *eps, int N, int C,
+                                  float kl_scale) {
+    assert(dmoments && dz && moments && eps && dmoments != dz && dmoments != moments && N >= 0 &&
+           C > 0);
+    KERNEL_BEGIN(be, IG_OP_POSTERIOR_BACKWARD, posterior_backward);
+    if (N) be->ops->posterior_backward(be, dmoments, dz, moments, eps, N, C, kl_scale);
+    KERNEL_END(be, IG_OP_POSTERIOR_BACKWARD);
 }
 
 /* ---- T5 -------------------------------------------------------------------------------------- */

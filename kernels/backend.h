@@ -11,7 +11,8 @@
  * + GeLU, non-causal attention (the same kernel with causal 0) and the MSE loss; a
  * text-conditioned DiT (PixArt-alpha) adds cross-attention from its image tokens to its caption's.
  * Stable Diffusion's VAE (AutoencoderKL, applied per frame) uses 2-D convolution, GroupNorm fused
- * with SiLU, nearest 2x upsampling, the add and (in its mid block) single-head attention; a T5
+ * with SiLU, nearest 2x upsampling, the add and (in its mid block) single-head attention, and to
+ * train it the posterior's sample with its KL term and the L1 loss; a T5
  * v1.1 encoder uses RMSNorm (T5's layer norm is the same computation), matmul, gated tanh-GeLU
  * (GeGLU; T5 v1.0: ReLU) and attention without scaling plus a bucketed relative position bias and
  * a key mask.
@@ -199,6 +200,9 @@ typedef enum ig_op {
     IG_OP_RELU_FORWARD,
     IG_OP_CROSS_ATTENTION_FORWARD,
     IG_OP_CROSS_ATTENTION_BACKWARD,
+    IG_OP_L1,
+    IG_OP_POSTERIOR_FORWARD,
+    IG_OP_POSTERIOR_BACKWARD,
     IG_OP_COUNT
 } ig_op;
 
@@ -568,6 +572,35 @@ void ig_kernel_upsample2x_forward(ig_backend *be, void *out, const void *inp, in
  * element was copied to (in the order (0,0), (0,1), (1,0), (1,1)). */
 void ig_kernel_upsample2x_backward(ig_backend *be, void *dinp, const void *dout, int N, int H,
                                    int W, int C);
+
+/* The VAE's training loss (Open-Sora's VAE training without its GAN and perceptual terms): the
+ * posterior's sample z = mean + exp(logvar / 2) eps with logvar clamped to [-30, 20] (diffusers'
+ * DiagonalGaussianDistribution), its KL term 0.5 (mean^2 + exp(logvar) - 1 - logvar) against a
+ * standard normal, and the reconstruction's L1 distance. Rows are pixels (NHWC). */
+
+/* Absolute error per row of K (the reconstruction term): losses[i] (fp32) = the sum over row i of
+ * |pred - target|, summed in double and rounded once. When dpred is not NULL it is overwritten by
+ * grad_scale * sign(pred - target) (act type; 0 where they are equal, as torch's abs' gradient):
+ * with grad_scale = the loss scale / (N * K), the gradient of that scale times the mean. dpred may
+ * be pred (each element is read before it is written). pred, target, dpred [N, K]; losses [N]. */
+void ig_kernel_l1(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+                  int N, int K, float grad_scale);
+
+/* The posterior's sample and KL term: moments [N, 2C] (act; a pixel's C means, then its C
+ * log-variances, as quant_conv writes them), eps [N, C] (act, standard normal); per element lv =
+ * clamp(logvar, -30, 20), z = mean + exp(0.5 lv) eps (fp32: z [N, C], act), and kl[i] (fp32; NULL:
+ * not computed) = the sum over row i of 0.5 (mean^2 + exp(lv) - 1 - lv), each term in fp32 as
+ * torch computes it (the CPU reference: in double), summed in double and rounded once. */
+void ig_kernel_posterior_forward(ig_backend *be, void *z, float *kl, const void *moments,
+                                 const void *eps, int N, int C);
+/* Its backward from dz [N, C] (the decoder's gradient) plus kl_scale times the gradient of the
+ * KL terms' sum (kl_scale: the loss scale x the KL weight / the elements it is the mean over; 0:
+ * none): dmean = dz + kl_scale mean; dlogvar = dz eps 0.5 exp(0.5 lv) + kl_scale 0.5 (exp(lv) -
+ * 1) where -30 <= logvar <= 20, else 0 (the clamp's gradient, torch's: the bounds pass it).
+ * dmoments [N, 2C] (act) is overwritten; moments and eps are the forward's. */
+void ig_kernel_posterior_backward(ig_backend *be, void *dmoments, const void *dz,
+                                  const void *moments, const void *eps, int N, int C,
+                                  float kl_scale);
 
 /* ---- T5 v1.1 encoder ----
  * A T5 block: x + o(Attention(RMSNorm(x))) and x + wo(GeGLU(RMSNorm(x))). T5's layer norm is

@@ -148,6 +148,12 @@ typedef struct ig_backend_ops {
                                      const void *q, const void *kv, const void *out,
                                      const float *lse, const int32_t *klen, int N, int row0,
                                      int rows_per_sample, int Tk, int n_head, int head_size);
+    void (*l1)(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target,
+               int N, int K, float grad_scale);
+    void (*posterior_forward)(ig_backend *be, void *z, float *kl, const void *moments,
+                              const void *eps, int N, int C);
+    void (*posterior_backward)(ig_backend *be, void *dmoments, const void *dz, const void *moments,
+                               const void *eps, int N, int C, float kl_scale);
 } ig_backend_ops;
 
 /* A backend. backend.c allocates it from the context and frees it; the kind's create hook fills

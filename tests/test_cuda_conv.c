@@ -13,8 +13,10 @@
  * forward with and without bias, the backward's dinp (overwritten), dw and dbias (added to).
  * GroupNorm with and without SiLU: out, mean, rstd, and the backward from the GPU's statistics.
  * Upsampling, GeGLU, T5's position bias (the gather: bit for bit) and attention with bias and key
- * mask (mixed klen, causal, grouped-query heads, scale 1). Every new operation is in the CUDA
- * table, and two runs give the same bits.
+ * mask (mixed klen, causal, grouped-query heads, scale 1). The VAE's training loss (the L1 term,
+ * the posterior's sample and KL term with log-variances past the clamp, their backward) and its
+ * mid-block attention (one head of 512 channels: the GEMM path). Every new operation is in the
+ * CUDA table, and two runs give the same bits.
  */
 #include "testutil.h"
 
@@ -176,11 +178,20 @@ static void check_again(ig_backend *g, const pair *p, const float *first, const 
 static void test_table(void **state) {
     (void)state;
     REQUIRE_DEVICE();
-    ig_op ops[] = {
-        IG_OP_CONV2D_FORWARD,         IG_OP_CONV2D_BACKWARD,    IG_OP_GROUPNORM_FORWARD,
-        IG_OP_GROUPNORM_BACKWARD,     IG_OP_UPSAMPLE2X_FORWARD, IG_OP_UPSAMPLE2X_BACKWARD,
-        IG_OP_GEGLU_FORWARD,          IG_OP_GEGLU_BACKWARD,     IG_OP_T5_POSITION_BIAS,
-        IG_OP_ATTENTION_BIAS_FORWARD, IG_OP_RELU_FORWARD};
+    ig_op ops[] = {IG_OP_CONV2D_FORWARD,
+                   IG_OP_CONV2D_BACKWARD,
+                   IG_OP_GROUPNORM_FORWARD,
+                   IG_OP_GROUPNORM_BACKWARD,
+                   IG_OP_UPSAMPLE2X_FORWARD,
+                   IG_OP_UPSAMPLE2X_BACKWARD,
+                   IG_OP_GEGLU_FORWARD,
+                   IG_OP_GEGLU_BACKWARD,
+                   IG_OP_T5_POSITION_BIAS,
+                   IG_OP_ATTENTION_BIAS_FORWARD,
+                   IG_OP_RELU_FORWARD,
+                   IG_OP_L1,
+                   IG_OP_POSTERIOR_FORWARD,
+                   IG_OP_POSTERIOR_BACKWARD};
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
             if (!ig_backend_supports(fx.gpu[k], ops[i]))
@@ -339,6 +350,64 @@ static void test_upsample_geglu(void **state) {
     }
 }
 
+/* ---- the VAE's loss and its mid-block attention ---------------------------------------------- */
+
+/* the L1 term, the posterior's sample and KL term (log-variances past both clamps among them) and
+ * their backward; single-head attention of 512 channels (the SD VAE's mid block: the GEMM path) */
+static void test_vae_loss(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    for (int k = 0; k < 2; k++) {
+        ig_backend *g = fx.gpu[k];
+        int N = 300, K = 3, C = 4;
+        size_t n = (size_t)N * K, nz = (size_t)N * C;
+        pair p = mk(g, n, 1, 2), t = mk(g, n, 1, 2), l = mk(g, N, 0, 0), d = mk(g, n, 1, 0);
+        ig_kernel_l1(fx.ref, l.cpu, d.cpu, p.cpu, t.cpu, N, K, 0.01f);
+        ig_kernel_l1(g, l.gpu, d.gpu, p.gpu, t.gpu, N, K, 0.01f);
+        check(g, "l1 losses", &l);
+        check_tol(g, "l1 dpred", &d, 0.0); /* signs times the scale */
+        pair mo = mk(g, 2 * nz, 1, 3), eps = mk(g, nz, 1, 2), z = mk(g, nz, 1, 0);
+        pair kl = mk(g, N, 0, 0), dz = mk(g, nz, 1, 1), dm = mk(g, 2 * nz, 1, 0);
+        float lv[] = {-45.0f, 31.0f, -30.0f, 20.0f};
+        for (int i = 0; i < 4; i++) { /* the same values both sides (exact in bf16 too) */
+            size_t at = (size_t)(i * 17) * 2 * C + (size_t)C + (size_t)i;
+            mo.h[at] = mo.cpu[at] = lv[i];
+        }
+        ig_err err = {0};
+        assert_int_equal(ig_backend_upload_f32(g, mo.gpu, mo.h, mo.n, &err), IG_OK);
+        ig_kernel_posterior_forward(fx.ref, z.cpu, kl.cpu, mo.cpu, eps.cpu, N, C);
+        ig_kernel_posterior_forward(g, z.gpu, kl.gpu, mo.gpu, eps.gpu, N, C);
+        check(g, "posterior_forward z", &z);
+        check(g, "posterior_forward kl", &kl);
+        ig_kernel_posterior_backward(fx.ref, dm.cpu, dz.cpu, mo.cpu, eps.cpu, N, C, 0.3f);
+        ig_kernel_posterior_backward(g, dm.gpu, dz.gpu, mo.gpu, eps.gpu, N, C, 0.3f);
+        check(g, "posterior_backward", &dm);
+        float *first = fetch(g, &dm);
+        ig_kernel_posterior_backward(g, dm.gpu, dz.gpu, mo.gpu, eps.gpu, N, C, 0.3f);
+        check_again(g, &dm, first, "posterior_backward");
+        free(first);
+        pair *ps[] = {&p, &t, &l, &d, &mo, &eps, &z, &kl, &dz, &dm};
+        for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) drop(g, ps[i]);
+
+        int B = 2, T = 64, hs = 512;
+        ig_attention_shape s = {.B = B, .T = T, .n_head = 1, .n_kv_head = 1, .head_size = hs};
+        size_t rows = (size_t)B * T;
+        pair qkv = mk(g, rows * 3 * hs, 1, 1), out = mk(g, rows * hs, 1, 0);
+        pair lse = mk(g, rows, 0, 0), dout = mk(g, rows * hs, 1, 1),
+             dqkv = mk(g, rows * 3 * hs, 1, 0);
+        ig_kernel_attention_forward(fx.ref, out.cpu, lse.cpu, qkv.cpu, NULL, &s);
+        ig_kernel_attention_forward(g, out.gpu, lse.gpu, qkv.gpu, NULL, &s);
+        check(g, "attention_forward (head size 512)", &out);
+        check(g, "attention_forward lse (head size 512)", &lse);
+        ig_kernel_attention_backward(fx.ref, dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, NULL,
+                                     &s);
+        ig_kernel_attention_backward(g, dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, NULL, &s);
+        check(g, "attention_backward (head size 512)", &dqkv);
+        pair *qs[] = {&qkv, &out, &lse, &dout, &dqkv};
+        for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) drop(g, qs[i]);
+    }
+}
+
 /* ---- T5 -------------------------------------------------------------------------------------- */
 
 static void test_t5_attention(void **state) {
@@ -396,7 +465,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),        cmocka_unit_test(test_conv),
         cmocka_unit_test(test_groupnorm),    cmocka_unit_test(test_upsample_geglu),
-        cmocka_unit_test(test_t5_attention),
+        cmocka_unit_test(test_t5_attention), cmocka_unit_test(test_vae_loss),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     int device = fx.device;

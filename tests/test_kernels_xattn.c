@@ -454,7 +454,7 @@ static void test_xattn_table(void **state) {
     fixture *f = *state;
     assert_string_equal(ig_op_name(IG_OP_CROSS_ATTENTION_FORWARD), "cross_attention_forward");
     assert_string_equal(ig_op_name(IG_OP_CROSS_ATTENTION_BACKWARD), "cross_attention_backward");
-    assert_int_equal(IG_OP_CROSS_ATTENTION_BACKWARD + 1, IG_OP_COUNT);
+    assert_true(IG_OP_CROSS_ATTENTION_BACKWARD < IG_OP_COUNT); /* ops may follow */
     ig_op ops[2] = {IG_OP_CROSS_ATTENTION_FORWARD, IG_OP_CROSS_ATTENTION_BACKWARD};
     for (int i = 0; i < 2; i++) {
         assert_true(ig_backend_supports(FAST(f), ops[i]));

@@ -399,35 +399,10 @@ static void test_export_round_trip(void **state) {
 /* The golden micro-batch's clips as a frame shard at prefix (one source, its labels: the golden
  * set's null class, label num_classes as DiT numbers it, is a clip without a label in a shard). */
 static void write_shard(const char *prefix, const golden_batch *g, int num_classes) {
-    ig_err err = {0};
-    ig_video_shard_writer *w = NULL;
-    ig_video_shard_writer_opts o = {.overwrite = 1};
-    assert_int_equal(ig_video_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
-    const dit_case *c = g->c;
-    size_t per = (size_t)c->F * c->H * c->W * 3;
-    for (int b = 0; b < c->B; b++) {
-        ig_clip_info ci = {.frames = (uint32_t)c->F,
-                           .height = (uint32_t)c->H,
-                           .width = (uint32_t)c->W,
-                           .fps_num = 8,
-                           .fps_den = 1,
-                           .caption = IG_CLIP_NONE,
-                           .bucket = IG_CLIP_NONE,
-                           .label =
-                               g->labels[b] < (uint32_t)num_classes ? g->labels[b] : IG_CLIP_NONE,
-                           .tb_num = 1,
-                           .tb_den = 8};
-        ig_clip_frame fr[16];
-        for (int f = 0; f < c->F; f++) fr[f] = (ig_clip_frame){f, (uint64_t)f};
-        assert_int_equal(
-            ig_video_shard_writer_add(w, &ci, fr, g->frames + (size_t)b * per, per, &err), IG_OK);
-    }
-    char *sources[] = {"golden.mp4"};
-    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1};
-    ig_video_shard_meta done;
-    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_OK);
-    assert_int_equal(ig_video_shard_meta_write(&done, prefix, 1, &err), IG_OK);
-    ig_video_shard_meta_clear(&done);
+    uint32_t labels[MAX_B];
+    for (int b = 0; b < g->c->B; b++)
+        labels[b] = g->labels[b] < (uint32_t)num_classes ? g->labels[b] : IG_CLIP_NONE;
+    igt_write_clip_shard(prefix, g->frames, g->c->B, g->c->F, g->c->H, g->c->W, labels);
 }
 
 /* ingot eval --noise: the shard's clips 0 .. N-1 with the file's noise and times give PyTorch's

@@ -1,6 +1,7 @@
 /* testutil.c - helpers shared by the cmocka tests. */
 #include "testutil.h"
 
+#include "dataset/dataset.h"
 #include "dataset/shard_internal.h"
 
 #include <dirent.h>
@@ -180,4 +181,36 @@ ig_ctx *igt_flaky_ctx(igt_flaky *f, int threads) {
     ig_err err = {0};
     if (ig_ctx_create(&ctx, &o, &err) != IG_OK) fail_msg("%s", err.msg);
     return ctx;
+}
+
+void igt_write_clip_shard(const char *prefix, const uint8_t *frames, int B, int F, int H, int W,
+                          const uint32_t *labels) {
+    ig_err err = {0};
+    ig_video_shard_writer *w = NULL;
+    ig_video_shard_writer_opts o = {.overwrite = 1};
+    assert_int_equal(ig_video_shard_writer_create(&w, NULL, prefix, &o, &err), IG_OK);
+    size_t per = (size_t)F * H * W * 3;
+    for (int b = 0; b < B; b++) {
+        ig_clip_info ci = {.frames = (uint32_t)F,
+                           .height = (uint32_t)H,
+                           .width = (uint32_t)W,
+                           .fps_num = 8,
+                           .fps_den = 1,
+                           .caption = IG_CLIP_NONE,
+                           .bucket = IG_CLIP_NONE,
+                           .label = labels ? labels[b] : IG_CLIP_NONE,
+                           .tb_num = 1,
+                           .tb_den = 8};
+        ig_clip_frame fr[64];
+        assert_true(F <= 64);
+        for (int f = 0; f < F; f++) fr[f] = (ig_clip_frame){f, (uint64_t)f};
+        assert_int_equal(ig_video_shard_writer_add(w, &ci, fr, frames + (size_t)b * per, per, &err),
+                         IG_OK);
+    }
+    char *sources[] = {"golden.mp4"};
+    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1};
+    ig_video_shard_meta done;
+    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_OK);
+    assert_int_equal(ig_video_shard_meta_write(&done, prefix, 1, &err), IG_OK);
+    ig_video_shard_meta_clear(&done);
 }

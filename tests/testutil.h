@@ -46,6 +46,11 @@ int igt_count_entries(const char *dir);
  * 65536, no tokenizer), straight to the files: no fsyncs, so hundreds of shards take a moment
  * (through the shard writer, seconds). */
 void igt_write_tiny_shard(const char *prefix, const uint16_t *ids, size_t n);
+/* Writes the clip shard PREFIX of B clips of F frames of H x W (frames: [B, F, H, W, 3] RGB24,
+ * 8 fps), clip b with label labels[b] (labels NULL: none), no captions, from one source
+ * "golden.mp4" (test fails when it cannot). */
+void igt_write_clip_shard(const char *prefix, const uint8_t *frames, int B, int F, int H, int W,
+                          const uint32_t *labels);
 /* Runs a shell command, returns its exit status (or -1); stdout+stderr go to *out when out. */
 int igt_run(const char *cmd, char **out);
 

@@ -19,13 +19,15 @@ const ig_command ig_commands[] = {
      ig_cmd_blend},
     {"samples", "print the micro-batches a data-parallel rank would get", ig_usage_samples,
      ig_cmd_samples},
-    {"train", "train a model (GPT-2, Llama, DiT) on token or clip shards", ig_usage_train,
+    {"train", "train a model (GPT-2, Llama, DiT, VAE) on token or clip shards", ig_usage_train,
      ig_cmd_train},
     {"plan", "list the layouts a training config fits on N GPUs, with memory and step time",
      ig_usage_plan, ig_cmd_plan},
-    {"ckpt", "export a checkpoint (GPT-2, Llama, DiT) as Hugging Face files, verify or diff it",
+    {"ckpt",
+     "export a checkpoint (GPT-2, Llama, DiT, VAE) as Hugging Face or diffusers files, verify or "
+     "diff it",
      ig_usage_ckpt, ig_cmd_ckpt},
-    {"eval", "the mean loss of a model over token shards, or of a DiT over clip shards",
+    {"eval", "the mean loss of a model over token shards, or of a DiT or VAE over clip shards",
      ig_usage_eval, ig_cmd_eval},
     {"sample", "generate text from a language model, or videos from a DiT", ig_usage_sample,
      ig_cmd_sample},
@@ -48,7 +50,7 @@ static void print_main_usage(FILE *out) {
     fprintf(out, "usage: ingot [--help] [--version] COMMAND [ARGS...]\n\n"
                  "ingot builds token shards from text corpora and clip shards from videos, blends\n"
                  "them into deterministic, resumable sample streams, and trains models on them\n"
-                 "(GPT-2 and Llama on tokens, a video DiT on clips).\n\ncommands:\n");
+                 "(GPT-2 and Llama on tokens, a video DiT and a VAE on clips).\n\ncommands:\n");
     for (size_t i = 0; i < ig_n_commands; i++)
         fprintf(out, "  %-12s %s\n", ig_commands[i].name, ig_commands[i].summary);
     fprintf(out, "\nRun 'ingot help COMMAND' or 'ingot COMMAND --help' for a command's options.\n");

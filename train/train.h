@@ -1,8 +1,8 @@
 /* train.h - the public API of ingot's trainer: models of any family (train/models/: the decoder
- * language models GPT-2 and Llama, the video DiT) over a compute backend (kernels/backend.h),
- * their configuration, the training loop on the distributed loader, AdamW, learning-rate
- * schedules, checkpoints that resume bit for bit, Hugging Face export and import, evaluation and
- * sampling.
+ * language models GPT-2 and Llama, the video DiT, Stable Diffusion's VAE) over a compute backend
+ * (kernels/backend.h), their configuration, the training loop on the distributed loader, AdamW,
+ * learning-rate schedules, checkpoints that resume bit for bit, Hugging Face export and import,
+ * evaluation and sampling.
  *
  * A frozen text encoder (T5, train/models/t5/) is a family too, used through ig_text_encoder and
  * never trained.
@@ -30,8 +30,9 @@ extern "C" {
 /* ==== model families and their configuration ================================================= */
 
 /* The model architectures this build knows (model.arch), each a preset of a model family
- * (train/models/: the decoder's gpt2 and llama, dit, t5): {"gpt2", "llama", "dit", "t5", NULL}, in
- * the order of the one list (train/models/families.c); ig_model_config.arch indexes it. */
+ * (train/models/: the decoder's gpt2 and llama, dit, t5, vae): {"gpt2", "llama", "dit", "t5",
+ * "vae", NULL}, in the order of the one list (train/models/families.c); ig_model_config.arch
+ * indexes it. */
 extern const char *const ig_model_archs[];
 
 enum { IG_MODEL_OWN_BYTES = 256 };
@@ -143,6 +144,8 @@ typedef struct ig_train_config {
      * it without --clip; ingot train reads the shapes from the shards); [] none */
     const char **clip_list;
     size_t n_clip_list;
+    /* the VAE objective's (objectives/vae.c): the KL term's weight in its loss (vae.kl_weight) */
+    double vae_kl_weight;
     /* eval */
     int64_t eval_every, eval_batches;
     /* ckpt */
@@ -176,6 +179,9 @@ typedef struct ig_train_config {
  * keys; binds[i] 1 when the table binds into an ig_train_config, 0 for a family's own keys, which
  * ig_train_config_resolve binds into the shape) and returns how many there are. */
 size_t ig_train_key_tables(const ig_cfg_key **tables, size_t *counts, int *binds, size_t cap);
+/* The most tables ig_train_key_tables gives (the trainer's, and two per family: its own keys and
+ * its objective's): what a caller's arrays hold. */
+enum { IG_TRAIN_KEY_TABLES = 16 };
 
 /* Binds model.arch's own keys from cfg into t->model (a family's fields, which only it reads;
  * cfg NULL: t->model keeps them as given) and resolves the alternative spellings of a
@@ -330,8 +336,8 @@ typedef struct ig_clip_input {
     double shift;       /* of the drawn times (1: none) */
 } ig_clip_input;
 
-/* The tokens of a clip of F x H x W for a diffusion model: the patches (refused with the numbers
- * when they do not divide it). */
+/* The tokens of a clip of F x H x W for a model that reads clips (its objective's): a diffusion
+ * model's patches, a VAE's pixels (refused with the numbers when the model cannot take it). */
 ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
                                ig_err *err);
 /* Forward (grad_scale 0) or forward and backward of a diffusion model's micro-batch; *loss the
@@ -340,6 +346,46 @@ ig_status ig_model_clips_loss(ig_model *m, const ig_clip_input *in, float grad_s
                               ig_err *err);
 /* The model's velocity for x_t (in->xt, in->t, in->labels): v [B, F, H, W, 3]. */
 ig_status ig_model_clips_predict(ig_model *m, const ig_clip_input *in, float *v, ig_err *err);
+
+/* One micro-batch of a VAE (model.arch vae: Stable Diffusion's AutoencoderKL, each frame of a
+ * clip on its own): x = frames / 127.5 - 1 is encoded, the posterior's sample z = mean +
+ * exp(logvar / 2) eps (logvar clamped to [-30, 20]) decoded, and the loss is the mean absolute
+ * error of the reconstruction plus kl_weight x the mean of 0.5 (mean^2 + exp(logvar) - 1 - logvar),
+ * the means over every element. eps is given, or drawn: clip b's from (seed, key, b) with a
+ * counter-based generator, so every layout and every resume draws the same. */
+typedef struct ig_vae_input {
+    const uint8_t *frames; /* [B, F, H, W, 3] RGB24 */
+    int B, F, H, W;
+    const float *noise; /* [B, F, h, w, C] eps (ig_model_vae_latent_shape), or NULL: drawn */
+    uint64_t seed, key; /* the draws' keys */
+    double kl_weight;   /* the KL term's weight (vae.kl_weight; 1e-6 by default) */
+} ig_vae_input;
+
+/* A VAE's loss on a micro-batch: its two terms (means) and loss = reconstruction + kl_weight kl. */
+typedef struct ig_vae_terms {
+    double reconstruction, kl, loss;
+} ig_vae_terms;
+
+/* The latent of a VAE's frame of H x W: h x w x C (refused with the numbers when the frame's sides
+ * are not multiples of the downsampling's). */
+ig_status ig_model_vae_latent_shape(const ig_model_config *c, int H, int W, int *h, int *w, int *C,
+                                    ig_err *err);
+/* Forward (grad_scale 0) or forward and backward of a VAE's micro-batch (the whole model on one
+ * process): its terms in *out. */
+ig_status ig_model_vae_loss(ig_model *m, const ig_vae_input *in, float grad_scale,
+                            ig_vae_terms *out, ig_err *err);
+/* The last ig_model_vae_loss's reconstruction [B, F, H, W, 3] (the decoder's output in [-1, 1]
+ * before any clamp; after a forward only: a backward overwrites it with its gradient). */
+ig_status ig_model_vae_reconstruction(ig_model *m, float *out, ig_err *err);
+/* The encoder alone: N frames [N, H, W, 3] RGB24 to the posterior's moments [N, h, w, 2C] (C
+ * means, then C log-variances, unclamped), as many frames a pass as the model was opened for (B x
+ * T pixels). */
+ig_status ig_model_vae_encode(ig_model *m, const uint8_t *frames, int N, int H, int W,
+                              float *moments, ig_err *err);
+/* The decoder alone: latents z [N, h, w, C] to frames [N, H, W, 3] (in [-1, 1] when trained;
+ * not clamped). */
+ig_status ig_model_vae_decode(ig_model *m, const float *z, int N, int h, int w, float *out,
+                              ig_err *err);
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */

@@ -123,7 +123,9 @@ static void cpu_mem_info(ig_backend *be, uint64_t *limit, uint64_t *free_bytes, 
     .geglu_backward = prefix##geglu_backward, .t5_position_bias = prefix##t5_position_bias,        \
     .attention_bias_forward = prefix##attention_bias_forward,                                      \
     .cross_attention_forward = prefix##cross_attention_forward,                                    \
-    .cross_attention_backward = prefix##cross_attention_backward
+    .cross_attention_backward = prefix##cross_attention_backward, .l1 = prefix##l1,                \
+    .posterior_forward = prefix##posterior_forward,                                                \
+    .posterior_backward = prefix##posterior_backward
 
 static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_)};
 static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};

@@ -397,6 +397,12 @@ IG_CPU_DECLARE(groupnorm_backward, void *dinp, void *dw, void *db, const void *d
                int N, int HW, int C, int G, int silu)
 IG_CPU_DECLARE(upsample2x_forward, void *out, const void *inp, int N, int H, int W, int C)
 IG_CPU_DECLARE(upsample2x_backward, void *dinp, const void *dout, int N, int H, int W, int C)
+IG_CPU_DECLARE(l1, float *losses, void *dpred, const void *pred, const void *target, int N, int K,
+               float grad_scale)
+IG_CPU_DECLARE(posterior_forward, void *z, float *kl, const void *moments, const void *eps, int N,
+               int C)
+IG_CPU_DECLARE(posterior_backward, void *dmoments, const void *dz, const void *moments,
+               const void *eps, int N, int C, float kl_scale)
 IG_CPU_DECLARE(geglu_forward, void *out, const void *gate, const void *up, int N, int F)
 IG_CPU_DECLARE(geglu_backward, void *dgate, void *dup, const void *dout, const void *gate,
                const void *up, int N, int F)

@@ -268,7 +268,7 @@ static void cu_destroy(ig_backend *be) {
 static void attention_forward(ig_backend *be, void *out, float *lse, const void *qkv,
                               const int32_t *doc, const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
-    if (cu->attention == IG_ATTENTION_GEMM)
+    if (cu->attention == IG_ATTENTION_GEMM || s->head_size > CU_FUSED_HEAD_MAX)
         cu_attention_gemm_forward(be, out, lse, qkv, doc, s);
     else
         cu_attention_forward(be, out, lse, qkv, doc, s);
@@ -278,7 +278,7 @@ static void attention_backward(ig_backend *be, void *dqkv, const void *dout, con
                                const void *out, const float *lse, const int32_t *doc,
                                const ig_attention_shape *s) {
     cu_impl *cu = cu_enter(be);
-    if (cu->attention == IG_ATTENTION_GEMM)
+    if (cu->attention == IG_ATTENTION_GEMM || s->head_size > CU_FUSED_HEAD_MAX)
         cu_attention_gemm_backward(be, dqkv, dout, qkv, out, lse, doc, s);
     else
         cu_attention_backward(be, dqkv, dout, qkv, out, lse, doc, s);
@@ -353,6 +353,9 @@ static const ig_backend_ops cuda_ops = {
     .attention_bias_forward = cu_attention_bias_forward,
     .cross_attention_forward = cu_cross_attention_forward,
     .cross_attention_backward = cu_cross_attention_backward,
+    .l1 = cu_l1,
+    .posterior_forward = cu_posterior_forward,
+    .posterior_backward = cu_posterior_backward,
 };
 
 /* Fails the creation: frees what was made, sets err. */

@@ -239,6 +239,10 @@ void cu_attention_rowdots(ig_backend *be, float *Dt, const void *dout, const voi
 /* Lets kernel use `bytes` of dynamic shared memory (above 48 KiB it must opt in); 0 after raising
  * an error. */
 int cu_smem_allow(ig_backend *be, const void *kernel, size_t bytes, const char *what);
+/* The largest head the fused attention kernels take: a larger one (the VAE's mid-block attention,
+ * one head of 512 channels in Stable Diffusion's) runs on the GEMM path (cuda_attention_gemm.cu),
+ * whatever IG_CUDA_ATTENTION says. */
+#define CU_FUSED_HEAD_MAX 128
 /* The fused kernels' head-size bound D for hs: 32, 64 or 128 (0: hs above 128, raised). */
 int cu_head_bound(ig_backend *be, int hs, const char *what);
 /* cuda_cross_attention.cu (DiT's cross-attention to the caption) */
@@ -261,6 +265,13 @@ void cu_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t 
 /* cuda_mse.cu */
 void cu_mse(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target, int N,
             int K, float grad_scale);
+/* cuda_vae_loss.cu (the VAE's L1 reconstruction term, its posterior's sample and KL term) */
+void cu_l1(ig_backend *be, float *losses, void *dpred, const void *pred, const void *target, int N,
+           int K, float grad_scale);
+void cu_posterior_forward(ig_backend *be, void *z, float *kl, const void *moments, const void *eps,
+                          int N, int C);
+void cu_posterior_backward(ig_backend *be, void *dmoments, const void *dz, const void *moments,
+                           const void *eps, int N, int C, float kl_scale);
 /* cuda_optimizer.cu */
 void cu_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m, float *v,
               size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,

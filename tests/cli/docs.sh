@@ -57,8 +57,12 @@ run "a usage error is exit 2, as the reference says" 2 "$ING" train
 
 # docs/gpu-results.md: for a user with a GPU
 G=$SRC/docs/gpu-results.md
-for h in "## What runs on a GPU" "## Results so far: none yet" "## Check it on your GPU"; do
+for h in "## What runs on a GPU" "## Results: " "## Check it on your GPU"; do
     check "gpu-results.md: $h" grep -qF "$h" "$G"
+done
+# a recorded run names its device, the tests that passed and the ratio against PyTorch
+for h in "Device: NVIDIA" "test_cuda_kernels" "ratio, ingot" "PyTorch's step"; do
+    check "gpu-results.md records a run: $h" grep -qF "$h" "$G"
 done
 check "gpu-results.md: not written for a lent machine's session" \
     test -z "$(grep -iE 'device tool|lent|budget_left|carry:' "$G")"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv|t5] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv|t5|vae] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
 # step on the GPU (make bench-cuda; CUDA_BATCH=16 micro-batch); with `conv`, the VAE's kernels
 # (bench_conv) and PyTorch's F.conv2d on the same shapes; with `t5`, the T5 encoder's captions/s
 # against PyTorch's T5 encoder (make bench-t5; T5_THREADS=2, T5_SHAPE=base|small).
+# With `vae`, the VAE's encoder at SD's shape (bench_vae) and PyTorch's AutoencoderKL on the
+# same weights and frames.
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -195,6 +197,60 @@ bench_t5() {
   return 0
 }
 
+# The VAE's encoder (bench_vae: sd-vae-ft-ema's shape, frames of 256x256, fp32 on the CPU backend)
+# against the PyTorch AutoencoderKL of the goldens on the same weights, frames and threads
+# (vae_peer_torch.py writes them; Debian's torch does its convolutions through its oneDNN 2.6 and
+# its GEMMs through OpenBLAS): frames/s and the peak RSS while encoding, batch 1 (torch in NCHW
+# and in channels_last) and batch 2; then a training step (the loss, its backward and AdamW) of
+# the same model on 128x128 frames against torch's.
+bench_vae() {
+  local th=${VAE_THREADS:-2} size=${VAE_SIZE:-256} py=${TRAIN_PYTHON:-/usr/bin/python3} dir
+  if ! [ -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
+    echo "VAE encode: skipped: $py cannot import torch (the peer writes the weights; Debian: apt-get install python3-torch)"
+    return 0
+  fi
+  dir=$(mktemp -d)
+  echo "== the VAE's encoder (sd-vae-ft-ema's shape, 83.7M parameters), ${size}x${size} frames, $th threads: ingot against PyTorch $("$py" -c 'import torch; print(torch.__version__)') on the same weights and frames"
+  local b frames fmt peer ours
+  for b in 1 2; do
+    frames=$((2 * b))
+    for fmt in nchw channels_last; do
+      [ "$b" = 2 ] && [ "$fmt" = channels_last ] && continue
+      peer=$("$py" "$SRC/tools/bench/vae_peer_torch.py" --threads "$th" --size "$size" \
+        --frames "$frames" --batch "$b" --format "$fmt" --dir "$dir" | grep '^vae_peer_torch')
+      echo "$peer"
+      ours=$("$B/bench_vae" "$dir" --threads "$th" --size "$size" --frames "$frames" --batch "$b" |
+        grep '^vae_bench')
+      echo "$ours"
+      awk -v a="$ours" -v p="$peer" -v f="$fmt" -v b="$b" 'function get(s, k,   i, n, kv) {
+          n = split(s, kv, " "); for (i = 1; i <= n; i++) if (index(kv[i], k "=") == 1)
+          return substr(kv[i], length(k) + 2); return "" }
+        BEGIN { fs = get(a, "frames_s"); pf = get(p, "frames_s"); m = get(a, "rss_peak_mib");
+          pm = get(p, "rss_peak_mib"); if (fs == "" || pf == "") exit
+          printf "ingot vs PyTorch (%s) at batch %s: %.3f vs %.3f frames/s = %.2fx (goal > 1); peak RSS %.0f vs %.0f MiB = %.2f of it (goal < 1); moments within %s of PyTorch'"'"'s\n",
+            f, b, fs, pf, fs / pf, m, pm, m / pm, get(a, "moments_max_rel") }'
+    done
+  done
+  # a training step (forward, backward, AdamW) at SD's shape on 128x128 frames, batch 1
+  local tsize=${VAE_TRAIN_SIZE:-128}
+  echo "== a training step of the same VAE, ${tsize}x${tsize} frames, batch 1, $th threads: the loss, backward and AdamW"
+  peer=$("$py" "$SRC/tools/bench/vae_peer_torch.py" --train --threads "$th" --size "$tsize" \
+    --frames 1 --batch 1 --steps 2 --dir "$dir" | grep '^vae_peer_torch')
+  echo "$peer"
+  ours=$("$B/bench_vae" "$dir" --train --threads "$th" --size "$tsize" --batch 1 --steps 2 |
+    grep '^vae_bench')
+  echo "$ours"
+  awk -v a="$ours" -v p="$peer" 'function get(s, k,   i, n, kv) {
+      n = split(s, kv, " "); for (i = 1; i <= n; i++) if (index(kv[i], k "=") == 1)
+      return substr(kv[i], length(k) + 2); return "" }
+    BEGIN { s = get(a, "step_s"); ps = get(p, "step_s"); if (s == "" || ps == "") exit
+      printf "ingot vs PyTorch, a training step: %.2f vs %.2f s = %.2fx faster (goal > 1); peak RSS %.0f vs %.0f MiB = %.2f of it; first loss %s vs %s\n",
+        s, ps, ps / s, get(a, "rss_peak_mib"), get(p, "rss_peak_mib"),
+        get(a, "rss_peak_mib") / get(p, "rss_peak_mib"), get(a, "loss1"), get(p, "loss1") }'
+  rm -rf "$dir"
+  return 0
+}
+
 # The CUDA backend (bench_cuda), then PyTorch's step for the same model and shapes on the same GPU
 # (bf16 autocast, fused attention and AdamW, torch.compile), and the ratio of tokens/s.
 bench_cuda() {
@@ -234,6 +290,11 @@ if [ "${2:-}" = conv ]; then
   exit 0
 fi
 
+if [ "${2:-}" = vae ]; then
+  bench_vae
+  exit 0
+fi
+
 if [ "${2:-}" = train ]; then
   bench_train
   exit 0
@@ -251,6 +312,8 @@ echo "== compute kernels (CPU backend), 2 threads: GEMM libraries at the trainer
 "$B/bench_kernels" 2
 echo
 bench_conv
+echo
+bench_vae
 echo
 echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
 [ -x "$B/bench_video" ] && "$B/bench_video"

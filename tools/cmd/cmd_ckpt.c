@@ -20,7 +20,10 @@ const char ig_usage_ckpt[] =
     "        model's family: GPT2LMHeadModel (the tied lm_head not stored) or LlamaForCausalLM\n"
     "        (q, k and v as three tensors; lm_head unless tied), the padded vocabulary rows\n"
     "        dropped, which transformers' from_pretrained(DIR) loads; or a DiT's state_dict\n"
-    "        (facebookresearch/DiT's names) with config.json model_type ingot-dit.\n"
+    "        (facebookresearch/DiT's names) with config.json model_type ingot-dit; or a VAE as\n"
+    "        diffusers' AutoencoderKL: DIR/config.json and "
+    "DIR/diffusion_pytorch_model.safetensors\n"
+    "        (convolutions [out, in, kh, kw]), which AutoencoderKL.from_pretrained(DIR) loads.\n"
     "        --weights: the EMA of the weights (the default when the run kept one, ema.decay)\n"
     "        or the weights as trained (raw)\n"
     "verify  checks the checkpoint's manifest and the size and xxh3 of every file it lists;\n"
@@ -37,6 +40,7 @@ const char ig_usage_ckpt[] =
     "  ingot ckpt export out/gpt-tiny --output out/gpt-tiny-hf\n"
     "  ingot ckpt export out/llama-tiny --output out/llama-tiny-hf\n"
     "  ingot ckpt export out/dit-tiny --output out/dit-tiny-raw --weights raw\n"
+    "  ingot ckpt export out/vae-tiny --output out/vae-tiny-diffusers\n"
     "  ingot ckpt verify out/gpt-tiny/ckpt/step_00000200\n"
     "  ingot ckpt diff out/run-1gpu out/run-tp2pp2 --tolerance 1e-5\n";
 

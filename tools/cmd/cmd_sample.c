@@ -287,6 +287,12 @@ int ig_cmd_sample(const ig_command *cmd, int argc, char **argv) {
     /* a model that cannot be read: its error, unless the text options are all there (then the
      * text path reports it as it opens the model) */
     if (rc < 0 && ss != IG_OK && (!*a.tokenizer || !*a.prompt)) rc = ig_cmd_fail(&serr);
+    /* a model whose objective samples nothing (a VAE encodes and decodes) */
+    if (rc < 0 && ss == IG_OK && !ig_model_io_of(&shape).sampler)
+        rc =
+            ig_cmd_failf("%s: a %s model (objective %s) has no sampler: ingot sample generates "
+                         "text or videos",
+                         argv[first], ig_model_archs[shape.arch], ig_model_io_of(&shape).objective);
     if (rc < 0 && video) {
         ig_backend *vbe = NULL;
         ig_backend_opts vbo = ig_backend_opts_default();

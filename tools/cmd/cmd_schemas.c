@@ -23,6 +23,7 @@ int ig_schema_get(const char *name, ig_schema *out) {
         size_t counts[IG_SCHEMA_MAX_TABLES - 2];
         int binds[IG_SCHEMA_MAX_TABLES - 2];
         size_t n = ig_train_key_tables(keys, counts, binds, IG_SCHEMA_MAX_TABLES - 2);
+        if (n > IG_SCHEMA_MAX_TABLES - 2) n = IG_SCHEMA_MAX_TABLES - 2; /* cannot happen */
         for (size_t i = 0; i < n; i++) t[1 + i] = (ig_cmd_table){keys[i], counts[i], NULL};
         t[1 + n] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, NULL};
         out->n_tables = 2 + n;

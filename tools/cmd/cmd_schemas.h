@@ -5,8 +5,9 @@
 #define INGOT_SCHEMAS_H
 
 #include "cmd.h"
+#include "train/train.h"
 
-#define IG_SCHEMA_MAX_TABLES 8
+#define IG_SCHEMA_MAX_TABLES (IG_TRAIN_KEY_TABLES + 2)
 
 typedef struct ig_schema {
     const char *name; /* "preprocess" */

@@ -19,9 +19,10 @@ const char ig_usage_train[] =
     "N]\n"
     "\n"
     "Trains a model as CONFIG.yaml says: model.arch gpt2 or llama on token shards, or dit (a\n"
-    "video diffusion transformer) on clip shards (see configs/gpt-tiny.yaml,\n"
-    "configs/llama-tiny.yaml, configs/dit-tiny.yaml and\n"
-    "'ingot config show --schema train' for every key with its default): data from the\n"
+    "video diffusion transformer) or vae (Stable Diffusion's AutoencoderKL, per frame) on clip\n"
+    "shards (see configs/gpt-tiny.yaml, configs/llama-tiny.yaml, configs/dit-tiny.yaml,\n"
+    "configs/vae-tiny.yaml and 'ingot config show --schema train' for every key with its\n"
+    "default): data from the\n"
     "loader (Megatron's blends and splits, exact resume), gradient accumulation to the global\n"
     "batch, AdamW with a learning-rate schedule and gradient clipping, validation and\n"
     "checkpoints. Each step prints a line (loss, learning rate, gradient norm, tokens/s, MFU,\n"
@@ -66,7 +67,8 @@ const char ig_usage_train[] =
     "  ingot train configs/gpt2-small.yaml --set data.path=[0.7,out/web,0.3,out/code]\n"
     "  mpirun -np 8 ingot train configs/gpt-3d.yaml --comm-stats\n"
     "  ingot train configs/gpt-tiny.yaml --set train.recompute=full --set train.memory_limit=2GB\n"
-    "  ingot train configs/dit-tiny.yaml --set data.path=[out/quickstart-video/clips]\n";
+    "  ingot train configs/dit-tiny.yaml --set data.path=[out/quickstart-video/clips]\n"
+    "  ingot train configs/vae-tiny.yaml --set vae.kl_weight=1e-5\n";
 
 /* The stop request of SIGINT / SIGTERM: the one piece of process state a signal handler may
  * touch. The handler is installed with SA_RESETHAND, so a second signal kills the process. */
@@ -115,13 +117,14 @@ int ig_cmd_parse_train(const ig_command *cmd, int argc, char **argv, ig_train_co
         for (int i = 1; i < argc; i++) args[n++] = argv[i];
     }
     memset(t, 0, sizeof *t);
-    ig_cmd_table tables[8] = {{ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
-    const ig_cfg_key *keys[5];
-    size_t counts[5], n_tables = 1;
-    int binds[5];
+    ig_cmd_table tables[IG_TRAIN_KEY_TABLES + 3] = {
+        {ig_cmd_common_keys, ig_cmd_n_common_keys, flags}};
+    const ig_cfg_key *keys[IG_TRAIN_KEY_TABLES];
+    size_t counts[IG_TRAIN_KEY_TABLES], n_tables = 1;
+    int binds[IG_TRAIN_KEY_TABLES];
     /* a family's own keys are bound into the shape by ig_train_config_resolve (not here) */
-    size_t nk = ig_train_key_tables(keys, counts, binds, 5);
-    for (size_t i = 0; i < nk && i < 5; i++)
+    size_t nk = ig_train_key_tables(keys, counts, binds, IG_TRAIN_KEY_TABLES);
+    for (size_t i = 0; i < nk && i < IG_TRAIN_KEY_TABLES; i++)
         tables[n_tables++] = (ig_cmd_table){keys[i], counts[i], binds[i] ? t : NULL};
     tables[n_tables++] = (ig_cmd_table){ig_data_keys, ig_data_n_keys, &t->data};
     tables[n_tables++] = (ig_cmd_table){own, n_own, own_dst};

@@ -36,9 +36,10 @@
 #      20 steps on the CPU and on cuda in fp32 (1e-4); the cuda bf16 GPT again with
 #      train.recompute selective and full: none's losses and weights to the bit (tolerance 0);
 #      ingot plan's memory estimate against the first step's peak on the device (within 10%)
-#   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths; then PyTorch's
-#      step on the same GPU (tools/bench/train_peer_torch.py, eager, then torch.compile when time
-#      is left) and the ratio of tokens/s
+#   3. bench_cuda: GPT-2 small 16 x 1024 bf16 tokens/s, MFU, both attention paths, and a DiT-S/2
+#      step on 16 clips of 8x32x32, each with its per-kernel profile; then PyTorch's
+#      steps on the same GPU (tools/bench/train_peer_torch.py and train_peer_dit.py, eager, then
+#      torch.compile when time is left) and the ratios of tokens/s and clips/s
 #
 # Results: every command's output in gpu-results/ (part1-*.log, part2-*.log, ...; the last run's
 # files are replaced), the runs' metrics.jsonl, and summary.txt: one line per check (PASS, FAIL,
@@ -62,8 +63,8 @@
 #
 # Time: every command has its own timeout, and the whole check a budget (GPU_CHECK_BUDGET, 450 s
 # by default): a command gets at most what is left, and one that would start with less than 20 s
-# left is skipped as "out of time". On an H100 it should take 3 to 5 minutes (an estimate: it has
-# not run on a GPU yet).
+# left is skipped as "out of time". On an H200 it took 102 s (2026-11-28), torch.compile's two
+# peers about 80 s of it.
 #
 # Exit: 0 every check passed or skipped, 1 a check failed, 2 no pack (or it cannot be unpacked),
 # 3 no GPU, 143 stopped by a signal.
@@ -524,7 +525,9 @@ else
         result SKIP "$c" "$NG"
     done
     PART=3
-    ! want 3 || for c in bench_cuda torch-eager torch-compile; do result SKIP "$c" "$NG"; done
+    ! want 3 || for c in bench_cuda torch-eager torch-compile torch-dit-eager torch-dit-compile; do
+        result SKIP "$c" "$NG"
+    done
     note "no GPU: every check that needs one is skipped (GPU_CHECK_REHEARSE=1 runs the CPU parts too)"
     finish 3
 fi
@@ -714,25 +717,28 @@ if want 3; then
         run_step "bench_cuda (micro-batch 8)" 240 "$log" "$W/bin/bench_cuda" --micro-batch "$B16"
 fi
 summary=$(grep '^cuda_summary' "$log" 2>/dev/null)
-ours=""
+ours="" ours_dit=""
 if grep -q '^skipped:' "$log"; then
     result SKIP bench_cuda "$(why "$log" '^skipped:')"
 elif [ "$RC" = 125 ]; then
     result SKIP bench_cuda "$NOTRUN"
 elif [ "$RC" = 0 ] && [ -n "$summary" ]; then
     ours=$(kv tokens_per_s "$summary")
-    result PASS bench_cuda "micro-batch $B16 x 1024 bf16: $ours tokens/s, MFU $(kv mfu "$summary"), GEMM peak $(kv gemm_tflops "$summary") TFLOP/s, step $(kv step_ms "$summary") ms"
+    ours_dit=$(kv dit_clips_per_s "$summary")
+    result PASS bench_cuda "micro-batch $B16 x 1024 bf16: $ours tokens/s, MFU $(kv mfu "$summary"), GEMM peak $(kv gemm_tflops "$summary") TFLOP/s, step $(kv step_ms "$summary") ms (attention $(kv attention "$summary"); fused $(kv step_fused_ms "$summary") ms, gemm $(kv step_gemm_ms "$summary") ms)"
     result INFO attention "fused fwd/bwd $(kv att_fused_fwd_ms "$summary")/$(kv att_fused_bwd_ms "$summary") ms, gemm $(kv att_gemm_fwd_ms "$summary")/$(kv att_gemm_bwd_ms "$summary") ms (B=$B16 T=1024)"
+    result INFO bench_cuda-dit "DiT-S/2, $(kv dit_batch "$summary") clips of 8x32x32 bf16: $ours_dit clips/s, MFU $(kv dit_mfu "$summary"), step $(kv dit_step_ms "$summary") ms"
 else
     result FAIL bench_cuda "exit $RC: $(why "$log" 'bench_cuda:|error')"
 fi
 
-# peer NAME LOG TIMEOUT ARGS...: PyTorch's step; its line and the ratio. torch.compile failing
-# (no Triton, no C compiler for its launchers) is the peer's problem, not ingot's: a SKIP.
+# peer NAME LOG TIMEOUT ARGS...: PyTorch's GPT-2 step; its line and the ratio. torch.compile
+# failing (no Triton, no C compiler for its launchers) is the peer's problem, not ingot's: a SKIP.
+# peer_dit NAME LOG TIMEOUT ARGS...: PyTorch's DiT-S/2 step (train_peer_dit.py) likewise.
 peer() {
     local name=$1 log=$2 line theirs bad=FAIL
     shift 2
-    [ "$name" != torch-compile ] || bad=SKIP
+    [[ $name != *compile ]] || bad=SKIP
     run_step "$name" "$1" "$log" "$PY" tools/bench/train_peer_torch.py --device cuda --dtype bf16 \
         --batch "$B16" --seq 1024 --steps 10 --warmup 3 "${@:2}"
     line=$(grep '^train_peer_torch' "$log" | tail -n 1)
@@ -742,6 +748,24 @@ peer() {
     elif [ -n "$theirs" ]; then
         result PASS "$name" "$theirs tokens/s (compile=$(kv compile "$line"), fused_adamw=$(kv fused_adamw "$line"), micro-batch $B16 x 1024 bf16)"
         [ -n "$ours" ] && result INFO "ratio vs $name" "ingot $ours / torch $theirs tokens/s = $(ratio "$ours" "$theirs")x (goal >= 1)"
+    else
+        result "$bad" "$name" "exit $RC: $(why "$log" 'Error|error|skipped')"
+    fi
+}
+peer_dit() {
+    local name=$1 log=$2 line theirs bad=FAIL db
+    shift 2
+    [[ $name != *compile ]] || bad=SKIP
+    db=$(kv dit_batch "$summary")
+    run_step "$name" "$1" "$log" "$PY" tools/bench/train_peer_dit.py --device cuda --dtype bf16 \
+        --batch "${db:-16}" --frames 8 --size 32x32 --steps 10 --warmup 3 "${@:2}"
+    line=$(grep '^train_peer_dit' "$log" | tail -n 1)
+    theirs=$(kv clips_s "$line")
+    if [ "$RC" = 125 ]; then
+        result SKIP "$name" "$NOTRUN"
+    elif [ -n "$theirs" ]; then
+        result PASS "$name" "$theirs clips/s (compile=$(kv compile "$line"), DiT-S/2, ${db:-16} clips of 8x32x32 bf16)"
+        [ -n "$ours_dit" ] && result INFO "ratio vs $name" "ingot $ours_dit / torch $theirs clips/s = $(ratio "$ours_dit" "$theirs")x (goal >= 1)"
     else
         result "$bad" "$name" "exit $RC: $(why "$log" 'Error|error|skipped')"
     fi
@@ -758,6 +782,14 @@ else
         result SKIP torch-compile "$(left)s left of the budget; torch.compile needs about 2 minutes"
     else
         peer torch-compile "$R/part3-torch-compile.log" 300 --compile
+    fi
+    peer_dit torch-dit-eager "$R/part3-torch-dit-eager.log" 150
+    if [ "${GPU_CHECK_COMPILE:-1}" = 0 ]; then
+        result SKIP torch-dit-compile "GPU_CHECK_COMPILE=0"
+    elif [ "$(left)" -lt 120 ]; then
+        result SKIP torch-dit-compile "$(left)s left of the budget; torch.compile needs about 2 minutes"
+    else
+        peer_dit torch-dit-compile "$R/part3-torch-dit-compile.log" 300 --compile
     fi
 fi
 

@@ -93,6 +93,12 @@ typedef struct ig_hf_piece {
      * [D, 3, pt, ph, pw] for a linear layer's [D, 3 pt ph pw]: the same elements in order */
     int ndim;
     int64_t shape[5];
+    /* perm 1: the file's dimensions in another order than the tensor's (with ndim and shape, the
+     * file's): the tensor holds them in the order order[0], order[1], ... (a convolution's weight
+     * [out, in, kh, kw] in a file, [out, kh, kw, in] in ingot: order {0, 2, 3, 1}); import and
+     * export transpose */
+    int perm;
+    int order[5];
 } ig_hf_piece;
 
 /* What one micro-batch of a part sends per group (plan_comm.c's accounting, parallel.h's ring
@@ -176,6 +182,10 @@ struct ig_family {
      * not use (buffers such as a causal mask). hf_from_tensors (may be NULL) reads the shape of a
      * model.safetensors without a config.json. */
     const char *hf_model_type;
+    /* a diffusers model's config.json has no model_type: its "_class_name" names the family
+     * (NULL: none), and the weights in a directory are hf_weights (NULL: model.safetensors) */
+    const char *hf_class_name;
+    const char *hf_weights;
     ig_status (*hf_config)(json_t *config, const char *file, ig_model_config *out, int32_t *eod,
                            ig_err *err);
     json_t *(*hf_write_config)(const ig_model_config *c, int32_t eod);

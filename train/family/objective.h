@@ -6,8 +6,9 @@
  * for_objective). next-token      (objectives/next_token.c): cross-entropy of each next token, over
  * token shards; sampled by generating text rectified-flow  (objectives/flow.c, flow_use.c): a
  * diffusion model's velocity x_t -> eps - x0 under squared error, over clip shards; sampled by
- * Euler steps to videos The trainer, the feed, the planner, the layout checks and the commands ask
- * the objective; none of them branches on the kind of input.
+ * Euler steps to videos vae  (objectives/vae.c, vae_use.c): a VAE's L1 reconstruction of each frame
+ * plus a weighted KL term, over clip shards; no sampler The trainer, the feed, the planner, the
+ * layout checks and the commands ask the objective; none of them branches on the kind of input.
  */
 #ifndef INGOT_TRAIN_OBJECTIVE_H
 #define INGOT_TRAIN_OBJECTIVE_H
@@ -83,6 +84,10 @@ typedef struct ig_objective {
      * micro-batch; the trainer's configuration t (its micro_batch, its masks). */
     ig_status (*fit)(ig_fit *fit, const ig_train_config *t, const ig_data_facts *facts,
                      ig_err *err);
+    /* The units of a micro-batch's T that a clip of F x H x W takes (its tokens, its pixels),
+     * refused with the numbers when the model cannot take it; NULL: it reads no clips. */
+    ig_status (*clip_tokens)(const ig_model_config *c, int F, int H, int W, int *tokens,
+                             ig_err *err);
     /* What a layout must satisfy beyond the family's (token micro-batches split by sp); NULL:
      * nothing. */
     ig_status (*check_layout)(const ig_train_config *t, const ig_model_config *c, int tp, int sp,

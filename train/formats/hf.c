@@ -33,12 +33,24 @@ static int exists_in(const char *dir, const char *name) {
     return ig_file_exists(p);
 }
 
+/* A family's weights file in a directory (a diffusers model's is not model.safetensors). */
+static const char *weights_name(const ig_family *f) {
+    return f && f->hf_weights ? f->hf_weights : "model.safetensors";
+}
+
 void ig_hf_paths(const char *path, char *st, char *cfg, size_t cap) {
     if (is_dir(path)) {
-        /* as transformers looks: the single file first, then a sharded model's index */
-        snprintf(st, cap, "%s/model.safetensors.index.json", path);
-        if (!ig_file_exists(st) || exists_in(path, "model.safetensors"))
-            snprintf(st, cap, "%s/model.safetensors", path);
+        /* as transformers looks: the single file first, then a sharded model's index; else the
+         * first family's weights file the directory holds (a diffusers model's) */
+        snprintf(st, cap, "%s/model.safetensors", path);
+        if (!ig_file_exists(st) && exists_in(path, "model.safetensors.index.json"))
+            snprintf(st, cap, "%s/model.safetensors.index.json", path);
+        for (int i = 0; !ig_file_exists(st) && ig_family_of(i); i++) {
+            const char *w = ig_family_of(i)->hf_weights;
+            char alt[4200];
+            snprintf(alt, sizeof alt, "%s/%s", path, w ? w : "model.safetensors");
+            if (w && ig_file_exists(alt)) snprintf(st, cap, "%s", alt);
+        }
         snprintf(cfg, cap, "%s/config.json", path);
         return;
     }
@@ -112,14 +124,19 @@ ig_status ig_hf_get_bool(json_t *o, const char *file, const char *key, int dflt,
 
 /* ---- the shape ------------------------------------------------------------------------------- */
 
-/* The model_types the families read, as "gpt2, llama, ingot-dit and t5" (the one list's). */
-static void known_types(char *buf, size_t cap) {
+/* The model_types the families read, as "gpt2, llama, ingot-dit and t5" (the one list's), or
+ * with classes the diffusers classes (_class_name). */
+static const char *hf_name(const ig_family *f, int classes) {
+    return classes ? f->hf_class_name : f->hf_model_type;
+}
+
+static void known_types(char *buf, size_t cap, int classes) {
     int n = 0;
-    for (int i = 0; ig_family_of(i); i++) n += ig_family_of(i)->hf_model_type != NULL;
+    for (int i = 0; ig_family_of(i); i++) n += hf_name(ig_family_of(i), classes) != NULL;
     size_t k = 0;
     buf[0] = '\0';
     for (int i = 0, j = 0; ig_family_of(i) && k < cap; i++) {
-        const char *t = ig_family_of(i)->hf_model_type;
+        const char *t = hf_name(ig_family_of(i), classes);
         if (!t) continue;
         k += (size_t)snprintf(buf + k, cap - k, "%s%s",
                               j == 0       ? ""
@@ -134,15 +151,28 @@ static void known_types(char *buf, size_t cap) {
 static ig_status shape_of(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
                           ig_err *err) {
     json_t *mt = json_object_get(o, "model_type");
-    char known[256];
-    known_types(known, sizeof known);
+    char known[256], classes[256];
+    known_types(known, sizeof known, 0);
+    known_types(classes, sizeof classes, 1);
     if (!json_is_object(o)) return ig_err_set(err, IG_ERR_FORMAT, "%s: not a JSON object", file);
-    if (!json_is_string(mt))
+    /* a diffusers config.json: no model_type, its class's name */
+    json_t *cls = json_object_get(o, "_class_name");
+    const ig_family *f = NULL;
+    for (int i = 0; !json_is_string(mt) && json_is_string(cls) && ig_family_of(i); i++) {
+        const char *c = ig_family_of(i)->hf_class_name;
+        if (c && !strcmp(c, json_string_value(cls))) f = ig_family_of(i);
+    }
+    if (!json_is_string(mt) && json_is_string(cls) && !f)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: \"_class_name\" \"%s\": of diffusers' models ingot reads %s (and "
+                          "%s models by \"model_type\")",
+                          file, json_string_value(cls), classes, known);
+    if (!json_is_string(mt) && !f)
         return ig_err_set(err, IG_ERR_FORMAT,
                           "%s: no \"model_type\": ingot reads %s models (config.json as its "
-                          "exports write it)",
-                          file, known);
-    const ig_family *f = ig_family_of_hf(json_string_value(mt));
+                          "exports write it) and diffusers' %s (\"_class_name\")",
+                          file, known, classes);
+    if (!f) f = ig_family_of_hf(json_string_value(mt));
     if (!f)
         return ig_err_set(err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\": ingot reads %s models",
                           file, json_string_value(mt), known);
@@ -285,6 +315,28 @@ ig_status ig_hf_check(ig_ctx *ctx, const char *path, const ig_model_config *cfg,
     return st;
 }
 
+/* A piece's values between the file's order of dimensions (pc->shape) and the tensor's (the file's
+ * dimensions taken in pc->order): to_file 0 reads the file's src into the tensor's dst, 1 the
+ * tensor's src into the file's dst. */
+static void permute(float *dst, const float *src, const ig_hf_piece *pc, int to_file) {
+    int n = pc->ndim;
+    uint64_t stride[5], idx[5] = {0}, total = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        stride[d] = total;
+        total *= (uint64_t)pc->shape[d];
+    }
+    for (uint64_t i = 0; i < total; i++) { /* i: the tensor's element, its index idx */
+        uint64_t off = 0;
+        for (int k = 0; k < n; k++) off += idx[k] * stride[pc->order[k]];
+        if (to_file)
+            dst[off] = src[i];
+        else
+            dst[i] = src[off];
+        for (int k = n - 1; k >= 0 && ++idx[k] == (uint64_t)pc->shape[pc->order[k]]; k--)
+            idx[k] = 0;
+    }
+}
+
 typedef struct part_copy {
     float *dst;
     const float *whole;
@@ -346,10 +398,14 @@ ig_status ig_hf_load(ig_ctx *ctx, ig_model *m, const char *path, ig_err *err) {
         memset(whole, 0, (size_t)((uint64_t)t->global_shape[0] * cols * sizeof(float)));
         for (size_t k = 0; st == IG_OK && k < np; k++) {
             const ig_st_tensor *x = NULL;
+            uint64_t n = (uint64_t)pieces[k].rows * cols;
+            float *at = whole + (uint64_t)pieces[k].row0 * cols, *tmp = NULL;
             st = find_piece(f, st_path, &pieces[k], t->ndim, cols, &x, err);
-            if (st == IG_OK)
-                st = ig_st_tensor_to_f32(x, whole + (uint64_t)pieces[k].row0 * cols,
-                                         (uint64_t)pieces[k].rows * cols, err);
+            if (st == IG_OK && pieces[k].perm && !(tmp = ig_alloc(ctx, n * sizeof(float))))
+                st = ig_err_set(err, IG_ERR_NOMEM, "out of memory loading %s", st_path);
+            if (st == IG_OK) st = ig_st_tensor_to_f32(x, tmp ? tmp : at, n, err);
+            if (st == IG_OK && tmp) permute(at, tmp, &pieces[k], 0);
+            ig_free(ctx, tmp);
         }
         if (st != IG_OK) break;
         part_copy c = {part, whole};
@@ -376,14 +432,16 @@ static ig_status write_config(json_t *o, const char *path, int overwrite, ig_err
     return st;
 }
 
-/* The temporary files a killed export left in dir (NAME.tmp.PID.N of model.safetensors and
+/* The temporary files a killed export left in dir (NAME.tmp.PID.N of the weights file and
  * config.json, whose process is gone), removed. */
-static void remove_stale_temps(const char *dir) {
+static void remove_stale_temps(const char *dir, const char *weights) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
+    char wt[256];
+    snprintf(wt, sizeof wt, "%s.tmp.", weights);
     while ((e = readdir(d))) {
-        static const char *const names[] = {"model.safetensors.tmp.", "config.json.tmp."};
+        const char *const names[] = {wt, "config.json.tmp."};
         for (int k = 0; k < 2; k++) {
             size_t n = strlen(names[k]);
             if (strncmp(e->d_name, names[k], n) != 0) continue;
@@ -415,13 +473,13 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
                           "%s is a %s, not a directory: an export is a directory of files; give "
                           "another --output",
                           dir, ig_file_kind(sb.st_mode));
-    remove_stale_temps(dir);
+    remove_stale_temps(dir, weights_name(fam));
     uint64_t n = ig_model_buffer_elems(m);
     float *host = ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
     if (!host) return ig_err_set(err, IG_ERR_NOMEM, "out of memory exporting");
     ig_status st = ig_model_read(m, IG_MODEL_PARAMS, host, err);
     char path[4200], heads[32];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, weights_name(fam));
     snprintf(heads, sizeof heads, "%d", m->cfg.n_head);
     ig_st_writer *w = NULL;
     if (st == IG_OK) st = ig_st_writer_create(&w, ctx, path, overwrite, err);
@@ -436,9 +494,19 @@ ig_status ig_hf_export(ig_ctx *ctx, ig_model *m, int32_t eod, const char *dir, i
                 ndim = pieces[k].ndim;
                 for (int d = 0; d < ndim; d++) shape[d] = (uint64_t)pieces[k].shape[d];
             }
-            st = ig_st_writer_add(
-                w, pieces[k].name, IG_ST_F32, shape, ndim,
-                host + t->offset + (uint64_t)pieces[k].row0 * (uint64_t)t->shape[1], err);
+            float *at = host + t->offset + (uint64_t)pieces[k].row0 * (uint64_t)t->shape[1];
+            if (pieces[k].perm) { /* host is this export's copy: the file's order in place */
+                uint64_t pn = (uint64_t)pieces[k].rows * (uint64_t)t->shape[1];
+                float *tmp = ig_alloc(ctx, pn * sizeof(float));
+                if (!tmp) {
+                    st = ig_err_set(err, IG_ERR_NOMEM, "out of memory exporting");
+                    break;
+                }
+                permute(tmp, at, &pieces[k], 1);
+                memcpy(at, tmp, pn * sizeof(float));
+                ig_free(ctx, tmp);
+            }
+            st = ig_st_writer_add(w, pieces[k].name, IG_ST_F32, shape, ndim, at, err);
         }
     }
     if (st == IG_OK) st = ig_st_writer_set_metadata(w, "format", "pt", err);

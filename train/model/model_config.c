@@ -56,6 +56,15 @@ const ig_objective *ig_objective_of(const ig_model_config *c) {
     return f ? f->objective : NULL;
 }
 
+ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                               ig_err *err) {
+    const ig_family *f = ig_family_of(c->arch);
+    if (!f || !f->objective->clip_tokens)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models do not read clips",
+                          f ? f->arch : "unknown");
+    return f->objective->clip_tokens(c, F, H, W, tokens, err);
+}
+
 ig_model_io ig_model_io_of(const ig_model_config *c) {
     const ig_objective *o = ig_objective_of(c);
     if (!o) return (ig_model_io){"", "", "", NULL};
@@ -64,13 +73,13 @@ ig_model_io ig_model_io_of(const ig_model_config *c) {
 
 ig_status ig_model_config_parse(ig_model_config *out, const char *yaml, ig_err *err) {
     memset(out, 0, sizeof *out);
-    const ig_cfg_key *tables[16];
-    size_t counts[16];
-    int binds[16];
-    size_t n = ig_train_key_tables(tables, counts, binds, 16);
+    const ig_cfg_key *tables[IG_TRAIN_KEY_TABLES];
+    size_t counts[IG_TRAIN_KEY_TABLES];
+    int binds[IG_TRAIN_KEY_TABLES];
+    size_t n = ig_train_key_tables(tables, counts, binds, IG_TRAIN_KEY_TABLES);
     ig_config *cfg = NULL;
     ig_status st = IG_OK;
-    for (size_t i = 0; i < n && i < 16 && st == IG_OK; i++)
+    for (size_t i = 0; i < n && i < IG_TRAIN_KEY_TABLES && st == IG_OK; i++)
         st = i == 0 ? ig_config_create(&cfg, tables[0], counts[0], err)
                     : ig_config_add_keys(cfg, tables[i], counts[i], err);
     if (st == IG_OK) st = ig_config_add_keys(cfg, ig_data_keys, ig_data_n_keys, err);
@@ -83,7 +92,7 @@ ig_status ig_model_config_parse(ig_model_config *out, const char *yaml, ig_err *
     }
     ig_train_config t;
     memset(&t, 0, sizeof t);
-    for (size_t i = 0; i < n && i < 16 && st == IG_OK; i++)
+    for (size_t i = 0; i < n && i < IG_TRAIN_KEY_TABLES && st == IG_OK; i++)
         if (binds[i]) st = ig_config_bind(cfg, tables[i], counts[i], &t, err);
     if (st == IG_OK) st = ig_train_config_resolve(&t, cfg, err);
     if (st == IG_OK) st = ig_model_config_check(&t.model, err);

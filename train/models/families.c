@@ -7,7 +7,7 @@
 
 #include "family/family.h"
 
-#define IG_ARCHS(X) X(gpt2) X(llama) X(dit) X(t5)
+#define IG_ARCHS(X) X(gpt2) X(llama) X(dit) X(t5) X(vae)
 
 #define DECLARE(a) extern const ig_family ig_family_##a;
 IG_ARCHS(DECLARE)

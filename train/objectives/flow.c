@@ -249,6 +249,13 @@ static int flow_repeats(const ig_train_config *t) {
     return t->eval_timesteps > 0 ? t->eval_timesteps : 1;
 }
 
+/* a clip's tokens: the family's patches */
+static ig_status flow_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
+                                  ig_err *err) {
+    const ig_flow_model *fm = ig_family_of(c->arch)->for_objective;
+    return fm->clip_tokens(c, F, H, W, tokens, err);
+}
+
 static int flow_caption_len(const ig_model_config *c) {
     const ig_family *fam = ig_family_of(c->arch);
     const ig_flow_model *fm = fam ? fam->for_objective : NULL;
@@ -293,6 +300,7 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
                                         .keys = flow_keys,
                                         .n_keys = sizeof flow_keys / sizeof flow_keys[0],
                                         .fit = flow_fit,
+                                        .clip_tokens = flow_clip_tokens,
                                         .eval_repeats = flow_repeats,
                                         .caption_len = flow_caption_len,
                                         .stage = flow_stage,
@@ -301,16 +309,6 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
                                         .release = release};
 
 /* ---- a whole model on one process (train.h) -------------------------------------------------- */
-
-ig_status ig_model_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens,
-                               ig_err *err) {
-    const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
-    if (!fm)
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models do not read clips",
-                          f ? f->arch : "unknown");
-    return fm->clip_tokens(c, F, H, W, tokens, err);
-}
 
 static ig_status need_whole(const ig_model *m, ig_err *err) {
     if (m->part.tp == 1 && m->part.first && m->part.last) return IG_OK;

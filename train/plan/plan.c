@@ -319,11 +319,11 @@ static ig_status add(planner *pl, ig_train_config *t, ig_err *err) {
 
 /* The largest value a key of the trainer's tables allows, or the count of its choices (an enum). */
 static int key_range(const char *path) {
-    const ig_cfg_key *tables[8];
-    size_t counts[8];
-    int binds[8];
-    size_t n = ig_train_key_tables(tables, counts, binds, 8);
-    for (size_t i = 0; i < n && i < 8; i++)
+    const ig_cfg_key *tables[IG_TRAIN_KEY_TABLES];
+    size_t counts[IG_TRAIN_KEY_TABLES];
+    int binds[IG_TRAIN_KEY_TABLES];
+    size_t n = ig_train_key_tables(tables, counts, binds, IG_TRAIN_KEY_TABLES);
+    for (size_t i = 0; i < n && i < IG_TRAIN_KEY_TABLES; i++)
         for (size_t k = 0; k < counts[i]; k++) {
             const ig_cfg_key *key = &tables[i][k];
             if (strcmp(key->path, path) != 0) continue;

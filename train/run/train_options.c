@@ -38,8 +38,9 @@ enum { PLUGIN_NONE, PLUGIN_DDP, PLUGIN_ZERO1, PLUGIN_ZERO2, PLUGIN_HYBRID };
 static const ig_cfg_key train_keys[] = {
     KE("model.arch", model.arch, "gpt2", ig_model_archs,
        "the model: gpt2 (learned positions, LayerNorm, GeLU, tied embeddings), llama (RMSNorm, "
-       "rotary positions, SwiGLU, grouped-query attention) - presets of the decoder family - or "
-       "dit (a video diffusion transformer over clip shards)"),
+       "rotary positions, SwiGLU, grouped-query attention) - presets of the decoder family -, "
+       "dit (a video diffusion transformer over clip shards) or vae (Stable Diffusion's "
+       "AutoencoderKL over the frames of clip shards)"),
     K("model.n_layer", IG_CFG_INT, model.n_layer, "12", 1, 1024, "transformer blocks"),
     K("model.n_head", IG_CFG_INT, model.n_head, "12", 1, 4096, "attention heads"),
     K("model.d_model", IG_CFG_INT, model.d_model, "768", 1, 65536, "model width (C)"),
