@@ -34,6 +34,7 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
     t.data.path = o->prefixes;
     t.data.n_path = o->n;
     t.data.seed = (uint32_t)o->seed;
+    t.caption_features = o->caption_features;
     t.micro_batch = o->micro_batch;
     t.eval_timesteps = o->timesteps;
     t.flow_shift = 1;
@@ -192,6 +193,11 @@ ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts 
     ig_status st = need_clips(m, err);
     if (st != IG_OK) return st;
     if (o->n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no clip shards to evaluate on");
+    if (o->noise_file && *o->noise_file && ig_model_caption_features(&m->cfg, NULL))
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: a model of caption features is evaluated on the grid of times, "
+                          "not with a noise file",
+                          o->noise_file);
     if (o->noise_file && *o->noise_file) return eval_noise(m, ctx, o, res, err);
     if (o->timesteps < 1 || o->timesteps > IG_EVAL_MAX_TIMES || o->batches < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%d times, %d micro-batches: need 1 .. %d, >= 1",
@@ -231,7 +237,8 @@ ig_status ig_flow_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const 
                             .batches = o->batches,
                             .timesteps = o->timesteps,
                             .seed = o->data->seed,
-                            .noise_file = o->noise_file};
+                            .noise_file = o->noise_file,
+                            .caption_features = o->caption_features};
     ig_clip_eval_result *r = st == IG_OK ? ig_calloc(ctx, 1, sizeof *r) : NULL;
     if (st == IG_OK && !r) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     if (st == IG_OK) st = ig_model_eval_clips(m, ctx, &co, r, err);
