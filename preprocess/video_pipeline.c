@@ -62,10 +62,15 @@ typedef struct vpipe {
     FILE *rows_out; /* report (or info) rows, until the end */
 } vpipe;
 
-/* the files of a frame shard output (OUT.info.csv of --probe-only is a file of its own) */
-static const char *const video_data_exts[] = {
-    ".frames",    ".clips",     ".captions.bin", ".captions.idx", ".captions.json",
-    ".texts.bin", ".texts.idx", ".texts.json",   ".report.csv",   NULL};
+/* the files of a frame shard output (OUT.info.csv of --probe-only is a file of its own); the
+ * caption features of --text-encoder are part of it (--force replaces them with the clips) */
+static const char *const video_data_exts[] = {".frames",        ".clips",
+                                              ".captions.bin",  ".captions.idx",
+                                              ".captions.json", ".texts.bin",
+                                              ".texts.idx",     ".texts.json",
+                                              ".features.feat", ".features.fidx",
+                                              ".features.json", ".features.shards.json",
+                                              ".report.csv",    NULL};
 
 static const char report_header[] = "line,path,status,reason,clips,frames,decode_seconds,message\n";
 
