@@ -348,6 +348,9 @@ typedef struct ig_clip_input {
  * encoder that made the ones it was trained on (its line, width and hashes, as caption-feature
  * shards record it); 0 for a model that reads no caption features (caption tokens, or none). */
 int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc);
+/* The caption tokens (or feature rows) a model conditioned on captions attends to, its
+ * model.caption_len; 0 for a model that reads no captions. */
+int ig_model_caption_len(const ig_model_config *c);
 
 /* The tokens of a clip of F x H x W for a model that reads clips (its objective's): a diffusion
  * model's patches, a VAE's pixels (refused with the numbers when the model cannot take it). */

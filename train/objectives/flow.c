@@ -331,6 +331,12 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
 
 /* ---- a whole model on one process (train.h) -------------------------------------------------- */
 
+int ig_model_caption_len(const ig_model_config *c) {
+    const ig_family *f = ig_family_of(c->arch);
+    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    return fm ? fm->caption_len(c) : 0;
+}
+
 int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc) {
     const ig_family *f = ig_family_of(c->arch);
     const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
