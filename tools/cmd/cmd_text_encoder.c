@@ -45,6 +45,7 @@ ig_status ig_cmd_text_encoder_open(ig_cmd_text_encoder *t, ig_ctx *ctx, const ch
                "of %d tokens, %s more while loading; their features %s\n",
                dir, what, all, w, device == 1 ? "bf16 on the GPU" : "fp32", acts, batch,
                caption_len, load, feat);
+        fflush(stdout); /* before what the command prints on stderr next */
     }
     if (st == IG_OK) st = ig_backend_create(&t->be, ctx, &bo, err);
     if (st == IG_OK) st = ig_text_encoder_open(&t->enc, ctx, t->be, dir, &eo, err);

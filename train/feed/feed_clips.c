@@ -113,9 +113,9 @@ static ig_status read_features(ig_feed *f, clips *k, ig_err *err) {
         if (st != IG_OK) return st;
         size_t n = (L < Tk ? L : Tk) * D;
         float *out = k->features + i * per;
-        if (m->dtype == IG_FEATURES_BF16)
+        if (n && m->dtype == IG_FEATURES_BF16)
             ig_backend_bf16_to_f32_n(out, v, n);
-        else
+        else if (n)
             memcpy(out, v, n * sizeof(float)); /* little-endian, as stored */
         k->caption_lens[i] = (int32_t)(L < Tk ? L : Tk);
     }

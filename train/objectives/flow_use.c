@@ -337,7 +337,7 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
      * (length 0) for the others */
     int plen =
         cond && (conds & IG_COND_TEXT) ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk) : 0;
-    for (int b = 0; st == IG_OK && b < chunk; b++) {
+    for (int b = 0; st == IG_OK && plen && b < chunk; b++) {
         if (D)
             memcpy(feats + (size_t)b * Tk * (size_t)D, o->prompt_features,
                    (size_t)plen * (size_t)D * sizeof(float));
