@@ -32,7 +32,7 @@ ig_status ig_cmd_text_encoder_open(ig_cmd_text_encoder *t, ig_ctx *ctx, const ch
         ig_tokenizer_load(&t->tok, ctx, tokenizer && *tokenizer ? tokenizer : dir, NULL, err);
     if (st == IG_OK)
         st = ig_text_encoder_plan(ctx, dir, &eo, device == 1 ? 2 : 4, &mem, &shape, err);
-    char what[512] = "";
+    char what[sizeof t->ce.id.describe] = ""; /* the line the shards record */
     if (st == IG_OK) ig_model_describe(&shape, what, sizeof what);
     if (st == IG_OK && !quiet) {
         char all[32], w[32], acts[32], load[32], feat[32];
