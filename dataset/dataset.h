@@ -418,7 +418,9 @@ ig_status ig_blend_read(const ig_blend *b, uint64_t i, int32_t *out, ig_err *err
 /* A frame shard is PREFIX.frames (clips back to back: T x H x W x 3 bytes of RGB24 each, raw or
  * one zstd frame per clip), PREFIX.clips (the index: a header, one fixed-size record per clip
  * and a table of the source frames each clip holds; little-endian, packed), PREFIX.json (the
- * manifest: counts, sources, buckets, checksums) and, with captions, the token shard
+ * manifest: counts, sources, buckets, checksums), the caption text PREFIX.texts (a shard of
+ * DESIGN 3.1 of bytes, dtype uint8: one document per source, its caption's UTF-8, empty for
+ * none; shards made before it have none) and, with a tokenizer, the caption token shard
  * PREFIX.captions (DESIGN 3.1: one document per source). In this section ctx may be NULL. */
 
 #define IG_CLIP_NONE      0xffffffffu /* no caption / no bucket / no label */
@@ -466,6 +468,9 @@ typedef struct ig_video_shard_meta {
     size_t n_buckets;
     char captions[256]; /* the caption shard's prefix relative to this one's directory, or "" */
     uint64_t caption_documents;
+    /* the caption text shard's prefix relative to this one's directory ("texts"; a document per
+     * source), or "" (a shard made before the texts were kept) */
+    char texts[256];
     char sampling[256]; /* how clips were taken, for people: "frames=16 stride=2 size=256x256" */
     char output[256];   /* the preprocess output this shard belongs to (see ig_manifest) */
     char tool_version[32];
@@ -581,6 +586,12 @@ ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out,
  * without captions). Thread-safe. */
 ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t *out, size_t cap,
                                   size_t *len, ig_err *err);
+/* Clip g's caption text, its source's (the manifest's text column), as UTF-8 bytes in the text
+ * shard's mapping: *text (not NUL-terminated, valid while ds is open) and *len (0: no caption).
+ * IG_ERR_NOT_FOUND naming the shard when it keeps no caption text (made before the texts were
+ * kept). Thread-safe. */
+ig_status ig_clip_dataset_text(const ig_clip_dataset *ds, uint64_t g, const char **text,
+                               size_t *len, ig_err *err);
 /* xxh3 of every shard's checksums and clip count: the identity of the data. */
 uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds);
 /* The vocabulary of the caption shards' tokenizer (the largest, from their manifests; 0 without
@@ -712,6 +723,155 @@ ig_status ig_latent_list_write(const char *prefix, const char *const *shards, si
                                int overwrite, ig_err *err);
 ig_status ig_latent_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err);
 ig_status ig_latent_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
+
+/* The key that follows key once the shard whose manifest is m is added to a clip dataset
+ * (ig_clip_dataset_key is it over the shards in order, from 0): what a preprocess run computes
+ * for shards it has just written, before they can be opened. */
+uint64_t ig_clip_key_next(uint64_t key, const ig_video_shard_meta *m);
+
+/* ==== caption-feature shards =============================================================== */
+/* The features a frozen text encoder (a T5's) gave the captions of a run of clips, made by ingot
+ * preprocess captions for a DiT to attend to (PixArt-alpha's way): PREFIX.feat (each clip's [L, D]
+ * values back to back, little-endian fp32 or bf16, no padding; L the caption's tokens, 0 for a clip
+ * without one), PREFIX.fidx (the index: a header naming the clip data and the clips it covers, and
+ * a fixed-size record per clip with its offset, L and checksum; feature_shard_internal.h) and
+ * PREFIX.json (the manifest: the encoder, the counts, the checksums of both files). Several shards
+ * (one a rank of a multi-process run) are listed by PREFIX.shards.json and read as one. A shard
+ * covers clips first .. first + clips - 1 of its clip data, whose clips and key
+ * (ig_clip_dataset_key) it records, so that features are never read against other clips. In this
+ * section ctx may be NULL. */
+
+typedef enum ig_feature_dtype { IG_FEATURES_F32 = 1, IG_FEATURES_BF16 = 2 } ig_feature_dtype;
+const char *ig_feature_dtype_name(ig_feature_dtype d); /* "fp32", "bf16", "unknown" */
+
+/* The encoder that made the features: its shape's line and width, and enough to tell another
+ * encoder from it - the xxh3 of its weights (train.h's ig_text_encoder_identity) and its
+ * tokenizer's name and hash (ig_tokenizer_hash). */
+typedef struct ig_feature_encoder {
+    char describe[256];    /* ig_model_describe's line ("t5: 3 layers, 4 heads, d_model 48, ...") */
+    uint32_t width;        /* D */
+    uint64_t weights_xxh3; /* 0: unknown */
+    char tokenizer[64];
+    uint64_t tokenizer_hash;
+} ig_feature_encoder;
+
+/* The manifest, PREFIX.json ("format": "ingot-caption-features"). */
+typedef struct ig_feature_meta {
+    uint64_t clips;       /* clips of this shard */
+    uint64_t first_clip;  /* its first clip's index in the clip data */
+    uint64_t data_clips;  /* the clip data's clips */
+    uint64_t clip_key;    /* the clip data's key (ig_clip_dataset_key) */
+    uint64_t captioned;   /* clips with a caption */
+    uint64_t tokens;      /* their tokens, summed */
+    uint64_t cut;         /* captions longer than caption_len, cut */
+    uint32_t caption_len; /* the most tokens a clip's caption keeps (the cut; EOS kept) */
+    uint32_t width;       /* D */
+    ig_feature_dtype dtype;
+    ig_feature_encoder encoder;
+    uint64_t feat_bytes, fidx_bytes, feat_xxh3, fidx_xxh3;
+    char **sources; /* the clip shards it was made from, as given (owned) */
+    size_t n_sources;
+    char output[256]; /* the preprocess output it belongs to (see ig_manifest) */
+    char tool_version[32];
+} ig_feature_meta;
+
+void ig_feature_meta_clear(ig_feature_meta *m);
+ig_status ig_feature_meta_read(ig_feature_meta *m, const char *prefix, ig_err *err);
+ig_status ig_feature_meta_write(const ig_feature_meta *m, const char *prefix, int overwrite,
+                                ig_err *err);
+/* 1 when PREFIX is a caption-feature shard (PREFIX.fidx exists) or a list of them, else 0. */
+int ig_feature_shard_is(const char *prefix);
+/* The first way two encoders differ, as a phrase for a message ("the width: 48 and 64", "the
+ * weights (xxh3 0123... and 4567...)"), or NULL when they are the same encoder. A weights or
+ * tokenizer hash of 0 (unknown) is not compared. */
+const char *ig_feature_encoder_differs(const ig_feature_encoder *a, const ig_feature_encoder *b,
+                                       char *buf, size_t cap);
+
+/* --- writer --- */
+
+typedef struct ig_feature_shard_writer ig_feature_shard_writer;
+
+typedef struct ig_feature_shard_writer_opts {
+    ig_feature_dtype dtype;
+    uint32_t width, caption_len;
+    uint64_t first_clip, data_clips, clip_key; /* the clips it covers (the header's) */
+    int overwrite;                             /* 0: IG_ERR_EXISTS when the shard's files exist */
+} ig_feature_shard_writer_opts;
+
+/* Streams the clips' features into PREFIX.feat under a temporary name; the records stay in memory
+ * (24 bytes a clip) until finish. Not thread-safe. */
+ig_status ig_feature_shard_writer_create(ig_feature_shard_writer **out, ig_ctx *ctx,
+                                         const char *prefix,
+                                         const ig_feature_shard_writer_opts *opts, ig_err *err);
+/* Appends the next clip: len x width values already in the shard's dtype (len 0: no caption,
+ * values unused), or with repeat the previous clip's values again (stored once; values unused). */
+ig_status ig_feature_shard_writer_add(ig_feature_shard_writer *w, const void *values, uint32_t len,
+                                      int repeat, ig_err *err);
+uint64_t ig_feature_shard_writer_clips(const ig_feature_shard_writer *w);
+/* Commits .feat, then .fidx (after checking that the clips are the header's), and fills *out:
+ * meta's encoder, sources and output with the counts, sizes and checksums (the caller writes it,
+ * last, with ig_feature_meta_write). Frees w (also on failure). */
+ig_status ig_feature_shard_writer_finish(ig_feature_shard_writer *w, const ig_feature_meta *meta,
+                                         ig_feature_meta *out, ig_err *err);
+void ig_feature_shard_writer_abort(ig_feature_shard_writer *w); /* NULL is a no-op */
+
+/* --- reader --- */
+
+/* A caption-feature shard opened read-only, both files mapped. Validated on open: the index whole
+ * (ig_feat_validate), and the manifest when present (its fields against the index, the index's
+ * xxh3); a shard of an unfinished run is refused. Safe to share between threads. */
+typedef struct ig_feature_shard ig_feature_shard;
+
+ig_status ig_feature_shard_open(ig_feature_shard **out, ig_ctx *ctx, const char *prefix,
+                                ig_err *err);
+void ig_feature_shard_close(ig_feature_shard *s); /* NULL is a no-op */
+const char *ig_feature_shard_prefix(const ig_feature_shard *s);
+uint64_t ig_feature_shard_clips(const ig_feature_shard *s);
+uint64_t ig_feature_shard_first_clip(const ig_feature_shard *s);
+/* The manifest, or NULL when PREFIX.json is absent. */
+const ig_feature_meta *ig_feature_shard_meta(const ig_feature_shard *s);
+/* Clip i's (i < clips) tokens and its values in the shard's dtype (*values: into the mapping,
+ * *len x width of them; NULL when len is 0). With verify, its checksum is checked first. */
+ig_status ig_feature_shard_clip(const ig_feature_shard *s, uint64_t i, const void **values,
+                                uint32_t *len, int verify, ig_err *err);
+/* Checks a shard completely: structure (as open), the manifest present and consistent, the xxh3
+ * of both files and of every clip's values. */
+ig_status ig_feature_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err);
+/* Removes a shard's files, manifest first. Cleanup: never fails. */
+void ig_feature_shard_remove(const char *prefix);
+
+/* --- lists (PREFIX.shards.json, "format": "ingot-caption-features-list") --- */
+
+ig_status ig_feature_list_write(const char *prefix, const char *const *shards, size_t n,
+                                int overwrite, ig_err *err);
+/* The list's shards, or PREFIX itself when there is none; refused while a run marker covers
+ * PREFIX. Free with ig_shard_list_free. */
+ig_status ig_feature_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err);
+/* Verifies every shard of the list (or PREFIX alone) and that each is the one the list names. */
+ig_status ig_feature_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err);
+
+/* --- feature datasets: the shards of one or more prefixes as the features of one clip data --- */
+
+/* Every shard must have its manifest; they must have one encoder, width, dtype, caption length
+ * and clip data, and cover its clips in order, each shard starting where the one before ends,
+ * the last ending at the clip data's end (a missing, repeated or reordered shard is refused,
+ * naming it). Read-only: safe to share between threads. */
+typedef struct ig_feature_dataset ig_feature_dataset;
+
+ig_status ig_feature_dataset_open(ig_feature_dataset **out, ig_ctx *ctx,
+                                  const char *const *prefixes, size_t n, ig_err *err);
+void ig_feature_dataset_close(ig_feature_dataset *ds); /* NULL is a no-op */
+uint64_t ig_feature_dataset_clips(const ig_feature_dataset *ds);
+/* The first shard's manifest: the encoder, width, dtype, caption length and clip data of all. */
+const ig_feature_meta *ig_feature_dataset_meta(const ig_feature_dataset *ds);
+/* Clip g's tokens and values (as ig_feature_shard_clip, without the checksum). Thread-safe. */
+ig_status ig_feature_dataset_clip(const ig_feature_dataset *ds, uint64_t g, const void **values,
+                                  uint32_t *len, ig_err *err);
+/* IG_OK when the features were made from the clips of clips (the same key and clip count), else
+ * IG_ERR_CONFIG naming both by the names given (what the features were made from, and how to fix
+ * it). */
+ig_status ig_feature_dataset_match(const ig_feature_dataset *ds, const ig_clip_dataset *clips,
+                                   const char *features_name, const char *clips_name, ig_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* json_fields.c - the JSON fields of ingot's manifests (json_fields.h). */
 #include "json_fields.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,93 @@ ig_status ig_json_write_manifest(json_t *o, const char *prefix, int overwrite, i
     free(text);
     free(path);
     return st;
+}
+
+json_t *ig_json_sources(char *const *sources, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_string(sources[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *ig_json_buckets(const ig_clip_bucket *buckets, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const ig_clip_bucket *b = &buckets[i];
+        if (json_array_append_new(a, json_pack("{s:s,s:I,s:I,s:I,s:I}", "name", b->name, "frames",
+                                               (json_int_t)b->frames, "height",
+                                               (json_int_t)b->height, "width", (json_int_t)b->width,
+                                               "batch_size", (json_int_t)b->batch_size))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+ig_status ig_json_get_sources(json_t *o, const char *path, char ***out, size_t *n, ig_err *err) {
+    json_t *src = json_object_get(o, "sources");
+    if (!json_is_array(src)) return ig_json_missing(path, "sources", "an array of strings", err);
+    size_t ns = json_array_size(src);
+    if (!(*out = calloc(ns ? ns : 1, sizeof **out)))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ns; i++) {
+        json_t *s = json_array_get(src, i);
+        if (!json_is_string(s))
+            return ig_err_set(err, IG_ERR_FORMAT, "%s: sources[%zu] is not a string", path, i);
+        if (!((*out)[i] = strdup(json_string_value(s))))
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        (*n)++;
+    }
+    return IG_OK;
+}
+
+ig_status ig_json_get_buckets(json_t *o, const char *path, ig_clip_bucket **out, size_t *n,
+                              ig_err *err) {
+    json_t *bk = json_object_get(o, "buckets");
+    if (!json_is_array(bk)) return ig_json_missing(path, "buckets", "an array", err);
+    size_t nb = json_array_size(bk);
+    if (!(*out = calloc(nb ? nb : 1, sizeof **out)))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nb; i++) {
+        json_t *b = json_array_get(bk, i);
+        ig_clip_bucket *d = &(*out)[i];
+        char where[64];
+        snprintf(where, sizeof where, "%s (buckets[%zu])", path, i);
+        ig_status st;
+        if ((st = ig_json_get_str(b, where, "name", d->name, sizeof d->name, err)) ||
+            (st = ig_json_get_u32(b, where, "frames", &d->frames, err)) ||
+            (st = ig_json_get_u32(b, where, "height", &d->height, err)) ||
+            (st = ig_json_get_u32(b, where, "width", &d->width, err)) ||
+            (st = ig_json_get_u32(b, where, "batch_size", &d->batch_size, err)))
+            return st;
+        if (!d->frames || !d->height || !d->width || !d->batch_size)
+            return ig_err_set(err, IG_ERR_FORMAT, "%s: a size of zero", where);
+        (*n)++;
+    }
+    return IG_OK;
+}
+
+ig_status ig_json_get_output(json_t *o, const char *path, char *out, size_t cap, ig_err *err) {
+    json_t *v = json_object_get(o, "output");
+    if (!v) return IG_OK;
+    if (!json_is_string(v) || strchr(json_string_value(v), '/') ||
+        strlen(json_string_value(v)) >= cap)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: output must be a file-name prefix", path);
+    snprintf(out, cap, "%s", json_string_value(v));
+    return IG_OK;
+}
+
+ig_status ig_json_load_manifest(const char *prefix, json_t **o, char **path, ig_err *err) {
+    *o = NULL;
+    if (!(*path = ig_shard_path(NULL, prefix, ".json")))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (!ig_file_exists(*path))
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s: manifest missing (the shard was not finished: rerun the preprocess)",
+                          *path);
+    return ig_json_load_file(*path, IG_JSON_FILE_MAX, "a shard manifest", o, err);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "dataset.h"
 
 json_t *ig_json_hex64(uint64_t v); /* "0123456789abcdef" */
 
@@ -23,7 +24,24 @@ ig_status ig_json_get_str(json_t *o, const char *path, const char *key, char *ou
 /* exactly 16 lowercase hex digits, as ig_json_hex64 writes them */
 ig_status ig_json_get_hex(json_t *o, const char *path, const char *key, uint64_t *out, ig_err *err);
 
-/* JSON files are read whole with ig_json_load_file (core.h), at most IG_JSON_FILE_MAX bytes. */
+/* The fields the manifests of clip-like shards (frame, latent and caption-feature shards) share:
+ * "sources", the videos or shards they were made from, an array of strings; "buckets", the
+ * bucket table (name, frames, height, width, batch_size, none of the sizes zero); "output", the
+ * preprocess output they belong to, a file-name prefix (optional). Reading fills *out with a
+ * calloc'd array and counts *n up as entries are filled, so the caller's clear frees a partial
+ * read; writing gives a new array (NULL: out of memory). */
+json_t *ig_json_sources(char *const *sources, size_t n);
+json_t *ig_json_buckets(const ig_clip_bucket *buckets, size_t n);
+ig_status ig_json_get_sources(json_t *o, const char *path, char ***out, size_t *n, ig_err *err);
+ig_status ig_json_get_buckets(json_t *o, const char *path, ig_clip_bucket **out, size_t *n,
+                              ig_err *err);
+ig_status ig_json_get_output(json_t *o, const char *path, char *out, size_t cap, ig_err *err);
+
+/* JSON files are read whole with ig_json_load_file (core.h), at most IG_JSON_FILE_MAX bytes.
+ * ig_json_load_manifest reads PREFIX.json, a shard's manifest, into *o, with its path in *path
+ * (free both, also on failure); a missing one is IG_ERR_NOT_FOUND saying the shard was not
+ * finished. */
+ig_status ig_json_load_manifest(const char *prefix, json_t **o, char **path, ig_err *err);
 
 /* o as indented JSON ending in a newline, written atomically to PREFIX.json (overwrite: replace
  * an existing file). Does not take o. */

@@ -55,25 +55,4 @@ static inline size_t ig_latent_dtype_size(uint32_t dtype) {
 ig_status ig_latent_validate(const uint8_t *buf, size_t len, uint64_t data_len, const char *name,
                              ig_latent_header *h, ig_err *err);
 
-/* The kinds of shard lists (PREFIX.shards.json) over clip-like shards: the list's format name,
- * and what each listed shard records (video_dataset.c holds the one implementation). */
-typedef struct ig_clip_list_kind {
-    const char *format;               /* "ingot-video-shard-list", ... */
-    const char *data_key, *index_key; /* the entries' checksum keys */
-    ig_status (*entry)(const char *shard, uint64_t *clips, uint64_t *frames, uint64_t *data_xxh3,
-                       uint64_t *index_xxh3, ig_err *err); /* from the shard's manifest */
-    ig_status (*verify)(ig_ctx *ctx, const char *shard, ig_err *err);
-} ig_clip_list_kind;
-
-ig_status ig_clip_list_write(const ig_clip_list_kind *k, const char *prefix,
-                             const char *const *shards, size_t n, int overwrite, ig_err *err);
-ig_status ig_clip_list_expand(const ig_clip_list_kind *k, const char *prefix, char ***out,
-                              size_t *n, ig_err *err);
-ig_status ig_clip_list_verify(const ig_clip_list_kind *k, ig_ctx *ctx, const char *prefix,
-                              size_t *n_shards, ig_err *err);
-extern const ig_clip_list_kind ig_video_list_kind, ig_latent_list_kind;
-
-/* 1 when PREFIX.shards.json exists and names format k->format. */
-int ig_clip_list_is(const ig_clip_list_kind *k, const char *prefix);
-
 #endif

@@ -11,6 +11,7 @@
 
 #include "json_fields.h"
 #include "latent_shard_internal.h"
+#include "list_internal.h"
 
 void ig_latent_shard_meta_clear(ig_latent_shard_meta *m) {
     if (!m) return;
@@ -29,17 +30,9 @@ static json_t *vae_json(const ig_latent_vae *v) {
 
 ig_status ig_latent_shard_meta_write(const ig_latent_shard_meta *m, const char *prefix,
                                      int overwrite, ig_err *err) {
-    json_t *o = json_object(), *src = json_array(), *bk = json_array(), *vae = vae_json(&m->vae);
+    json_t *o = json_object(), *src = ig_json_sources(m->sources, m->n_sources),
+           *bk = ig_json_buckets(m->buckets, m->n_buckets), *vae = vae_json(&m->vae);
     int bad = !o || !src || !bk || !vae;
-    for (size_t i = 0; !bad && i < m->n_sources; i++)
-        bad |= json_array_append_new(src, json_string(m->sources[i]));
-    for (size_t i = 0; !bad && i < m->n_buckets; i++) {
-        const ig_clip_bucket *b = &m->buckets[i];
-        bad |= json_array_append_new(
-            bk, json_pack("{s:s,s:I,s:I,s:I,s:I}", "name", b->name, "frames", (json_int_t)b->frames,
-                          "height", (json_int_t)b->height, "width", (json_int_t)b->width,
-                          "batch_size", (json_int_t)b->batch_size));
-    }
     if (!bad) {
         bad |= json_object_set_new(o, "format", json_string(IG_LATENT_MANIFEST_FORMAT));
         bad |= json_object_set_new(o, "format_version", json_integer(IG_LATENT_MANIFEST_VERSION));
@@ -144,60 +137,16 @@ static ig_status from_json(ig_latent_shard_meta *m, json_t *o, const char *path,
                           path, m->channels, m->vae.latent_channels);
     if (strchr(m->captions, '/'))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: captions must be a file-name prefix", path);
-    json_t *out = json_object_get(o, "output");
-    if (out) {
-        if (!json_is_string(out) || strchr(json_string_value(out), '/') ||
-            strlen(json_string_value(out)) >= sizeof m->output)
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: output must be a file-name prefix", path);
-        snprintf(m->output, sizeof m->output, "%s", json_string_value(out));
-    }
-    json_t *src = json_object_get(o, "sources"), *bk = json_object_get(o, "buckets");
-    if (!json_is_array(src)) return ig_json_missing(path, "sources", "an array of strings", err);
-    if (!json_is_array(bk)) return ig_json_missing(path, "buckets", "an array", err);
-    size_t ns = json_array_size(src), nb = json_array_size(bk);
-    m->sources = calloc(ns ? ns : 1, sizeof *m->sources);
-    m->buckets = calloc(nb ? nb : 1, sizeof *m->buckets);
-    if (!m->sources || !m->buckets) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < ns; i++) {
-        json_t *s = json_array_get(src, i);
-        if (!json_is_string(s))
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: sources[%zu] is not a string", path, i);
-        if (!(m->sources[i] = strdup(json_string_value(s))))
-            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        m->n_sources++;
-    }
-    for (size_t i = 0; i < nb; i++) {
-        json_t *b = json_array_get(bk, i);
-        ig_clip_bucket *d = &m->buckets[i];
-        char where[64];
-        snprintf(where, sizeof where, "%s (buckets[%zu])", path, i);
-        if ((st = ig_json_get_str(b, where, "name", d->name, sizeof d->name, err)) ||
-            (st = ig_json_get_u32(b, where, "frames", &d->frames, err)) ||
-            (st = ig_json_get_u32(b, where, "height", &d->height, err)) ||
-            (st = ig_json_get_u32(b, where, "width", &d->width, err)) ||
-            (st = ig_json_get_u32(b, where, "batch_size", &d->batch_size, err)))
-            return st;
-        if (!d->frames || !d->height || !d->width || !d->batch_size)
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: a size of zero", where);
-        m->n_buckets++;
-    }
-    return IG_OK;
+    if ((st = ig_json_get_output(o, path, m->output, sizeof m->output, err)) != IG_OK) return st;
+    if ((st = ig_json_get_sources(o, path, &m->sources, &m->n_sources, err)) != IG_OK) return st;
+    return ig_json_get_buckets(o, path, &m->buckets, &m->n_buckets, err);
 }
 
 ig_status ig_latent_shard_meta_read(ig_latent_shard_meta *m, const char *prefix, ig_err *err) {
     memset(m, 0, sizeof *m);
-    char *path = ig_shard_path(NULL, prefix, ".json");
-    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st;
-    if (!ig_file_exists(path)) {
-        st = ig_err_set(err, IG_ERR_NOT_FOUND,
-                        "%s: manifest missing (the shard was not finished: rerun the preprocess)",
-                        path);
-        free(path);
-        return st;
-    }
     json_t *o = NULL;
-    st = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard manifest", &o, err);
+    char *path = NULL;
+    ig_status st = ig_json_load_manifest(prefix, &o, &path, err);
     if (st == IG_OK) st = from_json(m, o, path, err);
     json_decref(o);
     if (st != IG_OK) ig_latent_shard_meta_clear(m);
@@ -205,43 +154,63 @@ ig_status ig_latent_shard_meta_read(ig_latent_shard_meta *m, const char *prefix,
     return st;
 }
 
-/* ---- lists ---------------------------------------------------------------------------------- */
+/* ---- lists (list_json.c's, with the latent shards' entries) --------------------------------- */
 
-static ig_status latent_entry(const char *shard, uint64_t *clips, uint64_t *frames,
-                              uint64_t *data_xxh3, uint64_t *index_xxh3, ig_err *err) {
+static const ig_list_kind latent_list = {"ingot-latent-shard-list", 1, "data_xxh3"};
+
+ig_status ig_latent_list_write(const char *prefix, const char *const *shards, size_t n,
+                               int overwrite, ig_err *err) {
+    if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "a shard list needs shards");
+    size_t dl = ig_list_dir_len(prefix);
+    json_t *arr = json_array();
+    uint64_t clips = 0, frames = 0;
+    ig_status st = arr ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        if ((st = ig_list_check_member(prefix, shards[i], err)) != IG_OK) break;
+        ig_latent_shard_meta m;
+        if ((st = ig_latent_shard_meta_read(&m, shards[i], err)) != IG_OK) break;
+        clips += m.clips;
+        frames += m.frames;
+        char dx[17], ix[17];
+        ig_hash64_hex(m.data_xxh3, dx);
+        ig_hash64_hex(m.index_xxh3, ix);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:I,s:I,s:s,s:s}", "prefix", shards[i] + dl, "clips",
+                                        (json_int_t)m.clips, "frames", (json_int_t)m.frames,
+                                        "data_xxh3", dx, "index_xxh3", ix));
+        ig_latent_shard_meta_clear(&m);
+    }
+    if (st != IG_OK) {
+        json_decref(arr);
+        return st;
+    }
+    json_t *totals =
+        json_pack("{s:I,s:I}", "clips", (json_int_t)clips, "frames", (json_int_t)frames);
+    return ig_list_write(&latent_list, prefix, totals, arr, overwrite, err);
+}
+
+ig_status ig_latent_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
+    return ig_list_expand(&latent_list, prefix, out, n, err);
+}
+
+static ig_status latent_entry(const char *shard, uint64_t *clips, uint64_t *sum, ig_err *err) {
     ig_latent_shard_meta m;
     ig_status st = ig_latent_shard_meta_read(&m, shard, err);
     if (st != IG_OK) return st;
     *clips = m.clips;
-    *frames = m.frames;
-    *data_xxh3 = m.data_xxh3;
-    *index_xxh3 = m.index_xxh3;
+    *sum = m.data_xxh3;
     ig_latent_shard_meta_clear(&m);
     return IG_OK;
 }
 
-const ig_clip_list_kind ig_latent_list_kind = {.format = "ingot-latent-shard-list",
-                                               .data_key = "data_xxh3",
-                                               .index_key = "index_xxh3",
-                                               .entry = latent_entry,
-                                               .verify = ig_latent_shard_verify};
-
-ig_status ig_latent_list_write(const char *prefix, const char *const *shards, size_t n,
-                               int overwrite, ig_err *err) {
-    return ig_clip_list_write(&ig_latent_list_kind, prefix, shards, n, overwrite, err);
-}
-
-ig_status ig_latent_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
-    return ig_clip_list_expand(&ig_latent_list_kind, prefix, out, n, err);
-}
-
 ig_status ig_latent_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err) {
-    return ig_clip_list_verify(&ig_latent_list_kind, ctx, prefix, n_shards, err);
+    return ig_list_verify(&latent_list, ctx, prefix, ig_latent_shard_verify, latent_entry, n_shards,
+                          err);
 }
 
 int ig_latent_shard_is(const char *prefix) {
     char *idx = ig_shard_path(NULL, prefix, ".lclips");
     int yes = idx && ig_file_exists(idx);
     free(idx);
-    return yes || ig_clip_list_is(&ig_latent_list_kind, prefix);
+    return yes || ig_list_is(&latent_list, prefix);
 }

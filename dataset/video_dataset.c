@@ -1,51 +1,71 @@
 /* video_dataset.c - frame shards as one collection: shard lists over several frame shards
  * (PREFIX.shards.json, "format": "ingot-video-shard-list", written by a multi-rank preprocess) and
- * the clip dataset that opens one or more prefixes as one run of clips, with their captions.
+ * the clip dataset that opens one or more prefixes as one run of clips, with their captions (their
+ * tokens and their texts).
  */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 
 #include "json_fields.h"
-#include "latent_shard_internal.h"
+#include "list_internal.h"
+#include "video_shard_internal.h"
 
-/* ---- lists (clip_list.c) --------------------------------------------------------------------- */
+static const ig_list_kind video_list = {"ingot-video-shard-list", 1, "frames_xxh3"};
+
+/* ---- lists (list_json.c's, with the frame shards' entries) ----------------------------------- */
 
 static size_t dir_len(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? (size_t)(slash - path) + 1 : 0;
+    return ig_list_dir_len(path);
 }
-
-static ig_status video_entry(const char *shard, uint64_t *clips, uint64_t *frames,
-                             uint64_t *data_xxh3, uint64_t *index_xxh3, ig_err *err) {
-    ig_video_shard_meta m;
-    ig_status st = ig_video_shard_meta_read(&m, shard, err);
-    if (st != IG_OK) return st;
-    *clips = m.clips;
-    *frames = m.frames;
-    *data_xxh3 = m.frames_xxh3;
-    *index_xxh3 = m.clips_xxh3;
-    ig_video_shard_meta_clear(&m);
-    return IG_OK;
-}
-
-const ig_clip_list_kind ig_video_list_kind = {.format = "ingot-video-shard-list",
-                                              .data_key = "frames_xxh3",
-                                              .index_key = "clips_xxh3",
-                                              .entry = video_entry,
-                                              .verify = ig_video_shard_verify};
 
 ig_status ig_video_list_write(const char *prefix, const char *const *shards, size_t n,
                               int overwrite, ig_err *err) {
-    return ig_clip_list_write(&ig_video_list_kind, prefix, shards, n, overwrite, err);
+    if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "a shard list needs shards");
+    size_t dl = dir_len(prefix);
+    json_t *arr = json_array();
+    uint64_t clips = 0, frames = 0;
+    ig_status st = arr ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        if ((st = ig_list_check_member(prefix, shards[i], err)) != IG_OK) break;
+        ig_video_shard_meta m;
+        if ((st = ig_video_shard_meta_read(&m, shards[i], err)) != IG_OK) break;
+        clips += m.clips;
+        frames += m.frames;
+        char fx[17], cx[17];
+        ig_hash64_hex(m.frames_xxh3, fx);
+        ig_hash64_hex(m.clips_xxh3, cx);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:I,s:I,s:s,s:s}", "prefix", shards[i] + dl, "clips",
+                                        (json_int_t)m.clips, "frames", (json_int_t)m.frames,
+                                        "frames_xxh3", fx, "clips_xxh3", cx));
+        ig_video_shard_meta_clear(&m);
+    }
+    if (st != IG_OK) {
+        json_decref(arr);
+        return st;
+    }
+    json_t *totals =
+        json_pack("{s:I,s:I}", "clips", (json_int_t)clips, "frames", (json_int_t)frames);
+    return ig_list_write(&video_list, prefix, totals, arr, overwrite, err);
 }
 
 ig_status ig_video_list_expand(const char *prefix, char ***out, size_t *n, ig_err *err) {
-    return ig_clip_list_expand(&ig_video_list_kind, prefix, out, n, err);
+    return ig_list_expand(&video_list, prefix, out, n, err);
+}
+
+static ig_status video_entry(const char *shard, uint64_t *clips, uint64_t *sum, ig_err *err) {
+    ig_video_shard_meta m;
+    ig_status st = ig_video_shard_meta_read(&m, shard, err);
+    *clips = m.clips;
+    *sum = m.frames_xxh3;
+    ig_video_shard_meta_clear(&m);
+    return st;
 }
 
 ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards, ig_err *err) {
-    return ig_clip_list_verify(&ig_video_list_kind, ctx, prefix, n_shards, err);
+    return ig_list_verify(&video_list, ctx, prefix, ig_video_shard_verify, video_entry, n_shards,
+                          err);
 }
 
 /* ---- the clip dataset ------------------------------------------------------------------------ */
@@ -54,6 +74,7 @@ struct ig_clip_dataset {
     ig_ctx *ctx;
     ig_video_shard **shards;
     ig_shard **captions; /* [n] or NULL entries */
+    ig_shard **texts;    /* [n] the caption texts, or NULL entries (shards made before them) */
     uint64_t *first;     /* [n + 1] global index of each shard's first clip */
     size_t n;
     const ig_clip_bucket *buckets;
@@ -66,9 +87,11 @@ void ig_clip_dataset_close(ig_clip_dataset *ds) {
     for (size_t i = 0; i < ds->n; i++) {
         ig_video_shard_close(ds->shards[i]);
         ig_shard_close(ds->captions[i]);
+        ig_shard_close(ds->texts[i]);
     }
     free(ds->shards);
     free(ds->captions);
+    free(ds->texts);
     free(ds->first);
     ig_free(ds->ctx, ds);
 }
@@ -85,16 +108,36 @@ static int same_buckets(const ig_video_shard_meta *a, const ig_video_shard_meta 
     return 1;
 }
 
+/* The token shard named `name` in the manifest of the frame shard prefix (its caption tokens or
+ * texts), opened into *out with one document per caption; nothing when name is "". */
+static ig_status open_beside(ig_clip_dataset *ds, const char *prefix, const char *name,
+                             uint64_t documents, ig_shard **out, ig_err *err) {
+    if (!name[0]) return IG_OK;
+    size_t dl = dir_len(prefix);
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s%s", (int)dl, prefix, name);
+    ig_status st = ig_shard_open(out, ds->ctx, path, err);
+    if (st == IG_OK && ig_shard_documents(*out) != documents)
+        st = ig_err_set(err, IG_ERR_FORMAT,
+                        "%s: the shard has %" PRIu64 " documents, the manifest of %s says %" PRIu64
+                        " (one a caption)",
+                        path, ig_shard_documents(*out), prefix, documents);
+    return st;
+}
+
 static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
     size_t k = ds->n;
     ig_video_shard **ns = realloc(ds->shards, (k + 1) * sizeof *ns);
     if (ns) ds->shards = ns;
     ig_shard **nc = realloc(ds->captions, (k + 1) * sizeof *nc);
     if (nc) ds->captions = nc;
+    ig_shard **nt = realloc(ds->texts, (k + 1) * sizeof *nt);
+    if (nt) ds->texts = nt;
     uint64_t *nf = realloc(ds->first, (k + 2) * sizeof *nf);
     if (nf) ds->first = nf;
-    if (!ns || !nc || !nf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (!ns || !nc || !nt || !nf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ds->captions[k] = NULL;
+    ds->texts[k] = NULL;
     ig_status st = ig_video_shard_open(&ds->shards[k], ds->ctx, prefix, err);
     if (st != IG_OK) return st;
     ds->n++;
@@ -107,21 +150,23 @@ static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err)
                           "%s has another bucket table than %s: shards of one dataset must be made "
                           "with the same buckets",
                           prefix, ig_video_shard_prefix(ds->shards[0]));
-    if (m->captions[0]) {
-        size_t dl = dir_len(prefix);
-        char path[4096];
-        snprintf(path, sizeof path, "%.*s%s", (int)dl, prefix, m->captions);
-        if ((st = ig_shard_open(&ds->captions[k], ds->ctx, path, err)) != IG_OK) return st;
-        if (ig_shard_documents(ds->captions[k]) != m->caption_documents)
-            return ig_err_set(err, IG_ERR_FORMAT,
-                              "%s: the caption shard has %" PRIu64
-                              " documents, the manifest says %" PRIu64,
-                              path, ig_shard_documents(ds->captions[k]), m->caption_documents);
-    }
+    if ((st = open_beside(ds, prefix, m->captions, m->caption_documents, &ds->captions[k], err)) !=
+            IG_OK ||
+        (st = open_beside(ds, prefix, m->texts, m->n_sources, &ds->texts[k], err)) != IG_OK)
+        return st;
+    if (ds->texts[k] && ig_shard_dtype(ds->texts[k]) != IG_DTYPE_U8)
+        return ig_err_set(err, IG_ERR_FORMAT,
+                          "%s%s: a caption text shard holds bytes (uint8), this one %s: rebuild "
+                          "the shard",
+                          prefix, ".texts", ig_dtype_name(ig_shard_dtype(ds->texts[k])));
     ds->first[k + 1] = ds->first[k] + ig_video_shard_clips(ds->shards[k]);
-    uint64_t in[4] = {ds->key, m->frames_xxh3, m->clips_xxh3, m->clips};
-    ds->key = ig_xxh3_64(in, sizeof in);
+    ds->key = ig_clip_key_next(ds->key, m);
     return IG_OK;
+}
+
+uint64_t ig_clip_key_next(uint64_t key, const ig_video_shard_meta *m) {
+    uint64_t in[4] = {key, m->frames_xxh3, m->clips_xxh3, m->clips};
+    return ig_xxh3_64(in, sizeof in);
 }
 
 ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
@@ -219,4 +264,29 @@ ig_status ig_clip_dataset_caption(const ig_clip_dataset *ds, uint64_t g, int32_t
     uint64_t n = (uint64_t)ig_shard_seq_length(cs, seq);
     *len = (size_t)n;
     return ig_shard_read_tokens(cs, seq, 0, n < cap ? n : cap, out, err);
+}
+
+ig_status ig_clip_dataset_text(const ig_clip_dataset *ds, uint64_t g, const char **text,
+                               size_t *len, ig_err *err) {
+    *text = "";
+    *len = 0;
+    if (g >= ig_clip_dataset_clips(ds))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "clip %" PRIu64 " is out of range (%" PRIu64 " clips)", g,
+                          ig_clip_dataset_clips(ds));
+    size_t k;
+    ig_clip_info c = ig_clip_dataset_info(ds, g, &k, NULL);
+    const ig_shard *ts = ds->texts[k];
+    if (!ts)
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s keeps no caption text (made by an ingot before frame shards kept "
+                          "their captions' text): make it again with ingot preprocess video",
+                          ig_video_shard_prefix(ds->shards[k]));
+    /* the source's document: its bytes are one sequence (none for an empty caption) */
+    int64_t s0 = ig_shard_doc_index(ts, c.source), s1 = ig_shard_doc_index(ts, c.source + 1);
+    if (s1 > s0) {
+        *text = (const char *)ig_shard_bin(ts) + ig_shard_seq_pointer(ts, (uint64_t)s0);
+        *len = (size_t)ig_shard_seq_length(ts, (uint64_t)s0);
+    }
+    return IG_OK;
 }

@@ -1,7 +1,8 @@
 /* video_shard_meta.c - a frame shard's manifest, PREFIX.json ("format": "ingot-video-shard"):
  * counts, sizes and xxh3 of both files, the version of PREFIX.clips (since that index's version
  * 2; the manifest's own format is unchanged, and older manifests without it still read), the source
- * videos, the bucket table, the caption shard, how the clips were sampled and which preprocess
+ * videos, the bucket table, the caption shard, the caption text shard (since the texts were kept:
+ * older manifests have no "texts" and still read), how the clips were sampled and which preprocess
  * output the shard belongs to. Hashes are 16 hex digits (JSON numbers lose precision past 2^53).
  */
 #include <inttypes.h>
@@ -21,17 +22,9 @@ void ig_video_shard_meta_clear(ig_video_shard_meta *m) {
 
 ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *prefix, int overwrite,
                                     ig_err *err) {
-    json_t *o = json_object(), *src = json_array(), *bk = json_array();
+    json_t *o = json_object(), *src = ig_json_sources(m->sources, m->n_sources),
+           *bk = ig_json_buckets(m->buckets, m->n_buckets);
     int bad = !o || !src || !bk;
-    for (size_t i = 0; !bad && i < m->n_sources; i++)
-        bad |= json_array_append_new(src, json_string(m->sources[i]));
-    for (size_t i = 0; !bad && i < m->n_buckets; i++) {
-        const ig_clip_bucket *b = &m->buckets[i];
-        bad |= json_array_append_new(
-            bk, json_pack("{s:s,s:I,s:I,s:I,s:I}", "name", b->name, "frames", (json_int_t)b->frames,
-                          "height", (json_int_t)b->height, "width", (json_int_t)b->width,
-                          "batch_size", (json_int_t)b->batch_size));
-    }
     if (!bad) {
         bad |= json_object_set_new(o, "format", json_string(IG_VIDEO_MANIFEST_FORMAT));
         bad |= json_object_set_new(o, "format_version", json_integer(IG_VIDEO_MANIFEST_VERSION));
@@ -48,6 +41,7 @@ ig_status ig_video_shard_meta_write(const ig_video_shard_meta *m, const char *pr
         bad |= json_object_set_new(o, "captions", json_string(m->captions));
         bad |= json_object_set_new(o, "caption_documents",
                                    json_integer((json_int_t)m->caption_documents));
+        if (m->texts[0]) bad |= json_object_set_new(o, "texts", json_string(m->texts));
         bad |= json_object_set_new(o, "sampling", json_string(m->sampling));
         bad |= json_object_set_new(o, "buckets", bk);
         bk = NULL;
@@ -105,60 +99,21 @@ static ig_status from_json(ig_video_shard_meta *m, json_t *o, const char *path, 
     m->zstd = !strcmp(comp, "zstd");
     if (strchr(m->captions, '/'))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: captions must be a file-name prefix", path);
-    json_t *out = json_object_get(o, "output");
-    if (out) {
-        if (!json_is_string(out) || strchr(json_string_value(out), '/') ||
-            strlen(json_string_value(out)) >= sizeof m->output)
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: output must be a file-name prefix", path);
-        snprintf(m->output, sizeof m->output, "%s", json_string_value(out));
-    }
-    json_t *src = json_object_get(o, "sources"), *bk = json_object_get(o, "buckets");
-    if (!json_is_array(src)) return ig_json_missing(path, "sources", "an array of strings", err);
-    if (!json_is_array(bk)) return ig_json_missing(path, "buckets", "an array", err);
-    size_t ns = json_array_size(src), nb = json_array_size(bk);
-    m->sources = calloc(ns ? ns : 1, sizeof *m->sources);
-    m->buckets = calloc(nb ? nb : 1, sizeof *m->buckets);
-    if (!m->sources || !m->buckets) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < ns; i++) {
-        json_t *s = json_array_get(src, i);
-        if (!json_is_string(s))
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: sources[%zu] is not a string", path, i);
-        if (!(m->sources[i] = strdup(json_string_value(s))))
-            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-        m->n_sources++;
-    }
-    for (size_t i = 0; i < nb; i++) {
-        json_t *b = json_array_get(bk, i);
-        ig_clip_bucket *d = &m->buckets[i];
-        char where[64];
-        snprintf(where, sizeof where, "%s (buckets[%zu])", path, i);
-        if ((st = ig_json_get_str(b, where, "name", d->name, sizeof d->name, err)) ||
-            (st = ig_json_get_u32(b, where, "frames", &d->frames, err)) ||
-            (st = ig_json_get_u32(b, where, "height", &d->height, err)) ||
-            (st = ig_json_get_u32(b, where, "width", &d->width, err)) ||
-            (st = ig_json_get_u32(b, where, "batch_size", &d->batch_size, err)))
-            return st;
-        if (!d->frames || !d->height || !d->width || !d->batch_size)
-            return ig_err_set(err, IG_ERR_FORMAT, "%s: a size of zero", where);
-        m->n_buckets++;
-    }
-    return IG_OK;
+    if (json_object_get(o, "texts") &&
+        (st = ig_json_get_str(o, path, "texts", m->texts, sizeof m->texts, err)) != IG_OK)
+        return st;
+    if (strchr(m->texts, '/'))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: texts must be a file-name prefix", path);
+    if ((st = ig_json_get_output(o, path, m->output, sizeof m->output, err)) != IG_OK) return st;
+    if ((st = ig_json_get_sources(o, path, &m->sources, &m->n_sources, err)) != IG_OK) return st;
+    return ig_json_get_buckets(o, path, &m->buckets, &m->n_buckets, err);
 }
 
 ig_status ig_video_shard_meta_read(ig_video_shard_meta *m, const char *prefix, ig_err *err) {
     memset(m, 0, sizeof *m);
-    char *path = ig_shard_path(NULL, prefix, ".json");
-    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st;
-    if (!ig_file_exists(path)) {
-        st = ig_err_set(err, IG_ERR_NOT_FOUND,
-                        "%s: manifest missing (the shard was not finished: rerun the preprocess)",
-                        path);
-        free(path);
-        return st;
-    }
     json_t *o = NULL;
-    st = ig_json_load_file(path, IG_JSON_FILE_MAX, "a shard manifest", &o, err);
+    char *path = NULL;
+    ig_status st = ig_json_load_manifest(prefix, &o, &path, err);
     if (st == IG_OK) st = from_json(m, o, path, err);
     json_decref(o);
     if (st != IG_OK) ig_video_shard_meta_clear(m);

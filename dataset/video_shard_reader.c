@@ -193,15 +193,36 @@ static ig_status checksum(ig_err *err, const char *prefix, const char *ext, cons
                       prefix, ext, a, b);
 }
 
-/* The caption shard's prefix (beside this one), or NULL when there is none. */
-static char *caption_prefix(const ig_video_shard *s) {
-    if (!s->has_meta || !s->meta.captions[0]) return NULL;
+/* The prefix of a shard the manifest names (the caption shard, the caption text shard) beside
+ * this one, or NULL when it names none (name "") or out of memory. */
+static char *beside(const ig_video_shard *s, const char *name) {
+    if (!s->has_meta || !name[0]) return NULL;
     const char *slash = strrchr(s->prefix, '/');
     int dl = slash ? (int)(slash - s->prefix) + 1 : 0;
-    size_t n = (size_t)dl + strlen(s->meta.captions) + 1;
+    size_t n = (size_t)dl + strlen(name) + 1;
     char *p = malloc(n);
-    if (p) snprintf(p, n, "%.*s%s", dl, s->prefix, s->meta.captions);
+    if (p) snprintf(p, n, "%.*s%s", dl, s->prefix, name);
     return p;
+}
+
+/* A token shard the frame shard's manifest names (the captions' tokens, their texts): verified
+ * whole, and one document per caption the manifest counts. */
+static ig_status verify_beside(ig_ctx *ctx, const ig_video_shard *s, const char *name,
+                               uint64_t documents, ig_err *err) {
+    if (!s->has_meta || !name[0]) return IG_OK;
+    char *path = beside(s, name);
+    if (!path) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_shard_verify(ctx, path, err);
+    ig_shard *cs = NULL;
+    if (st == IG_OK) st = ig_shard_open(&cs, ctx, path, err);
+    if (st == IG_OK && ig_shard_documents(cs) != documents)
+        st = ig_err_set(err, IG_ERR_FORMAT,
+                        "%s: %" PRIu64 " documents, the manifest of %s says %" PRIu64
+                        " (one a caption)",
+                        path, ig_shard_documents(cs), s->prefix, documents);
+    ig_shard_close(cs);
+    free(path);
+    return st;
 }
 
 ig_status ig_video_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err) {
@@ -234,20 +255,8 @@ ig_status ig_video_shard_verify(ig_ctx *ctx, const char *prefix, ig_err *err) {
             st = ig_video_shard_read(s, i, buf, most, 0, err);
         free(buf);
     }
-    char *cap = caption_prefix(s);
-    if (st == IG_OK && s->has_meta && s->meta.captions[0] && !cap)
-        st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    if (st == IG_OK && cap) {
-        st = ig_shard_verify(ctx, cap, err);
-        ig_shard *cs = NULL;
-        if (st == IG_OK) st = ig_shard_open(&cs, ctx, cap, err);
-        if (st == IG_OK && ig_shard_documents(cs) != s->meta.caption_documents)
-            st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: %" PRIu64 " caption documents, the manifest of %s says %" PRIu64,
-                            cap, ig_shard_documents(cs), prefix, s->meta.caption_documents);
-        ig_shard_close(cs);
-    }
-    free(cap);
+    if (st == IG_OK) st = verify_beside(ctx, s, s->meta.captions, s->meta.caption_documents, err);
+    if (st == IG_OK) st = verify_beside(ctx, s, s->meta.texts, s->meta.n_sources, err);
     ig_video_shard_close(s);
     return st;
 }
@@ -259,7 +268,11 @@ void ig_video_shard_remove(const char *prefix) {
         if (p) remove(p);
         free(p);
     }
-    char *cap = ig_shard_path(NULL, prefix, ".captions");
-    if (cap) ig_shard_remove(cap);
-    free(cap);
+    static const char *const beside_exts[] = {".captions", ".texts", ".features"};
+    for (size_t i = 0; i < 3; i++) {
+        char *p = ig_shard_path(NULL, prefix, beside_exts[i]);
+        if (p && i < 2) ig_shard_remove(p);
+        if (p && i == 2) ig_feature_shard_remove(p); /* made in the same run (--text-encoder) */
+        free(p);
+    }
 }

@@ -287,6 +287,80 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st);
 ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                              ig_preprocess_stats *stats, ig_err *err);
 
+/* ==== caption features: a frozen text encoder's, for a DiT to attend to ====================== */
+
+/* What encodes captions: a frozen text encoder the caller opened (ingot's is train.h's
+ * ig_text_encoder, which this module does not name: the caller passes its encoding as a function,
+ * as ingot preprocess does). encode writes caption i's features, fp32 [lens[i], id.width], to
+ * out[i]; a caption's features may not depend on the other captions of the call. to_bf16 is the
+ * rounding the shards' bf16 takes (the compute backend's; NULL: fp32 shards only). */
+typedef struct ig_caption_encoder {
+    ig_feature_encoder id; /* recorded in the shards: its line, width, weights' and tokenizer's */
+    int max_batch;         /* captions one call takes (>= 1) */
+    int max_len;           /* the most tokens a caption may have (>= the caption length) */
+    ig_status (*encode)(void *user, size_t n, const int32_t *const *ids, const int *lens,
+                        float *const *out, ig_err *err);
+    void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void *user;
+} ig_caption_encoder;
+
+/* How captions become features: tokenized by the encoder's tokenizer with its end-of-sequence id
+ * appended (IG_ENCODE_APPEND_EOS, as T5 is fed), cut to caption_len tokens keeping the EOS (the
+ * first caption_len - 1 ids and the EOS, as Hugging Face's tokenizers truncate with
+ * add_special_tokens), encoded caption_len at most, stored in dtype. A clip without a caption (an
+ * empty text) gets none: a DiT trains it with its null caption. */
+typedef struct ig_caption_features_opts {
+    const ig_caption_encoder *encoder; /* borrowed */
+    const ig_tokenizer *tokenizer;     /* the encoder's; borrowed */
+    int caption_len;                   /* default 120 (PixArt-alpha's; 300 Open-Sora 1.2's) */
+    ig_feature_dtype dtype;            /* default fp32 */
+} ig_caption_features_opts;
+
+ig_caption_features_opts ig_caption_features_opts_default(void);
+
+/* A caption's ids as the features are made of them: text[0..len) through enc with the
+ * end-of-sequence id appended, cut to caption_len keeping it (*cut 1 when it was cut; may be
+ * NULL), into out (emptied first). A prompt is encoded the same way, so that it is a caption the
+ * model saw. */
+ig_status ig_caption_ids(ig_encoder *enc, const char *text, size_t len, int caption_len,
+                         ig_tokens *out, int *cut, ig_err *err);
+
+typedef struct ig_captions_opts {
+    const char *const
+        *clips; /* the clip shards (prefixes or lists), [n_clips], as training reads */
+    size_t n_clips;
+    const char *output_prefix; /* OUT */
+    const ig_caption_features_opts *features;
+    int overwrite; /* replace an existing complete output */
+    int progress;  /* a progress bar on stderr */
+    ig_comm *comm; /* NULL: alone; with several ranks each takes an equal run of the clips and
+                      writes OUT_rRRRR, and rank 0 writes the list OUT.shards.json */
+} ig_captions_opts;
+
+typedef struct ig_captions_stats {
+    uint64_t clips;     /* clips this rank wrote features for */
+    uint64_t captioned; /* of them with a caption */
+    uint64_t encoded;   /* captions encoded (the clips of one video share its caption) */
+    uint64_t cut;       /* captions longer than caption_len, cut */
+    uint64_t tokens;    /* tokens of the captions encoded */
+    double seconds;
+    char **shard_prefixes; /* the shard this rank wrote (owned; ig_captions_stats_clear) */
+    size_t n_shard_prefixes;
+} ig_captions_stats;
+
+void ig_captions_stats_clear(ig_captions_stats *st);
+
+/* The features of the captions of clip shards (their texts: ig_clip_dataset_text) as a caption-
+ * feature shard OUT (OUT.feat, OUT.fidx, OUT.json: dataset.h), clip for clip in the clips' order,
+ * whose manifest names the encoder. The captions are encoded max_batch at a time; on the CPU the
+ * features are the same bits for any batch and thread count. The output's life is the other
+ * commands': the run marker OUT.incomplete, a live run's or an existing output refused (without
+ * overwrite), a killed run's files removed by the next run, and under several ranks one commit for
+ * all (OUT_rRRRR shards and the list OUT.shards.json). Clip shards made before frame shards kept
+ * their captions' text are refused, naming the shard. */
+ig_status ig_preprocess_captions(ig_ctx *ctx, const ig_captions_opts *opts,
+                                 ig_captions_stats *stats, ig_err *err);
+
 /* ==== video (FFmpeg) ========================================================================== */
 
 /* Why a video was skipped (or IG_VIDEO_OK). The report and the summary name them by
@@ -506,14 +580,18 @@ typedef struct ig_video_opts {
     int zstd_level;                  /* > 0: compress each clip with zstd at this level */
     const ig_tokenizer *tokenizer;   /* or NULL: no caption shard; borrowed */
     const char *tokenizer_path;      /* recorded in the caption manifest */
-    int workers;                     /* videos decoded at once; 0: the context's threads */
-    int decoder_threads;             /* threads per decoder; 0: threads / workers (>= 1) */
-    double timeout_s;                /* per-file time limit; default 120; 0: none */
-    int strict;                      /* the first bad file stops the run */
-    uint64_t seed;                   /* clip starts and bucket draws; default 1234 */
-    int overwrite;                   /* replace an existing complete output */
-    int progress;                    /* progress bar on stderr */
-    int probe_only;                  /* write OUT.info.csv only (Open-Sora's info columns) */
+    /* or NULL: the captions' features too, OUT.features (a caption-feature shard of the clips;
+     * under several ranks OUT_rRRRR.features and the list OUT.features.shards.json), as
+     * ig_preprocess_captions would make them from the output, in the same run */
+    const ig_caption_features_opts *features;
+    int workers;         /* videos decoded at once; 0: the context's threads */
+    int decoder_threads; /* threads per decoder; 0: threads / workers (>= 1) */
+    double timeout_s;    /* per-file time limit; default 120; 0: none */
+    int strict;          /* the first bad file stops the run */
+    uint64_t seed;       /* clip starts and bucket draws; default 1234 */
+    int overwrite;       /* replace an existing complete output */
+    int progress;        /* progress bar on stderr */
+    int probe_only;      /* write OUT.info.csv only (Open-Sora's info columns) */
     ig_comm *comm; /* NULL: alone. With several ranks, each takes a share of the manifest, writes
                       OUT_rRRRR, and rank 0 writes OUT.shards.json and OUT.report.csv */
     /* The memory one video may take while it is decoded (its clips as RGB, plus 8 of the
@@ -535,20 +613,22 @@ typedef struct ig_video_stats {
     double seconds;            /* wall time of the run */
     double decode_seconds;     /* summed over videos (all workers) */
     uint64_t max_video_memory; /* the per-video memory limit of the run (given or default) */
-    char **shard_prefixes;     /* shards written (owned; ig_video_stats_clear) */
+    uint64_t captions_encoded, captions_cut; /* with features: captions encoded, and cut */
+    char **shard_prefixes;                   /* shards written (owned; ig_video_stats_clear) */
     size_t n_shard_prefixes;
 } ig_video_stats;
 
 void ig_video_stats_clear(ig_video_stats *st);
 
 /* Decodes the manifest's videos into a frame shard (DESIGN 3.2): OUT.frames (clips back to
- * back, RGB24 or zstd per clip), OUT.clips (the index), OUT.json (the manifest), with a caption
- * token shard OUT.captions.{bin,idx,json} (one document per used video, in order) when a
- * tokenizer is given, and OUT.report.csv (a row per manifest row: status, reason, clips, frames,
- * decode seconds). The output is byte-identical for any worker and decoder thread count (given
- * max_video_memory: its default depends on the machine and the workers). Memory is bounded by
- * the videos in flight (two per worker), each by max_video_memory; an allocation that fails for
- * one video skips it (out_of_memory), as any bad video.
+ * back, RGB24 or zstd per clip), OUT.clips (the index), OUT.json (the manifest), the captions'
+ * text OUT.texts.{bin,idx,json} (one document per used video, in order), with a caption token
+ * shard OUT.captions.{bin,idx,json} (likewise) when a tokenizer is given and the captions'
+ * features OUT.features when features are, and OUT.report.csv (a row per manifest row: status,
+ * reason, clips, frames, decode seconds). The output is byte-identical for any worker and decoder
+ * thread count (given max_video_memory: its default depends on the machine and the workers). Memory
+ * is bounded by the videos in flight (two per worker), each by max_video_memory; an allocation that
+ * fails for one video skips it (out_of_memory), as any bad video.
  *
  * Bad files are skipped, counted and reported (or, with strict, stop the run with IG_ERR_FORMAT
  * naming the file and the reason). The output lifecycle is the text pipeline's: the run marker

@@ -1,14 +1,19 @@
-/* video_pipeline.c - the video pipeline: a manifest of videos -> a frame shard, a caption shard,
- * a manifest and a report (ig_preprocess_video).
+/* video_pipeline.c - the video pipeline: a manifest of videos -> a frame shard, its captions' text
+ * (always: what preprocess captions encodes later) and tokens (with a tokenizer), a manifest and a
+ * report (ig_preprocess_video).
  *
  * Workers take manifest rows in order and do each whole (video_job.c: open, scan, plan, decode,
  * convert, compress, tokenize); the calling thread writes the rows back in manifest order, so the
  * output is byte-identical for any number of workers. A worker never runs more than `ring` rows
  * ahead of the writer: memory is bounded by the clips of those rows. Bad videos are skipped and
- * reported (or, strict, stop the run). The output's life - run marker, --force, cleanup after a
- * failure, one commit for all ranks - is the text pipeline's (output.c).
+ * reported (or, strict, stop the run). With a text encoder, once the frame shard is complete the
+ * used videos' captions go through the feature stage (caption_features.c) into OUT.features, clip
+ * for clip, as preprocess captions would make them from the output. The output's life - run
+ * marker, --force, cleanup after a failure, one commit for all ranks - is the text pipeline's
+ * (output.c).
  */
 #include "video_internal.h"
+#include "captions_internal.h"
 #include "output_internal.h"
 
 #include <errno.h>
@@ -43,14 +48,29 @@ typedef struct vpipe {
     char *base; /* this rank's shard: OUT or OUT_rRRRR */
     ig_video_shard_writer *w;
     ig_shard_writer *cw;
+    ig_shard_writer *tw; /* the captions' text, a document of bytes per used video */
+    int32_t *text_ids;   /* a caption's bytes as the writer takes them */
+    size_t text_cap;
+    /* with features: each used video's caption and clips, in order, for the feature stage */
+    struct caption_run {
+        char *text;
+        uint64_t clips;
+    } * runs;
+    size_t n_runs, cap_runs;
     ig_video_shard_meta meta;
     ig_clip_bucket *buckets;
     FILE *rows_out; /* report (or info) rows, until the end */
 } vpipe;
 
-/* the files of a frame shard output (OUT.info.csv of --probe-only is a file of its own) */
-static const char *const video_data_exts[] = {
-    ".frames", ".clips", ".captions.bin", ".captions.idx", ".captions.json", ".report.csv", NULL};
+/* the files of a frame shard output (OUT.info.csv of --probe-only is a file of its own); the
+ * caption features of --text-encoder are part of it (--force replaces them with the clips) */
+static const char *const video_data_exts[] = {".frames",        ".clips",
+                                              ".captions.bin",  ".captions.idx",
+                                              ".captions.json", ".texts.bin",
+                                              ".texts.idx",     ".texts.json",
+                                              ".features.feat", ".features.fidx",
+                                              ".features.json", ".features.shards.json",
+                                              ".report.csv",    NULL};
 
 static const char report_header[] = "line,path,status,reason,clips,frames,decode_seconds,message\n";
 
@@ -137,6 +157,32 @@ static void *worker_main(void *arg) {
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
+/* The caption's text as the text shard's next document (its bytes, one an id). */
+static ig_status add_text(vpipe *p, const char *text, ig_err *err) {
+    size_t n = strlen(text);
+    if (n > p->text_cap) {
+        int32_t *b = realloc(p->text_ids, n * sizeof *b);
+        if (!b) return ig_err_set(err, IG_ERR_NOMEM, "out of memory for a caption of %zu bytes", n);
+        p->text_ids = b, p->text_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) p->text_ids[i] = (unsigned char)text[i];
+    return ig_shard_writer_add_document(p->tw, p->text_ids, n, err);
+}
+
+/* A used video's caption and clips, kept for the feature stage. */
+static ig_status add_run(vpipe *p, const char *text, uint64_t clips, ig_err *err) {
+    if (p->n_runs == p->cap_runs) {
+        size_t cap = p->cap_runs ? 2 * p->cap_runs : 64;
+        struct caption_run *r = realloc(p->runs, cap * sizeof *r);
+        if (!r) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        p->runs = r, p->cap_runs = cap;
+    }
+    if (!(p->runs[p->n_runs].text = strdup(text)))
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    p->runs[p->n_runs++].clips = clips;
+    return IG_OK;
+}
+
 static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_err *err) {
     ig_video_stats *st = p->st;
     if (p->o->probe_only) {
@@ -190,6 +236,9 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
         if (s != IG_OK) return s;
         m->caption_documents++;
     }
+    ig_status s = add_text(p, e->text, err);
+    if (s == IG_OK && p->o->features) s = add_run(p, e->text, job->n_clips, err);
+    if (s != IG_OK) return s;
     st->used++;
     st->clips += job->n_clips;
     st->frames += job->frames;
@@ -356,6 +405,16 @@ static ig_status open_writers(vpipe *p, ig_err *err) {
         s = ig_shard_writer_create(&p->cw, p->ctx, cp, &co, err);
         free(cp);
     }
+    if (s == IG_OK) { /* the captions' text, always */
+        snprintf(m->texts, sizeof m->texts, "%s.texts", base_name(p->base));
+        char *tp = NULL;
+        if (asprintf(&tp, "%s.texts", p->base) < 0)
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        ig_shard_writer_opts to = ig_shard_writer_opts_default();
+        to.dtype = IG_DTYPE_U8;
+        s = ig_shard_writer_create(&p->tw, p->ctx, tp, &to, err);
+        free(tp);
+    }
     snprintf(m->output, sizeof m->output, "%s", base_name(o->output_prefix));
     if (o->buckets) {
         size_t nb = ig_video_buckets_count(o->buckets);
@@ -385,10 +444,26 @@ static ig_status open_writers(vpipe *p, ig_err *err) {
     return s;
 }
 
-/* Finishes this rank's shard: data files, then the caption shard's manifest, then the frame
+/* The text shard's manifest: bytes of UTF-8, a document per used video. */
+static ig_status finish_texts(vpipe *p, ig_manifest *out, ig_err *err) {
+    ig_manifest meta = {0};
+    snprintf(meta.tokenizer, sizeof meta.tokenizer, "utf-8");
+    meta.vocab_size = 256;
+    meta.eod_id = -1;
+    snprintf(meta.json_key, sizeof meta.json_key, "text");
+    snprintf(meta.output, sizeof meta.output, "%s", p->meta.output);
+    snprintf(meta.tool_version, sizeof meta.tool_version, "ingot %s", IG_VERSION_STRING);
+    ig_status s = ig_manifest_add_source(&meta, p->o->manifest, err);
+    if (s == IG_OK) s = ig_shard_writer_finish_data(p->tw, &meta, out, err);
+    p->tw = NULL;
+    ig_manifest_clear(&meta);
+    return s;
+}
+
+/* Finishes this rank's shard: data files, then the caption shards' manifests, then the frame
  * shard's (last: a manifest never describes missing data). */
 static ig_status finish_shard(vpipe *p, ig_err *err) {
-    ig_manifest cap = {0};
+    ig_manifest cap = {0}, texts = {0};
     ig_video_shard_meta done = {0};
     ig_status s = IG_OK;
     if (p->cw) {
@@ -407,6 +482,7 @@ static ig_status finish_shard(vpipe *p, ig_err *err) {
         p->cw = NULL;
         ig_manifest_clear(&meta);
     }
+    if (s == IG_OK && p->tw) s = finish_texts(p, &texts, err);
     if (s == IG_OK) s = ig_video_shard_writer_finish(p->w, &p->meta, &done, err);
     p->w = NULL;
     char *cp = NULL;
@@ -415,8 +491,15 @@ static ig_status finish_shard(vpipe *p, ig_err *err) {
         s = cp ? ig_manifest_write(&cap, cp, 0, err) : ig_err_set(err, IG_ERR_NOMEM, "no memory");
     }
     free(cp);
+    cp = NULL;
+    if (s == IG_OK && p->meta.texts[0]) {
+        if (asprintf(&cp, "%s.texts", p->base) < 0) cp = NULL;
+        s = cp ? ig_manifest_write(&texts, cp, 0, err) : ig_err_set(err, IG_ERR_NOMEM, "no memory");
+    }
+    free(cp);
     if (s == IG_OK) s = ig_video_shard_meta_write(&done, p->base, 0, err);
     ig_manifest_clear(&cap);
+    ig_manifest_clear(&texts);
     ig_video_shard_meta_clear(&done);
     if (s == IG_OK) {
         p->st->shard_prefixes = calloc(1, sizeof *p->st->shard_prefixes);
@@ -479,9 +562,95 @@ static ig_status write_rows(vpipe *p, int ok, ig_err *err) {
     return s;
 }
 
+/* The features of this rank's clips (status: how the rank's run went so far; with several ranks
+ * a collective, called whatever it is): the clip data is the output - every rank's shard in rank
+ * order - so its key and this rank's first clip come from every rank's manifest. */
+static ig_status write_features(vpipe *p, ig_status status, ig_err *err) {
+    const ig_video_opts *o = p->o;
+    ig_video_shard_meta m = {0};
+    ig_status s = status;
+    if (s == IG_OK && p->st->n_shard_prefixes == 1)
+        s = ig_video_shard_meta_read(&m, p->st->shard_prefixes[0], err);
+    uint64_t mine[4] = {m.clips, m.frames_xxh3, m.clips_xxh3, s == IG_OK}, one[4];
+    uint64_t *all = p->world > 1 ? calloc((size_t)p->world * 4, sizeof *all) : one;
+    ig_err cerr = {0};
+    ig_status cs = all ? IG_OK : ig_err_set(&cerr, IG_ERR_NOMEM, "out of memory");
+    if (p->world > 1 && all)
+        cs = ig_comm_allgather(o->comm, mine, all, 4, IG_COMM_U64, &cerr);
+    else
+        memcpy(one, mine, sizeof one);
+    if (s == IG_OK && cs != IG_OK) s = cs, *err = cerr;
+    uint64_t key = 0, first = 0, total = 0;
+    for (int r = 0; s == IG_OK && r < p->world; r++) {
+        if (!all[4 * r + 3]) {
+            s = ig_err_set(err, IG_ERR_CANCELLED, "another rank failed; see its message");
+            break;
+        }
+        ig_video_shard_meta rm = {
+            .clips = all[4 * r], .frames_xxh3 = all[4 * r + 1], .clips_xxh3 = all[4 * r + 2]};
+        key = ig_clip_key_next(key, &rm);
+        if (r < p->rank) first += rm.clips;
+        total += rm.clips;
+    }
+    if (all != one) free(all);
+    ig_video_shard_meta_clear(&m);
+    char *prefix = NULL;
+    if (s == IG_OK && asprintf(&prefix, "%s.features", p->st->shard_prefixes[0]) < 0)
+        s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), prefix = NULL;
+    ig_feature_stage *fs = NULL;
+    ig_progress *progress = NULL;
+    if (s == IG_OK)
+        s = ig_feature_stage_create(&fs, p->ctx, o->features, prefix, first, total, key, err);
+    if (s == IG_OK && o->progress) {
+        ig_progress_opts po = ig_progress_opts_default();
+        po.label = "caption features";
+        po.unit = "videos";
+        po.total = p->n_runs;
+        s = ig_progress_create(&progress, &po, err);
+    }
+    for (size_t i = 0; s == IG_OK && i < p->n_runs; i++) {
+        char what[300];
+        snprintf(what, sizeof what, "video %zu of %s", i, p->st->shard_prefixes[0]);
+        s = ig_feature_stage_add(fs, p->runs[i].text, strlen(p->runs[i].text), p->runs[i].clips,
+                                 what, err);
+        ig_progress_add(progress, 1);
+    }
+    ig_captions_stats cst = {0};
+    const char *src = o->output_prefix;
+    if (s == IG_OK)
+        s = ig_feature_stage_finish(fs, &src, 1, base_name(o->output_prefix), &cst, err);
+    p->st->captions_encoded = cst.encoded;
+    p->st->captions_cut = cst.cut;
+    ig_progress_finish(progress);
+    ig_feature_stage_free(fs);
+    free(prefix);
+    return s;
+}
+
+/* Rank 0: the list of every rank's features, OUT.features.shards.json. */
+static ig_status write_feature_list(vpipe *p, ig_err *err) {
+    char **names = calloc((size_t)p->world, sizeof *names), *list = NULL;
+    ig_status s = names ? IG_OK : ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    for (int r = 0; s == IG_OK && r < p->world; r++)
+        if (asprintf(&names[r], "%s_r%04d.features", p->o->output_prefix, r) < 0)
+            s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), names[r] = NULL;
+    if (s == IG_OK && asprintf(&list, "%s.features", p->o->output_prefix) < 0)
+        s = ig_err_set(err, IG_ERR_NOMEM, "out of memory"), list = NULL;
+    if (s == IG_OK)
+        s = ig_feature_list_write(list, (const char *const *)names, (size_t)p->world, 0, err);
+    for (int r = 0; names && r < p->world; r++) free(names[r]);
+    free(names);
+    free(list);
+    return s;
+}
+
 static void pipe_free(vpipe *p) {
     ig_video_shard_writer_abort(p->w);
     ig_shard_writer_abort(p->cw);
+    ig_shard_writer_abort(p->tw);
+    free(p->text_ids);
+    for (size_t i = 0; i < p->n_runs; i++) free(p->runs[i].text);
+    free(p->runs);
     p->meta.buckets = NULL; /* p->buckets */
     p->meta.n_buckets = 0;
     ig_video_shard_meta_clear(&p->meta);
@@ -556,6 +725,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             s = open_writers(&p, err);
             if (s == IG_OK) s = run_rows(&p, err);
             if (s == IG_OK) s = finish_shard(&p, err);
+            if (opts->features) s = write_features(&p, s, err);
             /* the report goes before the commit: rank 0 writes every rank's rows */
             int ok = s == IG_OK, all_ok = 0;
             ig_err cerr = {0}, lerr = {0};
@@ -563,6 +733,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             if (s == IG_OK && cs != IG_OK) s = cs, *err = cerr;
             ig_status rs = write_rows(&p, all_ok && cs == IG_OK, s == IG_OK ? err : &lerr);
             if (s == IG_OK) s = rs;
+            if (s == IG_OK && opts->features && p.rank == 0) s = write_feature_list(&p, err);
             if (s != IG_OK)
                 for (size_t i = 0; i < st->n_shard_prefixes; i++)
                     ig_video_shard_remove(st->shard_prefixes[i]);
@@ -574,6 +745,11 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
                 char *rp = NULL;
                 if (asprintf(&rp, "%s.report.csv", opts->output_prefix) >= 0) remove(rp);
                 free(rp);
+                char *lp = NULL; /* the features' list (rank 0 wrote it before the commit) */
+                if (asprintf(&lp, "%s.features.shards.json", opts->output_prefix) >= 0) {
+                    remove(lp);
+                    free(lp);
+                }
             }
         }
     } else if (s == IG_OK) {
@@ -583,6 +759,7 @@ ig_status ig_preprocess_video(ig_ctx *ctx, const ig_video_opts *opts, ig_video_s
             if (s == IG_OK) s = run_rows(&p, err);
             if (s == IG_OK) s = write_rows(&p, 1, err);
             if (s == IG_OK) s = finish_shard(&p, err);
+            if (s == IG_OK && opts->features) s = write_features(&p, s, err);
             /* the one commit point: the marker goes once everything above is in place */
             if (s == IG_OK) s = ig_output_commit(&p.spec, err);
             if (s != IG_OK) ig_output_discard(ctx, &p.spec);

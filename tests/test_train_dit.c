@@ -1,5 +1,6 @@
 /* test_train_dit.c - unit tests of the DiT family (model.arch dit) on one process: the loss and
- * every gradient of a tiny class-conditional video DiT against PyTorch's float64 goldens
+ * every gradient of a tiny class-conditional video DiT against PyTorch's float64 goldens, and of
+ * its caption variants (caption tokens; caption features through PixArt's caption embedder)
  * (tests/data/golden/dit/make_dit_goldens.py: two micro-batches of two clip shapes, B 2 and 3,
  * given noise, times and labels) on the fast and the reference CPU kernels, both shapes through
  * one model; the same bits for any thread count; the prediction put back in place (the loss
@@ -27,7 +28,8 @@ typedef struct dit_case {
 static const dit_case cases[] = {{"a", 2, 4, 8, 8}, {"b", 3, 2, 4, 12}};
 enum { MAX_B = 3, MAX_T = 32 };
 
-/* the golden set: dit/ (class-conditional) or dit_caption/ (a cross-attention to captions) */
+/* the golden set: dit/ (class-conditional), dit_caption/ (a cross-attention to captions) or
+ * dit_features/ (to caption features through PixArt's caption embedder) */
 static const char *golden_dir = "dit";
 
 static const char *golden(const char *name) {
@@ -73,6 +75,7 @@ typedef struct golden_batch {
     uint32_t labels[MAX_B];
     int caption;                              /* the caption set */
     int32_t captions[MAX_B * 6], lens[MAX_B]; /* its caption tokens (6 slots) and lengths */
+    float *features;                          /* the features set: [B, 6, 12] (lengths 0: null) */
     ig_st_file *expected;
     double loss;
 } golden_batch;
@@ -94,7 +97,15 @@ static void read_batch(fixture *f, const dit_case *c, golden_batch *g) {
         ig_st_tensor_to_f32(ig_st_file_find(g->expected, "t"), g->t, (uint64_t)c->B, NULL), IG_OK);
     const ig_st_tensor *lt = ig_st_file_find(g->expected, "labels");
     const ig_st_tensor *ct = ig_st_file_find(g->expected, "caption_tokens");
-    if (ct) { /* the caption set: the null caption is token 50 alone, length 0 here */
+    const ig_st_tensor *ft = ig_st_file_find(g->expected, "caption_features");
+    if (ft) { /* the features set: the rows past a length are padding, length 0 the null caption */
+        size_t nf = (size_t)c->B * 6 * 12;
+        assert_int_equal(ig_st_tensor_numel(ft), nf);
+        g->features = malloc(nf * sizeof *g->features);
+        assert_int_equal(ig_st_tensor_to_f32(ft, g->features, nf, NULL), IG_OK);
+        memcpy(g->lens, ig_st_tensor_data(ig_st_file_find(g->expected, "caption_lens")),
+               (size_t)c->B * sizeof(int32_t));
+    } else if (ct) { /* the caption set: the null caption is token 50 alone, length 0 here */
         g->caption = 1;
         memcpy(g->captions, ig_st_tensor_data(ct), (size_t)c->B * 6 * sizeof(int32_t));
         memcpy(g->lens, ig_st_tensor_data(ig_st_file_find(g->expected, "caption_lens")),
@@ -116,6 +127,7 @@ static void read_batch(fixture *f, const dit_case *c, golden_batch *g) {
 static void free_batch(golden_batch *g) {
     free(g->frames);
     free(g->noise);
+    free(g->features);
     ig_st_file_free(g->expected);
 }
 
@@ -125,9 +137,10 @@ static ig_clip_input input_of(const golden_batch *g) {
                            .F = g->c->F,
                            .H = g->c->H,
                            .W = g->c->W,
-                           .labels = g->caption ? NULL : g->labels,
+                           .labels = g->caption || g->features ? NULL : g->labels,
                            .captions = g->caption ? g->captions : NULL,
-                           .caption_lens = g->caption ? g->lens : NULL,
+                           .features = g->features,
+                           .caption_lens = g->caption || g->features ? g->lens : NULL,
                            .noise = g->noise,
                            .t = g->t,
                            .shift = 1};
@@ -204,6 +217,42 @@ static void test_caption_goldens(void **state) {
     golden_dir = "dit_caption";
     check_goldens(0);
     check_goldens(1);
+    golden_dir = "dit";
+}
+
+/* The features model (PixArt's caption embedder of [6, 12] features, lengths 0 .. 6, a null
+ * caption y_embedding in each micro-batch, padding rows that must not count): the same, fast and
+ * reference kernels; the padding rows changed, the same bits. */
+static void test_feature_goldens(void **state) {
+    (void)state;
+    golden_dir = "dit_features";
+    check_goldens(0);
+    check_goldens(1);
+    fixture f;
+    open_model(&f, 2, 0);
+    golden_batch g;
+    read_batch(&f, &cases[1], &g); /* lengths [6, 2, 0] */
+    ig_clip_input in = input_of(&g);
+    ig_err err = {0};
+    double a = 0, b = 0, c = 0;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &a, &err), IG_OK);
+    for (int j = 2; j < 6; j++)
+        for (int k = 0; k < 12; k++) g.features[(1 * 6 + j) * 12 + k] = 1e30f;
+    for (int k = 0; k < 6 * 12; k++) g.features[2 * 6 * 12 + k] = -7.0f;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &b, &err), IG_OK);
+    assert_true(a == b);
+    /* the null caption is y_embedding, not zero features: giving sample 2 its rows moves it */
+    g.lens[2] = 6;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &c, &err), IG_OK);
+    assert_true(c != a);
+    /* a features model is not given tokens, nor a token model features */
+    in.features = NULL;
+    in.captions = g.captions;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &c, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "give the captions' features"));
+    assert_int_equal(ig_model_caption_features(ig_model_shape(f.m), NULL), 12);
+    free_batch(&g);
+    close_model(&f);
     golden_dir = "dit";
 }
 
@@ -487,10 +536,15 @@ static void test_eval_noise_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_golden_gradients_reference),
-        cmocka_unit_test(test_caption_goldens),  cmocka_unit_test(test_deterministic_threads),
-        cmocka_unit_test(test_predict_in_place), cmocka_unit_test(test_draws_keyed),
-        cmocka_unit_test(test_refusals),         cmocka_unit_test(test_export_round_trip),
+        cmocka_unit_test(test_golden_gradients),
+        cmocka_unit_test(test_golden_gradients_reference),
+        cmocka_unit_test(test_caption_goldens),
+        cmocka_unit_test(test_feature_goldens),
+        cmocka_unit_test(test_deterministic_threads),
+        cmocka_unit_test(test_predict_in_place),
+        cmocka_unit_test(test_draws_keyed),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_export_round_trip),
         cmocka_unit_test(test_eval_noise_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

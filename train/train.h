@@ -146,6 +146,10 @@ typedef struct ig_train_config {
     size_t n_clip_list;
     /* the VAE objective's (objectives/vae.c): the KL term's weight in its loss (vae.kl_weight) */
     double vae_kl_weight;
+    /* and data.caption_features: the caption-feature shards of the clips (a prefix or a list,
+     * ingot preprocess captions' output), which a caption-conditioned DiT attends to instead of
+     * learning an embedding of the captions' tokens; "" none */
+    const char *caption_features;
     /* eval */
     int64_t eval_every, eval_batches;
     /* ckpt */
@@ -327,6 +331,10 @@ typedef struct ig_clip_input {
      * caption_lens[b] are the caption (0: none, the null caption); NULL: every caption the null
      * one */
     const int32_t *captions, *caption_lens;
+    /* a model conditioned on caption features (ig_model_caption_features): [B, its caption
+     * length, D] fp32, of which the first caption_lens[b] rows are caption b's (0: the null
+     * caption), in place of captions */
+    const float *features;
     int drop_labels;    /* each label (caption) becomes the null one with the model's dropout
                            probability while training, drawn from (seed, key, b) */
     const float *noise; /* [B, F, H, W, 3] eps, or NULL: drawn */
@@ -335,6 +343,14 @@ typedef struct ig_clip_input {
     uint64_t seed, key; /* the draws' keys */
     double shift;       /* of the drawn times (1: none) */
 } ig_clip_input;
+
+/* The width D of the caption features a model is conditioned on, and (enc, may be NULL) the
+ * encoder that made the ones it was trained on (its line, width and hashes, as caption-feature
+ * shards record it); 0 for a model that reads no caption features (caption tokens, or none). */
+int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc);
+/* The caption tokens (or feature rows) a model conditioned on captions attends to, its
+ * model.caption_len; 0 for a model that reads no captions. */
+int ig_model_caption_len(const ig_model_config *c);
 
 /* The tokens of a clip of F x H x W for a model that reads clips (its objective's): a diffusion
  * model's patches, a VAE's pixels (refused with the numbers when the model cannot take it). */
@@ -682,6 +698,7 @@ typedef struct ig_clip_eval_opts {
     int timesteps;   /* the grid's times */
     uint64_t seed;   /* of the noise (the trainer's data.seed) */
     const char *noise_file;
+    const char *caption_features; /* the clips' caption features (a model that reads them) */
 } ig_clip_eval_opts;
 
 enum { IG_EVAL_MAX_TIMES = 1000 };
@@ -706,6 +723,7 @@ typedef struct ig_eval_opts {
     int timesteps;          /* clips: the grid's times */
     const char *noise_file; /* clips: "" or NULL: none */
     ig_weights weights;
+    const char *caption_features; /* clips: their caption features (a model of them); "": none */
 } ig_eval_opts;
 
 enum { IG_EVAL_MAX_LINES = IG_EVAL_MAX_TIMES + 2, IG_EVAL_LINE = 96 };
@@ -732,6 +750,9 @@ typedef struct ig_video_sample_opts {
     int64_t label;         /* the class, or -1: the null class (unconditional) */
     const int32_t *prompt; /* model.cond caption: the caption's token ids (NULL: the null one) */
     int prompt_len;
+    /* or a model of caption features: the prompt's features [prompt_len, D] fp32 (the encoder's
+     * the model was trained on: ig_model_caption_features), in place of prompt */
+    const float *prompt_features;
     uint64_t seed;
     double shift;
     /* called after each step (may be NULL) */
@@ -855,6 +876,13 @@ void ig_text_encoder_free(ig_text_encoder *e); /* NULL is a no-op */
 /* The encoder's shape (its family and sizes: ig_model_describe names it), and D. */
 const ig_model_config *ig_text_encoder_shape(const ig_text_encoder *e);
 int ig_text_encoder_width(const ig_text_encoder *e);
+/* What tells this encoder from another whose features a model was trained on (caption-feature
+ * shards and the DiTs trained on them record it): xxh3 over the tensors of its files that it reads
+ * (the decoder of an encoder-decoder file left out), by name - each name, dtype, shape and bytes
+ * as stored - so that the same weights in one file or in shards hash alike, and another
+ * checkpoint of the same shape (or the same weights in another dtype) does not. One pass over the
+ * weights (about a second per 10 GB), computed on the first call. */
+ig_status ig_text_encoder_identity(ig_text_encoder *e, uint64_t *weights_xxh3, ig_err *err);
 
 /* Encodes n captions: caption i is lens[i] token ids at ids[i] (1 <= lens[i] <= max_len, every id
  * below the encoder's vocabulary: IG_ERR_INVALID_ARG naming the caption and the id otherwise,

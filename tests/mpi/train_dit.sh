@@ -6,7 +6,9 @@
 # ZeRO-2 - the losses of every step within 1e-5 of one process's, and the merged weights and
 # their EMA within 1e-5 (`ingot ckpt diff`, --weights raw and the default, the EMA); the same
 # with caption conditioning (a cross-attention to the clips' captions) under tp2 pp2 dp2, tp2 + sp
-# dp2 and tp2 x Ulysses sp2 x dp2 with ZeRO-1. A checkpoint
+# dp2 and tp2 x Ulysses sp2 x dp2 with ZeRO-1; and with caption features (a frozen T5's, through
+# PixArt's caption embedder) under dp2 ZeRO-3, tp2 pp2 dp2, tp2 + sp dp2 ZeRO-1 and tp2 x Ulysses
+# sp2 x dp2 ZeRO-2, and one process's checkpoint resumed under tp2 dp2. A checkpoint
 # saved at tp2 pp2 dp2 resumes under Ulysses with ZeRO-2 on the uninterrupted curve; validation
 # under tp2 pp2 gives one process's validation losses; --comm-stats counts Ulysses' all-to-alls
 # as the analytical bytes; the EMA under ZeRO-2 over 2 x 2 ranks is a quarter of one process's;
@@ -87,6 +89,42 @@ for l in "8 ctp2pp2dp2 parallel.tp=2 parallel.pp=2" \
     check_rc "captions $name: the weights too" 0 "$ING" ckpt diff cref "$name" --tolerance 1e-5 \
         --weights raw
 done
+
+# ---- caption features: PixArt's caption embedder of a frozen T5's features ---------------------
+# (the tiny T5 of the goldens; its features of the clips' captions, cut to 6 tokens; the caption
+# embedder and the null caption y_embedding are replicated, their gradient from the caption's)
+"$ING" preprocess captions --clips clips --text-encoder "$SRC/tests/data/golden/t5/gated" \
+    --caption-len 6 --output-prefix feats --quiet >feats.log 2>&1 ||
+    die "preprocess captions ($(tail -c 300 feats.log))"
+FEAT=(--set model.cond=caption --set model.caption_len=6 --set data.caption_features=feats
+    --set train.steps=10 --set optim.eps=1e-6 --set ckpt.every=5)
+"${TRAIN[@]}" "${FEAT[@]}" --set train.run_dir=fref >fref.log 2>&1 ||
+    fail "features: the single-process run ($(tail -c 300 fref.log))"
+expect "features: the model line names the encoder" "caption features of 6 tokens x 48" \
+    "$(cat fref.log)"
+for l in "2 fdp2zero3 parallel.zero=3" \
+    "8 ftp2pp2dp2 parallel.tp=2 parallel.pp=2" \
+    "4 ftp2spdp2zero1 parallel.tp=2 parallel.sp=true parallel.zero=1" \
+    "8 ftp2usp2dp2zero2 parallel.tp=2 parallel.sp_mode=ulysses parallel.sp_size=2 parallel.zero=2"; do
+    read -r np name sets <<<"$l"
+    args=()
+    for s in $sets; do args+=(--set "$s"); done
+    mpi "$np" "${TRAIN[@]}" "${FEAT[@]}" --set train.run_dir="$name" "${args[@]}" >"$name.log" 2>&1
+    check "features $name: trains (log: $(tail -c 300 "$name.log"))" test $? -eq 0
+    d=$(maxrel fref "$name")
+    check "features $name: the losses are the single process's within 1e-5 (max $d)" close "$d"
+    check_rc "features $name: the weights too" 0 "$ING" ckpt diff fref "$name" --tolerance 1e-5 \
+        --weights raw
+done
+# one process's checkpoint (step 5) resumed under tp2 dp2 with ZeRO-1: the same curve
+cp -r fref fhalf
+rm -rf fhalf/ckpt/step_00000010
+head -n 5 fref/metrics.jsonl >fhalf/metrics.jsonl
+mpi 4 "${TRAIN[@]}" "${FEAT[@]}" --resume fhalf --set parallel.tp=2 --set parallel.zero=1 \
+    >fresume.log 2>&1
+check "features: one process -> tp2 dp2 resumes (log: $(tail -c 300 fresume.log))" test $? -eq 0
+d=$(maxrel fref fhalf)
+check "features: the resumed curve is the uninterrupted run's within 1e-5 (max $d)" close "$d"
 
 # ---- the EMA's memory under ZeRO: a quarter over dp 2 x sp 2 ---------------------------------
 ema_mb() { grep -o 'EMA [0-9.]* MB' "$1" | head -1 | cut -d' ' -f2; }

@@ -126,10 +126,17 @@ extern const char ig_usage_preprocess_video[];
 /* `ingot preprocess latents` (cmd_preprocess_latents.c), dispatched by ig_cmd_preprocess. */
 int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_preprocess_latents[];
+/* `ingot preprocess captions` (cmd_preprocess_captions.c), dispatched by ig_cmd_preprocess. */
+int ig_cmd_preprocess_captions(const ig_command *cmd, int argc, char **argv);
+extern const char ig_usage_preprocess_captions[];
 /* The command whose usage `ingot preprocess KIND ... --help` (argv[0] = "preprocess") and
- * `ingot help preprocess KIND` show: `preprocess video`'s for KIND video, else cmd's own (text). */
+ * `ingot help preprocess KIND` show: `preprocess video`'s for KIND video, `preprocess captions`'
+ * for KIND captions, else cmd's own (text). */
 const ig_command *ig_cmd_preprocess_help(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv);
+/* The PREFIX an inspect command line names: its first argument that is not an option or an
+ * option's value (NULL: none). */
+const char *ig_cmd_inspect_target(int argc, char **argv);
 /* Frame shards (cmd_inspect_video.c): whether the command's PREFIX is one, inspect and verify. */
 int ig_cmd_video_target(int argc, char **argv);
 /* Latent shards (cmd_inspect_latents.c): whether the command's PREFIX is one (cmd_inspect_video.c
@@ -140,6 +147,10 @@ int ig_cmd_verify_latents(struct ig_ctx *ctx, const char *prefix, int quiet); /*
 int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv);
 struct ig_ctx;
 int ig_cmd_verify_video(struct ig_ctx *ctx, const char *prefix, int quiet); /* 1: failed */
+/* Caption-feature shards (cmd_inspect_features.c), likewise. */
+int ig_cmd_features_target(int argc, char **argv);
+int ig_cmd_inspect_features(const ig_command *cmd, int argc, char **argv);
+int ig_cmd_verify_features(struct ig_ctx *ctx, const char *prefix, int quiet); /* 1: failed */
 int ig_cmd_verify(const ig_command *cmd, int argc, char **argv);
 int ig_cmd_merge(const ig_command *cmd, int argc, char **argv);
 extern const char ig_usage_inspect[];

@@ -14,6 +14,7 @@ const char ig_usage_eval[] =
     "usage: ingot eval MODEL --data PREFIX --seq-len L --batches K [--micro-batch B]\n"
     "       ingot eval DIT_MODEL --data CLIPS [--batches K] [--micro-batch B] [--timesteps N]\n"
     "                  [--seed S] [--noise FILE.safetensors] [--weights ema|raw]\n"
+    "                  [--caption-features FEATURES]\n"
     "       ingot eval VAE_MODEL --data CLIPS [--batches K] [--micro-batch B] [--seed S]\n"
     "                  [--noise FILE.safetensors]\n"
     "\n"
@@ -43,6 +44,9 @@ const char ig_usage_eval[] =
     "                     PyTorch implementation of the same weights would\n"
     "  --weights W        a checkpoint's weights: ema (its EMA, the default when it holds one)\n"
     "                     or raw\n"
+    "  --caption-features FEATURES  a DiT trained on caption features (data.caption_features):\n"
+    "                     those of the clips of --data (ingot preprocess captions' output), made\n"
+    "                     by the encoder it was trained with\n"
     "\n"
     "A VAE (model.arch vae; a checkpoint, an export or a diffusers AutoencoderKL directory) is\n"
     "evaluated on clip shards too: K micro-batches from the first clip, each frame encoded, the\n"
@@ -62,7 +66,7 @@ typedef struct eval_args {
     const char *const *data;
     size_t n_data;
     int seq_len, batches, micro_batch, timesteps, weights;
-    const char *noise;
+    const char *noise, *features;
     ig_common_flags flags;
 } eval_args;
 
@@ -77,6 +81,9 @@ static const ig_cfg_key eval_keys[] = {
                "a diffusion model: the grid's times"),
     IG_KEY_STRING("eval.noise", eval_args, noise, "",
                   "a diffusion model: a safetensors file of noise [N, F, H, W, 3] and t [N]"),
+    IG_KEY_STRING("eval.caption_features", eval_args, features, "",
+                  "a DiT of caption features: those of the clips of --data (ingot preprocess "
+                  "captions' output)"),
     IG_KEY_ENUM("eval.weights", eval_args, weights, "default", ig_weights_names,
                 "a checkpoint's weights: ema or raw (default: the EMA when it holds one)"),
 };
@@ -135,6 +142,7 @@ int ig_cmd_eval(const ig_command *cmd, int argc, char **argv) {
                        .seq_len = a.seq_len,
                        .timesteps = a.timesteps,
                        .noise_file = a.noise,
+                       .caption_features = a.features,
                        .weights = (ig_weights)a.weights};
     ig_eval_result *res = calloc(1, sizeof *res);
     ig_status st =

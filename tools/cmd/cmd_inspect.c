@@ -53,7 +53,13 @@ const char ig_usage_inspect[] =
     "Latent shards (from 'ingot preprocess latents'):\n"
     "  ingot inspect OUT [--json]            clips, latent shapes, dtype, the VAE, captions\n"
     "  ingot inspect OUT --clip N [--json]   its latent and pixel shape, source clip, label...\n"
-    "      [--raw FILE] [--force]            its mean | logvar as float32 [F, h, w, 2C]\n";
+    "      [--raw FILE] [--force]            its mean | logvar as float32 [F, h, w, 2C]\n"
+    "\n"
+    "Caption-feature shards (from 'ingot preprocess captions'):\n"
+    "  ingot inspect OUT [--json]            clips, captions, tokens, the encoder, bytes\n"
+    "  ingot inspect OUT --clip K [--json]   its caption's tokens L (0: none, the null caption)\n"
+    "      [--features FILE]                 its features as raw float32 [L, D] (little-endian,\n"
+    "                                        no header; bf16 shards widened), --force to replace\n";
 
 typedef struct doc_stats {
     uint64_t min, max;
@@ -291,6 +297,7 @@ static int print_document(const ig_command *cmd, ig_ctx *ctx, const ig_shard *s,
 int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv) {
     if (ig_cmd_video_target(argc, argv)) return ig_cmd_inspect_video(cmd, argc, argv);
     if (ig_cmd_latent_target(argc, argv)) return ig_cmd_inspect_latents(cmd, argc, argv);
+    if (ig_cmd_features_target(argc, argv)) return ig_cmd_inspect_features(cmd, argc, argv);
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},          {"doc", required_argument, NULL, 'd'},
         {"decode", no_argument, NULL, 'D'},        {"tokenizer", required_argument, NULL, 't'},

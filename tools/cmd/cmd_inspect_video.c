@@ -14,9 +14,9 @@
 #include "dataset/dataset.h"
 #include "preprocess/preprocess.h"
 
-/* The first argument that is not an option or an option's value. */
-static const char *target(int argc, char **argv) {
-    static const char *const with_value[] = {"--doc", "--tokenizer", "--clip", "--raw", "--png"};
+const char *ig_cmd_inspect_target(int argc, char **argv) {
+    static const char *const with_value[] = {"--doc", "--tokenizer", "--clip",
+                                             "--raw", "--png",       "--features"};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) return i + 1 < argc ? argv[i + 1] : NULL;
         if (argv[i][0] != '-') return argv[i];
@@ -27,12 +27,12 @@ static const char *target(int argc, char **argv) {
 }
 
 int ig_cmd_video_target(int argc, char **argv) {
-    const char *t = target(argc, argv);
+    const char *t = ig_cmd_inspect_target(argc, argv);
     return t && ig_video_shard_is(t);
 }
 
 int ig_cmd_latent_target(int argc, char **argv) {
-    const char *t = target(argc, argv);
+    const char *t = ig_cmd_inspect_target(argc, argv);
     return t && ig_latent_shard_is(t);
 }
 

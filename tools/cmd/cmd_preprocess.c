@@ -59,9 +59,11 @@ const char ig_usage_preprocess[] =
     "rank 0 writes OUT.shards.json listing them all.\n"
     "\n"
     "Videos to frame shards: 'ingot preprocess video --manifest M.csv --output-prefix OUT\n"
-    "--frames T ...'; 'ingot preprocess video' alone shows its options.\n"
-    "Clips to latent shards through a VAE: 'ingot preprocess latents --clips CLIPS --vae DIR\n"
-    "--output-prefix OUT'; 'ingot help preprocess latents' shows its options.\n"
+    "--frames T ...'; 'ingot preprocess video' alone shows its options. The clips' captions to\n"
+    "a frozen T5's features: 'ingot preprocess captions --clips OUT --text-encoder DIR\n"
+    "--output-prefix FEATURES'. Clips to latent shards through a VAE: 'ingot preprocess latents\n"
+    "--clips CLIPS --vae DIR --output-prefix OUT'; 'ingot help preprocess latents' shows its\n"
+    "options.\n"
     "\n"
     "examples:\n"
     "  ingot preprocess text --input data/tinyshakespeare.jsonl --tokenizer data/gpt2 \\\n"
@@ -159,18 +161,24 @@ const ig_command *ig_cmd_preprocess_help(const ig_command *cmd, int argc, char *
     static const ig_command latents = {"preprocess latents", "", ig_usage_preprocess_latents,
                                        ig_cmd_preprocess_latents};
     if (argc >= 2 && strcmp(argv[1], "latents") == 0) return &latents;
+    static const ig_command captions = {"preprocess captions", "", ig_usage_preprocess_captions,
+                                        ig_cmd_preprocess_captions};
+    if (argc >= 2 && strcmp(argv[1], "captions") == 0) return &captions;
     return argc >= 2 && strcmp(argv[1], "video") == 0 ? &video : cmd;
 }
 
 int ig_cmd_preprocess(const ig_command *cmd, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
-        return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...' "
-                                       "or 'ingot preprocess video ...'");
+        return ig_cmd_usage_error(cmd, "expected a kind of input: 'ingot preprocess text ...', "
+                                       "'ingot preprocess video ...' or 'ingot preprocess "
+                                       "captions ...'");
     if (strcmp(argv[1], "video") == 0) return ig_cmd_preprocess_video(cmd, argc - 1, argv + 1);
     if (strcmp(argv[1], "latents") == 0) return ig_cmd_preprocess_latents(cmd, argc - 1, argv + 1);
+    if (strcmp(argv[1], "captions") == 0)
+        return ig_cmd_preprocess_captions(cmd, argc - 1, argv + 1);
     if (strcmp(argv[1], "text") != 0)
-        return ig_cmd_usage_error(cmd, "unknown input kind '%s' (known: text, video, latents)",
-                                  argv[1]);
+        return ig_cmd_usage_error(
+            cmd, "unknown input kind '%s' (known: text, video, captions, latents)", argv[1]);
     pp_args a = {0};
     int rc = parse_args(cmd, argc - 1, argv + 1, &a);
     if (rc >= 0) {

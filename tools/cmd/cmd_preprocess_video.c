@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "cmd_text_encoder.h"
 #include "comm/comm.h"
 #include "preprocess/preprocess.h"
 
@@ -15,8 +16,10 @@ const char ig_usage_preprocess_video[] =
     "usage: ingot preprocess video --manifest M.csv --output-prefix OUT --frames T [options]\n"
     "\n"
     "Decodes the videos of an Open-Sora manifest (path,text[,start,end,...]) into a frame\n"
-    "shard: OUT.frames + OUT.clips + OUT.json, a caption token shard OUT.captions with\n"
-    "--tokenizer, and OUT.report.csv (a row per video: status, reason, clips, frames, decode\n"
+    "shard: OUT.frames + OUT.clips + OUT.json, the captions' text OUT.texts (what preprocess\n"
+    "captions encodes), a caption token shard OUT.captions with --tokenizer, the captions'\n"
+    "features OUT.features with --text-encoder, and OUT.report.csv (a row per video: status, "
+    "reason, clips, frames, decode\n"
     "seconds). Each clip is T frames of RGB24, seeked to and decoded alone (never the whole\n"
     "file), taken by presentation time. Bad videos (missing, empty, truncated, corrupt, not a\n"
     "video, too short, too slow, too large for memory) are skipped and reported; an allocation\n"
@@ -41,6 +44,13 @@ const char ig_usage_preprocess_video[] =
     "                          tokenizer.json, .tiktoken, or a SentencePiece .model (T5's\n"
     "                          spiece.model)\n"
     "  --tiktoken-encoding E   for a .tiktoken file (default: from its name)\n"
+    "  --text-encoder DIR      also encode every clip's caption with this frozen T5 (a Hugging\n"
+    "                          Face directory) into the caption-feature shard OUT.features, as\n"
+    "                          'ingot preprocess captions --clips OUT' would (see its --help: the\n"
+    "                          tokenizer is the directory's, </s> appended; what the encoder\n"
+    "                          takes is said first, and what does not fit is refused)\n"
+    "  --caption-len N         with --text-encoder: tokens a caption keeps (default 120)\n"
+    "  --features-dtype D      with --text-encoder: fp32 (default) or bf16\n"
     "  --probe-only            only probe: write OUT.info.csv (num_frames, height, width,\n"
     "                          aspect_ratio, resolution, fps, rotation, vfr, codec, ...)\n"
     "  --force                 replace an existing complete output\n"
@@ -62,6 +72,8 @@ const char ig_usage_preprocess_video[] =
     "  ingot preprocess video --manifest videos.csv --output-prefix out/os --buckets \\\n"
     "      configs/buckets.yaml --fps 8 --clips-per-video 2 --compress zstd\n"
     "  ingot preprocess video --manifest videos.csv --output-prefix out/info --probe-only\n"
+    "  ingot preprocess video --manifest data/video/manifest.csv --output-prefix out/clips \\\n"
+    "      --frames 4 --size 16x16 --text-encoder tests/data/golden/t5/gated --caption-len 32\n"
     "  mpirun -np 4 ingot preprocess video --manifest videos.csv --output-prefix out/v --frames "
     "8\n";
 
@@ -89,6 +101,9 @@ enum {
     OPT_STRICT,
     OPT_QUIET,
     OPT_VERBOSE,
+    OPT_TEXT_ENCODER,
+    OPT_CAPTION_LEN,
+    OPT_FEATURES_DTYPE,
 };
 
 static const struct option long_opts[] = {
@@ -113,12 +128,18 @@ static const struct option long_opts[] = {
     {"strict", no_argument, NULL, OPT_STRICT},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"text-encoder", required_argument, NULL, OPT_TEXT_ENCODER},
+    {"caption-len", required_argument, NULL, OPT_CAPTION_LEN},
+    {"features-dtype", required_argument, NULL, OPT_FEATURES_DTYPE},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct pv_args {
     ig_video_opts o;
     const char *tokenizer, *tiktoken, *buckets;
+    const char *text_encoder; /* --text-encoder: the captions' features too */
+    uint32_t caption_len;
+    ig_feature_dtype features_dtype;
     ig_common_flags flags;
 } pv_args;
 
@@ -144,6 +165,9 @@ static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, u
 
 static int parse_args(int argc, char **argv, pv_args *a) {
     a->o = ig_video_opts_default();
+    a->caption_len = 120;
+    a->features_dtype = IG_FEATURES_F32;
+    int have_caption_opt = 0;
     opterr = 0;
     optind = 1;
     int c, have_stride = 0;
@@ -242,6 +266,21 @@ static int parse_args(int argc, char **argv, pv_args *a) {
         case OPT_VERBOSE:
             a->flags.verbose = 1;
             break;
+        case OPT_TEXT_ENCODER:
+            a->text_encoder = optarg;
+            break;
+        case OPT_CAPTION_LEN:
+            if (!parse_u32("--caption-len", optarg, 1, 65536, &a->caption_len))
+                return IG_EXIT_USAGE;
+            have_caption_opt = 1;
+            break;
+        case OPT_FEATURES_DTYPE:
+            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
+                return ig_cmd_usage_error(&video_cmd, "--features-dtype is fp32 or bf16, got '%s'",
+                                          optarg);
+            a->features_dtype = strcmp(optarg, "fp32") ? IG_FEATURES_BF16 : IG_FEATURES_F32;
+            have_caption_opt = 1;
+            break;
         default:
             return ig_cmd_bad_option(&video_cmd, c, argv);
         }
@@ -251,6 +290,9 @@ static int parse_args(int argc, char **argv, pv_args *a) {
     if (!a->o.manifest) return ig_cmd_usage_error(&video_cmd, "no input: give --manifest M.csv");
     if (!a->o.output_prefix)
         return ig_cmd_usage_error(&video_cmd, "no output: give --output-prefix OUT");
+    if (have_caption_opt && !a->text_encoder)
+        return ig_cmd_usage_error(&video_cmd,
+                                  "--caption-len and --features-dtype go with --text-encoder DIR");
     if (a->o.probe_only) return -1;
     if (have_stride && a->o.fps > 0)
         return ig_cmd_usage_error(&video_cmd, "give --stride or --fps, not both");
@@ -294,6 +336,11 @@ static void print_summary(const ig_video_stats *st, const ig_video_opts *o, int 
            (unsigned long long)st->frames, bytes, (double)st->frames / secs);
     for (size_t i = 0; i < st->n_shard_prefixes; i++)
         printf("%s  %s\n", who, st->shard_prefixes[i]);
+    if (o->features)
+        printf("%scaption features: %llu captions encoded (%llu cut to %d tokens)%s%s%s\n", who,
+               (unsigned long long)st->captions_encoded, (unsigned long long)st->captions_cut,
+               o->features->caption_len, rank == 0 ? ": " : "", rank == 0 ? o->output_prefix : "",
+               rank == 0 ? ".features" : "");
     if (rank == 0) printf("%sreport: %s.report.csv\n", who, o->output_prefix);
 }
 
@@ -309,6 +356,7 @@ int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv) {
     ig_tokenizer *tok = NULL;
     ig_video_buckets *buckets = NULL;
     ig_video_stats st = {0};
+    ig_cmd_text_encoder te = {0};
     ig_status s = ig_cmd_ctx(&ctx, &a.flags, &err);
     if (s == IG_OK) s = ig_comm_world(&comm, ctx, "preprocess video", &err);
     int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
@@ -319,6 +367,12 @@ int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv) {
     }
     if (s == IG_OK && a.buckets && !a.o.probe_only)
         s = ig_video_buckets_load(&buckets, a.buckets, &err);
+    /* the encoder before any video: what does not fit is refused before the work starts */
+    if (s == IG_OK && a.text_encoder && !a.o.probe_only) {
+        s = ig_cmd_text_encoder_open(&te, ctx, a.text_encoder, NULL, 0, 8, (int)a.caption_len,
+                                     a.features_dtype, a.flags.quiet || rank > 0, &err);
+        a.o.features = &te.fo;
+    }
     if (s == IG_OK) {
         a.o.tokenizer = tok;
         a.o.tokenizer_path = a.tokenizer;
@@ -329,6 +383,7 @@ int ig_cmd_preprocess_video(const ig_command *cmd, int argc, char **argv) {
     }
     if (s == IG_OK && !a.flags.quiet) print_summary(&st, &a.o, rank, world);
     ig_video_stats_clear(&st);
+    ig_cmd_text_encoder_close(&te);
     ig_video_buckets_free(buckets);
     ig_tokenizer_free(tok);
     rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);

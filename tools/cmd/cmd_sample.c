@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "cmd_text_encoder.h"
 #include "preprocess/preprocess.h"
 #include "train/train.h"
 
@@ -17,7 +18,8 @@ const char ig_usage_sample[] =
     "usage: ingot sample MODEL --tokenizer T --prompt TEXT [--tokens N] [--temperature X]\n"
     "                    [--top-k K] [--top-p P] [--seed S]\n"
     "       ingot sample DIT_MODEL --frames F --size HxW [--steps N] [--cfg S]\n"
-    "                    [--label K | --tokenizer T --prompt TEXT]\n"
+    "                    [--label K | --tokenizer T --prompt TEXT | --text-encoder DIR\n"
+    "                    --prompt TEXT]\n"
     "                    [--num V] [--seed S] [--output OUT.mp4] [--png SHEET.png] [--fps R]\n"
     "                    [--weights ema|raw] [--force]\n"
     "\n"
@@ -49,6 +51,13 @@ const char ig_usage_sample[] =
     "  --label K           the class (default -1: the null class, unconditional)\n"
     "  --prompt TEXT       a caption model's caption (--tokenizer: the clips' captions'); none:\n"
     "                      the null caption, unconditional\n"
+    "  --text-encoder DIR  for a model trained on caption features (data.caption_features): the\n"
+    "                      frozen T5 that made them (a Hugging Face directory, with its tokenizer\n"
+    "                      or --tokenizer's); the prompt is encoded as ingot preprocess captions\n"
+    "                      encodes a caption (</s> appended, cut to model.caption_len), and the\n"
+    "                      null caption is the model's learned one (y_embedding); an encoder "
+    "other\n"
+    "                      than the model's (width, shape, weights or tokenizer) is refused\n"
     "  --num V             videos (default 1); --seed S keys their noise\n"
     "  --output OUT.mp4    H.264 MP4 at --fps R (default 8); with --num > 1: OUT-0.mp4 ...\n"
     "  --png SHEET.png     a contact sheet: one row per video, up to 8 frames of each\n"
@@ -63,10 +72,12 @@ const char ig_usage_sample[] =
     "  ingot sample out/gpt-tiny-hf --tokenizer data/gpt2 --prompt 'To be' --temperature 0.8 \\\n"
     "      --top-k 40 --seed 7\n"
     "  ingot sample out/dit-tiny --frames 8 --size 32x32 --label 2 --num 4 --steps 30 \\\n"
-    "      --output out/dit.mp4 --png out/dit.png\n";
+    "      --output out/dit.mp4 --png out/dit.png\n"
+    "  ingot sample out/dit-tiny-t5 --frames 8 --size 16x16 --text-encoder \\\n"
+    "      tests/data/golden/t5/gated --prompt 'a mandelbrot zoom' --png out/fractal.png\n";
 
 typedef struct sample_args {
-    const char *tokenizer, *prompt;
+    const char *tokenizer, *prompt, *text_encoder;
     int tokens, top_k;
     double temperature, top_p;
     uint64_t seed;
@@ -81,6 +92,8 @@ typedef struct sample_args {
 static const ig_cfg_key sample_keys[] = {
     IG_KEY_STRING("sample.tokenizer", sample_args, tokenizer, "", "the tokenizer"),
     IG_KEY_STRING("sample.prompt", sample_args, prompt, "", "the text to continue"),
+    IG_KEY_STRING("sample.text_encoder", sample_args, text_encoder, "",
+                  "a DiT of caption features: the frozen T5 that made them"),
     IG_KEY_INT("sample.tokens", sample_args, tokens, "64", 0, 1048576, "tokens to generate"),
     IG_KEY_FLOAT("sample.temperature", sample_args, temperature, "1", 0, 100,
                  "softmax temperature (0: greedy)"),
@@ -153,6 +166,34 @@ static const char *video_path(const char *out, int k, int num, char *buf, size_t
 }
 
 /* A diffusion model's videos. */
+/* A model of caption features: the prompt through the frozen encoder given, as ingot preprocess
+ * captions encodes a caption (</s> appended, cut to the model's caption length), once that
+ * encoder is the one the model's features came from (its record: width, line, weights' and
+ * tokenizer's hashes; the line as the model keeps it, cut). *feat (malloc'd) [*len, D]. */
+static ig_status encode_prompt(ig_ctx *ctx, const char *path, const ig_model_config *shape,
+                               const sample_args *a, float **feat, int *len, ig_err *err) {
+    ig_feature_encoder want, got;
+    ig_model_caption_features(shape, &want);
+    ig_cmd_text_encoder te;
+    ig_status st =
+        ig_cmd_text_encoder_open(&te, ctx, a->text_encoder, a->tokenizer, 0, 1,
+                                 ig_model_caption_len(shape), IG_FEATURES_F32, a->flags.quiet, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "--text-encoder %s", a->text_encoder);
+    got = te.ce.id;
+    size_t n = strlen(want.describe);
+    if (!n || !strncmp(got.describe, want.describe, n)) got.describe[n] = 0;
+    char why[700];
+    if (ig_feature_encoder_differs(&want, &got, why, sizeof why))
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "--text-encoder %s: %s was trained on the caption features of another "
+                        "encoder (%s; the model's first): give the encoder its features were made "
+                        "with (%s)",
+                        a->text_encoder, path, why, *want.describe ? want.describe : "unnamed");
+    if (st == IG_OK) st = ig_cmd_text_encoder_features(&te, a->prompt, feat, len, err);
+    ig_cmd_text_encoder_close(&te);
+    return st;
+}
+
 static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, const sample_args *a,
                                ig_err *err) {
     unsigned h = 0, w = 0;
@@ -202,19 +243,38 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     ig_encoder *enc = NULL;
     ig_tokens ids = {0};
     int conds = ig_model_conditions(&shape);
+    /* or, for a model of caption features, the prompt's features [plen, D] */
+    ig_feature_encoder fe;
+    int D = ig_model_caption_features(&shape, &fe), plen = 0;
+    float *pfeat = NULL;
     if (st == IG_OK && *a->prompt && !(conds & IG_COND_TEXT))
         st = ig_err_set(err, IG_ERR_INVALID_ARG, "--prompt: %s is not conditioned on captions (%s)",
                         path, conds & IG_COND_LABEL ? "it takes a class: give --label K" : "none");
-    if (st == IG_OK && *a->prompt && !*a->tokenizer)
+    if (st == IG_OK && *a->text_encoder && !D)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, "--text-encoder: %s %s", path,
+                        conds & IG_COND_TEXT ? "attends to caption tokens, not features: give "
+                                               "--tokenizer, the one its clips' captions were "
+                                               "made with"
+                                             : "is not conditioned on captions");
+    if (st == IG_OK && *a->prompt && D && !*a->text_encoder)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "--prompt: %s was trained on caption features (%d wide, from %s): give "
+                        "--text-encoder DIR, that encoder",
+                        path, D, *fe.describe ? fe.describe : "an unnamed encoder");
+    if (st == IG_OK && *a->prompt && D)
+        st = encode_prompt(ctx, path, &shape, a, &pfeat, &plen, err);
+    if (st == IG_OK && *a->prompt && !D && !*a->tokenizer)
         st = ig_err_set(err, IG_ERR_INVALID_ARG,
                         "--prompt needs --tokenizer, the one the clips' captions were made with");
-    if (st == IG_OK && *a->prompt) st = ig_tokenizer_load(&tok, ctx, a->tokenizer, NULL, err);
-    if (st == IG_OK && *a->prompt) st = ig_encoder_create(&enc, tok, err);
-    if (st == IG_OK && *a->prompt)
+    int by_ids = st == IG_OK && *a->prompt && !D;
+    if (by_ids) st = ig_tokenizer_load(&tok, ctx, a->tokenizer, NULL, err);
+    if (by_ids && st == IG_OK) st = ig_encoder_create(&enc, tok, err);
+    if (by_ids && st == IG_OK)
         st = ig_encoder_encode(enc, a->prompt, strlen(a->prompt), 0, &ids, err);
     ig_video_sample_opts o = ig_video_sample_opts_default();
     o.prompt = ids.n ? ids.ids : NULL;
-    o.prompt_len = (int)ids.n;
+    o.prompt_features = pfeat;
+    o.prompt_len = D ? plen : (int)ids.n;
     o.num = a->num, o.frames = a->frames, o.height = (int)h, o.width = (int)w;
     o.steps = a->steps, o.cfg = (float)a->cfg, o.label = a->label, o.seed = a->seed;
     /* videos go through the model B / (guided ? 2 : 1) at a time, each chunk for every step */
@@ -242,6 +302,7 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
         if (st == IG_OK && !a->flags.quiet) printf("wrote %s\n", a->png);
     }
     free(rgb);
+    free(pfeat);
     ig_tokens_free(&ids);
     ig_encoder_free(enc);
     ig_tokenizer_free(tok);

@@ -36,8 +36,8 @@ const char ig_usage_verify[] =
 
 /* Accepts "x.bin", "x.idx" and "x.json" for the prefix "x" (so that shell globs work). */
 static void strip_extension(char *arg) {
-    static const char *const exts[] = {".bin",   ".idx",     ".json",  ".frames",
-                                       ".clips", ".latents", ".lclips"};
+    static const char *const exts[] = {".bin",     ".idx",    ".json", ".frames", ".clips",
+                                       ".latents", ".lclips", ".feat", ".fidx"};
     size_t n = strlen(arg);
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
         size_t e = strlen(exts[i]);
@@ -84,6 +84,9 @@ int ig_cmd_verify(const ig_command *cmd, int argc, char **argv) {
             continue;
         } else if (ig_latent_shard_is(prefix)) { /* a latent shard (preprocess latents) */
             failed += ig_cmd_verify_latents(ctx, prefix, flags.quiet);
+            continue;
+        } else if (ig_feature_shard_is(prefix)) { /* caption features (preprocess captions) */
+            failed += ig_cmd_verify_features(ctx, prefix, flags.quiet);
             continue;
         }
         /* a shard list (PREFIX.shards.json) is verified shard by shard */

@@ -26,6 +26,9 @@ typedef struct ig_micro_batch {
     const ig_clip_batch *clips;             /* clips */
     const int32_t *captions, *caption_lens; /* [n, caption_len], [n] (NULL: not read) */
     int caption_len;
+    /* or the captions' features [n, caption_len, D] fp32 (data.caption_features; NULL: not
+     * read), caption_lens their rows */
+    const float *features;
     const ig_train_config *t; /* the configuration the feed reads by (the draws' seed, ...) */
     uint64_t unit;            /* the micro-batch's index in the stream */
     int valid;                /* a validation micro-batch */
@@ -56,6 +59,10 @@ typedef struct ig_data_facts {
     int vocab;              /* tokens: the shards' vocabulary (0: no manifest says) */
     int32_t eod;            /* tokens: their end-of-document id (-1: none) */
     uint64_t caption_vocab; /* clips: their captions' tokenizer's vocabulary (0: no captions) */
+    /* clips: the encoder that made their caption features (data.caption_features; NULL: none)
+     * and the tokens they were cut to */
+    const ig_feature_encoder *caption_encoder;
+    int caption_features_len;
     const ig_clip_shape *shapes; /* clips: the shapes of micro-batch they come in */
     size_t n_shapes;
     ig_label_facts labels; /* clips: their labels */

@@ -1,8 +1,10 @@
 /* feed_clips.c - the feed's source of clip micro-batches (feed_internal.h): the bucketed clip
  * loader over frame shards (data.path lists their prefixes; a micro-batch is train.micro_batch
  * clips of one shape, or a bucket's batch), with each clip's caption tokens when the model reads
- * captions; what the shards say (their captions' tokenizer, the shapes they come in). A clip
- * stream does not depend on the run's length: a checkpoint's stream is this one when its key is.
+ * captions - or, with data.caption_features, each clip's caption features from the feature shards
+ * made of these clips (refused when they were made of others); what the shards say (their
+ * captions' tokenizer or encoder, the shapes they come in). A clip stream does not depend on the
+ * run's length: a checkpoint's stream is this one when its key is.
  */
 #include "feed_internal.h"
 
@@ -16,8 +18,26 @@ typedef struct clips {
     ig_clip_batch cb;
     int32_t *captions, *caption_lens; /* [B, caption_len], [B] */
     size_t captions_cap;
+    ig_feature_dataset *fd; /* data.caption_features (NULL: none) */
+    float *features;        /* [B, caption_len, D] the micro-batch's caption features */
+    size_t features_cap;
     ig_clip_shape *shapes; /* [IG_FEED_MAX_SHAPES] */
 } clips;
+
+/* data.caption_features: the features of the clips of data.path, clip for clip. */
+static ig_status open_features(ig_feed *f, clips *k, ig_err *err) {
+    const ig_train_config *t = f->t;
+    if (!t->caption_features || !*t->caption_features) return IG_OK;
+    const char *fp = t->caption_features;
+    ig_status st = ig_feature_dataset_open(&k->fd, f->ctx, &fp, 1, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "data.caption_features");
+    char names[1024] = "";
+    for (size_t i = 0; i < t->data.n_path && strlen(names) < sizeof names - 300; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? " " : "",
+                 t->data.path[i]);
+    st = ig_feature_dataset_match(k->fd, k->ds, fp, names, err);
+    return st == IG_OK ? IG_OK : ig_err_prefix(err, st, "data.caption_features");
+}
 
 /* data.path of clips: prefixes only (a blend of clip shards by weight is not a thing the clip
  * loader does). */
@@ -39,7 +59,7 @@ static ig_status cl_open(ig_feed *f, ig_err *err) {
     if (st != IG_OK) return ig_err_prefix(err, st, "data");
     if (ig_clip_dataset_clips(k->ds) == 0)
         return ig_err_set(err, IG_ERR_CONFIG, "data: the clip shards hold no clips");
-    return IG_OK;
+    return open_features(f, k, err);
 }
 
 static void cl_close(ig_feed *f) {
@@ -47,6 +67,8 @@ static void cl_close(ig_feed *f) {
     if (!k) return;
     ig_clip_loader_free(k->cl);
     ig_clip_dataset_close(k->ds);
+    ig_feature_dataset_close(k->fd);
+    ig_free(f->ctx, k->features);
     ig_free(f->ctx, k->captions);
     ig_free(f->ctx, k->caption_lens);
     ig_free(f->ctx, k->shapes);
@@ -70,6 +92,36 @@ static ig_status cl_start(ig_feed *f, const ig_loader_state *start, int dp, int 
     return ig_clip_loader_create(&k->cl, f->ctx, &o, start, err);
 }
 
+/* The captions' features of the batch's clips (their first caption_len rows, as fp32; the rows
+ * past a caption's are left as they are: the model reads caption_lens of them). */
+static ig_status read_features(ig_feed *f, clips *k, ig_err *err) {
+    const ig_clip_batch *b = &k->cb;
+    const ig_feature_meta *m = ig_feature_dataset_meta(k->fd);
+    size_t Tk = (size_t)f->o.caption_len, D = m->width, per = Tk * D;
+    if (k->features_cap < b->n) {
+        ig_free(f->ctx, k->features);
+        k->features = ig_alloc(f->ctx, b->n * per * sizeof(float));
+        k->features_cap = k->features ? b->n : 0;
+        if (!k->features_cap)
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory for %u clips' caption features",
+                              b->n);
+    }
+    for (uint32_t i = 0; i < b->n; i++) {
+        const void *v = NULL;
+        uint32_t L = 0;
+        ig_status st = ig_feature_dataset_clip(k->fd, b->clips[i], &v, &L, err);
+        if (st != IG_OK) return st;
+        size_t n = (L < Tk ? L : Tk) * D;
+        float *out = k->features + i * per;
+        if (n && m->dtype == IG_FEATURES_BF16)
+            ig_backend_bf16_to_f32_n(out, v, n);
+        else if (n)
+            memcpy(out, v, n * sizeof(float)); /* little-endian, as stored */
+        k->caption_lens[i] = (int32_t)(L < Tk ? L : Tk);
+    }
+    return IG_OK;
+}
+
 /* The captions' tokens of the batch's clips, cut to caption_len. */
 static ig_status read_captions(ig_feed *f, clips *k, ig_err *err) {
     const ig_clip_batch *b = &k->cb;
@@ -82,6 +134,7 @@ static ig_status read_captions(ig_feed *f, clips *k, ig_err *err) {
         k->captions_cap = k->captions && k->caption_lens ? b->n : 0;
         if (!k->captions_cap) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
+    if (k->fd) return read_features(f, k, err);
     for (uint32_t i = 0; i < b->n; i++) {
         size_t len = 0;
         ig_status st =
@@ -99,7 +152,8 @@ static ig_status cl_next(ig_feed *f, ig_micro_batch *out, ig_err *err) {
     if (st != IG_OK) return st;
     out->clips = &k->cb;
     out->B = (int)k->cb.n;
-    out->captions = f->o.caption_len > 0 ? k->captions : NULL;
+    out->captions = f->o.caption_len > 0 && !k->fd ? k->captions : NULL;
+    out->features = f->o.caption_len > 0 && k->fd ? k->features : NULL;
     out->caption_lens = f->o.caption_len > 0 ? k->caption_lens : NULL;
     out->caption_len = f->o.caption_len;
     out->unit = k->cb.unit;
@@ -148,6 +202,10 @@ static ig_status cl_facts(ig_feed *f, ig_data_facts *out, ig_err *err) {
     if (!k->shapes && !(k->shapes = ig_alloc(f->ctx, IG_FEED_MAX_SHAPES * sizeof *k->shapes)))
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     ig_clip_facts(k->ds, out);
+    if (k->fd) {
+        out->caption_encoder = &ig_feature_dataset_meta(k->fd)->encoder;
+        out->caption_features_len = (int)ig_feature_dataset_meta(k->fd)->caption_len;
+    }
     size_t nb = 0, n = 0;
     const ig_clip_bucket *bk = ig_clip_dataset_buckets(k->ds, &nb);
     uint64_t total = ig_clip_dataset_clips(k->ds);

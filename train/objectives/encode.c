@@ -11,6 +11,7 @@
 
 #include "encode_model.h"
 #include "family/family.h"
+#include "formats/hf.h"
 
 static ig_status encode_plannable(const ig_model_config *c, ig_err *err) {
     const ig_family *f = ig_family_of(c->arch);
@@ -34,6 +35,8 @@ struct ig_text_encoder {
     ig_model *m;
     const ig_encode_model *em;
     ig_text_encoder_opts o;
+    char path[4096];       /* the directory it was opened from */
+    uint64_t weights_xxh3; /* its identity (0: not computed yet) */
 };
 
 ig_text_encoder_opts ig_text_encoder_opts_default(void) {
@@ -131,6 +134,7 @@ ig_status ig_text_encoder_open(ig_text_encoder **out, ig_ctx *ctx, ig_backend *b
     ig_text_encoder *e = ig_calloc(ctx, 1, sizeof *e);
     if (!e) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     e->o = d;
+    snprintf(e->path, sizeof e->path, "%s", path);
     st = ig_model_open(&e->m, ctx, be, path, d.max_batch, d.max_len, NULL, err);
     if (st == IG_OK) st = ig_model_check_finite(e->m, err);
     if (st != IG_OK) {
@@ -155,6 +159,53 @@ const ig_model_config *ig_text_encoder_shape(const ig_text_encoder *e) {
 
 int ig_text_encoder_width(const ig_text_encoder *e) {
     return e->em->width(&e->m->cfg);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(ig_st_tensor_name(*(const ig_st_tensor *const *)a),
+                  ig_st_tensor_name(*(const ig_st_tensor *const *)b));
+}
+
+ig_status ig_text_encoder_identity(ig_text_encoder *e, uint64_t *weights_xxh3, ig_err *err) {
+    if (e->weights_xxh3) {
+        *weights_xxh3 = e->weights_xxh3;
+        return IG_OK;
+    }
+    ig_hf_weights *w = NULL;
+    char stp[4096], cfg[4096];
+    ig_hf_paths(e->path, stp, cfg, sizeof stp);
+    ig_status st = ig_hf_weights_open(&w, e->m->ctx, stp, err);
+    size_t n = st == IG_OK ? ig_hf_weights_count(w) : 0, used = 0;
+    const ig_st_tensor **t = st == IG_OK ? ig_calloc(e->m->ctx, n ? n : 1, sizeof *t) : NULL;
+    ig_xxh3_stream *h = st == IG_OK ? ig_xxh3_stream_create() : NULL;
+    if (st == IG_OK && (!t || !h)) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    /* the tensors it reads (a file's others - the decoder, a tied copy - are the family's to
+     * ignore), by name: the same however the files cut them */
+    const ig_family *f = e->m->fam;
+    for (size_t i = 0; st == IG_OK && i < n; i++) {
+        const ig_st_tensor *x = ig_hf_weights_tensor(w, i);
+        if (!(f->hf_ignored && f->hf_ignored(ig_st_tensor_name(x)))) t[used++] = x;
+    }
+    if (st == IG_OK) qsort(t, used, sizeof *t, by_name);
+    for (size_t i = 0; st == IG_OK && i < used; i++) {
+        const char *name = ig_st_tensor_name(t[i]),
+                   *dtype = ig_st_dtype_name(ig_st_tensor_dtype(t[i]));
+        uint64_t nd = (uint64_t)ig_st_tensor_ndim(t[i]);
+        ig_xxh3_stream_update(h, name, strlen(name) + 1);
+        ig_xxh3_stream_update(h, dtype, strlen(dtype) + 1);
+        ig_xxh3_stream_update(h, &nd, sizeof nd);
+        ig_xxh3_stream_update(h, ig_st_tensor_shape(t[i]), nd * sizeof(uint64_t));
+        ig_xxh3_stream_update(h, ig_st_tensor_data(t[i]), ig_st_tensor_bytes(t[i]));
+    }
+    if (st == IG_OK) {
+        e->weights_xxh3 = ig_xxh3_stream_digest(h);
+        if (!e->weights_xxh3) e->weights_xxh3 = 1; /* 0 means unknown */
+        *weights_xxh3 = e->weights_xxh3;
+    }
+    ig_xxh3_stream_free(h);
+    ig_free(e->m->ctx, t);
+    ig_hf_weights_free(w);
+    return st;
 }
 
 ig_status ig_text_encoder_encode(ig_text_encoder *e, size_t n, const int32_t *const *ids,

@@ -71,13 +71,13 @@ static ig_rng_key sample_key(const ig_clip_input *in, int b, const char *what) {
 }
 
 /* Sample b's caption: its length after the cut to the model's caption length and the dropout (0:
- * the null caption), its ids checked against the vocabulary. */
+ * the null caption), its ids checked against the vocabulary (its features need no check). */
 static ig_status caption_len_of(const ig_model *m, const ig_clip_input *in, int b, int Tk,
                                 double dropout, int32_t *len, ig_err *err) {
     int V = m->cfg.vocab_size, n = 0;
-    if (in->captions && in->caption_lens) {
+    if ((in->captions || in->features) && in->caption_lens) {
         n = in->caption_lens[b] < 0 ? 0 : in->caption_lens[b] > Tk ? Tk : in->caption_lens[b];
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; !in->features && j < n; j++) {
             int32_t id = in->captions[(size_t)b * (size_t)Tk + (size_t)j];
             if (id < 0 || id >= V)
                 return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -104,6 +104,15 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips: none given",
                           m->fam->arch);
     int B = in->B, Tk = fm->caption_len(c), null = fm->null_class(c);
+    int D = fm->caption_features ? fm->caption_features(c, NULL) : 0;
+    if (in->features && !D)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "caption features given to a model that %s",
+                          Tk ? "reads its captions' tokens" : "reads no captions");
+    if (D && in->captions && !in->features)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "caption tokens given to a model of caption features (%d wide): give "
+                          "the captions' features",
+                          D);
     size_t per = (size_t)in->F * (size_t)in->H * (size_t)in->W * (size_t)fm->channels;
     flow_state *s = NULL;
     ig_status st = state_for(m, (size_t)B, (size_t)B * per, &s, err);
@@ -166,6 +175,7 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
                         .labels = s->labels,
                         .caption_lens = s->lens,
                         .captions = in->captions,
+                        .features = in->features,
                         .grad_scale = grad_scale};
     return fm->stage(m, slot, &fb, err);
 }
@@ -186,6 +196,7 @@ static ig_status flow_stage(ig_model *m, int slot, const ig_micro_batch *mb, flo
                         .labels = b->labels,
                         .captions = mb->captions,
                         .caption_lens = mb->caption_lens,
+                        .features = mb->features,
                         .drop_labels = !mb->valid,
                         .seed = mb->t->data.seed,
                         .key = mb->valid ? VALID_KEY | mb->unit : mb->unit,
@@ -276,6 +287,16 @@ static const ig_cfg_key flow_keys[] = {
              "more of them near the noise)"),
     FLOW_KEY("eval.timesteps", IG_CFG_INT, eval_timesteps, "5", 1, 1000,
              "dit: validation evaluates each clip at the times (k + 0.5) / n, k < n"),
+    {.path = "data.caption_features",
+     .type = IG_CFG_STRING,
+     .default_val = "",
+     .help = "dit: the caption features of the clips (ingot preprocess captions' output: a "
+             "prefix or a list, made from the clips of data.path, clip for clip) that a "
+             "model.cond caption DiT attends to through PixArt-alpha's caption embedder, instead "
+             "of learning an embedding of the captions' tokens; \"\": none",
+     .flag = "",
+     .offset = offsetof(ig_train_config, caption_features),
+     .size = sizeof(((ig_train_config *)0)->caption_features)},
     {.path = "model.clip",
      .type = IG_CFG_LIST,
      .default_val = "",
@@ -309,6 +330,19 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
                                         .release = release};
 
 /* ---- a whole model on one process (train.h) -------------------------------------------------- */
+
+int ig_model_caption_len(const ig_model_config *c) {
+    const ig_family *f = ig_family_of(c->arch);
+    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    return fm ? fm->caption_len(c) : 0;
+}
+
+int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc) {
+    const ig_family *f = ig_family_of(c->arch);
+    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    if (enc) memset(enc, 0, sizeof *enc);
+    return fm && fm->caption_features ? fm->caption_features(c, enc) : 0;
+}
 
 static ig_status need_whole(const ig_model *m, ig_err *err) {
     if (m->part.tp == 1 && m->part.first && m->part.last) return IG_OK;

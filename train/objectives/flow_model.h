@@ -20,6 +20,8 @@ typedef struct ig_flow_batch {
     const int32_t *labels; /* [B] class ids after dropout; the null class is the model's own */
     /* [B] lengths and [B, caption_len] tokens of the captions after dropout (0: the null one) */
     const int32_t *caption_lens, *captions;
+    /* or their features [B, caption_len, D] (a model of caption features; NULL otherwise) */
+    const float *features;
     float grad_scale;
 } ig_flow_batch;
 
@@ -31,6 +33,9 @@ typedef struct ig_flow_model {
     /* the null class (the label of no class) and the caption's length (0: no captions) */
     int (*null_class)(const ig_model_config *c);
     int (*caption_len)(const ig_model_config *c);
+    /* the width of the caption features it attends to, and the encoder of those it was trained
+     * on (enc may be NULL); 0: it reads caption tokens, or none */
+    int (*caption_features)(const ig_model_config *c, ig_feature_encoder *enc);
     /* the probabilities that a label or a caption is dropped while training */
     double (*dropout)(const ig_model_config *c, int caption);
     /* stages the batch into slot (the first stage its inputs, the last its target) */

@@ -34,6 +34,7 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
     t.data.path = o->prefixes;
     t.data.n_path = o->n;
     t.data.seed = (uint32_t)o->seed;
+    t.caption_features = o->caption_features;
     t.micro_batch = o->micro_batch;
     t.eval_timesteps = o->timesteps;
     t.flow_shift = 1;
@@ -192,6 +193,11 @@ ig_status ig_model_eval_clips(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts 
     ig_status st = need_clips(m, err);
     if (st != IG_OK) return st;
     if (o->n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no clip shards to evaluate on");
+    if (o->noise_file && *o->noise_file && ig_model_caption_features(&m->cfg, NULL))
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: a model of caption features is evaluated on the grid of times, "
+                          "not with a noise file",
+                          o->noise_file);
     if (o->noise_file && *o->noise_file) return eval_noise(m, ctx, o, res, err);
     if (o->timesteps < 1 || o->timesteps > IG_EVAL_MAX_TIMES || o->batches < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%d times, %d micro-batches: need 1 .. %d, >= 1",
@@ -231,7 +237,8 @@ ig_status ig_flow_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const 
                             .batches = o->batches,
                             .timesteps = o->timesteps,
                             .seed = o->data->seed,
-                            .noise_file = o->noise_file};
+                            .noise_file = o->noise_file,
+                            .caption_features = o->caption_features};
     ig_clip_eval_result *r = st == IG_OK ? ig_calloc(ctx, 1, sizeof *r) : NULL;
     if (st == IG_OK && !r) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     if (st == IG_OK) st = ig_model_eval_clips(m, ctx, &co, r, err);
@@ -285,11 +292,23 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
                           o->num, o->steps, (double)o->cfg, o->shift);
     if ((st = ig_model_clip_tokens(c, o->frames, o->height, o->width, &tok, err)) != IG_OK)
         return st;
+    /* a model of caption features takes the prompt's features, a model of caption tokens its ids */
+    int D = ig_model_caption_features(c, NULL);
+    const void *prompt = D ? (const void *)o->prompt_features : (const void *)o->prompt;
+    if (D && o->prompt && o->prompt_len > 0 && !o->prompt_features)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "a prompt's tokens: the model attends to caption features (%d wide): "
+                          "give the prompt's features from the encoder it was trained with",
+                          D);
+    if (!D && o->prompt_features && o->prompt_len > 0)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "a prompt's features: the model %s",
+                          (conds & IG_COND_TEXT) ? "attends to caption tokens"
+                                                 : "is not conditioned on captions");
     int cond = ((conds & IG_COND_LABEL) && o->label >= 0) ||
-               ((conds & IG_COND_TEXT) && o->prompt && o->prompt_len > 0);
+               ((conds & IG_COND_TEXT) && prompt && o->prompt_len > 0);
     if (o->label >= 0 && !(conds & IG_COND_LABEL))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "a label: the model is not class-conditional");
-    if (o->prompt && o->prompt_len > 0 && !(conds & IG_COND_TEXT))
+    if (prompt && o->prompt_len > 0 && !(conds & IG_COND_TEXT))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "a prompt: the model is not conditioned on captions");
     if (o->label >= classes && cond)
@@ -310,14 +329,21 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
     size_t Tk = fm->caption_len(c) ? (size_t)fm->caption_len(c) : 1;
     int32_t *caps = ig_calloc(ctx, (size_t)per_call * chunk * Tk, sizeof(int32_t));
     int32_t *lens = ig_calloc(ctx, (size_t)per_call * chunk, sizeof(int32_t));
-    if (!x || !xin || !v || !t || !labels || !caps || !lens)
+    float *feats =
+        D ? ig_calloc(ctx, (size_t)per_call * chunk * Tk * (size_t)D, sizeof(float)) : NULL;
+    if (!x || !xin || !v || !t || !labels || !caps || !lens || (D && !feats))
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     /* the prompt (cut to the model's caption length) for the guided videos; the null caption
      * (length 0) for the others */
-    int plen = cond && (conds & IG_COND_TEXT) ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk)
-                                              : 0;
-    for (int b = 0; st == IG_OK && b < chunk; b++)
-        for (int j = 0; j < plen; j++) caps[(size_t)b * Tk + (size_t)j] = o->prompt[j];
+    int plen =
+        cond && (conds & IG_COND_TEXT) ? (o->prompt_len < (int)Tk ? o->prompt_len : (int)Tk) : 0;
+    for (int b = 0; st == IG_OK && plen && b < chunk; b++) {
+        if (D)
+            memcpy(feats + (size_t)b * Tk * (size_t)D, o->prompt_features,
+                   (size_t)plen * (size_t)D * sizeof(float));
+        else
+            for (int j = 0; j < plen; j++) caps[(size_t)b * Tk + (size_t)j] = o->prompt[j];
+    }
     for (int v0 = 0; st == IG_OK && v0 < o->num; v0 += chunk) {
         int n = o->num - v0 < chunk ? o->num - v0 : chunk, B = per_call * n;
         for (int b = 0; b < n; b++) {
@@ -339,7 +365,8 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
                                 .H = o->height,
                                 .W = o->width,
                                 .labels = labels,
-                                .captions = caps,
+                                .captions = D ? NULL : caps,
+                                .features = feats,
                                 .caption_lens = lens,
                                 .t = t,
                                 .xt = xin,
@@ -367,6 +394,7 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
     ig_free(ctx, t);
     ig_free(ctx, labels);
     ig_free(ctx, caps);
+    ig_free(ctx, feats);
     ig_free(ctx, lens);
     return st;
 }

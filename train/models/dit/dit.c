@@ -11,7 +11,11 @@
  * model.cond caption, c is the time's alone and each block attends to the clip's caption after its
  * self-attention (PixArt-alpha's and Open-Sora's cross-attention: x += proj(CrossAttn(q(x),
  * kv(y))), no norm, no gate), y the caption tokens' learned embeddings plus fixed 1-D sin-cos
- * positions, over its first caption_len tokens, a null token standing for no caption. Each
+ * positions, over its first caption_len tokens, a null token standing for no caption - or, with
+ * caption features (data.caption_features: a frozen T5's, PixArt-alpha's way), y = PixArt's
+ * caption embedder of the clip's features (Linear(D_text, D), tanh-GeLU, Linear(D, D): y_proj,
+ * dit_caption.c) over their rows, the padding masked, a learned [caption_len, D_text] y_embedding
+ * standing for no caption (all its rows attended). Each
  * block is adaLN-Zero: SiLU(c) -> Linear(D, 6D) gives a shift, a scale and a gate for attention
  * and for the MLP; x += gate * Attn(LN(x) (1 + scale) + shift), x += gate * MLP(...), LayerNorm
  * without affine parameters (model.norm_eps, 1e-6), non-causal multi-head attention, MLP 4D with
@@ -75,6 +79,12 @@ static const ig_cfg_key dit_keys[] = {
     IG_OWN_KEY("model.caption_dropout", IG_CFG_FLOAT, dit_shape, caption_dropout, "0.1", 0, 1,
                "dit: the probability that a caption is replaced by the null one while training "
                "(classifier-free guidance)"),
+    IG_OWN_KEY("model.caption_channels", IG_CFG_INT, dit_shape, caption_channels, "0", 0, 65536,
+               "dit: model.cond caption with data.caption_features: the features' width D_text "
+               "(PixArt's caption_channels; 0: the features' own, which training reads from their "
+               "manifest); the captions go through PixArt's caption embedder (y_proj: Linear, "
+               "tanh-GeLU, Linear) and the null caption is a learned [caption_len, D_text] "
+               "y_embedding"),
 };
 
 static ig_status parse_patch(dit_shape *c, ig_err *err) {
@@ -129,11 +139,17 @@ static ig_status dit_check(ig_model_config *c, ig_err *err) {
     if (d.cond != DIT_COND_NONE && d.cond != DIT_COND_CLASS && d.cond != DIT_COND_CAPTION)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.cond %d is not none, class or caption",
                           d.cond);
-    if (d.cond == DIT_COND_CAPTION && (c->vocab_size < 1 || c->vocab_size > (1 << 30)))
+    if (d.caption_channels < 0 || d.caption_channels > 65536)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_channels %d: need 0 .. 65536",
+                          d.caption_channels);
+    if (d.cond == DIT_COND_CAPTION && d.caption_channels > 0) c->vocab_size = 0; /* no tokens */
+    if (d.cond == DIT_COND_CAPTION && !d.caption_channels &&
+        (c->vocab_size < 1 || c->vocab_size > (1 << 30)))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "model.cond caption needs model.vocab_size, the caption tokenizer's "
                           "vocabulary (training takes it from the caption shards' manifests), "
-                          "got %d",
+                          "got %d; or, for caption features (data.caption_features), "
+                          "model.caption_channels",
                           c->vocab_size);
     if (d.cond == DIT_COND_CAPTION && (d.caption_len < 1 || d.caption_len > 4096))
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_len %d: need 1 .. 4096",
@@ -157,6 +173,11 @@ static ig_status dit_check(ig_model_config *c, ig_err *err) {
                           c->norm_eps);
     if (c->seq_len <= 0) c->seq_len = 1; /* the tokens of the largest clip, set by the trainer */
     if (d.cond != DIT_COND_CAPTION) c->vocab_size = 0, d.caption_len = 0, d.caption_dropout = 0;
+    if (d.cond != DIT_COND_CAPTION || !d.caption_channels) {
+        d.caption_channels = 0;
+        d.enc_weights = d.enc_tokenizer = 0;
+        memset(d.enc_describe, 0, sizeof d.enc_describe);
+    }
     c->padded_vocab = c->vocab_size; /* the caption table has one more row, the null token */
     if (d.cond != DIT_COND_CLASS) d.num_classes = 0, d.class_dropout = 0;
     ig_own_set_dit_shape(c, &d);
@@ -197,7 +218,10 @@ static uint64_t dit_num_params(const ig_model_config *c) {
     uint64_t table = d.cond == DIT_COND_CLASS     ? (uint64_t)d.num_classes + 1
                      : d.cond == DIT_COND_CAPTION ? (uint64_t)c->vocab_size + 1
                                                   : 0;
+    uint64_t Dt = (uint64_t)d.caption_channels, Tk = (uint64_t)d.caption_len;
+    if (Dt) table = 0; /* caption features: PixArt's caption embedder in the table's place */
     uint64_t first = P * C + C + DIT_FREQ * C + C + C * C + C + table * C;
+    if (Dt) first += Dt * C + C + C * C + C + Tk * Dt;
     uint64_t block = 6 * C * C + 6 * C + 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C;
     if (d.cond == DIT_COND_CAPTION) block += 4 * C * C + 4 * C; /* the cross-attention */
     uint64_t last = 2 * C * C + 2 * C + P * C + P;
@@ -209,6 +233,11 @@ static void dit_describe(const ig_model_config *c, char *buf, size_t cap) {
     if (d.cond == DIT_COND_CLASS)
         snprintf(buf, cap, "; patch %dx%dx%d, %d classes (dropout %g)", d.patch[0], d.patch[1],
                  d.patch[2], d.num_classes, d.class_dropout);
+    else if (d.cond == DIT_COND_CAPTION && d.caption_channels)
+        snprintf(buf, cap,
+                 "; patch %dx%dx%d, caption features of %d tokens x %d (dropout %g) from %s",
+                 d.patch[0], d.patch[1], d.patch[2], d.caption_len, d.caption_channels,
+                 d.caption_dropout, d.enc_describe[0] ? d.enc_describe : "an unnamed encoder");
     else if (d.cond == DIT_COND_CAPTION)
         snprintf(buf, cap, "; patch %dx%dx%d, captions of %d tokens (vocabulary %d, dropout %g)",
                  d.patch[0], d.patch[1], d.patch[2], d.caption_len, c->vocab_size,
@@ -259,7 +288,21 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
         w.shape[1] = C;
         ig_spec_add(&tb, "t_embedder.mlp.2.weight", 0, &w);
         ig_spec_add(&tb, "t_embedder.mlp.2.bias", 0, &b);
-        if (d.cond == DIT_COND_CLASS || d.cond == DIT_COND_CAPTION) { /* a null row last */
+        if (d.cond == DIT_COND_CAPTION && d.caption_channels) {
+            /* PixArt's caption embedder and its null caption, initialised as PixArt does (y_proj
+             * normal(0, 0.02), y_embedding randn / sqrt(D_text)); replicated, their gradient
+             * from the caption's, summed over the tensor-parallel ranks by the pass */
+            int64_t Dt = d.caption_channels;
+            w.sp_partial = b.sp_partial = 0;
+            w.shape[0] = C, w.shape[1] = Dt, w.std = 0.02f;
+            ig_spec_add(&tb, "y_embedder.y_proj.fc1.weight", 0, &w);
+            ig_spec_add(&tb, "y_embedder.y_proj.fc1.bias", 0, &b);
+            w.shape[1] = C;
+            ig_spec_add(&tb, "y_embedder.y_proj.fc2.weight", 0, &w);
+            ig_spec_add(&tb, "y_embedder.y_proj.fc2.bias", 0, &b);
+            w.shape[0] = d.caption_len, w.shape[1] = Dt, w.std = (float)(1.0 / sqrt((double)Dt));
+            ig_spec_add(&tb, "y_embedder.y_embedding", 0, &w);
+        } else if (d.cond == DIT_COND_CLASS || d.cond == DIT_COND_CAPTION) { /* a null row last */
             w.shape[0] = (d.cond == DIT_COND_CLASS ? d.num_classes : c->vocab_size) + 1;
             w.shape[1] = C;
             /* the captions' gradient is summed over the tensor-parallel ranks by the pass (it
@@ -330,6 +373,8 @@ static size_t dit_tensors(const ig_model_config *c, const ig_part *p, ig_tensor_
          * row-parallel */
         ig_tensor_spec q_w = proj_w, kv_w = qkv_w, kv_b = qkv_b, q_b = fc1_b, xp_w = proj_w;
         q_w.split_dim = 0, q_w.std = xavier(C, C);
+        /* with caption features, zero as PixArt-alpha's (a block starts as if it read none) */
+        if (d.caption_channels) xp_w.init = IG_INIT_ZERO;
         q_b.shape[0] = C;
         kv_w.shape[0] = kv_b.shape[0] = 2 * C, kv_w.n_blocks = kv_b.n_blocks = 2;
         kv_w.std = xavier(2 * C, C);
@@ -392,6 +437,12 @@ static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit
     x->ycap = ig_act_take(a, BK * C);
     x->dycap = ig_act_take(a, BK * C);
     x->cappos = ig_act_take(a, Tk * C);
+    /* caption features: their rows and the caption embedder's hidden (0 otherwise: the token
+     * model's layout is unchanged) */
+    uint64_t Dt = (uint64_t)(d.cond == DIT_COND_CAPTION ? d.caption_channels : 0), fp = p->first;
+    x->cfeat = ig_act_take(a, fp * BK * Dt);
+    x->cfc1 = ig_act_take(a, (Dt ? fp : 0) * BK * C);
+    x->cgelu = ig_act_take(a, (Dt ? fp : 0) * BK * C);
     for (int l = p->l0; l < p->l1; l++) {
         dit_layer_acts tmp, *y = x->layer ? &x->layer[l - p->l0] : &tmp;
         ig_act_next_layer(&pl);
@@ -458,6 +509,7 @@ static void layout(const ig_model_config *c, const ig_part *p, int B, int T, dit
     x->dcatt = ig_act_take(a, (Tk ? Ng : 0) * Cl);
     x->dyl = ig_act_take(a, BK * C);
     x->dytmp = ig_act_take(a, BK * C);
+    x->dcfeat = ig_act_take(a, fp * BK * Dt); /* the null caption's rows' gradient */
     out->scratch_act = sa;
     out->scratch_f32 = pl.region_f32;
 }
@@ -478,6 +530,8 @@ static void dit_destroy(ig_model *m) {
     ig_free(m->ctx, x->h_labels);
     ig_free(m->ctx, x->h_cappos);
     ig_free(m->ctx, x->h_row);
+    ig_free(m->ctx, x->h_feat);
+    ig_free(m->ctx, x->h_null);
     ig_free(m->ctx, x);
     m->fs = NULL;
 }
@@ -502,12 +556,16 @@ static ig_status dit_create(ig_model *m, ig_err *err) {
     x->h_labels = ig_alloc(m->ctx, (size_t)m->B * (1 + Tk) * sizeof(int32_t));
     x->h_cappos = ig_alloc(m->ctx, (Tk ? Tk : 1) * C * sizeof(float));
     x->h_row = ig_alloc(m->ctx, C * sizeof(double));
+    x->Dt = x->Tk ? d.caption_channels : 0;
+    size_t fb = (size_t)m->B * Tk * (size_t)x->Dt, slots = (size_t)(p->slots > 0 ? p->slots : 1);
+    x->h_feat = ig_alloc(m->ctx, (fb ? fb : 1) * sizeof(float));
+    x->h_null = ig_calloc(m->ctx, slots * (size_t)m->B, 1);
     if (!x->layer || !x->h_patches || !x->h_target || !x->h_pos || !x->h_freq || !x->h_labels ||
-        !x->h_cappos || !x->h_row) {
+        !x->h_cappos || !x->h_row || !x->h_feat || !x->h_null) {
         dit_destroy(m);
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     }
-    if (x->Tk) dit_caption_positions(c, x->h_row, x->h_cappos);
+    if (x->Tk && !x->Dt) dit_caption_positions(c, x->h_row, x->h_cappos);
     ig_act_sizes sizes;
     layout(c, p, m->B, m->T, x, &sizes);
     x->N = (int)N;
@@ -579,7 +637,7 @@ static ig_status dit_to_json(const ig_model_config *c, json_t *model, ig_err *er
     json_object_set_new(model, "caption_len", json_integer(d.caption_len));
     json_object_set_new(model, "caption_dropout", json_real(d.caption_dropout));
     json_object_set_new(model, "norm_eps", json_real(c->norm_eps));
-    return IG_OK;
+    return dit_encoder_to_json(&d, model);
 }
 
 static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *file, ig_err *err) {
@@ -598,6 +656,7 @@ static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *fi
     if (st == IG_OK)
         st = ig_hf_get_float(model, file, "caption_dropout", 0, 0, &d.caption_dropout, err);
     if (st == IG_OK) st = ig_hf_get_float(model, file, "norm_eps", 1, 0, &c->norm_eps, err);
+    if (st == IG_OK) st = dit_encoder_from_json(model, file, &d, err);
     ig_own_set_dit_shape(c, &d);
     return st;
 }
@@ -621,7 +680,9 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
     int64_t tk = 0, vocab = 0;
     int caption = st == IG_OK && d.cond == DIT_COND_CAPTION;
     if (caption) st = ig_hf_get_int(o, file, "caption_len", NULL, 1, 4096, 1, 0, &tk, err);
-    if (caption && st == IG_OK)
+    /* caption features: their width (PixArt's caption_channels) and encoder, no vocabulary */
+    if (caption && st == IG_OK) st = dit_encoder_from_json(o, file, &d, err);
+    if (caption && st == IG_OK && !d.caption_channels)
         st = ig_hf_get_int(o, file, "vocab_size", NULL, 1, 1 << 30, 1, 0, &vocab, err);
     if (caption && st == IG_OK)
         st = ig_hf_get_float(o, file, "caption_dropout_prob", 0, 0.1, &d.caption_dropout, err);
@@ -656,7 +717,11 @@ static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
                           "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
     /* the tokens of the largest clip it was trained on (ingot sample warns past them) */
     if (o && c->seq_len > 1) json_object_set_new(o, "max_tokens", json_integer(c->seq_len));
-    if (o && d.cond == DIT_COND_CAPTION) {
+    if (o && d.cond == DIT_COND_CAPTION && d.caption_channels) {
+        json_object_set_new(o, "caption_len", json_integer(d.caption_len));
+        json_object_set_new(o, "caption_dropout_prob", json_real(d.caption_dropout));
+        dit_encoder_to_json(&d, o);
+    } else if (o && d.cond == DIT_COND_CAPTION) {
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
         json_object_set_new(o, "caption_len", json_integer(d.caption_len));
         json_object_set_new(o, "caption_dropout_prob", json_real(d.caption_dropout));
@@ -713,6 +778,10 @@ static const char *dit_differs(const ig_model_config *a, const ig_model_config *
     if (x.class_dropout != y.class_dropout) return "model.class_dropout";
     if (x.caption_len != y.caption_len) return "model.caption_len";
     if (x.caption_dropout != y.caption_dropout) return "model.caption_dropout";
+    if (x.caption_channels != y.caption_channels) return "model.caption_channels";
+    if (x.enc_weights != y.enc_weights || x.enc_tokenizer != y.enc_tokenizer ||
+        strcmp(x.enc_describe, y.enc_describe))
+        return "the caption features' encoder (data.caption_features)";
     return "";
 }
 
@@ -745,8 +814,14 @@ static ig_status dit_fit_labels(const dit_shape *d, const ig_data_facts *f, ig_e
 
 static ig_status dit_fit(ig_model_config *c, const ig_data_facts *f, ig_err *err) {
     dit_shape d = dit_own(c);
+    if (d.cond != DIT_COND_CAPTION && f->caption_encoder)
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "data.caption_features: a model of model.cond %s reads no captions: "
+                          "set model.cond caption, or leave the features out",
+                          conds[d.cond]);
     if (d.cond == DIT_COND_CLASS && d.num_classes > 0) return dit_fit_labels(&d, f, err);
     if (d.cond != DIT_COND_CAPTION) return IG_OK;
+    if (f->caption_encoder || d.caption_channels) return dit_fit_features(c, &d, f, err);
     uint64_t cv = f->caption_vocab;
     if (cv == 0)
         return ig_err_set(err, IG_ERR_CONFIG,
@@ -822,6 +897,7 @@ static const ig_flow_model dit_flow = {.channels = 3,
                                        .clip_tokens = dit_clip_tokens,
                                        .null_class = dit_null_class,
                                        .caption_len = dit_caption_len,
+                                       .caption_features = dit_caption_features,
                                        .dropout = dit_dropout,
                                        .stage = dit_flow_stage,
                                        .prediction = dit_output,

@@ -24,6 +24,12 @@ typedef struct dit_shape {
     int caption_len;        /* cond caption: the caption tokens a clip attends to (the model's
                                vocab_size is the caption tokenizer's; id vocab_size the null one) */
     double caption_dropout; /* cond caption: a caption replaced by the null one while training */
+    /* cond caption with caption features (PixArt-alpha's way; 0: caption tokens): their width
+     * D_text, and the encoder that made those it was trained on (its line, cut to fit, and its
+     * weights' and tokenizer's hashes: caption-feature shards' ig_feature_encoder) */
+    int caption_channels;
+    uint64_t enc_weights, enc_tokenizer;
+    char enc_describe[160];
 } dit_shape;
 IG_DEFINE_OWN(dit_shape)
 static inline dit_shape dit_own(const ig_model_config *c) {
@@ -31,8 +37,10 @@ static inline dit_shape dit_own(const ig_model_config *c) {
 }
 
 /* The tensors of the first stage, in the table's order (the embedding table of the labels or the
- * caption tokens only with cond class or caption). */
+ * caption tokens only with cond class or caption; with caption features PixArt's caption embedder
+ * in its place: y_proj's fc1 and fc2, and the null caption y_embedding). */
 enum { DIT_X_W, DIT_X_B, DIT_T0_W, DIT_T0_B, DIT_T2_W, DIT_T2_B, DIT_Y, DIT_PER_FIRST };
+enum { DIT_YF1_W = DIT_Y, DIT_YF1_B, DIT_YF2_W, DIT_YF2_B, DIT_YEMB };
 
 /* The tensors of a block, in the table's order. */
 enum {
@@ -110,14 +118,21 @@ typedef struct dit_state {
     /* cond caption: the caption's embeddings y [B Tk, C] (the first stage makes them; they
      * travel with the tokens), their gradient (received), and the fixed positions [Tk, C] */
     uint64_t ycap, dycap, cappos;
+    /* caption features (first stage): the features [B Tk, Dt] (a null caption's rows the
+     * y_embedding), y_proj.fc1's output [B Tk, C] before and after gelu */
+    uint64_t cfeat, cfc1, cgelu;
     /* scratch shared by the slots */
     uint64_t dres, dres_full, dln, dpartial, partial, dx, datty, dqkv, dfcg, dfch, dmod, dsilu;
     uint64_t dtmp, rows3, pack, datty_h;
     uint64_t dcq, dckv, dcatt, dyl, dytmp; /* cond caption */
+    uint64_t dcfeat;                       /* caption features: [B Tk, Dt] their gradient */
     /* host staging: [N, P] patches and targets, [N, C] positions, [B, 256] frequencies */
     float *h_patches, *h_target, *h_pos, *h_freq;
     double *h_row;           /* [C] a position's row, in double */
     int32_t *h_labels;       /* [B] labels; with captions [B] lengths, then [B, Tk] token ids */
+    int Dt;                  /* caption features: their width (0: none) */
+    float *h_feat;           /* [B, Tk, Dt] a micro-batch's caption features */
+    unsigned char *h_null;   /* [slots, B] per slot, which samples have the null caption */
     float *h_cappos;         /* [Tk, C] the caption's positions */
     int pos_F, pos_H, pos_W; /* the shape h_pos holds (computed once per shape) */
     /* per slot (at most 64: the schedule's bound): the loss scale, whether there is a target
@@ -163,5 +178,14 @@ void dit_caption_positions(const ig_model_config *c, double *row, float *out);
 
 /* dit.c */
 ig_status dit_clip_tokens(const ig_model_config *c, int F, int H, int W, int *tokens, ig_err *err);
+
+/* dit_caption.c: the caption features' side of the model - PixArt's caption embedder's passes on
+ * the first stage, the fit of a shape to the data's features and the encoder it records */
+ig_status dit_caption_embed_forward(ig_model *m, int B, ig_err *err);
+void dit_caption_embed_backward(ig_model *m, int B);
+ig_status dit_fit_features(ig_model_config *c, dit_shape *d, const ig_data_facts *f, ig_err *err);
+int dit_caption_features(const ig_model_config *c, ig_feature_encoder *enc);
+ig_status dit_encoder_to_json(const dit_shape *d, json_t *o);
+ig_status dit_encoder_from_json(json_t *o, const char *file, dit_shape *d, ig_err *err);
 
 #endif

@@ -4,8 +4,9 @@
  * convolution's weight [D, 3, pt, ph, pw] reads them) and the target into each token's
  * (pt, ph, pw, c) vector, as the final layer predicts it; the tokens' sin-cos positions and the
  * times' 256 frequencies are computed here, in double; the labels and the captions' tokens with
- * the null ones (the tables' last rows). A rank uploads only what its stage and its rows use. The
- * prediction is put back in the clips' layout the same way.
+ * the null ones (the tables' last rows), or the captions' features with a mark for the null ones. A
+ * rank uploads only what its stage and its rows use. The prediction is put back in the clips'
+ * layout the same way.
  */
 #include "dit.h"
 
@@ -85,6 +86,23 @@ static void caption_of(ig_model *m, const ig_flow_batch *fb, int b) {
     x->h_labels[b] = len;
 }
 
+/* Sample b's caption features into the host staging: its rows (the rest zeros: never attended,
+ * and finite in the weights' gradients), or, for no caption, a mark that the first stage puts the
+ * null caption y_embedding in them (dit_caption.c), every row attended; its length at
+ * h_labels[b]. */
+static void features_of(ig_model *m, const ig_flow_batch *fb, int b) {
+    dit_state *x = dit_of(m);
+    size_t Tk = (size_t)x->Tk, Dt = (size_t)x->Dt;
+    size_t len = fb->caption_lens && fb->features && fb->caption_lens[b] > 0
+                     ? (size_t)fb->caption_lens[b]
+                     : 0;
+    float *f = x->h_feat + (size_t)b * Tk * Dt;
+    if (len) memcpy(f, fb->features + (size_t)b * Tk * Dt, len * Dt * sizeof(float));
+    memset(f + len * Dt, 0, (Tk - len) * Dt * sizeof(float));
+    x->h_null[(size_t)m->slot * (size_t)m->B + (size_t)b] = len == 0;
+    x->h_labels[b] = len ? (int32_t)len : x->Tk;
+}
+
 ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err *err) {
     const ig_model_config *c = &m->cfg;
     dit_shape d = dit_own(c);
@@ -118,7 +136,10 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
     for (int b = 0; b < B; b++) {
         frequencies(fb->t[b], x->h_freq + (size_t)b * DIT_FREQ);
         x->h_labels[b] = fb->labels[b];
-        if (d.cond == DIT_COND_CAPTION) caption_of(m, fb, b);
+        if (x->Dt)
+            features_of(m, fb, b);
+        else if (d.cond == DIT_COND_CAPTION)
+            caption_of(m, fb, b);
     }
     /* the patches of x_t and the targets, by token */
     for (int b = 0; b < B; b++)
@@ -158,11 +179,15 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
         if (st == IG_OK && d.cond == DIT_COND_CLASS)
             st = ig_backend_upload(m->be, ig_model_i32(m, 0), x->h_labels,
                                    (size_t)B * sizeof(int32_t), err);
-        /* the caption's tokens and their positions (the first stage embeds them) */
-        if (st == IG_OK && x->Tk)
+        /* the caption's features (the first stage projects them), or its tokens and their
+         * positions (the first stage embeds them) */
+        if (st == IG_OK && x->Dt)
+            st = ig_backend_upload_f32(m->be, ig_model_act(m, x->cfeat), x->h_feat,
+                                       (size_t)B * (size_t)x->Tk * (size_t)x->Dt, err);
+        if (st == IG_OK && x->Tk && !x->Dt)
             st = ig_backend_upload(m->be, ig_model_i32(m, (uint64_t)m->B), x->h_labels + m->B,
                                    (size_t)B * (size_t)x->Tk * sizeof(int32_t), err);
-        if (st == IG_OK && x->Tk)
+        if (st == IG_OK && x->Tk && !x->Dt)
             st = ig_backend_upload_f32(m->be, ig_model_act(m, x->cappos), x->h_cappos,
                                        (size_t)x->Tk * (size_t)C, err);
     }

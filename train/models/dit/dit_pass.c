@@ -19,7 +19,9 @@
  * modulation's gradient over each block's rows, takes the adaLN projection's gradients and adds
  * its input's gradient into that of SiLU(c); at the end of the stage that becomes c's gradient,
  * added to what the next stage sent (c goes to every stage), and on the first stage it flows
- * into the time MLP and the class table.
+ * into the time MLP and the class table. The caption's rows [B Tk, C] come from the first stage
+ * too: the caption tokens' embedding table, or the caption embedder of their features
+ * (dit_caption.c); their gradient, summed over the stages' blocks, flows back into either.
  *
  * Recomputation (train.recompute; the places of dit.c's layout): with selective the backward runs
  * attention's forward again from the kept q|k|v (and, with Ulysses, its all-to-all back to this
@@ -74,7 +76,7 @@ static void rows(const ig_model *m, int slot, int *N, int *Nl, int *row0) {
     *row0 = (m->part.sp ? m->part.tp_rank : m->part.usp_rank) * *Nl;
 }
 
-static ig_status embed_forward(ig_model *m, int B, int Nl) {
+static ig_status embed_forward(ig_model *m, int B, int Nl, ig_err *err) {
     ig_backend *be = m->be;
     const dit_state *x = dit_of(m);
     int C = m->cfg.d_model;
@@ -88,7 +90,10 @@ static ig_status embed_forward(ig_model *m, int B, int Nl) {
                                   ig_model_param(m, dit_ft(m, DIT_Y)), NULL, 1, B, C);
         ig_kernel_add(be, A(x->cond), A(x->cond), A(x->yemb), (size_t)B * (size_t)C);
     }
-    if (x->Tk) /* the caption's token embeddings plus their positions */
+    if (x->Dt) { /* the caption's features through the caption embedder (dit_caption.c) */
+        ig_status st = dit_caption_embed_forward(m, B, err);
+        if (st != IG_OK) return st;
+    } else if (x->Tk) /* the caption's token embeddings plus their positions */
         ig_kernel_encoder_forward(be, A(x->ycap), ig_model_i32(m, (uint64_t)m->B),
                                   ig_model_param(m, dit_ft(m, DIT_Y)), A(x->cappos), B, x->Tk, C);
     ig_kernel_matmul_forward(be, A(x->encoded), A(x->patches),
@@ -236,10 +241,9 @@ static ig_status block_forward(ig_model *m, int l, const dit_layer_acts *y, cons
 /* ---- the stage's pieces (the stage driver, stage.c, runs them) ------------------------------- */
 
 static ig_status dit_embed_forward(ig_model *m, ig_err *err) {
-    (void)err;
     int N, Nl, row0;
     rows(m, m->slot, &N, &Nl, &row0);
-    return embed_forward(m, m->slot_B[m->slot], Nl);
+    return embed_forward(m, m->slot_B[m->slot], Nl, err);
 }
 
 /* every stage: SiLU(c), the adaLN projections' input */
@@ -304,7 +308,9 @@ static void embed_backward(ig_model *m, int B, int Nl) {
     if (dit_own(&m->cfg).cond == DIT_COND_CLASS)
         ig_kernel_encoder_backward(be, ig_model_grad(m, dit_ft(m, DIT_Y)), NULL, dc,
                                    ig_model_i32(m, 0), 1, B, C);
-    if (x->Tk)
+    if (x->Dt)
+        dit_caption_embed_backward(m, B);
+    else if (x->Tk)
         ig_kernel_encoder_backward(be, ig_model_grad(m, dit_ft(m, DIT_Y)), NULL, A(x->dycap),
                                    ig_model_i32(m, (uint64_t)m->B), B, x->Tk, C);
     ig_kernel_matmul_backward(be, dt, ig_model_grad(m, dit_ft(m, DIT_T2_W)),

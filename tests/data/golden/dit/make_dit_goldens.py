@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """make_dit_goldens.py - golden values of a tiny random video DiT from PyTorch, for the DiT
 family's tests (model.arch: dit; read as tests/test_train.c reads tests/data/golden/gpt/): the
-class-conditional model here (tests/data/golden/dit/), and with --caption its caption-conditioned
-variant (tests/data/golden/dit_caption/, described after the class model).
+class-conditional model here (tests/data/golden/dit/), with --caption its caption-conditioned
+variant (tests/data/golden/dit_caption/, described after the class model), and with --features
+the caption variant on caption features (tests/data/golden/dit_features/, described last).
 
 Writes, next to this script, for a model of hidden size D 32, 4 heads (head size 8), depth 2,
 patch [pt, ph, pw] = [2, 2, 2], 3 channels, 5 classes (+ the null class), and two micro-batches of
@@ -116,8 +117,34 @@ files to ../dit_caption/ for the same model and micro-batch shapes but for these
   softmax is nearly uniform at these weights, |grad| <= 6e-7), within 1e-4 relative (20; at most
   3.6e-6); the files, config.json included, are read back and compared.
 
+The features variant (--features; PixArt-alpha's conditioning on a frozen T5's features) writes
+the same files to ../dit_features/ for the caption variant's model but for these differences:
+  config.json             the caption variant's without "vocab_size", with "caption_channels": 12
+                          (the features' width DT; unlike D, so that a transpose would show).
+  init.safetensors        PixArt's caption embedder in the token table's place:
+                            y_embedder.y_proj.fc1.weight [D, DT], .bias [D]
+                            y_embedder.y_proj.fc2.weight [D, D], .bias [D]
+                            y_embedder.y_embedding [CAP_LEN, DT]  (the null caption)
+  K_expected.safetensors  caption_features F32 [B, 6, DT] and caption_lens I32 [B] in place of
+                          the tokens (noise, t, caption_features, caption_lens, loss, grad.NAME).
+  Captions: the first L rows of a clip's features are its caption, the rows from L on padding
+    (they keep their random draws: projected, but masked out as keys); L 0 is the null caption:
+    every row is replaced by y_embedding (PixArt's token_drop, torch.where) and all 6 are keys.
+    y = fc2(gelu_tanh(fc1(rows))) (timm's Mlp as PixArt's y_proj), no positions. Lengths: a
+    [0, 5], b [6, 2, 0]: a null caption in each micro-batch, so that y_embedding has a gradient.
+  Initial values: from a generator of seed 20261128, in the order above; the five caption
+    embedder tensors normal(0, 0.3) (with 0.02 the caption's keys would be so alike that neither
+    the mask nor the null caption would move the loss), the rest normal(0, 0.02); per
+    micro-batch the clips, noise and t as above, then the features (normal, [B, 6, DT]).
+  Each generation recomputes each micro-batch with the padding rows (and the null caption's
+  rows) zeroed and redrawn: the same loss and gradients bit for bit; every row a key: another
+  loss. --check runs the loop implementation (the caption embedder row by row; the null caption's
+  6 rows from y_embedding) as above: the same loss to 2.2e-16, every row a key moves it (1.4e-4
+  and 4.0e-5), 282 finite differences within 1e-9 + 1e-6 |grad| (largest difference 3.5e-10),
+  and 21 more with h 1e-4 (12 tensors; at most 4.3e-7 relative).
+
 Run with Debian's python3 and python3-torch (torch 1.13):
-  /usr/bin/python3 make_dit_goldens.py [--caption] [--check]
+  /usr/bin/python3 make_dit_goldens.py [--caption | --features] [--check]
 """
 import json
 import math
@@ -145,23 +172,37 @@ CAPTION_SEED = 20261127
 CAPTION_DIR = os.path.join(os.path.dirname(HERE), "dit_caption")
 # per micro-batch: the caption lengths L, and the sample given the null caption (or None)
 CAPTIONS = {"a": ([2, 5], None), "b": ([6, 3, 1], 2)}
+# the features variant (--features): the caption model attending to a frozen text encoder's
+# features [CAP_LEN, DT] through PixArt-alpha's caption embedder instead of a token table
+DT = 12  # the features' width (PixArt's caption_channels), unlike D so that a transpose shows
+FEATURE_SEED = 20261128
+FEATURE_DIR = os.path.join(os.path.dirname(HERE), "dit_features")
+FEATURES = {"a": [0, 5], "b": [6, 2, 0]}  # per micro-batch the lengths L (0: the null caption)
 CAPTION_CONFIG = {"model_type": "ingot-dit", "architectures": ["DiT"], "hidden_size": D,
                   "depth": DEPTH, "num_heads": NH, "mlp_ratio": float(MLP_RATIO),
                   "patch_size": list(PATCH), "in_channels": IN_CH, "cond": "caption",
                   "vocab_size": VOCAB, "caption_len": CAP_LEN, "caption_dropout_prob": 0.1,
                   "num_classes": 0, "class_dropout_prob": 0.1, "learn_sigma": False,
                   "norm_eps": NORM_EPS, "torch_dtype": "float32"}
+FEATURE_CONFIG = dict(CAPTION_CONFIG, caption_channels=DT)
+del FEATURE_CONFIG["vocab_size"]
 
 
-def names(caption=False):
+def names(caption=False, features=False):
     """(name, shape) in DiT's state_dict order (the caption variant: adaLN_modulation first in
-    each block, then attn, cross_attn, mlp)."""
+    each block, then attn, cross_attn, mlp; the features variant is the caption one with PixArt's
+    caption embedder in the token table's place)."""
     pt, ph, pw = PATCH
     out_dim = pt * ph * pw * IN_CH
     out = [("x_embedder.proj.weight", (D, IN_CH, pt, ph, pw)), ("x_embedder.proj.bias", (D,)),
            ("t_embedder.mlp.0.weight", (D, FREQ)), ("t_embedder.mlp.0.bias", (D,)),
-           ("t_embedder.mlp.2.weight", (D, D)), ("t_embedder.mlp.2.bias", (D,)),
-           ("y_embedder.embedding_table.weight", ((VOCAB if caption else NUM_CLASSES) + 1, D))]
+           ("t_embedder.mlp.2.weight", (D, D)), ("t_embedder.mlp.2.bias", (D,))]
+    if features:
+        out += [("y_embedder.y_proj.fc1.weight", (D, DT)), ("y_embedder.y_proj.fc1.bias", (D,)),
+                ("y_embedder.y_proj.fc2.weight", (D, D)), ("y_embedder.y_proj.fc2.bias", (D,)),
+                ("y_embedder.y_embedding", (CAP_LEN, DT))]
+    else:
+        out += [("y_embedder.embedding_table.weight", ((VOCAB if caption else NUM_CLASSES) + 1, D))]
     for i in range(DEPTH):
         p = "blocks.%d." % i
         if caption:
@@ -247,7 +288,17 @@ def layer_norm(x):
 
 def caption_keys(p, tokens, lens):
     """tokens [B, CAP_LEN], lens [B] -> the captions' embeddings y [B, CAP_LEN, D] (every slot)
-    and the keys' mask [B, CAP_LEN] (True for the first L slots)."""
+    and the keys' mask [B, CAP_LEN] (True for the first L slots). Or, for features [B, CAP_LEN,
+    DT] (floating point) in place of tokens, PixArt-alpha's CaptionEmbedder: the null caption
+    y_embedding where L is 0 (token_drop's torch.where; every slot then a key), then y_proj =
+    timm's Mlp(DT, D, D, GELU(approximate="tanh")): fc2(gelu(fc1(f))), no positions."""
+    if tokens.is_floating_point():
+        null = lens == 0
+        f = torch.where(null[:, None, None], p["y_embedder.y_embedding"][None], tokens)
+        h = F.gelu(F.linear(f, p["y_embedder.y_proj.fc1.weight"], p["y_embedder.y_proj.fc1.bias"]),
+                   approximate="tanh")
+        y = F.linear(h, p["y_embedder.y_proj.fc2.weight"], p["y_embedder.y_proj.fc2.bias"])
+        return y, torch.arange(CAP_LEN)[None, :] < torch.where(null, torch.full_like(lens, CAP_LEN), lens)[:, None]
     y = p["y_embedder.embedding_table.weight"][tokens] + sincos(D, torch.arange(CAP_LEN))
     return y, torch.arange(CAP_LEN)[None, :] < lens[:, None]
 
@@ -327,7 +378,9 @@ def loss_and_grads(init, clips, noise, t, cond):
     args = (torch.tensor(clips), torch.tensor(noise.astype(np.float64)),
             torch.tensor(t.astype(np.float64)))
     if isinstance(cond, tuple):
-        loss = flow_loss(p, *args, caption=tuple(torch.tensor(a.astype(np.int64)) for a in cond))
+        kinds = [np.float64 if a.dtype == np.float32 else np.int64 for a in cond]
+        loss = flow_loss(p, *args, caption=tuple(torch.tensor(a.astype(k))
+                                                 for a, k in zip(cond, kinds)))
     else:
         loss = flow_loss(p, *args, labels=torch.tensor(cond.astype(np.int64)))
     loss.backward()
@@ -398,6 +451,12 @@ def loop_loss(p, clips, noise, t, labels=None, caption=None):
         cvec = lin("t_embedder.mlp.2", silu(lin("t_embedder.mlp.0", tf)))
         if caption is None:
             cvec = cvec + p["y_embedder.embedding_table.weight"][int(labels[b])]
+        elif caption[0].dtype == np.float32:  # features: L rows (the null caption: all) by y_proj
+            L = int(caption[1][b]) or CAP_LEN
+            rows = p["y_embedder.y_embedding"] if int(caption[1][b]) == 0 else caption[0][b]
+            ycap = np.array([lin("y_embedder.y_proj.fc2", gelu(lin("y_embedder.y_proj.fc1",
+                                                                   rows[j].astype(np.float64))))
+                             for j in range(L)])
         else:  # the caption's first L token embeddings + their 1-D positions; no more keys
             L = int(caption[1][b])
             ycap = np.zeros((L, D))
@@ -478,7 +537,7 @@ def read_safetensors(path):
     return out, meta
 
 
-def check(init, cases, out, caption=False):
+def check(init, cases, out, caption=False, features=False):
     """cases: list of (name, s, clips, noise, t, cond, loss64, grads64 by name), cond the labels or
     (caption tokens, caption lengths); out: the files' folder."""
     rs = np.random.RandomState(7)
@@ -487,7 +546,8 @@ def check(init, cases, out, caption=False):
     assert meta == {"format": "pt"} and list(back) == [n for n, _ in init]
     assert all(np.array_equal(back[n], a) for n, a in init)
     with open(os.path.join(out, "config.json")) as f:
-        assert json.load(f) == (CAPTION_CONFIG if caption else CONFIG)
+        assert json.load(f) == (FEATURE_CONFIG if features else
+                                CAPTION_CONFIG if caption else CONFIG)
     worst, worst_abs, count = 0.0, 0.0, 0
     small, worst_small = [], 0.0
     for k, s, clips, noise, t, cond, loss64, grads in cases:
@@ -496,10 +556,11 @@ def check(init, cases, out, caption=False):
             raw = np.frombuffer(f.read(), dtype=np.uint8)
         assert np.array_equal(raw.reshape(clips.shape), clips)
         assert np.array_equal(exp["noise"], noise) and np.array_equal(exp["t"], t)
-        cnames = ["caption_tokens", "caption_lens"] if caption else ["labels"]
+        cnames = (["caption_features", "caption_lens"] if features else
+                  ["caption_tokens", "caption_lens"] if caption else ["labels"])
         assert list(exp) == ["noise", "t"] + cnames + ["loss"] + ["grad." + n for n, _ in init]
         for n, a in zip(cnames, cond if caption else (cond,)):
-            assert np.array_equal(exp[n], a) and exp[n].dtype == np.int32
+            assert np.array_equal(exp[n], a) and exp[n].dtype == a.dtype
         assert exp["loss"][0] == np.float32(loss64)
         for n, _ in init:
             assert np.array_equal(exp["grad." + n], grads[n].astype(np.float32))
@@ -514,7 +575,7 @@ def check(init, cases, out, caption=False):
                 k, lf, abs(lf - loss64)))
             assert abs(lf - loss64) > 1e-6
         hstep = 1e-6
-        for n, shape in names(caption):
+        for n, shape in names(caption, features):
             g = grads[n].reshape(-1)
             picks = [int(np.argmax(np.abs(g)))] + list(rs.randint(0, g.size, 2))
             for idx in picks:
@@ -538,7 +599,7 @@ def check(init, cases, out, caption=False):
         # q_linear, |grad| <= 6e-7 as its softmax is nearly uniform at these weights, and a few
         # gated ones), where h 1e-6 leaves rounding of up to 4e-4 relative in the difference:
         # their largest element again with h 1e-4
-        for n, shape in names(caption) if caption else []:
+        for n, shape in names(caption, features) if caption else []:
             g = grads[n].reshape(-1)
             idx = int(np.argmax(np.abs(g)))
             if abs(g[idx]) >= 1e-5:
@@ -566,17 +627,23 @@ def check(init, cases, out, caption=False):
 
 
 def main():
-    caption = "--caption" in sys.argv[1:]
-    out_dir = CAPTION_DIR if caption else HERE
+    features = "--features" in sys.argv[1:]
+    caption = features or "--caption" in sys.argv[1:]
+    out_dir = FEATURE_DIR if features else CAPTION_DIR if caption else HERE
     os.makedirs(out_dir, exist_ok=True)
-    gen = torch.Generator().manual_seed(CAPTION_SEED if caption else SEED)
+    gen = torch.Generator().manual_seed(FEATURE_SEED if features else
+                                        CAPTION_SEED if caption else SEED)
     init = []
-    for name, shape in names(caption):
-        a = 0.02 * torch.randn(shape, generator=gen, dtype=torch.float64)
+    for name, shape in names(caption, features):
+        # the caption embedder's at 0.3, so that the caption's keys and values are O(1) (as the
+        # token variant's positions make them) and the mask and the null caption move the loss
+        std = 0.3 if name.startswith("y_embedder.y_") else 0.02
+        a = std * torch.randn(shape, generator=gen, dtype=torch.float64)
         init.append((name, a.numpy().astype(np.float32)))
     write_safetensors(os.path.join(out_dir, "init.safetensors"), init)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(CAPTION_CONFIG if caption else CONFIG, f, indent=2)
+        json.dump(FEATURE_CONFIG if features else CAPTION_CONFIG if caption else CONFIG, f,
+                  indent=2)
         f.write("\n")
 
     done = []
@@ -588,7 +655,13 @@ def main():
         t = torch.sigmoid(torch.randn((B,), generator=gen, dtype=torch.float64))
         t = t.numpy().astype(np.float32)
         assert np.all(t > 0) and np.all(t < 1)
-        if caption:  # every slot drawn; the slots from L on are padding and keep their draws
+        if features:  # every row drawn; the rows from L on are padding and keep their draws
+            tokens = torch.randn((B, CAP_LEN, DT), generator=gen, dtype=torch.float64)
+            tokens = tokens.numpy().astype(np.float32)
+            lens = np.array(FEATURES[k], dtype=np.int32)
+            cond = (tokens, lens)
+            named = [("caption_features", tokens), ("caption_lens", lens)]
+        elif caption:  # every slot drawn; the slots from L on are padding and keep their draws
             tokens = torch.randint(0, VOCAB, (B, CAP_LEN), generator=gen).numpy().astype(np.int32)
             lens, null = CAPTIONS[k]
             lens = np.array(lens, dtype=np.int32)
@@ -614,25 +687,32 @@ def main():
             print("%s: B %d F %d H %d W %d, t %s, labels %s, loss %.6f, gradient norm %.6f" % (
                 k, B, Fr, H, W, " ".join("%.4f" % v for v in t), labels.tolist(), loss, norm))
         else:
-            print("%s: B %d F %d H %d W %d, t %s, caption lens %s, tokens %s, loss %.6f, "
+            print("%s: B %d F %d H %d W %d, t %s, caption lens %s, %s, loss %.6f, "
                   "gradient norm %.6f" % (k, B, Fr, H, W, " ".join("%.4f" % v for v in t),
-                                          lens.tolist(), tokens.tolist(), loss, norm))
+                                          lens.tolist(), "features" if features else
+                                          "tokens %s" % tokens.tolist(), loss, norm))
             # other ids in the padding slots (zeros; others drawn apart from gen): the same loss
-            # and every gradient bit for bit; the mask matters (every slot a key: another loss)
+            # and every gradient bit for bit; the mask matters (every slot a key: another loss).
+            # Features: other padding rows, and other rows for the null caption (all of them
+            # replaced by y_embedding), likewise
             pad = np.arange(CAP_LEN)[None, :] >= lens[:, None]
             rs = np.random.RandomState(11)
-            for alt in (np.zeros_like(tokens), rs.randint(0, VOCAB, tokens.shape)):
-                other = np.where(pad, alt, tokens).astype(np.int32)
+            redrawn = (rs.standard_normal(tokens.shape).astype(np.float32) if features else
+                       rs.randint(0, VOCAB, tokens.shape))
+            if features:
+                pad = pad[:, :, None] | (lens == 0)[:, None, None]
+            for alt in (np.zeros_like(tokens), redrawn):
+                other = np.where(pad, alt, tokens).astype(tokens.dtype)
                 assert not np.array_equal(other, tokens)
                 l2, g2 = loss_and_grads(init, clips, noise, t, (other, lens))
                 assert l2 == loss and all(np.array_equal(g2[n], grads[n]) for n in grads)
             lf, _ = loss_and_grads(init, clips, noise, t, (tokens, np.full_like(lens, CAP_LEN)))
             assert abs(lf - loss) > 1e-6
-            print("%s: padding ids zeroed or redrawn: the same loss and gradients, bit for bit; "
-                  "every slot a key: loss %.6f" % (k, lf))
+            print("%s: padding %s zeroed or redrawn: the same loss and gradients, bit for bit; "
+                  "every slot a key: loss %.6f" % (k, "rows" if features else "ids", lf))
         done.append((k, s, clips, noise, t, cond, loss, grads))
     if "--check" in sys.argv[1:]:
-        check(init, done, out_dir, caption)
+        check(init, done, out_dir, caption, features)
 
 
 if __name__ == "__main__":
