@@ -9,7 +9,8 @@
 # is refused without --force and gives the same bytes with it; a killed run's leftovers are
 # refused by readers and removed by the next run; outputs that are not regular files are never
 # replaced; memory that does not fit, clips the downsampling does not divide, a model that is not a
-# VAE and bad options are refused with one clear line.
+# VAE and bad options are refused with one clear line; with --text-encoder the same run writes the
+# clips' caption features, byte for byte what preprocess captions writes of the same clips.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ig_begin cli_latents
@@ -180,6 +181,30 @@ run "no --vae" 2 "$ING" preprocess latents --clips clips --output-prefix lx
 expect "usage error" "--vae" "$err"
 run "a bad dtype" 2 "$ING" preprocess latents --clips clips --vae "$VAE" --output-prefix lx --dtype fp16
 run "--batch 0" 2 "$ING" preprocess latents --clips clips --vae "$VAE" --output-prefix lx --batch 0
+# ---- --text-encoder: the clips' caption features in the same run ---------------------------
+T5=$SRC/tests/data/golden/t5/gated # a tiny T5 with its tokenizer
+check_rc "latents with --text-encoder" 0 "$ING" preprocess latents --clips clips --vae "$VAE" \
+    --output-prefix latf --text-encoder "$T5" --caption-len 32 --threads 2
+expect "it says what it made of the captions" "caption features: 4 clips, 2 captions encoded" "$out"
+check "the latents are the same as without it" cmp latf.latents lat.latents
+check "the features verify" "$ING" verify latf.features --quiet
+check_rc "preprocess captions of the same clips" 0 "$ING" preprocess captions --clips clips \
+    --text-encoder "$T5" --caption-len 32 --output-prefix featc --quiet
+check "the features are preprocess captions' bytes" cmp latf.features.feat featc.feat
+rm -f latg.latents latg.lclips latg.json
+cp latf.features.json latg.features.json
+cp latf.features.feat latg.features.feat
+cp latf.features.fidx latg.features.fidx
+run "existing features refuse the run before it encodes" 1 "$ING" preprocess latents \
+    --clips clips --vae "$VAE" --output-prefix latg --text-encoder "$T5"
+expect "naming them" "latg.features exists (caption features): give --force" "$err"
+check "nothing encoded" test ! -e latg.latents
+check_rc "--force replaces both" 0 "$ING" preprocess latents --clips clips --vae "$VAE" \
+    --output-prefix latg --text-encoder "$T5" --caption-len 32 --force --quiet
+check "the same features again" cmp latg.features.feat featc.feat
+run "--caption-len without --text-encoder" 2 "$ING" preprocess latents --clips clips --vae "$VAE" \
+    --output-prefix lx --caption-len 8
+expect "says what it goes with" "--caption-len and --features-dtype go with --text-encoder DIR" "$err"
 check_rc "help" 0 "$ING" help preprocess latents
 expect "help shows the usage" "usage: ingot preprocess latents --clips PREFIX --vae DIR" "$out"
 ig_end

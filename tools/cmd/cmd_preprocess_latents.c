@@ -1,14 +1,17 @@
 /* cmd_preprocess_latents.c - `ingot preprocess latents`: frame shards through a VAE's encoder into
  * latent shards. Thin over ig_preprocess_latents (preprocess.h), whose encoder this file makes of
  * train.h's ig_vae_encoder: the memory stated and checked, the VAE opened, its identity, factors
- * and shape handed back for the manifest. Dispatched from `ingot preprocess`; under mpirun the
- * ranks split the clips and rank 0 writes the shard list.
+ * and shape handed back for the manifest. With --text-encoder the same run then makes the clips'
+ * caption features (ig_preprocess_captions, as `ingot preprocess captions` does) into
+ * OUT.features. Dispatched from `ingot preprocess`; under mpirun the ranks split the clips and
+ * rank 0 writes the shard lists.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "cmd_text_encoder.h"
 #include "comm/comm.h"
 #include "preprocess/preprocess.h"
 #include "train/train.h"
@@ -16,7 +19,9 @@
 const char ig_usage_preprocess_latents[] =
     "usage: ingot preprocess latents --clips PREFIX --vae DIR --output-prefix OUT\n"
     "                                [--dtype fp32|bf16] [--batch N] [--device cpu|cuda]\n"
-    "                                [--threads N] [--force] [--quiet]\n"
+    "                                [--text-encoder DIR [--caption-len N]\n"
+    "                                [--features-dtype fp32|bf16]] [--threads N] [--force]\n"
+    "                                [--quiet]\n"
     "\n"
     "Encodes every clip of frame shards (ingot preprocess video) with a VAE's encoder and stores\n"
     "the posterior of each clip, so that a latent model can draw a fresh latent each time it "
@@ -36,6 +41,12 @@ const char ig_usage_preprocess_latents[] =
     "contiguous share of the clips into OUT_rRRRR and rank 0 writes the list OUT.shards.json; the\n"
     "values are the same as one process's.\n"
     "\n"
+    "With --text-encoder DIR (a frozen T5, as 'ingot preprocess captions' takes it) the same run\n"
+    "then encodes every clip's caption into the caption-feature shard OUT.features, the features\n"
+    "of the source clips, which the latent clips follow one for one: what 'ingot preprocess\n"
+    "captions --clips PREFIX --text-encoder DIR --output-prefix OUT.features' would write. An\n"
+    "existing OUT.features is refused before anything is encoded unless --force is given.\n"
+    "\n"
     "options:\n"
     "  --clips PREFIX      the frame shards: a shard or a shard list\n"
     "  --vae DIR           the VAE (model.arch vae): a run directory, a checkpoint or an export\n"
@@ -44,6 +55,9 @@ const char ig_usage_preprocess_latents[] =
     "  --dtype D           fp32 (the default) or bf16 (half the bytes, rounded to nearest even)\n"
     "  --batch N           frames a pass encodes (default 4)\n"
     "  --device D          cpu (fp32, the default) or cuda (bf16 activations)\n"
+    "  --text-encoder DIR  also the clips' caption features, into OUT.features\n"
+    "  --caption-len N     with --text-encoder: tokens a caption keeps (default 120)\n"
+    "  --features-dtype D  with --text-encoder: fp32 (default) or bf16\n"
     "  --force             replace an existing complete output\n"
     "  --threads N, --quiet, --verbose\n"
     "\n"
@@ -57,8 +71,8 @@ static const char *const dtypes[] = {"fp32", "bf16", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 
 typedef struct latent_args {
-    const char *clips, *vae, *output;
-    int dtype, batch, device, force;
+    const char *clips, *vae, *output, *text_encoder;
+    int dtype, batch, device, force, caption_len, features_dtype;
     ig_common_flags flags;
 } latent_args;
 
@@ -70,6 +84,12 @@ static const ig_cfg_key latent_keys[] = {
     IG_KEY_INT("latents.batch", latent_args, batch, "4", 1, 4096, "frames a pass encodes"),
     IG_KEY_ENUM("latents.device", latent_args, device, "cpu", devices, "cpu (fp32) or cuda (bf16)"),
     IG_KEY_BOOL("latents.force", latent_args, force, "false", "replace an existing output"),
+    IG_KEY_STRING("latents.text_encoder", latent_args, text_encoder, "",
+                  "a frozen T5: the clips' caption features too, into OUT.features"),
+    IG_KEY_INT("latents.caption_len", latent_args, caption_len, "0", 0, 4096,
+               "with text_encoder: tokens a caption keeps (0: 120)"),
+    IG_KEY_ENUM("latents.features_dtype", latent_args, features_dtype, "fp32", dtypes,
+                "with text_encoder: fp32 or bf16"),
 };
 
 /* the encoder ig_preprocess_latents runs */
@@ -143,6 +163,9 @@ int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
     if (rc < 0 && !*a.clips) rc = ig_cmd_usage_error(&me, "no input: give --clips PREFIX");
     if (rc < 0 && !*a.vae) rc = ig_cmd_usage_error(&me, "no VAE: give --vae DIR");
     if (rc < 0 && !*a.output) rc = ig_cmd_usage_error(&me, "no output: give --output-prefix OUT");
+    if (rc < 0 && !*a.text_encoder && (a.caption_len || a.features_dtype))
+        rc = ig_cmd_usage_error(&me,
+                                "--caption-len and --features-dtype go with --text-encoder DIR");
     if (rc >= 0) {
         ig_config_free(cfg);
         return rc;
@@ -158,6 +181,20 @@ int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
     if (s == IG_OK) s = ig_comm_world(&comm, ctx, "preprocess latents", &err);
     int world = comm ? ig_comm_size(comm) : 1, rank = comm ? ig_comm_rank(comm) : 0;
     if (s == IG_OK) s = ig_backend_create(&be, ctx, &bo, &err);
+    /* the caption features' encoder and output first: what would refuse them refuses the run
+     * before a clip is encoded */
+    ig_cmd_text_encoder te = {0};
+    char features[4200] = "";
+    if (*a.text_encoder) snprintf(features, sizeof features, "%s.features", a.output);
+    if (s == IG_OK && *features && !a.force && ig_feature_shard_is(features))
+        s = ig_err_set(&err, IG_ERR_EXISTS,
+                       "%s exists (caption features): give --force to replace it and the latents",
+                       features);
+    if (s == IG_OK && *features)
+        s = ig_cmd_text_encoder_open(&te, ctx, a.text_encoder, NULL, a.device, 8,
+                                     a.caption_len ? a.caption_len : 120,
+                                     a.features_dtype == 1 ? IG_FEATURES_BF16 : IG_FEATURES_F32,
+                                     a.flags.quiet || rank > 0, &err);
     vae_user u = {.ctx = ctx,
                   .be = be,
                   .path = a.vae,
@@ -174,6 +211,18 @@ int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
                         .progress = !a.flags.quiet,
                         .comm = comm};
     if (s == IG_OK) s = ig_preprocess_latents(ctx, &o, &st, &err);
+    ig_captions_stats fs = {0};
+    if (s == IG_OK && *features) {
+        const char *clips[] = {a.clips};
+        ig_captions_opts co = {.clips = clips,
+                               .n_clips = 1,
+                               .output_prefix = features,
+                               .features = &te.fo,
+                               .overwrite = a.force,
+                               .progress = !a.flags.quiet,
+                               .comm = comm};
+        s = ig_preprocess_captions(ctx, &co, &fs, &err);
+    }
     if (s == IG_OK && !a.flags.quiet) {
         char who[32] = "", bytes[32];
         if (world > 1) snprintf(who, sizeof who, "rank %d: ", rank);
@@ -186,11 +235,18 @@ int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
                2 * st.vae.latent_channels, st.vae.downsample);
         for (size_t i = 0; i < st.n_shard_prefixes; i++)
             printf("%s  %s\n", who, st.shard_prefixes[i]);
+        if (*features)
+            printf("%scaption features: %llu clips, %llu captions encoded (%llu cut to %d tokens): "
+                   "%s\n",
+                   who, (unsigned long long)fs.clips, (unsigned long long)fs.encoded,
+                   (unsigned long long)fs.cut, te.fo.caption_len, features);
     }
     rc = s == IG_OK ? IG_EXIT_OK : ig_cmd_fail(&err);
     fflush(stdout);
     fflush(stderr);
     ig_latent_stats_clear(&st);
+    ig_captions_stats_clear(&fs);
+    ig_cmd_text_encoder_close(&te);
     ig_vae_encoder_free(u.enc);
     ig_backend_free(be);
     ig_comm_free(comm);
