@@ -13,6 +13,7 @@
  * directory is shared between nodes, as the watchdog's heartbeats need). The marks are removed
  * when the process ends normally.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,7 +35,8 @@ struct ig_start_guard {
     int rank, world;
     const char *what; /* what this rank waits for now (a static string) */
     char run_dir[4096], dir[4200], mark[4300], launch[256];
-    int made_run_dir; /* RUN_DIR was made here: removed again when the run left nothing in it */
+    int made_run_dir; /* RUN_DIR was made by this launch (this rank, or a rank before it: see
+                         ig_start_guard_arm): removed again when the run left nothing in it */
 };
 
 static int env_int(const char *name, int dflt) {
@@ -113,6 +115,21 @@ static void *guard_main(void *arg) {
     return NULL;
 }
 
+/* 1 when dir holds nothing but (maybe) its .heartbeat folder: another rank of this launch made
+ * it an instant ago (ig_mkdir_p makes the run directory, then .heartbeat). A directory the user
+ * made and left empty passes too: it is empty, so nothing is lost when a refused run removes it. */
+static int holds_only_marks(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int other = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        other |=
+            strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".heartbeat");
+    closedir(d);
+    return !other;
+}
+
 ig_start_guard *ig_start_guard_arm(double timeout, const char *run_dir) {
     int world = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1));
     int rank = env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", 0));
@@ -127,10 +144,13 @@ ig_start_guard *ig_start_guard_arm(double timeout, const char *run_dir) {
     snprintf(g->run_dir, sizeof g->run_dir, "%s", run_dir);
     if (g->launch[0]) {
         struct stat sb;
-        int had = stat(run_dir, &sb) == 0;
+        /* Every rank of a refused run removes the run directory if this launch made it, since
+         * which rank leaves last (and can) is a race: a rank that finds it holding nothing but
+         * the marks' folder counts it as made by a rank before it. */
+        int had = stat(run_dir, &sb) == 0, made_before = had && holds_only_marks(run_dir);
         ig_err err = {0};
         if (ig_mkdir_p(g->dir, &err) == IG_OK) {
-            g->made_run_dir = !had;
+            g->made_run_dir = !had || made_before;
             snprintf(g->mark, sizeof g->mark, "%s/start-%05d", g->dir, rank);
             FILE *f = fopen(g->mark, "w");
             if (f) {
