@@ -1,6 +1,7 @@
 /* json_fields.c - the JSON fields of ingot's manifests (json_fields.h). */
 #include "json_fields.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,4 +165,24 @@ ig_status ig_json_load_manifest(const char *prefix, json_t **o, char **path, ig_
                           "%s: manifest missing (the shard was not finished: rerun the preprocess)",
                           *path);
     return ig_json_load_file(*path, IG_JSON_FILE_MAX, "a shard manifest", o, err);
+}
+
+ig_status ig_json_check_format(json_t *o, const char *path, const char *format, int version,
+                               ig_err *err) {
+    if (!json_is_object(o))
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object", path);
+    char got[64];
+    uint64_t v = 0;
+    ig_status st = ig_json_get_str(o, path, "format", got, sizeof got, err);
+    if (st != IG_OK) return st;
+    if (strcmp(got, format) != 0)
+        return ig_err_set(err, IG_ERR_FORMAT, "%s: format = \"%s\" but expected \"%s\"", path, got,
+                          format);
+    if ((st = ig_json_get_u64(o, path, "format_version", &v, err)) != IG_OK) return st;
+    if (v != (uint64_t)version)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: format_version = %" PRIu64 " but this ingot reads version %d "
+                          "(upgrade ingot)",
+                          path, v, version);
+    return IG_OK;
 }

@@ -37,6 +37,11 @@ ig_status ig_json_get_buckets(json_t *o, const char *path, ig_clip_bucket **out,
                               ig_err *err);
 ig_status ig_json_get_output(json_t *o, const char *path, char *out, size_t cap, ig_err *err);
 
+/* A manifest's head: o is an object whose "format" is format and "format_version" version (a
+ * newer one is IG_ERR_UNSUPPORTED, saying to upgrade ingot). */
+ig_status ig_json_check_format(json_t *o, const char *path, const char *format, int version,
+                               ig_err *err);
+
 /* JSON files are read whole with ig_json_load_file (core.h), at most IG_JSON_FILE_MAX bytes.
  * ig_json_load_manifest reads PREFIX.json, a shard's manifest, into *o, with its path in *path
  * (free both, also on failure); a missing one is IG_ERR_NOT_FOUND saying the shard was not

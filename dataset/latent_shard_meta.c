@@ -97,20 +97,9 @@ static ig_status vae_from_json(ig_latent_vae *v, json_t *o, const char *path, ig
 }
 
 static ig_status from_json(ig_latent_shard_meta *m, json_t *o, const char *path, ig_err *err) {
-    if (!json_is_object(o))
-        return ig_err_set(err, IG_ERR_FORMAT, "%s: expected a JSON object", path);
-    char format[64], dtype[16];
-    uint64_t version = 0;
-    ig_status st = ig_json_get_str(o, path, "format", format, sizeof format, err);
-    if (st == IG_OK && strcmp(format, IG_LATENT_MANIFEST_FORMAT) != 0)
-        return ig_err_set(err, IG_ERR_FORMAT, "%s: format = \"%s\" but expected \"%s\"", path,
-                          format, IG_LATENT_MANIFEST_FORMAT);
-    if (st == IG_OK) st = ig_json_get_u64(o, path, "format_version", &version, err);
-    if (st == IG_OK && version != IG_LATENT_MANIFEST_VERSION)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "%s: format_version = %" PRIu64 " but this ingot reads version %d "
-                          "(upgrade ingot)",
-                          path, version, IG_LATENT_MANIFEST_VERSION);
+    char dtype[16];
+    ig_status st =
+        ig_json_check_format(o, path, IG_LATENT_MANIFEST_FORMAT, IG_LATENT_MANIFEST_VERSION, err);
     if (st || (st = ig_json_get_u64(o, path, "clips", &m->clips, err)) ||
         (st = ig_json_get_u64(o, path, "frames", &m->frames, err)) ||
         (st = ig_json_get_str(o, path, "dtype", dtype, sizeof dtype, err)) ||
