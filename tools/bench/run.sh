@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv|t5|vae] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv|t5|vae|video] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
@@ -7,7 +7,9 @@
 # (bench_conv) and PyTorch's F.conv2d on the same shapes; with `t5`, the T5 encoder's captions/s
 # against PyTorch's T5 encoder (make bench-t5; T5_THREADS=2, T5_SHAPE=base|small).
 # With `vae`, the VAE's encoder at SD's shape (bench_vae) and PyTorch's AutoencoderKL on the
-# same weights and frames.
+# same weights and frames. With `video`, only `preprocess video` writing 300-frame clips of
+# 10 s 720p H.264 files against the ffmpeg CLI writing the same bytes (bench_video_clips:
+# VIDEO_FILES=4 for the run over several videos).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -280,6 +282,92 @@ bench_cuda() {
   return 0
 }
 
+# `ingot preprocess video` writing one 300-frame 360x640 RGB24 clip of a 10 s 720p H.264 file
+# against `ffmpeg -threads 2 -i IN -vf scale=640:360,format=rgb24 -f rawvideo OUT.rgb`, each
+# followed by sync (the data on disk: ingot fsyncs what it writes), best of three, taking turns so
+# that both see the same machine; then VIDEO_FILES files with --workers 2 against the same ffmpeg
+# command run on each file in turn, and against ffmpeg -threads 1 on two files at a time. ingot's frames are the same bytes as ffmpeg's (its swscale
+# pass is ffmpeg's scale filter's: bicubic, the file's matrix and range): the first run checks
+# this with cmp. Wall time is the figure; user + system CPU seconds are printed beside it, as the
+# machine may be shared.
+bench_video_clips() {
+  local files=${VIDEO_FILES:-4} dir i n
+  if ! command -v ffmpeg >/dev/null; then
+    echo "video clips: skipped: the ffmpeg CLI is not installed"
+    return 0
+  fi
+  dir=$(mktemp -d /tmp/ingot-bench-clips-XXXXXX)
+  echo "making $files videos of 10 s (1280x720, 30 fps, H.264 with B-frames)..."
+  for ((i = 0; i < files; i++)); do
+    ffmpeg -nostdin -hide_banner -loglevel error -f lavfi \
+      -i "testsrc2=size=1280x720:rate=30:duration=10" -vf "hue=h=$((20 + 7 * i))*t" \
+      -c:v libx264 -preset veryfast -bf 2 -g 60 -pix_fmt yuv420p "$dir/v$i.mp4" || {
+      echo "video clips: skipped: ffmpeg could not make the test videos"
+      rm -rf "$dir"
+      return 0
+    }
+  done
+  printf 'path,text\n%s/v0.mp4,one\n' "$dir" >"$dir/one.csv"
+  { echo "path,text"; for ((i = 0; i < files; i++)); do echo "$dir/v$i.mp4,video $i"; done; } \
+    >"$dir/many.csv"
+  # one timed run: "wall user sys" of CMD plus sync, the outputs removed before (untimed)
+  timed() {
+    rm -f "$dir"/o.* "$dir"/*.rgb
+    sync
+    local TIMEFORMAT='%R %U %S'
+    { time { "$@" >/dev/null && sync; } 2>/dev/null; } 2>&1
+  }
+  ff_each() { # the ffmpeg command on each file of the manifest, one after the other
+    local f k=0
+    for f in $(tail -n +2 "$1" | cut -d, -f1); do
+      ffmpeg -nostdin -hide_banner -loglevel error -threads 2 -i "$f" \
+        -vf scale=640:360,format=rgb24 -f rawvideo "$dir/out$k.rgb" || return 1
+      k=$((k + 1))
+    done
+  }
+  ff_pairs() { # two at a time, a thread each: what --workers 2 does
+    tail -n +2 "$1" | cut -d, -f1 | xargs -P 2 -I{} sh -c 'ffmpeg -nostdin -hide_banner \
+      -loglevel error -threads 1 -i "$1" -vf scale=640:360,format=rgb24 -f rawvideo "$1.rgb"' _ {}
+  }
+  ig_run() { # MANIFEST [WORKERS]
+    "$B/ingot" preprocess video --manifest "$1" --output-prefix "$dir/o" --frames 300 \
+      --size 360x640 ${2:+--workers "$2"} --quiet
+  }
+  # CASE MANIFEST WORKERS PEER: best of three of each, taking turns
+  compare() {
+    local ig ff best_ig="" best_ff="" n
+    for ((n = 0; n < 3; n++)); do
+      ig=$(timed ig_run "$2" "$3") || { echo "video clips: ingot failed"; return 0; }
+      if [ $n = 0 ] && [ "$1" = one ]; then
+        cp "$dir/o.frames" "$dir/ingot.frames"
+      fi
+      ff=$(timed "$4" "$2") || { echo "video clips: ffmpeg failed"; return 0; }
+      if [ $n = 0 ] && [ "$1" = one ]; then
+        if cmp -s "$dir/ingot.frames" "$dir/out0.rgb"; then
+          echo "ingot's clip is byte for byte ffmpeg's output"
+        else
+          echo "ingot's clip differs from ffmpeg's output (the ratio compares different work)"
+        fi
+        rm -f "$dir/ingot.frames"
+      fi
+      best_ig=$(printf '%s\n%s\n' "$best_ig" "$ig" | awk 'NF' | sort -g | head -1)
+      best_ff=$(printf '%s\n%s\n' "$best_ff" "$ff" | awk 'NF' | sort -g | head -1)
+    done
+    awk -v i="$best_ig" -v f="$best_ff" -v c="$1" -v n="$files" -v w="$3" 'BEGIN {
+      split(i, a, " "); split(f, b, " ")
+      if (c == "one") { what = "one video"; peer = "ffmpeg -threads 2" }
+      else if (c == "many") { what = n " videos, --workers " w; peer = "ffmpeg -threads 2 on each in turn" }
+      else { what = n " videos, --workers " w; peer = "ffmpeg -threads 1, two at a time" }
+      printf "preprocess video, 300 frames at 360x640 of 10 s 720p H.264, %s: ingot %.2f s (cpu %.2f user + %.2f sys) vs %s %.2f s (cpu %.2f + %.2f) = %.2fx ffmpeg'"'"'s speed (goal >= 0.9x; best of 3, with sync)\n",
+        what, a[1], a[2], a[3], peer, b[1], b[2], b[3], b[1] / a[1]
+      printf "RESULT video_clips_%s_vs_ffmpeg=%.3f\n", c, b[1] / a[1] }'
+  }
+  compare one "$dir/one.csv" "" ff_each
+  compare many "$dir/many.csv" 2 ff_each
+  compare many_pairs "$dir/many.csv" 2 ff_pairs
+  rm -rf "$dir"
+}
+
 if [ "${2:-}" = cuda ]; then
   bench_cuda
   exit 0
@@ -305,6 +393,11 @@ if [ "${2:-}" = t5 ]; then
   exit 0
 fi
 
+if [ "${2:-}" = video ]; then
+  bench_video_clips
+  exit 0
+fi
+
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
 echo
@@ -317,6 +410,9 @@ bench_vae
 echo
 echo "== video decoding against the ffmpeg CLI (same files, same run), pipeline memory"
 [ -x "$B/bench_video" ] && "$B/bench_video"
+echo
+echo "== preprocess video: 300-frame clips of 10 s 720p files against ffmpeg writing the same bytes"
+bench_video_clips
 echo
 echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2/3), the all-reduce hidden behind the backward and ZeRO-3's all-gathers hidden behind compute"
 bash "$SRC/tools/bench/bench_parallel.sh" "$B"
