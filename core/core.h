@@ -224,6 +224,8 @@ typedef struct ig_xxh3_stream ig_xxh3_stream;
 ig_xxh3_stream *ig_xxh3_stream_create(void); /* NULL when out of memory */
 void ig_xxh3_stream_update(ig_xxh3_stream *s, const void *data, size_t len);
 uint64_t ig_xxh3_stream_digest(const ig_xxh3_stream *s);
+/* Makes dst's state src's (a mark to go back to: data hashed ahead and then dropped). */
+void ig_xxh3_stream_copy(ig_xxh3_stream *dst, const ig_xxh3_stream *src);
 void ig_xxh3_stream_free(ig_xxh3_stream *s);
 
 /* Hex form of a 64-bit digest: 16 lowercase hex digits and a NUL. */
@@ -304,6 +306,10 @@ ig_status ig_atomic_file_write_at(ig_atomic_file *af, const void *data, size_t l
 FILE *ig_atomic_file_stream(ig_atomic_file *af); /* the stdio stream of the temporary */
 const char *ig_atomic_file_temp_path(const ig_atomic_file *af);
 uint64_t ig_atomic_file_size(const ig_atomic_file *af); /* bytes written so far */
+/* Cuts the file back to its first size bytes (size <= ig_atomic_file_size): bytes written and then
+ * found not to belong (a video that failed half-way through its clip) go, later writes follow
+ * them. Not with reserved ranges still to write past size. */
+ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err);
 /* Commits and frees af (also on failure, after removing the temporary). */
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err);
 /* Removes the temporary and frees af. NULL is a no-op. */

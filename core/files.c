@@ -400,6 +400,18 @@ uint64_t ig_atomic_file_size(const ig_atomic_file *af) {
     return af->size;
 }
 
+ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err) {
+    if (size > af->size)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: cannot cut %llu bytes back to %llu",
+                          af->path, (unsigned long long)af->size, (unsigned long long)size);
+    if (fflush(af->f) != 0 || ftruncate(fileno(af->f), (off_t)size) != 0 ||
+        fseeko(af->f, (off_t)size, SEEK_SET) != 0)
+        return ig_err_errno(err, errno, "cannot cut %s back to %llu bytes", af->path,
+                            (unsigned long long)size);
+    af->size = size;
+    return IG_OK;
+}
+
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     ig_status st = IG_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) {

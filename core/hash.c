@@ -39,6 +39,10 @@ uint64_t ig_xxh3_stream_digest(const ig_xxh3_stream *s) {
     return XXH3_64bits_digest(s->state);
 }
 
+void ig_xxh3_stream_copy(ig_xxh3_stream *dst, const ig_xxh3_stream *src) {
+    XXH3_copyState(dst->state, src->state);
+}
+
 void ig_xxh3_stream_free(ig_xxh3_stream *s) {
     if (!s) return;
     XXH3_freeState(s->state);

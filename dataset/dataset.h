@@ -502,9 +502,27 @@ ig_status ig_video_shard_writer_create(ig_video_shard_writer **out, ig_ctx *ctx,
 ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info *c,
                                     const ig_clip_frame *frames, const void *data, size_t bytes,
                                     ig_err *err);
+/* ig_video_shard_writer_add with the xxh3 of the clip's stored bytes given (its maker hashed them
+ * as they were made, while they were in cache) instead of computed here; data may be NULL when
+ * every byte of the clip was written ahead. */
+ig_status ig_video_shard_writer_add_hashed(ig_video_shard_writer *w, const ig_clip_info *c,
+                                           const ig_clip_frame *frames, const void *data,
+                                           size_t bytes, uint64_t xxh3, ig_err *err);
+/* Writing ahead: the bytes of clips not added yet can go to PREFIX.frames while the clips are
+ * still being made (a video's frames while it decodes), in order. The adds that follow take the
+ * bytes written ahead as the first bytes of their data (those bytes must be the same: the caller's
+ * promise, not checked) and write only the rest; drop_ahead cuts what was written ahead and not
+ * added yet back out (a video that failed half-way; only while no add has taken some of them: else
+ * IG_ERR_INVALID_ARG). The shard's checksums come out as if the
+ * clips had been added whole. */
+ig_status ig_video_shard_writer_write_ahead(ig_video_shard_writer *w, const void *data, size_t len,
+                                            ig_err *err);
+ig_status ig_video_shard_writer_drop_ahead(ig_video_shard_writer *w, ig_err *err);
+uint64_t ig_video_shard_writer_ahead(const ig_video_shard_writer *w); /* bytes written ahead */
 uint64_t ig_video_shard_writer_clips(const ig_video_shard_writer *w);
 uint64_t ig_video_shard_writer_bytes(const ig_video_shard_writer *w); /* of PREFIX.frames */
-/* Commits .frames and .clips and fills *out with the complete manifest: meta's sources,
+/* Commits .frames and .clips (IG_ERR_INVALID_ARG with bytes written ahead and not added) and fills
+ * *out with the complete manifest: meta's sources,
  * buckets, captions and sampling, the counts, sizes and checksums (the caller writes it, last,
  * with ig_video_shard_meta_write). The counts of sources, buckets and captions in meta bound the
  * records' fields. Frees w (also on failure). */

@@ -2,7 +2,9 @@
  * PREFIX.clips after a placeholder header, and the frame table into an anonymous spill file
  * (it comes after the records), so that memory does not grow with the clips. finish appends
  * the table, writes the real header, checksums and commits both files; the caller writes the
- * manifest last.
+ * manifest last. A clip's bytes may go out before its record (write_ahead: the video pipeline
+ * writes a video's frames while it decodes them); they are cut back out when the clip does not
+ * come (drop_ahead), the file's running checksum going back to a mark taken before them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +20,9 @@ struct ig_video_shard_writer {
     ig_atomic_file *frames, *clips;
     FILE *table; /* the frame table, until finish */
     ig_xxh3_stream *hash;
+    ig_xxh3_stream *mark; /* hash as it was at mark_at, where writing ahead began */
+    uint64_t mark_at;
+    uint64_t ahead; /* bytes of PREFIX.frames past `bytes`, written ahead of their clips */
     uint64_t n_clips, n_frames, bytes, raw_bytes;
     uint32_t max_source, max_caption, max_bucket; /* largest + 1 seen (0: none) */
 };
@@ -43,6 +48,7 @@ void ig_video_shard_writer_abort(ig_video_shard_writer *w) {
     ig_atomic_file_abort(w->clips);
     if (w->table) fclose(w->table);
     ig_xxh3_stream_free(w->hash);
+    ig_xxh3_stream_free(w->mark);
     free(w->prefix);
     ig_free(w->ctx, w);
 }
@@ -57,10 +63,11 @@ ig_status ig_video_shard_writer_create(ig_video_shard_writer **out, ig_ctx *ctx,
     if (opts) w->o = *opts;
     w->prefix = strdup(prefix);
     w->hash = ig_xxh3_stream_create();
+    w->mark = ig_xxh3_stream_create();
     char *fp = ig_shard_path(NULL, prefix, ".frames"), *cp = ig_shard_path(NULL, prefix, ".clips");
     char *jp = ig_shard_path(NULL, prefix, ".json");
     ig_status st = IG_OK;
-    if (!w->prefix || !w->hash || !fp || !cp || !jp) {
+    if (!w->prefix || !w->hash || !w->mark || !fp || !cp || !jp) {
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     } else if (!w->o.overwrite && ig_file_exists(jp)) {
         st = ig_err_set(err, IG_ERR_EXISTS, "%s exists", jp);
@@ -85,9 +92,40 @@ ig_status ig_video_shard_writer_create(ig_video_shard_writer **out, ig_ctx *ctx,
     return IG_OK;
 }
 
-ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info *c,
-                                    const ig_clip_frame *frames, const void *data, size_t bytes,
-                                    ig_err *err) {
+ig_status ig_video_shard_writer_write_ahead(ig_video_shard_writer *w, const void *data, size_t len,
+                                            ig_err *err) {
+    if (len == 0) return IG_OK;
+    if (w->ahead == 0) {
+        ig_xxh3_stream_copy(w->mark, w->hash);
+        w->mark_at = w->bytes;
+    }
+    ig_status st = ig_atomic_file_write(w->frames, data, len, err);
+    if (st != IG_OK) return st;
+    ig_xxh3_stream_update(w->hash, data, len);
+    w->ahead += len;
+    return IG_OK;
+}
+
+ig_status ig_video_shard_writer_drop_ahead(ig_video_shard_writer *w, ig_err *err) {
+    if (w->ahead == 0) return IG_OK;
+    if (w->mark_at != w->bytes) /* the mark is where writing ahead began */
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s: bytes written ahead can be dropped only before a clip takes some",
+                          w->prefix);
+    ig_status st = ig_atomic_file_truncate(w->frames, w->bytes, err);
+    if (st != IG_OK) return st;
+    ig_xxh3_stream_copy(w->hash, w->mark);
+    w->ahead = 0;
+    return IG_OK;
+}
+
+uint64_t ig_video_shard_writer_ahead(const ig_video_shard_writer *w) {
+    return w->ahead;
+}
+
+static ig_status add_clip(ig_video_shard_writer *w, const ig_clip_info *c,
+                          const ig_clip_frame *frames, const void *data, size_t bytes,
+                          const uint64_t *xxh3, ig_err *err) {
     ig_clip_info r = *c;
     uint64_t raw = (uint64_t)r.frames * r.height * r.width * 3;
     if (r.frames < 1 || r.frames > IG_CLIPS_MAX_FRAMES || r.height < 1 ||
@@ -103,10 +141,19 @@ ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info
     r.offset = w->bytes;
     r.stored_bytes = bytes;
     r.first_frame = w->n_frames;
-    r.xxh3 = ig_xxh3_64(data, bytes);
-    ig_status st = ig_atomic_file_write(w->frames, data, bytes, err);
-    if (st != IG_OK) return st;
-    ig_xxh3_stream_update(w->hash, data, bytes);
+    r.xxh3 = xxh3 ? *xxh3 : ig_xxh3_64(data, bytes);
+    /* the first bytes may have gone out already (write_ahead) */
+    size_t done = w->ahead < bytes ? (size_t)w->ahead : bytes;
+    ig_status st = IG_OK;
+    if (done < bytes) {
+        if (!data)
+            return ig_err_set(err, IG_ERR_INVALID_ARG, "%s: clip %" PRIu64 " has no data",
+                              w->prefix, w->n_clips);
+        const uint8_t *rest = (const uint8_t *)data + done;
+        if ((st = ig_atomic_file_write(w->frames, rest, bytes - done, err)) != IG_OK) return st;
+        ig_xxh3_stream_update(w->hash, rest, bytes - done);
+    }
+    w->ahead -= done;
     uint8_t rec[IG_CLIPS_RECORD_BYTES];
     ig_clips_encode_record(rec, &r);
     if ((st = ig_atomic_file_write(w->clips, rec, sizeof rec, err)) != IG_OK) return st;
@@ -124,6 +171,18 @@ ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info
     if (r.caption != IG_CLIP_NONE && r.caption + 1 > w->max_caption) w->max_caption = r.caption + 1;
     if (r.bucket != IG_CLIP_NONE && r.bucket + 1 > w->max_bucket) w->max_bucket = r.bucket + 1;
     return IG_OK;
+}
+
+ig_status ig_video_shard_writer_add(ig_video_shard_writer *w, const ig_clip_info *c,
+                                    const ig_clip_frame *frames, const void *data, size_t bytes,
+                                    ig_err *err) {
+    return add_clip(w, c, frames, data, bytes, NULL, err);
+}
+
+ig_status ig_video_shard_writer_add_hashed(ig_video_shard_writer *w, const ig_clip_info *c,
+                                           const ig_clip_frame *frames, const void *data,
+                                           size_t bytes, uint64_t xxh3, ig_err *err) {
+    return add_clip(w, c, frames, data, bytes, &xxh3, err);
 }
 
 uint64_t ig_video_shard_writer_clips(const ig_video_shard_writer *w) {
@@ -159,6 +218,10 @@ static ig_status copy_meta(ig_video_shard_meta *out, const ig_video_shard_meta *
 ig_status ig_video_shard_writer_finish(ig_video_shard_writer *w, const ig_video_shard_meta *meta,
                                        ig_video_shard_meta *out, ig_err *err) {
     ig_status st = copy_meta(out, meta, err);
+    if (st == IG_OK && w->ahead > 0)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "%s: %" PRIu64 " bytes were written ahead of clips that never came",
+                        w->prefix, w->ahead);
     if (st == IG_OK && (out->n_sources < w->max_source || out->n_buckets < w->max_bucket ||
                         out->caption_documents < w->max_caption))
         st = ig_err_set(err, IG_ERR_INVALID_ARG,

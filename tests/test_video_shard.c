@@ -245,6 +245,123 @@ static void test_writer_refuses_bad_label(void **state) {
     ig_video_shard_writer_abort(w);
 }
 
+/* Writes clip c of `clips` (1 frame of 8 x 8 x 3, pixels fill_clip(c)) through w: whole (add), or
+ * with `ahead` of its bytes written ahead first and the hash given (add_hashed). */
+static void add_small(ig_video_shard_writer *w, uint32_t c, size_t ahead) {
+    ig_clip_info ci = {.frames = 1,
+                       .height = 8,
+                       .width = 8,
+                       .fps_num = 1,
+                       .fps_den = 1,
+                       .tb_num = 1,
+                       .tb_den = 1,
+                       .caption = IG_CLIP_NONE,
+                       .bucket = IG_CLIP_NONE,
+                       .label = IG_CLIP_NONE};
+    ig_clip_frame fr = {c, c};
+    uint8_t px[192];
+    fill_clip(px, sizeof px, c);
+    ig_err err = {0};
+    if (!ahead) {
+        assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, sizeof px, &err), IG_OK);
+        return;
+    }
+    assert_int_equal(ig_video_shard_writer_write_ahead(w, px, ahead, &err), IG_OK);
+    assert_int_equal(ig_video_shard_writer_add_hashed(w, &ci, &fr, px, sizeof px,
+                                                      ig_xxh3_64(px, sizeof px), &err),
+                     IG_OK);
+}
+
+static void finish_small(ig_video_shard_writer *w, const char *prefix) {
+    char *sources[] = {"a.mp4"};
+    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1}, done;
+    ig_err err = {0};
+    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_OK);
+    assert_int_equal(ig_video_shard_meta_write(&done, prefix, 1, &err), IG_OK);
+    ig_video_shard_meta_clear(&done);
+}
+
+/* Bytes written ahead of their clips (what the video pipeline does while a video decodes): the
+ * adds that follow write only the rest, bytes dropped after a failure leave the file and its
+ * checksum as if they had never been written, and the shard is byte for byte the one written by
+ * whole adds; dropping after an add took some of them, and finishing with bytes that never got
+ * their clip, are refused. */
+static void test_write_ahead(void **state) {
+    (void)state;
+    ig_err err = {0};
+    ig_video_shard_writer_opts o = {.overwrite = 1};
+    const char *ref = igt_fmt("%s/ahead_ref", g_dir), *got = igt_fmt("%s/ahead", g_dir);
+    char *refp = strdup(ref), *gotp = strdup(got);
+    ig_video_shard_writer *w = NULL;
+    assert_int_equal(ig_video_shard_writer_create(&w, NULL, refp, &o, &err), IG_OK);
+    for (uint32_t c = 0; c < 3; c++) add_small(w, c, 0);
+    finish_small(w, refp);
+
+    assert_int_equal(ig_video_shard_writer_create(&w, NULL, gotp, &o, &err), IG_OK);
+    add_small(w, 0, 100); /* part of clip 0 ahead, the rest by the add */
+    /* a clip that fails half-way: 150 bytes ahead, then dropped */
+    uint8_t junk[150];
+    memset(junk, 0xab, sizeof junk);
+    assert_int_equal(ig_video_shard_writer_write_ahead(w, junk, sizeof junk, &err), IG_OK);
+    assert_int_equal(ig_video_shard_writer_ahead(w), 150);
+    assert_int_equal(ig_video_shard_writer_drop_ahead(w, &err), IG_OK);
+    assert_int_equal(ig_video_shard_writer_ahead(w), 0);
+    assert_int_equal(ig_video_shard_writer_bytes(w), 192);
+    add_small(w, 1, 192); /* all of clip 1 ahead */
+    /* clip 2 and half of a clip 3 ahead at once, clip 2 added: clip 3's bytes cannot be dropped */
+    uint8_t two[192 + 96];
+    fill_clip(two, 192, 2);
+    fill_clip(two + 192, 96, 3);
+    assert_int_equal(ig_video_shard_writer_write_ahead(w, two, sizeof two, &err), IG_OK);
+    ig_clip_info ci = {.frames = 1,
+                       .height = 8,
+                       .width = 8,
+                       .fps_num = 1,
+                       .fps_den = 1,
+                       .tb_num = 1,
+                       .tb_den = 1,
+                       .caption = IG_CLIP_NONE,
+                       .bucket = IG_CLIP_NONE,
+                       .label = IG_CLIP_NONE};
+    ig_clip_frame fr = {2, 2};
+    /* (data NULL: every byte of the clip went ahead) */
+    assert_int_equal(
+        ig_video_shard_writer_add_hashed(w, &ci, &fr, NULL, 192, ig_xxh3_64(two, 192), &err),
+        IG_OK);
+    assert_int_equal(ig_video_shard_writer_ahead(w), 96);
+    assert_int_equal(ig_video_shard_writer_drop_ahead(w, &err), IG_ERR_INVALID_ARG);
+    ig_video_shard_meta done;
+    char *sources[] = {"a.mp4"};
+    ig_video_shard_meta meta = {.sources = sources, .n_sources = 1};
+    assert_int_equal(ig_video_shard_writer_finish(w, &meta, &done, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "96 bytes were written ahead"));
+
+    /* again without the half clip: the same shard as the whole adds */
+    assert_int_equal(ig_video_shard_writer_create(&w, NULL, gotp, &o, &err), IG_OK);
+    add_small(w, 0, 100);
+    assert_int_equal(ig_video_shard_writer_write_ahead(w, junk, sizeof junk, &err), IG_OK);
+    assert_int_equal(ig_video_shard_writer_drop_ahead(w, &err), IG_OK);
+    add_small(w, 1, 192);
+    assert_int_equal(ig_video_shard_writer_write_ahead(w, two, 192, &err), IG_OK);
+    assert_int_equal(
+        ig_video_shard_writer_add_hashed(w, &ci, &fr, NULL, 192, ig_xxh3_64(two, 192), &err),
+        IG_OK);
+    finish_small(w, gotp);
+    const char *exts[] = {".frames", ".clips"};
+    for (int e = 0; e < 2; e++) {
+        size_t na, nb;
+        char *a = igt_read(igt_fmt("%s%s", refp, exts[e]), &na);
+        char *b = igt_read(igt_fmt("%s%s", gotp, exts[e]), &nb);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(ig_video_shard_verify(NULL, gotp, &err), IG_OK);
+    free(refp);
+    free(gotp);
+}
+
 /* The version-1 frame shard of tests/data/video_v1, written by ingot before clip labels: it
  * opens, verifies and reads, and its clips have no label. */
 static void test_reads_version_1(void **state) {
@@ -431,6 +548,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_index),    cmocka_unit_test(test_verify_finds_changes),
         cmocka_unit_test(test_list_and_dataset), cmocka_unit_test(test_writer_refuses_bad_label),
         cmocka_unit_test(test_reads_version_1),  cmocka_unit_test(test_synthesized_version_1),
+        cmocka_unit_test(test_write_ahead),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
