@@ -51,8 +51,12 @@ static ig_status seek_to(ig_video *v, size_t k, ig_video_reason *why, ig_err *er
         return ig_video_fail(v, IG_VIDEO_CORRUPT, why, err, "cannot seek: %s", eb);
     }
     avcodec_flush_buffers(v->cc);
+    v->seeks++;
+    av_packet_unref(v->held);
+    v->holding = 0;
     v->live = 0;
     v->eof = 0;
+    v->drained = 0;
     v->sent = SIZE_MAX;
     v->last_out_pts = INT64_MIN;
     v->out_count = 0;
@@ -117,9 +121,11 @@ static ig_status take_frame(ig_video *v, read_job *r, ig_video_reason *why, ig_e
     return IG_OK;
 }
 
-/* Takes every frame the decoder has ready. */
+/* Takes the frames the decoder has ready, up to the one that fills the read's last slot: later
+ * ones stay in the decoder for the next read, so that reading a clip in chunks (the pipeline
+ * hands each chunk to its writer) decodes on without a seek back. */
 static ig_status receive_all(ig_video *v, read_job *r, ig_video_reason *why, ig_err *err) {
-    for (;;) {
+    while (r->j < r->n) {
         int e = avcodec_receive_frame(v->cc, v->frame);
         if (e == AVERROR(EAGAIN) || e == AVERROR_EOF) return IG_OK;
         if (e < 0) {
@@ -132,6 +138,32 @@ static ig_status receive_all(ig_video *v, read_job *r, ig_video_reason *why, ig_
         av_frame_unref(v->frame);
         if (st != IG_OK || r->overshot) return st;
     }
+    return IG_OK;
+}
+
+/* Sends v->pkt to the decoder (and unrefs it), taking frames while it is full. When the read's
+ * last slot fills before the decoder takes the packet, the packet is held for the next read. */
+static ig_status send_packet(ig_video *v, read_job *r, ig_video_reason *why, ig_err *err) {
+    char eb[128];
+    int e = avcodec_send_packet(v->cc, v->pkt);
+    while (e == AVERROR(EAGAIN)) {
+        ig_status st = receive_all(v, r, why, err);
+        if (st != IG_OK || r->overshot) {
+            av_packet_unref(v->pkt);
+            return st;
+        }
+        if (r->j >= r->n) {
+            av_packet_move_ref(v->held, v->pkt);
+            v->holding = 1;
+            return IG_OK;
+        }
+        e = avcodec_send_packet(v->cc, v->pkt);
+    }
+    av_packet_unref(v->pkt);
+    if (e < 0)
+        return ig_video_fail(v, e == AVERROR(ENOMEM) ? IG_VIDEO_NO_MEMORY : IG_VIDEO_CORRUPT, why,
+                             err, "decoding a packet: %s", (av_strerror(e, eb, sizeof eb), eb));
+    return receive_all(v, r, why, err);
 }
 
 /* Decodes forward until every slot is filled, the end, an error or an overshoot. */
@@ -140,18 +172,36 @@ static ig_status decode_forward(ig_video *v, read_job *r, size_t near, ig_video_
     char eb[128];
     while (r->j < r->n) {
         if (ig_video_expired(v)) return ig_video_fail(v, IG_VIDEO_TIMEOUT, why, err, "decoding");
-        int e = av_read_frame(v->fc, v->pkt);
-        if (e == AVERROR_EOF) {
-            v->eof = 1;
-            v->live = 0; /* a drained decoder must be flushed (a seek) before more packets */
-            e = avcodec_send_packet(v->cc, NULL);
-            ig_status st = e < 0 && e != AVERROR_EOF ? IG_OK : receive_all(v, r, why, err);
+        if (v->drained) { /* the end was sent: what the decoder still holds is all there is */
+            ig_status st = receive_all(v, r, why, err);
             if (st != IG_OK || r->overshot) return st;
             if (r->j < r->n)
                 return ig_video_fail(v, IG_VIDEO_TRUNCATED, why, err,
                                      "the stream ends before frame %llu",
                                      (unsigned long long)r->idx[r->j]);
             return IG_OK;
+        }
+        if (v->holding) { /* the packet the decoder could not take at the end of the last read */
+            av_packet_move_ref(v->pkt, v->held);
+            v->holding = 0;
+            ig_status st = send_packet(v, r, why, err);
+            if (st != IG_OK || r->overshot) return st;
+            continue;
+        }
+        int e = av_read_frame(v->fc, v->pkt);
+        if (e == AVERROR_EOF) {
+            v->eof = 1;
+            v->live = 0; /* a drained decoder must be flushed (a seek) before more packets */
+            e = avcodec_send_packet(v->cc, NULL);
+            if (e < 0 && e != AVERROR_EOF) { /* (as before: nothing more comes out) */
+                if (r->j < r->n)
+                    return ig_video_fail(v, IG_VIDEO_TRUNCATED, why, err,
+                                         "the stream ends before frame %llu",
+                                         (unsigned long long)r->idx[r->j]);
+                return IG_OK;
+            }
+            v->drained = 1; /* the frames it holds past this read are the next read's */
+            continue;
         }
         if (e < 0)
             return ig_video_fail(v, ig_video_expired(v) ? IG_VIDEO_TIMEOUT : IG_VIDEO_TRUNCATED,
@@ -163,21 +213,7 @@ static ig_status decode_forward(ig_video *v, read_job *r, size_t near, ig_video_
         }
         if (v->has_ts) v->sent = locate(v, v->pkt, v->live ? v->sent : SIZE_MAX, near);
         v->live = 1;
-        e = avcodec_send_packet(v->cc, v->pkt);
-        while (e == AVERROR(EAGAIN)) {
-            ig_status st = receive_all(v, r, why, err);
-            if (st != IG_OK || r->overshot) {
-                av_packet_unref(v->pkt);
-                return st;
-            }
-            e = avcodec_send_packet(v->cc, v->pkt);
-        }
-        av_packet_unref(v->pkt);
-        if (e < 0)
-            return ig_video_fail(v, e == AVERROR(ENOMEM) ? IG_VIDEO_NO_MEMORY : IG_VIDEO_CORRUPT,
-                                 why, err, "decoding a packet: %s",
-                                 (av_strerror(e, eb, sizeof eb), eb));
-        ig_status st = receive_all(v, r, why, err);
+        ig_status st = send_packet(v, r, why, err);
         if (st != IG_OK || r->overshot) return st;
     }
     return IG_OK;
@@ -198,7 +234,7 @@ ig_status ig_video_read_frames(ig_video *v, const uint64_t *idx, uint32_t n, ig_
     ig_status st = IG_OK;
     /* already before the first frame with its keyframe sent: decode on, no seek */
     int go_on =
-        v->live && !v->eof &&
+        ((v->live && !v->eof) || v->drained) &&
         (v->has_ts ? v->sent != SIZE_MAX && key <= v->sent && v->pts[idx[0]] > v->last_out_pts
                    : v->out_count <= idx[0]);
     for (int attempt = 0; st == IG_OK && attempt < SEEK_ATTEMPTS; attempt++) {
@@ -218,7 +254,7 @@ ig_status ig_video_read_frames(ig_video *v, const uint64_t *idx, uint32_t n, ig_
             st = ig_video_fail(v, IG_VIDEO_CORRUPT, why, err, "cannot reach frame %llu",
                                (unsigned long long)idx[0]);
     }
-    if (st != IG_OK) v->live = 0;
+    if (st != IG_OK) v->live = 0, v->drained = 0;
     ig_vlog_enter(prev);
     return st;
 }

@@ -52,6 +52,8 @@ struct ig_video {
     AVStream *st;
     int vs; /* stream index */
     AVPacket *pkt;
+    AVPacket *held; /* a packet the decoder had no room for when a read ended (holding) */
+    int holding;
     AVFrame *frame;
     AVFrame *turned; /* a rotated frame (ig_video_read) */
     struct SwsContext *sws;
@@ -72,6 +74,8 @@ struct ig_video {
     int64_t last_out_pts; /* pts of the last frame the decoder gave */
     uint64_t out_count;   /* frames the decoder gave since the start (no-timestamp mode) */
     int eof;              /* the demuxer reached the end since the last seek */
+    int drained;          /* the end was sent to the decoder: it gives what it holds, then EOF */
+    unsigned seeks;       /* seeks so far (tests count them) */
 };
 
 /* A decoded frame that a read wants: slot j of the read (see ig_video_read_frames). */
@@ -111,7 +115,18 @@ typedef struct ig_vclip {
     ig_clip_frame *frames; /* [info.frames] */
     void *data;            /* RGB24, or zstd of it */
     size_t bytes;
+    int hashed;    /* xxh3 holds the hash of data (RGB24: hashed as it was decoded) */
+    uint64_t xxh3; /* when hashed */
 } ig_vclip;
+
+/* How a worker shows the writer a row's RGB clips while it decodes them: after each chunk of
+ * frames, ready(arg, clip, data, made, bytes) with clip's buffer, the bytes of it made so far and
+ * its size. What was shown stays as it is until ig_vjob_clear (also the buffer of a clip that
+ * failed half-way), so the writer may read it without a lock and write it ahead. */
+typedef struct ig_vjob_feed {
+    void (*ready)(void *arg, uint32_t clip, const uint8_t *data, size_t made, size_t bytes);
+    void *arg;
+} ig_vjob_feed;
 
 typedef struct ig_vjob {
     ig_video_reason why; /* IG_VIDEO_OK, or why the row is skipped (msg says more) */
@@ -123,14 +138,19 @@ typedef struct ig_vjob {
     size_t caption_len;
     double seconds; /* opening, scanning, decoding, converting */
     char *info_row; /* probe_only: the row of OUT.info.csv */
+    void *partial;  /* the buffer of a clip that failed half-way (with a feed: it was shown) */
 } ig_vjob;
 
 /* Does row `row` (its index in the whole manifest: the key of its random draws) of the manifest:
  * probes the video, plans its clips, decodes and converts them (compresses, tokenizes the
  * caption), or with probe_only formats its info row. A bad video is not an error: job->why says
- * why it is skipped. The status is an error only for what must stop the run (out of memory). */
+ * why it is skipped. The status is an error only for what must stop the run (out of memory).
+ * feed (or NULL): RGB clips (not compressed ones) are shown to it chunk by chunk as they are
+ * decoded; a row skipped then keeps its memory until ig_vjob_clear (without a feed a skipped row
+ * keeps nothing). */
 ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry *e, uint64_t row,
-                      int decoder_threads, ig_encoder *enc, ig_vjob *job, ig_err *err);
+                      int decoder_threads, ig_encoder *enc, const ig_vjob_feed *feed, ig_vjob *job,
+                      ig_err *err);
 void ig_vjob_clear(ig_vjob *job);
 
 /* The header of OUT.info.csv (probe_only), with its newline. */

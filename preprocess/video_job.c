@@ -37,6 +37,7 @@ void ig_vjob_clear(ig_vjob *job) {
     free(job->clips);
     free(job->caption);
     free(job->info_row);
+    free(job->partial);
     memset(job, 0, sizeof *job);
 }
 
@@ -227,23 +228,56 @@ static void info_row(ig_vjob *job, const ig_video_entry *e, const ig_video_info 
     job->info_row = buf;
 }
 
-static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const ig_video_entry *e,
-                              const plan *p, ig_vjob *job, ig_err *err) {
+/* Frames a read takes at a time: a chunk is shown to the feed (the writer writes it while the
+ * next one decodes) and hashed while it is still in cache. */
+#define CHUNK_BYTES ((size_t)2 << 20)
+
+/* Decodes the clip of frames idx[0..T) into buf, chunk by chunk: each chunk is hashed into h and
+ * shown to feed (either may be NULL). */
+static ig_status read_clip(ig_video *v, const plan *p, const uint64_t *idx, uint8_t *buf,
+                           uint32_t clip, ig_xxh3_stream *h, const ig_vjob_feed *feed,
+                           ig_video_reason *why, ig_err *err) {
+    size_t fb = (size_t)p->H * p->W * 3, raw = fb * p->T;
+    uint32_t step = fb >= CHUNK_BYTES ? 1 : (uint32_t)(CHUNK_BYTES / fb);
+    for (uint32_t at = 0; at < p->T;) {
+        uint32_t n = p->T - at < step ? p->T - at : step;
+        /* a repeated frame (--fps above the source's) is read with the one it repeats */
+        while (at + n < p->T && idx[at + n] == idx[at + n - 1]) n++;
+        ig_status st = ig_video_read(v, idx + at, n, p->H, p->W, buf + at * fb, why, err);
+        if (st != IG_OK) return st;
+        if (h) ig_xxh3_stream_update(h, buf + at * fb, n * fb);
+        at += n;
+        if (feed) feed->ready(feed->arg, clip, buf, at * fb, raw);
+    }
+    return IG_OK;
+}
+
+static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p,
+                              const ig_vjob_feed *feed, ig_vjob *job, ig_err *err) {
     const ig_video_info *in = ig_video_get_info(v);
     size_t raw = (size_t)p->T * p->H * p->W * 3;
+    int packed = o->zstd_level > 0;
+    if (packed) feed = NULL; /* the writer takes compressed clips whole */
     job->clips = calloc(p->n, sizeof *job->clips);
     uint64_t *idx = malloc(p->T * sizeof *idx);
     uint8_t *buf = malloc(raw);
-    ig_status st = job->clips && idx && buf ? IG_OK
-                                            : ig_err_set(err, IG_ERR_NOMEM,
-                                                         "out of memory for a clip of %u "
-                                                         "frames of %ux%u",
-                                                         p->T, p->H, p->W);
+    ig_xxh3_stream *h = packed ? NULL : ig_xxh3_stream_create();
+    ig_status st =
+        job->clips && idx && buf && (packed || h)
+            ? IG_OK
+            : ig_err_set(err, IG_ERR_NOMEM, "out of memory for a clip of %u frames of %ux%u", p->T,
+                         p->H, p->W);
     for (uint32_t i = 0; st == IG_OK && i < p->n; i++) {
         clip_frames(v, o, p, p->start[i], idx);
         ig_err derr = {0};
         ig_video_reason why = IG_VIDEO_OK;
-        ig_status ds = ig_video_read(v, idx, p->T, p->H, p->W, buf, &why, &derr);
+        ig_xxh3_stream_free(h);
+        h = NULL;
+        if (!packed && !(h = ig_xxh3_stream_create())) {
+            st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        ig_status ds = read_clip(v, p, idx, buf, i, h, feed, &why, &derr);
         if (ds != IG_OK) {
             if (why == IG_VIDEO_ERROR || why == IG_VIDEO_OK) { /* not the file's fault */
                 *err = derr;
@@ -270,11 +304,13 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const ig_vide
         }
         for (uint32_t j = 0; j < p->T; j++)
             c->frames[j] = (ig_clip_frame){ig_video_frame_pts(v, idx[j]), idx[j]};
-        if (o->zstd_level > 0) {
+        if (packed) {
             st = ig_clip_compress(buf, raw, o->zstd_level, &c->data, &c->bytes, err);
         } else {
             c->data = buf;
             c->bytes = raw;
+            c->hashed = 1;
+            c->xxh3 = ig_xxh3_stream_digest(h);
             buf = i + 1 < p->n ? malloc(raw) : NULL;
             if (!buf && i + 1 < p->n) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         }
@@ -286,14 +322,18 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const ig_vide
             c->frames = NULL;
         }
     }
+    ig_xxh3_stream_free(h);
     free(idx);
-    free(buf);
-    (void)e;
+    if (feed)
+        job->partial = buf; /* it may have been shown: it stays until the writer is done */
+    else
+        free(buf);
     return st;
 }
 
 ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry *e, uint64_t row,
-                      int decoder_threads, ig_encoder *enc, ig_vjob *job, ig_err *err) {
+                      int decoder_threads, ig_encoder *enc, const ig_vjob_feed *feed, ig_vjob *job,
+                      ig_err *err) {
     memset(job, 0, sizeof *job);
     double t0 = ig_now();
     ig_video_open_opts vo = ig_video_open_opts_default();
@@ -321,7 +361,7 @@ ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry 
         if (o->max_video_memory > 0 && n.total > o->max_video_memory)
             too_large(o, e, v, &p, &n, job);
         else
-            st = decode_clips(v, o, e, &p, job, err);
+            st = decode_clips(v, o, &p, feed, job, err);
         if (st == IG_OK && job->why == IG_VIDEO_OK && enc) {
             ig_tokens t = {0};
             st = ig_encoder_encode(enc, e->text, strlen(e->text), 0, &t, err);
@@ -335,7 +375,8 @@ ig_status ig_vjob_run(ig_ctx *ctx, const ig_video_opts *o, const ig_video_entry 
         ig_err_clear(err);
         st = IG_OK;
     }
-    if (job->why != IG_VIDEO_OK && !o->probe_only) { /* a skipped row keeps nothing */
+    /* a skipped row keeps nothing, but what a feed was shown stays until the writer is done */
+    if (job->why != IG_VIDEO_OK && !o->probe_only && !feed) {
         char msg[sizeof job->msg];
         ig_video_reason w = job->why;
         memcpy(msg, job->msg, sizeof msg);

@@ -24,6 +24,14 @@
 
 enum { SLOT_FREE = 0, SLOT_BUSY, SLOT_DONE };
 
+/* What a worker last showed of its row's RGB clips (ig_vjob_feed), under vpipe.mu. */
+typedef struct shown {
+    uint64_t seq; /* shows so far (0: none) */
+    uint32_t clip;
+    const uint8_t *data;
+    size_t made, bytes;
+} shown;
+
 typedef struct vpipe {
     ig_ctx *ctx;
     const ig_video_opts *o; /* &opts */
@@ -38,6 +46,7 @@ typedef struct vpipe {
     pthread_cond_t cv_work, cv_done;
     ig_vjob *slots; /* [ring]: row r is in slot r % ring */
     int *state;
+    shown *shown; /* [ring] */
     size_t ring, next_claim, next_write;
     int stop;
     ig_status fail;
@@ -123,6 +132,26 @@ static void fail_locked(vpipe *p, ig_status s, const ig_err *e) {
     pthread_cond_broadcast(&p->cv_done);
 }
 
+typedef struct feed_arg {
+    vpipe *p;
+    size_t slot;
+} feed_arg;
+
+/* ig_vjob_feed's ready: the writer may write what is shown ahead while the rest decodes */
+static void feed_ready(void *arg, uint32_t clip, const uint8_t *data, size_t made, size_t bytes) {
+    feed_arg *a = arg;
+    vpipe *p = a->p;
+    pthread_mutex_lock(&p->mu);
+    shown *sh = &p->shown[a->slot];
+    sh->seq++;
+    sh->clip = clip;
+    sh->data = data;
+    sh->made = made;
+    sh->bytes = bytes;
+    pthread_cond_broadcast(&p->cv_done);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *worker_main(void *arg) {
     vpipe *p = arg;
     ig_err err = {0};
@@ -141,10 +170,13 @@ static void *worker_main(void *arg) {
         if (p->stop || p->next_claim >= p->n_rows) break;
         size_t r = p->next_claim++, s = r % p->ring;
         p->state[s] = SLOT_BUSY;
+        p->shown[s] = (shown){0};
         pthread_mutex_unlock(&p->mu);
         size_t row = p->rows[r];
+        feed_arg fa = {p, s};
+        ig_vjob_feed feed = {feed_ready, &fa};
         ig_status st = ig_vjob_run(p->ctx, p->o, &p->man.entries[row], row, p->dec_threads, enc,
-                                   &p->slots[s], &err);
+                                   p->o->probe_only ? NULL : &feed, &p->slots[s], &err);
         pthread_mutex_lock(&p->mu);
         if (st != IG_OK) fail_locked(p, st, &err);
         p->state[s] = SLOT_DONE;
@@ -195,13 +227,17 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
     }
     fprintf(p->rows_out, "%llu,", (unsigned long long)e->line);
     ig_csv_field(p->rows_out, e->path);
+    /* (a skipped row's clips, kept for the writer, count for nothing) */
     fprintf(p->rows_out, ",%s,%s,%u,%llu,%.3f,", job->why ? "skipped" : "ok",
-            ig_video_reason_str(job->why), job->n_clips, (unsigned long long)job->frames,
-            job->seconds);
+            ig_video_reason_str(job->why), job->why ? 0 : job->n_clips,
+            (unsigned long long)(job->why ? 0 : job->frames), job->seconds);
     ig_csv_field(p->rows_out, job->why ? job->msg : "");
     fputc('\n', p->rows_out);
     st->decode_seconds += job->seconds;
     if (job->why != IG_VIDEO_OK) {
+        /* what was written ahead of a video that failed half-way goes */
+        ig_status s = ig_video_shard_writer_drop_ahead(p->w, err);
+        if (s != IG_OK) return s;
         st->skipped++;
         st->by_reason[job->why]++;
         if (p->o->strict)
@@ -220,7 +256,10 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
         c->info.source = source;
         c->info.caption = p->cw ? (uint32_t)m->caption_documents : IG_CLIP_NONE;
         c->info.label = e->label;
-        ig_status s = ig_video_shard_writer_add(p->w, &c->info, c->frames, c->data, c->bytes, err);
+        ig_status s = c->hashed ? ig_video_shard_writer_add_hashed(p->w, &c->info, c->frames,
+                                                                   c->data, c->bytes, c->xxh3, err)
+                                : ig_video_shard_writer_add(p->w, &c->info, c->frames, c->data,
+                                                            c->bytes, err);
         if (s != IG_OK) return s;
         st->bytes += c->bytes;
     }
@@ -243,6 +282,46 @@ static ig_status write_row(vpipe *p, const ig_video_entry *e, ig_vjob *job, ig_e
     st->clips += job->n_clips;
     st->frames += job->frames;
     return IG_OK;
+}
+
+/* The row in slot `slot` is next to write: while its worker decodes it, writes what the worker
+ * shows of its RGB clips ahead (decoding, converting and writing overlap), clip after clip, until
+ * the row is done (or the run stops: then *stopped). A clip whose start the writer did not see
+ * (the worker showed the next one first) ends the writing ahead: write_row writes the rest. */
+static ig_status write_ahead(vpipe *p, size_t slot, int *stopped, ig_err *err) {
+    uint64_t seen = 0;
+    uint32_t clip = 0;          /* the clip being written */
+    const uint8_t *data = NULL; /* its buffer, once seen */
+    size_t done = 0;            /* bytes of it written */
+    int on = !p->o->probe_only;
+    ig_status s = IG_OK;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        /* (a free slot is not the row's yet: no worker took it) */
+        while (!p->stop && (p->state[slot] == SLOT_FREE ||
+                            (p->state[slot] == SLOT_BUSY && p->shown[slot].seq == seen)))
+            pthread_cond_wait(&p->cv_done, &p->mu);
+        if (p->stop || p->state[slot] == SLOT_DONE) break;
+        shown sh = p->shown[slot];
+        seen = sh.seq;
+        pthread_mutex_unlock(&p->mu);
+        if (on && sh.clip == clip + 1 && data) { /* the rest of the clip before */
+            s = ig_video_shard_writer_write_ahead(p->w, data + done, sh.bytes - done, err);
+            clip++, data = NULL, done = 0;
+        }
+        if (on && s == IG_OK && sh.clip == clip) {
+            data = sh.data;
+            s = ig_video_shard_writer_write_ahead(p->w, data + done, sh.made - done, err);
+            done = sh.made;
+        } else {
+            on = 0;
+        }
+        pthread_mutex_lock(&p->mu);
+        if (s != IG_OK) break;
+    }
+    *stopped = p->stop;
+    pthread_mutex_unlock(&p->mu);
+    return s;
 }
 
 static void show_progress(vpipe *p, double t0) {
@@ -276,15 +355,25 @@ static ig_status run_rows(vpipe *p, ig_err *err) {
     double t0 = ig_now();
     for (size_t r = 0; s == IG_OK && r < p->n_rows; r++) {
         size_t slot = r % p->ring;
-        pthread_mutex_lock(&p->mu);
-        while (!p->stop && p->state[slot] != SLOT_DONE) pthread_cond_wait(&p->cv_done, &p->mu);
-        if (p->stop) s = p->fail, *err = p->ferr;
-        pthread_mutex_unlock(&p->mu);
-        if (s != IG_OK) break;
+        int stopped = 0;
+        s = write_ahead(p, slot, &stopped, err);
+        if (s != IG_OK) {
+            pthread_mutex_lock(&p->mu);
+            fail_locked(p, s, err);
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        if (stopped) {
+            pthread_mutex_lock(&p->mu);
+            s = p->fail, *err = p->ferr;
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
         s = write_row(p, &p->man.entries[p->rows[r]], &p->slots[slot], err);
         ig_vjob_clear(&p->slots[slot]);
         pthread_mutex_lock(&p->mu);
         p->state[slot] = SLOT_FREE;
+        p->shown[slot] = (shown){0};
         p->next_write++;
         if (s != IG_OK) fail_locked(p, s, err);
         pthread_cond_broadcast(&p->cv_work);
@@ -360,7 +449,11 @@ static ig_status setup(vpipe *p, ig_err *err) {
     int threads = ig_ctx_threads(p->ctx);
     p->n_workers = p->o->workers > 0 ? p->o->workers : threads;
     if (p->n_workers > 256) p->n_workers = 256;
-    p->dec_threads = p->o->decoder_threads > 0 ? p->o->decoder_threads : threads / p->n_workers;
+    /* the cores go to the videos decoding at once: with fewer rows than workers (one video), a
+     * decoder gets the cores of the workers that have no row */
+    size_t busy = p->n_rows < (size_t)p->n_workers ? p->n_rows : (size_t)p->n_workers;
+    p->dec_threads =
+        p->o->decoder_threads > 0 ? p->o->decoder_threads : threads / (int)(busy > 0 ? busy : 1);
     if (p->dec_threads < 1) p->dec_threads = 1;
     p->ring = (size_t)p->n_workers * 2;
     /* the per-video memory limit: by default what this process can take now, shared by the rows
@@ -375,7 +468,8 @@ static ig_status setup(vpipe *p, ig_err *err) {
     p->st->max_video_memory = p->opts.max_video_memory;
     p->slots = calloc(p->ring, sizeof *p->slots);
     p->state = calloc(p->ring, sizeof *p->state);
-    if (!p->slots || !p->state || !(p->rows_out = tmpfile()))
+    p->shown = calloc(p->ring, sizeof *p->shown);
+    if (!p->slots || !p->state || !p->shown || !(p->rows_out = tmpfile()))
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory (or no temporary file)");
     char rank[32] = "";
     if (p->world > 1) snprintf(rank, sizeof rank, "_r%04d", p->rank);
@@ -658,6 +752,7 @@ static void pipe_free(vpipe *p) {
     free(p->base);
     free(p->slots);
     free(p->state);
+    free(p->shown);
     free(p->rows);
     if (p->rows_out) fclose(p->rows_out);
     ig_video_manifest_clear(&p->man);

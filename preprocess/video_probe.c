@@ -335,8 +335,9 @@ ig_status ig_video_open(ig_video **out, ig_ctx *ctx, const char *path,
     if (st == IG_OK) {
         v->fc = avformat_alloc_context();
         v->pkt = av_packet_alloc();
+        v->held = av_packet_alloc();
         v->frame = av_frame_alloc();
-        if (!v->fc || !v->pkt || !v->frame)
+        if (!v->fc || !v->pkt || !v->held || !v->frame)
             st = ig_video_fail(v, IG_VIDEO_NO_MEMORY, why, err, "out of memory");
     }
     if (st == IG_OK) {
@@ -404,6 +405,7 @@ void ig_video_close(ig_video *v) {
     avcodec_free_context(&v->cc);
     avformat_close_input(&v->fc);
     av_packet_free(&v->pkt);
+    av_packet_free(&v->held);
     av_frame_free(&v->frame);
     av_frame_free(&v->turned);
     free(v->pk);

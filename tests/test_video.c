@@ -235,6 +235,56 @@ static void test_shared_bit_exact(void **state) {
     }
 }
 
+/* A clip read in chunks, one ig_video_read after another (the pipeline hands each chunk to its
+ * writer), gives the bytes of one read of the whole clip, and decodes on from chunk to chunk:
+ * the only seek is the first read's (frames the decoder had ready past a chunk, and a packet it
+ * had no room for, wait for the next read). Frame threads (2) and none, B-frames and not, a clip
+ * by stride and one with repeated frames (a rate above the source's). */
+static void test_chunked_reads(void **state) {
+    (void)state;
+    if (!g_have_ffmpeg) {
+        print_message("skipped: the ffmpeg CLI is not installed\n");
+        skip();
+    }
+    const char *names[] = {"bframes.mp4", "plain.mp4", "moov_end.mp4"};
+    for (size_t k = 0; k < 3; k++)
+        for (int threads = 1; threads <= 2; threads++) {
+            ig_video_open_opts o = ig_video_open_opts_default();
+            o.threads = threads;
+            ig_video *v = NULL;
+            ig_err err = {0};
+            assert_int_equal(ig_video_open(&v, NULL, vpath(names[k]), &o, NULL, &err), IG_OK);
+            uint64_t n = ig_video_get_info(v)->frames;
+            /* every frame, each of the first ones twice, then every other one */
+            uint64_t idx[64];
+            uint32_t m = 0;
+            for (uint64_t i = 0; i < n && m < 64; i++) {
+                idx[m++] = i;
+                if (i < 4 && m < 64) idx[m++] = i;
+                if (i >= n / 2) i++;
+            }
+            size_t fb = (size_t)16 * 24 * 3;
+            uint8_t *whole = malloc(m * fb), *parts = malloc(m * fb);
+            assert_int_equal(ig_video_read(v, idx, m, 16, 24, whole, NULL, &err), IG_OK);
+            ig_video_close(v);
+            assert_int_equal(ig_video_open(&v, NULL, vpath(names[k]), &o, NULL, &err), IG_OK);
+            for (uint32_t at = 0; at < m;) {
+                uint32_t c = m - at < 3 ? m - at : 3;
+                while (at + c < m && idx[at + c] == idx[at + c - 1]) c++;
+                assert_int_equal(ig_video_read(v, idx + at, c, 16, 24, parts + at * fb, NULL, &err),
+                                 IG_OK);
+                at += c;
+            }
+            if (v->seeks != 1)
+                fail_msg("%s, %d threads: %u seeks for one clip read in chunks", names[k], threads,
+                         v->seeks);
+            assert_memory_equal(whole, parts, m * fb);
+            ig_video_close(v);
+            free(whole);
+            free(parts);
+        }
+}
+
 static void test_shared_info(void **state) {
     (void)state;
     IGT_REQUIRE_SHARED();
@@ -405,8 +455,8 @@ static void test_bad_files(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_bit_exact), cmocka_unit_test(test_shared_info),
-        cmocka_unit_test(test_generated_vs_cli), cmocka_unit_test(test_generated_info),
-        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_chunked_reads),    cmocka_unit_test(test_generated_vs_cli),
+        cmocka_unit_test(test_generated_info),   cmocka_unit_test(test_bad_files),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);

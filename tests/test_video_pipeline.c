@@ -50,6 +50,8 @@ static int setup(void **state) {
         FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=0.12 -c:v libx264 %s/short.mp4",
         FF "-f lavfi -i testsrc2=size=64x48:rate=25:duration=1.2 -c:v libx264 -g 10 %s/moov.mp4",
         FF "-f lavfi -i sine=frequency=440:duration=0.2 %s/audio.wav",
+        FF "-f lavfi -i testsrc2=size=640x360:rate=25:duration=1.2 -c:v libx264 -g 10 "
+           "%s/big.mp4",
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (igt_run(igt_fmt(cmds[i], g_dir), NULL) != 0) return -1;
@@ -58,6 +60,11 @@ static int setup(void **state) {
     igt_write(vp("cut.mp4"), d, n * 6 / 10);
     for (size_t i = n / 3; i < n / 3 + n / 5; i++) d[i] = (uint8_t)(0xff - (i & 0x0f));
     igt_write(vp("corrupt.mp4"), d, n);
+    free(d);
+    /* damaged in its second half: a clip of its first 24 frames fails after its first chunks */
+    d = (uint8_t *)igt_read(vp("big.mp4"), &n);
+    for (size_t i = n * 6 / 10; i < n * 7 / 10; i++) d[i] = (uint8_t)(0xff - (i & 0x0f));
+    igt_write(vp("big_corrupt.mp4"), d, n);
     free(d);
     igt_write(vp("empty.mp4"), "", 0);
     igt_write(vp("text.mp4"), "not a video\n", 12);
@@ -621,6 +628,43 @@ static void test_bad_files_skipped(void **state) {
     ig_video_stats_clear(&st);
 }
 
+/* A video's RGB clips are written while it decodes (chunks of about 2 MiB: 3 frames of 360x640);
+ * a video that fails after some of them went out leaves nothing: the shard is byte for byte the
+ * one where that row was skipped before decoding, and verifies. Each worker count, so that the
+ * failing row is written ahead (one worker: the writer waits on it) and so that it may not be. */
+static void test_failure_after_write_ahead(void **state) {
+    (void)state;
+    REQUIRE_FFMPEG();
+    const char *bad[] = {"a.mp4", "big_corrupt.mp4", "big.mp4"};
+    const char *ref[] = {"a.mp4", "missing.mp4", "big.mp4"};
+    write_manifest(vp("m_bad.csv"), bad, 3);
+    write_manifest(vp("m_ref.csv"), ref, 3);
+    ig_video_opts o = ig_video_opts_default();
+    o.frames = 24;
+    o.height = 360;
+    o.width = 640;
+    o.max_video_memory = (uint64_t)1 << 30;
+    o.overwrite = 1;
+    ig_video_stats st = {0};
+    ig_err err = {0};
+    assert_int_equal(run(vp("m_ref.csv"), vp("wa_ref"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.used, 2);
+    ig_video_stats_clear(&st);
+    for (int workers = 1; workers <= 2; workers++) {
+        o.workers = workers;
+        const char *out = vp(igt_fmt("wa%d", workers));
+        assert_int_equal(run(vp("m_bad.csv"), out, &o, &st, &err), IG_OK);
+        assert_int_equal(st.used, 2);
+        assert_int_equal(st.by_reason[IG_VIDEO_CORRUPT], 1);
+        ig_video_stats_clear(&st);
+        char *rep = igt_read(igt_fmt("%s.report.csv", out), NULL);
+        assert_non_null(strstr(rep, "/big_corrupt.mp4,skipped,corrupt,0,0,"));
+        free(rep);
+        same_file(vp("wa_ref.frames"), igt_fmt("%s.frames", out));
+        assert_int_equal(ig_video_shard_verify(NULL, out, &err), IG_OK);
+    }
+}
+
 static void test_lifecycle_and_probe(void **state) {
     (void)state;
     REQUIRE_FFMPEG();
@@ -660,13 +704,20 @@ static void test_lifecycle_and_probe(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_manifest_csv),        cmocka_unit_test(test_manifest_jsonl),
-        cmocka_unit_test(test_manifest_nul),        cmocka_unit_test(test_bucket_tables),
-        cmocka_unit_test(test_bucket_assign),       cmocka_unit_test(test_bucket_files_refused),
-        cmocka_unit_test(test_clips_by_stride),     cmocka_unit_test(test_clips_by_time_vfr),
-        cmocka_unit_test(test_any_worker_count),    cmocka_unit_test(test_bad_files_skipped),
-        cmocka_unit_test(test_lifecycle_and_probe), cmocka_unit_test(test_manifest_labels),
+        cmocka_unit_test(test_manifest_csv),
+        cmocka_unit_test(test_manifest_jsonl),
+        cmocka_unit_test(test_manifest_nul),
+        cmocka_unit_test(test_bucket_tables),
+        cmocka_unit_test(test_bucket_assign),
+        cmocka_unit_test(test_bucket_files_refused),
+        cmocka_unit_test(test_clips_by_stride),
+        cmocka_unit_test(test_clips_by_time_vfr),
+        cmocka_unit_test(test_any_worker_count),
+        cmocka_unit_test(test_bad_files_skipped),
+        cmocka_unit_test(test_lifecycle_and_probe),
+        cmocka_unit_test(test_manifest_labels),
         cmocka_unit_test(test_clips_carry_labels),
+        cmocka_unit_test(test_failure_after_write_ahead),
     };
     if (getenv("IGT_FILTER")) cmocka_set_test_filter(getenv("IGT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
