@@ -125,6 +125,10 @@ typedef struct ig_vclip {
  * failed half-way), so the writer may read it without a lock and write it ahead. */
 typedef struct ig_vjob_feed {
     void (*ready)(void *arg, uint32_t clip, const uint8_t *data, size_t made, size_t bytes);
+    /* A buffer for a clip's RGB (NULL when out of memory): one of a pool the writer keeps of the
+     * buffers of rows it wrote, whose pages are in memory already (a new 207 MB buffer costs
+     * 50,000 page faults), or malloc'd; free() frees it. */
+    void *(*alloc)(void *arg, size_t bytes);
     void *arg;
 } ig_vjob_feed;
 
@@ -139,6 +143,7 @@ typedef struct ig_vjob {
     double seconds; /* opening, scanning, decoding, converting */
     char *info_row; /* probe_only: the row of OUT.info.csv */
     void *partial;  /* the buffer of a clip that failed half-way (with a feed: it was shown) */
+    size_t partial_bytes;
 } ig_vjob;
 
 /* Does row `row` (its index in the whole manifest: the key of its random draws) of the manifest:

@@ -260,7 +260,7 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
     if (packed) feed = NULL; /* the writer takes compressed clips whole */
     job->clips = calloc(p->n, sizeof *job->clips);
     uint64_t *idx = malloc(p->T * sizeof *idx);
-    uint8_t *buf = malloc(raw);
+    uint8_t *buf = feed ? feed->alloc(feed->arg, raw) : malloc(raw);
     ig_xxh3_stream *h = packed ? NULL : ig_xxh3_stream_create();
     ig_status st =
         job->clips && idx && buf && (packed || h)
@@ -311,7 +311,7 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
             c->bytes = raw;
             c->hashed = 1;
             c->xxh3 = ig_xxh3_stream_digest(h);
-            buf = i + 1 < p->n ? malloc(raw) : NULL;
+            buf = i + 1 >= p->n ? NULL : feed ? feed->alloc(feed->arg, raw) : malloc(raw);
             if (!buf && i + 1 < p->n) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         }
         if (st == IG_OK) {
@@ -324,10 +324,12 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
     }
     ig_xxh3_stream_free(h);
     free(idx);
-    if (feed)
-        job->partial = buf; /* it may have been shown: it stays until the writer is done */
-    else
+    if (feed) { /* it may have been shown: it stays until the writer is done */
+        job->partial = buf;
+        job->partial_bytes = raw;
+    } else {
         free(buf);
+    }
     return st;
 }
 

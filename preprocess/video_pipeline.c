@@ -5,7 +5,11 @@
  * Workers take manifest rows in order and do each whole (video_job.c: open, scan, plan, decode,
  * convert, compress, tokenize); the calling thread writes the rows back in manifest order, so the
  * output is byte-identical for any number of workers. A worker never runs more than `ring` rows
- * ahead of the writer: memory is bounded by the clips of those rows. Bad videos are skipped and
+ * ahead of the writer: memory is bounded by the clips of those rows. Decoding, converting and
+ * writing overlap: workers show the writer their RGB clips chunk by chunk, and it writes the next
+ * row's while they decode (write_ahead; a row that fails half-way is cut back out of the file);
+ * the clip buffers of written rows go to a pool for the rows to come (their pages are mapped
+ * already), all buffers together within the same bound. Bad videos are skipped and
  * reported (or, strict, stop the run). With a text encoder, once the frame shard is complete the
  * used videos' captions go through the feature stage (caption_features.c) into OUT.features, clip
  * for clip, as preprocess captions would make them from the output. The output's life - run
@@ -47,6 +51,15 @@ typedef struct vpipe {
     ig_vjob *slots; /* [ring]: row r is in slot r % ring */
     int *state;
     shown *shown; /* [ring] */
+    /* RGB clip buffers of rows written, for the rows to come (feed_alloc): at most ring of them,
+     * and all clip buffers alive (rows' and pooled) within ring x max_video_memory, the bound
+     * the rows in flight have without a pool */
+    struct pooled {
+        void *buf;
+        size_t bytes;
+    } * pool;
+    size_t n_pool;
+    uint64_t buf_bytes, buf_cap;
     size_t ring, next_claim, next_write;
     int stop;
     ig_status fail;
@@ -152,6 +165,55 @@ static void feed_ready(void *arg, uint32_t clip, const uint8_t *data, size_t mad
     pthread_mutex_unlock(&p->mu);
 }
 
+static void *feed_alloc(void *arg, size_t bytes) {
+    vpipe *p = ((feed_arg *)arg)->p;
+    void *b = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_pool && !b; i++)
+        if (p->pool[i].bytes == bytes) {
+            b = p->pool[i].buf;
+            p->pool[i] = p->pool[--p->n_pool];
+        }
+    while (!b && p->n_pool > 0 && p->buf_bytes + bytes > p->buf_cap) { /* room for a new one */
+        p->buf_bytes -= p->pool[0].bytes;
+        free(p->pool[0].buf);
+        p->pool[0] = p->pool[--p->n_pool];
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (b) return b;
+    if (!(b = malloc(bytes))) return NULL;
+    pthread_mutex_lock(&p->mu);
+    p->buf_bytes += bytes;
+    pthread_mutex_unlock(&p->mu);
+    return b;
+}
+
+/* A buffer of feed_alloc's back to the pool (or freed). */
+static void pool_put(vpipe *p, void *buf, size_t bytes) {
+    if (!buf) return;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_pool < p->ring && p->buf_bytes <= p->buf_cap) {
+        p->pool[p->n_pool++] = (struct pooled){buf, bytes};
+        buf = NULL;
+    } else {
+        p->buf_bytes -= bytes;
+    }
+    pthread_mutex_unlock(&p->mu);
+    free(buf);
+}
+
+/* Frees a written row, its RGB clip buffers (feed_alloc's) to the pool. */
+static void release_job(vpipe *p, ig_vjob *job) {
+    for (uint32_t i = 0; job->clips && i < job->n_clips; i++)
+        if (job->clips[i].hashed) {
+            pool_put(p, job->clips[i].data, job->clips[i].bytes);
+            job->clips[i].data = NULL;
+        }
+    pool_put(p, job->partial, job->partial_bytes);
+    job->partial = NULL;
+    ig_vjob_clear(job);
+}
+
 static void *worker_main(void *arg) {
     vpipe *p = arg;
     ig_err err = {0};
@@ -174,7 +236,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&p->mu);
         size_t row = p->rows[r];
         feed_arg fa = {p, s};
-        ig_vjob_feed feed = {feed_ready, &fa};
+        ig_vjob_feed feed = {feed_ready, feed_alloc, &fa};
         ig_status st = ig_vjob_run(p->ctx, p->o, &p->man.entries[row], row, p->dec_threads, enc,
                                    p->o->probe_only ? NULL : &feed, &p->slots[s], &err);
         pthread_mutex_lock(&p->mu);
@@ -370,7 +432,7 @@ static ig_status run_rows(vpipe *p, ig_err *err) {
             break;
         }
         s = write_row(p, &p->man.entries[p->rows[r]], &p->slots[slot], err);
-        ig_vjob_clear(&p->slots[slot]);
+        release_job(p, &p->slots[slot]);
         pthread_mutex_lock(&p->mu);
         p->state[slot] = SLOT_FREE;
         p->shown[slot] = (shown){0};
@@ -387,6 +449,9 @@ static ig_status run_rows(vpipe *p, ig_err *err) {
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     free(th);
     for (size_t i = 0; i < p->ring; i++) ig_vjob_clear(&p->slots[i]);
+    for (size_t i = 0; i < p->n_pool; i++) free(p->pool[i].buf);
+    p->n_pool = 0;
+    p->buf_bytes = 0;
     ig_progress_finish(p->progress);
     p->progress = NULL;
     return s;
@@ -469,7 +534,10 @@ static ig_status setup(vpipe *p, ig_err *err) {
     p->slots = calloc(p->ring, sizeof *p->slots);
     p->state = calloc(p->ring, sizeof *p->state);
     p->shown = calloc(p->ring, sizeof *p->shown);
-    if (!p->slots || !p->state || !p->shown || !(p->rows_out = tmpfile()))
+    p->pool = calloc(p->ring, sizeof *p->pool);
+    p->buf_cap = p->opts.max_video_memory * p->ring;
+    if (p->buf_cap / p->ring != p->opts.max_video_memory) p->buf_cap = UINT64_MAX;
+    if (!p->slots || !p->state || !p->shown || !p->pool || !(p->rows_out = tmpfile()))
         return ig_err_set(err, IG_ERR_NOMEM, "out of memory (or no temporary file)");
     char rank[32] = "";
     if (p->world > 1) snprintf(rank, sizeof rank, "_r%04d", p->rank);
@@ -753,6 +821,7 @@ static void pipe_free(vpipe *p) {
     free(p->slots);
     free(p->state);
     free(p->shown);
+    free(p->pool);
     free(p->rows);
     if (p->rows_out) fclose(p->rows_out);
     ig_video_manifest_clear(&p->man);

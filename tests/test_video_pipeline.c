@@ -631,7 +631,8 @@ static void test_bad_files_skipped(void **state) {
 /* A video's RGB clips are written while it decodes (chunks of about 2 MiB: 3 frames of 360x640);
  * a video that fails after some of them went out leaves nothing: the shard is byte for byte the
  * one where that row was skipped before decoding, and verifies. Each worker count, so that the
- * failing row is written ahead (one worker: the writer waits on it) and so that it may not be. */
+ * failing row is written ahead (one worker: the writer waits on it) and so that it may not be.
+ * Then rows whose clip buffers are reused. */
 static void test_failure_after_write_ahead(void **state) {
     (void)state;
     REQUIRE_FFMPEG();
@@ -663,6 +664,18 @@ static void test_failure_after_write_ahead(void **state) {
         same_file(vp("wa_ref.frames"), igt_fmt("%s.frames", out));
         assert_int_equal(ig_video_shard_verify(NULL, out, &err), IG_OK);
     }
+    /* rows after rows: their clip buffers come back from the writer's pool (two clips a row,
+     * one row failing half-way) and every clip is still the decoder's frames */
+    const char *many[] = {"big.mp4", "a.mp4",           "big.mp4", "big.mp4",
+                          "a.mp4",   "big_corrupt.mp4", "big.mp4", "big.mp4"};
+    write_manifest(vp("m_many.csv"), many, 8);
+    o.workers = 2;
+    o.frames = 6;
+    o.clips_per_video = 2;
+    assert_int_equal(run(vp("m_many.csv"), vp("wa_many"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.used, 7);
+    ig_video_stats_clear(&st);
+    check_clips_match_decoder(vp("wa_many"), 360, 640);
 }
 
 static void test_lifecycle_and_probe(void **state) {
