@@ -585,7 +585,7 @@ typedef struct ig_video_opts {
      * ig_preprocess_captions would make them from the output, in the same run */
     const ig_caption_features_opts *features;
     int workers;         /* videos decoded at once; 0: the context's threads */
-    int decoder_threads; /* threads per decoder; 0: threads / workers (>= 1) */
+    int decoder_threads; /* threads per decoder; 0: threads / min(workers, videos) (>= 1) */
     double timeout_s;    /* per-file time limit; default 120; 0: none */
     int strict;          /* the first bad file stops the run */
     uint64_t seed;       /* clip starts and bucket draws; default 1234 */
