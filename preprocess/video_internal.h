@@ -129,6 +129,14 @@ typedef struct ig_vjob_feed {
      * buffers of rows it wrote, whose pages are in memory already (a new 207 MB buffer costs
      * 50,000 page faults), or malloc'd; free() frees it. */
     void *(*alloc)(void *arg, size_t bytes);
+    /* 1 when the row is the next the writer writes: its RGB clips then go straight to the
+     * writer chunk by chunk (put) and are never held whole. */
+    int (*through)(void *arg);
+    /* Hands the writer the row's next chunk and returns once the chunk before it is written
+     * (data stays as it is until the next put returns, or drain); IG_ERR_CANCELLED when the run
+     * stops. drain returns once every chunk put is written (or the run stopped). */
+    ig_status (*put)(void *arg, const uint8_t *data, size_t len, ig_err *err);
+    void (*drain)(void *arg);
     void *arg;
 } ig_vjob_feed;
 

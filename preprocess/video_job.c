@@ -232,10 +232,18 @@ static void info_row(ig_vjob *job, const ig_video_entry *e, const ig_video_info 
  * next one decodes) and hashed while it is still in cache. */
 #define CHUNK_BYTES ((size_t)2 << 20)
 
-/* Decodes the clip of frames idx[0..T) into buf, chunk by chunk: each chunk is hashed into h and
- * shown to feed (either may be NULL). */
+/* The two chunk buffers of a row that goes straight to the writer (ig_vjob_feed.put): one
+ * decodes while the writer writes the other. */
+typedef struct through {
+    uint8_t *buf[2];
+    size_t cap[2];
+    unsigned next;
+} through;
+
+/* Decodes the clip of frames idx[0..T) chunk by chunk, each chunk hashed into h (or NULL): into
+ * buf, each chunk shown to feed (or NULL); or, with t, into t's buffers, each chunk put to feed. */
 static ig_status read_clip(ig_video *v, const plan *p, const uint64_t *idx, uint8_t *buf,
-                           uint32_t clip, ig_xxh3_stream *h, const ig_vjob_feed *feed,
+                           uint32_t clip, ig_xxh3_stream *h, const ig_vjob_feed *feed, through *t,
                            ig_video_reason *why, ig_err *err) {
     size_t fb = (size_t)p->H * p->W * 3, raw = fb * p->T;
     uint32_t step = fb >= CHUNK_BYTES ? 1 : (uint32_t)(CHUNK_BYTES / fb);
@@ -243,11 +251,26 @@ static ig_status read_clip(ig_video *v, const plan *p, const uint64_t *idx, uint
         uint32_t n = p->T - at < step ? p->T - at : step;
         /* a repeated frame (--fps above the source's) is read with the one it repeats */
         while (at + n < p->T && idx[at + n] == idx[at + n - 1]) n++;
-        ig_status st = ig_video_read(v, idx + at, n, p->H, p->W, buf + at * fb, why, err);
+        uint8_t *dst = buf ? buf + at * fb : NULL;
+        if (t) { /* (the buffer of two chunks ago: written, put said so) */
+            unsigned k = t->next;
+            if (t->cap[k] < n * fb) {
+                uint8_t *b = realloc(t->buf[k], n * fb);
+                if (!b) return ig_err_set(err, IG_ERR_NOMEM, "out of memory for a chunk");
+                t->buf[k] = b, t->cap[k] = n * fb;
+            }
+            dst = t->buf[k];
+        }
+        ig_status st = ig_video_read(v, idx + at, n, p->H, p->W, dst, why, err);
         if (st != IG_OK) return st;
-        if (h) ig_xxh3_stream_update(h, buf + at * fb, n * fb);
+        if (h) ig_xxh3_stream_update(h, dst, n * fb);
         at += n;
-        if (feed) feed->ready(feed->arg, clip, buf, at * fb, raw);
+        if (t) {
+            if ((st = feed->put(feed->arg, dst, n * fb, err)) != IG_OK) return st;
+            t->next ^= 1;
+        } else if (feed) {
+            feed->ready(feed->arg, clip, buf, at * fb, raw);
+        }
     }
     return IG_OK;
 }
@@ -258,12 +281,13 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
     size_t raw = (size_t)p->T * p->H * p->W * 3;
     int packed = o->zstd_level > 0;
     if (packed) feed = NULL; /* the writer takes compressed clips whole */
+    through tb = {0}, *t = feed && feed->through(feed->arg) ? &tb : NULL;
     job->clips = calloc(p->n, sizeof *job->clips);
     uint64_t *idx = malloc(p->T * sizeof *idx);
-    uint8_t *buf = feed ? feed->alloc(feed->arg, raw) : malloc(raw);
+    uint8_t *buf = t ? NULL : feed ? feed->alloc(feed->arg, raw) : malloc(raw);
     ig_xxh3_stream *h = packed ? NULL : ig_xxh3_stream_create();
     ig_status st =
-        job->clips && idx && buf && (packed || h)
+        job->clips && idx && (buf || t) && (packed || h)
             ? IG_OK
             : ig_err_set(err, IG_ERR_NOMEM, "out of memory for a clip of %u frames of %ux%u", p->T,
                          p->H, p->W);
@@ -277,7 +301,7 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
             st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
             break;
         }
-        ig_status ds = read_clip(v, p, idx, buf, i, h, feed, &why, &derr);
+        ig_status ds = read_clip(v, p, idx, buf, i, h, feed, t, &why, &derr);
         if (ds != IG_OK) {
             if (why == IG_VIDEO_ERROR || why == IG_VIDEO_OK) { /* not the file's fault */
                 *err = derr;
@@ -307,12 +331,12 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
         if (packed) {
             st = ig_clip_compress(buf, raw, o->zstd_level, &c->data, &c->bytes, err);
         } else {
-            c->data = buf;
+            c->data = buf; /* NULL straight to the writer: it has every byte */
             c->bytes = raw;
             c->hashed = 1;
             c->xxh3 = ig_xxh3_stream_digest(h);
-            buf = i + 1 >= p->n ? NULL : feed ? feed->alloc(feed->arg, raw) : malloc(raw);
-            if (!buf && i + 1 < p->n) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+            buf = i + 1 >= p->n || t ? NULL : feed ? feed->alloc(feed->arg, raw) : malloc(raw);
+            if (!buf && !t && i + 1 < p->n) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         }
         if (st == IG_OK) {
             job->n_clips++;
@@ -324,6 +348,11 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
     }
     ig_xxh3_stream_free(h);
     free(idx);
+    if (t) { /* the writer may be writing the last chunk */
+        feed->drain(feed->arg);
+        free(tb.buf[0]);
+        free(tb.buf[1]);
+    }
     if (feed) { /* it may have been shown: it stays until the writer is done */
         job->partial = buf;
         job->partial_bytes = raw;

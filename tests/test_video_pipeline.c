@@ -632,7 +632,7 @@ static void test_bad_files_skipped(void **state) {
  * a video that fails after some of them went out leaves nothing: the shard is byte for byte the
  * one where that row was skipped before decoding, and verifies. Each worker count, so that the
  * failing row is written ahead (one worker: the writer waits on it) and so that it may not be.
- * Then rows whose clip buffers are reused. */
+ * A first row, which goes straight to the writer. Then rows whose clip buffers are reused. */
 static void test_failure_after_write_ahead(void **state) {
     (void)state;
     REQUIRE_FFMPEG();
@@ -664,6 +664,26 @@ static void test_failure_after_write_ahead(void **state) {
         same_file(vp("wa_ref.frames"), igt_fmt("%s.frames", out));
         assert_int_equal(ig_video_shard_verify(NULL, out, &err), IG_OK);
     }
+    /* the first row goes straight to the writer, chunk by chunk (never whole in memory): its
+     * clips are the decoder's frames; failing half-way, it leaves an empty shard */
+    o.workers = 1;
+    o.clips_per_video = 2;
+    o.frames = 9;
+    write_manifest(vp("m_one.csv"), bad + 2, 1);
+    assert_int_equal(run(vp("m_one.csv"), vp("wa_one"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.clips, 2);
+    ig_video_stats_clear(&st);
+    check_clips_match_decoder(vp("wa_one"), 360, 640);
+    o.frames = 24;
+    o.clips_per_video = 1;
+    write_manifest(vp("m_one_bad.csv"), bad + 1, 1);
+    assert_int_equal(run(vp("m_one_bad.csv"), vp("wa_one_bad"), &o, &st, &err), IG_OK);
+    assert_int_equal(st.by_reason[IG_VIDEO_CORRUPT], 1);
+    ig_video_stats_clear(&st);
+    size_t nf = 1;
+    free(igt_read(vp("wa_one_bad.frames"), &nf));
+    assert_int_equal(nf, 0);
+    assert_int_equal(ig_video_shard_verify(NULL, vp("wa_one_bad"), &err), IG_OK);
     /* rows after rows: their clip buffers come back from the writer's pool (two clips a row,
      * one row failing half-way) and every clip is still the decoder's frames */
     const char *many[] = {"big.mp4", "a.mp4",           "big.mp4", "big.mp4",

@@ -61,10 +61,13 @@ run "default limit, 64 MiB available, 2 workers" 0 env IG_FAULT_MEMORY_ROOT="$T/
     expect "too large for it" "too_large 1" "$out"
 
 # an allocation that fails (here a clip of 30 frames of 4000x4000, 1.44 GB, under a 1.6 GB
-# address-space limit with the per-video limit out of the way) skips the video; the run goes on
+# address-space limit with the per-video limit out of the way) skips the video; the run goes on.
+# The clips are compressed: a clip is then made whole before it is compressed, where an RGB clip
+# of the video next to write goes straight to the writer in chunks and is never whole in memory
 "${FF[@]}" -f lavfi -i color=c=red:size=4000x4000:rate=30:duration=1 -c:v mjpeg -q:v 31 "$T/huge.avi" || die "ffmpeg"
 printf 'path,text\nsmall.mp4,first\nhuge.avi,large\nsmall.mp4,last\n' >"$T/h.csv"
-H=("$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --max-video-memory 1TB)
+H=("$ING" preprocess video --manifest "$T/h.csv" --frames 30 --workers 1 --max-video-memory 1TB
+    --compress zstd)
 lim() { (ulimit -v 1600000 && exec "$@"); }
 # a limit too small for FFmpeg to decode even one of its frames while it reads the streams (FFmpeg
 # refuses frames of more pixels than the limit allows, and the stream has no size then): too_large
