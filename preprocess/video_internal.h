@@ -123,6 +123,10 @@ typedef struct ig_vclip {
  * frames, ready(arg, clip, data, made, bytes) with clip's buffer, the bytes of it made so far and
  * its size. What was shown stays as it is until ig_vjob_clear (also the buffer of a clip that
  * failed half-way), so the writer may read it without a lock and write it ahead. */
+/* Chunks of a row going straight to the writer that may be in flight: the worker decodes on while
+ * the writer, on a busy machine, waits for a core (8 x ~2 MiB). */
+#define IG_VJOB_CHUNKS 8
+
 typedef struct ig_vjob_feed {
     void (*ready)(void *arg, uint32_t clip, const uint8_t *data, size_t made, size_t bytes);
     /* A buffer for a clip's RGB (NULL when out of memory): one of a pool the writer keeps of the
@@ -132,9 +136,10 @@ typedef struct ig_vjob_feed {
     /* 1 when the row is the next the writer writes: its RGB clips then go straight to the
      * writer chunk by chunk (put) and are never held whole. */
     int (*through)(void *arg);
-    /* Hands the writer the row's next chunk and returns once the chunk before it is written
-     * (data stays as it is until the next put returns, or drain); IG_ERR_CANCELLED when the run
-     * stops. drain returns once every chunk put is written (or the run stopped). */
+    /* Hands the writer the row's next chunk and returns once fewer than IG_VJOB_CHUNKS chunks
+     * are waiting to be written (data stays as it is until IG_VJOB_CHUNKS - 1 more puts
+     * returned, or drain); IG_ERR_CANCELLED when the run stops. drain returns once every chunk
+     * put is written (or the run stopped). */
     ig_status (*put)(void *arg, const uint8_t *data, size_t len, ig_err *err);
     void (*drain)(void *arg);
     void *arg;

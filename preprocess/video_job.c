@@ -232,11 +232,11 @@ static void info_row(ig_vjob *job, const ig_video_entry *e, const ig_video_info 
  * next one decodes) and hashed while it is still in cache. */
 #define CHUNK_BYTES ((size_t)2 << 20)
 
-/* The two chunk buffers of a row that goes straight to the writer (ig_vjob_feed.put): one
- * decodes while the writer writes the other. */
+/* The chunk buffers of a row that goes straight to the writer (ig_vjob_feed.put): one decodes
+ * while the writer writes the others. */
 typedef struct through {
-    uint8_t *buf[2];
-    size_t cap[2];
+    uint8_t *buf[IG_VJOB_CHUNKS];
+    size_t cap[IG_VJOB_CHUNKS];
     unsigned next;
 } through;
 
@@ -252,7 +252,7 @@ static ig_status read_clip(ig_video *v, const plan *p, const uint64_t *idx, uint
         /* a repeated frame (--fps above the source's) is read with the one it repeats */
         while (at + n < p->T && idx[at + n] == idx[at + n - 1]) n++;
         uint8_t *dst = buf ? buf + at * fb : NULL;
-        if (t) { /* (the buffer of two chunks ago: written, put said so) */
+        if (t) { /* (the buffer of IG_VJOB_CHUNKS chunks ago: written, put said so) */
             unsigned k = t->next;
             if (t->cap[k] < n * fb) {
                 uint8_t *b = realloc(t->buf[k], n * fb);
@@ -267,7 +267,7 @@ static ig_status read_clip(ig_video *v, const plan *p, const uint64_t *idx, uint
         at += n;
         if (t) {
             if ((st = feed->put(feed->arg, dst, n * fb, err)) != IG_OK) return st;
-            t->next ^= 1;
+            t->next = (t->next + 1) % IG_VJOB_CHUNKS;
         } else if (feed) {
             feed->ready(feed->arg, clip, buf, at * fb, raw);
         }
@@ -350,8 +350,7 @@ static ig_status decode_clips(ig_video *v, const ig_video_opts *o, const plan *p
     free(idx);
     if (t) { /* the writer may be writing the last chunk */
         feed->drain(feed->arg);
-        free(tb.buf[0]);
-        free(tb.buf[1]);
+        for (int k = 0; k < IG_VJOB_CHUNKS; k++) free(tb.buf[k]);
     }
     if (feed) { /* it may have been shown: it stays until the writer is done */
         job->partial = buf;

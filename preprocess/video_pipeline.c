@@ -37,10 +37,10 @@ typedef struct shown {
     uint32_t clip;
     const uint8_t *data;
     size_t made, bytes;
-    const uint8_t *chunk;
-    size_t chunk_len;
+    const uint8_t *chunk[IG_VJOB_CHUNKS]; /* chunk i at [i % IG_VJOB_CHUNKS] */
+    size_t chunk_len[IG_VJOB_CHUNKS];
     uint64_t put, written; /* chunks */
-    int writing;           /* the writer is writing chunk (without the lock) */
+    int writing;           /* the writer is writing chunk `written` (without the lock) */
 } shown;
 
 typedef struct vpipe {
@@ -187,13 +187,16 @@ static ig_status feed_put(void *arg, const uint8_t *data, size_t len, ig_err *er
     vpipe *p = a->p;
     shown *sh = &p->shown[a->slot];
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && sh->put > sh->written) pthread_cond_wait(&p->cv_taken, &p->mu);
     int stop = p->stop;
     if (!stop) {
-        sh->chunk = data;
-        sh->chunk_len = len;
+        sh->chunk[sh->put % IG_VJOB_CHUNKS] = data;
+        sh->chunk_len[sh->put % IG_VJOB_CHUNKS] = len;
         sh->put++;
         pthread_cond_broadcast(&p->cv_done);
+        /* the next chunk goes into the buffer of IG_VJOB_CHUNKS - 1 chunks before this one */
+        while (!p->stop && sh->put - sh->written >= IG_VJOB_CHUNKS)
+            pthread_cond_wait(&p->cv_taken, &p->mu);
+        stop = p->stop;
     }
     pthread_mutex_unlock(&p->mu);
     return stop ? ig_err_set(err, IG_ERR_CANCELLED, "the run stopped") : IG_OK;
@@ -411,8 +414,8 @@ static ig_status write_ahead(vpipe *p, size_t slot, int *stopped, ig_err *err) {
             pthread_cond_wait(&p->cv_done, &p->mu);
         if (p->stop) break;
         if (live->put > live->written) { /* a chunk of a row that goes straight here */
-            const uint8_t *chunk = live->chunk;
-            size_t len = live->chunk_len;
+            const uint8_t *chunk = live->chunk[live->written % IG_VJOB_CHUNKS];
+            size_t len = live->chunk_len[live->written % IG_VJOB_CHUNKS];
             live->writing = 1;
             pthread_mutex_unlock(&p->mu);
             s = ig_video_shard_writer_write_ahead(p->w, chunk, len, err);
