@@ -169,6 +169,8 @@ static ig_status write_shard(lpipe *p, ig_err *err) {
     }
     snprintf(p->meta.output, sizeof p->meta.output, "%s", base_name(o->output_prefix));
     snprintf(p->meta.clips_source, sizeof p->meta.clips_source, "%s", o->clips);
+    p->meta.clips_key = ig_clip_dataset_key(p->ds);
+    p->meta.source_clips = ig_clip_dataset_clips(p->ds);
     ig_progress *bar = NULL;
     if (s == IG_OK && o->progress) {
         ig_progress_opts po = ig_progress_opts_default();

@@ -51,8 +51,8 @@ int ig_feed_repeats(const ig_feed *f);
 /* What the data says (objective.h): the shards' vocabulary, their captions' tokenizer, the shapes
  * of micro-batch; valid while the feed is open. */
 ig_status ig_feed_facts(ig_feed *f, ig_data_facts *out, ig_err *err);
-/* What clip shards say of their captions and labels (caption_vocab and labels of out; the rest
- * untouched), as the clips source's facts give them. */
+/* What clip shards say of their captions, labels and values (caption_vocab, labels, latents and
+ * channels of out; the rest untouched), as the clips source's facts give them. */
 void ig_clip_facts(const ig_clip_dataset *ds, ig_data_facts *out);
 /* What a checkpoint says of its run's data: its index key, the samples the index was built for
  * (0: unknown, version 1), the steps done, the samples (tokens) or micro-batches (clips) read, and
