@@ -6,8 +6,9 @@
 #                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/ (builds only build/ingot, without
 #                    the CUDA backend unless CUDA=1)
-#   make quickstart-video  the video path: clip shards of data/video/ and their captions' T5
-#                    features, a video DiT on labels and one on captions, sampled videos
+#   make quickstart-video  the latent video path: clip shards of data/video/ and their captions'
+#                    T5 features, a small VAE, latent shards, a video DiT on the latents by label
+#                    and one by caption, sampled videos decoded through the VAE
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)

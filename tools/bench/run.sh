@@ -127,6 +127,29 @@ bench_train() {
     ratio "PyTorch (DiT)" "$d16" 2x8x16x16 1.5
     ratio "PyTorch (DiT)" "$d32" 1x8x32x32 1.5
   fi
+
+  # the same DiT on a VAE's latents (4 channels, each clip's latent drawn from its posterior every
+  # step): 8 frames of 16x16 and of 32x32 latents (128x128 and 256x256 videos through SD's VAE)
+  out=$(mktemp)
+  echo
+  echo "== the DiT on 4-channel latents (DiT-S/2's blocks), training step (CPU backend), $th threads"
+  "$B/bench_train" "$th" --arch dit --latents 4 --no-scaling --no-breakdown | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  if [ -n "$torch64" ]; then
+    local l16 l32
+    echo
+    echo "== PyTorch: the same DiT on latents, shapes and threads (its GEMMs in OpenBLAS)"
+    l16=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 2 --frames 8 \
+      --size 16x16 --latents 4 | grep '^train_peer_dit')
+    echo "$l16"
+    l32=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 1 --frames 8 \
+      --size 32x32 --latents 4 --steps 3 --warmup 1 | grep '^train_peer_dit')
+    echo "$l32"
+    echo
+    ratio "PyTorch (DiT on latents)" "$l16" 2x8x16x16 1.5
+    ratio "PyTorch (DiT on latents)" "$l32" 1x8x32x32 1.5
+  fi
   return 0
 }
 
