@@ -366,28 +366,30 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
 
 /* ---- a whole model on one process (train.h) -------------------------------------------------- */
 
-int ig_model_caption_len(const ig_model_config *c) {
+/* the flow model interface of c's family (NULL: not trained by rectified flow) */
+static const ig_flow_model *flow_model_of_shape(const ig_model_config *c) {
     const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    return f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+}
+
+int ig_model_caption_len(const ig_model_config *c) {
+    const ig_flow_model *fm = flow_model_of_shape(c);
     return fm ? fm->caption_len(c) : 0;
 }
 
 int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc) {
-    const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    const ig_flow_model *fm = flow_model_of_shape(c);
     if (enc) memset(enc, 0, sizeof *enc);
     return fm && fm->caption_features ? fm->caption_features(c, enc) : 0;
 }
 
 int ig_model_clip_channels(const ig_model_config *c) {
-    const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    const ig_flow_model *fm = flow_model_of_shape(c);
     return fm ? fm->channels(c) : 0;
 }
 
 int ig_model_latents(const ig_model_config *c, ig_latent_vae *vae) {
-    const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    const ig_flow_model *fm = flow_model_of_shape(c);
     if (vae) memset(vae, 0, sizeof *vae);
     return fm ? fm->latents(c, vae) : 0;
 }
