@@ -23,9 +23,12 @@ step "cut the 12 bundled videos into 24 labelled clips of 8 frames of 32x32, the
   --frames 8 --stride 2 --size 32x32 --clips-per-video 2 --tokenizer data/gpt2 \
   --text-encoder "$T5" --caption-len 32 --force
 step "verify structure and checksums" "$ING" verify "$OUT/clips32"
+# (model.scaling_factor 0.44: about 1 / the std of this VAE's latent means, 2.3, so that the
+# DiT's x0 = scaling z has unit variance, as SD3 and Open-Sora choose theirs; SD's 0.18215 is for
+# SD's VAE, whose latents' std is about 5.5)
 step "train a small VAE (Stable Diffusion's AutoencoderKL, 4x down, 4 latent channels) on their frames for 200 steps" \
   "$ING" train configs/vae-tiny.yaml --set data.path=["$OUT/clips32"] --set train.steps=200 \
-  --set train.run_dir=out/vae-tiny --set log.every=50 --force
+  --set model.scaling_factor=0.44 --set train.run_dir=out/vae-tiny --set log.every=50 --force
 step "its reconstructions: L1, KL and PSNR" "$ING" eval out/vae-tiny --data "$OUT/clips32"
 step "encode every clip into latent shards (the posterior's mean and log-variance; the captions' T5 features beside)" \
   "$ING" preprocess latents --clips "$OUT/clips32" --vae out/vae-tiny --output-prefix "$OUT/latents" \
@@ -40,7 +43,7 @@ step "export the last checkpoint (the EMA) with DiT's tensor names; its config.j
 for k in 0 1 2 3; do
   step "sample 3 videos of class $k (data/video/manifest.csv's label $k), decoded through the VAE" \
     "$ING" sample out/dit-tiny-latent-export --vae out/vae-tiny --frames 8 --size 32x32 \
-    --label "$k" --num 3 --steps 40 --cfg 3 --seed 1 --output "$OUT/class$k.mp4" \
+    --label "$k" --num 3 --steps 40 --cfg 6 --seed 1 --output "$OUT/class$k.mp4" \
     --png "$OUT/class$k.png" --force
 done
 step "train the same DiT on the latents and the captions' T5 features for 600 steps" \
@@ -51,7 +54,7 @@ k=0
 for p in "a mandelbrot zoom" "green cells of the game of life" "colour bars sliding sideways"; do
   step "sample 3 videos of the prompt '$p' (encoded by the same T5), decoded through the VAE" \
     "$ING" sample out/dit-tiny-latent-t5 --vae out/vae-tiny --frames 8 --size 32x32 \
-    --text-encoder "$T5" --prompt "$p" --num 3 --steps 40 --cfg 3 --seed 1 \
+    --text-encoder "$T5" --prompt "$p" --num 3 --steps 40 --cfg 6 --seed 1 \
     --output "$OUT/prompt$k.mp4" --png "$OUT/prompt$k.png" --force
   k=$((k + 1))
 done
