@@ -6,7 +6,8 @@
 # VAE), exact resume after SIGKILL (the posterior's draws are keyed), ingot eval on the grid (the
 # trainer's validation loss) and with a noise file of the latents' shape, ingot sample decoding
 # the latents through the VAE into an MP4 and a contact sheet (the same bytes for a seed), a
-# caption DiT on the latents and the source clips' T5 features sampled from a prompt; and what is
+# caption DiT on the latents and the source clips' T5 features sampled from a prompt; bucketed
+# latents (several shapes, a micro-batch of one); and what is
 # refused: sampling without the VAE or with another, a size the downsampling does not divide, a
 # pixel model given a VAE, frame shards for a latent model, latent shards where frames are wanted,
 # model.in_channels against the data's, a noise file of the pixels' channels.
@@ -133,6 +134,18 @@ expect "refused on one line" "was trained on the latents of another VAE" "$err"
 run "a size the VAE's downsampling does not divide" 1 "$ING" sample hf --vae "$VAE" --frames 4 \
     --size 15x16 --png s.png
 expect "refused, naming the factor" "the model's latents are 1/2 of the frames a side" "$err"
+
+# ---- buckets: latents of several shapes, each micro-batch one shape -----------------------------
+printf 'bucket_config:\n  "32px": {4: [0.5, 2]}\n  "16px": {4: [1.0, 3]}\n' >b.yaml
+"$ING" preprocess video --manifest "$SRC/data/video/manifest.csv" --output-prefix bk \
+    --buckets b.yaml --clips-per-video 2 --quiet >pre.log 2>&1 || die "preprocess buckets"
+check_rc "latents of bucketed clips" 0 "$ING" preprocess latents --clips bk --vae "$VAE" \
+    --output-prefix lbk --quiet
+check_rc "a DiT on them" 0 "$ING" train dit.yaml --set data.path=[lbk] --set train.micro_batch=2 \
+    --set train.global_batch=4 --set train.steps=2 --set optim.warmup=0 --set eval.every=0 \
+    --set train.run_dir=bk
+expect "planned for the largest micro-batch and latent of the buckets (3 clips of 4x8x8, 2 of 4x8x32)" \
+    "3 clips x 128 tokens per micro-batch (at most)" "$out"
 
 # ---- what is refused ----------------------------------------------------------------------------
 run "model.in_channels against the data's" 1 "$ING" train dit.yaml --set model.in_channels=3 \
