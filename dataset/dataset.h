@@ -576,7 +576,7 @@ ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *c
  * width; the bucket table is in latent positions (the pixel buckets over the VAE's
  * downsampling); ig_clip_dataset_read gives its posterior's moments, fp32 [F, h, w, 2C] (the C
  * means, then the C log-variances); its captions are the source clips'. Every shard must come
- * from the same VAE and the same source clips. */
+ * from the same VAE (and have the same bucket table). */
 ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx,
                                    const char *const *prefixes, size_t n, ig_err *err);
 void ig_clip_dataset_close(ig_clip_dataset *ds); /* NULL is a no-op */
@@ -594,8 +594,9 @@ uint32_t ig_clip_dataset_channels(const ig_clip_dataset *ds);
 uint64_t ig_clip_dataset_clip_bytes(const ig_clip_dataset *ds, uint32_t frames, uint32_t height,
                                     uint32_t width);
 /* The clips the dataset's clips are (frames: itself; latents: the frame shards they were made
- * of): their key (ig_clip_dataset_key; 0 when latent shards do not record it) and count, and
- * which of them clip g is. Caption features made of the source clips serve the latents. */
+ * of): their key (ig_clip_dataset_key; 0 when latent shards do not record it, or were made of
+ * several clip datasets) and count, and which of them clip g is. Caption features made of the
+ * source clips serve the latents. */
 uint64_t ig_clip_dataset_source_key(const ig_clip_dataset *ds);
 uint64_t ig_clip_dataset_source_clips(const ig_clip_dataset *ds);
 uint64_t ig_clip_dataset_source_clip(const ig_clip_dataset *ds, uint64_t g);

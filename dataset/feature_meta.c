@@ -342,9 +342,10 @@ ig_status ig_feature_dataset_match(const ig_feature_dataset *ds, const ig_clip_d
         return IG_OK;
     if (ig_clip_dataset_vae(clips) && !ig_clip_dataset_source_key(clips))
         return ig_err_set(err, IG_ERR_CONFIG,
-                          "the latent shards %s do not record the clips they were made of (made by "
-                          "an ingot before they did): make them again (ingot preprocess latents) "
-                          "to use the caption features %s with them",
+                          "the latent shards %s were made of several clip datasets, or do not "
+                          "record the clips they were made of (made by an ingot before they did): "
+                          "caption features serve the latents of one clip dataset, made by ingot "
+                          "preprocess latents (features %s)",
                           clips_name, features_name);
     char made[1200] = "";
     for (size_t i = 0; i < m->n_sources && strlen(made) < sizeof made - 300; i++)

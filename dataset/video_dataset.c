@@ -78,7 +78,8 @@ struct ig_clip_dataset {
     ig_video_shard **shards; /* frame shards, or NULL entries in a dataset of latents */
     ig_latent_shard **lat;   /* latent shards (NULL: frames) */
     ig_clip_bucket *lat_buckets; /* latents: the bucket table in latent positions (owned) */
-    uint64_t source_key, source_clips; /* latents: the clips they were made of */
+    uint64_t source_key, source_clips; /* latents: the clips they were made of (0: unknown) */
+    int mixed_sources;                 /* latents made of several clip datasets */
     ig_shard **captions; /* [n] or NULL entries */
     ig_shard **texts;    /* [n] the caption texts, or NULL entries (shards made before them) */
     uint64_t *first;     /* [n + 1] global index of each shard's first clip */
@@ -182,8 +183,8 @@ static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err)
     return IG_OK;
 }
 
-/* A latent shard: its clips in latent positions, its captions beside it, the same VAE, buckets
- * and source clips as the first shard's. */
+/* A latent shard: its clips in latent positions, its captions beside it, the same VAE and buckets
+ * as the first shard's. */
 static ig_status add_latent(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
     size_t k = ds->n;
     ig_status st = grow(ds, 1, err);
@@ -208,11 +209,9 @@ static ig_status add_latent(ig_clip_dataset *ds, const char *prefix, ig_err *err
                           "%s holds the latents of another VAE than %s (%s, the first's %s): "
                           "latents of one dataset come from one VAE",
                           prefix, p0, m->vae.path, m0->vae.path);
+    /* latents of several clip datasets train together; caption features serve one */
     if (k > 0 && (m->clips_key != m0->clips_key || m->source_clips != m0->source_clips))
-        return ig_err_set(err, IG_ERR_INVALID_ARG,
-                          "%s was made of other clips than %s (%s, the first's %s): give the "
-                          "latent shards of one preprocess run",
-                          prefix, p0, m->clips_source, m0->clips_source);
+        ds->mixed_sources = 1;
     if ((st = open_beside(ds, prefix, m->captions, m->caption_documents, &ds->captions[k], err)) !=
         IG_OK)
         return st;
@@ -230,8 +229,8 @@ uint64_t ig_clip_key_next(uint64_t key, const ig_video_shard_meta *m) {
 /* the latents' bucket table: the pixel buckets over the VAE's downsampling */
 static ig_status latent_buckets(ig_clip_dataset *ds, ig_err *err) {
     const ig_latent_shard_meta *m0 = ig_latent_shard_meta_get(ds->lat[0]);
-    ds->source_key = m0->clips_key;
-    ds->source_clips = m0->source_clips;
+    ds->source_key = ds->mixed_sources ? 0 : m0->clips_key;
+    ds->source_clips = ds->mixed_sources ? 0 : m0->source_clips;
     ds->n_buckets = m0->n_buckets;
     if (!m0->n_buckets) return IG_OK;
     ds->lat_buckets = calloc(m0->n_buckets, sizeof *ds->lat_buckets);

@@ -147,6 +147,18 @@ check_rc "a DiT on them" 0 "$ING" train dit.yaml --set data.path=[lbk] --set tra
 expect "planned for the largest micro-batch and latent of the buckets (3 clips of 4x8x8, 2 of 4x8x32)" \
     "3 clips x 128 tokens per micro-batch (at most)" "$out"
 
+# latents of two clip datasets train together; caption features serve the latents of one
+"$ING" preprocess video --manifest "$SRC/data/video/manifest.csv" --output-prefix clips1 \
+    --frames 4 --stride 4 --size 16x16 --clips-per-video 1 --quiet >pre.log 2>&1 || die "clips1"
+"$ING" preprocess latents --clips clips1 --vae "$VAE" --output-prefix lat1 --quiet ||
+    die "latents of clips1"
+check_rc "latents of two clip datasets" 0 "$ING" train dit.yaml --set data.path=[lat,lat1] \
+    --set train.steps=1 --set optim.warmup=0 --set eval.every=0 --set train.run_dir=two --quiet
+run "caption features with latents of two clip datasets" 1 "$ING" train dit.yaml \
+    --set data.path=[lat,lat1] --set model.cond=caption --set model.caption_len=8 \
+    --set data.caption_features=lat.features --set train.run_dir=two-f
+expect "refused, saying why" "were made of several clip datasets" "$err"
+
 # ---- what is refused ----------------------------------------------------------------------------
 run "model.in_channels against the data's" 1 "$ING" train dit.yaml --set model.in_channels=3 \
     --set train.run_dir=ch3
