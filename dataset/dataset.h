@@ -577,8 +577,8 @@ ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *c
  * downsampling); ig_clip_dataset_read gives its posterior's moments, fp32 [F, h, w, 2C] (the C
  * means, then the C log-variances); its captions are the source clips'. Every shard must come
  * from the same VAE (and have the same bucket table). */
-ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx,
-                                   const char *const *prefixes, size_t n, ig_err *err);
+ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                                   size_t n, ig_err *err);
 void ig_clip_dataset_close(ig_clip_dataset *ds); /* NULL is a no-op */
 uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds);
 size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds);
@@ -679,7 +679,7 @@ typedef struct ig_latent_shard_meta {
     /* the source clips' identity (ig_clip_dataset_key) and count: a latent shard's clip g is
      * source clip g (its record's source_clip); 0 and 0 in shards made before they were kept */
     uint64_t clips_key, source_clips;
-    char output[256];        /* the preprocess output this shard belongs to */
+    char output[256]; /* the preprocess output this shard belongs to */
     char tool_version[32];
 } ig_latent_shard_meta;
 

@@ -75,14 +75,14 @@ static size_t shard_of(const ig_clip_dataset *ds, uint64_t g);
 
 struct ig_clip_dataset {
     ig_ctx *ctx;
-    ig_video_shard **shards; /* frame shards, or NULL entries in a dataset of latents */
-    ig_latent_shard **lat;   /* latent shards (NULL: frames) */
-    ig_clip_bucket *lat_buckets; /* latents: the bucket table in latent positions (owned) */
+    ig_video_shard **shards;           /* frame shards, or NULL entries in a dataset of latents */
+    ig_latent_shard **lat;             /* latent shards (NULL: frames) */
+    ig_clip_bucket *lat_buckets;       /* latents: the bucket table in latent positions (owned) */
     uint64_t source_key, source_clips; /* latents: the clips they were made of (0: unknown) */
     int mixed_sources;                 /* latents made of several clip datasets */
-    ig_shard **captions; /* [n] or NULL entries */
-    ig_shard **texts;    /* [n] the caption texts, or NULL entries (shards made before them) */
-    uint64_t *first;     /* [n + 1] global index of each shard's first clip */
+    ig_shard **captions;               /* [n] or NULL entries */
+    ig_shard **texts; /* [n] the caption texts, or NULL entries (shards made before them) */
+    uint64_t *first;  /* [n + 1] global index of each shard's first clip */
     size_t n;
     const ig_clip_bucket *buckets;
     size_t n_buckets;
@@ -301,8 +301,8 @@ ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *c
     return open_kind(out, ctx, prefixes, n, 0, err);
 }
 
-ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx,
-                                   const char *const *prefixes, size_t n, ig_err *err) {
+ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                                   size_t n, ig_err *err) {
     return open_kind(out, ctx, prefixes, n, 1, err);
 }
 
@@ -404,8 +404,7 @@ ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out,
                           ig_clip_dataset_clips(ds));
     size_t k = shard_of(ds, g);
     if (ds->lat)
-        return ig_latent_shard_read(ds->lat[k], g - ds->first[k], out, cap / sizeof(float), 0,
-                                    err);
+        return ig_latent_shard_read(ds->lat[k], g - ds->first[k], out, cap / sizeof(float), 0, err);
     return ig_video_shard_read(ds->shards[k], g - ds->first[k], out, cap, 0, err);
 }
 

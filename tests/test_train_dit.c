@@ -96,9 +96,9 @@ static void read_batch(fixture *f, const dit_case *c, golden_batch *g) {
         fail_msg("%s", err.msg);
     if (latent) { /* the latents set: a latent shard's values and the model's VAE's factors */
         g->moments = malloc(2 * n * sizeof *g->moments);
-        assert_int_equal(ig_st_tensor_to_f32(ig_st_file_find(g->expected, "moments"), g->moments,
-                                             2 * n, NULL),
-                         IG_OK);
+        assert_int_equal(
+            ig_st_tensor_to_f32(ig_st_file_find(g->expected, "moments"), g->moments, 2 * n, NULL),
+            IG_OK);
         g->scaling = vae.scaling_factor, g->shift = vae.shift_factor;
     } else {
         g->frames = (uint8_t *)igt_read(golden(igt_fmt("%s_clips.bin", c->name)), &len);
@@ -623,16 +623,11 @@ static void test_eval_noise_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_gradients),
-        cmocka_unit_test(test_golden_gradients_reference),
-        cmocka_unit_test(test_caption_goldens),
-        cmocka_unit_test(test_feature_goldens),
-        cmocka_unit_test(test_latent_goldens),
-        cmocka_unit_test(test_deterministic_threads),
-        cmocka_unit_test(test_predict_in_place),
-        cmocka_unit_test(test_draws_keyed),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_export_round_trip),
+        cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_golden_gradients_reference),
+        cmocka_unit_test(test_caption_goldens),  cmocka_unit_test(test_feature_goldens),
+        cmocka_unit_test(test_latent_goldens),   cmocka_unit_test(test_deterministic_threads),
+        cmocka_unit_test(test_predict_in_place), cmocka_unit_test(test_draws_keyed),
+        cmocka_unit_test(test_refusals),         cmocka_unit_test(test_export_round_trip),
         cmocka_unit_test(test_eval_noise_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

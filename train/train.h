@@ -416,8 +416,8 @@ ig_status ig_model_vae_decode(ig_model *m, const float *z, int N, int h, int w, 
  * from their latents x0 [N, h, w, C] (ig_model_vae_latent_shape) as x0 = scaling (z - shift) of
  * this VAE, z decoded as many frames a pass as the model was opened for, into rgb [N, H, W, 3]
  * RGB24 (the decoder's [-1, 1] to 0 .. 255, rounded and clamped). */
-ig_status ig_model_vae_decode_rgb(ig_model *m, const float *x0, int N, int H, int W,
-                                  double scaling, double shift, uint8_t *rgb, ig_err *err);
+ig_status ig_model_vae_decode_rgb(ig_model *m, const float *x0, int N, int H, int W, double scaling,
+                                  double shift, uint8_t *rgb, ig_err *err);
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */

@@ -954,8 +954,8 @@ int main(int argc, char **argv) {
     printf("%s training steps on the CPU backend, %d thread%s, recompute %s; each shape in a "
            "process of its own\n",
            o.arch == arch_of("llama") ? "A Llama of GPT-2 small's size"
-           : dit                   ? "A video DiT with DiT-S/2's blocks"
-                                   : "GPT-2 small",
+           : dit                      ? "A video DiT with DiT-S/2's blocks"
+                                      : "GPT-2 small",
            o.threads, o.threads > 1 ? "s" : "",
            o.recompute == RECOMPUTE_ALL ? "none, selective and full compared"
                                         : recompute_names[o.recompute]);

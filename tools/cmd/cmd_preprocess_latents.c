@@ -162,8 +162,7 @@ static void latent_spread(ig_comm *comm, const ig_latent_stats *st, const char *
     double mean = v[1] / v[0], var = v[2] / v[0] - mean * mean, sd = var > 0 ? sqrt(var) : 0;
     printf("%slatent means: mean %.4g, std %.4g over every clip: x0 = scaling_factor z has std "
            "%.3g with the VAE's %g%s",
-           who, mean, sd, st->vae.scaling_factor * sd, st->vae.scaling_factor,
-           sd > 0 ? "" : "\n");
+           who, mean, sd, st->vae.scaling_factor * sd, st->vae.scaling_factor, sd > 0 ? "" : "\n");
     if (sd > 0) printf("; %.3g would make it 1 (model.scaling_factor of the VAE)\n", 1.0 / sd);
 }
 

@@ -242,8 +242,8 @@ static ig_status open_vae(ig_ctx *ctx, ig_backend *be, const char *path, const s
         return ig_err_set(err, IG_ERR_INVALID_ARG, other, a->vae, path, why,
                           *lv->describe ? lv->describe : "unnamed");
     }
-    st = ig_model_open_weights(out, ctx, be, a->vae, 1, (int)(H * W), IG_WEIGHTS_DEFAULT, NULL,
-                               err);
+    st =
+        ig_model_open_weights(out, ctx, be, a->vae, 1, (int)(H * W), IG_WEIGHTS_DEFAULT, NULL, err);
     uint64_t id = 0;
     if (st == IG_OK) st = ig_model_params_xxh3(*out, &id, err);
     if (st == IG_OK && id != lv->weights_xxh3)

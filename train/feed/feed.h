@@ -70,7 +70,7 @@ typedef struct ig_feed_then {
  * stream only when train.steps x global_batch is the saved run's and what is left fits in the
  * index (a clip stream's order does not depend on it). What the user should hear (another global
  * batch) is written to said (cap bytes; "" when nothing). */
-ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
-                         int *rebuilt, char *said, size_t cap, ig_err *err);
+ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start, int *rebuilt,
+                         char *said, size_t cap, ig_err *err);
 
 #endif

@@ -1,9 +1,9 @@
 /* feed_clips.c - the feed's source of clip micro-batches (feed_internal.h): the bucketed clip
  * loader over frame shards, or latent shards of them (data.path lists their prefixes; a
  * micro-batch is train.micro_batch clips of one shape, or a bucket's batch; of latents, their
- * posterior's moments and the VAE they came from), with each clip's caption tokens when the model reads
- * captions - or, with data.caption_features, each clip's caption features from the feature shards
- * made of these clips (refused when they were made of others); what the shards say (their
+ * posterior's moments and the VAE they came from), with each clip's caption tokens when the model
+ * reads captions - or, with data.caption_features, each clip's caption features from the feature
+ * shards made of these clips (refused when they were made of others); what the shards say (their
  * captions' tokenizer or encoder, the shapes they come in). A clip stream does not depend on the
  * run's length: a checkpoint's stream is this one when its key is.
  */

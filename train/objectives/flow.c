@@ -117,10 +117,11 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
                           "frames given to a model of latents (%d channels): give the latent "
                           "shards of the clips",
                           C);
-    if (in->latents && !(in->latent_scale > 0 && isfinite(in->latent_scale) &&
-                         isfinite(in->latent_shift)))
-        return ig_err_set(err, IG_ERR_INVALID_ARG, "latents' scaling %g and shift %g: need > 0, finite",
-                          in->latent_scale, in->latent_shift);
+    if (in->latents &&
+        !(in->latent_scale > 0 && isfinite(in->latent_scale) && isfinite(in->latent_shift)))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "latents' scaling %g and shift %g: need > 0, finite", in->latent_scale,
+                          in->latent_shift);
     int B = in->B, Tk = fm->caption_len(c), null = fm->null_class(c);
     int D = fm->caption_features ? fm->caption_features(c, NULL) : 0;
     if (in->features && !D)

@@ -100,10 +100,10 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
     if (st == IG_OK && (!noise || !times || ig_st_tensor_ndim(noise) != 5 ||
                         ig_st_tensor_shape(noise)[4] != C || ig_st_tensor_ndim(times) != 1 ||
                         ig_st_tensor_shape(times)[0] != ig_st_tensor_shape(noise)[0]))
-        st = ig_err_set(err, IG_ERR_FORMAT,
-                        "%s: needs tensors noise [N, F, H, W, %llu] and t [N] (F32)%s",
-                        o->noise_file, (unsigned long long)C,
-                        C == 3 ? "" : " (the model's latent channels; F, H, W in latent positions)");
+        st = ig_err_set(
+            err, IG_ERR_FORMAT, "%s: needs tensors noise [N, F, H, W, %llu] and t [N] (F32)%s",
+            o->noise_file, (unsigned long long)C,
+            C == 3 ? "" : " (the model's latent channels; F, H, W in latent positions)");
     uint64_t N = 0, F = 0, H = 0, W = 0;
     if (st == IG_OK) {
         const uint64_t *sh = ig_st_tensor_shape(noise);
@@ -146,11 +146,10 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
     int32_t *caps = ig_alloc(ctx, (B * Tk > 0 ? B * Tk : 1) * sizeof(int32_t));
     int32_t *lens = ig_alloc(ctx, B * sizeof(int32_t));
     if (!caps || !lens) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    if (st == IG_OK &&
-        (!(all_noise = ig_alloc(ctx, (N * per > 0 ? N * per : 1) * sizeof(float))) ||
-         !(all_t = ig_alloc(ctx, (N ? N : 1) * sizeof(float))) ||
-         !(frames = ig_alloc(ctx, B * clip_bytes)) ||
-         !(labels = ig_alloc(ctx, B * sizeof(uint32_t)))))
+    if (st == IG_OK && (!(all_noise = ig_alloc(ctx, (N * per > 0 ? N * per : 1) * sizeof(float))) ||
+                        !(all_t = ig_alloc(ctx, (N ? N : 1) * sizeof(float))) ||
+                        !(frames = ig_alloc(ctx, B * clip_bytes)) ||
+                        !(labels = ig_alloc(ctx, B * sizeof(uint32_t)))))
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for %s", o->noise_file);
     if (st == IG_OK) st = ig_st_tensor_to_f32(noise, all_noise, N * per, err);
     if (st == IG_OK) st = ig_st_tensor_to_f32(times, all_t, N, err);
@@ -292,8 +291,8 @@ static double grid_time(int i, int steps, double s) {
 }
 
 /* The Euler steps from noise to clips: into rgb (RGB24) or values (x0 as the model makes it). */
-static ig_status sample_clips(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
-                              uint8_t *rgb, float *values, ig_err *err) {
+static ig_status sample_clips(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o, uint8_t *rgb,
+                              float *values, ig_err *err) {
     ig_status st = need_clips(m, err);
     if (st != IG_OK) return st;
     const ig_model_config *c = &m->cfg;

@@ -301,13 +301,13 @@ ig_status ig_model_vae_decode(ig_model *m, const float *z, int N, int h, int w, 
     return st == IG_OK ? ig_vae_model_of(m)->decode(m, z, N, h, w, out, err) : st;
 }
 
-ig_status ig_model_vae_decode_rgb(ig_model *m, const float *x0, int N, int H, int W,
-                                  double scaling, double shift, uint8_t *rgb, ig_err *err) {
+ig_status ig_model_vae_decode_rgb(ig_model *m, const float *x0, int N, int H, int W, double scaling,
+                                  double shift, uint8_t *rgb, ig_err *err) {
     ig_status st = need_vae(m, err);
     int h = 0, w = 0, C = 0;
     if (st == IG_OK && !(scaling > 0 && isfinite(scaling) && isfinite(shift)))
-        st = ig_err_set(err, IG_ERR_INVALID_ARG, "latents' scaling %g and shift %g: need > 0, finite",
-                        scaling, shift);
+        st = ig_err_set(err, IG_ERR_INVALID_ARG,
+                        "latents' scaling %g and shift %g: need > 0, finite", scaling, shift);
     if (st == IG_OK) st = ig_model_vae_latent_shape(&m->cfg, H, W, &h, &w, &C, err);
     const ig_vae_model *vm = ig_vae_model_of(m);
     if (st != IG_OK || N <= 0) return st;

@@ -731,12 +731,12 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
 static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
     const dit_shape d = dit_own(c);
     (void)eod;
-    json_t *o = json_pack("{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}",
-                          "model_type", "ingot-dit", "architectures", "DiT", "hidden_size",
-                          c->d_model, "depth", c->n_layer, "num_heads", c->n_head, "mlp_ratio", 4.0,
-                          "patch_size", patch_json(c), "in_channels", dit_channels(c), "cond", conds[d.cond],
-                          "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
-                          "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
+    json_t *o = json_pack(
+        "{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}", "model_type", "ingot-dit",
+        "architectures", "DiT", "hidden_size", c->d_model, "depth", c->n_layer, "num_heads",
+        c->n_head, "mlp_ratio", 4.0, "patch_size", patch_json(c), "in_channels", dit_channels(c),
+        "cond", conds[d.cond], "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
+        "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
     /* the tokens of the largest clip it was trained on (ingot sample warns past them) */
     if (o && c->seq_len > 1) json_object_set_new(o, "max_tokens", json_integer(c->seq_len));
     if (o) dit_vae_to_json(&d, o); /* a model of latents: the VAE that decodes them */

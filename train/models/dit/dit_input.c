@@ -154,9 +154,9 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
                             for (int k = 0; k < pa[2]; k++) {
                                 size_t f = (size_t)(ti * pa[0] + i), yy = (size_t)(hi * pa[1] + j),
                                        xx = (size_t)(wi * pa[2] + k);
-                                size_t px = (size_t)b * per +
-                                            ((f * (size_t)fb->H + yy) * (size_t)fb->W + xx) *
-                                                (size_t)V;
+                                size_t px =
+                                    (size_t)b * per +
+                                    ((f * (size_t)fb->H + yy) * (size_t)fb->W + xx) * (size_t)V;
                                 int q = (i * pa[1] + j) * pa[2] + k;
                                 for (int ch = 0; ch < V; ch++) {
                                     pt[((ch * pa[0] + i) * pa[1] + j) * pa[2] + k] =

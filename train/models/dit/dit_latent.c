@@ -41,8 +41,7 @@ ig_status dit_fit_values(dit_shape *d, const ig_data_facts *f, ig_err *err) {
                           "model.in_channels %d, and the data hold %d values a position (%s): set "
                           "model.in_channels %d, or 0 to take the data's",
                           d->in_channels, C,
-                          v ? "the latent channels of their VAE" : "RGB pixels of frame shards",
-                          C);
+                          v ? "the latent channels of their VAE" : "RGB pixels of frame shards", C);
     d->in_channels = C;
     if (!v) return IG_OK;
     d->vae_weights = v->weights_xxh3;
