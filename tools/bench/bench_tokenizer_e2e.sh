@@ -54,7 +54,7 @@ tiktoken_mbps() { # FILE ENCODING
 
 NODE_DIR=""
 if command -v node >/dev/null && command -v npm >/dev/null; then
-  NODE_DIR="$SRC/$B/bench-node"
+  case $B in /*) NODE_DIR="$B/bench-node" ;; *) NODE_DIR="$SRC/$B/bench-node" ;; esac
   if [ ! -d "$NODE_DIR/node_modules/tiktoken" ]; then
     npm install --silent --no-audit --no-fund --prefix "$NODE_DIR" tiktoken >/dev/null 2>&1 ||
       echo "bench: could not install the npm package tiktoken; no peer comparison"
