@@ -21,6 +21,9 @@
 #   make bench-vae   the VAE's encoder at SD's shape on 256x256 frames against PyTorch's
 #                    AutoencoderKL on the same weights and frames: frames/s, peak RSS; a training
 #                    step on 128x128 frames against torch's (VAE_THREADS)
+#   make bench-tokenizer  preprocess text end to end (1 and 2 workers; GPT-2, cl100k on a 51 MB mix,
+#                    o200k on the UDHR) against tiktoken's encode on the same documents, then the
+#                    tokenizer alone (TOK_RUNS: runs per figure, default 3)
 #   make fuzz        libFuzzer targets (clang), each for FUZZ_SECONDS
 #   make clean       remove build directories
 BUILD      ?= build
@@ -37,7 +40,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae bench-tokenizer fuzz clean format
 
 all: build
 
@@ -95,6 +98,9 @@ bench-vae: build
 
 bench-t5: build
 	@bash tools/bench/run.sh $(BUILD) t5
+
+bench-tokenizer: build
+	@bash tools/bench/run.sh $(BUILD) tokenizer
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_FUZZ=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv|t5|vae] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv|t5|vae|tokenizer] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
@@ -7,7 +7,8 @@
 # (bench_conv) and PyTorch's F.conv2d on the same shapes; with `t5`, the T5 encoder's captions/s
 # against PyTorch's T5 encoder (make bench-t5; T5_THREADS=2, T5_SHAPE=base|small).
 # With `vae`, the VAE's encoder at SD's shape (bench_vae) and PyTorch's AutoencoderKL on the
-# same weights and frames.
+# same weights and frames. With `tokenizer`, preprocess text end to end against tiktoken
+# (bench_tokenizer_e2e.sh; make bench-tokenizer) and the tokenizer alone (bench_tokenizer).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -328,6 +329,23 @@ if [ "${2:-}" = t5 ]; then
   exit 0
 fi
 
+# The tokenizer end to end against tiktoken (bench_tokenizer_e2e.sh: preprocess text at 1 and 2
+# workers on a 51 MB mix, GPT-2 and cl100k; o200k on the UDHR), then the tokenizer alone.
+bench_tokenizer_e2e() {
+  local data=${IG_SHARED_DATA:-$SRC/../shared/data}
+  echo "== the tokenizer end to end (preprocess text) against tiktoken, same documents, same run"
+  bash "$SRC/tools/bench/bench_tokenizer_e2e.sh" "$B" "$data"
+}
+
+if [ "${2:-}" = tokenizer ]; then
+  bench_tokenizer_e2e
+  echo
+  echo "== tokenizer throughput (single thread)"
+  data=${IG_SHARED_DATA:-$SRC/../shared/data}
+  [ -f "$data/README.md" ] && "$B/bench_tokenizer" "$data"
+  exit 0
+fi
+
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
 echo
@@ -357,6 +375,8 @@ export IG_SHARED_DATA=$DATA
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
+bench_tokenizer_e2e
+echo
 echo "== tokenizer throughput (single thread)"
 [ -x "$B/bench_tokenizer" ] && "$B/bench_tokenizer" "$DATA" | tee "$OUT/tok.txt"
 
