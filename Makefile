@@ -6,8 +6,9 @@
 #                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards) under TSan
 #   make quickstart  the main job on the bundled data in data/ (builds only build/ingot, without
 #                    the CUDA backend unless CUDA=1)
-#   make quickstart-video  the video path: clip shards of data/video/ and their captions' T5
-#                    features, a video DiT on labels and one on captions, sampled videos
+#   make quickstart-video  the latent video path: clip shards of data/video/ and their captions'
+#                    T5 features, a small VAE, latent shards, a video DiT on the latents by label
+#                    and one by caption, sampled videos decoded through the VAE
 #   make bench       benchmark programs (figures as ratios against references)
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)
@@ -20,6 +21,9 @@
 #   make bench-vae   the VAE's encoder at SD's shape on 256x256 frames against PyTorch's
 #                    AutoencoderKL on the same weights and frames: frames/s, peak RSS; a training
 #                    step on 128x128 frames against torch's (VAE_THREADS)
+#   make bench-tokenizer  preprocess text end to end (1 and 2 workers; GPT-2, cl100k on a 51 MB mix,
+#                    o200k on the UDHR) against tiktoken's encode on the same documents, then the
+#                    tokenizer alone (TOK_RUNS: runs per figure, default 3)
 #   make bench-video `preprocess video` writing 300-frame clips of 10 s 720p files against the
 #                    ffmpeg CLI writing the same bytes (one video; four with --workers 2); builds
 #                    only the ingot program
@@ -39,7 +43,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae bench-video fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae bench-tokenizer bench-video fuzz clean format
 
 all: build
 
@@ -97,6 +101,9 @@ bench-vae: build
 
 bench-t5: build
 	@bash tools/bench/run.sh $(BUILD) t5
+
+bench-tokenizer: build
+	@bash tools/bench/run.sh $(BUILD) tokenizer
 
 bench-video: IG_CUDA_NOW = $(CUDA_QUICK)
 bench-video: deps $(BUILD)/CMakeCache.txt

@@ -583,21 +583,47 @@ ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards
 
 /* The clips of several frame shards back to back (shard 0's first); a prefix with a list stands
  * for its shards. Every shard must have the same bucket table (or none). Read-only: safe to
- * share between threads. */
+ * share between threads. A latent shard is refused, saying so. */
 typedef struct ig_clip_dataset ig_clip_dataset;
+typedef struct ig_latent_vae ig_latent_vae; /* below, with latent shards */
 
 ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
                                size_t n, ig_err *err);
+/* Frame shards as above, or latent shards (all of one kind): the same clips in latent positions.
+ * Of latents, a clip's record (ig_clip_info) gives its latent [frames, h, w] as frames, height and
+ * width; the bucket table is in latent positions (the pixel buckets over the VAE's
+ * downsampling); ig_clip_dataset_read gives its posterior's moments, fp32 [F, h, w, 2C] (the C
+ * means, then the C log-variances); its captions are the source clips'. Every shard must come
+ * from the same VAE (and have the same bucket table). */
+ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                                   size_t n, ig_err *err);
 void ig_clip_dataset_close(ig_clip_dataset *ds); /* NULL is a no-op */
 uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds);
 size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds);
+/* Frame shard k (NULL in a dataset of latents). */
 const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k);
+const char *ig_clip_dataset_shard_prefix(const ig_clip_dataset *ds, size_t k);
+uint64_t ig_clip_dataset_shard_clips(const ig_clip_dataset *ds, size_t k);
+/* The VAE whose latents the dataset holds (NULL: frames). */
+const ig_latent_vae *ig_clip_dataset_vae(const ig_clip_dataset *ds);
+/* Values per position: 3 (RGB24 bytes) for frames, 2C (fp32) for latents; and the bytes
+ * ig_clip_dataset_read writes for a clip of that record shape. */
+uint32_t ig_clip_dataset_channels(const ig_clip_dataset *ds);
+uint64_t ig_clip_dataset_clip_bytes(const ig_clip_dataset *ds, uint32_t frames, uint32_t height,
+                                    uint32_t width);
+/* The clips the dataset's clips are (frames: itself; latents: the frame shards they were made
+ * of): their key (ig_clip_dataset_key; 0 when latent shards do not record it, or were made of
+ * several clip datasets) and count, and which of them clip g is. Caption features made of the
+ * source clips serve the latents. */
+uint64_t ig_clip_dataset_source_key(const ig_clip_dataset *ds);
+uint64_t ig_clip_dataset_source_clips(const ig_clip_dataset *ds);
+uint64_t ig_clip_dataset_source_clip(const ig_clip_dataset *ds, uint64_t g);
 /* Clip g (< clips): its record, and (each may be NULL) its shard and index in that shard. */
 ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t *shard,
                                   uint64_t *local);
 /* The bucket table shared by the shards (n may be 0). */
 const ig_clip_bucket *ig_clip_dataset_buckets(const ig_clip_dataset *ds, size_t *n);
-/* Reads clip g's frames into out[cap]. Thread-safe. */
+/* Reads clip g's frames (of latents: its moments, fp32) into out[cap] bytes. Thread-safe. */
 ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out, size_t cap,
                                ig_err *err);
 /* Clip g's caption token ids: writes up to cap ids to out, returns the caption's length (0
@@ -668,7 +694,10 @@ typedef struct ig_latent_shard_meta {
     char captions[256]; /* the caption shard's prefix relative to this one's directory, or "" */
     uint64_t caption_documents;
     char clips_source[1024]; /* the source clips' prefix, as given */
-    char output[256];        /* the preprocess output this shard belongs to */
+    /* the source clips' identity (ig_clip_dataset_key) and count: a latent shard's clip g is
+     * source clip g (its record's source_clip); 0 and 0 in shards made before they were kept */
+    uint64_t clips_key, source_clips;
+    char output[256]; /* the preprocess output this shard belongs to */
     char tool_version[32];
 } ig_latent_shard_meta;
 
@@ -885,9 +914,10 @@ const ig_feature_meta *ig_feature_dataset_meta(const ig_feature_dataset *ds);
 /* Clip g's tokens and values (as ig_feature_shard_clip, without the checksum). Thread-safe. */
 ig_status ig_feature_dataset_clip(const ig_feature_dataset *ds, uint64_t g, const void **values,
                                   uint32_t *len, ig_err *err);
-/* IG_OK when the features were made from the clips of clips (the same key and clip count), else
- * IG_ERR_CONFIG naming both by the names given (what the features were made from, and how to fix
- * it). */
+/* IG_OK when the features were made from the clips of clips (the same key and clip count; of a
+ * dataset of latents, the clips they were made of: read feature ig_clip_dataset_source_clip(g)
+ * for clip g), else IG_ERR_CONFIG naming both by the names given (what the features were made
+ * from, and how to fix it). */
 ig_status ig_feature_dataset_match(const ig_feature_dataset *ds, const ig_clip_dataset *clips,
                                    const char *features_name, const char *clips_name, ig_err *err);
 

@@ -336,8 +336,17 @@ ig_status ig_feature_dataset_clip(const ig_feature_dataset *ds, uint64_t g, cons
 ig_status ig_feature_dataset_match(const ig_feature_dataset *ds, const ig_clip_dataset *clips,
                                    const char *features_name, const char *clips_name, ig_err *err) {
     const ig_feature_meta *m = ig_feature_dataset_meta(ds);
-    if (m->clip_key == ig_clip_dataset_key(clips) && m->data_clips == ig_clip_dataset_clips(clips))
+    /* latents: the features of the clips they were made of (read by each one's source clip) */
+    if (m->clip_key == ig_clip_dataset_source_key(clips) &&
+        m->data_clips == ig_clip_dataset_source_clips(clips))
         return IG_OK;
+    if (ig_clip_dataset_vae(clips) && !ig_clip_dataset_source_key(clips))
+        return ig_err_set(err, IG_ERR_CONFIG,
+                          "the latent shards %s were made of several clip datasets, or do not "
+                          "record the clips they were made of (made by an ingot before they did): "
+                          "caption features serve the latents of one clip dataset, made by ingot "
+                          "preprocess latents (features %s)",
+                          clips_name, features_name);
     char made[1200] = "";
     for (size_t i = 0; i < m->n_sources && strlen(made) < sizeof made - 300; i++)
         snprintf(made + strlen(made), sizeof made - strlen(made), "%s%s", i ? ", " : "",
@@ -348,7 +357,7 @@ ig_status ig_feature_dataset_match(const ig_feature_dataset *ds, const ig_clip_d
                       " clips%s): make them from these clips (ingot preprocess captions --clips "
                       "%s ...), or give the clips they were made from",
                       features_name, clips_name, m->data_clips, made[0] ? made : "?", clips_name,
-                      ig_clip_dataset_clips(clips),
-                      m->data_clips == ig_clip_dataset_clips(clips) ? ", other frames" : "",
+                      ig_clip_dataset_source_clips(clips),
+                      m->data_clips == ig_clip_dataset_source_clips(clips) ? ", other frames" : "",
                       clips_name);
 }

@@ -51,6 +51,8 @@ ig_status ig_latent_shard_meta_write(const ig_latent_shard_meta *m, const char *
         bad |= json_object_set_new(o, "caption_documents",
                                    json_integer((json_int_t)m->caption_documents));
         bad |= json_object_set_new(o, "clips_source", json_string(m->clips_source));
+        bad |= json_object_set_new(o, "clips_key", ig_json_hex64(m->clips_key));
+        bad |= json_object_set_new(o, "source_clips", json_integer((json_int_t)m->source_clips));
         bad |= json_object_set_new(o, "buckets", bk);
         bk = NULL;
         bad |= json_object_set_new(o, "sources", src);
@@ -126,6 +128,11 @@ static ig_status from_json(ig_latent_shard_meta *m, json_t *o, const char *path,
                           path, m->channels, m->vae.latent_channels);
     if (strchr(m->captions, '/'))
         return ig_err_set(err, IG_ERR_FORMAT, "%s: captions must be a file-name prefix", path);
+    /* the source clips' key and count: absent from shards made before they were kept */
+    if (json_object_get(o, "clips_key") &&
+        ((st = ig_json_get_hex(o, path, "clips_key", &m->clips_key, err)) ||
+         (st = ig_json_get_u64(o, path, "source_clips", &m->source_clips, err))))
+        return st;
     if ((st = ig_json_get_output(o, path, m->output, sizeof m->output, err)) != IG_OK) return st;
     if ((st = ig_json_get_sources(o, path, &m->sources, &m->n_sources, err)) != IG_OK) return st;
     return ig_json_get_buckets(o, path, &m->buckets, &m->n_buckets, err);

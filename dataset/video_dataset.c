@@ -1,7 +1,8 @@
 /* video_dataset.c - frame shards as one collection: shard lists over several frame shards
  * (PREFIX.shards.json, "format": "ingot-video-shard-list", written by a multi-rank preprocess) and
  * the clip dataset that opens one or more prefixes as one run of clips, with their captions (their
- * tokens and their texts).
+ * tokens and their texts) - or, opened with ig_clip_dataset_open_any, latent shards (a VAE's
+ * posterior of such clips) as the same run of clips in latent positions.
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -70,12 +71,18 @@ ig_status ig_video_list_verify(ig_ctx *ctx, const char *prefix, size_t *n_shards
 
 /* ---- the clip dataset ------------------------------------------------------------------------ */
 
+static size_t shard_of(const ig_clip_dataset *ds, uint64_t g);
+
 struct ig_clip_dataset {
     ig_ctx *ctx;
-    ig_video_shard **shards;
-    ig_shard **captions; /* [n] or NULL entries */
-    ig_shard **texts;    /* [n] the caption texts, or NULL entries (shards made before them) */
-    uint64_t *first;     /* [n + 1] global index of each shard's first clip */
+    ig_video_shard **shards;           /* frame shards, or NULL entries in a dataset of latents */
+    ig_latent_shard **lat;             /* latent shards (NULL: frames) */
+    ig_clip_bucket *lat_buckets;       /* latents: the bucket table in latent positions (owned) */
+    uint64_t source_key, source_clips; /* latents: the clips they were made of (0: unknown) */
+    int mixed_sources;                 /* latents made of several clip datasets */
+    ig_shard **captions;               /* [n] or NULL entries */
+    ig_shard **texts; /* [n] the caption texts, or NULL entries (shards made before them) */
+    uint64_t *first;  /* [n + 1] global index of each shard's first clip */
     size_t n;
     const ig_clip_bucket *buckets;
     size_t n_buckets;
@@ -85,25 +92,28 @@ struct ig_clip_dataset {
 void ig_clip_dataset_close(ig_clip_dataset *ds) {
     if (!ds) return;
     for (size_t i = 0; i < ds->n; i++) {
-        ig_video_shard_close(ds->shards[i]);
+        if (ds->lat)
+            ig_latent_shard_close(ds->lat[i]);
+        else
+            ig_video_shard_close(ds->shards[i]);
         ig_shard_close(ds->captions[i]);
         ig_shard_close(ds->texts[i]);
     }
     free(ds->shards);
+    free(ds->lat);
+    free(ds->lat_buckets);
     free(ds->captions);
     free(ds->texts);
     free(ds->first);
     ig_free(ds->ctx, ds);
 }
 
-static int same_buckets(const ig_video_shard_meta *a, const ig_video_shard_meta *b) {
-    if (a->n_buckets != b->n_buckets) return 0;
-    for (size_t i = 0; i < a->n_buckets; i++)
-        if (strcmp(a->buckets[i].name, b->buckets[i].name) ||
-            a->buckets[i].frames != b->buckets[i].frames ||
-            a->buckets[i].height != b->buckets[i].height ||
-            a->buckets[i].width != b->buckets[i].width ||
-            a->buckets[i].batch_size != b->buckets[i].batch_size)
+static int same_buckets(const ig_clip_bucket *a, size_t na, const ig_clip_bucket *b, size_t nb) {
+    if (na != nb) return 0;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i].name, b[i].name) || a[i].frames != b[i].frames ||
+            a[i].height != b[i].height || a[i].width != b[i].width ||
+            a[i].batch_size != b[i].batch_size)
             return 0;
     return 1;
 }
@@ -125,27 +135,36 @@ static ig_status open_beside(ig_clip_dataset *ds, const char *prefix, const char
     return st;
 }
 
-static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
+/* room for shard k (every per-shard array, its entries NULL) */
+static ig_status grow(ig_clip_dataset *ds, int latent, ig_err *err) {
     size_t k = ds->n;
     ig_video_shard **ns = realloc(ds->shards, (k + 1) * sizeof *ns);
-    if (ns) ds->shards = ns;
+    if (ns) ds->shards = ns, ns[k] = NULL;
+    ig_latent_shard **nl = latent ? realloc(ds->lat, (k + 1) * sizeof *nl) : NULL;
+    if (nl) ds->lat = nl, nl[k] = NULL;
     ig_shard **nc = realloc(ds->captions, (k + 1) * sizeof *nc);
-    if (nc) ds->captions = nc;
+    if (nc) ds->captions = nc, nc[k] = NULL;
     ig_shard **nt = realloc(ds->texts, (k + 1) * sizeof *nt);
-    if (nt) ds->texts = nt;
+    if (nt) ds->texts = nt, nt[k] = NULL;
     uint64_t *nf = realloc(ds->first, (k + 2) * sizeof *nf);
     if (nf) ds->first = nf;
-    if (!ns || !nc || !nt || !nf) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ds->captions[k] = NULL;
-    ds->texts[k] = NULL;
-    ig_status st = ig_video_shard_open(&ds->shards[k], ds->ctx, prefix, err);
+    if (!ns || (latent && !nl) || !nc || !nt || !nf)
+        return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
+    size_t k = ds->n;
+    ig_status st = grow(ds, 0, err);
     if (st != IG_OK) return st;
+    if ((st = ig_video_shard_open(&ds->shards[k], ds->ctx, prefix, err)) != IG_OK) return st;
     ds->n++;
     const ig_video_shard_meta *m = ig_video_shard_meta_get(ds->shards[k]);
     if (!m)
         return ig_err_set(err, IG_ERR_NOT_FOUND,
                           "%s.json: missing (a clip dataset needs complete shards)", prefix);
-    if (k > 0 && !same_buckets(m, ig_video_shard_meta_get(ds->shards[0])))
+    const ig_video_shard_meta *m0 = ig_video_shard_meta_get(ds->shards[0]);
+    if (k > 0 && !same_buckets(m->buckets, m->n_buckets, m0->buckets, m0->n_buckets))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
                           "%s has another bucket table than %s: shards of one dataset must be made "
                           "with the same buckets",
@@ -164,15 +183,88 @@ static ig_status add_shard(ig_clip_dataset *ds, const char *prefix, ig_err *err)
     return IG_OK;
 }
 
+/* A latent shard: its clips in latent positions, its captions beside it, the same VAE and buckets
+ * as the first shard's. */
+static ig_status add_latent(ig_clip_dataset *ds, const char *prefix, ig_err *err) {
+    size_t k = ds->n;
+    ig_status st = grow(ds, 1, err);
+    if (st != IG_OK) return st;
+    if ((st = ig_latent_shard_open(&ds->lat[k], ds->ctx, prefix, err)) != IG_OK) return st;
+    ds->n++;
+    const ig_latent_shard_meta *m = ig_latent_shard_meta_get(ds->lat[k]);
+    if (!m)
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s.json: missing (a clip dataset needs complete shards)", prefix);
+    const ig_latent_shard_meta *m0 = ig_latent_shard_meta_get(ds->lat[0]);
+    const char *p0 = ig_latent_shard_prefix(ds->lat[0]);
+    if (k > 0 && !same_buckets(m->buckets, m->n_buckets, m0->buckets, m0->n_buckets))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s has another bucket table than %s: shards of one dataset must be made "
+                          "with the same buckets",
+                          prefix, p0);
+    if (k > 0 && (m->vae.weights_xxh3 != m0->vae.weights_xxh3 ||
+                  m->vae.scaling_factor != m0->vae.scaling_factor ||
+                  m->vae.shift_factor != m0->vae.shift_factor))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s holds the latents of another VAE than %s (%s, the first's %s): "
+                          "latents of one dataset come from one VAE",
+                          prefix, p0, m->vae.path, m0->vae.path);
+    /* latents of several clip datasets train together; caption features serve one */
+    if (k > 0 && (m->clips_key != m0->clips_key || m->source_clips != m0->source_clips))
+        ds->mixed_sources = 1;
+    if ((st = open_beside(ds, prefix, m->captions, m->caption_documents, &ds->captions[k], err)) !=
+        IG_OK)
+        return st;
+    ds->first[k + 1] = ds->first[k] + ig_latent_shard_clips(ds->lat[k]);
+    uint64_t in[4] = {ds->key, m->data_xxh3, m->index_xxh3, m->clips};
+    ds->key = ig_xxh3_64(in, sizeof in);
+    return IG_OK;
+}
+
 uint64_t ig_clip_key_next(uint64_t key, const ig_video_shard_meta *m) {
     uint64_t in[4] = {key, m->frames_xxh3, m->clips_xxh3, m->clips};
     return ig_xxh3_64(in, sizeof in);
 }
 
-ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
-                               size_t n, ig_err *err) {
+/* the latents' bucket table: the pixel buckets over the VAE's downsampling */
+static ig_status latent_buckets(ig_clip_dataset *ds, ig_err *err) {
+    const ig_latent_shard_meta *m0 = ig_latent_shard_meta_get(ds->lat[0]);
+    ds->source_key = ds->mixed_sources ? 0 : m0->clips_key;
+    ds->source_clips = ds->mixed_sources ? 0 : m0->source_clips;
+    ds->n_buckets = m0->n_buckets;
+    if (!m0->n_buckets) return IG_OK;
+    ds->lat_buckets = calloc(m0->n_buckets, sizeof *ds->lat_buckets);
+    if (!ds->lat_buckets) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    uint32_t f = m0->vae.downsample;
+    for (size_t i = 0; i < m0->n_buckets; i++) {
+        ds->lat_buckets[i] = m0->buckets[i];
+        ds->lat_buckets[i].height /= f;
+        ds->lat_buckets[i].width /= f;
+    }
+    ds->buckets = ds->lat_buckets;
+    return IG_OK;
+}
+
+static ig_status open_kind(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                           size_t n, int any, ig_err *err) {
     *out = NULL;
     if (n == 0) return ig_err_set(err, IG_ERR_INVALID_ARG, "no frame shards given");
+    int latent = ig_latent_shard_is(prefixes[0]);
+    for (size_t i = 0; i < n; i++) {
+        int l = ig_latent_shard_is(prefixes[i]);
+        if (l && !any)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "%s is a latent shard (a VAE's latents of clips): this wants "
+                              "frame shards (ingot preprocess video's output), such as the clips "
+                              "it was made of",
+                              prefixes[i]);
+        if (l != latent)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "%s is %s shard and %s %s: the clips of one dataset are all frames "
+                              "or all latents",
+                              prefixes[i], l ? "a latent" : "a frame", prefixes[0],
+                              latent ? "a latent one" : "a frame one");
+    }
     ig_clip_dataset *ds = ig_alloc(ctx, sizeof *ds);
     if (!ds) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     memset(ds, 0, sizeof *ds);
@@ -182,19 +274,36 @@ ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *c
     for (size_t i = 0; st == IG_OK && i < n; i++) {
         char **list = NULL;
         size_t cnt = 0;
-        st = ig_video_list_expand(prefixes[i], &list, &cnt, err);
-        for (size_t j = 0; st == IG_OK && j < cnt; j++) st = add_shard(ds, list[j], err);
+        st = latent ? ig_latent_list_expand(prefixes[i], &list, &cnt, err)
+                    : ig_video_list_expand(prefixes[i], &list, &cnt, err);
+        for (size_t j = 0; st == IG_OK && j < cnt; j++)
+            st = latent ? add_latent(ds, list[j], err) : add_shard(ds, list[j], err);
         ig_shard_list_free(list, cnt);
     }
+    if (st == IG_OK && latent) st = latent_buckets(ds, err);
     if (st != IG_OK) {
         ig_clip_dataset_close(ds);
         return st;
     }
-    const ig_video_shard_meta *m0 = ig_video_shard_meta_get(ds->shards[0]);
-    ds->buckets = m0->buckets;
-    ds->n_buckets = m0->n_buckets;
+    if (!latent) {
+        const ig_video_shard_meta *m0 = ig_video_shard_meta_get(ds->shards[0]);
+        ds->buckets = m0->buckets;
+        ds->n_buckets = m0->n_buckets;
+        ds->source_key = ds->key;
+        ds->source_clips = ds->first[ds->n];
+    }
     *out = ds;
     return IG_OK;
+}
+
+ig_status ig_clip_dataset_open(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                               size_t n, ig_err *err) {
+    return open_kind(out, ctx, prefixes, n, 0, err);
+}
+
+ig_status ig_clip_dataset_open_any(ig_clip_dataset **out, ig_ctx *ctx, const char *const *prefixes,
+                                   size_t n, ig_err *err) {
+    return open_kind(out, ctx, prefixes, n, 1, err);
 }
 
 uint64_t ig_clip_dataset_clips(const ig_clip_dataset *ds) {
@@ -205,6 +314,34 @@ size_t ig_clip_dataset_num_shards(const ig_clip_dataset *ds) {
 }
 const ig_video_shard *ig_clip_dataset_shard(const ig_clip_dataset *ds, size_t k) {
     return ds->shards[k];
+}
+const char *ig_clip_dataset_shard_prefix(const ig_clip_dataset *ds, size_t k) {
+    return ds->lat ? ig_latent_shard_prefix(ds->lat[k]) : ig_video_shard_prefix(ds->shards[k]);
+}
+uint64_t ig_clip_dataset_shard_clips(const ig_clip_dataset *ds, size_t k) {
+    return ds->first[k + 1] - ds->first[k];
+}
+const ig_latent_vae *ig_clip_dataset_vae(const ig_clip_dataset *ds) {
+    return ds->lat ? &ig_latent_shard_meta_get(ds->lat[0])->vae : NULL;
+}
+uint32_t ig_clip_dataset_channels(const ig_clip_dataset *ds) {
+    return ds->lat ? ig_latent_shard_channels(ds->lat[0]) : 3;
+}
+uint64_t ig_clip_dataset_clip_bytes(const ig_clip_dataset *ds, uint32_t frames, uint32_t height,
+                                    uint32_t width) {
+    uint64_t at = (uint64_t)frames * height * width * ig_clip_dataset_channels(ds);
+    return ds->lat ? at * sizeof(float) : at;
+}
+uint64_t ig_clip_dataset_source_key(const ig_clip_dataset *ds) {
+    return ds->source_key;
+}
+uint64_t ig_clip_dataset_source_clips(const ig_clip_dataset *ds) {
+    return ds->source_clips;
+}
+uint64_t ig_clip_dataset_source_clip(const ig_clip_dataset *ds, uint64_t g) {
+    if (!ds->lat) return g;
+    size_t k = shard_of(ds, g);
+    return ig_latent_shard_clip(ds->lat[k], g - ds->first[k]).source_clip;
 }
 uint64_t ig_clip_dataset_key(const ig_clip_dataset *ds) {
     return ds->key;
@@ -239,7 +376,24 @@ ig_clip_info ig_clip_dataset_info(const ig_clip_dataset *ds, uint64_t g, size_t 
     size_t k = shard_of(ds, g);
     if (shard) *shard = k;
     if (local) *local = g - ds->first[k];
-    return ig_video_shard_clip(ds->shards[k], g - ds->first[k]);
+    if (!ds->lat) return ig_video_shard_clip(ds->shards[k], g - ds->first[k]);
+    ig_latent_info l = ig_latent_shard_clip(ds->lat[k], g - ds->first[k]);
+    return (ig_clip_info){.offset = l.offset,
+                          .stored_bytes = l.stored_bytes,
+                          .frames = l.frames,
+                          .height = l.h,
+                          .width = l.w,
+                          .fps_num = l.fps_num,
+                          .fps_den = l.fps_den,
+                          .source = l.source,
+                          .caption = l.caption,
+                          .bucket = l.bucket,
+                          .label = l.label,
+                          .start_pts = l.start_pts,
+                          .tb_num = l.tb_num,
+                          .tb_den = l.tb_den,
+                          .first_frame = l.first_frame,
+                          .xxh3 = l.xxh3};
 }
 
 ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out, size_t cap,
@@ -249,6 +403,8 @@ ig_status ig_clip_dataset_read(const ig_clip_dataset *ds, uint64_t g, void *out,
                           "clip %" PRIu64 " is out of range (%" PRIu64 " clips)", g,
                           ig_clip_dataset_clips(ds));
     size_t k = shard_of(ds, g);
+    if (ds->lat)
+        return ig_latent_shard_read(ds->lat[k], g - ds->first[k], out, cap / sizeof(float), 0, err);
     return ig_video_shard_read(ds->shards[k], g - ds->first[k], out, cap, 0, err);
 }
 
@@ -277,6 +433,12 @@ ig_status ig_clip_dataset_text(const ig_clip_dataset *ds, uint64_t g, const char
     size_t k;
     ig_clip_info c = ig_clip_dataset_info(ds, g, &k, NULL);
     const ig_shard *ts = ds->texts[k];
+    if (!ts && ds->lat)
+        return ig_err_set(err, IG_ERR_NOT_FOUND,
+                          "%s is a latent shard: its captions' text is in the frame shards it was "
+                          "made of (%s)",
+                          ig_latent_shard_prefix(ds->lat[k]),
+                          ig_latent_shard_meta_get(ds->lat[k])->clips_source);
     if (!ts)
         return ig_err_set(err, IG_ERR_NOT_FOUND,
                           "%s keeps no caption text (made by an ingot before frame shards kept "

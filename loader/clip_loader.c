@@ -1,10 +1,10 @@
-/* clip_loader.c - the clip loader (loader.h): frame shards as micro-batches of one shape each,
- * Open-Sora's VariableVideoBatchSampler over ingot's infinite loader.
+/* clip_loader.c - the clip loader (loader.h): frame (or latent) shards as micro-batches of one
+ * shape each, Open-Sora's VariableVideoBatchSampler over ingot's infinite loader.
  *
  * The loader's stream is made of micro-batches ("units"): unit i of epoch b is a group's
  * micro-batch, and a sample of the stream is that whole micro-batch, written by get_bytes as a
  * small header (group, clips, shape), the clip ids, their labels and caption documents, and the
- * clips' frames. The loader's prefetch
+ * clips' frames (or latents' moments). The loader's prefetch
  * threads read the clips; its proxy sampler deals units to ranks; its state (consumed samples)
  * counts units, so resuming, also at another dp, is exact.
  */
@@ -100,7 +100,7 @@ static ig_status block_get(void *self, uint64_t i, void *out, ig_err *err) {
     uint8_t *o = out;
     uint32_t hdr[8] = {g->bucket, g->batch, g->frames, g->height, g->width, b->group_of[i], 0, 0};
     memcpy(o, hdr, sizeof hdr);
-    size_t clip = (size_t)g->frames * g->height * g->width * 3;
+    size_t clip = (size_t)ig_clip_dataset_clip_bytes(cs->o.dataset, g->frames, g->height, g->width);
     for (uint32_t k = 0; k < g->batch; k++) {
         uint64_t id = b->order[b->first[i] + k];
         ig_clip_info c = ig_clip_dataset_info(cs->o.dataset, id, NULL, NULL);
@@ -248,7 +248,8 @@ static ig_status build_groups(clip_stream *cs, ig_err *err) {
     cs->frames_at = (cs->captions_at + 4 * (size_t)most + 63) / 64 * 64;
     for (size_t k = 0; k < cs->n_groups; k++) {
         const group *g = &cs->g[k];
-        size_t bytes = cs->frames_at + (size_t)g->batch * g->frames * g->height * g->width * 3;
+        size_t bytes = cs->frames_at + (size_t)g->batch * (size_t)ig_clip_dataset_clip_bytes(
+                                                              ds, g->frames, g->height, g->width);
         if (bytes > cs->unit_bytes) cs->unit_bytes = bytes;
     }
     return IG_OK;
@@ -304,7 +305,10 @@ ig_status ig_clip_loader_next(ig_clip_loader *l, ig_clip_batch *out, ig_err *err
     const uint8_t *row = b.data;
     uint32_t hdr[8];
     memcpy(hdr, row, sizeof hdr);
-    *out = (ig_clip_batch){.frames = row + l->cs.frames_at,
+    int latent = ig_clip_dataset_vae(l->cs.o.dataset) != NULL;
+    *out = (ig_clip_batch){.frames = latent ? NULL : row + l->cs.frames_at,
+                           .latents = latent ? (const float *)(row + l->cs.frames_at) : NULL,
+                           .channels = ig_clip_dataset_channels(l->cs.o.dataset),
                            .clips = (const uint64_t *)(row + HEADER_BYTES),
                            .labels = (const uint32_t *)(row + l->cs.labels_at),
                            .captions = (const uint32_t *)(row + l->cs.captions_at),

@@ -251,7 +251,13 @@ ig_clip_loader_opts ig_clip_loader_opts_default(void);
  * numbers the caption shard of the clip's own frame shard (ig_clip_dataset_caption(ds,
  * clips[k]) reads its tokens). */
 typedef struct ig_clip_batch {
-    const uint8_t *frames;    /* [n][frames_per_clip][height][width][3] RGB24, 64-byte aligned */
+    const uint8_t *frames; /* [n][frames_per_clip][height][width][3] RGB24, 64-byte aligned
+                              (NULL: latents) */
+    /* or, over latent shards (ig_clip_dataset_open_any), the posterior's moments
+     * [n][frames_per_clip][height][width][channels] fp32 (the C means, then the C log-variances;
+     * height and width in latent positions), 64-byte aligned */
+    const float *latents;
+    uint32_t channels;        /* values per position: 3 (RGB), or 2C (latents) */
     const uint64_t *clips;    /* [n] the clips' indices in the dataset */
     const uint32_t *labels;   /* [n] each clip's label (IG_CLIP_NONE without) */
     const uint32_t *captions; /* [n] each clip's caption document, or IG_CLIP_NONE */

@@ -169,6 +169,8 @@ static ig_status write_shard(lpipe *p, ig_err *err) {
     }
     snprintf(p->meta.output, sizeof p->meta.output, "%s", base_name(o->output_prefix));
     snprintf(p->meta.clips_source, sizeof p->meta.clips_source, "%s", o->clips);
+    p->meta.clips_key = ig_clip_dataset_key(p->ds);
+    p->meta.source_clips = ig_clip_dataset_clips(p->ds);
     ig_progress *bar = NULL;
     if (s == IG_OK && o->progress) {
         ig_progress_opts po = ig_progress_opts_default();
@@ -237,6 +239,11 @@ static ig_status write_shard(lpipe *p, ig_err *err) {
         if (s == IG_OK && cw.w) s = caption_of(p, &cw, g, shard, c.caption, &li.caption, err);
         if (s == IG_OK) s = ig_latent_shard_writer_add(w, &li, fr, mom, err);
         if (s != IG_OK) break;
+        for (size_t e = 0; e < nm; e++) /* the means: the first C of each position's 2C */
+            if (e % wo.channels < wo.channels / 2) {
+                double x = mom[e];
+                p->st->means++, p->st->mean_sum += x, p->st->mean_sq += x * x;
+            }
         p->st->clips++;
         p->st->frames += c.frames;
         p->st->bytes += (uint64_t)nm * (wo.dtype == IG_LATENT_F32 ? 4 : 2);

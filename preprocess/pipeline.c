@@ -6,7 +6,8 @@
  *                   the unit;
  *   worker threads  parse (JSON, UTF-8) and tokenize whole batches, in any order;
  *   writer (caller) takes batches back unit by unit, each in its numbered order, drops duplicates
- *                   and bad records, and appends documents to the shard writers.
+ *                   and bad records, and appends documents to the shard writers; while the batch
+ *                   it needs is not done, it tokenizes waiting batches itself, as a worker.
  * One reader decompresses and splits lines at about 1 GB/s, enough for some 15 workers; several
  * readers read several files, or ranges of one file, at once. A reader's errors travel with its
  * records (as the unit's last record), so the writer meets them in input order whatever the
@@ -690,11 +691,49 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
     return st;
 }
 
+/* Called with p->mu held by the writer when its next batch is not done: tokenizes the first
+ * batch waiting for a worker, if any, on the writer's thread (its encoder made on first use).
+ * Returns 0 if there was none, else 1 (p->mu is held again; the pipeline may have stopped on a
+ * failure, which the caller checks before waiting). So the calling thread
+ * tokenizes too: with --threads 2 (a reader and a worker) two threads tokenize, not one, while
+ * the reader and the writer's own work take a few percent of a core. */
+static int writer_helps(pipeline *p, ig_encoder **enc) {
+    batch *b = p->stop ? NULL : p->todo_head;
+    if (!b) return 0;
+    ig_err err = {0};
+    ig_status st = IG_OK;
+    if (!*enc) {
+        pthread_mutex_unlock(&p->mu);
+        st = ig_encoder_create(enc, p->o->tokenizer, &err);
+        pthread_mutex_lock(&p->mu);
+        if (st != IG_OK) {
+            fail_locked(p, st, &err);
+            return 1; /* the caller sees p->stop */
+        }
+        if (!(b = p->stop ? NULL : p->todo_head)) return 1; /* taken meanwhile */
+    }
+    p->todo_head = b->next;
+    if (!p->todo_head) p->todo_tail = NULL;
+    pthread_mutex_unlock(&p->mu);
+    st = tokenize_batch(p, *enc, b, &err);
+    pthread_mutex_lock(&p->mu);
+    if (st != IG_OK) {
+        fail_locked(p, st, &err);
+        b->next = p->free_list; /* freed with the pool */
+        p->free_list = b;
+    } else {
+        b->next = p->done;
+        p->done = b;
+    }
+    return 1;
+}
+
 static ig_status run_writer(pipeline *p, ig_err *err) {
     size_t tok_pos[IG_MAX_JSON_KEYS];
     uint64_t next = 0, line_base = 0;
     size_t u = 0;
     double t0 = ig_now(), last = 0;
+    ig_encoder *enc = NULL; /* the writer's, when it tokenizes a batch itself */
     for (;;) {
         pthread_mutex_lock(&p->mu);
         batch *b = NULL;
@@ -715,7 +754,7 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
                 pthread_cond_broadcast(&p->cv_free); /* its reader may take the reserve */
                 continue;
             }
-            pthread_cond_wait(&p->cv_done, &p->mu);
+            if (!writer_helps(p, &enc)) pthread_cond_wait(&p->cv_done, &p->mu);
         }
         int cut = b && b->file == p->cut_file;
         pthread_mutex_unlock(&p->mu);
@@ -724,9 +763,13 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
         ig_status st = cut ? IG_OK : write_batch(p, b, line_base, tok_pos, err);
         show_progress(p, cut ? 0 : b->bytes_in, t0, &last, 0);
         give_free(p, b);
-        if (st != IG_OK) return st;
+        if (st != IG_OK) {
+            ig_encoder_free(enc);
+            return st;
+        }
         next++;
     }
+    ig_encoder_free(enc);
     show_progress(p, 0, t0, &last, 1);
     pthread_mutex_lock(&p->mu);
     ig_status st = p->fail;

@@ -668,6 +668,9 @@ typedef struct ig_latent_opts {
 typedef struct ig_latent_stats {
     uint64_t clips, frames; /* this rank's */
     uint64_t bytes;         /* latent data written */
+    /* the posterior means this rank wrote (as stored): their count, sum and sum of squares - a
+     * latent model's scaling_factor makes x0 = scaling z about unit-variance */
+    double means, mean_sum, mean_sq;
     double seconds;
     ig_latent_vae vae;
     char **shard_prefixes; /* shards written (owned; ig_latent_stats_clear) */

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "tokenizer_internal.h"
 
@@ -148,7 +151,29 @@ static inline size_t run_of(const uint8_t *cls, const uint8_t *s, size_t i, size
     return i;
 }
 
+/* The end of the run of ASCII letters [A-Za-z] from i, 16 bytes a step (SSE2) while 16 remain:
+ * one compare and no branch per byte where the byte loop mispredicts at every word's end. Bytes
+ * >= 0x80 end it too (the general loop takes them on). */
+static inline size_t ascii_letters(const uint8_t *s, size_t i, size_t n) {
+#if defined(__SSE2__)
+    const __m128i case_bit = _mm_set1_epi8(0x20), before_a = _mm_set1_epi8('a' - 1),
+                  after_z = _mm_set1_epi8('z' + 1);
+    while (i + 16 <= n) {
+        __m128i v = _mm_or_si128(_mm_loadu_si128((const __m128i *)(s + i)), case_bit);
+        /* signed compares: bytes >= 0x80 are negative, so never letters */
+        __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(v, before_a), _mm_cmplt_epi8(v, after_z));
+        unsigned not_letter = ~(unsigned)_mm_movemask_epi8(letter) & 0xFFFFu;
+        if (not_letter) return i + (size_t)__builtin_ctz(not_letter);
+        i += 16;
+    }
+#endif
+    while (i < n && (uint8_t)((s[i] | 0x20) - 'a') < 26) i++;
+    return i;
+}
+
 static inline size_t run_letters(const uint8_t *cls, const uint8_t *s, size_t i, size_t n) {
+    i = ascii_letters(s, i, n);
+    if (i == n || s[i] < 0x80) return i;
     return run_of(cls, s, i, n, IG_CL_L, 1);
 }
 

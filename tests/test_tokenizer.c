@@ -48,7 +48,9 @@ static uint32_t *read_ids(const char *path, int width, size_t *n) {
     return ids;
 }
 
-/* Encodes every document of jsonl, appends the end-of-text id, compares with ref; decodes back. */
+/* Encodes every document of jsonl, appends the end-of-text id, compares with ref; decodes back.
+ * Twice with the same encoder: the second pass takes most pieces from the encoder's caches
+ * (filled by the first), which must give the same ids as computing them. */
 static void check_corpus(ig_tokenizer *tok, const char *jsonl, const char *ref, int width) {
     size_t n_ref, jlen;
     uint32_t *want = read_ids(ref, width, &n_ref);
@@ -61,40 +63,41 @@ static void check_corpus(ig_tokenizer *tok, const char *jsonl, const char *ref, 
     size_t blen = 0, bcap = 0, pos = 0, doc = 0, bad = 0;
     int32_t eod = ig_tokenizer_eod(tok);
     assert_true(eod >= 0);
-    for (char *line = data; line < data + jlen; doc++) {
-        char *nl = memchr(line, '\n', (size_t)(data + jlen - line));
-        size_t ll = nl ? (size_t)(nl - line) : (size_t)(data + jlen - line);
-        json_error_t je;
-        json_t *j = json_loadb(line, ll, JSON_ALLOW_NUL, &je);
-        if (!j) fail_msg("%s:%zu: %s", jsonl, doc + 1, je.text);
-        json_t *text = json_object_get(j, "text");
-        const char *s = json_string_value(text);
-        size_t slen = json_string_length(text);
-        out.n = 0;
-        assert_int_equal(ig_encoder_encode(enc, s, slen, 0, &out, &err), IG_OK);
-        assert_int_equal(ig_tokens_push(&out, eod), IG_OK);
-        size_t k = 0;
-        while (k < out.n && pos + k < n_ref && (uint32_t)out.ids[k] == want[pos + k]) k++;
-        if (k != out.n && bad++ < 3) {
-            print_message("%s: %s doc %zu: id %zu of %zu differs: got %d, want %u\n",
-                          ig_tokenizer_name(tok), jsonl, doc, k, out.n, k < out.n ? out.ids[k] : -1,
-                          pos + k < n_ref ? want[pos + k] : 0);
+    for (int pass = 0; pass < 2; pass++, pos = 0, doc = 0)
+        for (char *line = data; line < data + jlen; doc++) {
+            char *nl = memchr(line, '\n', (size_t)(data + jlen - line));
+            size_t ll = nl ? (size_t)(nl - line) : (size_t)(data + jlen - line);
+            json_error_t je;
+            json_t *j = json_loadb(line, ll, JSON_ALLOW_NUL, &je);
+            if (!j) fail_msg("%s:%zu: %s", jsonl, doc + 1, je.text);
+            json_t *text = json_object_get(j, "text");
+            const char *s = json_string_value(text);
+            size_t slen = json_string_length(text);
+            out.n = 0;
+            assert_int_equal(ig_encoder_encode(enc, s, slen, 0, &out, &err), IG_OK);
+            assert_int_equal(ig_tokens_push(&out, eod), IG_OK);
+            size_t k = 0;
+            while (k < out.n && pos + k < n_ref && (uint32_t)out.ids[k] == want[pos + k]) k++;
+            if (k != out.n && bad++ < 3) {
+                print_message("%s: %s doc %zu: id %zu of %zu differs: got %d, want %u\n",
+                              ig_tokenizer_name(tok), jsonl, doc, k, out.n,
+                              k < out.n ? out.ids[k] : -1, pos + k < n_ref ? want[pos + k] : 0);
+            }
+            /* resynchronise on the reference's end of document so later docs are still checked */
+            size_t e = pos;
+            while (e < n_ref && want[e] != (uint32_t)eod) e++;
+            pos = e + 1;
+            blen = 0;
+            assert_int_equal(ig_tokenizer_decode(tok, out.ids, out.n - 1, &buf, &blen, &bcap, &err),
+                             IG_OK);
+            if (blen != slen || (slen && memcmp(buf, s, slen) != 0)) {
+                print_message("%s doc %zu: decode(encode(x)) != x\n", jsonl, doc);
+                bad++;
+            }
+            json_decref(j);
+            line = nl ? nl + 1 : data + jlen;
+            if (line == data + jlen) assert_int_equal(pos, n_ref);
         }
-        /* resynchronise on the reference's end of document so later docs are still checked */
-        size_t e = pos;
-        while (e < n_ref && want[e] != (uint32_t)eod) e++;
-        pos = e + 1;
-        blen = 0;
-        assert_int_equal(ig_tokenizer_decode(tok, out.ids, out.n - 1, &buf, &blen, &bcap, &err),
-                         IG_OK);
-        if (blen != slen || (slen && memcmp(buf, s, slen) != 0)) {
-            print_message("%s doc %zu: decode(encode(x)) != x\n", jsonl, doc);
-            bad++;
-        }
-        json_decref(j);
-        line = nl ? nl + 1 : data + jlen;
-    }
-    assert_int_equal(pos, n_ref);
     if (bad)
         fail_msg("%s with %s: %zu documents differ from %s", jsonl, ig_tokenizer_name(tok), bad,
                  ref);
@@ -319,6 +322,105 @@ static void test_odd_bytes_and_long_pieces(void **state) {
     ig_tokenizer_free(t);
 }
 
+/* Text of random fragments that stress the pre-tokenizer and the encoder's caches: runs of one
+ * character, digits, white space of every kind, invalid UTF-8, emoji, mixed scripts, NULs (a
+ * short piece is keyed by its bytes zero-padded: "ab" and "ab\0" must differ), contractions. */
+static size_t adversarial_text(char *buf, size_t cap, uint64_t *x) {
+#define F(lit)                                                                                     \
+    { lit, sizeof lit - 1 }
+    static const struct {
+        const char *s;
+        size_t n;
+    } frag[] = {F("a"),
+                F("ab"),
+                F("ab\0"),
+                F("\0"),
+                F(" "),
+                F("  "),
+                F("\t"),
+                F("\r\n"),
+                F("\n\n"),
+                F("\xc2\xa0"),
+                F("\xe3\x80\x80"),
+                F("'s"),
+                F("'S"),
+                F("'ll"),
+                F("\xc5\xbf"),
+                F("1"),
+                F("12"),
+                F("123"),
+                F("1234567"),
+                F("\xd9\xa3"),
+                F(" the"),
+                F("The"),
+                F("\xff"),
+                F("\xc3"),
+                F("\xe2\x82"),
+                F("\xed\xa0\x80"),
+                F("\xf4\x90\x80\x80"),
+                F("\xf0\x9f\x98\x8d"),
+                F("\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x92\xbb"),
+                F("\xf0\x9f\x87\xab\xf0\x9f\x87\xb7"),
+                F("\xd0\xbf\xd1\x80\xd0\xb8"),
+                F("\xe4\xb8\xad\xe6\x96\x87"),
+                F("\xe0\xb8\x81\xe0\xb8\xb2"),
+                F("\xd8\xa7\xd9\x84"),
+                F("x\xcc\x81"),
+                F("HTTPServer"),
+                F("/"),
+                F("//"),
+                F("{"),
+                F("};"),
+                F("->"),
+                F("..."),
+                F("==")};
+#undef F
+    size_t n = 0;
+    while (n + 64 < cap) {
+        *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+        const char *f = frag[*x % (sizeof frag / sizeof frag[0])].s;
+        size_t fl = frag[*x % (sizeof frag / sizeof frag[0])].n;
+        size_t rep = (*x >> 32) % 16 == 0 ? 1 + (*x >> 40) % 40 : 1; /* sometimes a long run */
+        for (size_t r = 0; r < rep && n + fl < cap; r++, n += fl) memcpy(buf + n, f, fl);
+    }
+    return n;
+}
+
+/* The encoder's caches give what computing the ids gives: an encoder that has first seen a lot
+ * of other text (its caches full of pieces, some in the slots the text's pieces map to) and a
+ * fresh one agree on every text, for the three encodings; and the ids decode back. */
+static void test_caches_match_computing(void **state) {
+    (void)state;
+    const char *td = igt_fmt("%s/tests/data/tokenizer", igt_source_dir());
+    char paths[2][1024];
+    snprintf(paths[0], sizeof paths[0], "%s/data/gpt2/tokenizer.json", igt_source_dir());
+    snprintf(paths[1], sizeof paths[1], "%s/cl100k_base.tiktoken", td);
+    static char buf[1 << 16], primer[1 << 20];
+    for (int k = 0; k < 2; k++) {
+        ig_tokenizer *t = load(paths[k], NULL);
+        ig_encoder *warm = NULL;
+        ig_err err = {0};
+        assert_int_equal(ig_encoder_create(&warm, t, &err), IG_OK);
+        uint64_t x = 0x9E3779B97F4A7C15ull;
+        ig_tokens a = {0}, b = {0};
+        size_t pn = adversarial_text(primer, sizeof primer, &x);
+        assert_int_equal(ig_encoder_encode(warm, primer, pn, 0, &a, &err), IG_OK);
+        for (int round = 0; round < 20; round++) {
+            size_t n = adversarial_text(buf, (size_t)(round * 3217 % (sizeof buf - 100)) + 100, &x);
+            a.n = 0;
+            assert_int_equal(ig_encoder_encode(warm, buf, n, 0, &a, &err), IG_OK);
+            encode(t, buf, n, 0, &b);
+            assert_int_equal(a.n, b.n);
+            assert_memory_equal(a.ids, b.ids, a.n * sizeof a.ids[0]);
+            roundtrip(t, buf, n);
+        }
+        ig_tokens_free(&a);
+        ig_tokens_free(&b);
+        ig_encoder_free(warm);
+        ig_tokenizer_free(t);
+    }
+}
+
 /* ---- bad tokenizer files ---- */
 
 static void write_str(const char *path, const char *s) {
@@ -490,12 +592,19 @@ static void test_huge_token_id(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bundled_gpt2),     cmocka_unit_test(test_bundled_cl100k),
-        cmocka_unit_test(test_special_tokens),   cmocka_unit_test(test_odd_bytes_and_long_pieces),
-        cmocka_unit_test(test_bad_files),        cmocka_unit_test(test_huge_token_id),
-        cmocka_unit_test(test_shared_gpt2_json), cmocka_unit_test(test_shared_gpt2_vocab_merges),
-        cmocka_unit_test(test_shared_r50k),      cmocka_unit_test(test_shared_cl100k),
-        cmocka_unit_test(test_shared_o200k),     cmocka_unit_test(test_shared_whole_file),
+        cmocka_unit_test(test_bundled_gpt2),
+        cmocka_unit_test(test_bundled_cl100k),
+        cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_odd_bytes_and_long_pieces),
+        cmocka_unit_test(test_caches_match_computing),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_huge_token_id),
+        cmocka_unit_test(test_shared_gpt2_json),
+        cmocka_unit_test(test_shared_gpt2_vocab_merges),
+        cmocka_unit_test(test_shared_r50k),
+        cmocka_unit_test(test_shared_cl100k),
+        cmocka_unit_test(test_shared_o200k),
+        cmocka_unit_test(test_shared_whole_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

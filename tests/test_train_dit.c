@@ -28,8 +28,9 @@ typedef struct dit_case {
 static const dit_case cases[] = {{"a", 2, 4, 8, 8}, {"b", 3, 2, 4, 12}};
 enum { MAX_B = 3, MAX_T = 32 };
 
-/* the golden set: dit/ (class-conditional), dit_caption/ (a cross-attention to captions) or
- * dit_features/ (to caption features through PixArt's caption embedder) */
+/* the golden set: dit/ (class-conditional), dit_caption/ (a cross-attention to captions),
+ * dit_features/ (to caption features through PixArt's caption embedder) or dit_latents/ (the class
+ * model on a VAE's latents: 4 channels, x0 = scaling (mean - shift)) */
 static const char *golden_dir = "dit";
 
 static const char *golden(const char *name) {
@@ -76,6 +77,8 @@ typedef struct golden_batch {
     int caption;                              /* the caption set */
     int32_t captions[MAX_B * 6], lens[MAX_B]; /* its caption tokens (6 slots) and lengths */
     float *features;                          /* the features set: [B, 6, 12] (lengths 0: null) */
+    float *moments; /* the latents set: [B, F, H, W, 8] the means, then the log-variances */
+    double scaling, shift;
     ig_st_file *expected;
     double loss;
 } golden_batch;
@@ -84,12 +87,23 @@ static void read_batch(fixture *f, const dit_case *c, golden_batch *g) {
     memset(g, 0, sizeof *g);
     g->c = c;
     ig_err err = {0};
-    size_t len = 0, n = (size_t)c->B * c->F * c->H * c->W * 3;
-    g->frames = (uint8_t *)igt_read(golden(igt_fmt("%s_clips.bin", c->name)), &len);
-    assert_int_equal(len, n);
+    ig_latent_vae vae;
+    int latent = ig_model_latents(ig_model_shape(f->m), &vae),
+        C = ig_model_clip_channels(ig_model_shape(f->m));
+    size_t len = 0, n = (size_t)c->B * c->F * c->H * c->W * (size_t)C;
     if (ig_st_file_open(&g->expected, f->ctx, golden(igt_fmt("%s_expected.safetensors", c->name)),
                         &err) != IG_OK)
         fail_msg("%s", err.msg);
+    if (latent) { /* the latents set: a latent shard's values and the model's VAE's factors */
+        g->moments = malloc(2 * n * sizeof *g->moments);
+        assert_int_equal(
+            ig_st_tensor_to_f32(ig_st_file_find(g->expected, "moments"), g->moments, 2 * n, NULL),
+            IG_OK);
+        g->scaling = vae.scaling_factor, g->shift = vae.shift_factor;
+    } else {
+        g->frames = (uint8_t *)igt_read(golden(igt_fmt("%s_clips.bin", c->name)), &len);
+        assert_int_equal(len, n);
+    }
     g->noise = malloc(n * sizeof *g->noise);
     assert_int_equal(ig_st_tensor_to_f32(ig_st_file_find(g->expected, "noise"), g->noise, n, NULL),
                      IG_OK);
@@ -128,11 +142,16 @@ static void free_batch(golden_batch *g) {
     free(g->frames);
     free(g->noise);
     free(g->features);
+    free(g->moments);
     ig_st_file_free(g->expected);
 }
 
 static ig_clip_input input_of(const golden_batch *g) {
     return (ig_clip_input){.frames = g->frames,
+                           .latents = g->moments,
+                           .latent_scale = g->scaling,
+                           .latent_shift = g->shift,
+                           .latent_mean = 1, /* the posterior's mean, as eval and --noise */
                            .B = g->c->B,
                            .F = g->c->F,
                            .H = g->c->H,
@@ -218,6 +237,74 @@ static void test_caption_goldens(void **state) {
     check_goldens(0);
     check_goldens(1);
     golden_dir = "dit";
+}
+
+/* The latents model (the class model on 4-channel latents, x0 = 0.18215 (mean - 0.1) of the
+ * latent shard's means): the same, fast and reference kernels. Training draws z from the
+ * posterior instead: mean + exp(logvar / 2) eps', eps' the keyed normal of ("ingot flow latent",
+ * seed, micro-batch, sample) - the same loss, bit for bit, as the mean path given those z as means
+ * (with log-variances whose exp(logvar / 2) is zero); another micro-batch draws other z; the
+ * frames of a pixel model are refused, and so are latents given to one. */
+static void test_latent_goldens(void **state) {
+    (void)state;
+    golden_dir = "dit_latents";
+    check_goldens(0);
+    check_goldens(1);
+    fixture f;
+    open_model(&f, 2, 0);
+    golden_batch g;
+    read_batch(&f, &cases[0], &g);
+    ig_clip_input in = input_of(&g);
+    in.latent_mean = 0, in.seed = 77, in.key = 5;
+    ig_err err = {0};
+    double drawn = 0, again = 0, other = 0, mean = 0, given = 0;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &drawn, &err), IG_OK);
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &again, &err), IG_OK);
+    assert_true(drawn == again); /* keyed: the same micro-batch draws the same */
+    in.key = 6;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &other, &err), IG_OK);
+    assert_true(other != drawn);
+    in.key = 5, in.latent_mean = 1;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &mean, &err), IG_OK);
+    assert_true(mean != drawn);
+    /* the draw, made here: each sample's eps' keyed by (seed, key, b) */
+    const dit_case *c = g.c;
+    size_t per = (size_t)c->F * c->H * c->W * 4;
+    float *z = malloc(2 * per * (size_t)c->B * sizeof *z), *eps = malloc(per * sizeof *eps);
+    for (int b = 0; b < c->B; b++) {
+        uint64_t k[3] = {77, 5, (uint64_t)b};
+        ig_rng_fill_normal(f.ctx, ig_rng_key_make(ig_xxh3_64(k, sizeof k), "ingot flow latent"), 0,
+                           per, 0.0f, 1.0f, eps);
+        for (size_t e = 0; e < per; e++) {
+            const float *mom = g.moments + ((size_t)b * per + e / 4 * 4) * 2;
+            float *out = z + ((size_t)b * per + e / 4 * 4) * 2;
+            out[e % 4] = mom[e % 4] + expf(0.5f * mom[4 + e % 4]) * eps[e];
+            out[4 + e % 4] = -1000.0f; /* exp(-500) is 0 in float */
+        }
+    }
+    in.latents = z;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &given, &err), IG_OK);
+    assert_true(given == drawn);
+    /* what a model of latents is given: latents, not frames */
+    uint8_t frames[2 * 4 * 8 * 8 * 4] = {0};
+    in.latents = NULL, in.frames = frames;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &given, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "frames given to a model of latents"));
+    in.frames = NULL, in.latents = g.moments, in.latent_scale = 0;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &given, &err), IG_ERR_INVALID_ARG);
+    free(z);
+    free(eps);
+    free_batch(&g);
+    close_model(&f);
+    golden_dir = "dit";
+    open_model(&f, 2, 0);
+    read_batch(&f, &cases[0], &g);
+    in = input_of(&g);
+    in.frames = NULL, in.latents = g.noise, in.latent_scale = 1;
+    assert_int_equal(ig_model_clips_loss(f.m, &in, 0.0f, &given, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "latents given to a model of pixels"));
+    free_batch(&g);
+    close_model(&f);
 }
 
 /* The features model (PixArt's caption embedder of [6, 12] features, lengths 0 .. 6, a null
@@ -536,15 +623,11 @@ static void test_eval_noise_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_gradients),
-        cmocka_unit_test(test_golden_gradients_reference),
-        cmocka_unit_test(test_caption_goldens),
-        cmocka_unit_test(test_feature_goldens),
-        cmocka_unit_test(test_deterministic_threads),
-        cmocka_unit_test(test_predict_in_place),
-        cmocka_unit_test(test_draws_keyed),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_export_round_trip),
+        cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_golden_gradients_reference),
+        cmocka_unit_test(test_caption_goldens),  cmocka_unit_test(test_feature_goldens),
+        cmocka_unit_test(test_latent_goldens),   cmocka_unit_test(test_deterministic_threads),
+        cmocka_unit_test(test_predict_in_place), cmocka_unit_test(test_draws_keyed),
+        cmocka_unit_test(test_refusals),         cmocka_unit_test(test_export_round_trip),
         cmocka_unit_test(test_eval_noise_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,7 +35,7 @@ extern "C" {
  * indexes it. */
 extern const char *const ig_model_archs[];
 
-enum { IG_MODEL_OWN_BYTES = 256 };
+enum { IG_MODEL_OWN_BYTES = 512 };
 
 /* A model's shape: the fields every family has, then the family's own configuration (its model.*
  * keys: model.n_kv_heads, model.patch, ...), which only the family reads; bind a configuration
@@ -298,6 +298,9 @@ ig_status ig_model_write(ig_model *m, ig_model_buffer which, const float *in, ig
 /* IG_OK when every parameter the model holds is finite; else IG_ERR_FORMAT naming the first
  * tensor that holds a NaN or an infinity (one pass over the parameters). */
 ig_status ig_model_check_finite(ig_model *m, ig_err *err);
+/* The identity of its weights: xxh3 of every parameter as fp32, in the model's order (the same
+ * weights give the same identity whether they came from a checkpoint or an export). */
+ig_status ig_model_params_xxh3(ig_model *m, uint64_t *xxh3, ig_err *err);
 
 /* One micro-batch of a language model: tokens [B, T + 1] in host memory (inputs are [:, :T],
  * targets [:, 1:]). Forward computes the mean loss over the counted positions (all, or with
@@ -322,7 +325,14 @@ ig_status ig_model_forward_backward(ig_model *m, const int32_t *tokens, int B, i
  * given, or drawn: sample b's from (seed, key, b) with a counter-based generator (t logit-normal,
  * shifted), so every layout and every resume draws the same. */
 typedef struct ig_clip_input {
-    const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt) */
+    const uint8_t *frames; /* [B, F, H, W, 3] RGB24 (NULL with xt or latents) */
+    /* or a model of latents (ig_model_latents): the clips' posterior moments [B, F, H, W, 2C]
+     * (latent shards' values: the C means, then the C log-variances; F, H, W in latent
+     * positions). x0 = latent_scale (z - latent_shift), z = mean + exp(logvar / 2) eps' with eps'
+     * drawn from (seed, key, b), or z = mean with latent_mean (validation, evaluation) */
+    const float *latents;
+    double latent_scale, latent_shift;
+    int latent_mean;
     int B, F, H, W;
     const uint32_t *labels; /* [B] class ids (a class-conditional model); IG_CLIP_NONE or the
                                number of classes is the null class, a larger label an error; NULL:
@@ -337,9 +347,9 @@ typedef struct ig_clip_input {
     const float *features;
     int drop_labels;    /* each label (caption) becomes the null one with the model's dropout
                            probability while training, drawn from (seed, key, b) */
-    const float *noise; /* [B, F, H, W, 3] eps, or NULL: drawn */
+    const float *noise; /* [B, F, H, W, C] eps (C: 3, or a model of latents' C), or NULL: drawn */
     const float *t;     /* [B] times in [0, 1], or NULL: drawn */
-    const float *xt;    /* sampling: x_t itself [B, F, H, W, 3] (no frames, noise, loss) */
+    const float *xt;    /* sampling: x_t itself [B, F, H, W, C] (no frames, noise, loss) */
     uint64_t seed, key; /* the draws' keys */
     double shift;       /* of the drawn times (1: none) */
 } ig_clip_input;
@@ -402,6 +412,12 @@ ig_status ig_model_vae_encode(ig_model *m, const uint8_t *frames, int N, int H, 
  * not clamped). */
 ig_status ig_model_vae_decode(ig_model *m, const float *z, int N, int h, int w, float *out,
                               ig_err *err);
+/* A latent diffusion model's output to video: N frames (of one clip or many) of H x W pixels
+ * from their latents x0 [N, h, w, C] (ig_model_vae_latent_shape) as x0 = scaling (z - shift) of
+ * this VAE, z decoded as many frames a pass as the model was opened for, into rgb [N, H, W, 3]
+ * RGB24 (the decoder's [-1, 1] to 0 .. 255, rounded and clamped). */
+ig_status ig_model_vae_decode_rgb(ig_model *m, const float *x0, int N, int H, int W, double scaling,
+                                  double shift, uint8_t *rgb, ig_err *err);
 
 ig_status ig_model_zero_grads(ig_model *m, ig_err *err);
 /* The global gradient norm (sqrt of the sum of squares over every gradient). */
@@ -761,8 +777,20 @@ typedef struct ig_video_sample_opts {
 } ig_video_sample_opts;
 
 ig_video_sample_opts ig_video_sample_opts_default(void);
+/* A model of pixels' videos; a model of latents is refused (it needs its VAE's decoder). */
 ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
                                 uint8_t *out, ig_err *err);
+/* The same steps, x0 as the model makes it: out [num, F, H, W, C] fp32 (a model of latents: F, H,
+ * W in latent positions, x0 = scaling (z - shift) of its VAE: ig_model_latents). */
+ig_status ig_model_sample_values(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
+                                 float *out, ig_err *err);
+
+/* The values of a clip's position a diffusion model reads (3 of RGB pixels; a VAE's latent
+ * channels) and whether it was trained on a VAE's latents, with that VAE (vae may be NULL: its
+ * identity, scaling and shift factors, downsampling and line; path empty). 0 and 0 for other
+ * models. */
+int ig_model_clip_channels(const ig_model_config *c);
+int ig_model_latents(const ig_model_config *c, ig_latent_vae *vae);
 
 typedef struct ig_sample_opts {
     int max_tokens;    /* tokens to generate */

@@ -42,6 +42,8 @@ check_rc "preprocess latents" 0 "$ING" preprocess latents --clips clips --vae "$
     --output-prefix lat --threads 2
 expect "the memory is stated first" "memory: " "$err"
 expect "it says what it did" "encoded 4 clips, 16 frames" "$out"
+expect "and the latents' spread, for the VAE's scaling_factor" "latent means: mean " "$out"
+expect "with the factor that makes x0 unit-variance" " would make it 1 (model.scaling_factor of the VAE)" "$out"
 check "no marker left" test ! -e lat.incomplete
 check_rc "verify" 0 "$ING" verify lat
 expect "verify names it" "ok (latent shard, 1 shard, 4 clips, 16 frames)" "$out"

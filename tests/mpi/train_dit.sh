@@ -8,7 +8,9 @@
 # with caption conditioning (a cross-attention to the clips' captions) under tp2 pp2 dp2, tp2 + sp
 # dp2 and tp2 x Ulysses sp2 x dp2 with ZeRO-1; and with caption features (a frozen T5's, through
 # PixArt's caption embedder) under dp2 ZeRO-3, tp2 pp2 dp2, tp2 + sp dp2 ZeRO-1 and tp2 x Ulysses
-# sp2 x dp2 ZeRO-2, and one process's checkpoint resumed under tp2 dp2. A checkpoint
+# sp2 x dp2 ZeRO-2, and one process's checkpoint resumed under tp2 dp2; and on a VAE's latents
+# (latent shards: each clip's latent drawn from its posterior) under dp4 ZeRO-3 and tp2 x
+# Ulysses sp2. A checkpoint
 # saved at tp2 pp2 dp2 resumes under Ulysses with ZeRO-2 on the uninterrupted curve; validation
 # under tp2 pp2 gives one process's validation losses; --comm-stats counts Ulysses' all-to-alls
 # as the analytical bytes; the EMA under ZeRO-2 over 2 x 2 ranks is a quarter of one process's;
@@ -185,5 +187,26 @@ parallel: {sp_mode: ulysses, sp_size: 2}
 EOF
 run "ulysses for a language model" 1 mpi 2 "$ING" train gpt.yaml --threads 1
 expect "says why" "parallel.sp_mode ulysses is built for model.arch dit" "$out$err"
+
+# ---- latents: the DiT on a VAE's latents (its draws from the posterior keyed per clip) ------------
+# (the golden VAE's latents of the clips: 4 frames of 8x8 x 4 channels, patch 2x2x2: 32 tokens)
+"$ING" preprocess latents --clips clips --vae "$SRC/tests/data/golden/vae/a" --output-prefix lat \
+    --quiet >lat.log 2>&1 || die "preprocess latents ($(tail -c 300 lat.log))"
+LAT=(--set data.path=[lat] --set model.patch=[2,2,2] --set train.steps=10)
+"${TRAIN[@]}" "${LAT[@]}" --set train.run_dir=lref >lref.log 2>&1 ||
+    fail "latents: the single-process run ($(tail -c 300 lref.log))"
+expect "latents: the model line" "on 4-channel latents of a VAE" "$(cat lref.log)"
+for l in "4 ldp4zero3 parallel.zero=3" \
+    "4 ltp2usp2 parallel.tp=2 parallel.sp_mode=ulysses parallel.sp_size=2"; do
+    read -r np name sets <<<"$l"
+    args=()
+    for s in $sets; do args+=(--set "$s"); done
+    mpi "$np" "${TRAIN[@]}" "${LAT[@]}" --set train.run_dir="$name" "${args[@]}" >"$name.log" 2>&1
+    check "latents $name: trains (log: $(tail -c 300 "$name.log"))" test $? -eq 0
+    d=$(maxrel lref "$name")
+    check "latents $name: the losses are the single process's within 1e-5 (max $d)" close "$d"
+    check_rc "latents $name: the weights too" 0 "$ING" ckpt diff lref "$name" --tolerance 1e-5 \
+        --weights raw
+done
 
 ig_end

@@ -4,8 +4,9 @@
  * 2048, an untied output layer), trained on micro-batches of random valid tokens; or with --arch
  * dit a video DiT with DiT-S/2's blocks (12 of width 384, 6 heads; patch 1x2x2, 1000 classes)
  * trained on micro-batches of random clips (--shape BxFxHxW; rectified flow, drawn noise and
- * times, label dropout), as tools/bench/train_peer_dit.py trains PyTorch's; with every
- * figure a ratio against a reference measured in the same run (DESIGN 7):
+ * times, label dropout; with --latents C on a VAE's latents of C channels instead, each clip's
+ * latent drawn from its posterior each step), as tools/bench/train_peer_dit.py trains PyTorch's;
+ * with every figure a ratio against a reference measured in the same run (DESIGN 7):
  *   - the step (zero gradients, forward + backward, gradient norm, AdamW with clipping, the
  *     hyperparameters of configs/gpt2-small.yaml at a constant learning rate): median time of
  *     several steps after warm-up ones, its phases, tokens/s, model FLOP/s
@@ -33,7 +34,7 @@
  *
  *   bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | BxFxHxW]... [--steps 5]
  *               [--warmup 2] [--replays 3] [--no-breakdown] [--no-scaling]
- *               [--recompute none|selective|full|all]
+ *               [--recompute none|selective|full|all] [--latents C]
  *
  * Ends with one machine-readable line "train_summary k=v ..." (tools/bench/run.sh reads it to print
  * the ratios to PyTorch's and llm.c's steps).
@@ -386,8 +387,38 @@ typedef struct bench_dims {
     int kv_heads, ffn, patch[3], caption;
 } bench_dims;
 
+/* --latents C: the DiT on a VAE's latents of C channels (0: pixels) */
+static int g_latents;
+
+/* DiT-S/2 on latents: its shape as an export's config.json says it (in_channels and the VAE it
+ * was trained on, a made-up identity), read from a scratch directory. */
+static ig_model_config latent_dit_shape(int T) {
+    char dir[] = "/tmp/bench_train_dit_XXXXXX";
+    if (!mkdtemp(dir)) die("mkdtemp", NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) die("config.json", NULL);
+    fprintf(f,
+            "{\"model_type\": \"ingot-dit\", \"hidden_size\": 384, \"depth\": 12, "
+            "\"num_heads\": 6, \"patch_size\": [1, 2, 2], \"in_channels\": %d, \"num_classes\": "
+            "1000, \"class_dropout_prob\": 0.1, \"max_tokens\": %d, \"vae\": {\"describe\": "
+            "\"bench\", \"weights_xxh3\": \"0123456789abcdef\", \"latent_channels\": %d, "
+            "\"downsample\": 8, \"scaling_factor\": 0.18215, \"shift_factor\": 0}}\n",
+            g_latents, T > 0 ? T : 1, g_latents);
+    fclose(f);
+    ig_model_config c;
+    int32_t eod;
+    ig_err err = {0};
+    ig_status st = ig_hf_read_config(NULL, dir, &c, &eod, &err);
+    unlink(path);
+    rmdir(dir);
+    if (st != IG_OK) die("the latent DiT's config", &err);
+    return c;
+}
+
 /* The model of the benchmark: GPT-2 small, a Llama of its width and depth, or DiT-S/2's blocks
- * (a 1 x 2 x 2 patch, ImageNet's classes). */
+ * (a 1 x 2 x 2 patch, ImageNet's classes; on pixels, or with --latents on latents). */
 static ig_model_config bench_shape(int arch, int T, bench_dims *d) {
     ig_model_config c;
     ig_err err = {0};
@@ -406,6 +437,7 @@ static ig_model_config bench_shape(int arch, int T, bench_dims *d) {
                  "cond: class, num_classes: 1000, class_dropout: 0.1",
                  T > 0 ? T : 1);
         text = dit;
+        if (g_latents) return latent_dit_shape(T);
     }
     if (ig_model_config_parse(&c, text, &err) != IG_OK) die("model", &err);
     return c;
@@ -460,7 +492,7 @@ static int hand_acts(const ig_model_config *c, const bench_dims *d, int B, int T
         out->i32 = 3 * N;
     } else if (IS(c->arch, "dit")) {
         if (d->caption) return 0;
-        double P = 3.0 * d->patch[0] * d->patch[1] * d->patch[2];
+        double P = (g_latents ? g_latents : 3.0) * d->patch[0] * d->patch[1] * d->patch[2];
         /* per token: h1 C, qkv 3C, attention's output C, attproj C, res2 C, h2 C, fc1 4C, gelu
          * 4C, fc2 C, res3 C = 18C; per clip: the modulation 6C; fp32: two LayerNorms' mean and
          * rstd, lse */
@@ -589,6 +621,7 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
 typedef struct bench_input {
     int32_t *tokens;
     uint8_t *frames;
+    float *moments; /* --latents: [B, F, H, W, 2C] the posterior's means and log-variances */
     uint32_t labels[MAX_SHAPES * 64];
     ig_clip_input clips;
 } bench_input;
@@ -610,7 +643,20 @@ static batch make_batch(const bench_opts *o, int i_shape, const ig_model_config 
             in->tokens[i] = (int32_t)((s >> 33) % (uint64_t)mc->vocab_size);
     }
     for (int b = 0; b < B; b++) in->labels[b] = (uint32_t)((b * 7919) % 1000);
-    in->clips = (ig_clip_input){.frames = in->frames,
+    in->moments = NULL;
+    if (dit && g_latents) { /* means of a latent's scale, log-variances near -8 */
+        size_t nm = (size_t)B * (size_t)o->F[i_shape] * o->H[i_shape] * o->W[i_shape] *
+                    (size_t)(2 * g_latents);
+        if (!(in->moments = malloc(nm * sizeof *in->moments))) die("out of memory", NULL);
+        for (size_t i = 0; i < nm; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)(s >> 40) / (float)(1 << 24) - 0.5f;
+            in->moments[i] = (i / (size_t)g_latents) % 2 ? u - 8.0f : 10.0f * u;
+        }
+    }
+    in->clips = (ig_clip_input){.frames = in->moments ? NULL : in->frames,
+                                .latents = in->moments,
+                                .latent_scale = 0.18215,
                                 .B = B,
                                 .F = o->F[i_shape],
                                 .H = o->H[i_shape],
@@ -625,6 +671,7 @@ static batch make_batch(const bench_opts *o, int i_shape, const ig_model_config 
 static void free_input(bench_input *in) {
     free(in->tokens);
     free(in->frames);
+    free(in->moments);
 }
 
 /* --recompute all: the three modes on the same micro-batches, each its own model built from the
@@ -837,7 +884,7 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape) {
 static void usage(void) {
     fprintf(stderr, "usage: bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | "
                     "BxFxHxW]... [--steps 5] [--warmup 2] [--replays 3] [--no-breakdown] "
-                    "[--no-scaling] [--recompute none|selective|full|all]\n");
+                    "[--no-scaling] [--recompute none|selective|full|all] [--latents C]\n");
     exit(2);
 }
 
@@ -868,6 +915,8 @@ int main(int argc, char **argv) {
             o.breakdown = 0;
         else if (!strcmp(a, "--no-scaling"))
             o.scaling = 0;
+        else if (!strcmp(a, "--latents") && i + 1 < argc)
+            g_latents = atoi(argv[++i]);
         else if (!strcmp(a, "--shape") && i + 1 < argc && o.n_shapes < MAX_SHAPES) {
             int k = o.n_shapes,
                 got = sscanf(argv[++i], "%dx%dx%dx%d", &o.B[k], &o.T[k], &o.H[k], &o.W[k]);
@@ -905,8 +954,8 @@ int main(int argc, char **argv) {
     printf("%s training steps on the CPU backend, %d thread%s, recompute %s; each shape in a "
            "process of its own\n",
            o.arch == arch_of("llama") ? "A Llama of GPT-2 small's size"
-           : dit                   ? "A video DiT with DiT-S/2's blocks"
-                                   : "GPT-2 small",
+           : dit                      ? "A video DiT with DiT-S/2's blocks"
+                                      : "GPT-2 small",
            o.threads, o.threads > 1 ? "s" : "",
            o.recompute == RECOMPUTE_ALL ? "none, selective and full compared"
                                         : recompute_names[o.recompute]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv|t5|vae|video] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [train|cuda|conv|t5|vae|tokenizer|video] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
@@ -7,9 +7,11 @@
 # (bench_conv) and PyTorch's F.conv2d on the same shapes; with `t5`, the T5 encoder's captions/s
 # against PyTorch's T5 encoder (make bench-t5; T5_THREADS=2, T5_SHAPE=base|small).
 # With `vae`, the VAE's encoder at SD's shape (bench_vae) and PyTorch's AutoencoderKL on the
-# same weights and frames. With `video`, only `preprocess video` writing 300-frame clips of
-# 10 s 720p H.264 files against the ffmpeg CLI writing the same bytes (bench_video_clips:
-# VIDEO_FILES=4 for the run over several videos).
+# same weights and frames. With `tokenizer`, preprocess text end to end against tiktoken
+# (bench_tokenizer_e2e.sh; make bench-tokenizer) and the tokenizer alone (bench_tokenizer).
+# With `video`, only `preprocess video` writing 300-frame clips of 10 s 720p H.264 files
+# against the ffmpeg CLI writing the same bytes (bench_video_clips: VIDEO_FILES=4 for the run
+# over several videos; make bench-video).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -128,6 +130,29 @@ bench_train() {
     echo
     ratio "PyTorch (DiT)" "$d16" 2x8x16x16 1.5
     ratio "PyTorch (DiT)" "$d32" 1x8x32x32 1.5
+  fi
+
+  # the same DiT on a VAE's latents (4 channels, each clip's latent drawn from its posterior every
+  # step): 8 frames of 16x16 and of 32x32 latents (128x128 and 256x256 videos through SD's VAE)
+  out=$(mktemp)
+  echo
+  echo "== the DiT on 4-channel latents (DiT-S/2's blocks), training step (CPU backend), $th threads"
+  "$B/bench_train" "$th" --arch dit --latents 4 --no-scaling --no-breakdown | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  if [ -n "$torch64" ]; then
+    local l16 l32
+    echo
+    echo "== PyTorch: the same DiT on latents, shapes and threads (its GEMMs in OpenBLAS)"
+    l16=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 2 --frames 8 \
+      --size 16x16 --latents 4 | grep '^train_peer_dit')
+    echo "$l16"
+    l32=$("$py" "$SRC/tools/bench/train_peer_dit.py" --threads "$th" --batch 1 --frames 8 \
+      --size 32x32 --latents 4 --steps 3 --warmup 1 | grep '^train_peer_dit')
+    echo "$l32"
+    echo
+    ratio "PyTorch (DiT on latents)" "$l16" 2x8x16x16 1.5
+    ratio "PyTorch (DiT on latents)" "$l32" 1x8x32x32 1.5
   fi
   return 0
 }
@@ -398,6 +423,23 @@ if [ "${2:-}" = video ]; then
   exit 0
 fi
 
+# The tokenizer end to end against tiktoken (bench_tokenizer_e2e.sh: preprocess text at 1 and 2
+# workers on a 51 MB mix, GPT-2 and cl100k; o200k on the UDHR), then the tokenizer alone.
+bench_tokenizer_e2e() {
+  local data=${IG_SHARED_DATA:-$SRC/../shared/data}
+  echo "== the tokenizer end to end (preprocess text) against tiktoken, same documents, same run"
+  bash "$SRC/tools/bench/bench_tokenizer_e2e.sh" "$B" "$data"
+}
+
+if [ "${2:-}" = tokenizer ]; then
+  bench_tokenizer_e2e
+  echo
+  echo "== tokenizer throughput (single thread)"
+  data=${IG_SHARED_DATA:-$SRC/../shared/data}
+  [ -f "$data/README.md" ] && "$B/bench_tokenizer" "$data"
+  exit 0
+fi
+
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
 echo
@@ -430,6 +472,8 @@ export IG_SHARED_DATA=$DATA
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
+bench_tokenizer_e2e
+echo
 echo "== tokenizer throughput (single thread)"
 [ -x "$B/bench_tokenizer" ] && "$B/bench_tokenizer" "$DATA" | tee "$OUT/tok.txt"
 

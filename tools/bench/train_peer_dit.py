@@ -20,7 +20,10 @@ weights, and zeros for every adaLN modulation Linear and for the final Linear (a
 The loss is rectified flow (SD3, Open-Sora 2.0): x0 = clip / 127.5 - 1, t = sigmoid(normal)
 (logit-normal), x_t = (1 - t) x0 + t eps, loss = mean((model(x_t, 1000 t, label) - (eps - x0))^2).
 The noise, t and the label dropout of step s come from a generator seeded by (--seed, s), drawn on
-the device; the clips and labels are drawn once. AdamW as DiT trains: lr 1e-4, betas 0.9/0.999,
+the device; the clips and labels are drawn once. With --latents C the clips are a latent shard's
+moments instead (C means, then C log-variances, drawn once) and each step draws the latent from
+the posterior on the device, x0 = 0.18215 (mean + exp(logvar / 2) eps'), with C channels in the
+patch embedding and the final layer (ingot's DiT on latent shards, bench_train --latents C). AdamW as DiT trains: lr 1e-4, betas 0.9/0.999,
 eps 1e-8, weight decay 0, no gradient clipping unless --clip is given (then clip_grad_norm_).
 
 Threads: Debian's torch does its GEMMs in OpenBLAS (pthreads); OPENBLAS_NUM_THREADS and
@@ -79,6 +82,9 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--clip", type=float, default=0.0, help="max gradient norm (0: none, as DiT)")
+    ap.add_argument("--latents", type=int, default=0,
+                    help="C: the DiT on a VAE's latents of C channels (each clip's latent drawn "
+                         "from its posterior every step, x0 = 0.18215 z), 0: RGB pixels")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
@@ -208,9 +214,9 @@ class LabelEmbedder(nn.Module):
 
 
 class PatchEmbed3D(nn.Module):
-    def __init__(self, patch, D):
+    def __init__(self, patch, D, C=3):
         super().__init__()
-        self.proj = nn.Conv3d(3, D, kernel_size=patch, stride=patch)
+        self.proj = nn.Conv3d(C, D, kernel_size=patch, stride=patch)
 
 
 class VideoDiT(nn.Module):
@@ -219,12 +225,13 @@ class VideoDiT(nn.Module):
         D = a.hidden
         self.patch = (a.pt, a.ph, a.pw)
         self.grid = (a.frames // a.pt, a.H // a.ph, a.W // a.pw)
-        self.x_embedder = PatchEmbed3D(self.patch, D)
+        C = a.latents or 3
+        self.x_embedder = PatchEmbed3D(self.patch, D, C)
         self.t_embedder = TimestepEmbedder(D)
         self.y_embedder = LabelEmbedder(a.num_classes, D)
         self.register_buffer("pos_embed", pos_table(D, *self.grid)[None])
         self.blocks = nn.ModuleList([DiTBlock(D, a.heads) for _ in range(a.depth)])
-        self.final_layer = FinalLayer(D, a.pt * a.ph * a.pw * 3)
+        self.final_layer = FinalLayer(D, a.pt * a.ph * a.pw * C)
         for m in self.modules():  # DiT's initialize_weights
             if isinstance(m, nn.Linear):
                 nn.init.xavier_uniform_(m.weight)
@@ -252,8 +259,12 @@ class VideoDiT(nn.Module):
         return y.permute(0, 1, 4, 2, 5, 3, 6, 7).reshape(B, Fr, H, W, C)
 
 
-def flow_loss(model, clips, labels, noise, t, drop, num_classes):
-    x0 = clips.float() / 127.5 - 1.0
+def flow_loss(model, clips, labels, noise, t, drop, num_classes, eps_z=None):
+    if eps_z is None:
+        x0 = clips.float() / 127.5 - 1.0
+    else:  # a latent drawn from the posterior (mean | logvar), scaled as SD's VAE's
+        mean, logvar = clips.chunk(2, dim=-1)
+        x0 = 0.18215 * (mean + torch.exp(0.5 * logvar) * eps_z)
     tb = t[:, None, None, None, None]
     xt = (1.0 - tb) * x0 + tb * noise
     y = torch.where(drop, torch.full_like(labels, num_classes), labels)
@@ -284,8 +295,12 @@ def main():
     if a.compile and hasattr(torch, "compile"):
         step_model, compiled = torch.compile(model), 1
     g = torch.Generator().manual_seed(a.seed)
-    shape = (a.batch, a.frames, a.H, a.W, 3)
-    clips = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).to(dev)
+    shape = (a.batch, a.frames, a.H, a.W, a.latents or 3)
+    if a.latents:  # a latent shard's moments: means of a latent's scale, log-variances near -8
+        mean = 5.0 * torch.rand(shape, generator=g) - 2.5
+        clips = torch.cat([mean, torch.rand(shape, generator=g) - 8.5], dim=-1).to(dev)
+    else:
+        clips = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).to(dev)
     labels = torch.randint(0, a.num_classes, (a.batch,), generator=g).to(dev)
     gs = torch.Generator(device=dev)
     bf16 = a.dtype == "bf16"
@@ -303,8 +318,9 @@ def main():
         noise = torch.randn(shape, generator=gs, device=dev)
         t = torch.sigmoid(torch.randn((a.batch,), generator=gs, device=dev))
         drop = torch.rand((a.batch,), generator=gs, device=dev) < CLASS_DROPOUT
+        eps_z = torch.randn(shape, generator=gs, device=dev) if a.latents else None
         with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=bf16):
-            loss = flow_loss(step_model, clips, labels, noise, t, drop, a.num_classes)
+            loss = flow_loss(step_model, clips, labels, noise, t, drop, a.num_classes, eps_z)
         loss.backward()
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
@@ -320,7 +336,7 @@ def main():
     mem = f" mem_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else ""
     print(f"train_peer_dit device={a.device} dtype={a.dtype} compile={compiled} "
           f"fused_adamw={fused} attn={'sdpa' if SDPA else 'manual'} "
-          f"B={a.batch} F={a.frames} H={a.H} W={a.W} patch={a.pt},{a.ph},{a.pw} "
+          f"B={a.batch} F={a.frames} H={a.H} W={a.W} C={a.latents or 3} patch={a.pt},{a.ph},{a.pw} "
           f"D={a.hidden} depth={a.depth} heads={a.heads} "
           f"classes={a.num_classes} tokens={tokens} params={n} clip={a.clip:g} threads={a.threads} "
           f"step_s={step:.4f} step_min={min(times):.4f} step_max={max(times):.4f} steps={a.steps} "

@@ -34,13 +34,16 @@ const char ig_usage_eval[] =
     "  --seed S, --split A,B,C, --split-index P   as for ingot samples (default: all of it)\n"
     "  --threads N, --quiet, --verbose\n"
     "\n"
-    "A diffusion model (model.arch dit) is evaluated on clip shards (ingot preprocess video):\n"
+    "A diffusion model (model.arch dit) is evaluated on clip shards (ingot preprocess video),\n"
+    "or, a model trained on latents, on latent shards (ingot preprocess latents; each clip the\n"
+    "mean of its posterior, x0 = scaling (mean - shift) of the VAE, which must be the model's):\n"
     "K micro-batches of B clips (a bucket's batch with buckets) from the first clip on, each\n"
     "at the times (k + 0.5) / N, k < N, with noise keyed by --seed (the trainer's data.seed:\n"
     "the trainer's validation loss, with --weights raw); one line per time, then 'loss X'.\n"
     "  --timesteps N      the grid's times (default 5)\n"
     "  --noise FILE       evaluate clips 0 .. N-1 (ingot inspect --clip's numbers) with the\n"
-    "                     file's noise F32 [N, F, H, W, 3] and times t F32 [N] instead, as a\n"
+    "                     file's noise F32 [N, F, H, W, C] and times t F32 [N] instead (C: 3,\n"
+    "                     or the latent channels, F H W then in latent positions), as a\n"
     "                     PyTorch implementation of the same weights would\n"
     "  --weights W        a checkpoint's weights: ema (its EMA, the default when it holds one)\n"
     "                     or raw\n"
@@ -60,6 +63,7 @@ const char ig_usage_eval[] =
     "  ingot eval out/gpt-tiny --data out/quickstart/shakespeare --seq-len 128 --batches 16\n"
     "  ingot eval out/gpt-tiny-hf --data out/shakespeare --batches 4 --micro-batch 8\n"
     "  ingot eval out/dit-tiny --data out/quickstart-video/clips --batches 4 --weights raw\n"
+    "  ingot eval out/dit-tiny-latent --data out/quickstart-video/latents --batches 6\n"
     "  ingot eval out/vae-tiny-diffusers --data out/vae-clips --batches 2 --seed 1234\n";
 
 typedef struct eval_args {
@@ -80,7 +84,7 @@ static const ig_cfg_key eval_keys[] = {
     IG_KEY_INT("eval.timesteps", eval_args, timesteps, "5", 1, IG_EVAL_MAX_TIMES,
                "a diffusion model: the grid's times"),
     IG_KEY_STRING("eval.noise", eval_args, noise, "",
-                  "a diffusion model: a safetensors file of noise [N, F, H, W, 3] and t [N]"),
+                  "a diffusion model: a safetensors file of noise [N, F, H, W, C] and t [N]"),
     IG_KEY_STRING("eval.caption_features", eval_args, features, "",
                   "a DiT of caption features: those of the clips of --data (ingot preprocess "
                   "captions' output)"),

@@ -6,6 +6,7 @@
  * OUT.features. Dispatched from `ingot preprocess`; under mpirun the ranks split the clips and
  * rank 0 writes the shard lists.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,23 @@ static ig_status vae_encode(void *user, const uint8_t *frames, uint32_t N, uint3
     return ig_vae_encoder_encode(u->enc, frames, (int)N, (int)H, (int)W, moments, err);
 }
 
+/* The spread of the latent means every rank wrote, and the scaling that would make a latent
+ * model's x0 = scaling z unit-variance (what SD3 and Open-Sora set their VAE's scaling_factor to;
+ * SD's 0.18215 is that of SD's VAE). */
+static void latent_spread(ig_comm *comm, const ig_latent_stats *st, const char *who) {
+    double v[3] = {st->means, st->mean_sum, st->mean_sq};
+    ig_err err = {0};
+    if (comm && ig_comm_size(comm) > 1 &&
+        ig_comm_allreduce(comm, v, v, 3, IG_COMM_F64, IG_COMM_SUM, &err) != IG_OK)
+        return;
+    if (v[0] < 2) return;
+    double mean = v[1] / v[0], var = v[2] / v[0] - mean * mean, sd = var > 0 ? sqrt(var) : 0;
+    printf("%slatent means: mean %.4g, std %.4g over every clip: x0 = scaling_factor z has std "
+           "%.3g with the VAE's %g%s",
+           who, mean, sd, st->vae.scaling_factor * sd, st->vae.scaling_factor, sd > 0 ? "" : "\n");
+    if (sd > 0) printf("; %.3g would make it 1 (model.scaling_factor of the VAE)\n", 1.0 / sd);
+}
+
 int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
     static const ig_command me = {"preprocess latents", "", ig_usage_preprocess_latents, NULL};
     (void)cmd;
@@ -235,6 +253,7 @@ int ig_cmd_preprocess_latents(const ig_command *cmd, int argc, char **argv) {
                2 * st.vae.latent_channels, st.vae.downsample);
         for (size_t i = 0; i < st.n_shard_prefixes; i++)
             printf("%s  %s\n", who, st.shard_prefixes[i]);
+        latent_spread(comm, &st, who);
         if (*features)
             printf("%scaption features: %llu clips, %llu captions encoded (%llu cut to %d tokens): "
                    "%s\n",

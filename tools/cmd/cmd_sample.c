@@ -1,9 +1,10 @@
 /* cmd_sample.c - `ingot sample MODEL --tokenizer T --prompt TEXT --tokens N`: text from a model,
  * one token at a time with a KV cache, printed as it comes; and from a diffusion model
  * (`--frames F --size HxW --steps N --cfg S --label K --output out.mp4 --png sheet.png`), videos
- * written as H.264 MP4 and a PNG contact sheet. Thin over ig_model_open, ig_model_generate and
- * ig_model_sample_video; the draws are keyed by --seed, so a seed gives the same text or videos
- * every time. */
+ * written as H.264 MP4 and a PNG contact sheet - of a model of latents, its latents decoded
+ * through the VAE they came from (`--vae DIR`). Thin over ig_model_open, ig_model_generate,
+ * ig_model_sample_video and ig_model_vae_decode_rgb; the draws are keyed by --seed, so a seed
+ * gives the same text or videos every time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ const char ig_usage_sample[] =
     "                    [--top-k K] [--top-p P] [--seed S]\n"
     "       ingot sample DIT_MODEL --frames F --size HxW [--steps N] [--cfg S]\n"
     "                    [--label K | --tokenizer T --prompt TEXT | --text-encoder DIR\n"
-    "                    --prompt TEXT]\n"
+    "                    --prompt TEXT] [--vae DIR]\n"
     "                    [--num V] [--seed S] [--output OUT.mp4] [--png SHEET.png] [--fps R]\n"
     "                    [--weights ema|raw] [--force]\n"
     "\n"
@@ -45,7 +46,8 @@ const char ig_usage_sample[] =
     "A diffusion model (model.arch dit) samples videos: Euler steps of the flow from noise\n"
     "(t = 1) to a video (t = 0), with classifier-free guidance toward --label (model.cond\n"
     "class) or --prompt (model.cond caption).\n"
-    "  --frames F, --size HxW   the videos' frames and size (whole patches of model.patch)\n"
+    "  --frames F, --size HxW   the videos' frames and size in pixels (whole patches of\n"
+    "                      model.patch; of a model of latents, the VAE's latents of that size)\n"
     "  --steps N           Euler steps (default 50)\n"
     "  --cfg S             guidance scale: v = v_null + S (v_label - v_null); 1: none (default 4)\n"
     "  --label K           the class (default -1: the null class, unconditional)\n"
@@ -58,6 +60,10 @@ const char ig_usage_sample[] =
     "                      null caption is the model's learned one (y_embedding); an encoder "
     "other\n"
     "                      than the model's (width, shape, weights or tokenizer) is refused\n"
+    "  --vae DIR           for a model trained on latent shards (ingot preprocess latents): the\n"
+    "                      VAE they came from (a run, a checkpoint or an export), whose decoder\n"
+    "                      turns the sampled latents into frames (z = x0 / scaling + shift); a\n"
+    "                      VAE other than the model's (its weights) is refused\n"
     "  --num V             videos (default 1); --seed S keys their noise\n"
     "  --output OUT.mp4    H.264 MP4 at --fps R (default 8); with --num > 1: OUT-0.mp4 ...\n"
     "  --png SHEET.png     a contact sheet: one row per video, up to 8 frames of each\n"
@@ -74,10 +80,12 @@ const char ig_usage_sample[] =
     "  ingot sample out/dit-tiny --frames 8 --size 32x32 --label 2 --num 4 --steps 30 \\\n"
     "      --output out/dit.mp4 --png out/dit.png\n"
     "  ingot sample out/dit-tiny-t5 --frames 8 --size 16x16 --text-encoder \\\n"
-    "      tests/data/golden/t5/gated --prompt 'a mandelbrot zoom' --png out/fractal.png\n";
+    "      tests/data/golden/t5/gated --prompt 'a mandelbrot zoom' --png out/fractal.png\n"
+    "  ingot sample out/dit-latent --vae out/vae-tiny --frames 8 --size 32x32 --label 1 \\\n"
+    "      --output out/latent.mp4 --png out/latent.png\n";
 
 typedef struct sample_args {
-    const char *tokenizer, *prompt, *text_encoder;
+    const char *tokenizer, *prompt, *text_encoder, *vae;
     int tokens, top_k;
     double temperature, top_p;
     uint64_t seed;
@@ -94,6 +102,8 @@ static const ig_cfg_key sample_keys[] = {
     IG_KEY_STRING("sample.prompt", sample_args, prompt, "", "the text to continue"),
     IG_KEY_STRING("sample.text_encoder", sample_args, text_encoder, "",
                   "a DiT of caption features: the frozen T5 that made them"),
+    IG_KEY_STRING("sample.vae", sample_args, vae, "",
+                  "a DiT of latents: the VAE they came from, to decode them"),
     IG_KEY_INT("sample.tokens", sample_args, tokens, "64", 0, 1048576, "tokens to generate"),
     IG_KEY_FLOAT("sample.temperature", sample_args, temperature, "1", 0, 100,
                  "softmax temperature (0: greedy)"),
@@ -194,6 +204,58 @@ static ig_status encode_prompt(ig_ctx *ctx, const char *path, const ig_model_con
     return st;
 }
 
+/* A model of latents' VAE (--vae): the one its latents came from (the same weights, so the same
+ * latent channels and downsampling), opened to decode a frame of H x W at a time; *h x *w the
+ * latents of such a frame. Nothing for a model of pixels (and --vae refused). */
+static ig_status open_vae(ig_ctx *ctx, ig_backend *be, const char *path, const sample_args *a,
+                          const ig_latent_vae *lv, unsigned H, unsigned W, int *h, int *w,
+                          ig_model **out, ig_err *err) {
+    *out = NULL;
+    if (!lv && !*a->vae) return IG_OK;
+    if (!lv)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "--vae: %s is a model of pixels (trained on frame shards): its videos "
+                          "need no decoder",
+                          path);
+    unsigned f = lv->downsample ? lv->downsample : 1;
+    if (!*a->vae)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "%s was trained on the latents of a VAE (%s; %u channels, 1/%u of the "
+                          "frames a side): give --vae DIR, that VAE, to decode them to video",
+                          path, *lv->describe ? lv->describe : "unnamed", lv->latent_channels, f);
+    if (H % f || W % f)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "--size %ux%u: the model's latents are 1/%u of the frames a side: give "
+                          "a size of multiples of %u",
+                          H, W, f, f);
+    ig_model_config vs;
+    int C = 0;
+    ig_status st = ig_model_read_shape(ctx, a->vae, &vs, err);
+    if (st == IG_OK) st = ig_model_vae_latent_shape(&vs, (int)H, (int)W, h, w, &C, err);
+    if (st != IG_OK) return ig_err_prefix(err, st, "--vae %s", a->vae);
+    const char *other = "--vae %s: %s was trained on the latents of another VAE (%s: the model's "
+                        "VAE is %s): give the VAE its latents were made with";
+    if ((uint32_t)C != lv->latent_channels || (unsigned)*h * f != H || (unsigned)*w * f != W) {
+        char why[96];
+        snprintf(why, sizeof why, "%d latent channels at 1/%u a side, the model's %u at 1/%u", C,
+                 *h ? H / (unsigned)*h : 0, lv->latent_channels, f);
+        return ig_err_set(err, IG_ERR_INVALID_ARG, other, a->vae, path, why,
+                          *lv->describe ? lv->describe : "unnamed");
+    }
+    st =
+        ig_model_open_weights(out, ctx, be, a->vae, 1, (int)(H * W), IG_WEIGHTS_DEFAULT, NULL, err);
+    uint64_t id = 0;
+    if (st == IG_OK) st = ig_model_params_xxh3(*out, &id, err);
+    if (st == IG_OK && id != lv->weights_xxh3)
+        st = ig_err_set(err, IG_ERR_INVALID_ARG, other, a->vae, path, "other weights",
+                        *lv->describe ? lv->describe : "unnamed");
+    if (st != IG_OK) {
+        ig_model_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, const sample_args *a,
                                ig_err *err) {
     unsigned h = 0, w = 0;
@@ -226,8 +288,13 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     if (ost != IG_OK) return ost;
     ig_model_config shape;
     ig_status st = ig_model_read_shape(ctx, path, &shape, err);
+    /* a model of latents samples the latents of the frames' size, and its VAE decodes them */
+    ig_latent_vae lv;
+    int latent = st == IG_OK && ig_model_latents(&shape, &lv), lh = (int)h, lw = (int)w;
+    ig_model *vm = NULL;
+    if (st == IG_OK) st = open_vae(ctx, be, path, a, latent ? &lv : NULL, h, w, &lh, &lw, &vm, err);
     int tokens = 0;
-    if (st == IG_OK) st = ig_model_clip_tokens(&shape, a->frames, (int)h, (int)w, &tokens, err);
+    if (st == IG_OK) st = ig_model_clip_tokens(&shape, a->frames, lh, lw, &tokens, err);
     int guided = (a->label >= 0 || *a->prompt) && a->cfg != 1.0, B = a->num * (guided ? 2 : 1);
     if (B > 64) B = guided ? 64 : 32; /* videos go through the model in chunks */
     ig_model *m = NULL;
@@ -275,7 +342,7 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     o.prompt = ids.n ? ids.ids : NULL;
     o.prompt_features = pfeat;
     o.prompt_len = D ? plen : (int)ids.n;
-    o.num = a->num, o.frames = a->frames, o.height = (int)h, o.width = (int)w;
+    o.num = a->num, o.frames = a->frames, o.height = lh, o.width = lw;
     o.steps = a->steps, o.cfg = (float)a->cfg, o.label = a->label, o.seed = a->seed;
     /* videos go through the model B / (guided ? 2 : 1) at a time, each chunk for every step */
     int chunk = B / (guided ? 2 : 1), chunks = (a->num + chunk - 1) / chunk;
@@ -288,7 +355,21 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
                 "data); %d frames of %ux%u make %d: a shape its data did not hold gives noise, "
                 "not video: sample the clips' own frames and size\n",
                 path, shape.seq_len, a->frames, h, w, tokens);
-    if (st == IG_OK) st = ig_model_sample_video(m, ctx, &o, rgb, err);
+    if (st == IG_OK && !latent) st = ig_model_sample_video(m, ctx, &o, rgb, err);
+    if (st == IG_OK && latent) {
+        size_t values = (size_t)a->num * (size_t)a->frames * (size_t)lh * (size_t)lw *
+                        (size_t)lv.latent_channels;
+        float *x0 = malloc(values * sizeof *x0);
+        st = x0 ? ig_model_sample_values(m, ctx, &o, x0, err)
+                : ig_err_set(err, IG_ERR_NOMEM, "out of memory for the latents");
+        if (st == IG_OK && !a->flags.quiet)
+            fprintf(stderr, "ingot: decoding %d frames through the VAE %s\n", a->num * a->frames,
+                    a->vae);
+        if (st == IG_OK)
+            st = ig_model_vae_decode_rgb(vm, x0, a->num * a->frames, (int)h, (int)w,
+                                         lv.scaling_factor, lv.shift_factor, rgb, err);
+        free(x0);
+    }
     for (int k = 0; st == IG_OK && *a->output && k < a->num; k++) {
         char buf[4200];
         const char *p = video_path(a->output, k, a->num, buf, sizeof buf);
@@ -307,6 +388,7 @@ static ig_status sample_videos(ig_ctx *ctx, ig_backend *be, const char *path, co
     ig_encoder_free(enc);
     ig_tokenizer_free(tok);
     ig_model_free(m);
+    ig_model_free(vm);
     return st;
 }
 

@@ -33,7 +33,8 @@
 #   2. the trainer end to end: configs/gpt-tiny.yaml 20 steps on the CPU, on cuda in fp32 and in
 #      bf16, the losses compared (1e-4 and 5e-2 relative); the cuda fp32 run's export against
 #      transformers (tools/bench/hf_check.py --impl transformers, rel <= 1e-4); configs/dit-tiny.yaml
-#      20 steps on the CPU and on cuda in fp32 (1e-4), configs/vae-tiny.yaml likewise; the cuda
+#      20 steps on the CPU and on cuda in fp32 (1e-4), configs/dit-tiny-latent.yaml (on the clips'
+#      latents) and configs/vae-tiny.yaml likewise; the cuda
 #      bf16 GPT again with train.recompute selective and full: none's losses and weights to the
 #      bit (tolerance 0);
 #      ingot plan's memory estimate against the first step's peak on the device (within 10%)
@@ -520,6 +521,7 @@ else
     PART=2
     ! want 2 || for c in "train gpt-cpu" "train gpt-cuda-fp32" "train gpt-cuda-bf16" "losses gpt-fp32" \
         "losses gpt-bf16" hf_check "train dit-cpu" "train dit-cuda-fp32" "losses dit-fp32" \
+        "train dit-latent-cpu" "train dit-latent-cuda-fp32" "losses dit-latent-fp32" \
         "train vae-cpu" "train vae-cuda-fp32" "losses vae-fp32" \
         "train gpt-cuda-bf16-selective" "losses gpt-bf16-selective" "weights bf16 selective" \
         "train gpt-cuda-bf16-full" "losses gpt-bf16-full" "weights bf16 full" \
@@ -673,6 +675,13 @@ DIT=(configs/dit-tiny.yaml "$P/data/clips" --set log.tensorboard=false)
 train dit-cpu "${DIT[@]}" --set train.device=cpu --set train.dtype=fp32
 train dit-cuda-fp32 "${DIT[@]}" --set train.device=cuda --set train.dtype=fp32
 compare dit-fp32 dit-cpu dit-cuda-fp32 1e-4
+
+# the DiT on latents (latent shards of the same clips by the golden VAE: each clip's latent drawn
+# from its posterior on the host, 4 channels through the patch embedding)
+DITL=(configs/dit-tiny-latent.yaml "$P/data/latents" --set log.tensorboard=false)
+train dit-latent-cpu "${DITL[@]}" --set train.device=cpu --set train.dtype=fp32
+train dit-latent-cuda-fp32 "${DITL[@]}" --set train.device=cuda --set train.dtype=fp32
+compare dit-latent-fp32 dit-latent-cpu dit-latent-cuda-fp32 1e-4
 
 # the video VAE (convolutions through cuDNN, GroupNorm, upsampling, the posterior) on the same
 # clips (16x16 frames: vae-tiny's 4x downsampling divides them)

@@ -26,8 +26,9 @@
 #   FILE.xz              every program and library of XZ_MIN_KIB or more travels xz-compressed
 #                        (bin/ingot.xz, lib/libdnnl.so.2.xz): check.sh unpacks bin/ and lib/ into
 #                        its scratch directory, with xz or with python3's lzma where xz is absent
-#   gpu-pack/data/       the prepared inputs: tinyshakespeare's token shards (gpt-tiny) and the
-#                        clip shards of data/video (dit-tiny), so the device needs no FFmpeg
+#   gpu-pack/data/       the prepared inputs: tinyshakespeare's token shards (gpt-tiny), the
+#                        clip shards of data/video (dit-tiny) and their latents by the golden VAE
+#                        (dit-tiny-latent), so the device needs no FFmpeg
 #   gpu-pack/MANIFEST.txt, SHA256SUMS, cuda-libs.txt   what was built from what; the checksums
 #                        check.sh verifies; the NVIDIA libraries the device must provide, one a
 #                        line with the programs that need them ("libcudnn.so.9 ingot bench_cuda")
@@ -249,8 +250,12 @@ say "prepare the data"
 "$B/ingot" preprocess video --manifest data/video/manifest.csv --output-prefix "$P/data/clips" \
     --frames 8 --stride 2 --size 16x16 --clips-per-video 2 --tokenizer data/gpt2 --force --quiet
 rm -f "$P/data/"*.report.csv
+# the same clips' latents by the golden VAE (2x down, 4 channels) for the DiT on latents
+"$B/ingot" preprocess latents --clips "$P/data/clips" --vae tests/data/golden/vae/a \
+    --output-prefix "$P/data/latents" --force --quiet
 "$B/ingot" verify "$P/data/shakespeare" >/dev/null
 "$B/ingot" verify "$P/data/clips" >/dev/null
+"$B/ingot" verify "$P/data/latents" >/dev/null
 ls "$P/data"
 
 # ---- 6. the big files, compressed ---------------------------------------------------------

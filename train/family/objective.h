@@ -30,6 +30,7 @@ typedef struct ig_micro_batch {
      * read), caption_lens their rows */
     const float *features;
     const ig_train_config *t; /* the configuration the feed reads by (the draws' seed, ...) */
+    const ig_latent_vae *vae; /* clips of latent shards: the VAE that made them (NULL: frames) */
     uint64_t unit;            /* the micro-batch's index in the stream */
     int valid;                /* a validation micro-batch */
     int repeat, repeats;
@@ -63,6 +64,10 @@ typedef struct ig_data_facts {
      * and the tokens they were cut to */
     const ig_feature_encoder *caption_encoder;
     int caption_features_len;
+    /* clips: the values a position holds for the model (3: RGB pixels; latents: the VAE's C)
+     * and, of latent shards, the VAE that made them (NULL: frames) */
+    int channels;
+    const ig_latent_vae *latents;
     const ig_clip_shape *shapes; /* clips: the shapes of micro-batch they come in */
     size_t n_shapes;
     ig_label_facts labels; /* clips: their labels */

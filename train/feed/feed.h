@@ -51,8 +51,8 @@ int ig_feed_repeats(const ig_feed *f);
 /* What the data says (objective.h): the shards' vocabulary, their captions' tokenizer, the shapes
  * of micro-batch; valid while the feed is open. */
 ig_status ig_feed_facts(ig_feed *f, ig_data_facts *out, ig_err *err);
-/* What clip shards say of their captions and labels (caption_vocab and labels of out; the rest
- * untouched), as the clips source's facts give them. */
+/* What clip shards say of their captions, labels and values (caption_vocab, labels, latents and
+ * channels of out; the rest untouched), as the clips source's facts give them. */
 void ig_clip_facts(const ig_clip_dataset *ds, ig_data_facts *out);
 /* What a checkpoint says of its run's data: its index key, the samples the index was built for
  * (0: unknown, version 1), the steps done, the samples (tokens) or micro-batches (clips) read, and
@@ -70,7 +70,7 @@ typedef struct ig_feed_then {
  * stream only when train.steps x global_batch is the saved run's and what is left fits in the
  * index (a clip stream's order does not depend on it). What the user should hear (another global
  * batch) is written to said (cap bytes; "" when nothing). */
-ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start,
-                         int *rebuilt, char *said, size_t cap, ig_err *err);
+ig_status ig_feed_resume(ig_feed *f, const ig_feed_then *then, ig_loader_state *start, int *rebuilt,
+                         char *said, size_t cap, ig_err *err);
 
 #endif

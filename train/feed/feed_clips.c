@@ -1,8 +1,9 @@
 /* feed_clips.c - the feed's source of clip micro-batches (feed_internal.h): the bucketed clip
- * loader over frame shards (data.path lists their prefixes; a micro-batch is train.micro_batch
- * clips of one shape, or a bucket's batch), with each clip's caption tokens when the model reads
- * captions - or, with data.caption_features, each clip's caption features from the feature shards
- * made of these clips (refused when they were made of others); what the shards say (their
+ * loader over frame shards, or latent shards of them (data.path lists their prefixes; a
+ * micro-batch is train.micro_batch clips of one shape, or a bucket's batch; of latents, their
+ * posterior's moments and the VAE they came from), with each clip's caption tokens when the model
+ * reads captions - or, with data.caption_features, each clip's caption features from the feature
+ * shards made of these clips (refused when they were made of others); what the shards say (their
  * captions' tokenizer or encoder, the shapes they come in). A clip stream does not depend on the
  * run's length: a checkpoint's stream is this one when its key is.
  */
@@ -55,7 +56,7 @@ static ig_status cl_open(ig_feed *f, ig_err *err) {
                               "only (the clip loader does not blend them by weight)",
                               t->data.path[i]);
     }
-    ig_status st = ig_clip_dataset_open(&k->ds, f->ctx, t->data.path, t->data.n_path, err);
+    ig_status st = ig_clip_dataset_open_any(&k->ds, f->ctx, t->data.path, t->data.n_path, err);
     if (st != IG_OK) return ig_err_prefix(err, st, "data");
     if (ig_clip_dataset_clips(k->ds) == 0)
         return ig_err_set(err, IG_ERR_CONFIG, "data: the clip shards hold no clips");
@@ -109,7 +110,8 @@ static ig_status read_features(ig_feed *f, clips *k, ig_err *err) {
     for (uint32_t i = 0; i < b->n; i++) {
         const void *v = NULL;
         uint32_t L = 0;
-        ig_status st = ig_feature_dataset_clip(k->fd, b->clips[i], &v, &L, err);
+        ig_status st = ig_feature_dataset_clip(
+            k->fd, ig_clip_dataset_source_clip(k->ds, b->clips[i]), &v, &L, err);
         if (st != IG_OK) return st;
         size_t n = (L < Tk ? L : Tk) * D;
         float *out = k->features + i * per;
@@ -157,6 +159,7 @@ static ig_status cl_next(ig_feed *f, ig_micro_batch *out, ig_err *err) {
     out->caption_lens = f->o.caption_len > 0 ? k->caption_lens : NULL;
     out->caption_len = f->o.caption_len;
     out->unit = k->cb.unit;
+    out->vae = ig_clip_dataset_vae(k->ds);
     return IG_OK;
 }
 
@@ -171,25 +174,27 @@ static uint64_t cl_key(const ig_feed *f) {
 
 void ig_clip_facts(const ig_clip_dataset *ds, ig_data_facts *out) {
     out->caption_vocab = ig_clip_dataset_caption_vocab(ds);
+    out->latents = ig_clip_dataset_vae(ds);
+    out->channels = out->latents ? (int)out->latents->latent_channels : 3;
     ig_label_facts *L = &out->labels;
     memset(L, 0, sizeof *L);
     uint64_t n = ig_clip_dataset_clips(ds), g = 0;
     for (size_t k = 0; k < ig_clip_dataset_num_shards(ds); k++) {
-        const ig_video_shard *sh = ig_clip_dataset_shard(ds, k);
-        uint64_t held = ig_video_shard_clips(sh), none = 0;
+        const char *prefix = ig_clip_dataset_shard_prefix(ds, k);
+        uint64_t held = ig_clip_dataset_shard_clips(ds, k), none = 0;
         for (uint64_t i = 0; i < held && g < n; i++, g++) {
-            uint32_t y = ig_video_shard_clip(sh, i).label;
+            uint32_t y = ig_clip_dataset_info(ds, g, NULL, NULL).label;
             if (y == IG_CLIP_NONE) {
                 none++;
             } else if (L->labelled++ == 0 || y > L->top) {
-                L->top = y, L->top_shard = ig_video_shard_prefix(sh), L->top_clip = i;
+                L->top = y, L->top_shard = prefix, L->top_clip = i;
             }
         }
         if (held && none == held && !L->bare_shard) {
-            L->bare_shard = ig_video_shard_prefix(sh);
+            L->bare_shard = prefix;
             L->bare_clips = held;
         } else if (none && none < held) {
-            if (!L->unlabelled_shard) L->unlabelled_shard = ig_video_shard_prefix(sh);
+            if (!L->unlabelled_shard) L->unlabelled_shard = prefix;
             L->unlabelled += none;
         }
     }

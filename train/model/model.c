@@ -383,6 +383,16 @@ ig_status ig_model_write(ig_model *m, ig_model_buffer which, const float *in, ig
     return ig_store_write(m->st, which, in, err);
 }
 
+ig_status ig_model_params_xxh3(ig_model *m, uint64_t *xxh3, ig_err *err) {
+    uint64_t n = ig_model_buffer_elems(m);
+    float *p = ig_alloc(m->ctx, (size_t)(n ? n : 1) * sizeof *p);
+    if (!p) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading the model's weights");
+    ig_status st = ig_model_read(m, IG_MODEL_PARAMS, p, err);
+    if (st == IG_OK) *xxh3 = ig_xxh3_64(p, (size_t)n * sizeof *p);
+    ig_free(m->ctx, p);
+    return st;
+}
+
 ig_status ig_model_check_finite(ig_model *m, ig_err *err) {
     /* one sum of squares per tensor (of what this rank keeps of it): NaN or infinity in any
      * element makes it non-finite */

@@ -6,8 +6,10 @@
  * by (data.seed, the micro-batch's index in the stream, the sample), so that any layout and any
  * resume draw the same. Validation stages each micro-batch at every time of the grid
  * (k + 0.5) / eval.timesteps with noise keyed apart from training's. The family makes of x_t and
- * the target what its passes read (ig_flow_model: a DiT cuts them in patches). Evaluation and the
- * sampler are in flow_use.c.
+ * the target what its passes read (ig_flow_model: a DiT cuts them in patches). Of latent shards
+ * (a VAE's posterior of the clips, PixArt's and Open-Sora's way), x0 = scaling (z - shift) with
+ * z = mean + exp(logvar / 2) eps' drawn, keyed as the rest, each time a clip is read (z = mean
+ * for validation). Evaluation and the sampler are in flow_use.c.
  */
 #include "flow.h"
 
@@ -100,9 +102,26 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
     if (!fm)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read %s, not clips", m->fam->arch,
                           m->fam->objective->input);
-    if (!in || (!in->frames && !in->xt) || in->B < 1 || in->F < 1 || in->H < 1 || in->W < 1)
+    if (!in || (!in->frames && !in->latents && !in->xt) || in->B < 1 || in->F < 1 || in->H < 1 ||
+        in->W < 1)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips: none given",
                           m->fam->arch);
+    int C = fm->channels(c), latent = fm->latents(c, NULL);
+    if (!in->xt && in->latents && !latent)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "latents given to a model of pixels: it reads frame shards (%d values a "
+                          "pixel)",
+                          C);
+    if (!in->xt && in->frames && latent)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "frames given to a model of latents (%d channels): give the latent "
+                          "shards of the clips",
+                          C);
+    if (in->latents &&
+        !(in->latent_scale > 0 && isfinite(in->latent_scale) && isfinite(in->latent_shift)))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "latents' scaling %g and shift %g: need > 0, finite", in->latent_scale,
+                          in->latent_shift);
     int B = in->B, Tk = fm->caption_len(c), null = fm->null_class(c);
     int D = fm->caption_features ? fm->caption_features(c, NULL) : 0;
     if (in->features && !D)
@@ -113,7 +132,7 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
                           "caption tokens given to a model of caption features (%d wide): give "
                           "the captions' features",
                           D);
-    size_t per = (size_t)in->F * (size_t)in->H * (size_t)in->W * (size_t)fm->channels;
+    size_t per = (size_t)in->F * (size_t)in->H * (size_t)in->W * (size_t)C;
     flow_state *s = NULL;
     ig_status st = state_for(m, (size_t)B, (size_t)B * per, &s, err);
     if (st != IG_OK) return st;
@@ -153,6 +172,10 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
         if (!in->xt && !in->noise)
             ig_rng_fill_normal(m->ctx, sample_key(in, b, "ingot flow noise"), 0, per, 0.0f, 1.0f,
                                s->noise + (size_t)b * per);
+        /* a latent clip's draw from its posterior, in x_t's place until x0 is made */
+        if (!in->xt && in->latents && !in->latent_mean)
+            ig_rng_fill_normal(m->ctx, sample_key(in, b, "ingot flow latent"), 0, per, 0.0f, 1.0f,
+                               s->xt + (size_t)b * per);
     }
     /* x_t and the velocity it is trained toward */
     const float *noise = in->noise ? in->noise : s->noise;
@@ -160,7 +183,16 @@ ig_status ig_flow_stage_clips(ig_model *m, int slot, const ig_clip_input *in, fl
         for (int b = 0; b < B; b++) {
             float t = s->t[b];
             for (size_t e = (size_t)b * per; e < (size_t)(b + 1) * per; e++) {
-                float x0 = (float)in->frames[e] / 127.5f - 1.0f, eps = noise[e];
+                float x0, eps = noise[e];
+                if (in->latents) {
+                    size_t at = e / (size_t)C, ch = e % (size_t)C;
+                    const float *mom = in->latents + at * 2 * (size_t)C;
+                    float z = mom[ch];
+                    if (!in->latent_mean) z += expf(0.5f * mom[(size_t)C + ch]) * s->xt[e];
+                    x0 = (float)(in->latent_scale * ((double)z - in->latent_shift));
+                } else {
+                    x0 = (float)in->frames[e] / 127.5f - 1.0f;
+                }
                 s->xt[e] = (1.0f - t) * x0 + t * eps;
                 s->target[e] = eps - x0;
             }
@@ -189,6 +221,10 @@ static ig_status flow_stage(ig_model *m, int slot, const ig_micro_batch *mb, flo
         return ig_err_set(err, IG_ERR_INVALID_ARG, "%s models read clips: none given",
                           m->fam->arch);
     ig_clip_input in = {.frames = b->frames,
+                        .latents = b->latents,
+                        .latent_scale = mb->vae ? mb->vae->scaling_factor : 0,
+                        .latent_shift = mb->vae ? mb->vae->shift_factor : 0,
+                        .latent_mean = mb->valid,
                         .B = (int)b->n,
                         .F = (int)b->frames_per_clip,
                         .H = (int)b->height,
@@ -331,17 +367,32 @@ const ig_objective ig_objective_flow = {.name = "rectified-flow",
 
 /* ---- a whole model on one process (train.h) -------------------------------------------------- */
 
-int ig_model_caption_len(const ig_model_config *c) {
+/* the flow model interface of c's family (NULL: not trained by rectified flow) */
+static const ig_flow_model *flow_model_of_shape(const ig_model_config *c) {
     const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    return f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+}
+
+int ig_model_caption_len(const ig_model_config *c) {
+    const ig_flow_model *fm = flow_model_of_shape(c);
     return fm ? fm->caption_len(c) : 0;
 }
 
 int ig_model_caption_features(const ig_model_config *c, ig_feature_encoder *enc) {
-    const ig_family *f = ig_family_of(c->arch);
-    const ig_flow_model *fm = f && f->objective == &ig_objective_flow ? f->for_objective : NULL;
+    const ig_flow_model *fm = flow_model_of_shape(c);
     if (enc) memset(enc, 0, sizeof *enc);
     return fm && fm->caption_features ? fm->caption_features(c, enc) : 0;
+}
+
+int ig_model_clip_channels(const ig_model_config *c) {
+    const ig_flow_model *fm = flow_model_of_shape(c);
+    return fm ? fm->channels(c) : 0;
+}
+
+int ig_model_latents(const ig_model_config *c, ig_latent_vae *vae) {
+    const ig_flow_model *fm = flow_model_of_shape(c);
+    if (vae) memset(vae, 0, sizeof *vae);
+    return fm ? fm->latents(c, vae) : 0;
 }
 
 static ig_status need_whole(const ig_model *m, ig_err *err) {

@@ -26,7 +26,10 @@ typedef struct ig_flow_batch {
 } ig_flow_batch;
 
 typedef struct ig_flow_model {
-    int channels; /* C: a clip's values per pixel */
+    /* C: the values of a clip's position it reads (3 of RGB pixels; a VAE's latent channels),
+     * and the VAE of the latents it was trained on (out may be NULL; 0: pixels) */
+    int (*channels)(const ig_model_config *c);
+    int (*latents)(const ig_model_config *c, ig_latent_vae *out);
     /* the tokens of a clip of F x H x W (refused with the numbers when it does not divide) */
     ig_status (*clip_tokens)(const ig_model_config *c, int F, int H, int W, int *tokens,
                              ig_err *err);

@@ -67,17 +67,17 @@ static ig_status eval_grid(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
 /* A noise file's values are finite: a NaN or infinity would give a loss of nan (exit 0), so the
  * first one is named, tensor and element. */
 static ig_status finite_noise(const char *file, const float *noise, uint64_t N, uint64_t F,
-                              uint64_t H, uint64_t W, const float *t, ig_err *err) {
+                              uint64_t H, uint64_t W, uint64_t C, const float *t, ig_err *err) {
     for (uint64_t n = 0; n < N; n++)
         if (!isfinite(t[n]))
             return ig_err_set(err, IG_ERR_FORMAT,
                               "%s: tensor \"t\" element [%llu] is %g: times are finite, in [0, 1]",
                               file, (unsigned long long)n, (double)t[n]);
-    uint64_t total = N * F * H * W * 3;
+    uint64_t total = N * F * H * W * C;
     for (uint64_t i = 0; i < total; i++) {
         if (isfinite(noise[i])) continue;
-        uint64_t c = i % 3, x = i / 3 % W, y = i / 3 / W % H, f = i / 3 / W / H % F,
-                 n = i / 3 / W / H / F;
+        uint64_t c = i % C, x = i / C % W, y = i / C / W % H, f = i / C / W / H % F,
+                 n = i / C / W / H / F;
         return ig_err_set(err, IG_ERR_FORMAT,
                           "%s: tensor \"noise\" element [%llu, %llu, %llu, %llu, %llu] is %g: "
                           "noise must be finite",
@@ -87,32 +87,36 @@ static ig_status finite_noise(const char *file, const float *noise, uint64_t N, 
     return IG_OK;
 }
 
-/* The noise file's clips 0 .. N - 1, micro_batch at a time. */
+/* The noise file's clips 0 .. N - 1, micro_batch at a time (of latents, each the mean of its
+ * posterior: the noise file fixes every draw). */
 static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o,
                             ig_clip_eval_result *res, ig_err *err) {
     ig_st_file *nf = NULL;
     ig_clip_dataset *ds = NULL;
+    uint64_t C = (uint64_t)ig_flow_model_of(m)->channels(&m->cfg);
     ig_status st = ig_st_file_open(&nf, ctx, o->noise_file, err);
     const ig_st_tensor *noise = st == IG_OK ? ig_st_file_find(nf, "noise") : NULL;
     const ig_st_tensor *times = st == IG_OK ? ig_st_file_find(nf, "t") : NULL;
     if (st == IG_OK && (!noise || !times || ig_st_tensor_ndim(noise) != 5 ||
-                        ig_st_tensor_shape(noise)[4] != 3 || ig_st_tensor_ndim(times) != 1 ||
+                        ig_st_tensor_shape(noise)[4] != C || ig_st_tensor_ndim(times) != 1 ||
                         ig_st_tensor_shape(times)[0] != ig_st_tensor_shape(noise)[0]))
-        st = ig_err_set(err, IG_ERR_FORMAT,
-                        "%s: needs tensors noise [N, F, H, W, 3] and t [N] (F32)", o->noise_file);
+        st = ig_err_set(
+            err, IG_ERR_FORMAT, "%s: needs tensors noise [N, F, H, W, %llu] and t [N] (F32)%s",
+            o->noise_file, (unsigned long long)C,
+            C == 3 ? "" : " (the model's latent channels; F, H, W in latent positions)");
     uint64_t N = 0, F = 0, H = 0, W = 0;
     if (st == IG_OK) {
         const uint64_t *sh = ig_st_tensor_shape(noise);
         N = sh[0], F = sh[1], H = sh[2], W = sh[3];
         if (N == 0)
             st = ig_err_set(err, IG_ERR_FORMAT,
-                            "%s: tensor \"noise\" holds no clips ([0, %llu, %llu, %llu, 3]): there "
-                            "is no loss to compute",
+                            "%s: tensor \"noise\" holds no clips ([0, %llu, %llu, %llu, %llu]): "
+                            "there is no loss to compute",
                             o->noise_file, (unsigned long long)F, (unsigned long long)H,
-                            (unsigned long long)W);
+                            (unsigned long long)W, (unsigned long long)C);
     }
     if (st == IG_OK) {
-        st = ig_clip_dataset_open(&ds, ctx, o->prefixes, o->n, err);
+        st = ig_clip_dataset_open_any(&ds, ctx, o->prefixes, o->n, err);
         ig_data_facts facts;
         memset(&facts, 0, sizeof facts);
         if (st == IG_OK) ig_clip_facts(ds, &facts);
@@ -131,7 +135,10 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
                             (unsigned long long)g, c.frames, c.height, c.width,
                             (unsigned long long)F, (unsigned long long)H, (unsigned long long)W);
     }
-    uint64_t per = F * H * W * 3, B = (uint64_t)(o->micro_batch < m->B ? o->micro_batch : m->B);
+    const ig_latent_vae *vae = st == IG_OK ? ig_clip_dataset_vae(ds) : NULL;
+    uint64_t per = F * H * W * C, B = (uint64_t)(o->micro_batch < m->B ? o->micro_batch : m->B);
+    /* what a clip reads: its RGB24 bytes, or its moments (2C fp32 a position) */
+    uint64_t clip_bytes = vae ? F * H * W * 2 * C * sizeof(float) : per;
     float *all_noise = NULL, *all_t = NULL;
     uint8_t *frames = NULL;
     uint32_t *labels = NULL;
@@ -139,26 +146,30 @@ static ig_status eval_noise(ig_model *m, ig_ctx *ctx, const ig_clip_eval_opts *o
     int32_t *caps = ig_alloc(ctx, (B * Tk > 0 ? B * Tk : 1) * sizeof(int32_t));
     int32_t *lens = ig_alloc(ctx, B * sizeof(int32_t));
     if (!caps || !lens) st = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    if (st == IG_OK &&
-        (!(all_noise = ig_alloc(ctx, (N * per > 0 ? N * per : 1) * sizeof(float))) ||
-         !(all_t = ig_alloc(ctx, (N ? N : 1) * sizeof(float))) ||
-         !(frames = ig_alloc(ctx, B * per)) || !(labels = ig_alloc(ctx, B * sizeof(uint32_t)))))
+    if (st == IG_OK && (!(all_noise = ig_alloc(ctx, (N * per > 0 ? N * per : 1) * sizeof(float))) ||
+                        !(all_t = ig_alloc(ctx, (N ? N : 1) * sizeof(float))) ||
+                        !(frames = ig_alloc(ctx, B * clip_bytes)) ||
+                        !(labels = ig_alloc(ctx, B * sizeof(uint32_t)))))
         st = ig_err_set(err, IG_ERR_NOMEM, "out of memory for %s", o->noise_file);
     if (st == IG_OK) st = ig_st_tensor_to_f32(noise, all_noise, N * per, err);
     if (st == IG_OK) st = ig_st_tensor_to_f32(times, all_t, N, err);
-    if (st == IG_OK) st = finite_noise(o->noise_file, all_noise, N, F, H, W, all_t, err);
+    if (st == IG_OK) st = finite_noise(o->noise_file, all_noise, N, F, H, W, C, all_t, err);
     double sum = 0;
     for (uint64_t g0 = 0; st == IG_OK && g0 < N; g0 += B) {
         uint64_t n = N - g0 < B ? N - g0 : B;
         for (uint64_t k = 0; st == IG_OK && k < n; k++) {
             labels[k] = ig_clip_dataset_info(ds, g0 + k, NULL, NULL).label;
-            st = ig_clip_dataset_read(ds, g0 + k, frames + k * per, per, err);
+            st = ig_clip_dataset_read(ds, g0 + k, frames + k * clip_bytes, clip_bytes, err);
             size_t len = 0;
             if (st == IG_OK && Tk)
                 st = ig_clip_dataset_caption(ds, g0 + k, caps + k * Tk, Tk, &len, err);
             lens[k] = (int32_t)(len < Tk ? len : Tk);
         }
-        ig_clip_input in = {.frames = frames,
+        ig_clip_input in = {.frames = vae ? NULL : frames,
+                            .latents = vae ? (const float *)(void *)frames : NULL,
+                            .latent_scale = vae ? vae->scaling_factor : 0,
+                            .latent_shift = vae ? vae->shift_factor : 0,
+                            .latent_mean = 1,
                             .B = (int)n,
                             .F = (int)F,
                             .H = (int)H,
@@ -215,7 +226,7 @@ ig_status ig_flow_evaluate(ig_ctx *ctx, ig_backend *be, const char *path, const 
     ig_status st = ig_model_read_shape(ctx, path, &shape, err);
     int B = o->micro_batch, T = 1;
     ig_clip_dataset *ds = NULL;
-    if (st == IG_OK) st = ig_clip_dataset_open(&ds, ctx, o->data->path, o->data->n_path, err);
+    if (st == IG_OK) st = ig_clip_dataset_open_any(&ds, ctx, o->data->path, o->data->n_path, err);
     size_t nb = 0;
     const ig_clip_bucket *bk = ds ? ig_clip_dataset_buckets(ds, &nb) : NULL;
     for (uint64_t g = 0; st == IG_OK && g < ig_clip_dataset_clips(ds); g++) {
@@ -279,12 +290,19 @@ static double grid_time(int i, int steps, double s) {
     return s * u / (1.0 + (s - 1.0) * u);
 }
 
-ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
-                                uint8_t *out, ig_err *err) {
+/* The Euler steps from noise to clips: into rgb (RGB24) or values (x0 as the model makes it). */
+static ig_status sample_clips(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o, uint8_t *rgb,
+                              float *values, ig_err *err) {
     ig_status st = need_clips(m, err);
     if (st != IG_OK) return st;
     const ig_model_config *c = &m->cfg;
     const ig_flow_model *fm = ig_flow_model_of(m);
+    ig_latent_vae vae;
+    if (rgb && fm->latents(c, &vae))
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "the model makes the latents of a VAE (%s): decode them through it "
+                          "(ingot sample --vae DIR)",
+                          vae.describe[0] ? vae.describe : "unnamed");
     int tok = 0, conds = ig_model_conditions(c), classes = fm->null_class(c);
     if (o->num < 1 || o->steps < 1 || !(o->cfg >= 0) || !(o->shift > 0))
         return ig_err_set(err, IG_ERR_INVALID_ARG,
@@ -320,7 +338,7 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
                           "the model was opened for %d x %d: sampling needs %d x %d", m->B, m->T,
                           per_call, tok);
     int chunk = m->B / per_call; /* videos per call */
-    size_t per = (size_t)o->frames * (size_t)o->height * (size_t)o->width * 3;
+    size_t per = (size_t)o->frames * (size_t)o->height * (size_t)o->width * (size_t)fm->channels(c);
     float *x = ig_alloc(ctx, (size_t)chunk * per * sizeof(float));
     float *xin = ig_alloc(ctx, (size_t)per_call * chunk * per * sizeof(float));
     float *v = ig_alloc(ctx, (size_t)per_call * chunk * per * sizeof(float));
@@ -383,10 +401,12 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
             }
             if (o->progress) o->progress(o->user, i + 1, o->steps);
         }
-        for (size_t e = 0; st == IG_OK && e < (size_t)n * per; e++) {
+        for (size_t e = 0; st == IG_OK && rgb && e < (size_t)n * per; e++) {
             float p = (x[e] + 1.0f) * 127.5f;
-            out[(size_t)v0 * per + e] = (uint8_t)(p <= 0 ? 0 : p >= 255 ? 255 : lrintf(p));
+            rgb[(size_t)v0 * per + e] = (uint8_t)(p <= 0 ? 0 : p >= 255 ? 255 : lrintf(p));
         }
+        if (st == IG_OK && values)
+            memcpy(values + (size_t)v0 * per, x, (size_t)n * per * sizeof(float));
     }
     ig_free(ctx, x);
     ig_free(ctx, xin);
@@ -397,4 +417,14 @@ ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_
     ig_free(ctx, feats);
     ig_free(ctx, lens);
     return st;
+}
+
+ig_status ig_model_sample_video(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
+                                uint8_t *out, ig_err *err) {
+    return sample_clips(m, ctx, o, out, NULL, err);
+}
+
+ig_status ig_model_sample_values(ig_model *m, ig_ctx *ctx, const ig_video_sample_opts *o,
+                                 float *out, ig_err *err) {
+    return sample_clips(m, ctx, o, NULL, out, err);
 }

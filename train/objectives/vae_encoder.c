@@ -142,13 +142,7 @@ void ig_vae_encoder_factors(const ig_vae_encoder *e, int *C, int *downsample, do
 }
 
 ig_status ig_vae_encoder_identity(ig_vae_encoder *e, uint64_t *xxh3, ig_err *err) {
-    uint64_t n = ig_model_buffer_elems(e->m);
-    float *p = ig_alloc(e->m->ctx, (size_t)(n ? n : 1) * sizeof *p);
-    if (!p) return ig_err_set(err, IG_ERR_NOMEM, "out of memory reading the VAE's weights");
-    ig_status st = ig_model_read(e->m, IG_MODEL_PARAMS, p, err);
-    if (st == IG_OK) *xxh3 = ig_xxh3_64(p, (size_t)n * sizeof *p);
-    ig_free(e->m->ctx, p);
-    return st;
+    return ig_model_params_xxh3(e->m, xxh3, err);
 }
 
 ig_status ig_vae_encoder_encode(ig_vae_encoder *e, const uint8_t *frames, int N, int H, int W,

@@ -3,9 +3,10 @@
  * the activations of a micro-batch, and its Hugging Face-style files. The passes are in
  * dit_pass.c, the staging of a micro-batch of clips in dit_input.c.
  *
- * The architecture: a clip [F, H, W, 3] is cut into patches of model.patch [pt, ph, pw] (a 3-D
- * convolution with kernel = stride, as a linear layer of the patch's 3 pt ph pw values, channel
- * first), tokens in (t, h, w) order, plus fixed sin-cos positions; the conditioning c is the
+ * The architecture: a clip [F, H, W, C] (C = 3: RGB pixels; or a VAE's latents, C its latent
+ * channels: dit_latent.c) is cut into patches of model.patch [pt, ph, pw] (a 3-D convolution with
+ * kernel = stride, as a linear layer of the patch's C pt ph pw values, channel first), tokens in
+ * (t, h, w) order, plus fixed sin-cos positions; the conditioning c is the
  * embedding of the flow's time (256 frequencies, Linear, SiLU, Linear) plus, with model.cond
  * class, a learned embedding of the clip's label (a null row for classifier-free guidance); with
  * model.cond caption, c is the time's alone and each block attends to the clip's caption after its
@@ -19,7 +20,7 @@
  * block is adaLN-Zero: SiLU(c) -> Linear(D, 6D) gives a shift, a scale and a gate for attention
  * and for the MLP; x += gate * Attn(LN(x) (1 + scale) + shift), x += gate * MLP(...), LayerNorm
  * without affine parameters (model.norm_eps, 1e-6), non-causal multi-head attention, MLP 4D with
- * tanh-GeLU. The final layer: adaLN shift and scale, Linear(D, pt ph pw 3), each token's vector in
+ * tanh-GeLU. The final layer: adaLN shift and scale, Linear(D, pt ph pw C), each token's vector in
  * (pt, ph, pw, c) order. Initialisation as DiT's: the adaLN projections and the final linear layer
  * zero, the other linear layers Xavier-uniform, the time MLP and the label table normal(0, 0.02).
  *
@@ -85,6 +86,10 @@ static const ig_cfg_key dit_keys[] = {
                "manifest); the captions go through PixArt's caption embedder (y_proj: Linear, "
                "tanh-GeLU, Linear) and the null caption is a learned [caption_len, D_text] "
                "y_embedding"),
+    IG_OWN_KEY("model.in_channels", IG_CFG_INT, dit_shape, in_channels, "0", 0, 1024,
+               "dit: the values of a clip's position the patch embedding takes: 3 for RGB pixels "
+               "(frame shards), a VAE's latent channels for latent shards (ingot preprocess "
+               "latents); 0: the data's"),
 };
 
 static ig_status parse_patch(dit_shape *c, ig_err *err) {
@@ -139,6 +144,9 @@ static ig_status dit_check(ig_model_config *c, ig_err *err) {
     if (d.cond != DIT_COND_NONE && d.cond != DIT_COND_CLASS && d.cond != DIT_COND_CAPTION)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.cond %d is not none, class or caption",
                           d.cond);
+    if (d.in_channels < 0 || d.in_channels > 1024)
+        return ig_err_set(err, IG_ERR_INVALID_ARG, "model.in_channels %d: need 0 .. 1024",
+                          d.in_channels);
     if (d.caption_channels < 0 || d.caption_channels > 65536)
         return ig_err_set(err, IG_ERR_INVALID_ARG, "model.caption_channels %d: need 0 .. 65536",
                           d.caption_channels);
@@ -228,7 +236,18 @@ static uint64_t dit_num_params(const ig_model_config *c) {
     return first + L * block + last;
 }
 
+static void dit_describe_cond(const ig_model_config *c, char *buf, size_t cap);
+
 static void dit_describe(const ig_model_config *c, char *buf, size_t cap) {
+    const dit_shape d = dit_own(c);
+    dit_describe_cond(c, buf, cap);
+    size_t n = strlen(buf);
+    if (d.vae_weights && n < cap)
+        snprintf(buf + n, cap - n, "; on %d-channel latents of a VAE (%s)", dit_channels(c),
+                 d.vae_describe[0] ? d.vae_describe : "unnamed");
+}
+
+static void dit_describe_cond(const ig_model_config *c, char *buf, size_t cap) {
     const dit_shape d = dit_own(c);
     if (d.cond == DIT_COND_CLASS)
         snprintf(buf, cap, "; patch %dx%dx%d, %d classes (dropout %g)", d.patch[0], d.patch[1],
@@ -637,6 +656,8 @@ static ig_status dit_to_json(const ig_model_config *c, json_t *model, ig_err *er
     json_object_set_new(model, "caption_len", json_integer(d.caption_len));
     json_object_set_new(model, "caption_dropout", json_real(d.caption_dropout));
     json_object_set_new(model, "norm_eps", json_real(c->norm_eps));
+    json_object_set_new(model, "in_channels", json_integer(dit_channels(c)));
+    dit_vae_to_json(&d, model);
     return dit_encoder_to_json(&d, model);
 }
 
@@ -657,6 +678,7 @@ static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *fi
         st = ig_hf_get_float(model, file, "caption_dropout", 0, 0, &d.caption_dropout, err);
     if (st == IG_OK) st = ig_hf_get_float(model, file, "norm_eps", 1, 0, &c->norm_eps, err);
     if (st == IG_OK) st = dit_encoder_from_json(model, file, &d, err);
+    if (st == IG_OK) st = dit_vae_from_json(model, file, &d, err);
     ig_own_set_dit_shape(c, &d);
     return st;
 }
@@ -664,13 +686,13 @@ static ig_status dit_from_json(json_t *model, ig_model_config *c, const char *fi
 /* ingot's DiT config.json (model_type "ingot-dit"): DiT's constructor arguments */
 static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out, int32_t *eod,
                                ig_err *err) {
-    int64_t v[3] = {0}, in = 3, nc = 0;
+    int64_t v[3] = {0}, nc = 0;
     dit_shape d = dit_own(out);
     static const char *const keys[] = {"depth", "num_heads", "hidden_size"};
     ig_status st = IG_OK;
     for (int i = 0; i < 3 && st == IG_OK; i++)
         st = ig_hf_get_int(o, file, keys[i], NULL, 1, 1 << 20, 1, 0, &v[i], err);
-    if (st == IG_OK) st = ig_hf_get_int(o, file, "in_channels", NULL, 3, 3, 0, 3, &in, err);
+    if (st == IG_OK) st = dit_vae_from_json(o, file, &d, err);
     if (st == IG_OK) st = ig_hf_get_int(o, file, "num_classes", NULL, 0, 1 << 24, 0, 0, &nc, err);
     if (st == IG_OK) st = read_patch(o, file, "patch_size", &d, err);
     d.num_classes = (int)nc;
@@ -709,14 +731,15 @@ static ig_status dit_hf_config(json_t *o, const char *file, ig_model_config *out
 static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
     const dit_shape d = dit_own(c);
     (void)eod;
-    json_t *o = json_pack("{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}",
-                          "model_type", "ingot-dit", "architectures", "DiT", "hidden_size",
-                          c->d_model, "depth", c->n_layer, "num_heads", c->n_head, "mlp_ratio", 4.0,
-                          "patch_size", patch_json(c), "in_channels", 3, "cond", conds[d.cond],
-                          "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
-                          "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
+    json_t *o = json_pack(
+        "{s:s,s:[s],s:i,s:i,s:i,s:f,s:o,s:i,s:s,s:i,s:f,s:b,s:f,s:s}", "model_type", "ingot-dit",
+        "architectures", "DiT", "hidden_size", c->d_model, "depth", c->n_layer, "num_heads",
+        c->n_head, "mlp_ratio", 4.0, "patch_size", patch_json(c), "in_channels", dit_channels(c),
+        "cond", conds[d.cond], "num_classes", d.num_classes, "class_dropout_prob", d.class_dropout,
+        "learn_sigma", 0, "norm_eps", c->norm_eps, "torch_dtype", "float32");
     /* the tokens of the largest clip it was trained on (ingot sample warns past them) */
     if (o && c->seq_len > 1) json_object_set_new(o, "max_tokens", json_integer(c->seq_len));
+    if (o) dit_vae_to_json(&d, o); /* a model of latents: the VAE that decodes them */
     if (o && d.cond == DIT_COND_CAPTION && d.caption_channels) {
         json_object_set_new(o, "caption_len", json_integer(d.caption_len));
         json_object_set_new(o, "caption_dropout_prob", json_real(d.caption_dropout));
@@ -729,7 +752,7 @@ static json_t *dit_hf_write_config(const ig_model_config *c, int32_t eod) {
     return o;
 }
 
-/* the patch embedding is a convolution there: [D, 3, pt, ph, pw] */
+/* the patch embedding is a convolution there: [D, C, pt, ph, pw] */
 static size_t dit_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, ig_hf_piece *out,
                             size_t cap) {
     const dit_shape d = dit_own(c);
@@ -739,7 +762,7 @@ static size_t dit_hf_pieces(const ig_model_config *c, const ig_tensor_spec *t, i
     out[0].rows = t->shape[0];
     if (!strcmp(t->name, "x_embedder.proj.weight")) {
         out[0].ndim = 5;
-        out[0].shape[0] = c->d_model, out[0].shape[1] = 3;
+        out[0].shape[0] = c->d_model, out[0].shape[1] = dit_channels(c);
         for (int k = 0; k < 3; k++) out[0].shape[2 + k] = d.patch[k];
     }
     return 1;
@@ -782,7 +805,7 @@ static const char *dit_differs(const ig_model_config *a, const ig_model_config *
     if (x.enc_weights != y.enc_weights || x.enc_tokenizer != y.enc_tokenizer ||
         strcmp(x.enc_describe, y.enc_describe))
         return "the caption features' encoder (data.caption_features)";
-    return "";
+    return dit_vae_differs(&x, &y);
 }
 
 /* captions: the vocabulary of their tokenizer, from the caption shards */
@@ -814,6 +837,9 @@ static ig_status dit_fit_labels(const dit_shape *d, const ig_data_facts *f, ig_e
 
 static ig_status dit_fit(ig_model_config *c, const ig_data_facts *f, ig_err *err) {
     dit_shape d = dit_own(c);
+    ig_status st = dit_fit_values(&d, f, err);
+    if (st != IG_OK) return st;
+    ig_own_set_dit_shape(c, &d);
     if (d.cond != DIT_COND_CAPTION && f->caption_encoder)
         return ig_err_set(err, IG_ERR_CONFIG,
                           "data.caption_features: a model of model.cond %s reads no captions: "
@@ -893,7 +919,12 @@ ig_comm_micro dit_comm_micro(const ig_model_config *c, const ig_part *p, int Bi,
 
 /* ---- the family ------------------------------------------------------------------------------ */
 
-static const ig_flow_model dit_flow = {.channels = 3,
+static int dit_channels_of(const ig_model_config *c) {
+    return dit_channels(c);
+}
+
+static const ig_flow_model dit_flow = {.channels = dit_channels_of,
+                                       .latents = dit_latents,
                                        .clip_tokens = dit_clip_tokens,
                                        .null_class = dit_null_class,
                                        .caption_len = dit_caption_len,

@@ -30,6 +30,15 @@ typedef struct dit_shape {
     int caption_channels;
     uint64_t enc_weights, enc_tokenizer;
     char enc_describe[160];
+    /* the values of a clip's position (model.in_channels: 3 of RGB pixels, a VAE's latent
+     * channels; 0 until the data says) and, of a model of latents, the VAE they came from (its
+     * weights' hash: 0 for pixels; scaling and shift, x0 = scaling (z - shift); pixels per
+     * latent position; its line, cut) */
+    int in_channels;
+    uint64_t vae_weights;
+    double vae_scaling, vae_shift;
+    int vae_downsample;
+    char vae_describe[128];
 } dit_shape;
 IG_DEFINE_OWN(dit_shape)
 static inline dit_shape dit_own(const ig_model_config *c) {
@@ -157,9 +166,14 @@ static inline size_t dit_ft(const ig_model *m, int which) {
 static inline size_t dit_lastt(const ig_model *m, int which) {
     return (size_t)dit_of(m)->t_last0 + (size_t)which;
 }
+/* C: the values of a clip's position (3 until the data says otherwise) */
+static inline int dit_channels(const ig_model_config *c) {
+    dit_shape d = dit_own(c);
+    return d.in_channels > 0 ? d.in_channels : 3;
+}
 static inline int dit_patch_values(const ig_model_config *c) {
     dit_shape d = dit_own(c);
-    return 3 * d.patch[0] * d.patch[1] * d.patch[2];
+    return dit_channels(c) * d.patch[0] * d.patch[1] * d.patch[2];
 }
 
 /* dit_pass.c */
@@ -187,5 +201,13 @@ ig_status dit_fit_features(ig_model_config *c, dit_shape *d, const ig_data_facts
 int dit_caption_features(const ig_model_config *c, ig_feature_encoder *enc);
 ig_status dit_encoder_to_json(const dit_shape *d, json_t *o);
 ig_status dit_encoder_from_json(json_t *o, const char *file, dit_shape *d, ig_err *err);
+
+/* dit_latent.c: the latents' side - the fit of a shape to the data's values (pixels, or a VAE's
+ * latents) and the VAE it records, in the checkpoint's and config.json's "vae" */
+ig_status dit_fit_values(dit_shape *d, const ig_data_facts *f, ig_err *err);
+int dit_latents(const ig_model_config *c, ig_latent_vae *out);
+void dit_vae_to_json(const dit_shape *d, json_t *o);
+ig_status dit_vae_from_json(json_t *o, const char *file, dit_shape *d, ig_err *err);
+const char *dit_vae_differs(const dit_shape *x, const dit_shape *y);
 
 #endif

@@ -1,7 +1,7 @@
 /* dit_input.c - a micro-batch of the rectified flow (objectives/flow.c made x_t, its times, the
  * conditioning after dropout and the target) staged into a slot of the DiT's memory: x_t cut into
  * patches (a row per token, in (t, h, w) order, each patch's values channel first, as the
- * convolution's weight [D, 3, pt, ph, pw] reads them) and the target into each token's
+ * convolution's weight [D, C, pt, ph, pw] reads them) and the target into each token's
  * (pt, ph, pw, c) vector, as the final layer predicts it; the tokens' sin-cos positions and the
  * times' 256 frequencies are computed here, in double; the labels and the captions' tokens with
  * the null ones (the tables' last rows), or the captions' features with a mark for the null ones. A
@@ -131,7 +131,8 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
     x->shape[slot][0] = fb->F, x->shape[slot][1] = fb->H, x->shape[slot][2] = fb->W;
     const int *pa = d.patch;
     int Fp = fb->F / pa[0], Hp = fb->H / pa[1], Wp = fb->W / pa[2], P = x->P, C = c->d_model;
-    size_t per = (size_t)fb->F * (size_t)fb->H * (size_t)fb->W * 3; /* values of a clip */
+    int V = dit_channels(c);                                                /* a position's */
+    size_t per = (size_t)fb->F * (size_t)fb->H * (size_t)fb->W * (size_t)V; /* a clip's values */
     /* each sample's time's frequencies, label and caption */
     for (int b = 0; b < B; b++) {
         frequencies(fb->t[b], x->h_freq + (size_t)b * DIT_FREQ);
@@ -153,13 +154,14 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
                             for (int k = 0; k < pa[2]; k++) {
                                 size_t f = (size_t)(ti * pa[0] + i), yy = (size_t)(hi * pa[1] + j),
                                        xx = (size_t)(wi * pa[2] + k);
-                                size_t px = (size_t)b * per +
-                                            ((f * (size_t)fb->H + yy) * (size_t)fb->W + xx) * 3;
+                                size_t px =
+                                    (size_t)b * per +
+                                    ((f * (size_t)fb->H + yy) * (size_t)fb->W + xx) * (size_t)V;
                                 int q = (i * pa[1] + j) * pa[2] + k;
-                                for (int ch = 0; ch < 3; ch++) {
+                                for (int ch = 0; ch < V; ch++) {
                                     pt[((ch * pa[0] + i) * pa[1] + j) * pa[2] + k] =
                                         fb->xt[px + (size_t)ch];
-                                    if (fb->target) tg[q * 3 + ch] = fb->target[px + (size_t)ch];
+                                    if (fb->target) tg[q * V + ch] = fb->target[px + (size_t)ch];
                                 }
                             }
                 }
@@ -203,7 +205,7 @@ ig_status dit_flow_stage(ig_model *m, int slot, const ig_flow_batch *fb, ig_err 
 }
 
 /* The prediction of the slot's last forward, per token's (pt, ph, pw, c) vector, put back in
- * place: [B, F, H, W, 3]. */
+ * place: [B, F, H, W, C]. */
 ig_status dit_output(ig_model *m, int slot, float *out, ig_err *err) {
     m->slot = slot;
     dit_state *x = dit_of(m);
@@ -215,7 +217,8 @@ ig_status dit_output(ig_model *m, int slot, float *out, ig_err *err) {
     ig_status st = ig_backend_download_f32(m->be, x->h_target, ig_model_act(m, x->pred),
                                            (size_t)B * (size_t)T * (size_t)P, err);
     if (st != IG_OK) return st;
-    size_t per = (size_t)F * (size_t)H * (size_t)W * 3;
+    int V = dit_channels(&m->cfg);
+    size_t per = (size_t)F * (size_t)H * (size_t)W * (size_t)V;
     for (int b = 0; b < B; b++)
         for (int ti = 0; ti < Fp; ti++)
             for (int hi = 0; hi < Hp; hi++)
@@ -228,9 +231,9 @@ ig_status dit_output(ig_model *m, int slot, float *out, ig_err *err) {
                                 size_t f = (size_t)(ti * pa[0] + i), yy = (size_t)(hi * pa[1] + j),
                                        xx = (size_t)(wi * pa[2] + k);
                                 float *o = out + (size_t)b * per +
-                                           ((f * (size_t)H + yy) * (size_t)W + xx) * 3;
+                                           ((f * (size_t)H + yy) * (size_t)W + xx) * (size_t)V;
                                 int q = (i * pa[1] + j) * pa[2] + k;
-                                for (int ch = 0; ch < 3; ch++) o[ch] = v[q * 3 + ch];
+                                for (int ch = 0; ch < V; ch++) o[ch] = v[q * V + ch];
                             }
                 }
     return IG_OK;

@@ -144,7 +144,26 @@ the same files to ../dit_features/ for the caption variant's model but for these
   and 21 more with h 1e-4 (12 tensors; at most 4.3e-7 relative).
 
 Run with Debian's python3 and python3-torch (torch 1.13):
-  /usr/bin/python3 make_dit_goldens.py [--caption | --features] [--check]
+The latents variant (--latents; the DiT on a VAE's latents, as PixArt, Open-Sora and OpenDiT
+train it) writes the class model's files to ../dit_latents/ but for these differences:
+  config.json             "in_channels": 4 (the VAE's latent channels) and "vae": the VAE the
+                          latents came from (a made-up identity; scaling_factor 0.18215,
+                          shift_factor 0.1, downsample 8).
+  init.safetensors        x_embedder.proj.weight [D, 4, pt, ph, pw], final_layer.linear [pt ph pw
+                          4, D] and its bias.
+  K_expected.safetensors  moments F32 [B, F, H, W, 8] (a latent shard's values: the 4 means, then
+                          the 4 log-variances) before noise, t, labels, loss and grad.NAME; noise
+                          is [B, F, H, W, 4]; there is no K_clips.bin.
+  x0 = scaling_factor (mean - shift_factor), the posterior's mean (z = mean: what validation,
+    ingot eval and a noise file use; training draws z = mean + exp(logvar / 2) eps' instead, the
+    logvar halves only there), then as above.
+  Initial values: from a generator of seed 20261129, normal(0, 0.02) in the class model's order;
+    per micro-batch the means (normal(0, 5): a latent's scale before the scaling factor), the
+    log-variances (normal(-4, 1)), noise, t and labels as above.
+  --check runs the loop implementation on the same x0 (186 finite differences as above).
+
+Run with Debian's python3 and python3-torch (torch 1.13):
+  /usr/bin/python3 make_dit_goldens.py [--caption | --features | --latents] [--check]
 """
 import json
 import math
@@ -186,6 +205,14 @@ CAPTION_CONFIG = {"model_type": "ingot-dit", "architectures": ["DiT"], "hidden_s
                   "norm_eps": NORM_EPS, "torch_dtype": "float32"}
 FEATURE_CONFIG = dict(CAPTION_CONFIG, caption_channels=DT)
 del FEATURE_CONFIG["vocab_size"]
+# the latents variant (--latents): the class model on a VAE's latents of LATENT_CH channels
+LATENT_CH, SCALING, SHIFT = 4, 0.18215, 0.1
+LATENT_SEED = 20261129
+LATENT_DIR = os.path.join(os.path.dirname(HERE), "dit_latents")
+LATENT_CONFIG = dict(CONFIG, in_channels=LATENT_CH,
+                     vae={"describe": "a made-up VAE (tests/data/golden/dit/make_dit_goldens.py)",
+                          "weights_xxh3": "0123456789abcdef", "latent_channels": LATENT_CH,
+                          "downsample": 8, "scaling_factor": SCALING, "shift_factor": SHIFT})
 
 
 def names(caption=False, features=False):
@@ -363,8 +390,20 @@ def model(p, xt, tm, labels=None, caption=None):
     return y.reshape(B, Fr, H, W, IN_CH)
 
 
+def x0_of(clips):
+    """the clean sample: RGB24 clips to [-1, 1], or a latent shard's moments (float, the means
+    then the log-variances) to scaling (mean - shift)"""
+    if clips.dtype in (torch.uint8, np.uint8):
+        return clips.astype(np.float64) / 127.5 - 1.0 if isinstance(clips, np.ndarray) else \
+            clips.to(torch.float64) / 127.5 - 1.0
+    mean = clips[..., :IN_CH]
+    if isinstance(clips, np.ndarray):
+        return SCALING * (mean.astype(np.float64) - SHIFT)
+    return SCALING * (mean.to(torch.float64) - SHIFT)
+
+
 def flow_loss(p, clips, noise, t, labels=None, caption=None):
-    x0 = clips.to(torch.float64) / 127.5 - 1.0
+    x0 = x0_of(clips)
     tb = t[:, None, None, None, None]
     xt = (1.0 - tb) * x0 + tb * noise
     v = model(p, xt, 1000.0 * t, labels, caption)
@@ -393,11 +432,11 @@ def loss_and_grads(init, clips, noise, t, cond):
 
 
 def loop_loss(p, clips, noise, t, labels=None, caption=None):
-    B, Fr, H, W, C = clips.shape
+    B, Fr, H, W, C = noise.shape
     pt, ph, pw = PATCH
     ft, fh, fw = Fr // pt, H // ph, W // pw
     T, hs, P = ft * fh * fw, D // NH, pt * ph * pw * C
-    x0 = clips.astype(np.float64) / 127.5 - 1.0
+    x0 = x0_of(clips)
     xt = np.empty_like(x0)
     for b in range(B):
         xt[b] = (1.0 - t[b]) * x0[b] + t[b] * noise[b]
@@ -519,7 +558,7 @@ def loop_loss(p, clips, noise, t, labels=None, caption=None):
                                         y[((i * ph + j) * pw + k) * C + c]
         target = noise[b] - x0[b]
         total += float(((v - target) ** 2).sum())
-    return total / clips.size
+    return total / noise.size
 
 
 def read_safetensors(path):
@@ -537,7 +576,7 @@ def read_safetensors(path):
     return out, meta
 
 
-def check(init, cases, out, caption=False, features=False):
+def check(init, cases, out, caption=False, features=False, latents=False):
     """cases: list of (name, s, clips, noise, t, cond, loss64, grads64 by name), cond the labels or
     (caption tokens, caption lengths); out: the files' folder."""
     rs = np.random.RandomState(7)
@@ -546,15 +585,18 @@ def check(init, cases, out, caption=False, features=False):
     assert meta == {"format": "pt"} and list(back) == [n for n, _ in init]
     assert all(np.array_equal(back[n], a) for n, a in init)
     with open(os.path.join(out, "config.json")) as f:
-        assert json.load(f) == (FEATURE_CONFIG if features else
-                                CAPTION_CONFIG if caption else CONFIG)
+        assert json.load(f) == (FEATURE_CONFIG if features else CAPTION_CONFIG if caption else
+                                LATENT_CONFIG if latents else CONFIG)
     worst, worst_abs, count = 0.0, 0.0, 0
     small, worst_small = [], 0.0
     for k, s, clips, noise, t, cond, loss64, grads in cases:
         exp, _ = read_safetensors(os.path.join(out, k + "_expected.safetensors"))
-        with open(os.path.join(out, k + "_clips.bin"), "rb") as f:
-            raw = np.frombuffer(f.read(), dtype=np.uint8)
-        assert np.array_equal(raw.reshape(clips.shape), clips)
+        if latents:
+            assert np.array_equal(exp.pop("moments"), clips)
+        else:
+            with open(os.path.join(out, k + "_clips.bin"), "rb") as f:
+                raw = np.frombuffer(f.read(), dtype=np.uint8)
+            assert np.array_equal(raw.reshape(clips.shape), clips)
         assert np.array_equal(exp["noise"], noise) and np.array_equal(exp["t"], t)
         cnames = (["caption_features", "caption_lens"] if features else
                   ["caption_tokens", "caption_lens"] if caption else ["labels"])
@@ -627,12 +669,19 @@ def check(init, cases, out, caption=False, features=False):
 
 
 def main():
+    global IN_CH
     features = "--features" in sys.argv[1:]
     caption = features or "--caption" in sys.argv[1:]
-    out_dir = FEATURE_DIR if features else CAPTION_DIR if caption else HERE
+    latents = "--latents" in sys.argv[1:]
+    if latents:
+        IN_CH = LATENT_CH
+    out_dir = (FEATURE_DIR if features else CAPTION_DIR if caption else
+               LATENT_DIR if latents else HERE)
     os.makedirs(out_dir, exist_ok=True)
-    gen = torch.Generator().manual_seed(FEATURE_SEED if features else
-                                        CAPTION_SEED if caption else SEED)
+    gen = torch.Generator().manual_seed(FEATURE_SEED if features else CAPTION_SEED if caption else
+                                        LATENT_SEED if latents else SEED)
+    config = (FEATURE_CONFIG if features else CAPTION_CONFIG if caption else
+              LATENT_CONFIG if latents else CONFIG)
     init = []
     for name, shape in names(caption, features):
         # the caption embedder's at 0.3, so that the caption's keys and values are O(1) (as the
@@ -642,14 +691,19 @@ def main():
         init.append((name, a.numpy().astype(np.float32)))
     write_safetensors(os.path.join(out_dir, "init.safetensors"), init)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(FEATURE_CONFIG if features else CAPTION_CONFIG if caption else CONFIG, f,
-                  indent=2)
+        json.dump(config, f, indent=2)
         f.write("\n")
 
     done = []
     for k, s in CASES:
         B, Fr, H, W = s["B"], s["F"], s["H"], s["W"]
-        clips = torch.randint(0, 256, (B, Fr, H, W, IN_CH), generator=gen).numpy().astype(np.uint8)
+        if latents:  # a latent shard's moments: the means, then the log-variances
+            mean = 5.0 * torch.randn((B, Fr, H, W, IN_CH), generator=gen, dtype=torch.float64)
+            logvar = torch.randn((B, Fr, H, W, IN_CH), generator=gen, dtype=torch.float64) - 4.0
+            clips = torch.cat([mean, logvar], dim=-1).numpy().astype(np.float32)
+        else:
+            clips = torch.randint(0, 256, (B, Fr, H, W, IN_CH),
+                                  generator=gen).numpy().astype(np.uint8)
         noise = torch.randn((B, Fr, H, W, IN_CH), generator=gen, dtype=torch.float64)
         noise = noise.numpy().astype(np.float32)
         t = torch.sigmoid(torch.randn((B,), generator=gen, dtype=torch.float64))
@@ -674,12 +728,14 @@ def main():
             labels = torch.randint(0, NUM_CLASSES, (B,), generator=gen).numpy().astype(np.int32)
             labels[-1] = NUM_CLASSES  # the null class
             cond, named = labels, [("labels", labels)]
-        with open(os.path.join(out_dir, k + "_clips.bin"), "wb") as f:
-            f.write(clips.tobytes())
+        if not latents:
+            with open(os.path.join(out_dir, k + "_clips.bin"), "wb") as f:
+                f.write(clips.tobytes())
 
         # the stored values as the test sees them: float32, then computed in float64
         loss, grads = loss_and_grads(init, clips, noise, t, cond)
-        out = [("noise", noise), ("t", t)] + named + [("loss", np.array([loss], dtype=np.float32))]
+        out = [("moments", clips)] if latents else []
+        out += [("noise", noise), ("t", t)] + named + [("loss", np.array([loss], dtype=np.float32))]
         out += [("grad." + n, grads[n].astype(np.float32)) for n, _ in init]
         write_safetensors(os.path.join(out_dir, k + "_expected.safetensors"), out)
         norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
@@ -712,7 +768,7 @@ def main():
                   "every slot a key: loss %.6f" % (k, "rows" if features else "ids", lf))
         done.append((k, s, clips, noise, t, cond, loss, grads))
     if "--check" in sys.argv[1:]:
-        check(init, done, out_dir, caption, features)
+        check(init, done, out_dir, caption, features, latents)
 
 
 if __name__ == "__main__":
