@@ -8,8 +8,8 @@
  * ahead of the writer: memory is bounded by the clips of those rows. Decoding, converting and
  * writing overlap: workers show the writer their RGB clips chunk by chunk, and it writes the next
  * row's while they decode (write_ahead; a row that fails half-way is cut back out of the file); a
- * row that is the next to write when its decoding starts goes straight to the writer through two
- * chunk buffers and is never whole in memory (one video: 63 MB resident instead of 254);
+ * row that is the next to write when its decoding starts goes straight to the writer through
+ * IG_VJOB_CHUNKS chunk buffers and is never whole in memory (one video: 63 MB resident, not 254);
  * the clip buffers of written rows go to a pool for the rows to come (their pages are mapped
  * already), all buffers together within the same bound. Bad videos are skipped and
  * reported (or, strict, stop the run). With a text encoder, once the frame shard is complete the
