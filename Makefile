@@ -10,6 +10,9 @@
 #                    T5 features, a small VAE, latent shards, a video DiT on the latents by label
 #                    and one by caption, sampled videos decoded through the VAE
 #   make bench       benchmark programs (figures as ratios against references)
+#   make bench-startup  commands that do not use the GPU (--help, --version, tokenize of a line):
+#                    how long they take in the CUDA build against a build without CUDA (built as
+#                    BUILD-nocuda); also part of make bench
 #   make bench-cuda  the CUDA backend: GPT-2 small tokens/s and MFU, attention paths, PyTorch's step on the same GPU (needs a GPU;
 #                    prints "skipped: no CUDA device" without one)
 #   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
@@ -43,7 +46,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-cuda bench-train bench-conv bench-t5 bench-vae bench-tokenizer bench-video fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-startup bench-cuda bench-train bench-conv bench-t5 bench-vae bench-tokenizer bench-video fuzz clean format
 
 all: build
 
@@ -89,6 +92,9 @@ quickstart-video: deps $(BUILD)/CMakeCache.txt
 
 bench: build
 	@bash tools/bench/run.sh $(BUILD)
+
+bench-startup: build
+	@bash tools/bench/run.sh $(BUILD) startup
 
 bench-cuda: build
 	@bash tools/bench/run.sh $(BUILD) cuda

@@ -361,3 +361,21 @@ ig_status ig_comm_gather_bytes(ig_comm *c, const void *data, size_t len, int roo
     if (st == IG_OK) st = check_rank(c, "gather", "root", root, err);
     return st != IG_OK ? st : c->ops->gather_bytes(c, data, len, root, out, out_len, lens, err);
 }
+
+/* ---- a device backend's stream (NCCL's: ops in the CUDA module) ----------------------------- */
+
+int ig_comm_nccl_device(const ig_comm *c) {
+    return c && c->ops->device ? c->ops->device(c) : -1;
+}
+
+void *ig_comm_nccl_stream(const ig_comm *c) {
+    return c && c->ops->stream ? c->ops->stream(c) : NULL;
+}
+
+ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
+    if (!c || !c->ops->set_stream)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "ig_comm_nccl_set_stream: the communicator is %s's, not NCCL's",
+                          c ? c->ops->name : "nobody");
+    return c->ops->set_stream(c, stream, err);
+}

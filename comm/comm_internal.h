@@ -48,6 +48,11 @@ typedef struct ig_comm_ops {
     ig_status (*group_begin)(ig_comm *c, ig_err *err);
     ig_status (*group_end)(ig_comm *c, ig_err *err);
     void (*destroy)(ig_comm *c); /* frees impl (and shuts the backend down for the world) */
+    /* a device backend's device, stream and stream setting (ig_comm_nccl_device, ..._stream,
+     * ..._set_stream); NULL for host backends */
+    int (*device)(const ig_comm *c);
+    void *(*stream)(const ig_comm *c);
+    ig_status (*set_stream)(ig_comm *c, void *stream, ig_err *err);
 } ig_comm_ops;
 
 struct ig_comm_req {
@@ -82,6 +87,19 @@ static inline size_t ig_comm_elem_size(ig_comm_type t) {
     static const size_t sizes[IG_COMM_TYPE_COUNT] = {1, 4, 8, 8, 4, 8, 2};
     return (unsigned)t < IG_COMM_TYPE_COUNT ? sizes[t] : 0;
 }
+
+/* The NCCL backend is built into ingot's CUDA module, libingot_cuda.so (with the CUDA backend),
+ * which the program loads at the first ig_comm_nccl_create (backends/comm_nccl_host.c), so that
+ * NCCL and the CUDA runtime are loaded only by the processes that use them. The module exports
+ * one object of this type, IG_COMM_NCCL_ENTRY; the sizes and version let the program refuse a
+ * module of another build, whose tables would not match these. */
+#define IG_COMM_NCCL_ENTRY "ig_comm_nccl_entry"
+typedef struct ig_comm_nccl_module {
+    const char *version; /* IG_VERSION_STRING of the module's build */
+    size_t ops_size;     /* sizeof(ig_comm_ops) */
+    size_t comm_size;    /* sizeof(struct ig_comm) */
+    ig_status (*create)(ig_comm **out, ig_comm *world, ig_err *err); /* ig_comm_nccl_create's */
+} ig_comm_nccl_module;
 
 /* The MPI backend (backends/comm_mpi.c, or backends/comm_nompi.c without MPI): initialises MPI
  * when needed and returns the world communicator. */

@@ -1,6 +1,7 @@
 /* core.h - the public API of ingot's core: status codes and error buffers, the context (logger,
  * allocator, thread pool, rank), read-only mapped files, atomic file writes, JSON files read
- * whole, xxh3 hashing, the progress bar and YAML configuration.
+ * whole, xxh3 hashing, the progress bar, YAML configuration and the loading of ingot's own modules
+ * (libingot_cuda.so).
  *
  * Every library function that can fail returns an ig_status and, when it fails, fills the ig_err
  * the caller passed with a message that names the file, the line or byte offset, what was
@@ -547,6 +548,37 @@ ig_status ig_config_dump(const ig_config *cfg, FILE *out, ig_err *err);
 /* Like ig_config_dump, with a comment after each value naming its origin ("# default",
  * "# FILE:LINE", "# --set"), as `ingot config show` prints it. */
 ig_status ig_config_dump_origins(const ig_config *cfg, FILE *out, ig_err *err);
+
+/* ---- ingot's loadable modules (module.c) ------------------------------------------------- */
+
+/* A module is a part of ingot built as its own shared library, libingot_NAME.so, that the
+ * program loads when it is first asked for, so that what it links costs nothing to the commands
+ * that never use it. One today: "cuda", the CUDA backend and the NCCL communicator (whose CUDA
+ * runtime, cuBLASLt, cuDNN and NCCL took a third of a second to load and initialise at every
+ * start, `ingot --help` included). A module calls back into the program that loads it (the
+ * program exports those functions: cmake/cuda_module_imports.txt), so it belongs to the build
+ * that made the program.
+ *
+ * Where a module is looked for, first found wins:
+ *   1. $IG_MODULE_DIR/libingot_NAME.so, when IG_MODULE_DIR is set (and only there);
+ *   2. the program's own directory (of /proc/self/exe): a build directory, or an unpacked tree;
+ *   3. the install directory compiled in (IG_MODULE_INSTALL_DIR: PREFIX/lib/ingot);
+ *   4. the dynamic loader's search path (LD_LIBRARY_PATH, the program's RUNPATH, ld.so.cache). */
+
+/* Writes where module NAME would be loaded from into buf: a path (return 1), or, when it is in
+ * none of the directories above, the places looked in (return 0; step 4 is then still tried by
+ * ig_module_symbol). Thread-safe; loads nothing. */
+int ig_module_find(const char *name, char *buf, size_t cap);
+
+/* Loads module NAME (once per process: later calls find it loaded) and sets *out to the address
+ * of its function or object SYMBOL. what names, for the messages, what needs the module ("the
+ * CUDA backend"). Fails with IG_ERR_UNSUPPORTED when the module is not found, or a library it
+ * needs is missing or too old ("the CUDA backend needs libcublasLt.so.13, which is not found on
+ * this machine (...)"), with the loader's own words and where the module was; IG_ERR_NOT_FOUND
+ * when the module has no SYMBOL (a module of another build). A loaded module stays loaded until
+ * the process ends (the CUDA libraries cannot be unloaded safely). Thread-safe. */
+ig_status ig_module_symbol(const char *name, const char *symbol, const char *what, void **out,
+                           ig_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /* backend.c - the public face of the compute backends: creating one of the kind asked for,
  * checking each call's arguments once for every backend, and dispatching it through the
- * backend's ops table (backend_internal.h). Also what the CUDA runtime of this build reports, in
- * words, for `ingot --version`.
+ * backend's ops table (backend_internal.h). Also what the NVIDIA driver reports to this build
+ * (ig_cuda_query), in words, for `ingot --version`.
  *
  * Kernels return nothing (on a GPU they are queued): a shape that cannot be right (a negative
  * size, C not a multiple of NH, a NULL tensor) or an operation the backend lacks is a programmer

@@ -685,20 +685,31 @@ void ig_kernel_ema(ig_backend *be, float *ema, const float *master, const void *
 
 /* ==== the CUDA device (kernels/cuda/, built when nvcc is found) =============================== */
 
-/* What the CUDA runtime reports. Filled by ig_cuda_query; never fails. */
+/* The CUDA backend lives in ingot's CUDA module, libingot_cuda.so, which the program loads (with
+ * the CUDA runtime, cuBLASLt and cuDNN it links) only when a CUDA backend is created; what the
+ * machine has is asked of the NVIDIA driver directly, without the module. */
+
+/* What the driver reports. Filled by ig_cuda_query, which loads the driver (libcuda.so.1) but
+ * not the CUDA module; never fails. */
 typedef struct ig_cuda_info {
     int compiled;        /* 1 when this build has the CUDA backend */
     char archs[64];      /* the architectures compiled for, e.g. "sm_80 sm_90" */
-    int runtime_version; /* CUDA runtime, e.g. 13000; 0 when not compiled */
+    int runtime_version; /* the CUDA runtime the module carries, e.g. 13000; 0 when not compiled */
     int driver_version;  /* 0 when no driver is installed */
     int devices;         /* devices visible to this process */
     char name[256];      /* device 0, when devices > 0 */
     int cc_major, cc_minor;
     uint64_t memory_bytes;
-    char why[256]; /* devices == 0: the runtime's reason ("no CUDA-capable device is detected") */
+    char why[256]; /* devices == 0: the driver's reason ("no CUDA-capable device is detected") */
 } ig_cuda_info;
 
 void ig_cuda_query(ig_cuda_info *out);
+
+/* Loads the CUDA module as the first CUDA backend would (no device needed) and writes where it
+ * was found and the libraries it brought ("build/libingot_cuda.so: CUDA runtime 13.0 (static),
+ * cuBLASLt 13.0.2, cuDNN 9.13.0") into buf. IG_ERR_UNSUPPORTED, with what is missing, when the
+ * module or a library it needs is not found, or the build has no CUDA: `ingot version --cuda`. */
+ig_status ig_cuda_load(char *buf, size_t cap, ig_err *err);
 
 /* One line for `ingot --version`: "CUDA: ..." (what ig_cuda_query found). Returns buf. */
 char *ig_cuda_describe(char *buf, size_t cap);

@@ -70,6 +70,19 @@ ig_attention_path ig_attention_path_from_env(const char *value, int *ok) {
     return IG_ATTENTION_FUSED;
 }
 
+ig_status ig_attention_path_check(ig_attention_path *out, ig_err *err) {
+    int ok = 1;
+    const char *env = getenv("IG_CUDA_ATTENTION");
+    *out = ig_attention_path_from_env(env, &ok);
+    if (!ok)
+        return ig_err_set(
+            err, IG_ERR_INVALID_ARG,
+            "IG_CUDA_ATTENTION=%s: the CUDA attention path is \"fused\" (the default) "
+            "or \"gemm\"",
+            env);
+    return IG_OK;
+}
+
 /* As transformers' T5Attention._relative_position_bucket, operation by operation in the types it
  * computes in: integer halving and comparisons; the log-spaced part in fp32 (torch.log of a float
  * tensor, divided by the Python float math.log(max_distance / max_exact) rounded to fp32, times an

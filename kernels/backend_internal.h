@@ -199,10 +199,30 @@ void ig_backend_untrack(ig_backend *be, const void *p);
 void ig_backend_raise(ig_backend *be, ig_status status, const char *fmt, ...) IG_PRINTF(3, 4);
 
 /* The backends' create hooks: fill be (ops, name, act_type, impl) from be->opts, or fail with
- * err set (be->impl then NULL). The CPU one is kernels/cpu/cpu_backend.c; the CUDA one is in
- * kernels/cuda/ when nvcc built it, else kernels/nocuda/cuda_absent.c (unsupported). */
+ * err set (be->impl then NULL). The CPU one is kernels/cpu/cpu_backend.c. The CUDA one is
+ * kernels/cudahost/cuda_host.c when nvcc built the backend (it loads the CUDA module and calls
+ * the module's create, below), else kernels/nocuda/cuda_absent.c (unsupported). */
 ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err);
 ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
+
+/* ---- the CUDA module's side of the backend -------------------------------------------------- */
+
+/* kernels/cuda/ is built into the CUDA module, libingot_cuda.so (with the NCCL communicator),
+ * which the program loads when a CUDA backend is first created (core's ig_module_symbol), so that
+ * the CUDA runtime, cuBLASLt and cuDNN are loaded only by the processes that use the GPU. The
+ * module exports one object of this type, IG_CUDA_BACKEND_ENTRY; the sizes and version let
+ * cuda_host.c refuse a module of another build, whose tables would not match these. */
+#define IG_CUDA_BACKEND_ENTRY "ig_cuda_backend_entry"
+typedef struct ig_cuda_backend_module {
+    const char *version; /* IG_VERSION_STRING of the module's build */
+    size_t ops_size;     /* sizeof(ig_backend_ops) */
+    size_t backend_size; /* sizeof(struct ig_backend) */
+    /* ig_cuda_backend_create's work, the device known to exist (cuda_host.c asked the driver) */
+    ig_status (*create)(ig_backend *be, ig_err *err);
+    /* The libraries the module loaded, in words ("CUDA runtime 13.0, cuBLASLt 13.0.2, cuDNN
+     * 9.13.0") into buf. Never fails. */
+    void (*describe)(char *buf, size_t cap);
+} ig_cuda_backend_module;
 
 /* ---- host-side helpers of the accelerator backends (backend_host.c, plain C in every build) -- */
 
@@ -222,6 +242,9 @@ ig_status ig_device_nomem(ig_err *err, const char *backend, const char *what, si
  * scores in scratch memory: for comparison in bench_cuda). *ok is 0 for any other value. */
 typedef enum ig_attention_path { IG_ATTENTION_FUSED = 0, IG_ATTENTION_GEMM } ig_attention_path;
 ig_attention_path ig_attention_path_from_env(const char *value, int *ok);
+/* The path IG_CUDA_ATTENTION asks for into *out, or IG_ERR_INVALID_ARG naming the choices (the
+ * CUDA backend's refusal, given before it looks for a device). */
+ig_status ig_attention_path_check(ig_attention_path *out, ig_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* comm_nccl.c - the NCCL backend of the communicator: collectives and point to point over device
  * buffers, one GPU per process. Built when CUDA, NCCL and MPI are all found (comm_nonccl.c
- * otherwise); the only file of ingot that includes nccl.h.
+ * otherwise), into the CUDA module libingot_cuda.so, which the program loads at the first
+ * ig_comm_nccl_create (comm_nccl_host.c); the only file of ingot that includes nccl.h.
  *
  * Bootstrap without MPI calls here: the local rank comes from ig_comm_split_local of the world
  * communicator (MPI_Comm_split_type in comm_mpi.c), the device is that local rank, and rank 0's
@@ -102,10 +103,6 @@ static ig_status finish(const ig_comm *c, const char *what, ig_err *err) {
 
 /* ---- creation -------------------------------------------------------------------------------- */
 
-int ig_comm_nccl_available(void) {
-    return 1;
-}
-
 static void nccl_destroy(ig_comm *c) {
     nccl_impl *m = impl_of(c);
     if (!m) return;
@@ -150,7 +147,8 @@ static ig_status wrap(ig_comm **out, ig_ctx *ctx, ncclComm_t comm, int device, i
     return IG_OK;
 }
 
-ig_status ig_comm_nccl_create(ig_comm **out, ig_comm *world, ig_err *err) {
+/* ig_comm_nccl_create's work (comm.h), reached through the module's entry at the end. */
+static ig_status nccl_create(ig_comm **out, ig_comm *world, ig_err *err) {
     *out = NULL;
     /* the device: this process's local rank */
     ig_comm *local = NULL;
@@ -198,19 +196,16 @@ ig_status ig_comm_nccl_create(ig_comm **out, ig_comm *world, ig_err *err) {
     return wrap(out, world->ctx, comm, lrank, err);
 }
 
-int ig_comm_nccl_device(const ig_comm *c) {
-    return c && c->ops == &nccl_ops ? impl_of(c)->device : -1;
+static int nccl_device(const ig_comm *c) {
+    return impl_of(c)->device;
 }
 
-void *ig_comm_nccl_stream(const ig_comm *c) {
-    return c && c->ops == &nccl_ops ? (void *)impl_of(c)->stream : NULL;
+static void *nccl_stream(const ig_comm *c) {
+    return (void *)impl_of(c)->stream;
 }
 
-ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
-    if (!c || c->ops != &nccl_ops)
-        return ig_err_set(err, IG_ERR_INVALID_ARG,
-                          "ig_comm_nccl_set_stream: the communicator is %s's, not NCCL's",
-                          c ? c->ops->name : "nobody");
+static ig_status nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
+    (void)err;
     nccl_impl *m = impl_of(c);
     m->stream = stream ? (cudaStream_t)stream : m->own;
     return IG_OK;
@@ -495,4 +490,16 @@ static const ig_comm_ops nccl_ops = {
     .group_begin = nccl_group_begin,
     .group_end = nccl_group_end,
     .destroy = nccl_destroy,
+    .device = nccl_device,
+    .stream = nccl_stream,
+    .set_stream = nccl_set_stream,
+};
+
+/* The CUDA module's entry for the communicator (comm_internal.h): what comm_nccl_host.c finds by
+ * name. */
+__attribute__((visibility("default"))) const ig_comm_nccl_module ig_comm_nccl_entry = {
+    .version = IG_VERSION_STRING,
+    .ops_size = sizeof(ig_comm_ops),
+    .comm_size = sizeof(struct ig_comm),
+    .create = nccl_create,
 };

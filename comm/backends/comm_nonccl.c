@@ -14,19 +14,3 @@ ig_status ig_comm_nccl_create(ig_comm **out, ig_comm *world, ig_err *err) {
                       "this ingot was built without NCCL (it needs CUDA, NCCL and MPI at configure "
                       "time); use the MPI communicator with host buffers");
 }
-
-int ig_comm_nccl_device(const ig_comm *c) {
-    (void)c;
-    return -1;
-}
-
-void *ig_comm_nccl_stream(const ig_comm *c) {
-    (void)c;
-    return NULL;
-}
-
-ig_status ig_comm_nccl_set_stream(ig_comm *c, void *stream, ig_err *err) {
-    (void)c, (void)stream;
-    return ig_err_set(err, IG_ERR_INVALID_ARG,
-                      "ig_comm_nccl_set_stream: this ingot was built without NCCL");
-}

@@ -364,17 +364,13 @@ static ig_status create_failed(ig_backend *be, ig_err *err, cudaError_t e, const
     return cu_fail(err, e, what);
 }
 
-extern "C" ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
+/* The create hook behind ig_cuda_backend_create (kernels/cudahost/cuda_host.c, in the program),
+ * reached through the module's entry below. */
+static ig_status cuda_create(ig_backend *be, ig_err *err) {
     be->impl = NULL;
-    int ok = 1;
-    const char *env = getenv("IG_CUDA_ATTENTION");
-    ig_attention_path path = ig_attention_path_from_env(env, &ok);
-    if (!ok)
-        return ig_err_set(
-            err, IG_ERR_INVALID_ARG,
-            "IG_CUDA_ATTENTION=%s: the CUDA attention path is \"fused\" (the default) "
-            "or \"gemm\"",
-            env);
+    ig_attention_path path = IG_ATTENTION_FUSED;
+    ig_status ast = ig_attention_path_check(&path, err);
+    if (ast != IG_OK) return ast;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
@@ -427,3 +423,13 @@ extern "C" ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
     be->act_type = be->opts.act_type;
     return IG_OK;
 }
+
+/* The CUDA module's entry for the backend (backend_internal.h): what cuda_host.c finds by name. */
+extern "C" __attribute__((visibility("default"))) const ig_cuda_backend_module
+    ig_cuda_backend_entry = {
+        .version = IG_VERSION_STRING,
+        .ops_size = sizeof(ig_backend_ops),
+        .backend_size = sizeof(struct ig_backend),
+        .create = cuda_create,
+        .describe = cu_describe_libraries,
+};

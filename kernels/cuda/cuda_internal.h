@@ -43,6 +43,9 @@ typedef struct cu_impl {
     void *cudnn; /* the cuDNN handle (cuda_conv.cu), made at the first convolution; NULL before */
 } cu_impl;
 
+/* The module's libraries in words (device.cu): the ig_cuda_backend_module's describe. */
+void cu_describe_libraries(char *buf, size_t cap);
+
 /* ---- host helpers (backend_cuda.cu) ---------------------------------------------------------- */
 
 /* Makes be's device current for this thread and returns its state: the first line of every

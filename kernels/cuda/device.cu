@@ -1,37 +1,29 @@
-/* device.cu - the CUDA runtime's view of this machine: devices, driver and runtime versions.
- * The first CUDA source of ingot; CI compiles it for sm_80 and sm_90 next to the C sources, so a
- * build break in the CUDA toolchain shows at once. */
-#include <cuda_runtime.h>
-
+/* device.cu - what the CUDA module loaded, in words: the CUDA runtime it carries (linked
+ * statically), and the versions of the cuBLASLt and cuDNN that the loader found for it
+ * (`ingot version --cuda`). The device itself is the driver's answer, asked by the program
+ * without the module (kernels/cudahost/cuda_host.c), so that `ingot --version` stays fast. */
 #include <stdio.h>
-#include <string.h>
 
-#include "../backend.h"
+#include "cuda_internal.h"
 
-#ifndef IG_CUDA_ARCHS
-#define IG_CUDA_ARCHS "unknown"
+#ifdef IG_HAVE_CUDNN
+#include <cudnn.h>
 #endif
 
-extern "C" void ig_cuda_query(ig_cuda_info *out) {
-    memset(out, 0, sizeof *out);
-    out->compiled = 1;
-    snprintf(out->archs, sizeof out->archs, "%s", IG_CUDA_ARCHS);
-    cudaRuntimeGetVersion(&out->runtime_version);
-    cudaDriverGetVersion(&out->driver_version);
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n <= 0) {
-        snprintf(out->why, sizeof out->why, "%s",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        cudaGetLastError(); /* clear the sticky error for later callers */
-        return;
-    }
-    out->devices = n;
-    cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) {
-        snprintf(out->name, sizeof out->name, "%s", p.name);
-        out->cc_major = p.major;
-        out->cc_minor = p.minor;
-        out->memory_bytes = (uint64_t)p.totalGlobalMem;
-    }
+/* MAJOR.MINOR.PATCH of a version number written as MAJOR * 10000 + MINOR * 100 + PATCH (the form
+ * of cublasLtGetVersion and cudnnGetVersion since cuDNN 9). */
+static void triple(char *buf, size_t cap, size_t v) {
+    snprintf(buf, cap, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+}
+
+void cu_describe_libraries(char *buf, size_t cap) {
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    char lt[32], dnn[32] = "not in this build";
+    triple(lt, sizeof lt, cublasLtGetVersion());
+#ifdef IG_HAVE_CUDNN
+    triple(dnn, sizeof dnn, cudnnGetVersion());
+#endif
+    snprintf(buf, cap, "CUDA runtime %d.%d (static), cuBLASLt %s, cuDNN %s", rt / 1000,
+             rt % 1000 / 10, lt, dnn);
 }

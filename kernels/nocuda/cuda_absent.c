@@ -17,3 +17,10 @@ ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
                       "configured); use the CPU backend, or install the CUDA Toolkit and "
                       "reconfigure");
 }
+
+ig_status ig_cuda_load(char *buf, size_t cap, ig_err *err) {
+    if (cap) buf[0] = '\0';
+    return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                      "the CUDA backend is not in this build (nvcc was not found when ingot was "
+                      "configured)");
+}

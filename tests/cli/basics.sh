@@ -80,8 +80,9 @@ for cmd in "train $G --bogus" "plan $G --gpus 0" "sample" "eval" \
     [ "$name" = preprocess ] && name="preprocess video"
     expect "ingot $cmd: where the help is" "see \`ingot $name --help\`" "$err"
 done
-# ingot --version of a CUDA build on a machine without the NVIDIA driver says there is none (the
-# runtime's words, "driver version is insufficient", read as if a driver were there, too old)
+# ingot --version of a CUDA build on a machine without the NVIDIA driver says there is none (it
+# asks the driver, libcuda.so.1, itself: the CUDA runtime's words for this, "driver version is
+# insufficient", read as if a driver were there, too old)
 if [ "${IG_CUDA_BUILT:-0}" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
     check_rc "--version without a driver" 0 "$IG_INGOT" --version
     expect "--version: says no driver is installed" \

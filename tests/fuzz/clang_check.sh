@@ -30,7 +30,9 @@ n=$(grep -c . <<<"$list")
 
 check_one() { # DIRECTORY FILE COMMAND: the command with clang, -fsyntax-only, NDEBUG
     local dir=$1 file=$2 cmd=$3
-    cmd=${cmd//\\\"/\"}                     # JSON's \" -> "
+    # JSON's escapes, left to right: \\ -> \ and \" -> " (a string define, -DX=\\\"v\\\", is the
+    # shell's -DX=\"v\")
+    cmd=$(sed -E 's/\\(["\\])/\1/g' <<<"$cmd")
     cmd=$(sed -E 's/^[^ ]+ //; s/ -o [^ ]+//; s/ -c [^ ]+$//' <<<"$cmd")
     (cd "$dir" && eval "\"$CLANG\" $cmd -DNDEBUG -fsyntax-only \"$file\"") 2>&1
 }

@@ -10,7 +10,7 @@
  * is the model's FLOPs per second (ig_model_flops_per_token, 3x for a training step) over the
  * bf16 GEMM throughput that cuBLASLt reaches on the same device (an 8192^3 matmul through the same
  * backend), and attention is FLOP/s over that same GEMM peak. Memory: what the model and the step
- * took on the device (cudaMemGetInfo before and after, when the CUDA runtime is linked). Last,
+ * took on the device (the device's free memory before and after, ig_backend_memory_info). Last,
  * LayerNorm's forward and backward alone at the GPT step's rows, against a device copy of the
  * backward's bytes.
  * Without a device it prints "skipped: no CUDA device" and exits 0.
@@ -27,20 +27,15 @@
 #include "kernels/backend.h"
 #include "train/train.h"
 
-#ifdef IG_BENCH_CUDA_RUNTIME
-#include <cuda_runtime.h>
-#endif
-
 typedef struct args {
     int B, T, steps, layers, dit_B;
 } args;
 
-static size_t device_used(void) {
-#ifdef IG_BENCH_CUDA_RUNTIME
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return total_b - free_b;
-#endif
-    return 0;
+/* What the device has in use now (the backend asks the CUDA runtime: cudaMemGetInfo). */
+static size_t device_used(ig_backend *be) {
+    ig_backend_memory m;
+    ig_backend_memory_info(be, &m);
+    return (size_t)(m.device_limit - m.device_free);
 }
 
 static void die(const char *what, const ig_err *err) {
@@ -115,7 +110,7 @@ static void attention_times(ig_ctx *ctx, const char *path, int B, int T, double 
     float *lse = dev_alloc(be, (size_t)B * NH * T * sizeof(float));
     fill_random(be, qkv, n3, 3);
     fill_random(be, dout, n1, 4);
-    size_t before = device_used();
+    size_t before = device_used(be);
     ig_kernel_attention_forward(
         be, out, lse, qkv, NULL,
         &(ig_attention_shape){
@@ -125,7 +120,7 @@ static void attention_times(ig_ctx *ctx, const char *path, int B, int T, double 
         &(ig_attention_shape){
             .B = B, .T = T, .n_head = NH, .n_kv_head = NH, .head_size = C / NH, .causal = 1});
     sync_or_die(be);
-    *mem = device_used() - before; /* the scratch the path needed */
+    *mem = device_used(be) - before; /* the scratch the path needed */
     int reps = 10;
     double t0 = ig_now();
     for (int i = 0; i < reps; i++)
@@ -177,18 +172,18 @@ static void layernorm_times(ig_ctx *ctx, int N, int C, double *fwd, double *bwd,
         *bwd = (ig_now() - t0) / reps;
     }
     *copy = 0;
-#ifdef IG_BENCH_CUDA_RUNTIME
     size_t bytes = 2 * n * as; /* a copy of 2 n reads and writes 4 n: the backward's traffic */
     void *c0 = dev_alloc(be, bytes), *c1 = dev_alloc(be, bytes);
     for (int pass = 0; pass < 2; pass++) {
-        cudaDeviceSynchronize();
+        ig_err err = {0};
+        sync_or_die(be);
         double t0 = ig_now();
-        for (int i = 0; i < reps; i++) cudaMemcpy(c1, c0, bytes, cudaMemcpyDeviceToDevice);
-        cudaDeviceSynchronize();
+        for (int i = 0; i < reps; i++)
+            if (ig_backend_copy(be, c1, c0, bytes, &err) != IG_OK) die("ig_backend_copy", &err);
+        sync_or_die(be);
         *copy = (ig_now() - t0) / reps;
     }
     ig_backend_release(be, c0), ig_backend_release(be, c1);
-#endif
     void *bufs[] = {x, y, dy, dx, w, b, dw, db, mean, rstd};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) ig_backend_release(be, bufs[i]);
     ig_backend_free(be);
@@ -245,7 +240,7 @@ static step_result step_bench(ig_ctx *ctx, const char *attention, const ig_model
                               const step_input *in, int steps, int traced) {
     ig_backend *be = cuda_backend(ctx, attention);
     ig_err err = {0};
-    size_t used0 = device_used();
+    size_t used0 = device_used(be);
     ig_model *m = NULL;
     ig_optimizer *opt = NULL;
     if (ig_model_create(&m, ctx, be, c, in->B, in->T, 1234, &err) != IG_OK ||
@@ -278,7 +273,7 @@ static step_result step_bench(ig_ctx *ctx, const char *attention, const ig_model
         }
     }
     r.step_s /= steps;
-    r.mem = device_used() - used0;
+    r.mem = device_used(be) - used0;
     ig_optimizer_free(opt);
     ig_model_free(m);
     ig_backend_free(be);

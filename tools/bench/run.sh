@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR [train|cuda|conv|t5|vae|tokenizer|video] - every benchmark, with figures as ratios against references measured
+# run.sh BUILD_DIR [startup|train|cuda|conv|t5|vae|tokenizer|video] - every benchmark, with figures as ratios against references measured
 # in the same run (memcpy bandwidth, the GEMM peak; tiktoken on the same text when node and npm
 # are available; SentencePiece's spm_encode when installed; the ffmpeg CLI on the same videos; PyTorch's and llm.c's training steps when they are there). With `train`, only the
 # trainer's benchmark and its peers (make bench-train); with `cuda`, the CUDA backend's and PyTorch's
@@ -12,6 +12,8 @@
 # With `video`, only `preprocess video` writing 300-frame clips of 10 s 720p H.264 files
 # against the ffmpeg CLI writing the same bytes (bench_video_clips: VIDEO_FILES=4 for the run
 # over several videos; make bench-video).
+# With `startup`, only the start-up of commands that do not use the GPU in a CUDA build against a
+# build without CUDA (make bench-startup; STARTUP_RUNS, STARTUP_PEER: see bench_startup).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
 #   TRAIN_THREADS=2   threads of the trainer benchmark and its peers
 #   TRAIN_PYTHON=/usr/bin/python3   the Python with torch (PyTorch's step) and numpy (llm.c's files)
@@ -393,6 +395,65 @@ bench_video_clips() {
   rm -rf "$dir"
 }
 
+# Start-up (issue 27 section 5): how long a command that does not use the GPU takes in a build
+# with the CUDA backend against a build without it of the same checkout (STARTUP_PEER, built here
+# when missing: BUILD-nocuda, the ingot program alone), the two programs taking turns, the median
+# of STARTUP_RUNS runs each (goal: within 1.2x). A CUDA build's program loads the CUDA module, and
+# with it the CUDA runtime, cuBLASLt, cuDNN and NCCL, only when the GPU is asked for.
+#   STARTUP_RUNS=21   runs of each command and program
+#   STARTUP_PEER=DIR  the build without CUDA (default BUILD-nocuda)
+bench_startup() {
+  local n=${STARTUP_RUNS:-21} peer=${STARTUP_PEER:-$B-nocuda} tmp
+  if ! "$B/ingot" --version | grep -q 'CUDA: built for'; then
+    echo "startup: skipped: $B/ingot has no CUDA backend (a build without CUDA is its own peer)"
+    return 0
+  fi
+  if [ ! -x "$peer/ingot" ] || [ -z "${STARTUP_PEER:-}" ]; then
+    echo "(building the peer without CUDA: $peer, the ingot program alone)"
+    cmake -S "$SRC" -B "$peer" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_CUDA=OFF >/dev/null &&
+      cmake --build "$peer" -j "${JOBS:-2}" --target ingot >/dev/null ||
+      { echo "startup: skipped: the peer without CUDA ($peer) did not build"; return 0; }
+  fi
+  "$peer/ingot" --version | grep -q 'CUDA: not built' ||
+    { echo "startup: skipped: $peer/ingot has the CUDA backend: it is no peer"; return 0; }
+  tmp=$(mktemp -d)
+  echo "Hello world" >"$tmp/line.txt"
+  echo "$B/ingot: $("$B/ingot" --version | sed -n 2p | cut -c1-60)"
+  echo "$peer/ingot: $("$peer/ingot" --version | sed -n 2p)"
+  # ms PROGRAM ARGS...: milliseconds of one run (stdin: one line of text; output discarded)
+  ms() {
+    local t0=$EPOCHREALTIME
+    "$@" <"$tmp/line.txt" >/dev/null 2>&1
+    awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", (b - a) * 1000 }'
+  }
+  median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+  local name args i c p
+  for name in --help --version tokenize; do
+    case $name in
+    tokenize) args=(tokenize --tokenizer "$SRC/data/gpt2") ;;
+    *) args=("$name") ;;
+    esac
+    : >"$tmp/cuda" && : >"$tmp/peer"
+    ms "$B/ingot" "${args[@]}" >/dev/null && ms "$peer/ingot" "${args[@]}" >/dev/null # warm the cache
+    for ((i = 0; i < n; i++)); do
+      ms "$B/ingot" "${args[@]}" >>"$tmp/cuda"
+      ms "$peer/ingot" "${args[@]}" >>"$tmp/peer"
+    done
+    c=$(median "$tmp/cuda") p=$(median "$tmp/peer")
+    awk -v n="$name" -v c="$c" -v p="$p" -v r="$n" 'BEGIN {
+      printf "startup: ingot %-9s CUDA build %7.1f ms, without CUDA %7.1f ms = %.2fx (median of %d; goal <= 1.2x)\n",
+        n, c, p, c / p, r }'
+  done
+  rm -rf "$tmp"
+  return 0
+}
+
+if [ "${2:-}" = startup ]; then
+  echo "== start-up of commands that do not use the GPU: the CUDA build against one without CUDA"
+  bench_startup
+  exit 0
+fi
+
 if [ "${2:-}" = cuda ]; then
   bench_cuda
   exit 0
@@ -440,6 +501,9 @@ if [ "${2:-}" = tokenizer ]; then
   exit 0
 fi
 
+echo "== start-up of commands that do not use the GPU: the CUDA build against one without CUDA"
+bench_startup
+echo
 echo "== thread pool (ig_parallel_range): per-call overhead and scaling"
 "$B/bench_pool"
 echo

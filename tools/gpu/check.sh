@@ -20,9 +20,10 @@
 #
 #   0. preflight: the machine (nvidia-smi, glibc, python, torch), the pack's checksums, unpacking,
 #      where each NVIDIA library was found (and its version: cuBLASLt, cuDNN against the one the
-#      pack was built with, NCCL), the programs' libraries (the device's glibc when it is new
-#      enough, else the pack's own loader and glibc), `ingot --version` (device, driver, CUDA
-#      runtime), and whether there is a GPU at all
+#      pack was built with, NCCL), the programs' libraries and the CUDA module's (the device's
+#      glibc when it is new enough, else the pack's own loader and glibc), `ingot --version`
+#      (device, driver, CUDA runtime), `ingot version --cuda` (the CUDA module loads, with the
+#      device's cuBLASLt and cuDNN), and whether there is a GPU at all
 #   1. the CUDA tests (ctest -L cuda): test_cuda_kernels (every kernel, DiT's included, and the
 #      EMA against the CPU reference in fp32 and bf16, determinism, out of memory, a tiny GPT's 20
 #      losses against the CPU, checkpoints across devices), test_cuda_conv (the VAE's and T5's
@@ -55,7 +56,8 @@
 # A missing NVIDIA library is a SKIP, not a FAIL, of what needs it: without cuDNN or NCCL the
 # pack's stand-in (gpu-pack/lib/standin/) loads in its place, so that everything else runs, and a
 # check whose log shows that it reached the stand-in is a SKIP with that reason; without cuBLASLt
-# no program starts, and every check that needs one is a SKIP saying so.
+# the CUDA module cannot load (the programs link no NVIDIA library: they load the module,
+# libingot_cuda.so, for their GPU work), and every check that needs a program is a SKIP saying so.
 #
 # Without a GPU (ingot --version sees no device): one SKIP line "gpu" with ingot's reason, a SKIP
 # line for every check that needs the device, and exit 3 within seconds; the pack is still
@@ -397,7 +399,7 @@ while read -r name needers; do
         mkdir -p "$W/standin" && cp "$PLIB/standin/$name" "$W/standin/"
         echo "$name NOT FOUND: the stand-in gpu-pack/lib/standin/$name loads instead" >>"$R/cuda-libs.txt"
     else
-        cuda_missing+=("$name (needed by $needers, which cannot start)")
+        cuda_missing+=("$name (needed through the CUDA module by $needers, which cannot use the GPU)")
         for prog in $needers; do BLOCKED[$prog]="${BLOCKED[$prog]:+${BLOCKED[$prog]} and }$name"; done
         echo "$name NOT FOUND: $needers cannot start" >>"$R/cuda-libs.txt"
     fi
@@ -461,13 +463,15 @@ fi
 {
     echo "mode: $MODE"
     echo "library path: $LP"
-    for prog in "${PROGRAMS[@]}"; do
+    # the programs, and the CUDA module they load for their GPU work (it, not they, needs
+    # NVIDIA's libraries: ldd shows them under it)
+    for elf in "${PROGRAMS[@]/#/$PBIN/}" "$PLIB/libingot_cuda.so"; do
         echo
-        echo "== $prog"
+        echo "== $(basename "$elf")"
         if [ "$MODE" = host ]; then
-            LD_LIBRARY_PATH="$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$PBIN/$prog" 2>&1
+            LD_LIBRARY_PATH="$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$elf" 2>&1
         else
-            "$LOADER" --library-path "$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --list "$PBIN/$prog" 2>&1
+            "$LOADER" --library-path "$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --list "$elf" 2>&1
         fi
     done
 } >"$R/ldd.txt"
@@ -480,6 +484,16 @@ else
     result FAIL libraries "mode $MODE; not found: ${missing:-none}; ingot --version: $(tail -n 1 "$R/version.txt" | cut -c1-200)"
 fi
 result INFO version "$(tr '\n' ' ' <"$R/version.txt" | cut -c1-300)"
+# the CUDA module (libingot_cuda.so, in the pack's lib/), loaded as the first CUDA backend loads
+# it: where it was found and the CUDA runtime, cuBLASLt and cuDNN the device gave it; a library
+# it needs that is missing is named here (ingot --version no longer loads it)
+if [ -n "$(blocked ingot)" ]; then
+    result SKIP module "ingot $(blocked ingot)"
+elif "$W/bin/ingot" version --cuda >"$R/module.txt" 2>&1; then
+    result PASS module "$(grep '^CUDA module:' "$R/module.txt" | sed "s|$U/||" | cut -c1-240)"
+else
+    result FAIL module "$(tail -n 1 "$R/module.txt" | cut -c1-300)"
+fi
 
 # a GPU: the CUDA runtime's own answer (ingot --version: "N device(s), 0: NAME"), or, when ingot
 # cannot start, nvidia-smi's

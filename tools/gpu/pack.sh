@@ -13,10 +13,17 @@
 #   gpu-pack/bin/        ingot, test_cuda_kernels, test_cuda_conv, bench_cuda, comm_nccl (debug
 #                        info stripped; the unstripped ones stay in build-gpu/ for symbolising a
 #                        backtrace: the code is the same bytes)
-#   gpu-pack/lib/        the ldd closure of those programs, less glibc, NVIDIA's libraries (the
-#                        device's own: cuBLASLt, cuDNN, NCCL; the CUDA runtime is linked
-#                        statically) and libstdc++/libgcc_s, which wait in lib/fallback/ (check.sh
-#                        adds them only when the device's libstdc++ is too old for oneDNN)
+#   gpu-pack/lib/libingot_cuda.so  the CUDA module (the CUDA backend and the NCCL communicator,
+#                        with the CUDA runtime linked in statically), which every program loads
+#                        when it first uses the GPU: the programs link no NVIDIA library, the
+#                        module does. It travels in lib/, not beside the programs, because
+#                        check.sh may start them through the pack's own loader (then the program's
+#                        directory is not known to it): the module is found on the library path
+#                        that check.sh gives in both of its modes (core/module.c)
+#   gpu-pack/lib/        the ldd closure of those programs and of the module, less glibc,
+#                        NVIDIA's libraries (the device's own: cuBLASLt, cuDNN, NCCL) and
+#                        libstdc++/libgcc_s, which wait in lib/fallback/ (check.sh adds them only
+#                        when the device's libstdc++ is too old for oneDNN)
 #   gpu-pack/lib/glibc/  this machine's loader and glibc (2.36), for a device whose glibc is older
 #                        than the pack needs (libevent, under OpenMPI, asks for 2.36; Ubuntu 22.04
 #                        has 2.35): check.sh then starts each program through this loader, and
@@ -31,7 +38,9 @@
 #                        (dit-tiny-latent), so the device needs no FFmpeg
 #   gpu-pack/MANIFEST.txt, SHA256SUMS, cuda-libs.txt   what was built from what; the checksums
 #                        check.sh verifies; the NVIDIA libraries the device must provide, one a
-#                        line with the programs that need them ("libcudnn.so.9 ingot bench_cuda")
+#                        line with the programs that need them ("libcudnn.so.9 ingot bench_cuda"):
+#                        the module's (ldd no longer shows them under the programs), each needed
+#                        by every program, since each loads the module for its GPU work
 #
 # FFmpeg: ingot links libavformat/libavcodec/libswscale/libavutil for `preprocess video` and
 # `sample --output x.mp4`, and their Debian closure is about 160 MiB (x265, codec2, ICU, ...). The
@@ -40,8 +49,8 @@
 # imports (same names, same symbol versions), each function printing that FFmpeg is not in the
 # pack and exiting 70. A check that did reach FFmpeg would say so rather than fail obscurely.
 #
-# cuDNN and NCCL: every program links both (the CUDA backend's convolutions; the communicator),
-# so a device without one could start none of them. Their stand-ins (lib/standin/, generated the
+# cuDNN and NCCL: the CUDA module links both (the CUDA backend's convolutions; the communicator),
+# so on a device without one no program could load it. Their stand-ins (lib/standin/, generated the
 # same way) load in their place, and each function returns an error status whose message
 # (cudnnGetErrorString, ncclGetErrorString) says "... is not on this machine (gpu-pack
 # stand-in)": everything but the convolutions (cuDNN) or NCCL runs, and check.sh reports a check
@@ -69,6 +78,9 @@ LIMIT_MIB=${GPU_PACK_LIMIT_MIB:-40}
 CARRY_LIMIT_MIB=${GPU_CARRY_LIMIT_MIB:-62}
 XZ_MIN_KIB=${XZ_MIN_KIB:-256}
 PROGRAMS=(ingot test_cuda_kernels test_cuda_conv bench_cuda comm_nccl)
+MODULE=libingot_cuda.so # the CUDA module, built with ingot (cmake/cuda_module.cmake), in lib/
+# every ELF file of the pack whose libraries it carries or names: the programs and the module
+ELFS=("${PROGRAMS[@]/#/bin/}" "lib/$MODULE")
 # what a bare CUDA machine has anyway: glibc (carried only for the fallback, lib/glibc/) ...
 GLIBC_RE='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libmvec|ld-linux-x86-64)\.so'
 # ... the C++ runtime (carried as a fallback only) ...
@@ -102,7 +114,7 @@ grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=/' "$B/CMakeCache.txt" ||
 grep -Eq '^NCCL_LIBRARY:FILEPATH=/' "$B/CMakeCache.txt" ||
     die "CMake found no NCCL (or no MPI): comm_nccl would not be built (see $B/configure.log)"
 say "build ${PROGRAMS[*]} (-j $JOBS)"
-cmake --build "$B" -j "$JOBS" --target "${PROGRAMS[@]}"
+cmake --build "$B" -j "$JOBS" --target "${PROGRAMS[@]}" ingot_cuda
 version=$("$B/ingot" --version)
 echo "$version"
 grep -q "CUDA: built for" <<<"$version" || die "$B/ingot has no CUDA backend"
@@ -113,6 +125,11 @@ rm -rf "$P"
 mkdir -p "$P/bin" "$P/lib/fallback" "$P/lib/glibc" "$P/data"
 for prog in "${PROGRAMS[@]}"; do
     strip --strip-debug -o "$P/bin/$prog" "$B/$prog"
+done
+strip --strip-debug -o "$P/lib/$MODULE" "$B/$MODULE"
+for prog in "${PROGRAMS[@]}"; do # the point of the module: no program links an NVIDIA library
+    ! readelf -d "$P/bin/$prog" | grep -Eq "NEEDED.*\[($(tr -d '^' <<<"$CUDA_RE"))" ||
+        die "$prog links an NVIDIA library itself (readelf -d): the CUDA module should"
 done
 
 # ---- 3. stand-ins: FFmpeg's libraries (in lib/), cuDNN's and NCCL's (in lib/standin/) --------
@@ -180,14 +197,14 @@ standin() {
 # undefined VERSION PREFIX: the programs' undefined functions of symbol version VERSION, and the
 # unversioned ones whose name starts with PREFIX (when given); as name@VERSION or name
 undefined() {
-    local prog
-    for prog in "${PROGRAMS[@]}"; do
-        readelf --dyn-syms -W "$P/bin/$prog" | awk -v v="$1" -v p="$2" '$7 == "UND" {
+    local elf
+    for elf in "${ELFS[@]}"; do
+        readelf --dyn-syms -W "$P/$elf" | awk -v v="$1" -v p="$2" '$7 == "UND" {
             split($8, a, "@")
             if (a[2] == v || (a[2] == "" && p != "" && index(a[1], p) == 1)) print $8 }'
     done | sort -u
 }
-needed() { for prog in "${PROGRAMS[@]}"; do readelf -d "$P/bin/$prog"; done |
+needed() { for elf in "${ELFS[@]}"; do readelf -d "$P/$elf"; done |
     sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E "$1" | sort -u; }
 for so in $(needed '^lib(av|sw|postproc)[a-z]*\.so\.[0-9]+$'); do
     base=${so%%.so.*} major=${so##*.so.}
@@ -209,12 +226,14 @@ done
 # ---- 4. the shared libraries: the ldd closure, resolved against the pack first --------------
 # ldd lists the whole closure; with the pack first on the path, what it still finds outside is
 # either CUDA (the device's), glibc (to lib/glibc/), the C++ runtime (to lib/fallback/) or copied
-# into lib/. Two rounds: the second must copy nothing.
+# into lib/. Two rounds: the second must copy nothing. NVIDIA's libraries are the module's: every
+# program needs them (it loads the module for its GPU work).
 : >"$P/cuda-libs.txt"
 for round in 1 2; do
     copied=0
-    for prog in "${PROGRAMS[@]}"; do
-        out=$(LD_LIBRARY_PATH="$P/lib" ldd "$P/bin/$prog")
+    for elf in "${ELFS[@]}"; do
+        prog=$(basename "$elf")
+        out=$(LD_LIBRARY_PATH="$P/lib" ldd "$P/$elf")
         ! grep -q 'not found' <<<"$out" || die "ldd $prog: $(grep 'not found' <<<"$out")"
         while read -r name path; do
             if [[ $path == "$SRC/$P/"* ]] || [[ $path == "$P/"* ]]; then
@@ -222,7 +241,8 @@ for round in 1 2; do
             elif [[ $name =~ $GLIBC_RE ]]; then
                 [ -f "$P/lib/glibc/$name" ] || cp -L "$path" "$P/lib/glibc/$name"
             elif [[ $name =~ $CUDA_RE ]] || [[ $path == /usr/local/cuda* ]]; then
-                echo "$name $prog" >>"$P/cuda-libs.txt"
+                [ "$prog" = "$MODULE" ] || die "$prog needs $name itself: only the CUDA module should"
+                for needer in "${PROGRAMS[@]}"; do echo "$name $needer"; done >>"$P/cuda-libs.txt"
             elif [[ $name =~ $CXXRT_RE ]]; then
                 [ -f "$P/lib/fallback/$name" ] || cp -L "$path" "$P/lib/fallback/$name"
             else
@@ -287,9 +307,10 @@ while IFS= read -r -d '' f; do
     xz -d "$f"
 done < <(find "$U" -type f -name '*.xz' -print0)
 chmod +x "$U/bin/"* "$U/lib/glibc/ld-linux-x86-64.so.2"
-for prog in "${PROGRAMS[@]}"; do
+for elf in "${ELFS[@]}"; do
+    prog=$(basename "$elf")
     strip --strip-debug -o "$tmp/$prog" "$B/$prog"
-    cmp -s "$tmp/$prog" "$U/bin/$prog" || die "$prog unpacked differs from the build's (stripped)"
+    cmp -s "$tmp/$prog" "$U/$elf" || die "$prog unpacked differs from the build's (stripped)"
 done
 G="$U/lib/glibc"
 bad=0
@@ -312,10 +333,11 @@ list_check() {
     echo "$mode: $prog: $n libraries, $inside from the pack, the others $([ "$mode" = host ] &&
         echo "glibc, libstdc++/libgcc_s and NVIDIA's" || echo "NVIDIA's")"
 }
-for prog in "${PROGRAMS[@]}"; do
-    list_check host "$prog" "$(LD_LIBRARY_PATH="$U/lib" ldd "$U/bin/$prog")"
+for elf in "${ELFS[@]}"; do
+    prog=$(basename "$elf")
+    list_check host "$prog" "$(LD_LIBRARY_PATH="$U/lib" ldd "$U/$elf")"
     list_check pack-glibc "$prog" "$("$G/ld-linux-x86-64.so.2" --library-path \
-        "$G:$U/lib:$U/lib/fallback" --list "$U/bin/$prog")"
+        "$G:$U/lib:$U/lib/fallback" --list "$U/$elf")"
 done
 [ "$bad" = 0 ] || die "some libraries resolve outside the pack (above)"
 LD_LIBRARY_PATH="$U/lib" "$U/bin/ingot" --version >/dev/null ||
@@ -323,6 +345,15 @@ LD_LIBRARY_PATH="$U/lib" "$U/bin/ingot" --version >/dev/null ||
 "$G/ld-linux-x86-64.so.2" --library-path "$G:$U/lib:$U/lib/fallback" --argv0 ingot \
     "$U/bin/ingot" --version >/dev/null ||
     die "$U/bin/ingot --version fails with the pack's loader and glibc"
+# the module, found as check.sh will find it (on the library path: not beside the programs), in
+# both modes; its NVIDIA libraries are this machine's here
+out=$(LD_LIBRARY_PATH="$U/lib" "$U/bin/ingot" version --cuda 2>&1) &&
+    grep -q "^CUDA module: $U/lib/$MODULE: " <<<"$out" ||
+    die "ingot version --cuda does not load the pack's module with the pack's libraries: $out"
+echo "$(tail -n 1 <<<"$out")"
+out=$("$G/ld-linux-x86-64.so.2" --library-path "$G:$U/lib:$U/lib/fallback" --argv0 ingot \
+    "$U/bin/ingot" version --cuda 2>&1) && grep -q "^CUDA module: $U/lib/$MODULE: " <<<"$out" ||
+    die "ingot version --cuda does not load the pack's module with the pack's loader and glibc: $out"
 set +e
 msg=$(LD_LIBRARY_PATH="$U/lib" "$U/bin/ingot" preprocess video --manifest data/video/manifest.csv \
     --output-prefix "$tmp/clips" --frames 8 --size 32x32 --tokenizer data/gpt2 --force 2>&1)
@@ -335,16 +366,17 @@ echo "FFmpeg stand-ins: preprocess video exits 70: $(head -1 <<<"$msg")"
 # the cuDNN and NCCL stand-ins: every program loads with them in place of the real ones, and they
 # answer with an error status and the message check.sh looks for
 S="$U/lib/standin"
-for prog in "${PROGRAMS[@]}"; do
-    out=$(LD_LIBRARY_PATH="$S:$U/lib" ldd "$U/bin/$prog")
+for elf in "${ELFS[@]}"; do
+    prog=$(basename "$elf")
+    out=$(LD_LIBRARY_PATH="$S:$U/lib" ldd "$U/$elf")
     for so in "$S/"*.so*; do
         ! grep -q "^[[:space:]]*$(basename "$so") " <<<"$out" ||
             grep -q "$(basename "$so") => $S/" <<<"$out" ||
             die "ldd $prog: $(basename "$so") does not resolve to the stand-in: $(grep "$(basename "$so")" <<<"$out")"
     done
 done
-LD_LIBRARY_PATH="$S:$U/lib" "$U/bin/ingot" --version >/dev/null ||
-    die "ingot --version fails with the stand-ins in place of cuDNN and NCCL"
+LD_LIBRARY_PATH="$S:$U/lib" "$U/bin/ingot" version --cuda >/dev/null ||
+    die "ingot version --cuda (the module) fails with the stand-ins in place of cuDNN and NCCL"
 python3 - "$S" <<'PY' || die "the cuDNN/NCCL stand-ins did not answer as expected (above)"
 import ctypes, glob, os, sys
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.so*"))):
