@@ -95,9 +95,8 @@ static inline size_t ig_comm_elem_size(ig_comm_type t) {
  * module of another build, whose tables would not match these. */
 #define IG_COMM_NCCL_ENTRY "ig_comm_nccl_entry"
 typedef struct ig_comm_nccl_module {
-    const char *version; /* IG_VERSION_STRING of the module's build */
-    size_t ops_size;     /* sizeof(ig_comm_ops) */
-    size_t comm_size;    /* sizeof(struct ig_comm) */
+    ig_module_stamp stamp; /* its build: ops_size sizeof(ig_comm_ops), obj_size sizeof(struct
+                              ig_comm) */
     ig_status (*create)(ig_comm **out, ig_comm *world, ig_err *err); /* ig_comm_nccl_create's */
 } ig_comm_nccl_module;
 

@@ -580,6 +580,20 @@ int ig_module_find(const char *name, char *buf, size_t cap);
 ig_status ig_module_symbol(const char *name, const char *symbol, const char *what, void **out,
                            ig_err *err);
 
+/* What a module's entry object starts with, so that a program takes only the module of its own
+ * build: the version it was built as and the sizes of the tables it fills. */
+typedef struct ig_module_stamp {
+    const char *version; /* IG_VERSION_STRING of the module's build */
+    size_t ops_size;     /* sizeof the operations table the entry fills (ig_backend_ops, ...) */
+    size_t obj_size;     /* sizeof the object it makes (struct ig_backend, struct ig_comm) */
+} ig_module_stamp;
+
+/* ig_module_symbol of an entry object whose first member is an ig_module_stamp, checked against
+ * this build's version and the sizes given: IG_ERR_UNSUPPORTED, naming both versions, for a
+ * module of another build. */
+ig_status ig_module_entry(const char *name, const char *symbol, const char *what, size_t ops_size,
+                          size_t obj_size, const void **out, ig_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,3 +104,20 @@ ig_status ig_module_symbol(const char *name, const char *symbol, const char *wha
                           what, found ? path : file, symbol);
     return IG_OK;
 }
+
+ig_status ig_module_entry(const char *name, const char *symbol, const char *what, size_t ops_size,
+                          size_t obj_size, const void **out, ig_err *err) {
+    void *p = NULL;
+    ig_status st = ig_module_symbol(name, symbol, what, &p, err);
+    if (st != IG_OK) return st;
+    const ig_module_stamp *m = p;
+    if (strcmp(m->version, IG_VERSION_STRING) != 0 || m->ops_size != ops_size ||
+        m->obj_size != obj_size)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED,
+                          "%s: the module found (libingot_%s.so of ingot %s) is not this ingot's "
+                          "(%s, or its tables differ): use the module built with this program "
+                          "(IG_MODULE_DIR names its directory)",
+                          what, name, m->version, IG_VERSION_STRING);
+    *out = p;
+    return IG_OK;
+}

@@ -214,9 +214,8 @@ ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err);
  * cuda_host.c refuse a module of another build, whose tables would not match these. */
 #define IG_CUDA_BACKEND_ENTRY "ig_cuda_backend_entry"
 typedef struct ig_cuda_backend_module {
-    const char *version; /* IG_VERSION_STRING of the module's build */
-    size_t ops_size;     /* sizeof(ig_backend_ops) */
-    size_t backend_size; /* sizeof(struct ig_backend) */
+    ig_module_stamp stamp; /* its build: ops_size sizeof(ig_backend_ops), obj_size sizeof(struct
+                              ig_backend) */
     /* ig_cuda_backend_create's work, the device known to exist (cuda_host.c asked the driver) */
     ig_status (*create)(ig_backend *be, ig_err *err);
     /* The libraries the module loaded, in words ("CUDA runtime 13.0, cuBLASLt 13.0.2, cuDNN

@@ -498,8 +498,6 @@ static const ig_comm_ops nccl_ops = {
 /* The CUDA module's entry for the communicator (comm_internal.h): what comm_nccl_host.c finds by
  * name. */
 __attribute__((visibility("default"))) const ig_comm_nccl_module ig_comm_nccl_entry = {
-    .version = IG_VERSION_STRING,
-    .ops_size = sizeof(ig_comm_ops),
-    .comm_size = sizeof(struct ig_comm),
+    .stamp = {IG_VERSION_STRING, sizeof(ig_comm_ops), sizeof(struct ig_comm)},
     .create = nccl_create,
 };

@@ -13,20 +13,8 @@ int ig_comm_nccl_available(void) {
 
 /* The module's communicator entry, checked against this build's tables. */
 static ig_status module_entry(const ig_comm_nccl_module **out, ig_err *err) {
-    const char *what = "the NCCL communicator";
-    void *p = NULL;
-    ig_status st = ig_module_symbol("cuda", IG_COMM_NCCL_ENTRY, what, &p, err);
-    if (st != IG_OK) return st;
-    const ig_comm_nccl_module *m = p;
-    if (strcmp(m->version, IG_VERSION_STRING) != 0 || m->ops_size != sizeof(ig_comm_ops) ||
-        m->comm_size != sizeof(struct ig_comm))
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "%s: the CUDA module found (libingot_cuda.so of ingot %s) is not this "
-                          "ingot's (%s, or its tables differ): use the module built with this "
-                          "program (IG_MODULE_DIR names its directory)",
-                          what, m->version, IG_VERSION_STRING);
-    *out = m;
-    return IG_OK;
+    return ig_module_entry("cuda", IG_COMM_NCCL_ENTRY, "the NCCL communicator", sizeof(ig_comm_ops),
+                           sizeof(struct ig_comm), (const void **)out, err);
 }
 
 ig_status ig_comm_nccl_create(ig_comm **out, ig_comm *world, ig_err *err) {

@@ -101,19 +101,8 @@ void ig_cuda_query(ig_cuda_info *out) {
 
 /* The module's backend entry, checked against this build's tables; what: for the messages. */
 static ig_status module_entry(const ig_cuda_backend_module **out, const char *what, ig_err *err) {
-    void *p = NULL;
-    ig_status st = ig_module_symbol("cuda", IG_CUDA_BACKEND_ENTRY, what, &p, err);
-    if (st != IG_OK) return st;
-    const ig_cuda_backend_module *m = p;
-    if (strcmp(m->version, IG_VERSION_STRING) != 0 || m->ops_size != sizeof(ig_backend_ops) ||
-        m->backend_size != sizeof(struct ig_backend))
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "%s: the CUDA module found (libingot_cuda.so of ingot %s) is not this "
-                          "ingot's (%s, or its tables differ): use the module built with this "
-                          "program (IG_MODULE_DIR names its directory)",
-                          what, m->version, IG_VERSION_STRING);
-    *out = m;
-    return IG_OK;
+    return ig_module_entry("cuda", IG_CUDA_BACKEND_ENTRY, what, sizeof(ig_backend_ops),
+                           sizeof(struct ig_backend), (const void **)out, err);
 }
 
 ig_status ig_cuda_backend_create(ig_backend *be, ig_err *err) {
