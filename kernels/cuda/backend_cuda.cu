@@ -425,9 +425,9 @@ static ig_status cuda_create(ig_backend *be, ig_err *err) {
 }
 
 /* The CUDA module's entry for the backend (backend_internal.h): what cuda_host.c finds by name. */
-extern "C" __attribute__((visibility("default"))) const ig_cuda_backend_module
-    ig_cuda_backend_entry = {
-        .stamp = {IG_VERSION_STRING, sizeof(ig_backend_ops), sizeof(struct ig_backend)},
-        .create = cuda_create,
-        .describe = cu_describe_libraries,
+extern "C" __attribute__((visibility("default")))
+const ig_cuda_backend_module ig_cuda_backend_entry = {
+    .stamp = {IG_VERSION_STRING, sizeof(ig_backend_ops), sizeof(struct ig_backend)},
+    .create = cuda_create,
+    .describe = cu_describe_libraries,
 };

@@ -137,6 +137,22 @@ int ig_cmd_inspect(const ig_command *cmd, int argc, char **argv);
 /* The PREFIX an inspect command line names: its first argument that is not an option or an
  * option's value (NULL: none). */
 const char *ig_cmd_inspect_target(int argc, char **argv);
+/* What a shard kind's inspect command line says (frame, latent and caption-feature shards):
+ * --json, --clip K, the files clip K is written to (file[i], the value of option files[i]:
+ * "raw", "png", "features"; NULL entries end the list), --tokenizer when tokenizer is set, --force,
+ * --quiet, --threads, and the one PREFIX (what: "frame shard" for the usage line). */
+typedef struct ig_inspect_args {
+    int as_json, have_clip, force;
+    uint64_t clip;
+    const char *file[2];
+    const char *tokenizer;
+    const char *prefix;
+} ig_inspect_args;
+/* Parses argv into *a and judges the output files before anything is read (an existing file
+ * needs --force, what is not a regular file is refused, two must be two files): -1 to go on,
+ * else the exit code (a usage error or the refusal, said). */
+int ig_cmd_inspect_args(const ig_command *cmd, int argc, char **argv, const char *const files[2],
+                        int tokenizer, const char *what, ig_inspect_args *a);
 /* Frame shards (cmd_inspect_video.c): whether the command's PREFIX is one, inspect and verify. */
 int ig_cmd_video_target(int argc, char **argv);
 /* Latent shards (cmd_inspect_latents.c): whether the command's PREFIX is one (cmd_inspect_video.c

@@ -113,61 +113,19 @@ static int clip_detail(const ig_feature_dataset *ds, uint64_t g, const char *out
 }
 
 int ig_cmd_inspect_features(const ig_command *cmd, int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"clip", required_argument, NULL, 'c'},
-        {"features", required_argument, NULL, 'F'},
-        {"force", no_argument, NULL, 'f'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"threads", required_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0},
-    };
-    int as_json = 0, have_clip = 0, force = 0;
-    ig_common_flags flags = {.threads = 0};
-    uint64_t clip = 0;
-    const char *out = NULL;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
-        switch (c) {
-        case 'j':
-            as_json = 1;
-            break;
-        case 'c':
-            if (!ig_cmd_parse_u64(cmd, "--clip", optarg, &clip)) return IG_EXIT_USAGE;
-            have_clip = 1;
-            break;
-        case 'F':
-            out = optarg;
-            break;
-        case 'f':
-            force = 1;
-            break;
-        case 'q':
-            break;
-        case 'T':
-            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
-            break;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    if (optind + 1 != argc)
-        return ig_cmd_usage_error(cmd, "expected one caption-feature shard PREFIX");
-    if (out && !have_clip) return ig_cmd_usage_error(cmd, "--features FILE needs --clip K");
-    const char *prefix = argv[optind];
+    static const char *const files[2] = {"features", NULL};
+    ig_inspect_args a;
+    int rc = ig_cmd_inspect_args(cmd, argc, argv, files, 0, "caption-feature shard", &a);
+    if (rc >= 0) return rc;
+    const char *prefix = a.prefix;
     ig_err err = {0};
-    /* the output is judged before anything is read: an existing file needs --force, what is not
-     * a regular file is refused */
-    if (out && ig_output_check(out, force, &err) != IG_OK) return ig_cmd_fail(&err);
     ig_feature_dataset *ds = NULL;
     if (ig_feature_dataset_open(&ds, NULL, &prefix, 1, &err) != IG_OK) return ig_cmd_fail(&err);
-    int rc = IG_EXIT_OK;
-    if (have_clip)
-        rc = clip_detail(ds, clip, out, force, as_json);
+    rc = IG_EXIT_OK;
+    if (a.have_clip)
+        rc = clip_detail(ds, a.clip, a.file[0], a.force, a.as_json);
     else
-        summary(ds, prefix, as_json);
+        summary(ds, prefix, a.as_json);
     ig_feature_dataset_close(ds);
     return rc;
 }

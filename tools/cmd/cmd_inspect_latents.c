@@ -193,62 +193,22 @@ static int clip_detail(const latents *l, uint64_t g, const char *raw_path, int f
 }
 
 int ig_cmd_inspect_latents(const ig_command *cmd, int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"clip", required_argument, NULL, 'c'},
-        {"raw", required_argument, NULL, 'r'},
-        {"force", no_argument, NULL, 'f'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"threads", required_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0},
-    };
-    int as_json = 0, have_clip = 0, force = 0;
-    ig_common_flags flags = {.threads = 0};
-    uint64_t clip = 0;
-    const char *raw = NULL;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
-        switch (c) {
-        case 'j':
-            as_json = 1;
-            break;
-        case 'c':
-            if (!ig_cmd_parse_u64(cmd, "--clip", optarg, &clip)) return IG_EXIT_USAGE;
-            have_clip = 1;
-            break;
-        case 'r':
-            raw = optarg;
-            break;
-        case 'f':
-            force = 1;
-            break;
-        case 'q':
-            break;
-        case 'T':
-            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
-            break;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    if (optind + 1 != argc) return ig_cmd_usage_error(cmd, "expected one latent shard PREFIX");
-    if (raw && !have_clip) return ig_cmd_usage_error(cmd, "--raw needs --clip N");
-    const char *prefix = argv[optind];
+    static const char *const files[2] = {"raw", NULL};
+    ig_inspect_args a;
+    int rc = ig_cmd_inspect_args(cmd, argc, argv, files, 0, "latent shard", &a);
+    if (rc >= 0) return rc;
+    const char *prefix = a.prefix;
     ig_err err = {0};
-    /* the output is judged before anything is read */
-    if (raw && ig_output_check(raw, force, &err) != IG_OK) return ig_cmd_fail(&err);
     latents l;
     if (latents_open(&l, NULL, prefix, &err) != IG_OK) {
         latents_close(&l);
         return ig_cmd_fail(&err);
     }
-    int rc = IG_EXIT_OK;
-    if (have_clip)
-        rc = clip_detail(&l, clip, raw, force, as_json);
+    rc = IG_EXIT_OK;
+    if (a.have_clip)
+        rc = clip_detail(&l, a.clip, a.file[0], a.force, a.as_json);
     else
-        summary(&l, prefix, as_json);
+        summary(&l, prefix, a.as_json);
     latents_close(&l);
     return rc;
 }

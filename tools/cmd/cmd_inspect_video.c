@@ -26,6 +26,70 @@ const char *ig_cmd_inspect_target(int argc, char **argv) {
     return NULL;
 }
 
+int ig_cmd_inspect_args(const ig_command *cmd, int argc, char **argv, const char *const files[2],
+                        int tokenizer, const char *what, ig_inspect_args *a) {
+    struct option longopts[9] = {
+        {"json", no_argument, NULL, 'j'},          {"clip", required_argument, NULL, 'c'},
+        {"force", no_argument, NULL, 'f'},         {"quiet", no_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 'T'},
+    };
+    int n = 5; /* then this kind's own: --tokenizer, the clip's files */
+    if (tokenizer) longopts[n++] = (struct option){"tokenizer", required_argument, NULL, 't'};
+    for (int k = 0; k < 2 && files[k]; k++)
+        longopts[n++] = (struct option){files[k], required_argument, NULL, '0' + k};
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
+    memset(a, 0, sizeof *a);
+    ig_common_flags flags = {.threads = 0}; /* accepted and checked; a summary is read on this
+                                               thread alone */
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
+        switch (c) {
+        case 'j':
+            a->as_json = 1;
+            break;
+        case 'c':
+            if (!ig_cmd_parse_u64(cmd, "--clip", optarg, &a->clip)) return IG_EXIT_USAGE;
+            a->have_clip = 1;
+            break;
+        case 't':
+            a->tokenizer = optarg;
+            break;
+        case '0':
+        case '1':
+            a->file[c - '0'] = optarg;
+            break;
+        case 'f':
+            a->force = 1;
+            break;
+        case 'q':
+            break;
+        case 'T':
+            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
+            break;
+        default:
+            return ig_cmd_bad_option(cmd, c, argv);
+        }
+    }
+    char msg[128];
+    snprintf(msg, sizeof msg, "expected one %s PREFIX", what);
+    if (optind + 1 != argc) return ig_cmd_usage_error(cmd, msg);
+    a->prefix = argv[optind];
+    if ((a->file[0] || a->file[1]) && !a->have_clip) {
+        snprintf(msg, sizeof msg, "--%s%s%s need%s --clip K", files[0], files[1] ? " and --" : "",
+                 files[1] ? files[1] : "", files[1] ? "" : "s");
+        return ig_cmd_usage_error(cmd, msg);
+    }
+    /* the outputs are judged before anything is read */
+    ig_err err = {0};
+    for (int k = 0; k < 2; k++)
+        if (a->file[k] && ig_output_check(a->file[k], a->force, &err) != IG_OK)
+            return ig_cmd_fail(&err);
+    if (ig_outputs_distinct(a->file, 2, &err) != IG_OK) return ig_cmd_fail(&err);
+    return -1;
+}
+
 int ig_cmd_video_target(int argc, char **argv) {
     const char *t = ig_cmd_inspect_target(argc, argv);
     return t && ig_video_shard_is(t);
@@ -239,72 +303,19 @@ static int clip_detail(const ig_clip_dataset *ds, uint64_t g, const char *raw_pa
 }
 
 int ig_cmd_inspect_video(const ig_command *cmd, int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"clip", required_argument, NULL, 'c'},
-        {"raw", required_argument, NULL, 'r'},
-        {"png", required_argument, NULL, 'p'},
-        {"tokenizer", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"threads", required_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0},
-    };
-    int as_json = 0, have_clip = 0, force = 0;
-    ig_common_flags flags = {.threads = 0}; /* accepted and checked; a frame shard's summary
-                                               is read on this thread alone */
-    uint64_t clip = 0;
-    const char *raw = NULL, *png = NULL, *tok = NULL;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = ig_cmd_getopt(argc, argv, ":", longopts)) != -1) {
-        switch (c) {
-        case 'j':
-            as_json = 1;
-            break;
-        case 'c':
-            if (!ig_cmd_parse_u64(cmd, "--clip", optarg, &clip)) return IG_EXIT_USAGE;
-            have_clip = 1;
-            break;
-        case 'r':
-            raw = optarg;
-            break;
-        case 'p':
-            png = optarg;
-            break;
-        case 't':
-            tok = optarg;
-            break;
-        case 'f':
-            force = 1;
-            break;
-        case 'q':
-            break;
-        case 'T':
-            if (!ig_cmd_parse_threads(cmd, optarg, &flags)) return IG_EXIT_USAGE;
-            break;
-        default:
-            return ig_cmd_bad_option(cmd, c, argv);
-        }
-    }
-    if (optind + 1 != argc) return ig_cmd_usage_error(cmd, "expected one frame shard PREFIX");
-    if ((raw || png) && !have_clip) return ig_cmd_usage_error(cmd, "--raw and --png need --clip N");
-    const char *prefix = argv[optind];
+    static const char *const files[2] = {"raw", "png"};
+    ig_inspect_args a;
+    int rc = ig_cmd_inspect_args(cmd, argc, argv, files, 1, "frame shard", &a);
+    if (rc >= 0) return rc;
+    const char *prefix = a.prefix;
     ig_err err = {0};
-    /* the outputs are judged before anything is read: an existing file needs --force, what is
-     * not a regular file is refused, and --raw and --png must be two files */
-    const char *outs[] = {raw, png};
-    for (int k = 0; k < 2; k++)
-        if (outs[k] && ig_output_check(outs[k], force, &err) != IG_OK) return ig_cmd_fail(&err);
-    if (ig_outputs_distinct(outs, 2, &err) != IG_OK) return ig_cmd_fail(&err);
     ig_clip_dataset *ds = NULL;
     if (ig_clip_dataset_open(&ds, NULL, &prefix, 1, &err) != IG_OK) return ig_cmd_fail(&err);
-    int rc = IG_EXIT_OK;
-    if (have_clip)
-        rc = clip_detail(ds, clip, raw, png, force, tok, as_json);
+    rc = IG_EXIT_OK;
+    if (a.have_clip)
+        rc = clip_detail(ds, a.clip, a.file[0], a.file[1], a.force, a.tokenizer, a.as_json);
     else
-        summary(ds, prefix, as_json);
+        summary(ds, prefix, a.as_json);
     ig_clip_dataset_close(ds);
     return rc;
 }
