@@ -449,6 +449,36 @@ static ig_status tokenize_batch(pipeline *p, ig_encoder *enc, batch *b, ig_err *
     return IG_OK;
 }
 
+/* With p->mu held: the first batch waiting for a tokenizer, taken off the queue (NULL: none, or
+ * the pipeline stopped). */
+static batch *take_todo(pipeline *p) {
+    batch *b = p->stop ? NULL : p->todo_head;
+    if (b) {
+        p->todo_head = b->next;
+        if (!p->todo_head) p->todo_tail = NULL;
+    }
+    return b;
+}
+
+/* With p->mu held, b taken: tokenizes b without the lock, then files it as done (waking the
+ * writer) or, failed, stops the pipeline and gives the batch back to the pool. Returns with p->mu
+ * held. */
+static void tokenize_taken(pipeline *p, ig_encoder *enc, batch *b) {
+    ig_err err = {0};
+    pthread_mutex_unlock(&p->mu);
+    ig_status st = tokenize_batch(p, enc, b, &err);
+    pthread_mutex_lock(&p->mu);
+    if (st != IG_OK) {
+        fail_locked(p, st, &err);
+        b->next = p->free_list; /* freed with the pool */
+        p->free_list = b;
+    } else {
+        b->next = p->done;
+        p->done = b;
+        pthread_cond_broadcast(&p->cv_done);
+    }
+}
+
 static void *worker_main(void *arg) {
     pipeline *p = arg;
     ig_err err = {0};
@@ -461,25 +491,10 @@ static void *worker_main(void *arg) {
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (!p->stop && !p->todo_head && !p->reader_done) pthread_cond_wait(&p->cv_todo, &p->mu);
-        batch *b = p->stop ? NULL : p->todo_head;
-        if (b) {
-            p->todo_head = b->next;
-            if (!p->todo_head) p->todo_tail = NULL;
-        }
+        batch *b = take_todo(p);
+        if (b) tokenize_taken(p, enc, b);
         pthread_mutex_unlock(&p->mu);
         if (!b) break;
-        st = tokenize_batch(p, enc, b, &err);
-        pthread_mutex_lock(&p->mu);
-        if (st != IG_OK) {
-            fail_locked(p, st, &err);
-            b->next = p->free_list; /* freed with the pool */
-            p->free_list = b;
-        } else {
-            b->next = p->done;
-            p->done = b;
-            pthread_cond_broadcast(&p->cv_done);
-        }
-        pthread_mutex_unlock(&p->mu);
     }
     ig_encoder_free(enc);
     return NULL;
@@ -698,33 +713,19 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
  * tokenizes too: with --threads 2 (a reader and a worker) two threads tokenize, not one, while
  * the reader and the writer's own work take a few percent of a core. */
 static int writer_helps(pipeline *p, ig_encoder **enc) {
-    batch *b = p->stop ? NULL : p->todo_head;
-    if (!b) return 0;
-    ig_err err = {0};
-    ig_status st = IG_OK;
+    if (p->stop || !p->todo_head) return 0;
     if (!*enc) {
+        ig_err err = {0};
         pthread_mutex_unlock(&p->mu);
-        st = ig_encoder_create(enc, p->o->tokenizer, &err);
+        ig_status st = ig_encoder_create(enc, p->o->tokenizer, &err);
         pthread_mutex_lock(&p->mu);
         if (st != IG_OK) {
             fail_locked(p, st, &err);
             return 1; /* the caller sees p->stop */
         }
-        if (!(b = p->stop ? NULL : p->todo_head)) return 1; /* taken meanwhile */
     }
-    p->todo_head = b->next;
-    if (!p->todo_head) p->todo_tail = NULL;
-    pthread_mutex_unlock(&p->mu);
-    st = tokenize_batch(p, *enc, b, &err);
-    pthread_mutex_lock(&p->mu);
-    if (st != IG_OK) {
-        fail_locked(p, st, &err);
-        b->next = p->free_list; /* freed with the pool */
-        p->free_list = b;
-    } else {
-        b->next = p->done;
-        p->done = b;
-    }
+    batch *b = take_todo(p); /* NULL: taken meanwhile, or stopped */
+    if (b) tokenize_taken(p, *enc, b);
     return 1;
 }
 
