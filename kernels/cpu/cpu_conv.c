@@ -174,8 +174,10 @@ static void prim_clear(conv_prim *p) {
     p->kind = -1;
 }
 
+/* Frees the bf16 GEMM's cache as well (cpu_gemm.c): the backend's free calls this alone. */
 void ig_cpu_conv_cache_free(ig_backend *be) {
     ig_cpu_impl *impl = be->impl;
+    if (impl) ig_cpu_gemm_cache_free(be);
     if (!impl || !impl->conv) return;
     for (int i = 0; i < CONV_CACHE; i++) prim_clear(&impl->conv->e[i]);
     if (impl->conv->engine) dnnl_engine_destroy(impl->conv->engine);
