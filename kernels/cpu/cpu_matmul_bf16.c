@@ -8,11 +8,14 @@
  * the worker's scratch, then finished on the same thread while it is in cache: the bias added
  * (forward) or the old gradient (dw), and each element rounded once to bf16. Every output element
  * comes from one library call whose shape depends on the sizes only, so the bits are the same
- * for any thread count. Where B is read by columns ([K, N] not transposed, cut into several
- * column tiles), a tile first copies its columns of B into a dense panel: the library's AMX
- * kernels take only dense operands there. The old dw is added after the GEMM rather than by its sum
- * post-op (beta 1): one pass over the tile instead of two (widening dw into the tile first), and
- * the same rounding (bench_kernels measures both). dbias sums dout's columns in double in row order
+ * for any thread count. The operands are not copied: where a tile's block of B (or of a
+ * transposed A) is not dense, oneDNN 2.6 runs its gemm kernel instead of its AMX brgemm, but
+ * copying the block dense first (brgemm then) made the whole call slower, forward and dW alike
+ * (measured at GPT-2 small's shapes on one thread; both kernels copy the operands into their own
+ * blocked layout, so the copy was likely paid twice). The old dw is added after the GEMM rather
+ * than by its sum post-op (beta 1): one pass over the tile instead of two (widening dw into the
+ * tile first), the same rounding, and the post-op slowed a 256 x 384 dW tile's GEMM by 10-20%
+ * (bench_kernels). dbias sums dout's columns in double in row order
  * (ig_cpu_column_sums_add_bf16), as the fp32 matmul.
  *
  * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
@@ -33,10 +36,8 @@ typedef struct bf16_job {
     const uint16_t *bias; /* FIN_BIAS: [N] */
     size_t rchunk, cchunk, ncols;
     const ig_cpu_gemm_bf16_plan *plan[2][2]; /* [last row of tiles][last column of tiles] */
-    int pack_b;                              /* B's columns of a tile copied dense first */
     char *scratch;                           /* per worker: worker_bytes */
-    size_t tile_bytes, panel_bytes;          /* the fp32 tile, B's dense panel (pack_b) */
-    size_t worker_bytes;                     /* both, then the library's scratchpad */
+    size_t tile_bytes, worker_bytes;         /* the fp32 tile, then the library's scratchpad */
     atomic_int failed;
 } bf16_job;
 
@@ -72,16 +73,9 @@ static void bf16_chunk(void *arg, size_t b, size_t e, int worker) {
         const uint16_t *A = j->ta ? j->A + r0 : j->A + r0 * (size_t)j->lda;
         const uint16_t *B = j->tb ? j->B + c0 * (size_t)j->ldb : j->B + c0;
         const ig_cpu_gemm_bf16_plan *p = j->plan[r1 - r0 != j->rchunk][c1 - c0 != j->cchunk];
-        if (j->pack_b && j->K > 0) { /* B[:, c0:c1] into [K, c1 - c0], dense */
-            uint16_t *panel = (uint16_t *)(mine + j->tile_bytes);
-            for (int k = 0; k < j->K; k++)
-                memcpy(panel + (size_t)k * (c1 - c0), B + (size_t)k * j->ldb,
-                       (c1 - c0) * sizeof *panel);
-            B = panel;
-        }
         if (j->K <= 0) /* an empty sum */
             memset(T, 0, j->tile_bytes);
-        else if (ig_cpu_gemm_bf16(p, A, B, T, mine + j->tile_bytes + j->panel_bytes) != 0) {
+        else if (ig_cpu_gemm_bf16(p, A, B, T, mine + j->tile_bytes) != 0) {
             atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
             continue;
         }
@@ -99,24 +93,18 @@ static void bf16_run(ig_backend *be, bf16_job *j, const char *what) {
     int cols[2] = {(int)j->cchunk, j->N - (int)((j->ncols - 1) * j->cchunk)};
     if (nrows == 1) rows[0] = rows[1];
     if (j->ncols == 1) cols[0] = cols[1];
-    /* B [K, N] cut into columns is not dense, and the library's AMX kernels (brgemm) then give
-     * way to its slower gemm kernel (bench_kernels: 1.35 against 1.0 TFLOP/s on a 256 x 384 tile,
-     * one thread): each tile copies its columns of B first, a small cost against its GEMM's */
-    j->pack_b = !j->tb && j->ncols > 1;
     size_t pad = 0;
     if (j->K > 0)
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
-                j->plan[a][b] =
-                    ig_cpu_gemm_bf16_prepare(be, j->ta, j->tb, rows[a], cols[b], j->K, j->lda,
-                                             j->pack_b ? cols[b] : j->ldb, (int)j->cchunk, 0, what);
+                j->plan[a][b] = ig_cpu_gemm_bf16_prepare(be, j->ta, j->tb, rows[a], cols[b], j->K,
+                                                         j->lda, j->ldb, (int)j->cchunk, 0, what);
                 if (!j->plan[a][b]) return;
                 size_t s = ig_cpu_gemm_bf16_scratchpad(j->plan[a][b]);
                 pad = s > pad ? s : pad;
             }
     j->tile_bytes = (j->rchunk * j->cchunk * sizeof(float) + 63) / 64 * 64;
-    j->panel_bytes = j->pack_b ? ((size_t)j->K * j->cchunk * sizeof(uint16_t) + 63) / 64 * 64 : 0;
-    j->worker_bytes = j->tile_bytes + j->panel_bytes + (pad + 63) / 64 * 64;
+    j->worker_bytes = j->tile_bytes + (pad + 63) / 64 * 64;
     j->scratch = ig_cpu_scratch(be, (size_t)ig_ctx_threads(be->ctx) * j->worker_bytes, what);
     if (!j->scratch) return;
     atomic_init(&j->failed, 0);

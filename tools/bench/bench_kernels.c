@@ -314,10 +314,9 @@ static void plan_run(void *arg) {
 }
 
 /* GFLOP/s of one library call of M x N x K on this thread (beta 0 or 1), and its kernel's name */
-static double plan_gflops(ig_backend *be, int ta, int tb, int M, int N, int K, int beta, int wide,
+static double plan_gflops(ig_backend *be, int ta, int tb, int M, int N, int K, int beta,
                           const char **impl) {
-    /* wide 2: B (or a transposed A) a block of a matrix twice as wide */
-    int lda = ta ? M * wide : K, ldb = (tb ? K : N) * (ta ? 1 : wide);
+    int lda = ta ? M : K, ldb = tb ? K : N;
     const ig_cpu_gemm_bf16_plan *p =
         ig_cpu_gemm_bf16_prepare(be, ta, tb, M, N, K, lda, ldb, N, beta, "bench");
     if (!p) {
@@ -326,8 +325,8 @@ static double plan_gflops(ig_backend *be, int ta, int tb, int M, int N, int K, i
         fprintf(stderr, "bench_kernels: %s\n", err.msg);
         exit(1);
     }
-    uint16_t *A = buf16(be, (size_t)M * K * (ta ? wide : 1), -1, 1, 51);
-    uint16_t *B = buf16(be, (size_t)K * N * (ta ? 1 : wide), -1, 1, 52);
+    uint16_t *A = buf16(be, (size_t)M * K, -1, 1, 51);
+    uint16_t *B = buf16(be, (size_t)K * N, -1, 1, 52);
     float *C = buf(be, (size_t)M * N, 0, 0, 53);
     void *pad = NULL;
     ig_err err = {0};
@@ -357,8 +356,8 @@ static void bench_bf16(ig_backend *be1, ig_backend *bet, int threads, double pea
     out[B_PEAK_T_OUTIN] = square_gflops_bf16(bet, S, IG_W_OUT_IN);
     out[B_OVER_SGEMM] = out[B_PEAK_T] / peakt;
     const char *impl_ab = "?", *impl_ba = "?";
-    double lib_ab = plan_gflops(be1, 0, 0, S, S, S, 0, 1, &impl_ab);
-    double lib_ba = plan_gflops(be1, 0, 1, S, S, S, 0, 1, &impl_ba);
+    double lib_ab = plan_gflops(be1, 0, 0, S, S, S, 0, &impl_ab);
+    double lib_ba = plan_gflops(be1, 0, 1, S, S, S, 0, &impl_ba);
     out[B_LIB_1T] = lib_ab > lib_ba ? lib_ab : lib_ba;
     printf("\nbf16 GEMM peak (oneDNN's bf16 matmul primitive, %dx%dx%d):\n", S, S, S);
     printf("  backend bf16 matmul, W [in, out]: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s; "
@@ -366,22 +365,14 @@ static void bench_bf16(ig_backend *be1, ig_backend *bet, int threads, double pea
            out[B_PEAK_1T], threads, out[B_PEAK_T], threads, out[B_PEAK_T_OUTIN]);
     printf("  one library call, 1 thread: B [K, N] %.1f GFLOP/s (%s), B [N, K] %.1f GFLOP/s (%s)\n",
            lib_ab, impl_ab, lib_ba, impl_ba);
-    const char *impl_w = "?", *impl_t = "?";
-    double lib_w = plan_gflops(be1, 0, 0, 256, 384, 768, 0, 2, &impl_w);
-    double lib_t = plan_gflops(be1, 1, 0, 256, 384, 1024, 0, 2, &impl_t);
-    double lib_d = plan_gflops(be1, 0, 0, 256, 384, 768, 0, 1, &impl_ab);
-    printf("  a tile 256x384 (K 768), 1 thread: dense %.1f GFLOP/s (%s), B a block of a wider "
-           "matrix %.1f GFLOP/s (%s); A transposed, a block of a wider one (K 1024) %.1f "
-           "GFLOP/s (%s)\n",
-           lib_d, impl_ab, lib_w, impl_w, lib_t, impl_t);
     printf("  sgemm peak measured above: 1 thread %.1f, %d threads %.1f GFLOP/s; bf16 / fp32: "
            "%.2fx at 1 thread, %.2fx at %d threads\n",
            peak1, threads, peakt, out[B_PEAK_1T] / peak1, out[B_OVER_SGEMM], threads);
     /* the dW tile's old gradient: the sum post-op (beta 1) against beta 0 (the kernel adds after)
      */
     const char *i0 = "?", *i1 = "?";
-    double b0 = plan_gflops(be1, 1, 0, 256, 384, 1024, 0, 1, &i0);
-    double b1 = plan_gflops(be1, 1, 0, 256, 384, 1024, 1, 1, &i1);
+    double b0 = plan_gflops(be1, 1, 0, 256, 384, 1024, 0, &i0);
+    double b1 = plan_gflops(be1, 1, 0, 256, 384, 1024, 1, &i1);
     printf("  a dW tile (256x384, K 1024, A transposed), 1 thread: beta 0 %.1f GFLOP/s, beta 1 "
            "(sum post-op) %.1f GFLOP/s (%s)\n",
            b0, b1, i0);
