@@ -2,7 +2,8 @@
  * oneDNN's bf16 GEMM in cpu_gemm.c): forward and backward at several shapes (both weight layouts,
  * with and without bias and dinp, rows not a multiple of 64, small and GPT-2 small's), dw and
  * dbias accumulating over two calls with one rounding per call, the same bits for 1, 2 and 8 pool
- * threads and from run to run (with the operands at other addresses), the scratch given back,
+ * threads and from run to run (with the operands at other addresses), one rounding per output
+ * where two would differ (by hand), the scratch given back,
  * and the reference backend's refusal. Skipped, with the reason, on a CPU without AVX512-BF16 or
  * AMX-BF16.
  *
@@ -341,6 +342,32 @@ static void test_bf16_threads(void **state) {
         }
 }
 
+/* ---- one rounding, by hand --------------------------------------------------------------------
+ */
+
+/* 1 + 2^-8 + 2^-16 rounds up to 1 + 2^-7 (0x3F81) in one step; rounded in two (the sum of the
+ * products 2^-8 + 2^-16 to bf16 first: a tie, to even, 2^-8; then 1 + 2^-8: a tie, to even, 1.0)
+ * it would be 0x3F80. */
+static void test_bf16_one_rounding(void **state) {
+    REQUIRE_BF16();
+    fixture *f = *state;
+    ig_backend *be = FAST(f);
+    uint16_t one = 0x3F80, e8 = 0x3B80, e16 = 0x3780; /* 1, 2^-8, 2^-16 */
+    assert_true(ig_backend_bf16_to_f32(e8) == 0x1p-8f && ig_backend_bf16_to_f32(e16) == 0x1p-16f);
+    uint16_t inp[2] = {one, one}, w[2] = {e8, e16}, bias[1] = {one}, out[1] = {0};
+    ig_cpu_bf16_matmul_forward(be, out, inp, w, IG_W_OUT_IN, bias, 1, 2, 1); /* 1 + 2^-8 + 2^-16 */
+    /* dw[0] = 1 + inp^T dout over N = 2 rows: 1 + 2^-8 + 2^-16; dbias = 1 + the same */
+    uint16_t x[2] = {one, one}, dout[2] = {e8, e16}, dw[1] = {one}, dbias[1] = {one}, dinp[2];
+    uint16_t w1[1] = {one};
+    ig_cpu_bf16_matmul_backward(be, dinp, dw, dbias, dout, x, w1, IG_W_IN_OUT, 2, 1, 1);
+    ig_err err = {0};
+    assert_int_equal(ig_backend_sync(be, &err), IG_OK);
+    assert_int_equal(out[0], 0x3F81);
+    assert_int_equal(dw[0], 0x3F81);
+    assert_int_equal(dbias[0], 0x3F81);
+    assert_int_equal(dinp[0], e8), assert_int_equal(dinp[1], e16); /* dout @ W^T, W = 1 */
+}
+
 /* ---- the reference backend has no bf16 GEMM ---------------------------------------------------
  */
 
@@ -358,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_shapes),
         cmocka_unit_test(test_bf16_accumulate),
         cmocka_unit_test(test_bf16_threads),
+        cmocka_unit_test(test_bf16_one_rounding),
         cmocka_unit_test(test_bf16_reference_refuses),
     };
     return cmocka_run_group_tests_name("kernels_bf16", tests, setup, teardown);
