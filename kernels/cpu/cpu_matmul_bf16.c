@@ -14,9 +14,9 @@
  * (measured at GPT-2 small's shapes on one thread; both kernels copy the operands into their own
  * blocked layout, so the copy was likely paid twice). The old dw is added after the GEMM rather
  * than by its sum post-op (beta 1): one pass over the tile instead of two (widening dw into the
- * tile first), the same rounding, and the post-op slowed a 256 x 384 dW tile's GEMM by 10-20%
- * (bench_kernels). dbias sums dout's columns in double in row order
- * (ig_cpu_column_sums_add_bf16), as the fp32 matmul.
+ * tile first), the same rounding, and the post-op slowed a 256 x 384 dW tile's GEMM by 8-20% in
+ * four runs of bench_kernels out of five on the (loaded) development machine. dbias sums dout's
+ * columns in double in row order (ig_cpu_column_sums_add_bf16), as the fp32 matmul.
  *
  * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
  */
