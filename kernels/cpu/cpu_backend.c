@@ -18,6 +18,7 @@ static void cpu_destroy(ig_backend *be) {
     ig_cpu_impl *impl = be->impl;
     if (!impl) return;
     ig_cpu_bf16_free(be);
+    ig_cpu_gemm_cache_free(be);
     ig_cpu_conv_cache_free(be);
     ig_free(be->ctx, impl);
     be->impl = NULL;
@@ -137,6 +138,15 @@ ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
     be->name = be->opts.reference ? "cpu-reference" : "cpu";
     be->act_type = be->opts.act_type == IG_ACT_BF16 ? IG_ACT_BF16 : IG_ACT_F32;
     be->impl = NULL;
+    /* The fast bf16 GEMMs are oneDNN's on AVX512-BF16 or AMX-BF16; without them oneDNN would
+     * emulate them slowly, with other bits, or refuse. IG_CPU_NO_BF16 set (to anything) makes this
+     * CPU one without, for the test of this refusal. */
+    if (be->act_type == IG_ACT_BF16 && !be->opts.reference &&
+        (!ig_cpu_has_bf16() || getenv("IG_CPU_NO_BF16")))
+        return ig_err_set(
+            err, IG_ERR_UNSUPPORTED,
+            "bf16 on the CPU needs the AVX512-BF16 or AMX-BF16 instructions (its GEMMs "
+            "are oneDNN's bf16 ones), which this CPU lacks: use train.dtype fp32 here");
     /* the fast kernels keep state between calls (the convolutions'), and bf16 its table */
     if (!be->opts.reference || be->act_type == IG_ACT_BF16) {
         be->impl = ig_calloc(be->ctx, 1, sizeof(ig_cpu_impl));

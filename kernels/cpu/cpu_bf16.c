@@ -10,9 +10,11 @@
  * Two kernels do more than wrap: the residual + norm forwards are the add (rounded: the residual
  * as stored) and then the norm of that stored residual, as the CUDA kernels compute them; and the
  * embedding's kernels widen only the rows of wte the tokens hit (the vocabulary's size is not an
- * argument), handing the fp32 kernel the tokens renumbered over those rows. The fast table's
- * matmul is oneDNN's bf16 GEMM with fp32 accumulation (cpu_matmul.c's bf16 entries) where the
- * CPU has bf16 instructions; the reference table's widens like every other kernel.
+ * argument), handing the fp32 kernel the tokens renumbered over those rows. The fast backend's
+ * matmul is not widened: it is oneDNN's bf16 GEMM with fp32 accumulation on bf16 operands
+ * (cpu_matmul_bf16.c, the same rounding points), which needs a CPU with bf16 instructions
+ * (cpu_backend.c refuses bf16 on one without); the reference backend's widens like every other
+ * kernel (the same maths, a sum of exact products in another order).
  *
  * Scratch: the widened tensors of one call come from one arena kept by the backend (grown to the
  * largest call's need, counted as workspace), so that a step does not map and fault in fresh
@@ -331,6 +333,10 @@ static void bf_groupnorm_backward(ig_backend *be, void *dinp, void *dw, void *db
 
 static void bf_matmul_forward(ig_backend *be, void *o, const void *inp, const void *w,
                               ig_w_layout layout, const void *bias, int N, int C, int OC) {
+    if (!be->opts.reference) {
+        ig_cpu_bf16_matmul_forward(be, o, inp, w, layout, bias, N, C, OC);
+        return;
+    }
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     size_t no = (size_t)N * OC;
@@ -346,6 +352,10 @@ static void bf_matmul_forward(ig_backend *be, void *o, const void *inp, const vo
 static void bf_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
                                const void *inp, const void *w, ig_w_layout layout, int N, int C,
                                int OC) {
+    if (!be->opts.reference) {
+        ig_cpu_bf16_matmul_backward(be, dinp, dw, dbias, dout, inp, w, layout, N, C, OC);
+        return;
+    }
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     size_t ni = (size_t)N * C, nw = (size_t)C * OC;

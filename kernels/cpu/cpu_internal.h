@@ -298,14 +298,71 @@ void ig_cpu_dnnl_enter(ig_cpu_dnnl_frame *f);
 void ig_cpu_dnnl_leave(ig_cpu_dnnl_frame *f);
 
 /* The CPU backend's state (be->impl of the fast backend; NULL for the reference): what the
- * convolutions keep between calls (cpu_conv.c: oneDNN's engine and its primitives by shape),
- * made at the first convolution and freed with the backend. Touched only by the thread that
- * drives the backend. */
+ * convolutions and the bf16 GEMM keep between calls (cpu_conv.c, cpu_gemm.c: oneDNN's engine and
+ * its primitives by shape), each made at its first call and freed with the backend. Touched only
+ * by the thread that drives the backend; the backend's free calls ig_cpu_conv_cache_free and
+ * ig_cpu_gemm_cache_free. */
 typedef struct ig_cpu_impl {
     struct ig_cpu_conv_cache *conv;
-    struct ig_cpu_bf16 *bf16; /* the bf16 table and its scratch (cpu_bf16.c); NULL in fp32 */
+    struct ig_cpu_gemm_cache *gemm; /* the bf16 GEMM's plans by shape (cpu_gemm.c) */
+    struct ig_cpu_bf16 *bf16;       /* the bf16 table and its scratch (cpu_bf16.c); NULL in fp32 */
 } ig_cpu_impl;
 void ig_cpu_conv_cache_free(ig_backend *be);
+void ig_cpu_gemm_cache_free(ig_backend *be);
+
+/* ---- bf16 (cpu_gemm.c, cpu_matmul_bf16.c) -----------------------------------------------------
+ */
+
+/* 1 when the CPU has AVX512-BF16 or AMX-BF16 and the OS saves their registers (cpuid, xgetbv):
+ * oneDNN's bf16 GEMM then runs on them. Without, oneDNN emulates bf16 on AVX-512 (slowly) or
+ * refuses it (no AVX-512): callers refuse bf16 there. Any thread. */
+int ig_cpu_has_bf16(void);
+
+/* A bf16 GEMM of one shape, made once and kept in the backend's state (oneDNN's matmul
+ * primitive, see cpu_gemm.c): C[M, N] (fp32, row stride ldc) = op(A) @ op(B), or + C when beta,
+ * with A and B bf16 (uint16_t bits), row-major: ta: A is stored [K, M] (row stride lda), else
+ * [M, K]; tb: B is stored [N, K], else [K, N]. Products are exact in fp32 and summed in fp32.
+ * prepare finds or makes the plan: on the thread that drives the backend (it touches ig_cpu_impl),
+ * the fast backend only, M, N, K > 0; NULL after raising on the backend. The plan stays valid until
+ * BF16_CACHE (32) other shapes have been prepared after it, or the backend is freed: prepare a
+ * call's shapes, run them, then prepare the next call's. */
+typedef struct ig_cpu_gemm_bf16_plan ig_cpu_gemm_bf16_plan;
+const ig_cpu_gemm_bf16_plan *ig_cpu_gemm_bf16_prepare(ig_backend *be, int ta, int tb, int M, int N,
+                                                      int K, int lda, int ldb, int ldc, int beta,
+                                                      const char *what);
+/* Bytes of library scratchpad a run of p needs (0: none). */
+size_t ig_cpu_gemm_bf16_scratchpad(const ig_cpu_gemm_bf16_plan *p);
+/* The library's name for the kernel behind p (e.g. "brg:avx512_core_amx"), for benchmarks. */
+const char *ig_cpu_gemm_bf16_impl(const ig_cpu_gemm_bf16_plan *p);
+/* Runs p on the calling thread alone (one OpenMP thread, the asynchronous signals blocked, as
+ * ig_cpu_sgemm) with scratchpad (ig_cpu_gemm_bf16_scratchpad bytes, 64-byte aligned, this
+ * thread's own). Any thread, and several at once on one plan. The bits depend on p's shape only,
+ * not on the operands' addresses. 0, or -1 when the library failed. */
+int ig_cpu_gemm_bf16(const ig_cpu_gemm_bf16_plan *p, const uint16_t *A, const uint16_t *B, float *C,
+                     void *scratchpad);
+
+/* The matmul of backend.h (ig_kernel_matmul_forward / _backward, the same shapes, layouts and
+ * accumulation) with every act tensor bf16 (uint16_t bits: out, inp, w, bias, dinp, dw, dbias,
+ * dout), for the fast backend only (be->impl; it raises IG_ERR_UNSUPPORTED on the reference
+ * one). The GEMMs run on bf16 operands with fp32 sums (ig_cpu_gemm_bf16) on cpu_matmul.c's tile
+ * grid (ig_cpu_gemm_grid), so the bits are the same for any thread count; each output is rounded
+ * once, to nearest even (ig_backend_bf16_from_f32):
+ *   out  = bf16(fp32 sum of products + bias)
+ *   dinp = bf16(dout @ W^T in fp32), overwritten (skipped when dinp is NULL)
+ *   dw   = bf16(dw + (inp^T @ dout in fp32)), one rounding per call
+ *   dbias = bf16(dbias + column sums of dout in double, in row order) (skipped when NULL)
+ * Scratch (ig_cpu_scratch, freed before returning): per pool thread, one fp32 tile of the grid
+ * plus the library's scratchpad (a few MB at GPT-2 small's shapes). No alignment is asked of the
+ * tensors, and none has to stay at its address between calls (plans are kept by shape). */
+void ig_cpu_bf16_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                                ig_w_layout layout, const void *bias, int N, int C, int OC);
+void ig_cpu_bf16_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias,
+                                 const void *dout, const void *inp, const void *w,
+                                 ig_w_layout layout, int N, int C, int OC);
+
+/* The tile grid of a chunked GEMM C[M, N] over K (cpu_matmul.c): rows and columns per tile, a
+ * function of the sizes only. */
+void ig_cpu_gemm_grid(int M, int N, int K, size_t *rchunk, size_t *cchunk);
 
 /* bf16 act tensors (cpu_bf16.c): sets be->ops to kernels that widen their bf16 tensors, run
  * base's fp32 kernel and round each output once (the CUDA backend's rounding points). be->impl
@@ -425,5 +482,8 @@ double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n);
 /* Column sums of x [N, C] added to acc [C] (acc[c] += sum over rows in row order, in double),
  * threaded over chunks of columns: shared by the bias gradients. */
 void ig_cpu_column_sums_add(ig_backend *be, float *acc, const float *x, int N, int C);
+/* The same sums of bf16 x [N, C] added to bf16 acc [C]: acc[c] = bf16((float)(acc[c] + sum)),
+ * the sum in double in row order (bf16 matmul's dbias). */
+void ig_cpu_column_sums_add_bf16(ig_backend *be, uint16_t *acc, const uint16_t *x, int N, int C);
 
 #endif /* INGOT_KERNELS_CPU_INTERNAL_H */

@@ -11,6 +11,7 @@
  * into the output before the sgemm adds to it (beta = 1).
  *
  * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
+ * The bf16 matmul (cpu_matmul_bf16.c) shares the grid (ig_cpu_gemm_grid) and the column sums.
  */
 #include <stdatomic.h>
 
@@ -109,20 +110,23 @@ static void gemm_chunk(void *arg, size_t b, size_t e, int worker) {
     }
 }
 
-static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
-    if (j->M <= 0 || j->N <= 0) return;
-    /* the grid gr x gc = GEMM_PARTS that packs the fewest elements: gc copies of A [M, K] and gr
-     * of B [K, N] (a function of the sizes only) */
+/* the grid gr x gc = GEMM_PARTS that packs the fewest elements: gc copies of A [M, K] and gr of
+ * B [K, N] (a function of the sizes only) */
+void ig_cpu_gemm_grid(int M, int N, int K, size_t *rchunk, size_t *cchunk) {
     double best = 0;
     size_t gr_best = GEMM_PARTS;
     for (size_t gc = 1; gc <= GEMM_PARTS; gc *= 2) {
         size_t gr = GEMM_PARTS / gc;
-        double cost = (double)gc * j->M * j->K + (double)gr * j->K * j->N;
+        double cost = (double)gc * M * K + (double)gr * K * N;
         if (gc == 1 || cost < best) best = cost, gr_best = gr;
     }
-    size_t gc = GEMM_PARTS / gr_best;
-    j->rchunk = ig_cpu_chunk((size_t)j->M, gr_best, GEMM_ALIGN);
-    j->cchunk = ig_cpu_chunk((size_t)j->N, gc, GEMM_ALIGN);
+    *rchunk = ig_cpu_chunk((size_t)M, gr_best, GEMM_ALIGN);
+    *cchunk = ig_cpu_chunk((size_t)N, GEMM_PARTS / gr_best, GEMM_ALIGN);
+}
+
+static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
+    if (j->M <= 0 || j->N <= 0) return;
+    ig_cpu_gemm_grid(j->M, j->N, j->K, &j->rchunk, &j->cchunk);
     size_t nrows = ((size_t)j->M + j->rchunk - 1) / j->rchunk;
     j->ncols = ((size_t)j->N + j->cchunk - 1) / j->cchunk;
     atomic_init(&j->failed, 0);
@@ -207,6 +211,8 @@ void ig_cpu_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, c
 typedef struct colsum_job {
     float *acc;
     const float *x;
+    uint16_t *acc16; /* bf16: acc16 and x16 instead of acc and x */
+    const uint16_t *x16;
     int N, C;
 } colsum_job;
 
@@ -217,15 +223,37 @@ static void colsum_chunk(void *arg, size_t b, size_t e, int worker) {
     for (size_t ci = b; ci < e; ci++) {
         int c0 = (int)ci * COLSUM_W, w = j->C - c0 < COLSUM_W ? j->C - c0 : COLSUM_W;
         double s[COLSUM_W] = {0};
-        for (int n = 0; n < j->N; n++) {
-            const float *row = j->x + (size_t)n * j->C + c0;
-            for (int k = 0; k < w; k++) s[k] += row[k];
-        }
-        for (int k = 0; k < w; k++) j->acc[c0 + k] = (float)(j->acc[c0 + k] + s[k]);
+        if (j->x16)
+            for (int n = 0; n < j->N; n++) {
+                const uint16_t *row = j->x16 + (size_t)n * j->C + c0;
+                for (int k = 0; k < w; k++) {
+                    uint32_t u = (uint32_t)row[k] << 16;
+                    float v;
+                    memcpy(&v, &u, sizeof v);
+                    s[k] += v;
+                }
+            }
+        else
+            for (int n = 0; n < j->N; n++) {
+                const float *row = j->x + (size_t)n * j->C + c0;
+                for (int k = 0; k < w; k++) s[k] += row[k];
+            }
+        if (j->acc16)
+            for (int k = 0; k < w; k++) {
+                uint16_t *a = &j->acc16[c0 + k];
+                *a = ig_backend_bf16_from_f32((float)(ig_backend_bf16_to_f32(*a) + s[k]));
+            }
+        else
+            for (int k = 0; k < w; k++) j->acc[c0 + k] = (float)(j->acc[c0 + k] + s[k]);
     }
 }
 
 void ig_cpu_column_sums_add(ig_backend *be, float *acc, const float *x, int N, int C) {
-    colsum_job j = {acc, x, N, C};
+    colsum_job j = {.acc = acc, .x = x, .N = N, .C = C};
+    ig_parallel_range(be->ctx, ((size_t)C + COLSUM_W - 1) / COLSUM_W, 1, colsum_chunk, &j);
+}
+
+void ig_cpu_column_sums_add_bf16(ig_backend *be, uint16_t *acc, const uint16_t *x, int N, int C) {
+    colsum_job j = {.acc16 = acc, .x16 = x, .N = N, .C = C};
     ig_parallel_range(be->ctx, ((size_t)C + COLSUM_W - 1) / COLSUM_W, 1, colsum_chunk, &j);
 }

@@ -9,7 +9,7 @@
 # (selective, full) gives the same losses and weights bit for bit in bf16 (GPT-2, and the DiT
 # with its EMA); a bf16 run killed after a checkpoint resumes to the uninterrupted run's losses
 # and weights bit for bit; its export holds the checkpoint's (fp32 master) weights; the bf16
-# checkpoint resumes in fp32 too.
+# checkpoint resumes in fp32 too. A CPU without bf16 instructions is refused, saying why.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ig_begin bf16
@@ -92,6 +92,13 @@ for f in gpt llama dit vae; do
         awk -v a="$p32" -v b="$p16" -v c="$g32" -v d="$g16" \
         'BEGIN { exit !(b > 0 && d > 0 && (a / b > 1.8 && a / b < 2.2) && (c / d > 1.8 && c / d < 2.2)) }'
 done
+
+# ---- a CPU without bf16 instructions (IG_CPU_NO_BF16 makes this one such a CPU) -----------------
+IG_CPU_NO_BF16=1 run "no bf16 instructions: refused" 1 "$ING" train gpt.yaml \
+    --set train.dtype=bf16 --set train.run_dir=nobf16 && pass
+expect "no bf16 instructions: says why" "needs the AVX512-BF16 or AMX-BF16 instructions" "$err"
+expect "no bf16 instructions: the way out" "use train.dtype fp32" "$err"
+check "no bf16 instructions: no run directory" test ! -e nobf16
 
 # ---- recomputation: the same bits in bf16 ------------------------------------------------------
 for f in gpt dit; do

@@ -19,11 +19,17 @@
  *     (with the gated residual) as bytes moved over memcpy bandwidth; runs taken in turns, each
  *     from memory (the caches emptied before it).
  *
- *   bench_kernels [threads=2] [dit]   (best of 3 runs after a warm-up, for every figure but DiT's:
- *                                      best of 20 taken in turns; "dit": the DiT figures only)
+ *   - bf16 (the CPU backend's bf16 matmul, kernels/cpu/cpu_matmul_bf16.c, on oneDNN's bf16 GEMM:
+ *     AMX or AVX512-BF16): its peak on a 2048^3 GEMM at 1 and 2 threads next to the sgemm's, one
+ *     library call alone, the dW tile's beta 1 (sum post-op) against beta 0, and the matmul
+ *     forward + backward at GPT-2 small's shapes (N = 4 x 256 and 4 x 1024) in bf16 against fp32.
+ *
+ *   bench_kernels [threads=2] [dit|bf16]   (best of 3 runs after a warm-up, for every figure but
+ *                                           DiT's: best of 20 taken in turns; "dit": the DiT
+ *                                           figures only; "bf16": the GEMM peaks and bf16 only)
  *
  * Ends with one machine-readable line "kernels_summary k=v ..." (the DiT figures alone:
- * "kernels_dit_summary k=v ...").
+ * "kernels_dit_summary k=v ...", the bf16 ones "kernels_bf16_summary k=v ...").
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -33,6 +39,7 @@
 
 #include "core/core.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_internal.h" /* the bf16 GEMM, which no public entry reaches yet */
 
 static ig_ctx *make_ctx(int threads) {
     ig_ctx_opts o = ig_ctx_opts_default();
@@ -204,6 +211,200 @@ static void lib_run(void *arg) {
                  m->out, m->OC);
     if (l->set_threads) l->set_threads(1); /* idle threads must not spin into the next figure */
     if (l->set_threads_long) l->set_threads_long(1);
+}
+
+/* ---- bf16: oneDNN's bf16 GEMM (the CPU backend's bf16 matmul) next to the sgemm ---------------
+ */
+
+/* n bf16 values uniform in [lo, hi) in a buffer of the backend */
+static uint16_t *buf16(ig_backend *be, size_t n, float lo, float hi, uint64_t seed) {
+    void *p = NULL;
+    ig_err err = {0};
+    if (ig_backend_alloc(be, n * sizeof(uint16_t), &p, &err) != IG_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+    uint16_t *x = p;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ig_backend_bf16_from_f32(lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0)));
+    }
+    return x;
+}
+
+/* a matmul forward, or forward and backward (dinp, dW, dbias), in fp32 through the backend or in
+ * bf16 through ig_cpu_bf16_matmul_* */
+typedef struct bmm_arg {
+    ig_backend *be;
+    int bf16, backward;
+    void *out, *inp, *w, *bias, *dout, *dinp, *dw, *dbias;
+    ig_w_layout layout;
+    int N, C, OC;
+} bmm_arg;
+
+static void bmm_run(void *arg) {
+    bmm_arg *m = arg;
+    if (m->bf16) {
+        ig_cpu_bf16_matmul_forward(m->be, m->out, m->inp, m->w, m->layout, m->bias, m->N, m->C,
+                                   m->OC);
+        if (m->backward)
+            ig_cpu_bf16_matmul_backward(m->be, m->dinp, m->dw, m->dbias, m->dout, m->inp, m->w,
+                                        m->layout, m->N, m->C, m->OC);
+    } else {
+        ig_kernel_matmul_forward(m->be, m->out, m->inp, m->w, m->layout, m->bias, m->N, m->C,
+                                 m->OC);
+        if (m->backward)
+            ig_kernel_matmul_backward(m->be, m->dinp, m->dw, m->dbias, m->dout, m->inp, m->w,
+                                      m->layout, m->N, m->C, m->OC);
+    }
+    ig_err err = {0};
+    if (ig_backend_sync(m->be, &err) != IG_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+/* The buffers of m for its sizes, in its type (random inputs, zeroed outputs). */
+static void bmm_alloc(bmm_arg *m, int bias) {
+    size_t nin = (size_t)m->N * m->C, nout = (size_t)m->N * m->OC, nw = (size_t)m->C * m->OC;
+    if (m->bf16) {
+        m->inp = buf16(m->be, nin, -1, 1, 41), m->w = buf16(m->be, nw, -1, 1, 42);
+        m->dout = buf16(m->be, nout, -1, 1, 43), m->out = buf16(m->be, nout, 0, 0, 44);
+        m->dinp = buf16(m->be, nin, 0, 0, 45), m->dw = buf16(m->be, nw, 0, 0, 46);
+        m->bias = bias ? buf16(m->be, (size_t)m->OC, -1, 1, 47) : NULL;
+        m->dbias = bias ? buf16(m->be, (size_t)m->OC, 0, 0, 48) : NULL;
+    } else {
+        m->inp = buf(m->be, nin, -1, 1, 41), m->w = buf(m->be, nw, -1, 1, 42);
+        m->dout = buf(m->be, nout, -1, 1, 43), m->out = buf(m->be, nout, 0, 0, 44);
+        m->dinp = buf(m->be, nin, 0, 0, 45), m->dw = buf(m->be, nw, 0, 0, 46);
+        m->bias = bias ? buf(m->be, (size_t)m->OC, -1, 1, 47) : NULL;
+        m->dbias = bias ? buf(m->be, (size_t)m->OC, 0, 0, 48) : NULL;
+    }
+}
+
+static void bmm_free(bmm_arg *m) {
+    void *p[] = {m->inp, m->w, m->dout, m->out, m->dinp, m->dw, m->bias, m->dbias};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) ig_backend_release(m->be, p[i]);
+}
+
+/* GFLOP/s of the bf16 matmul forward on an S x S x S GEMM (W in layout) */
+static double square_gflops_bf16(ig_backend *be, int S, ig_w_layout layout) {
+    bmm_arg m = {.be = be, .bf16 = 1, .layout = layout, .N = S, .C = S, .OC = S};
+    bmm_alloc(&m, 0);
+    double g = 2.0 * S * S * S / best_of(bmm_run, &m) / 1e9;
+    bmm_free(&m);
+    return g;
+}
+
+/* one plan of ig_cpu_gemm_bf16 run on the calling thread */
+typedef struct plan_arg {
+    const ig_cpu_gemm_bf16_plan *p;
+    const uint16_t *A, *B;
+    float *C;
+    void *pad;
+} plan_arg;
+
+static void plan_run(void *arg) {
+    plan_arg *a = arg;
+    if (ig_cpu_gemm_bf16(a->p, a->A, a->B, a->C, a->pad) != 0) {
+        fprintf(stderr, "bench_kernels: the bf16 GEMM failed\n");
+        exit(1);
+    }
+}
+
+/* GFLOP/s of one library call of M x N x K on this thread (beta 0 or 1), and its kernel's name */
+static double plan_gflops(ig_backend *be, int ta, int tb, int M, int N, int K, int beta,
+                          const char **impl) {
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    const ig_cpu_gemm_bf16_plan *p =
+        ig_cpu_gemm_bf16_prepare(be, ta, tb, M, N, K, lda, ldb, N, beta, "bench");
+    if (!p) {
+        ig_err err = {0};
+        ig_backend_sync(be, &err);
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        exit(1);
+    }
+    uint16_t *A = buf16(be, (size_t)M * K, -1, 1, 51);
+    uint16_t *B = buf16(be, (size_t)K * N, -1, 1, 52);
+    float *C = buf(be, (size_t)M * N, 0, 0, 53);
+    void *pad = NULL;
+    ig_err err = {0};
+    if (ig_backend_alloc(be, ig_cpu_gemm_bf16_scratchpad(p) + 64, &pad, &err) != IG_OK) exit(1);
+    plan_arg a = {p, A, B, C, pad};
+    double g = 2.0 * M * N * K / best_of(plan_run, &a) / 1e9;
+    *impl = ig_cpu_gemm_bf16_impl(p);
+    ig_backend_release(be, A), ig_backend_release(be, B), ig_backend_release(be, C);
+    ig_backend_release(be, pad);
+    return g;
+}
+
+enum { B_PEAK_1T, B_PEAK_T, B_PEAK_T_OUTIN, B_LIB_1T, B_OVER_SGEMM, B_FWDBWD_GEO, B_COUNT };
+
+/* The bf16 figures: the GEMM peak against the sgemm's (peak1, peakt: measured before), a library
+ * call with beta 0 and 1 (the dW tile's sum), and the matmul forward + backward at GPT-2 small's
+ * shapes in bf16 against fp32. */
+static void bench_bf16(ig_backend *be1, ig_backend *bet, int threads, double peak1, double peakt,
+                       double out[B_COUNT]) {
+    if (!ig_cpu_has_bf16()) {
+        printf("\nbf16: this CPU has neither AVX512-BF16 nor AMX-BF16: skipped\n");
+        return;
+    }
+    int S = 2048;
+    out[B_PEAK_1T] = square_gflops_bf16(be1, S, IG_W_IN_OUT);
+    out[B_PEAK_T] = square_gflops_bf16(bet, S, IG_W_IN_OUT);
+    out[B_PEAK_T_OUTIN] = square_gflops_bf16(bet, S, IG_W_OUT_IN);
+    out[B_OVER_SGEMM] = out[B_PEAK_T] / peakt;
+    const char *impl_ab = "?", *impl_ba = "?";
+    double lib_ab = plan_gflops(be1, 0, 0, S, S, S, 0, &impl_ab);
+    double lib_ba = plan_gflops(be1, 0, 1, S, S, S, 0, &impl_ba);
+    out[B_LIB_1T] = lib_ab > lib_ba ? lib_ab : lib_ba;
+    printf("\nbf16 GEMM peak (oneDNN's bf16 matmul primitive, %dx%dx%d):\n", S, S, S);
+    printf("  backend bf16 matmul, W [in, out]: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s; "
+           "W [out, in]: %d threads %.1f GFLOP/s\n",
+           out[B_PEAK_1T], threads, out[B_PEAK_T], threads, out[B_PEAK_T_OUTIN]);
+    printf("  one library call, 1 thread: B [K, N] %.1f GFLOP/s (%s), B [N, K] %.1f GFLOP/s (%s)\n",
+           lib_ab, impl_ab, lib_ba, impl_ba);
+    printf("  sgemm peak measured above: 1 thread %.1f, %d threads %.1f GFLOP/s; bf16 / fp32: "
+           "%.2fx at 1 thread, %.2fx at %d threads\n",
+           peak1, threads, peakt, out[B_PEAK_1T] / peak1, out[B_OVER_SGEMM], threads);
+    /* the dW tile's old gradient: the sum post-op (beta 1) against beta 0 (the kernel adds after)
+     */
+    const char *i0 = "?", *i1 = "?";
+    double b0 = plan_gflops(be1, 1, 0, 256, 384, 1024, 0, &i0);
+    double b1 = plan_gflops(be1, 1, 0, 256, 384, 1024, 1, &i1);
+    printf("  a dW tile (256x384, K 1024, A transposed), 1 thread: beta 0 %.1f GFLOP/s, beta 1 "
+           "(sum post-op) %.1f GFLOP/s (%s)\n",
+           b0, b1, i0);
+
+    printf("\nmatmul forward + backward (dinp, dW, dbias), GPT-2 small shapes, %d threads: fp32 "
+           "(backend) against bf16:\n",
+           threads);
+    printf("  %-30s %10s %10s %9s %9s %8s\n", "shape (N x C -> OC)", "fp32 ms", "bf16 ms",
+           "fp32 GF/s", "bf16 GF/s", "speedup");
+    int shapes[][3] = {{768, 2304, 0}, {768, 768, 0}, {768, 3072, 0}, {3072, 768, 0}};
+    double geo = 0;
+    int n = 0;
+    for (int nb = 0; nb < 2; nb++) {
+        int N = nb ? 4 * 1024 : 4 * 256;
+        for (int s = 0; s < 4; s++) {
+            bmm_arg f32 = {.be = bet, .backward = 1, .layout = IG_W_IN_OUT};
+            f32.N = N, f32.C = shapes[s][0], f32.OC = shapes[s][1];
+            bmm_arg b16 = f32;
+            b16.bf16 = 1;
+            bmm_alloc(&f32, 1), bmm_alloc(&b16, 1);
+            double flops = 3 * 2.0 * N * f32.C * f32.OC;
+            double t32 = best_of(bmm_run, &f32), t16 = best_of(bmm_run, &b16);
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d -> %d", N, f32.C, f32.OC);
+            printf("  %-30s %10.2f %10.2f %9.1f %9.1f %7.2fx\n", name, t32 * 1e3, t16 * 1e3,
+                   flops / t32 / 1e9, flops / t16 / 1e9, t32 / t16);
+            geo += log(t32 / t16), n++;
+            bmm_free(&f32), bmm_free(&b16);
+        }
+    }
+    out[B_FWDBWD_GEO] = exp(geo / n);
+    printf("  geometric mean of the speedups: %.2fx\n", out[B_FWDBWD_GEO]);
 }
 
 /* ---- fused kernels --------------------------------------------------------------------------- */
@@ -540,6 +741,7 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     if (threads < 1) threads = 1;
     int dit_only = argc > 2 && !strcmp(argv[2], "dit");
+    int bf16_only = argc > 2 && !strcmp(argv[2], "bf16");
     ig_ctx *ctx1 = make_ctx(1), *ctxt = make_ctx(threads);
     ig_backend *be1 = make_backend(ctx1), *bet = make_backend(ctxt);
 
@@ -566,6 +768,18 @@ int main(int argc, char **argv) {
     printf("GEMM peak (backend matmul, %dx%dx%d sgemm): 1 thread %.1f GFLOP/s, %d threads %.1f "
            "GFLOP/s (%.2fx)\n",
            S, S, S, peak1, threads, peakt, peakt / peak1);
+    double bf[B_COUNT] = {0};
+    bench_bf16(be1, bet, threads, peak1, peakt, bf);
+    if (bf16_only) {
+        printf("kernels_bf16_summary gemm_peak_1t=%.1f gemm_peak_%dt=%.1f bf16_peak_1t=%.1f "
+               "bf16_peak_%dt=%.1f bf16_peak_outin_%dt=%.1f bf16_lib_1t=%.1f bf16_over_sgemm=%.2f "
+               "bf16_fwdbwd_speedup=%.2f\n",
+               peak1, threads, peakt, bf[B_PEAK_1T], threads, bf[B_PEAK_T], threads,
+               bf[B_PEAK_T_OUTIN], bf[B_LIB_1T], bf[B_OVER_SGEMM], bf[B_FWDBWD_GEO]);
+        ig_backend_free(be1), ig_backend_free(bet);
+        ig_ctx_free(ctx1), ig_ctx_free(ctxt);
+        return 0;
+    }
 
     /* ---- GEMM at the trainer's shapes, against the candidate libraries ---- */
     static const char *const openblas_paths[] = {"libopenblas.so.0", "libopenblas.so", NULL};
@@ -730,14 +944,14 @@ int main(int argc, char **argv) {
            "attn_b_peak=%.3f rms_f=%.2f rrms_f=%.2f rms_b=%.2f swiglu_f=%.2f swiglu_b=%.2f "
            "rope_f=%.2f rope_b=%.2f gqa_f_peak=%.3f gqa_b_peak=%.3f dit_mod_f=%.2f dit_mod_b=%.2f "
            "dit_unfused_f_over_fused=%.2f dit_unfused_b_over_fused=%.2f dit_gate_f=%.2f "
-           "dit_gate_b=%.2f\n",
+           "dit_gate_b=%.2f bf16_peak_%dt=%.1f bf16_over_sgemm=%.2f bf16_fwdbwd_speedup=%.2f\n",
            peak1, threads, peakt, peakt / peak1, gm[0], gm[1], gm[2], bwt, ratio[K_ENC_F],
            ratio[K_ENC_B], ratio[K_LN_F], ratio[K_RLN_F], ratio[K_LN_B], ratio[K_GELU_F],
            ratio[K_GELU_B], ratio[K_CE], ratio[K_ADAMW], ratio[K_SUMSQ], ratio[K_SCALE],
            ratio[K_ATT_F], ratio[K_ATT_B], ratio[K_RMS_F], ratio[K_RRMS_F], ratio[K_RMS_B],
            ratio[K_SWIGLU_F], ratio[K_SWIGLU_B], ratio[K_ROPE_F], ratio[K_ROPE_B], ratio[K_GQA_F],
            ratio[K_GQA_B], dit[D_MOD_F], dit[D_MOD_B], dit[D_UNF_F], dit[D_UNF_B], dit[D_GATE_F],
-           dit[D_GATE_B]);
+           dit[D_GATE_B], threads, bf[B_PEAK_T], bf[B_OVER_SGEMM], bf[B_FWDBWD_GEO]);
     for (int i = 0; i < 8; i++) ig_backend_release(bet, big[i]);
     ig_backend_release(bet, tok);
     ig_backend_free(be1), ig_backend_free(bet);

@@ -1,0 +1,186 @@
+/* cpu_matmul_bf16.c - the matmul (Conv1D / Linear) forward and backward on bf16 tensors, through
+ * oneDNN's bf16 GEMM (cpu_gemm.c: its matmul primitive, on AMX or AVX512-BF16), for the CPU
+ * backend's bf16 act type (cpu_bf16.c calls these instead of widening the operands to fp32).
+ *
+ * The GEMMs read the bf16 operands where they lie (a transposed operand in place) and sum the
+ * exact products in fp32. Each is cut into cpu_matmul.c's grid of tiles (ig_cpu_gemm_grid, a
+ * function of the sizes only); a tile is one single-threaded library call into a fp32 tile of
+ * the worker's scratch, then finished on the same thread while it is in cache: the bias added
+ * (forward) or the old gradient (dw), and each element rounded once to bf16. Every output element
+ * comes from one library call whose shape depends on the sizes only, so the bits are the same
+ * for any thread count. The operands are not copied: where a tile's block of B (or of a
+ * transposed A) is not dense, oneDNN 2.6 runs its gemm kernel instead of its AMX brgemm, but
+ * copying the block dense first (brgemm then) made the whole call slower, forward and dW alike
+ * (measured at GPT-2 small's shapes on one thread; both kernels copy the operands into their own
+ * blocked layout, so the copy was likely paid twice). The old dw is added after the GEMM rather
+ * than by its sum post-op (beta 1): one pass over the tile instead of two (widening dw into the
+ * tile first), the same rounding, and the post-op slowed a 256 x 384 dW tile's GEMM by 8-20% in
+ * four runs of bench_kernels out of five on the (loaded) development machine. dbias sums dout's
+ * columns in double in row order (ig_cpu_column_sums_add_bf16), as the fp32 matmul.
+ *
+ * Shapes: inp [N, C], out [N, OC], W [C, OC] (IG_W_IN_OUT) or [OC, C] (IG_W_OUT_IN), bias [OC].
+ */
+#include <stdatomic.h>
+
+#include "cpu_internal.h"
+
+/* what a tile's fp32 sums become */
+enum { FIN_SET, FIN_BIAS, FIN_ADD };
+
+typedef struct bf16_job {
+    int ta, tb, M, N, K;
+    const uint16_t *A, *B;
+    int lda, ldb, ldc;
+    uint16_t *C;          /* bf16 [M, N], row stride ldc */
+    int finish;           /* FIN_*: C = bf16(sums), bf16(sums + bias[col]), bf16(C + sums) */
+    const uint16_t *bias; /* FIN_BIAS: [N] */
+    size_t rchunk, cchunk, ncols;
+    const ig_cpu_gemm_bf16_plan *plan[2][2]; /* [last row of tiles][last column of tiles] */
+    char *scratch;                           /* per worker: worker_bytes */
+    size_t tile_bytes, worker_bytes;         /* the fp32 tile, then the library's scratchpad */
+    atomic_int failed;
+} bf16_job;
+
+IG_CPU_INLINE float widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+IG_CPU_CLONES
+static void finish_rows(const bf16_job *j, float *T, size_t r0, size_t r1, size_t c0, size_t nc) {
+    for (size_t r = r0; r < r1; r++) {
+        float *t = T + (r - r0) * j->cchunk;
+        uint16_t *dst = j->C + r * (size_t)j->ldc + c0;
+        if (j->finish == FIN_BIAS)
+            for (size_t k = 0; k < nc; k++) t[k] = t[k] + widen(j->bias[c0 + k]);
+        else if (j->finish == FIN_ADD)
+            for (size_t k = 0; k < nc; k++) t[k] = widen(dst[k]) + t[k];
+        ig_backend_bf16_from_f32_n(dst, t, nc);
+    }
+}
+
+static void bf16_chunk(void *arg, size_t b, size_t e, int worker) {
+    bf16_job *j = arg;
+    char *mine = j->scratch + (size_t)worker * j->worker_bytes;
+    float *T = (float *)mine;
+    for (size_t ci = b; ci < e; ci++) {
+        size_t r = ci / j->ncols, c = ci % j->ncols;
+        size_t r0 = r * j->rchunk, r1 = r0 + j->rchunk, c0 = c * j->cchunk, c1 = c0 + j->cchunk;
+        if (r1 > (size_t)j->M) r1 = (size_t)j->M;
+        if (c1 > (size_t)j->N) c1 = (size_t)j->N;
+        const uint16_t *A = j->ta ? j->A + r0 : j->A + r0 * (size_t)j->lda;
+        const uint16_t *B = j->tb ? j->B + c0 * (size_t)j->ldb : j->B + c0;
+        const ig_cpu_gemm_bf16_plan *p = j->plan[r1 - r0 != j->rchunk][c1 - c0 != j->cchunk];
+        if (j->K <= 0) /* an empty sum */
+            memset(T, 0, j->tile_bytes);
+        else if (ig_cpu_gemm_bf16(p, A, B, T, mine + j->tile_bytes) != 0) {
+            atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
+            continue;
+        }
+        finish_rows(j, T, r0, r1, c0, c1 - c0);
+    }
+}
+
+static void bf16_run(ig_backend *be, bf16_job *j, const char *what) {
+    if (j->M <= 0 || j->N <= 0) return;
+    ig_cpu_gemm_grid(j->M, j->N, j->K, &j->rchunk, &j->cchunk);
+    size_t nrows = ((size_t)j->M + j->rchunk - 1) / j->rchunk;
+    j->ncols = ((size_t)j->N + j->cchunk - 1) / j->cchunk;
+    /* the tiles' shapes: full, and the last row and column of the grid where they are shorter */
+    int rows[2] = {(int)j->rchunk, j->M - (int)((nrows - 1) * j->rchunk)};
+    int cols[2] = {(int)j->cchunk, j->N - (int)((j->ncols - 1) * j->cchunk)};
+    if (nrows == 1) rows[0] = rows[1];
+    if (j->ncols == 1) cols[0] = cols[1];
+    size_t pad = 0;
+    if (j->K > 0)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                j->plan[a][b] = ig_cpu_gemm_bf16_prepare(be, j->ta, j->tb, rows[a], cols[b], j->K,
+                                                         j->lda, j->ldb, (int)j->cchunk, 0, what);
+                if (!j->plan[a][b]) return;
+                size_t s = ig_cpu_gemm_bf16_scratchpad(j->plan[a][b]);
+                pad = s > pad ? s : pad;
+            }
+    j->tile_bytes = (j->rchunk * j->cchunk * sizeof(float) + 63) / 64 * 64;
+    j->worker_bytes = j->tile_bytes + (pad + 63) / 64 * 64;
+    j->scratch = ig_cpu_scratch(be, (size_t)ig_ctx_threads(be->ctx) * j->worker_bytes, what);
+    if (!j->scratch) return;
+    atomic_init(&j->failed, 0);
+    ig_parallel_range(be->ctx, nrows * j->ncols, 1, bf16_chunk, j);
+    if (atomic_load(&j->failed))
+        ig_backend_raise(be, IG_ERR_INTERNAL, "%s: the GEMM library failed a %dx%dx%d bf16 GEMM",
+                         what, j->M, j->N, j->K);
+    ig_cpu_scratch_free(be, j->scratch);
+}
+
+void ig_cpu_bf16_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
+                                ig_w_layout layout, const void *bias, int N, int C, int OC) {
+    /* out[N, OC] = inp[N, C] @ W (IN_OUT: W [C, OC]; OUT_IN: W^T, W [OC, C]) */
+    bf16_job j = {.ta = 0,
+                  .tb = layout == IG_W_OUT_IN,
+                  .M = N,
+                  .N = OC,
+                  .K = C,
+                  .A = inp,
+                  .lda = C,
+                  .B = w,
+                  .ldb = layout == IG_W_OUT_IN ? C : OC,
+                  .C = out,
+                  .ldc = OC,
+                  .finish = bias ? FIN_BIAS : FIN_SET,
+                  .bias = bias};
+    bf16_run(be, &j, "bf16 matmul_forward");
+}
+
+void ig_cpu_bf16_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias,
+                                 const void *dout, const void *inp, const void *w,
+                                 ig_w_layout layout, int N, int C, int OC) {
+    int in_out = layout == IG_W_IN_OUT;
+    if (dinp) { /* dinp[N, C] = dout[N, OC] @ W^T: W^T is [OC, C] */
+        bf16_job j = {.ta = 0,
+                      .tb = in_out,
+                      .M = N,
+                      .N = C,
+                      .K = OC,
+                      .A = dout,
+                      .lda = OC,
+                      .B = w,
+                      .ldb = in_out ? OC : C,
+                      .C = dinp,
+                      .ldc = C,
+                      .finish = FIN_SET};
+        bf16_run(be, &j, "bf16 matmul_backward (dinp)");
+    }
+    if (in_out) { /* dW[C, OC] += inp^T @ dout */
+        bf16_job j = {.ta = 1,
+                      .tb = 0,
+                      .M = C,
+                      .N = OC,
+                      .K = N,
+                      .A = inp,
+                      .lda = C,
+                      .B = dout,
+                      .ldb = OC,
+                      .C = dw,
+                      .ldc = OC,
+                      .finish = FIN_ADD};
+        bf16_run(be, &j, "bf16 matmul_backward (dW)");
+    } else { /* dW[OC, C] += dout^T @ inp */
+        bf16_job j = {.ta = 1,
+                      .tb = 0,
+                      .M = OC,
+                      .N = C,
+                      .K = N,
+                      .A = dout,
+                      .lda = OC,
+                      .B = inp,
+                      .ldb = C,
+                      .C = dw,
+                      .ldc = C,
+                      .finish = FIN_ADD};
+        bf16_run(be, &j, "bf16 matmul_backward (dW)");
+    }
+    if (dbias) ig_cpu_column_sums_add_bf16(be, dbias, dout, N, OC);
+}
