@@ -775,49 +775,71 @@ static void bf_upsample2x_backward(ig_backend *be, void *dinp, const void *dout,
 
 /* ---- losses ---------------------------------------------------------------------------------- */
 
+/* The losses' logits a block of rows at a time: every row is a computation of its own, so blocks
+ * give the bits of one call, with a block's scratch (about 16 MB of fp32) instead of all the
+ * logits' ([N, V]: the largest tensor of a language model's step). */
+static int ce_rows(int N, int width) {
+    long r = (1L << 22) / (width > 0 ? width : 1);
+    return r < 1 ? 1 : r > N ? N : (int)r;
+}
+#define CE_BLOCKS(N, width)                                                                        \
+    for (int r0 = 0, R = ce_rows(N, width), n = N < R ? N : R; r0 < N;                             \
+         r0 += R, n = N - r0 < R ? N - r0 : R)
+
 static void bf_crossentropy(ig_backend *be, float *losses, void *logits, const int32_t *targets,
                             const float *dloss, int N, int V, int Vp) {
-    frame f;
-    const ig_backend_ops *k = begin(&f, be);
-    size_t n = (size_t)N * Vp;
-    float *l_f = in(&f, logits, n);
-    if (READY(f)) {
-        k->crossentropy(be, losses, l_f, targets, dloss, N, V, Vp);
-        if (dloss) put(&f, logits, l_f, n);
+    CE_BLOCKS(N, Vp) {
+        frame f;
+        const ig_backend_ops *k = begin(&f, be);
+        uint16_t *l = (uint16_t *)logits + (size_t)r0 * Vp;
+        float *l_f = in(&f, l, (size_t)n * Vp);
+        if (READY(f)) {
+            k->crossentropy(be, losses + r0, l_f, targets + r0, dloss ? dloss + r0 : NULL, n, V,
+                            Vp);
+            if (dloss) put(&f, l, l_f, (size_t)n * Vp);
+        }
+        end(&f);
     }
-    end(&f);
 }
 
 static void bf_ce_max(ig_backend *be, float *rowmax, const void *logits, int N, int Vvalid,
                       int Vl) {
-    frame f;
-    const ig_backend_ops *k = begin(&f, be);
-    float *l_f = in(&f, logits, (size_t)N * Vl);
-    if (READY(f)) k->ce_max(be, rowmax, l_f, N, Vvalid, Vl);
-    end(&f);
+    CE_BLOCKS(N, Vl) {
+        frame f;
+        const ig_backend_ops *k = begin(&f, be);
+        float *l_f = in(&f, (const uint16_t *)logits + (size_t)r0 * Vl, (size_t)n * Vl);
+        if (READY(f)) k->ce_max(be, rowmax + r0, l_f, n, Vvalid, Vl);
+        end(&f);
+    }
 }
 
 static void bf_ce_sums(ig_backend *be, float *stats, const void *logits, const float *rowmax,
                        const int32_t *targets, int N, int Vvalid, int Vl) {
-    frame f;
-    const ig_backend_ops *k = begin(&f, be);
-    float *l_f = in(&f, logits, (size_t)N * Vl);
-    if (READY(f)) k->ce_sums(be, stats, l_f, rowmax, targets, N, Vvalid, Vl);
-    end(&f);
+    CE_BLOCKS(N, Vl) {
+        frame f;
+        const ig_backend_ops *k = begin(&f, be);
+        float *l_f = in(&f, (const uint16_t *)logits + (size_t)r0 * Vl, (size_t)n * Vl);
+        if (READY(f))
+            k->ce_sums(be, stats + 2 * (size_t)r0, l_f, rowmax + r0, targets + r0, n, Vvalid, Vl);
+        end(&f);
+    }
 }
 
 static void bf_ce_finish(ig_backend *be, float *losses, void *logits, const float *rowmax,
                          const float *stats, const int32_t *targets, const float *dloss, int N,
                          int Vvalid, int Vl) {
-    frame f;
-    const ig_backend_ops *k = begin(&f, be);
-    size_t n = (size_t)N * Vl;
-    float *l_f = in(&f, logits, n);
-    if (READY(f)) {
-        k->ce_finish(be, losses, l_f, rowmax, stats, targets, dloss, N, Vvalid, Vl);
-        if (dloss) put(&f, logits, l_f, n);
+    CE_BLOCKS(N, Vl) {
+        frame f;
+        const ig_backend_ops *k = begin(&f, be);
+        uint16_t *l = (uint16_t *)logits + (size_t)r0 * Vl;
+        float *l_f = in(&f, l, (size_t)n * Vl);
+        if (READY(f)) {
+            k->ce_finish(be, losses + r0, l_f, rowmax + r0, stats + 2 * (size_t)r0, targets + r0,
+                         dloss ? dloss + r0 : NULL, n, Vvalid, Vl);
+            if (dloss) put(&f, l, l_f, (size_t)n * Vl);
+        }
+        end(&f);
     }
-    end(&f);
 }
 
 /* MSE's and L1's shape: losses per row, dpred overwritten */

@@ -9,7 +9,7 @@
 # (selective, full) gives the same losses and weights bit for bit in bf16 (GPT-2, and the DiT
 # with its EMA); a bf16 run killed after a checkpoint resumes to the uninterrupted run's losses
 # and weights bit for bit; its export holds the checkpoint's (fp32 master) weights; the bf16
-# checkpoint resumes in fp32 too. A CPU without bf16 instructions is refused, saying why.
+# checkpoint resumes in fp32, and an fp32 one in bf16. A CPU without bf16 instructions is refused, saying why.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ig_begin bf16
@@ -136,6 +136,12 @@ check_rc "a bf16 checkpoint resumes in fp32" 0 "$ING" train gpt.yaml --resume to
 expect "in fp32" "on cpu in fp32" "$out"
 expect "from its step" "resuming from to32/ckpt/step_00000025" "$out"
 last=$(losses to32 | tail -n 1)
+check "and trains on ($last)" awk -v a="$last" 'BEGIN { exit !(a > 0 && a < 4) }'
+mkdir -p to16/ckpt && cp -r gpt-32/ckpt/step_00000025 to16/ckpt/
+check_rc "an fp32 checkpoint resumes in bf16" 0 "$ING" train gpt.yaml --resume to16 \
+    --set train.dtype=bf16
+expect "in bf16" "on cpu in bf16" "$out"
+last=$(losses to16 | tail -n 1)
 check "and trains on ($last)" awk -v a="$last" 'BEGIN { exit !(a > 0 && a < 4) }'
 
 ig_end
