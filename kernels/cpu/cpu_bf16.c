@@ -669,8 +669,22 @@ static void bf_cross_attention_backward(ig_backend *be, void *dq, void *dkv, con
 
 /* ---- DiT's modulation and gates: per-sample vectors [B, ld] from sample b0 on ---------------- */
 
-static size_t vec_elems(int nb, int ld, int C) {
-    return (size_t)(nb - 1) * ld + C;
+/* The per-sample vectors are C elements every ld of one [B, ld] matrix (mod's six, and their
+ * gradients': dshift and dscale are two columns of blocks of one matrix, so their rows interleave).
+ * Each is widened into a matrix of its own of nb rows of C, which the fp32 kernel is given with ld
+ * C, and an output is rounded back into its own C elements of each row only. */
+static float *vin(frame *f, const void *p, int b0, int nb, int ld, int C) {
+    if (!p || f->failed) return NULL;
+    float *v = take(f, (size_t)nb * C);
+    for (int b = 0; v && b < nb; b++)
+        convert(f->be, v + (size_t)b * C, (const uint16_t *)p + (size_t)(b0 + b) * ld, (size_t)C,
+                0);
+    return v;
+}
+
+static void vput(frame *f, void *p, const float *v, int b0, int nb, int ld, int C) {
+    for (int b = 0; p && v && !f->failed && b < nb; b++)
+        convert(f->be, (uint16_t *)p + (size_t)(b0 + b) * ld, v + (size_t)b * C, (size_t)C, 1);
 }
 
 static void bf_layernorm_modulate_forward(ig_backend *be, void *o, float *mean, float *rstd,
@@ -680,12 +694,11 @@ static void bf_layernorm_modulate_forward(ig_backend *be, void *o, float *mean, 
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     int b0, nb = samples_of(N, row0, rps, &b0);
-    size_t n = (size_t)N * C, nv = vec_elems(nb, ld, C), off = (size_t)b0 * ld;
+    size_t n = (size_t)N * C;
     float *inp_f = in(&f, inp, n), *o_f = out(&f, o, n);
-    float *sh_f = in(&f, (const uint16_t *)shift + off, nv);
-    float *sc_f = in(&f, (const uint16_t *)scale + off, nv);
+    float *sh_f = vin(&f, shift, b0, nb, ld, C), *sc_f = vin(&f, scale, b0, nb, ld, C);
     if (READY(f)) {
-        k->layernorm_modulate_forward(be, o_f, mean, rstd, inp_f, sh_f, sc_f, ld, N, C,
+        k->layernorm_modulate_forward(be, o_f, mean, rstd, inp_f, sh_f, sc_f, C, N, C,
                                       row0 - b0 * rps, rps, eps);
         put(&f, o, o_f, n);
     }
@@ -700,15 +713,15 @@ static void bf_layernorm_modulate_backward(ig_backend *be, void *dinp, void *dsh
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     int b0, nb = samples_of(N, row0, rps, &b0);
-    size_t n = (size_t)N * C, nv = vec_elems(nb, ld, C), off = (size_t)b0 * ld;
-    uint16_t *dsh = (uint16_t *)dshift + off, *dsc = (uint16_t *)dscale + off;
+    size_t n = (size_t)N * C;
     float *dinp_f = in(&f, dinp, n), *dout_f = in(&f, dout, n), *inp_f = in(&f, inp, n);
-    float *sc_f = in(&f, (const uint16_t *)scale + off, nv);
-    float *dsh_f = in(&f, dsh, nv), *dsc_f = in(&f, dsc, nv);
+    float *sc_f = vin(&f, scale, b0, nb, ld, C);
+    float *dsh_f = vin(&f, dshift, b0, nb, ld, C), *dsc_f = vin(&f, dscale, b0, nb, ld, C);
     if (READY(f)) {
-        k->layernorm_modulate_backward(be, dinp_f, dsh_f, dsc_f, dout_f, inp_f, sc_f, ld, mean,
-                                       rstd, N, C, row0 - b0 * rps, rps);
-        put(&f, dinp, dinp_f, n), put(&f, dsh, dsh_f, nv), put(&f, dsc, dsc_f, nv);
+        k->layernorm_modulate_backward(be, dinp_f, dsh_f, dsc_f, dout_f, inp_f, sc_f, C, mean, rstd,
+                                       N, C, row0 - b0 * rps, rps);
+        put(&f, dinp, dinp_f, n);
+        vput(&f, dshift, dsh_f, b0, nb, ld, C), vput(&f, dscale, dsc_f, b0, nb, ld, C);
     }
     end(&f);
 }
@@ -719,11 +732,11 @@ static void bf_gate_residual_forward(ig_backend *be, void *o, const void *res, c
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     int b0, nb = samples_of(N, row0, rps, &b0);
-    size_t n = (size_t)N * C, nv = vec_elems(nb, ld, C);
+    size_t n = (size_t)N * C;
     float *res_f = in(&f, res, n), *x_f = in(&f, x, n), *o_f = out(&f, o, n);
-    float *g_f = in(&f, (const uint16_t *)gate + (size_t)b0 * ld, nv);
+    float *g_f = vin(&f, gate, b0, nb, ld, C);
     if (READY(f)) {
-        k->gate_residual_forward(be, o_f, res_f, x_f, g_f, ld, N, C, row0 - b0 * rps, rps);
+        k->gate_residual_forward(be, o_f, res_f, x_f, g_f, C, N, C, row0 - b0 * rps, rps);
         put(&f, o, o_f, n);
     }
     end(&f);
@@ -736,13 +749,12 @@ static void bf_gate_residual_backward(ig_backend *be, void *dx, void *dgate, con
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     int b0, nb = samples_of(N, row0, rps, &b0);
-    size_t n = (size_t)N * C, nv = vec_elems(nb, ld, C), off = (size_t)b0 * ld;
-    uint16_t *dg = (uint16_t *)dgate + off;
+    size_t n = (size_t)N * C;
     float *dout_f = in(&f, dout, n), *x_f = in(&f, x, n), *dx_f = out(&f, dx, n);
-    float *g_f = in(&f, (const uint16_t *)gate + off, nv), *dg_f = in(&f, dg, nv);
+    float *g_f = vin(&f, gate, b0, nb, ld, C), *dg_f = vin(&f, dgate, b0, nb, ld, C);
     if (READY(f)) {
-        k->gate_residual_backward(be, dx_f, dg_f, dout_f, x_f, g_f, ld, N, C, row0 - b0 * rps, rps);
-        put(&f, dx, dx_f, n), put(&f, dg, dg_f, nv);
+        k->gate_residual_backward(be, dx_f, dg_f, dout_f, x_f, g_f, C, N, C, row0 - b0 * rps, rps);
+        put(&f, dx, dx_f, n), vput(&f, dgate, dg_f, b0, nb, ld, C);
     }
     end(&f);
 }

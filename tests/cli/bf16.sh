@@ -4,7 +4,7 @@
 # trains: a GPT-2, a Llama (grouped-query), a class DiT and a VAE each train 50 steps in fp32 and
 # in bf16 from the same seed, and the bf16 losses follow fp32's - every step within 8e-2
 # (relative) and the mean of the last 10 steps within 2e-2 (measured: 3.9e-2 / 5.4e-3 for the
-# GPT-2 at lr 3e-3, at most 2.2e-2 / 3.2e-3 for the others) - while not being fp32's bits, and
+# GPT-2 at lr 3e-3, at most 2.2e-2 / 1.1e-3 for the others) - while not being fp32's bits, and
 # the loss falls. The parameters and gradients take half of fp32's memory. Recomputation
 # (selective, full) gives the same losses and weights bit for bit in bf16 (GPT-2, and the DiT
 # with its EMA); a bf16 run killed after a checkpoint resumes to the uninterrupted run's losses
