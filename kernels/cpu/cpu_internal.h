@@ -364,6 +364,18 @@ void ig_cpu_bf16_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbi
  * function of the sizes only. */
 void ig_cpu_gemm_grid(int M, int N, int K, size_t *rchunk, size_t *cchunk);
 
+/* The GEMMs of the matmul op (cpu_matmul.c), the same in fp32 and bf16: C[M, N] = op(A) @ op(B)
+ * over K, A and B each one of the op's operands (inp, w, dout), row-major with the transposes and
+ * strides of ig_cpu_sgemm; out (IG_MM_OUT: = inp @ W), dinp (IG_MM_DINP: = dout @ W^T) or the
+ * weight's gradient in W's layout (IG_MM_DW: inp^T @ dout or dout^T @ inp). */
+typedef enum ig_cpu_mm { IG_MM_OUT = 0, IG_MM_DINP, IG_MM_DW } ig_cpu_mm;
+typedef enum ig_cpu_mm_operand { IG_MM_INP = 0, IG_MM_W, IG_MM_DOUT } ig_cpu_mm_operand;
+typedef struct ig_cpu_mm_gemm {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    ig_cpu_mm_operand a, b;
+} ig_cpu_mm_gemm;
+ig_cpu_mm_gemm ig_cpu_matmul_gemm(ig_cpu_mm which, ig_w_layout layout, int N, int C, int OC);
+
 /* bf16 act tensors (cpu_bf16.c): sets be->ops to kernels that widen their bf16 tensors, run
  * base's fp32 kernel and round each output once (the CUDA backend's rounding points). be->impl
  * exists. ig_cpu_bf16_free (NULL-safe) frees what setup made. */

@@ -136,73 +136,57 @@ static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
                          j->M, j->N, j->K);
 }
 
+ig_cpu_mm_gemm ig_cpu_matmul_gemm(ig_cpu_mm which, ig_w_layout layout, int N, int C, int OC) {
+    int in_out = layout == IG_W_IN_OUT;
+    switch (which) {
+    case IG_MM_OUT: /* out[N, OC] = inp[N, C] @ W (IN_OUT: W [C, OC]; OUT_IN: W^T, W [OC, C]) */
+        return (ig_cpu_mm_gemm){0, !in_out, N, OC, C, C, in_out ? OC : C, OC, IG_MM_INP, IG_MM_W};
+    case IG_MM_DINP: /* dinp[N, C] = dout[N, OC] @ W^T: W^T is [OC, C] */
+        return (ig_cpu_mm_gemm){0, in_out, N, C, OC, OC, in_out ? OC : C, C, IG_MM_DOUT, IG_MM_W};
+    case IG_MM_DW:
+    default:
+        if (in_out) /* dW[C, OC] += inp^T @ dout */
+            return (ig_cpu_mm_gemm){1, 0, C, OC, N, C, OC, OC, IG_MM_INP, IG_MM_DOUT};
+        /* dW[OC, C] += dout^T @ inp */
+        return (ig_cpu_mm_gemm){1, 0, OC, C, N, OC, C, C, IG_MM_DOUT, IG_MM_INP};
+    }
+}
+
+/* The fp32 job of one of the matmul's GEMMs into C (beta 0: overwritten, 1: added to). */
+static void matmul_gemm(ig_backend *be, ig_cpu_mm which, ig_w_layout layout, int N, int C, int OC,
+                        const float *const operands[3], float *dst, float beta, const float *bias,
+                        const char *what) {
+    ig_cpu_mm_gemm g = ig_cpu_matmul_gemm(which, layout, N, C, OC);
+    gemm_job j = {.ta = g.ta,
+                  .tb = g.tb,
+                  .M = g.M,
+                  .N = g.N,
+                  .K = g.K,
+                  .A = operands[g.a],
+                  .lda = g.lda,
+                  .B = operands[g.b],
+                  .ldb = g.ldb,
+                  .beta = beta,
+                  .C = dst,
+                  .ldc = g.ldc,
+                  .bias = bias};
+    gemm_run(be, &j, what);
+}
+
 void ig_cpu_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                            ig_w_layout layout, const void *bias, int N, int C, int OC) {
-    /* out[N, OC] = inp[N, C] @ W (IN_OUT: W [C, OC]; OUT_IN: W^T, W [OC, C]) */
-    gemm_job j = {.ta = 0,
-                  .tb = layout == IG_W_OUT_IN,
-                  .M = N,
-                  .N = OC,
-                  .K = C,
-                  .A = inp,
-                  .lda = C,
-                  .B = w,
-                  .ldb = layout == IG_W_OUT_IN ? C : OC,
-                  .beta = 0.0f,
-                  .C = out,
-                  .ldc = OC,
-                  .bias = bias};
-    gemm_run(be, &j, "matmul_forward");
+    const float *ops[3] = {inp, w, NULL};
+    matmul_gemm(be, IG_MM_OUT, layout, N, C, OC, ops, out, 0.0f, bias, "matmul_forward");
 }
 
 void ig_cpu_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
                             const void *inp, const void *w, ig_w_layout layout, int N, int C,
                             int OC) {
-    int in_out = layout == IG_W_IN_OUT;
-    if (dinp) { /* dinp[N, C] = dout[N, OC] @ W^T: W^T is [OC, C] */
-        gemm_job j = {.ta = 0,
-                      .tb = in_out,
-                      .M = N,
-                      .N = C,
-                      .K = OC,
-                      .A = dout,
-                      .lda = OC,
-                      .B = w,
-                      .ldb = in_out ? OC : C,
-                      .beta = 0.0f,
-                      .C = dinp,
-                      .ldc = C};
-        gemm_run(be, &j, "matmul_backward (dinp)");
-    }
-    if (in_out) { /* dW[C, OC] += inp^T @ dout */
-        gemm_job j = {.ta = 1,
-                      .tb = 0,
-                      .M = C,
-                      .N = OC,
-                      .K = N,
-                      .A = inp,
-                      .lda = C,
-                      .B = dout,
-                      .ldb = OC,
-                      .beta = 1.0f,
-                      .C = dw,
-                      .ldc = OC};
-        gemm_run(be, &j, "matmul_backward (dW)");
-    } else { /* dW[OC, C] += dout^T @ inp */
-        gemm_job j = {.ta = 1,
-                      .tb = 0,
-                      .M = OC,
-                      .N = C,
-                      .K = N,
-                      .A = dout,
-                      .lda = OC,
-                      .B = inp,
-                      .ldb = C,
-                      .beta = 1.0f,
-                      .C = dw,
-                      .ldc = C};
-        gemm_run(be, &j, "matmul_backward (dW)");
-    }
+    const float *ops[3] = {inp, w, dout};
+    if (dinp)
+        matmul_gemm(be, IG_MM_DINP, layout, N, C, OC, ops, dinp, 0.0f, NULL,
+                    "matmul_backward (dinp)");
+    matmul_gemm(be, IG_MM_DW, layout, N, C, OC, ops, dw, 1.0f, NULL, "matmul_backward (dW)");
     if (dbias) ig_cpu_column_sums_add(be, dbias, dout, N, OC);
 }
 
@@ -226,12 +210,7 @@ static void colsum_chunk(void *arg, size_t b, size_t e, int worker) {
         if (j->x16)
             for (int n = 0; n < j->N; n++) {
                 const uint16_t *row = j->x16 + (size_t)n * j->C + c0;
-                for (int k = 0; k < w; k++) {
-                    uint32_t u = (uint32_t)row[k] << 16;
-                    float v;
-                    memcpy(&v, &u, sizeof v);
-                    s[k] += v;
-                }
+                for (int k = 0; k < w; k++) s[k] += ig_bf16_to_f32(row[k]);
             }
         else
             for (int n = 0; n < j->N; n++) {

@@ -41,22 +41,15 @@ typedef struct bf16_job {
     atomic_int failed;
 } bf16_job;
 
-IG_CPU_INLINE float widen(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 IG_CPU_CLONES
 static void finish_rows(const bf16_job *j, float *T, size_t r0, size_t r1, size_t c0, size_t nc) {
     for (size_t r = r0; r < r1; r++) {
         float *t = T + (r - r0) * j->cchunk;
         uint16_t *dst = j->C + r * (size_t)j->ldc + c0;
         if (j->finish == FIN_BIAS)
-            for (size_t k = 0; k < nc; k++) t[k] = t[k] + widen(j->bias[c0 + k]);
+            for (size_t k = 0; k < nc; k++) t[k] = t[k] + ig_bf16_to_f32(j->bias[c0 + k]);
         else if (j->finish == FIN_ADD)
-            for (size_t k = 0; k < nc; k++) t[k] = widen(dst[k]) + t[k];
+            for (size_t k = 0; k < nc; k++) t[k] = ig_bf16_to_f32(dst[k]) + t[k];
         ig_backend_bf16_from_f32_n(dst, t, nc);
     }
 }
@@ -115,72 +108,42 @@ static void bf16_run(ig_backend *be, bf16_job *j, const char *what) {
     ig_cpu_scratch_free(be, j->scratch);
 }
 
+/* The bf16 job of one of the matmul's GEMMs (ig_cpu_matmul_gemm, cpu_matmul.c) into C. */
+static void matmul_gemm(ig_backend *be, ig_cpu_mm which, ig_w_layout layout, int N, int C, int OC,
+                        const uint16_t *const operands[3], uint16_t *dst, int finish,
+                        const uint16_t *bias, const char *what) {
+    ig_cpu_mm_gemm g = ig_cpu_matmul_gemm(which, layout, N, C, OC);
+    bf16_job j = {.ta = g.ta,
+                  .tb = g.tb,
+                  .M = g.M,
+                  .N = g.N,
+                  .K = g.K,
+                  .A = operands[g.a],
+                  .lda = g.lda,
+                  .B = operands[g.b],
+                  .ldb = g.ldb,
+                  .C = dst,
+                  .ldc = g.ldc,
+                  .finish = finish,
+                  .bias = bias};
+    bf16_run(be, &j, what);
+}
+
 void ig_cpu_bf16_matmul_forward(ig_backend *be, void *out, const void *inp, const void *w,
                                 ig_w_layout layout, const void *bias, int N, int C, int OC) {
-    /* out[N, OC] = inp[N, C] @ W (IN_OUT: W [C, OC]; OUT_IN: W^T, W [OC, C]) */
-    bf16_job j = {.ta = 0,
-                  .tb = layout == IG_W_OUT_IN,
-                  .M = N,
-                  .N = OC,
-                  .K = C,
-                  .A = inp,
-                  .lda = C,
-                  .B = w,
-                  .ldb = layout == IG_W_OUT_IN ? C : OC,
-                  .C = out,
-                  .ldc = OC,
-                  .finish = bias ? FIN_BIAS : FIN_SET,
-                  .bias = bias};
-    bf16_run(be, &j, "bf16 matmul_forward");
+    const uint16_t *ops[3] = {inp, w, NULL};
+    matmul_gemm(be, IG_MM_OUT, layout, N, C, OC, ops, out, bias ? FIN_BIAS : FIN_SET, bias,
+                "bf16 matmul_forward");
 }
 
 void ig_cpu_bf16_matmul_backward(ig_backend *be, void *dinp, void *dw, void *dbias,
                                  const void *dout, const void *inp, const void *w,
                                  ig_w_layout layout, int N, int C, int OC) {
-    int in_out = layout == IG_W_IN_OUT;
-    if (dinp) { /* dinp[N, C] = dout[N, OC] @ W^T: W^T is [OC, C] */
-        bf16_job j = {.ta = 0,
-                      .tb = in_out,
-                      .M = N,
-                      .N = C,
-                      .K = OC,
-                      .A = dout,
-                      .lda = OC,
-                      .B = w,
-                      .ldb = in_out ? OC : C,
-                      .C = dinp,
-                      .ldc = C,
-                      .finish = FIN_SET};
-        bf16_run(be, &j, "bf16 matmul_backward (dinp)");
-    }
-    if (in_out) { /* dW[C, OC] += inp^T @ dout */
-        bf16_job j = {.ta = 1,
-                      .tb = 0,
-                      .M = C,
-                      .N = OC,
-                      .K = N,
-                      .A = inp,
-                      .lda = C,
-                      .B = dout,
-                      .ldb = OC,
-                      .C = dw,
-                      .ldc = OC,
-                      .finish = FIN_ADD};
-        bf16_run(be, &j, "bf16 matmul_backward (dW)");
-    } else { /* dW[OC, C] += dout^T @ inp */
-        bf16_job j = {.ta = 1,
-                      .tb = 0,
-                      .M = OC,
-                      .N = C,
-                      .K = N,
-                      .A = dout,
-                      .lda = OC,
-                      .B = inp,
-                      .ldb = C,
-                      .C = dw,
-                      .ldc = C,
-                      .finish = FIN_ADD};
-        bf16_run(be, &j, "bf16 matmul_backward (dW)");
-    }
+    const uint16_t *ops[3] = {inp, w, dout};
+    if (dinp)
+        matmul_gemm(be, IG_MM_DINP, layout, N, C, OC, ops, dinp, FIN_SET, NULL,
+                    "bf16 matmul_backward (dinp)");
+    matmul_gemm(be, IG_MM_DW, layout, N, C, OC, ops, dw, FIN_ADD, NULL,
+                "bf16 matmul_backward (dW)");
     if (dbias) ig_cpu_column_sums_add_bf16(be, dbias, dout, N, OC);
 }
