@@ -28,7 +28,7 @@ typedef enum ig_comm_type {
     IG_COMM_U64,
     IG_COMM_F32,
     IG_COMM_F64,
-    IG_COMM_BF16, /* moved by every backend; reduced by NCCL only (MPI has no bf16 arithmetic) */
+    IG_COMM_BF16, /* summed in fp32 pairwise, each sum rounded to bf16 (MPI: an op of ours) */
     IG_COMM_TYPE_COUNT
 } ig_comm_type;
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -210,6 +211,26 @@ double ig_rng_normal(ig_rng_key key, uint64_t i);
  * (ctx may be NULL: this thread). Any split of [first, first + n) gives the same numbers. */
 void ig_rng_fill_normal(ig_ctx *ctx, ig_rng_key key, uint64_t first, size_t n, float mean,
                         float std, float *out);
+
+/* ---- bf16 ---------------------------------------------------------------------------------- */
+
+/* fp32 -> bf16 rounded to nearest, ties to even (as torch's .to(torch.bfloat16)); a value that
+ * rounds past the largest bf16 becomes infinity; every NaN becomes the quiet NaN 0x7FC0. bf16 ->
+ * fp32 is exact. The one definition of the rounding, inline so that loops over it vectorise: the
+ * backends' conversions (kernels/), the CPU's bf16 kernels and MPI's bf16 sum use it, and the
+ * CUDA kernels give the same bits. */
+static inline uint16_t ig_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
+}
+static inline float ig_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* ---- hashing (xxHash) ---------------------------------------------------------------------- */
 

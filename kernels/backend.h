@@ -24,10 +24,11 @@
  * them; ig_backend_upload / ig_backend_download copy between host and backend memory.
  *
  * Types. Parameters, gradients and activations ("act" tensors, void *) have the backend's
- * activation type: fp32 on the CPU; bf16 or fp32 on the GPU. Normalisation statistics (mean,
- * rstd), attention's lse, losses, the optimizer's moments and master weights are always fp32
- * (float *). Token and document ids are int32. Kernels compute in fp32 (or wider) whatever the
- * act type and round each output once.
+ * activation type: fp32 or bf16 (the CPU's bf16 kernels widen their tensors to fp32 for the fp32
+ * kernels and round each output once: the CUDA backend's rounding points, kernels/cpu/cpu_bf16.c).
+ * Normalisation statistics (mean, rstd), attention's lse, losses, the optimizer's moments and
+ * master weights are always fp32 (float *). Token and document ids are int32. Kernels compute in
+ * fp32 (or wider) whatever the act type and round each output once.
  *
  * Layouts (row-major, as Hugging Face stores them):
  *   a Conv1D weight is [in, out] and y = x @ W + b (IG_W_IN_OUT); an nn.Linear weight, and the
@@ -68,7 +69,7 @@ typedef enum ig_act_type { IG_ACT_F32 = 0, IG_ACT_BF16 } ig_act_type;
 typedef struct ig_backend_opts {
     ig_backend_kind kind; /* default IG_BACKEND_CPU */
     int reference;        /* CPU: the plain reference kernels instead of the fast ones */
-    ig_act_type act_type; /* default IG_ACT_F32 (the CPU backend supports only it) */
+    ig_act_type act_type; /* default IG_ACT_F32 */
     int device;           /* CUDA: the device ordinal */
 } ig_backend_opts;
 
@@ -224,8 +225,8 @@ void ig_backend_set_trace(ig_backend *be, ig_backend_trace_fn fn, void *user);
 
 /* fp32 -> bf16 rounded to nearest, ties to even (as torch's .to(torch.bfloat16)); a value that
  * rounds past the largest bf16 becomes infinity; every NaN becomes the quiet NaN 0x7FC0. bf16 ->
- * fp32 is exact. The one definition of the rounding: the CUDA kernels give the same bits, and
- * safetensors' conversions call these. The _n forms convert n elements. Thread-safe. */
+ * fp32 is exact. Core's ig_bf16_from_f32 / ig_bf16_to_f32, the one definition of the rounding:
+ * the CUDA kernels give the same bits. The _n forms convert n elements. Thread-safe. */
 uint16_t ig_backend_bf16_from_f32(float x);
 float ig_backend_bf16_to_f32(uint16_t h);
 void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);

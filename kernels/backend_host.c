@@ -4,9 +4,10 @@
  * device allocation, the choice of attention path, and T5's relative position buckets. Plain C in
  * every build, so the CPU tests check them even where no GPU is.
  *
- * The bf16 rounding here is the only one on the host: safetensors' ig_f32_to_bf16 (train/) calls
- * it, and the CUDA kernels' device helper (cuda_internal.h, bf16_from_f) gives the same bits,
- * NaN included: every NaN becomes 0x7FC0, PyTorch's quiet NaN (c10::BFloat16).
+ * The bf16 rounding is core's ig_bf16_from_f32, the only one on the host (safetensors', the CPU's
+ * bf16 kernels' and MPI's bf16 sum use it too), and the CUDA kernels' device helper
+ * (cuda_internal.h, bf16_from_f) gives the same bits, NaN included: every NaN becomes 0x7FC0,
+ * PyTorch's quiet NaN (c10::BFloat16).
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,21 +17,11 @@
 #include "backend_internal.h"
 
 uint16_t ig_backend_bf16_from_f32(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* any NaN: PyTorch's quiet NaN (a signalling one too) */
-        return 0x7fc0u;
-    /* round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate
-     * (a value that rounds past the largest finite bf16 becomes infinity, as it should) */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    return ig_bf16_from_f32(x);
 }
 
 float ig_backend_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
+    return ig_bf16_to_f32(h);
 }
 
 void ig_backend_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n) {

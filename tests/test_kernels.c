@@ -87,10 +87,27 @@ static void test_backend_basics(void **state) {
     assert_int_equal(ig_backend_create(&be, f->ctx[0], &o, &err), IG_ERR_UNSUPPORTED);
     assert_null(be);
     assert_non_null(strstr(err.msg, "CUDA"));
+    /* bf16 act tensors on the CPU: 2 bytes each, host fp32 rounded to nearest even on the way in
+     * (1 + 2^-8 is half-way: to 1; 1 + 3 2^-8 to 1 + 2^-6, the even one) and widened exactly out */
     o = ig_backend_opts_default();
     o.act_type = IG_ACT_BF16;
-    assert_int_equal(ig_backend_create(&be, f->ctx[0], &o, &err), IG_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "fp32"));
+    assert_int_equal(ig_backend_create(&be, f->ctx[0], &o, &err), IG_OK);
+    assert_int_equal(ig_backend_act_type(be), IG_ACT_BF16);
+    assert_int_equal(ig_backend_act_size(be), 2);
+    float in[3] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f}, back[3];
+    uint16_t raw[3];
+    void *d = NULL;
+    assert_int_equal(ig_backend_alloc(be, sizeof raw, &d, &err), IG_OK);
+    assert_int_equal(ig_backend_upload_f32(be, d, in, 3, &err), IG_OK);
+    assert_int_equal(ig_backend_download(be, raw, d, sizeof raw, &err), IG_OK);
+    assert_int_equal(raw[0], 0x3f80);
+    assert_int_equal(raw[1], 0x3f82);
+    assert_int_equal(raw[2], 0xc020);
+    assert_int_equal(ig_backend_download_f32(be, back, d, 3, &err), IG_OK);
+    assert_true(back[0] == 1.0f && back[1] == 1.0f + 0x1p-6f && back[2] == -2.5f);
+    ig_backend_release(be, d);
+    ig_backend_free(be);
+    be = NULL;
     char buf[256];
     assert_non_null(strstr(ig_cuda_describe(buf, sizeof buf), "CUDA"));
 }

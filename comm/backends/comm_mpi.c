@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <string.h>
 
 #define CHUNK ((size_t)1 << 30)
@@ -47,7 +48,7 @@ static MPI_Datatype mpi_type(ig_comm_type t) {
         return MPI_UINT64_T;
     case IG_COMM_F32:
         return MPI_FLOAT;
-    case IG_COMM_BF16: /* moved as 16-bit words; reductions are refused (no_bf16_sum) */
+    case IG_COMM_BF16: /* moved as 16-bit words; summed by bf16_sum (reduce_op) */
         return MPI_UINT16_T;
     case IG_COMM_F64:
     default:
@@ -68,13 +69,37 @@ static ig_status fits_int(size_t n, const char *what, ig_err *err) {
 
 static const ig_comm_ops mpi_ops;
 
-/* MPI has no bf16 arithmetic: its reductions are NCCL's job. */
-static ig_status no_bf16_sum(ig_comm_type t, const char *what, ig_err *err) {
-    if (t == IG_COMM_BF16)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "MPI %s of bf16: MPI cannot add bf16; reduce fp32, or use the NCCL "
-                          "communicator (device buffers)",
-                          what);
+/* MPI has no bf16 arithmetic: bf16 moves as 16-bit words and is summed by an operation of ours,
+ * which adds each pair in fp32 and rounds the sum to bf16 (core's ig_bf16_from_f32), as NCCL's
+ * bf16 sum does; max and min of bf16 are not needed and refused. Made at the first bf16 sum (MPI
+ * is up by then) and freed by MPI_Finalize. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = ig_bf16_from_f32(ig_bf16_to_f32(a[i]) + ig_bf16_to_f32(b[i]));
+}
+
+static MPI_Op bf16_sum_op = MPI_OP_NULL;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static void bf16_make(void) {
+    if (MPI_Op_create(bf16_sum, 1, &bf16_sum_op) != MPI_SUCCESS) bf16_sum_op = MPI_OP_NULL;
+}
+
+/* The MPI operation of op over type t into *out, or an error naming `what`. */
+static ig_status reduce_op(ig_comm_type t, ig_comm_op op, MPI_Op *out, const char *what,
+                           ig_err *err) {
+    if (t != IG_COMM_BF16) {
+        *out = mpi_op(op);
+        return IG_OK;
+    }
+    if (op != IG_COMM_SUM)
+        return ig_err_set(err, IG_ERR_UNSUPPORTED, "MPI %s of bf16: only a sum is defined", what);
+    pthread_once(&bf16_once, bf16_make);
+    if (bf16_sum_op == MPI_OP_NULL)
+        return ig_err_set(err, IG_ERR_IO, "MPI %s of bf16: MPI_Op_create failed", what);
+    *out = bf16_sum_op;
     return IG_OK;
 }
 
@@ -183,12 +208,14 @@ static ig_status mpi_bcast(ig_comm *c, void *buf, size_t count, ig_comm_type t, 
 
 static ig_status mpi_allreduce(ig_comm *c, const void *send, void *recv, size_t count,
                                ig_comm_type t, ig_comm_op op, ig_err *err) {
-    if (no_bf16_sum(t, "all-reduce", err) != IG_OK) return IG_ERR_UNSUPPORTED;
+    MPI_Op mop;
+    ig_status st = reduce_op(t, op, &mop, "all-reduce", err);
+    if (st != IG_OK) return st;
     size_t es = ig_comm_elem_size(t);
     for (size_t at = 0; at < count; at += CHUNK) {
         size_t n = count - at < CHUNK ? count - at : CHUNK;
         const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + at * es;
-        CHECK(MPI_Allreduce(s, (char *)recv + at * es, (int)n, mpi_type(t), mpi_op(op), comm_of(c)),
+        CHECK(MPI_Allreduce(s, (char *)recv + at * es, (int)n, mpi_type(t), mop, comm_of(c)),
               "all-reduce");
     }
     return IG_OK;
@@ -214,10 +241,11 @@ static ig_status mpi_allgather(ig_comm *c, const void *send, void *recv, size_t 
 
 static ig_status mpi_reduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                     ig_comm_type t, ig_comm_op op, ig_err *err) {
-    if (no_bf16_sum(t, "reduce-scatter", err) != IG_OK) return IG_ERR_UNSUPPORTED;
-    ig_status st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
+    MPI_Op mop;
+    ig_status st = reduce_op(t, op, &mop, "reduce-scatter", err);
+    if (st == IG_OK) st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
     if (st != IG_OK) return st;
-    CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(t), mpi_op(op), comm_of(c)),
+    CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(t), mop, comm_of(c)),
           "reduce-scatter");
     return IG_OK;
 }
@@ -361,16 +389,17 @@ static ig_status start_failed(ig_comm *c, ig_comm_req *req, int rc, const char *
 
 static ig_status mpi_iallreduce(ig_comm *c, const void *send, void *recv, size_t count,
                                 ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
-    if (no_bf16_sum(t, "all-reduce", err) != IG_OK) return IG_ERR_UNSUPPORTED;
-    ig_status st = req_alloc(c, req, count, 0, t, err);
+    MPI_Op mop;
+    ig_status st = reduce_op(t, op, &mop, "all-reduce", err);
+    if (st == IG_OK) st = req_alloc(c, req, count, 0, t, err);
     if (st != IG_OK) return st;
     mpi_req *m = req->impl;
     size_t es = ig_comm_elem_size(t);
     for (size_t at = 0; at < count; at += CHUNK) {
         size_t n = count - at < CHUNK ? count - at : CHUNK;
         const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + at * es;
-        int rc = MPI_Iallreduce(s, (char *)recv + at * es, (int)n, mpi_type(t), mpi_op(op),
-                                comm_of(c), &m->r[m->n]);
+        int rc = MPI_Iallreduce(s, (char *)recv + at * es, (int)n, mpi_type(t), mop, comm_of(c),
+                                &m->r[m->n]);
         if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "all-reduce", err);
         m->n++;
     }
@@ -393,13 +422,14 @@ static ig_status mpi_iallgather(ig_comm *c, const void *send, void *recv, size_t
 
 static ig_status mpi_ireduce_scatter(ig_comm *c, const void *send, void *recv, size_t count,
                                      ig_comm_type t, ig_comm_op op, ig_comm_req *req, ig_err *err) {
-    if (no_bf16_sum(t, "reduce-scatter", err) != IG_OK) return IG_ERR_UNSUPPORTED;
-    ig_status st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
+    MPI_Op mop;
+    ig_status st = reduce_op(t, op, &mop, "reduce-scatter", err);
+    if (st == IG_OK) st = fits_int(count * (size_t)c->size, "reduce-scatter", err);
     if (st == IG_OK) st = req_alloc(c, req, 0, 0, t, err);
     if (st != IG_OK) return st;
     mpi_req *m = req->impl;
-    int rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(t), mpi_op(op), comm_of(c),
-                                       &m->r[0]);
+    int rc =
+        MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(t), mop, comm_of(c), &m->r[0]);
     if (rc != MPI_SUCCESS) return start_failed(c, req, rc, "reduce-scatter", err);
     m->n = 1;
     return IG_OK;

@@ -1,6 +1,7 @@
 /* cpu_backend.c - the CPU backend: memory is host memory from the context's allocator, kernels
  * run synchronously on the calling thread and the context's pool. Two ops tables share the
- * memory functions: "cpu" (the fast kernels) and "cpu-reference" (the plain ones, opts.reference).
+ * memory functions: "cpu" (the fast kernels) and "cpu-reference" (the plain ones, opts.reference);
+ * with bf16 act tensors (opts.act_type), cpu_bf16.c's table runs over either.
  * The GEMM library's threads are never used (cpu_gemm.c): the pool is the only source of threads,
  * so a kernel's chunks, and with them its bits, depend on the sizes alone.
  */
@@ -16,6 +17,7 @@
 static void cpu_destroy(ig_backend *be) {
     ig_cpu_impl *impl = be->impl;
     if (!impl) return;
+    ig_cpu_bf16_free(be);
     ig_cpu_conv_cache_free(be);
     ig_free(be->ctx, impl);
     be->impl = NULL;
@@ -131,20 +133,19 @@ static const ig_backend_ops cpu_fast_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cp
 static const ig_backend_ops cpu_reference_ops = {CPU_MEMORY_OPS, CPU_KERNEL_OPS(ig_cpu_ref_)};
 
 ig_status ig_cpu_backend_create(ig_backend *be, ig_err *err) {
-    if (be->opts.act_type != IG_ACT_F32)
-        return ig_err_set(err, IG_ERR_UNSUPPORTED,
-                          "the CPU backend computes in fp32 only (bf16 was asked for): use fp32 "
-                          "there, or the CUDA backend for bf16");
     be->ops = be->opts.reference ? &cpu_reference_ops : &cpu_fast_ops;
     be->name = be->opts.reference ? "cpu-reference" : "cpu";
-    be->act_type = IG_ACT_F32;
+    be->act_type = be->opts.act_type == IG_ACT_BF16 ? IG_ACT_BF16 : IG_ACT_F32;
     be->impl = NULL;
-    if (!be->opts.reference) { /* the fast kernels keep state between calls (the convolutions') */
+    /* the fast kernels keep state between calls (the convolutions'), and bf16 its table */
+    if (!be->opts.reference || be->act_type == IG_ACT_BF16) {
         be->impl = ig_calloc(be->ctx, 1, sizeof(ig_cpu_impl));
         if (!be->impl)
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory creating the CPU backend");
     }
-    return IG_OK;
+    ig_status st = be->act_type == IG_ACT_BF16 ? ig_cpu_bf16_setup(be, be->ops, err) : IG_OK;
+    if (st != IG_OK) cpu_destroy(be);
+    return st;
 }
 
 /* Scratch is the backend's workspace in the memory accounting (backend_memory.c). */

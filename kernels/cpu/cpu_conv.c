@@ -28,7 +28,7 @@
  * ours (user mode, one per worker), which makes one primitive safe to run on several threads at
  * once.
  *
- * fp32 only, as the CPU backend (backend.h: its act type).
+ * fp32 act tensors; in bf16 the backend widens them for it (cpu_bf16.c).
  */
 #include <stdatomic.h>
 

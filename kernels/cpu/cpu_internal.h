@@ -9,8 +9,9 @@
  * order fixed by the sizes, and partial results combined in a fixed order: the same bits for any
  * thread count. GEMMs go to oneDNN (cpu_gemm.c), called single-threaded on each chunk.
  *
- * Each has the signature of its entry in ig_backend_ops (backend_internal.h); act tensors are
- * fp32 on the CPU.
+ * Each has the signature of its entry in ig_backend_ops (backend_internal.h); their act tensors
+ * are fp32. A backend with bf16 act tensors runs them through cpu_bf16.c's table, which widens
+ * its tensors for them and rounds their outputs.
  */
 #ifndef INGOT_KERNELS_CPU_INTERNAL_H
 #define INGOT_KERNELS_CPU_INTERNAL_H
@@ -302,8 +303,15 @@ void ig_cpu_dnnl_leave(ig_cpu_dnnl_frame *f);
  * drives the backend. */
 typedef struct ig_cpu_impl {
     struct ig_cpu_conv_cache *conv;
+    struct ig_cpu_bf16 *bf16; /* the bf16 table and its scratch (cpu_bf16.c); NULL in fp32 */
 } ig_cpu_impl;
 void ig_cpu_conv_cache_free(ig_backend *be);
+
+/* bf16 act tensors (cpu_bf16.c): sets be->ops to kernels that widen their bf16 tensors, run
+ * base's fp32 kernel and round each output once (the CUDA backend's rounding points). be->impl
+ * exists. ig_cpu_bf16_free (NULL-safe) frees what setup made. */
+ig_status ig_cpu_bf16_setup(ig_backend *be, const ig_backend_ops *base, ig_err *err);
+void ig_cpu_bf16_free(ig_backend *be);
 
 /* The library's name and version, e.g. "oneDNN 2.6.3". */
 const char *ig_cpu_gemm_library(char *buf, size_t cap);

@@ -273,8 +273,6 @@ check_rc "the same from --set" 1 "$ING" train tiny.yaml --set train.global_batch
 check_rc "missing data" 1 "$ING" train tiny.yaml --set 'data.path=[nothere]' --set train.run_dir=nowork
 expect "missing data: names it" "nothere" "$err"
 check "no run directory for a failed start" test ! -e nowork
-check_rc "bf16 on the CPU" 1 "$ING" train tiny.yaml --set train.dtype=bf16 --set train.run_dir=nowork
-expect "bf16 on the CPU: says why" "the CPU backend computes in fp32 only" "$err"
 check_rc "a bad device" 1 "$ING" train tiny.yaml --set train.device=tpu
 expect "a bad device: the choices" "expected one of cpu, cuda" "$err"
 if "$ING" --version | grep -q "CUDA: .*no device\|CUDA: not built\|no NVIDIA driver"; then

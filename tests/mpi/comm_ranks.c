@@ -252,13 +252,26 @@ int main(void) {
     OK(ig_comm_split_local(w, &g, &err));
     CHECK(g && ig_comm_size(g) == size && ig_comm_rank(g) == rank, "local group");
     ig_comm_free(g);
-    /* groups are no-ops here, but blocking calls inside one are refused; MPI cannot add bf16 */
+    /* groups are no-ops here, but blocking calls inside one are refused */
     OK(ig_comm_group_begin(w, &err));
     CHECK(ig_comm_barrier(w, &err) == IG_ERR_INVALID_ARG, "a barrier inside a group");
     OK(ig_comm_group_end(w, &err));
-    uint16_t h16[2] = {0x3f80, 0x4000}, r16[2];
-    ig_status st16 = ig_comm_allreduce(w, h16, r16, 2, IG_COMM_BF16, IG_COMM_SUM, &err);
-    CHECK(size == 1 ? st16 == IG_OK : st16 == IG_ERR_UNSUPPORTED, "bf16 all-reduce: %d", st16);
+    /* bf16 sums, each pair added in fp32 and rounded to nearest even: 1 + 2^-7 on rank 0 and 1 on
+     * the others is exactly 1 + 2^-7 alone, and for 2 ranks 2 + 2^-7, half-way between 2 and its
+     * next bf16: 2 (the even one); every larger sum rounds to the number of ranks as well */
+    uint16_t h16[3] = {0x3f80, 0x4000, (uint16_t)(rank == 0 ? 0x3f81 : 0x3f80)}, r16[3];
+    OK(ig_comm_allreduce(w, h16, r16, 3, IG_COMM_BF16, IG_COMM_SUM, &err));
+    uint16_t n16 = ig_bf16_from_f32((float)size), n2 = ig_bf16_from_f32(2.0f * (float)size);
+    CHECK(r16[0] == n16 && r16[1] == n2 && r16[2] == (size == 1 ? 0x3f81 : n16),
+          "bf16 all-reduce: %04x %04x %04x", r16[0], r16[1], r16[2]);
+    uint16_t rs16[2] = {0x3f80, 0x3f80}, *rsend = calloc(2 * (size_t)size, sizeof *rsend);
+    for (int q = 0; q < 2 * size; q++) rsend[q] = 0x3f80; /* 1.0 everywhere */
+    OK(ig_comm_reduce_scatter(w, rsend, rs16, 2, IG_COMM_BF16, IG_COMM_SUM, &err));
+    CHECK(rs16[0] == n16 && rs16[1] == n16, "bf16 reduce-scatter: %04x %04x", rs16[0], rs16[1]);
+    free(rsend);
+    CHECK(ig_comm_allreduce(w, h16, r16, 1, IG_COMM_BF16, IG_COMM_MAX, &err) ==
+              (size == 1 ? IG_OK : IG_ERR_UNSUPPORTED),
+          "bf16 max");
     uint16_t *all16 = calloc(2 * (size_t)size, sizeof *all16);
     OK(ig_comm_allgather(w, h16, all16, 2, IG_COMM_BF16, &err));
     CHECK(all16[2 * (size - 1) + 1] == 0x4000, "bf16 all-gather");

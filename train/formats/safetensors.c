@@ -118,14 +118,10 @@ static float f32_from_bits(uint32_t u) {
     return f;
 }
 
-/* bf16: the compute backends' conversions (kernels/backend_host.c), the one definition of the
- * rounding, so that a checkpoint holds the bits a bf16 device computes with */
-float ig_bf16_to_f32(uint16_t h) {
-    return ig_backend_bf16_to_f32(h);
-}
-
+/* bf16: core's rounding, the one definition, so that a checkpoint holds the bits a bf16 device
+ * computes with */
 uint16_t ig_f32_to_bf16(float f) {
-    return ig_backend_bf16_from_f32(f);
+    return ig_bf16_from_f32(f);
 }
 
 float ig_f16_to_f32(uint16_t h) {

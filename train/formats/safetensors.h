@@ -85,12 +85,10 @@ ig_status ig_st_dtype_parse(const char *name, ig_st_dtype *out);
 
 /* ---- fp32 <-> bf16 / f16 --------------------------------------------------------------------- */
 
-/* bf16 -> fp32 is exact (the bf16 bits are the top half of the fp32 bits). */
-float ig_bf16_to_f32(uint16_t h);
-/* fp32 -> bf16 rounding to nearest, ties to even (as PyTorch's .to(torch.bfloat16)); values that
- * round past the largest bf16 become infinity; any NaN becomes the quiet NaN 0x7FC0. Both bf16
- * conversions are the compute backends' (ig_backend_bf16_from_f32 / _to_f32, kernels/backend.h):
- * one definition of the rounding, host and device. */
+/* bf16 -> fp32 is core's ig_bf16_to_f32 (exact: the bf16 bits are the top half of the fp32 bits).
+ * fp32 -> bf16 rounding to nearest, ties to even (as PyTorch's .to(torch.bfloat16)); values that
+ * round past the largest bf16 become infinity; any NaN becomes the quiet NaN 0x7FC0: core's
+ * ig_bf16_from_f32, the one definition of the rounding, host and device. */
 uint16_t ig_f32_to_bf16(float f);
 /* IEEE half -> fp32, exact (subnormals, infinities and NaN payloads included). */
 float ig_f16_to_f32(uint16_t h);

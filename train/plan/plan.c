@@ -410,9 +410,6 @@ ig_status ig_plan_create(ig_plan **out, ig_ctx *ctx, const ig_train_config *cfg,
     p->T = p->shape.seq_len;
     p->global_batch = cfg->global_batch ? cfg->global_batch : cfg->micro_batch;
     p->act_size = cfg->dtype == 1 ? 4 : cfg->dtype == 2 ? 2 : w->device ? 2 : 4;
-    if (st == IG_OK && !w->device && p->act_size == 2)
-        st = ig_err_set(err, IG_ERR_CONFIG,
-                        "train.dtype bf16: CPU ranks compute in fp32 only (plan GPUs, or fp32)");
     p->params = ig_model_num_params(&p->shape);
     p->flops_per_token = ig_model_flops_per_token(&p->shape, p->T);
     double ema = cfg->ema_decay < 0 ? fam->ema_default : cfg->ema_decay;

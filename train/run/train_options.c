@@ -66,8 +66,8 @@ static const ig_cfg_key train_keys[] = {
     KE("train.device", device, "cpu", devices,
        "the compute backend: cpu, or cuda (one GPU per process: the local rank's)"),
     KE("train.dtype", dtype, "auto", dtypes,
-       "parameters and activations: bf16 (with fp32 master weights, optimizer state and "
-       "reductions) or fp32; auto: bf16 on cuda, fp32 on cpu"),
+       "parameters, gradients and activations: bf16 (with fp32 master weights, optimizer "
+       "state, norms and losses) or fp32, on either device; auto: bf16 on cuda, fp32 on cpu"),
     K("train.eod_mask_loss", IG_CFG_BOOL, eod_mask_loss, "false", 0, 0,
       "no loss on positions whose input token is end-of-document (Megatron's)"),
     K("train.doc_attention", IG_CFG_BOOL, doc_attention, "false", 0, 0,

@@ -651,11 +651,12 @@ static void print_banner(run *r) {
     char shape[512];
     const ig_objective *obj = ig_objective_of(&r->shape);
     fprintf(r->log,
-            "model: %s: %.2fM parameters on %s; %d %s x %d tokens per micro-batch%s, %d "
+            "model: %s: %.2fM parameters on %s in %s; %d %s x %d tokens per micro-batch%s, %d "
             "micro-batches (%lld tokens) per step\n",
             ig_model_describe(&r->shape, shape, sizeof shape),
-            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be), r->B, obj->units,
-            r->T, obj->shapes_vary ? " (at most)" : "", r->accum * r->lo.dp,
+            (double)ig_model_num_params(&r->shape) / 1e6, ig_backend_name(r->be),
+            ig_backend_act_size(r->be) == 2 ? "bf16 (fp32 master weights)" : "fp32", r->B,
+            obj->units, r->T, obj->shapes_vary ? " (at most)" : "", r->accum * r->lo.dp,
             (long long)r->accum * r->lo.dp * r->B * r->T);
     char ulysses[64];
     snprintf(ulysses, sizeof ulysses, " x sp %d (ulysses)", r->lo.usp);
