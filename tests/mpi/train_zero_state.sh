@@ -28,7 +28,10 @@
 # losses as the same strings and write its checkpoint files byte for byte (the weights - the
 # master weights in bf16 - the moments and the EMA); a ZeRO-2 checkpoint resumed under ZeRO-0
 # and a ZeRO-0 one under ZeRO-1 (the master weights cut into pieces and put back whole) go on as
-# the uninterrupted run, bit for bit.
+# the uninterrupted run, bit for bit. (When ZeRO-1/2 kept the whole master copy on every rank, each
+# rank updated only its piece of it, and data-parallel rank 0 saved the whole: the other ranks'
+# pieces as they were at the start. The bf16 checkpoints differed from ZeRO-0's and a resume left
+# the curve; these checks fail on that.)
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../cli/lib.sh"
 ig_begin mpi_train_zero_state
