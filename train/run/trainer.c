@@ -672,15 +672,14 @@ static void print_banner(run *r) {
     double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
     ig_store_sizes z;
     ig_store_sizes_of(m->st, &z);
-    char master[64] = "";
+    char master[64] = ""; /* bf16: this rank's fp32 master weights (its ZeRO pieces) */
     if (z.master)
-        snprintf(master, sizeof master, " (fp32 master weights %.2f MB of them)",
-                 (double)z.master * 4 * MB);
+        snprintf(master, sizeof master, ", fp32 master weights %.2f MB", z.master * 4 * MB);
     fprintf(r->log,
             "memory%s: parameters %.2f MB%s, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
             "MB, activations %.2f MB\n",
-            r->lo.world > 1 ? " (rank 0)" : "", ((double)z.params * as + (double)z.master * 4) * MB,
-            master, ((double)z.grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
+            r->lo.world > 1 ? " (rank 0)" : "", (double)z.params * as * MB, master,
+            ((double)z.grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
             2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
             (ig_optim_states(r->optim) == 3 ? (double)ig_optim_moment_elems(r->optim) * 4 : 0) * MB,
             ((S * (double)a->act + (double)a->scratch_act) * as +
