@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plan.sh - `ingot plan`: the layouts of configs/llama-7b.yaml on 8 and 64 GPUs (the fastest first,
 # each fitting, rows sorted by step time, the memory by buffer adding up to the total, ZeRO and
-# pipeline stages shrinking what a rank holds, the node boundary slowing data parallelism), of
+# pipeline stages shrinking what a rank holds, ZeRO-1/2's parameters the bf16 copy and 1/N of the
+# fp32 master weights, the node boundary slowing data parallelism), of
 # configs/stdit-xl.yaml with Ulysses, --json on one line that parses (structure checked with awk,
 # and with jq where it is installed) with the same figures as the table, --configured stage by
 # stage, nothing fitting (exit 1, the smallest shown), bad input (usage errors naming the flag or
@@ -61,6 +62,26 @@ check_rc "--top 3 --all" 0 "$ING" plan "$LLAMA" --gpus 8 --top 3 --all
 check "--top 3: three rows" test "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' <<<"$out")" = 3
 check_rc "--top 0 --all" 0 "$ING" plan "$LLAMA" --gpus 8 --top 0 --all
 expect "--all: those that do not fit too, last" " no" "$(grep -E '^ +[0-9]' <<<"$out" | tail -n 1)"
+
+# ZeRO-1 and ZeRO-2 shard the fp32 master weights with the moments (the ZeRO paper's 12 bytes of
+# optimizer state a parameter over the N ranks): ZeRO-2's parameters on 8 GPUs are the bf16 copy
+# and an eighth of the master weights, 2Ψ + 4Ψ/8 (16.85 GB, not 2Ψ + 4Ψ = 40.43 GB), and its
+# model state the definition's 2Ψ + 14Ψ/N plus the gradients' working buckets
+for z in 1 2; do
+    j=$("$ING" plan "$LLAMA" --gpus 8 --configured --json --set parallel.tp=1 --set parallel.pp=1 \
+        --set parallel.zero=$z --set train.micro_batch=1)
+    got=$(/usr/bin/python3 -c 'import json, sys
+d = json.load(sys.stdin); P = d["model"]["params"]; m = d["layouts"][0]["stages"][0]["memory"]
+defn = 4 * P + 12 * P // 8 if sys.argv[1] == "1" else 2 * P + 14 * P // 8
+print(m["params"], 2 * P + 4 * P // 8, m["master"] * 2 == m["optim"],
+      m["params"] + m["grads"] + m["optim"], defn)' $z <<<"$j")
+    read -r params want halves state defn <<<"$got"
+    check "ZeRO-$z on 8 GPUs: the parameters are 2Ψ + 4Ψ/8 ($params, want $want)" \
+        test "$params" = "$want"
+    check "ZeRO-$z on 8 GPUs: the master weights are sharded as the moments are" test "$halves" = True
+    check "ZeRO-$z on 8 GPUs: the model state $state is the definition's $defn or more by <4%" \
+        awk -v s="$state" -v d="$defn" 'BEGIN { exit !(s >= d && s < d * 1.04) }'
+done
 
 # ---- 64 GPUs on 8 nodes: data parallelism across the network ------------------------------------
 check_rc "llama-7b on 64 GPUs" 0 "$ING" plan "$LLAMA" --gpus 64 --nodes 8 --gpu-memory 80GB --top 5

@@ -567,14 +567,15 @@ static ig_status write_tensors(ig_st_writer *w, const ig_model *m, const char *p
 }
 
 /* The optimizer's full states of this rank's part (n_params each: the AdamW moments, and the EMA
- * when kept), and with ZeRO-3 its parameters (full[3]), on data-parallel rank 0: with ZeRO every
- * replica's pieces are gathered there and put back at their places in the buckets. Other ranks
- * get NULLs. */
+ * when kept), and its parameters (full[3]) when no rank keeps them whole (ZeRO-3, or the fp32
+ * master weights of bf16 parameters under any ZeRO stage), on data-parallel rank 0: with ZeRO
+ * every replica's pieces are gathered there and put back at their places in the buckets. Other
+ * ranks get NULLs. */
 static ig_status gather_states(ig_ctx *ctx, ig_model *m, ig_optim *o, const ig_layout *lo,
                                float *full[4], ig_err *err) {
     uint64_t n = ig_model_buffer_elems(m), nm = ig_optim_moment_elems(o);
     int root = lo->dp_g.rank == 0, ns = ig_optim_states(o);
-    int want[4] = {ns > 0, ns > 1, ns > 2, ig_store_zero3(m->st)};
+    int want[4] = {ns > 0, ns > 1, ns > 2, ig_store_pieces_only(m->st)};
     float *mine = NULL;
     full[0] = full[1] = full[2] = full[3] = NULL;
     ig_status st = IG_OK;
@@ -639,7 +640,7 @@ static ig_status write_part(ig_ctx *ctx, ig_model *m, const ig_layout *lo, const
                             float *const states[4], file_rec out[2], ig_err *err) {
     uint64_t n = ig_model_buffer_elems(m);
     int r = lo->pp_rank * lo->tp + lo->tp_rank;
-    /* the parameters: this rank's whole, or (ZeRO-3) gathered with the states */
+    /* the parameters: this rank's whole, or (ig_store_pieces_only) gathered with the states */
     float *host =
         states[3] ? NULL : ig_alloc_aligned(ctx, (n ? n : 1) * sizeof(float), IG_ALIGN_KERNEL);
     if (!host && !states[3])

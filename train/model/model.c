@@ -334,10 +334,14 @@ ig_status ig_model_create_part(ig_model **out, ig_ctx *ctx, ig_backend *be,
         {(void **)&m->f32, f32, "normalisation statistics and losses"},
         {(void **)&m->i32, i32, "token ids"},
     };
+    ig_backend_memory before, after;
+    ig_backend_memory_info(be, &before);
     if ((st = ig_store_alloc(m->st, be, err)) != IG_OK) {
         ig_model_free(m);
         return st;
     }
+    ig_backend_memory_info(be, &after);
+    m->store_bytes = after.buffers - before.buffers;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (!bufs[i].bytes) continue;
         st = ig_backend_alloc(be, (size_t)bufs[i].bytes, bufs[i].p, err);

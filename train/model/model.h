@@ -100,6 +100,8 @@ struct ig_model {
     ig_tensor_spec *specs;
     size_t n_tensors;
     ig_store *st; /* the parameters, gradients, master weights (store.h) */
+    /* bytes of the store's buffers as the backend counted them when they were allocated */
+    uint64_t store_bytes;
     /* activations */
     ig_act_sizes acts;
     void *act;            /* [slots * acts.act + acts.scratch_act] */

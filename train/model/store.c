@@ -23,6 +23,9 @@ struct ig_store {
     void *grads;       /* [n_grads] act type */
     float *master;     /* fp32 master weights when the act type is bf16 ([master_elems]) */
     uint64_t params_elems, master_elems;
+    /* the master weights are this rank's ZeRO pieces, at the moments' offsets (ZeRO-1, 2 and 3
+     * over more than one rank: updated where the moments are); else the flat layout whole */
+    int master_pieces;
     void **param_at; /* [n_tensors]: where each tensor's parameters are */
     /* ZeRO-3 */
     int zero3;
@@ -59,8 +62,8 @@ static const ig_bucket *bucket_of(const ig_store *s, size_t t) {
 enum { HELD_PARAMS, HELD_MASTER };
 /* Calls fn for each run of tensor t's elements this rank keeps in the parameter buffer
  * (HELD_PARAMS) or in the master weights (HELD_MASTER): flat elements [a, a + n), stored at `at`
- * (backend memory). Whole, or with ZeRO-3 this rank's piece of it (the master weights always,
- * the parameters of a layer's bucket). */
+ * (backend memory). Whole, or this rank's piece of it: the master weights' under any ZeRO stage
+ * over several ranks, the parameters' of a layer's bucket under ZeRO-3. */
 typedef ig_status (*held_fn)(ig_store *s, size_t t, uint64_t a, uint64_t n, void *at, void *user,
                              ig_err *err);
 static ig_status held_runs(ig_store *s, size_t t, int which, held_fn fn, void *user, ig_err *err) {
@@ -69,7 +72,7 @@ static ig_status held_runs(ig_store *s, size_t t, int which, held_fn fn, void *u
     uint64_t elem = which == HELD_MASTER ? sizeof(float) : s->as;
     char *base = which == HELD_MASTER ? (char *)s->master : (char *)s->params;
     if (!b || !base) return IG_OK;
-    if (!s->zero3 || (which == HELD_PARAMS && b->whole != UINT64_MAX)) {
+    if (which == HELD_MASTER ? !s->master_pieces : b->whole != UINT64_MAX) {
         uint64_t whole = which == HELD_MASTER ? b->off : b->whole;
         return fn(s, t, x->offset, x->numel, base + (whole + (x->offset - b->off)) * elem, user,
                   err);
@@ -101,6 +104,16 @@ ig_status ig_store_upload_tensor(ig_store *s, size_t t, const float *f, int flat
     ig_status st = held_runs(s, t, HELD_PARAMS, upload_run, &u, err);
     u.which = HELD_MASTER;
     return st == IG_OK ? held_runs(s, t, HELD_MASTER, upload_run, &u, err) : st;
+}
+
+/* What this rank keeps of every tensor in the parameters (HELD_PARAMS) or the master weights
+ * (HELD_MASTER), from a host copy of the flat layout. */
+static ig_status upload_held(ig_store *s, int which, const float *flat, ig_err *err) {
+    upload_src u = {flat, 1, which};
+    ig_status st = IG_OK;
+    for (size_t t = 0; st == IG_OK && t < s->n_tensors; t++)
+        st = held_runs(s, t, which, upload_run, &u, err);
+    return st;
 }
 
 /* Where each tensor's parameters are while nothing is gathered: at their place in the buffer, or
@@ -210,8 +223,7 @@ ig_status ig_store_read_pieces(ig_store *s, float *out, ig_err *err) {
         const ig_bucket *b = &s->buckets[i];
         uint64_t n = b->n / (uint64_t)s->part.dp;
         if (s->master)
-            st = ig_backend_download(s->be, out + b->moff,
-                                     s->master + (s->zero3 ? b->moff : b->poff),
+            st = ig_backend_download(s->be, out + b->moff, ig_store_master_piece(s, b),
                                      (size_t)n * sizeof(float), err);
         else
             st = ig_backend_download_f32(s->be, out + b->moff, (char *)s->params + b->poff * s->as,
@@ -294,7 +306,8 @@ static ig_status place_params(ig_store *s, ig_err *err) {
         b->poff = b->off + r * (b->n / dp);
     }
     s->params_elems = s->n_params;
-    s->master_elems = s->n_params;
+    s->master_pieces = p->zero > 0 && dp > 1;
+    s->master_elems = s->master_pieces ? s->n_moments : s->n_params;
     s->win_layer[0] = s->win_layer[1] = s->last_win = -1;
     if (!s->zero3) return IG_OK;
     uint64_t at = 0, win = 0;
@@ -325,7 +338,6 @@ static ig_status place_params(ig_store *s, ig_err *err) {
     }
     s->win_elems = (win + 15) / 16 * 16;
     s->params_elems = at + 2 * s->win_elems;
-    s->master_elems = s->n_moments;
     return IG_OK;
 }
 
@@ -503,6 +515,10 @@ int ig_store_zero3(const ig_store *s) {
     return s->zero3;
 }
 
+int ig_store_pieces_only(const ig_store *s) {
+    return s->zero3 || (s->master_pieces && s->as != sizeof(float) && s->master_elems > 0);
+}
+
 size_t ig_store_n_buckets(const ig_store *s) {
     return s->n_buckets;
 }
@@ -536,7 +552,7 @@ void *ig_store_param_piece(const ig_store *s, const ig_bucket *b) {
 }
 
 float *ig_store_master_piece(const ig_store *s, const ig_bucket *b) {
-    return s->master ? s->master + (s->zero3 ? b->moff : b->poff) : NULL;
+    return s->master ? s->master + (s->master_pieces ? b->moff : b->poff) : NULL;
 }
 
 int ig_store_grad_region(const ig_store *s, size_t b) {
@@ -567,6 +583,11 @@ ig_status ig_store_read(ig_store *s, ig_model_buffer which, float *out, ig_err *
         if (s->zero3)
             return ig_err_set(err, IG_ERR_INVALID_ARG,
                               "the parameters are sharded (ZeRO-3): no rank holds them whole");
+        if (s->master && s->master_pieces)
+            return ig_err_set(err, IG_ERR_INVALID_ARG,
+                              "the fp32 master weights are sharded (ZeRO-%d): no rank holds them "
+                              "whole",
+                              s->part.zero);
         if (s->master) return ig_backend_download(s->be, out, s->master, n * sizeof(float), err);
         return ig_backend_download_f32(s->be, out, s->params, n, err);
     case IG_MODEL_GRADS:
@@ -581,15 +602,16 @@ ig_status ig_store_write(ig_store *s, ig_model_buffer which, const float *in, ig
     uint64_t n = s->n_params;
     switch (which) {
     case IG_MODEL_PARAMS: {
+        /* what this rank keeps: the master weights whole or its pieces, the parameters whole
+         * or (ZeRO-3) its pieces of the layers */
         ig_status st = ig_store_params_changed(s, err);
-        if (s->zero3) { /* what this rank keeps of each tensor */
-            for (size_t t = 0; st == IG_OK && t < s->n_tensors; t++)
-                st = ig_store_upload_tensor(s, t, in, 1, err);
-            return st;
-        }
         if (st == IG_OK && s->master)
-            st = ig_backend_upload(s->be, s->master, in, n * sizeof(float), err);
-        return st == IG_OK ? ig_backend_upload_f32(s->be, s->params, in, n, err) : st;
+            st = s->master_pieces ? upload_held(s, HELD_MASTER, in, err)
+                                  : ig_backend_upload(s->be, s->master, in, n * sizeof(float), err);
+        if (st == IG_OK)
+            st = s->zero3 ? upload_held(s, HELD_PARAMS, in, err)
+                          : ig_backend_upload_f32(s->be, s->params, in, n, err);
+        return st;
     }
     case IG_MODEL_GRADS:
         if (!s->grads) return ig_err_set(err, IG_ERR_INVALID_ARG, "the model has no gradients");

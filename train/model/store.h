@@ -11,9 +11,15 @@
  * first and the last stage's tensors whole (embeddings, head: as FSDP's root unit, which stays
  * gathered through the step); then this rank's piece of each layer's bucket (one bucket per
  * layer); then two windows, into which a layer's pieces are all-gathered before its forward and
- * its backward (ig_store_use_layer), the next layer's while this one computes. The fp32 master
- * weights are this rank's pieces only (at the moments' offsets). A tensor's parameters are at
- * ig_store_param, in a window while its layer is gathered there (NULL when it is not).
+ * its backward (ig_store_use_layer), the next layer's while this one computes. A tensor's
+ * parameters are at ig_store_param, in a window while its layer is gathered there (NULL when it
+ * is not).
+ *
+ * The fp32 master weights (bf16 parameters): under any ZeRO stage over more than one data-parallel
+ * rank they are this rank's pieces only, at the moments' offsets (the ZeRO paper's optimizer
+ * state, DeepSpeed's stages 1-3, Megatron's distributed optimizer): the optimizer updates its
+ * piece of the master weights, rounds it into its piece of the parameters, and the pieces are
+ * all-gathered (ZeRO-1/2: into the parameters whole). Otherwise they are the flat layout whole.
  *
  * The gradients: each tensor's at its offset, except with ZeRO-2, where a bucket's gradients of
  * one micro-batch are kept only until they are reduce-scattered, in one of two working slots of
@@ -66,6 +72,10 @@ void ig_store_sizes_of(const ig_store *s, ig_store_sizes *out);
  * and whether the parameters themselves are sharded (ZeRO-3 over more than one rank). */
 int ig_store_zero(const ig_store *s);
 int ig_store_zero3(const ig_store *s);
+/* Whether no rank keeps the parameters' values whole, only its ZeRO pieces: ZeRO-3, or any ZeRO
+ * stage over several ranks with bf16 parameters, whose fp32 master weights are the values and are
+ * sharded with the moments. ig_store_read refuses them then; ig_store_read_pieces gives them. */
+int ig_store_pieces_only(const ig_store *s);
 /* The element type of the act-typed buffers in a collective. */
 ig_comm_type ig_store_comm_type(const ig_store *s);
 
@@ -80,8 +90,9 @@ ig_status ig_store_group_runs(const ig_store *s, int g, ig_ready_fn fn, void *us
 
 /* Where things are (backend memory): tensor t's parameters (NULL: a ZeRO-3 layer not gathered)
  * and its gradient; the parameter and gradient buffers' element e of the flat layout (without
- * ZeRO-3 and ZeRO-2 respectively); the master weights' (NULL: none); this rank's piece of bucket
- * b's parameters and master weights. */
+ * ZeRO-3 and ZeRO-2 respectively); the master weights' (NULL: none; kept whole: neither ZeRO nor
+ * more than one data-parallel rank); this rank's piece of bucket b's parameters and master
+ * weights. */
 void *ig_store_param(const ig_store *s, size_t t);
 void *ig_store_grad(const ig_store *s, size_t t);
 void *ig_store_params_at(const ig_store *s, uint64_t e);
@@ -113,8 +124,9 @@ int ig_zero3_windows(int win[2], int *last, int l, int next, int prefetch, int f
 
 /* Host copies (fp32): tensor t's values from a host copy of the tensor alone (flat 0) or of the
  * flat layout (flat 1) into what this rank keeps of it (the parameters and the master weights);
- * the whole flat buffers (IG_MODEL_PARAMS: the master weights when there are; refused when
- * sharded); this rank's pieces of every bucket in the moments' order (ZeRO). */
+ * the whole flat buffers (IG_MODEL_PARAMS: the master weights when there are; a read refused when
+ * ig_store_pieces_only, a write keeps what this rank keeps); this rank's pieces of every bucket
+ * in the moments' order (ZeRO: of the master weights when there are, else of the parameters). */
 ig_status ig_store_upload_tensor(ig_store *s, size_t t, const float *f, int flat, ig_err *err);
 ig_status ig_store_read(ig_store *s, ig_model_buffer which, float *out, ig_err *err);
 ig_status ig_store_write(ig_store *s, ig_model_buffer which, const float *in, ig_err *err);

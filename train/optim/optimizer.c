@@ -8,10 +8,11 @@
  * Buckets (store.c) are runs of whole tensors in the order the backward finishes them, each
  * padded to a multiple of dp; rank r of the dp group owns piece r (n / dp elements) of every
  * bucket. With zero 0 every rank all-reduces and updates everything; zero 1 all-reduces and
- * updates its pieces (moments for the pieces only). With zero 2 the gradients are sharded too:
- * the backward of every micro-batch writes a bucket's gradients into one of two working slots
- * (store.c), and as soon as the bucket is done they are reduce-scattered and added to this
- * rank's pieces (a buffer of n_moments elements), and the slot is cleared for the bucket after
+ * updates its pieces (moments, and the fp32 master weights of bf16 parameters, for the pieces
+ * only: store.c keeps them so), then all-gathers the parameters' pieces. With zero 2 the gradients
+ * are sharded too: the backward of every micro-batch writes a bucket's gradients into one of two
+ * working slots (store.c), and as soon as the bucket is done they are reduce-scattered and added to
+ * this rank's pieces (a buffer of n_moments elements), and the slot is cleared for the bucket after
  * next - so a rank holds 1/dp of the gradients plus two buckets (and the tied embedding, which
  * the head starts early), at the price of a reduce-scatter per micro-batch rather than one
  * all-reduce per step (DeepSpeed's ZeRO-2 makes the same trade).

@@ -78,11 +78,14 @@ typedef struct ig_plan_check_in {
 ig_status ig_plan_check_run(const ig_plan_check_in *in, ig_plan_memory *mem, ig_err *err);
 /* The line at a run's start: the estimate by buffer beside what the backend holds. */
 void ig_plan_print_run(FILE *log, const ig_plan_memory *m, ig_backend *be, int world);
-/* Every rank's estimate of what its backend allocates and the backend's peak since the last
- * reset, gathered (collective over lo's world): `,"memory":{"estimate":[...],"peak":[...]}` into
- * json (NULL: not wanted) and a sentence on the rank furthest from its estimate into line. */
-ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memory *m, int device,
-                               char *json, size_t jcap, char *line, size_t lcap, ig_err *err);
+/* Every rank's estimate of what its backend allocates, the backend's peak since the last reset
+ * and the model state it counted (state: the bytes of the parameters, master weights, gradients
+ * and optimizer state as they were allocated), gathered (collective over lo's world):
+ * `,"memory":{"estimate":[...],"peak":[...],"state":[...]}` into json (NULL: not wanted) and a
+ * sentence on the rank furthest from its estimate into line. */
+ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memory *m,
+                               uint64_t state, int device, char *json, size_t jcap, char *line,
+                               size_t lcap, ig_err *err);
 
 /* Up to n lines ("  tp 2 x pp 1 x dp 4, ZeRO-1, recompute none, micro-batch 2: 61.2 GB, 1.23 s
  * a step") naming the fastest layouts of p that fit, into buf. Returns how many it named. */

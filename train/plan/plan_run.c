@@ -153,24 +153,27 @@ void ig_plan_print_run(FILE *log, const ig_plan_memory *m, ig_backend *be, int w
             ig_format_bytes((double)(mi.buffers + mi.workspace), b[7], 32));
 }
 
-ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memory *m, int device,
-                               char *json, size_t jcap, char *line, size_t lcap, ig_err *err) {
+ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memory *m,
+                               uint64_t state, int device, char *json, size_t jcap, char *line,
+                               size_t lcap, ig_err *err) {
+    enum { K = 3 }; /* per rank: the estimate, the peak, the model state */
+    static const char *const keys[K] = {"estimate", "peak", "state"};
     ig_backend_memory mi;
     ig_backend_memory_info(be, &mi);
-    uint64_t mine[2] = {ig_plan_backend_bytes(m, device), mi.peak};
+    uint64_t mine[K] = {ig_plan_backend_bytes(m, device), mi.peak, state};
     int W = lo->world;
-    uint64_t *all = ig_calloc(lo->ctx, (size_t)W * 2, sizeof *all);
+    uint64_t *all = ig_calloc(lo->ctx, (size_t)W * K, sizeof *all);
     if (!all) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st = ig_group_allgather(&lo->world_g, mine, all, 2, IG_COMM_U64, err);
+    ig_status st = ig_group_allgather(&lo->world_g, mine, all, K, IG_COMM_U64, err);
     size_t jn = 0;
     if (json && jcap) {
         json[0] = '\0';
-        for (int k = 0; k < 2 && st == IG_OK; k++) {
+        for (int k = 0; k < K && st == IG_OK; k++) {
             jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s\"%s\":[",
-                                   k ? "," : ",\"memory\":{", k ? "peak" : "estimate");
+                                   k ? "," : ",\"memory\":{", keys[k]);
             for (int r = 0; r < W; r++)
                 jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "%s%llu", r ? "," : "",
-                                       (unsigned long long)all[(size_t)r * 2 + (size_t)k]);
+                                       (unsigned long long)all[(size_t)r * K + (size_t)k]);
             jn += (size_t)snprintf(json + jn, jcap > jn ? jcap - jn : 0, "]");
         }
         if (st == IG_OK && jn < jcap) snprintf(json + jn, jcap - jn, "}");
@@ -179,8 +182,8 @@ ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memo
         int far = 0;
         double lo_r = 1e300, hi_r = 0;
         for (int r = 0; r < W; r++) {
-            double q = all[2 * r] ? (double)all[2 * r + 1] / (double)all[2 * r] : 0;
-            double f = all[2 * far] ? (double)all[2 * far + 1] / (double)all[2 * far] : 0;
+            double q = all[K * r] ? (double)all[K * r + 1] / (double)all[K * r] : 0;
+            double f = all[K * far] ? (double)all[K * far + 1] / (double)all[K * far] : 0;
             if (q < lo_r) lo_r = q;
             if (q > hi_r) hi_r = q;
             if ((q > 1 ? q - 1 : 1 - q) > (f > 1 ? f - 1 : 1 - f)) far = r;
@@ -189,9 +192,9 @@ ig_status ig_plan_memory_stats(ig_layout *lo, ig_backend *be, const ig_plan_memo
         snprintf(line, lcap,
                  "memory in the step: the backend's peak on rank %d is %s, %.3f of its estimate "
                  "%s (every rank: %.3f .. %.3f)",
-                 far, ig_format_bytes((double)all[2 * far + 1], pk, sizeof pk),
-                 all[2 * far] ? (double)all[2 * far + 1] / (double)all[2 * far] : 0.0,
-                 ig_format_bytes((double)all[2 * far], es, sizeof es), lo_r, hi_r);
+                 far, ig_format_bytes((double)all[K * far + 1], pk, sizeof pk),
+                 all[K * far] ? (double)all[K * far + 1] / (double)all[K * far] : 0.0,
+                 ig_format_bytes((double)all[K * far], es, sizeof es), lo_r, hi_r);
     }
     ig_free(lo->ctx, all);
     return st;

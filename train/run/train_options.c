@@ -146,9 +146,9 @@ static const ig_cfg_key train_keys[] = {
     K("parallel.sp_size", IG_CFG_INT, sp_size, "1", 1, 4096,
       "ulysses: the ranks one sequence is cut among (heads divisible by tp x sp_size)"),
     K("parallel.zero", IG_CFG_INT, zero, "0", 0, 3,
-      "ZeRO stage: 1 shards the AdamW moments over the dp ranks, 2 the gradients too, 3 the "
-      "parameters and fp32 master weights too (each layer all-gathered before its forward and "
-      "its backward; FSDP's full sharding)"),
+      "ZeRO stage: 1 shards the optimizer state over the dp ranks (the AdamW moments and the fp32 "
+      "master weights), 2 the gradients too, 3 the parameters too (each layer all-gathered "
+      "before its forward and its backward; FSDP's full sharding)"),
     K("parallel.prefetch", IG_CFG_BOOL, prefetch, "true", 0, 0,
       "ZeRO-3: all-gather the next layer's parameters while this one computes"),
     {.path = "parallel.pipeline_layers",

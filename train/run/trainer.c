@@ -46,6 +46,7 @@ typedef struct run {
     ig_layout lo;
     ig_optim *optim;
     ig_plan_memory plan;     /* this rank's estimate (ingot plan's), checked before allocating */
+    uint64_t state_bytes;    /* the model state the backend counted as it was allocated */
     ig_watchdog *dog;        /* several ranks: none waits forever */
     ig_pulse pulse;          /* the run's progress, which the watchdog reads */
     int writer;              /* rank 0: logs, metrics, the run directory */
@@ -341,7 +342,7 @@ static ig_status loop(run *r, int64_t first, ig_train_result *res, ig_err *err) 
         size_t jn = strlen(cjson);
         mline[0] = '\0';
         if ((t->memory_stats || step == first) &&
-            (st = ig_plan_memory_stats(&r->lo, r->be, &r->plan, device,
+            (st = ig_plan_memory_stats(&r->lo, r->be, &r->plan, r->state_bytes, device,
                                        t->memory_stats ? cjson + jn : NULL, jcap - jn, mline,
                                        sizeof mline, err)) != IG_OK)
             break;
@@ -565,9 +566,15 @@ static ig_status setup_model(run *r, ig_err *err) {
     ig_pulse_busy(&r->pulse, 1); /* drawing the initial weights: each rank on its own */
     ig_status st = ig_model_create_part(&r->model, r->ctx, r->be, &r->shape, r->B, r->T, r->t->seed,
                                         &part, err);
+    /* the model state as the backend counts it: the store's buffers (parameters, fp32 master
+     * weights, gradients) and the optimizer's (moments, ZeRO-2's reduced pieces, the EMA) */
+    ig_backend_memory before, after;
+    ig_backend_memory_info(r->be, &before);
     if (st == IG_OK) st = ig_optim_create(&r->optim, r->ctx, r->model, &r->lo, err);
     double ema = r->t->ema_decay < 0 ? ig_family_of(r->shape.arch)->ema_default : r->t->ema_decay;
     if (st == IG_OK && ema > 0) st = ig_optim_ema_enable(r->optim, ema, err);
+    ig_backend_memory_info(r->be, &after);
+    if (st == IG_OK) r->state_bytes = r->model->store_bytes + after.buffers - before.buffers;
     ig_pulse_busy(&r->pulse, 0);
     return all_ranks_ok(r, st, "creating the model", err);
 }
@@ -665,10 +672,13 @@ static void print_banner(run *r) {
     double as = (double)m->as, MB = 1e-6, S = (double)m->part.slots;
     ig_store_sizes z;
     ig_store_sizes_of(m->st, &z);
+    char master[64] = ""; /* bf16: this rank's fp32 master weights (its ZeRO pieces) */
+    if (z.master)
+        snprintf(master, sizeof master, ", fp32 master weights %.2f MB", z.master * 4 * MB);
     fprintf(r->log,
-            "memory%s: parameters %.2f MB, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
+            "memory%s: parameters %.2f MB%s, gradients %.2f MB, AdamW moments %.2f MB, EMA %.2f "
             "MB, activations %.2f MB\n",
-            r->lo.world > 1 ? " (rank 0)" : "", (double)z.params * as * MB,
+            r->lo.world > 1 ? " (rank 0)" : "", (double)z.params * as * MB, master,
             ((double)z.grads * as + (double)ig_optim_extra_bytes(r->optim)) * MB,
             2.0 * (double)ig_optim_moment_elems(r->optim) * 4 * MB,
             (ig_optim_states(r->optim) == 3 ? (double)ig_optim_moment_elems(r->optim) * 4 : 0) * MB,
