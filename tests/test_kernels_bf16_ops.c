@@ -510,6 +510,15 @@ static void test_optimizer(void **state) {
     ig_kernel_ema(x->b32, e32, ma32, F(params), n, 0.99f);
     ig_kernel_ema(x->b16, e16, ma16, H(params), n, 0.99f);
     same_f(x, e32, e16, n, "ema");
+    /* every gradient at once: the norm's sum over several chunks of the pool, then the clip */
+    pair *g = mk(x, 300001, 86, -1, 1);
+    double s32 = ig_kernel_sum_squares(x->b32, F(g), g->n);
+    double s16 = ig_kernel_sum_squares(x->b16, H(g), g->n);
+    sync_both(x);
+    assert_true(s32 == s16);
+    ig_kernel_scale(x->b32, F(g), g->n, 0.123f);
+    ig_kernel_scale(x->b16, H(g), g->n, 0.123f);
+    same(x, g, "scale of a large buffer");
     release_all(x);
 }
 

@@ -14,7 +14,9 @@
  * matmul is not widened: it is oneDNN's bf16 GEMM with fp32 accumulation on bf16 operands
  * (cpu_matmul_bf16.c, the same rounding points), which needs a CPU with bf16 instructions
  * (cpu_backend.c refuses bf16 on one without); the reference backend's widens like every other
- * kernel (the same maths, a sum of exact products in another order).
+ * kernel (the same maths, a sum of exact products in another order). AdamW, the sum of squares
+ * and the scaling of whole buffers (every gradient at once) are the fast fp32 kernels' loops
+ * reading bf16 themselves (cpu_optimizer.c), the same bits without an fp32 copy of the buffer.
  *
  * Scratch: the widened tensors of one call come from one arena kept by the backend (grown to the
  * largest call's need, counted as workspace), so that a step does not map and fault in fresh
@@ -916,6 +918,11 @@ static void bf_posterior_backward(ig_backend *be, void *dmoments, const void *dz
 static void bf_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, float grad_scale, int step) {
+    if (!be->opts.reference) { /* the fast kernel reads and writes bf16 itself: no copies */
+        ig_cpu_bf16_adamw(be, params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                          grad_scale, step);
+        return;
+    }
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     float *p_f = master ? out(&f, params, n) : in(&f, params, n), *g_f = in(&f, grads, n);
@@ -928,6 +935,7 @@ static void bf_adamw(ig_backend *be, void *params, float *master, const void *gr
 }
 
 static double bf_sum_squares(ig_backend *be, const void *x, size_t n) {
+    if (!be->opts.reference) return ig_cpu_bf16_sum_squares(be, x, n);
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     float *x_f = in(&f, x, n);
@@ -937,6 +945,10 @@ static double bf_sum_squares(ig_backend *be, const void *x, size_t n) {
 }
 
 static void bf_scale(ig_backend *be, void *x, size_t n, float s) {
+    if (!be->opts.reference) {
+        ig_cpu_bf16_scale(be, x, n, s);
+        return;
+    }
     frame f;
     const ig_backend_ops *k = begin(&f, be);
     float *x_f = in(&f, x, n);

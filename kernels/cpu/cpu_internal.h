@@ -491,6 +491,16 @@ IG_CPU_DECLARE(attention_bias_forward, void *out, float *lse, const void *qkv, c
 double ig_cpu_ref_sum_squares(ig_backend *be, const void *x, size_t n);
 double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n);
 
+/* The optimizer's whole-buffer kernels on bf16 act tensors (params, grads, x: uint16_t bits), for
+ * cpu_bf16.c's fast table: the fast fp32 kernels' loops and chunks reading bf16 and rounding what
+ * they write, element by element, so the bits are those of the fp32 kernel on widened tensors
+ * rounded once, without an fp32 copy of every gradient (cpu_optimizer.c). */
+void ig_cpu_bf16_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                       float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, float grad_scale, int step);
+double ig_cpu_bf16_sum_squares(ig_backend *be, const void *x, size_t n);
+void ig_cpu_bf16_scale(ig_backend *be, void *x, size_t n, float s);
+
 /* Column sums of x [N, C] added to acc [C] (acc[c] += sum over rows in row order, in double),
  * threaded over chunks of columns: shared by the bias gradients. */
 void ig_cpu_column_sums_add(ig_backend *be, float *acc, const float *x, int N, int C);

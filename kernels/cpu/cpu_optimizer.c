@@ -73,6 +73,10 @@ void ig_cpu_ref_ema(ig_backend *be, float *ema, const float *master, const void 
 typedef struct opt_job {
     float *params, *master, *m, *v, *x;
     const float *grads;
+    /* bf16 act tensors (cpu_bf16.c's table): read and written here, widened and rounded element
+     * by element, instead of params, grads and x: the fp32 kernel's arithmetic in its order */
+    uint16_t *params16, *x16;
+    const uint16_t *grads16;
     float decay, b1, one_b1, b2, one_b2, bc2_sqrt, eps, neg_step, grad_scale, s;
     size_t chunk;
     double *partial;
@@ -84,29 +88,34 @@ static void adamw_chunk(void *arg, size_t b, size_t e, int worker) {
     opt_job *j = arg;
     float *p = j->master ? j->master : j->params;
     for (size_t i = b; i < e; i++) {
-        float g = j->grads[i] * j->grad_scale;
-        float pi = p[i] * j->decay;
+        float g = (j->grads16 ? ig_bf16_to_f32(j->grads16[i]) : j->grads[i]) * j->grad_scale;
+        float pi = (p ? p[i] : ig_bf16_to_f32(j->params16[i])) * j->decay;
         float mi = j->m[i] * j->b1 + j->one_b1 * g;
         float vi = j->v[i] * j->b2 + j->one_b2 * (g * g);
         float denom = sqrtf(vi) / j->bc2_sqrt + j->eps;
         pi = pi + j->neg_step * (mi / denom);
         j->m[i] = mi;
         j->v[i] = vi;
-        p[i] = pi;
-        if (j->master) j->params[i] = pi;
+        if (p) p[i] = pi;
+        if (j->params16)
+            j->params16[i] = ig_bf16_from_f32(pi);
+        else if (j->master)
+            j->params[i] = pi;
     }
 }
 
-void ig_cpu_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
-                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
+static void adamw(ig_backend *be, int bf16, void *params, float *master, const void *grads,
+                  float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float grad_scale, int step) {
     /* torch's scalars: Python floats (double), cast to float where they meet a float tensor */
     double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
-    opt_job j = {.params = params,
+    opt_job j = {.params = bf16 ? NULL : params,
+                 .params16 = bf16 ? params : NULL,
                  .master = master,
                  .m = m,
                  .v = v,
-                 .grads = grads,
+                 .grads = bf16 ? NULL : grads,
+                 .grads16 = bf16 ? grads : NULL,
                  .decay = (float)(1.0 - (double)lr * weight_decay),
                  .b1 = beta1,
                  .one_b1 = (float)(1.0 - beta1),
@@ -119,6 +128,20 @@ void ig_cpu_adamw(ig_backend *be, void *params, float *master, const void *grads
     ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 1024), adamw_chunk, &j);
 }
 
+void ig_cpu_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int step) {
+    adamw(be, 0, params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
+          step);
+}
+
+void ig_cpu_bf16_adamw(ig_backend *be, void *params, float *master, const void *grads, float *m,
+                       float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, float grad_scale, int step) {
+    adamw(be, 1, params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
+          step);
+}
+
 static size_t ss_chunk(size_t n) {
     size_t c = (n + SS_MAX_CHUNKS - 1) / SS_MAX_CHUNKS;
     return c < SS_MIN_CHUNK ? SS_MIN_CHUNK : c;
@@ -129,19 +152,32 @@ static void ss_chunk_fn(void *arg, size_t b, size_t e, int worker) {
     (void)worker;
     opt_job *j = arg;
     const float *x = j->grads;
+    const uint16_t *h = j->grads16;
     double s[SS_LANES] = {0};
     size_t i = b;
-    for (; i + SS_LANES <= e; i += SS_LANES)
-        for (int k = 0; k < SS_LANES; k++) s[k] += (double)x[i + k] * x[i + k];
-    for (; i < e; i++) s[0] += (double)x[i] * x[i];
+    if (h) {
+        for (; i + SS_LANES <= e; i += SS_LANES)
+            for (int k = 0; k < SS_LANES; k++) {
+                double v = ig_bf16_to_f32(h[i + k]);
+                s[k] += v * v;
+            }
+        for (; i < e; i++) s[0] += (double)ig_bf16_to_f32(h[i]) * ig_bf16_to_f32(h[i]);
+    } else {
+        for (; i + SS_LANES <= e; i += SS_LANES)
+            for (int k = 0; k < SS_LANES; k++) s[k] += (double)x[i + k] * x[i + k];
+        for (; i < e; i++) s[0] += (double)x[i] * x[i];
+    }
     double t = 0;
     for (int k = 0; k < SS_LANES; k++) t += s[k];
     j->partial[b / j->chunk] = t;
 }
 
-double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n) {
+static double sum_squares(ig_backend *be, int bf16, const void *x, size_t n) {
     double partial[SS_MAX_CHUNKS];
-    opt_job j = {.grads = x, .chunk = ss_chunk(n), .partial = partial};
+    opt_job j = {.grads = bf16 ? NULL : x,
+                 .grads16 = bf16 ? x : NULL,
+                 .chunk = ss_chunk(n),
+                 .partial = partial};
     size_t chunks = (n + j.chunk - 1) / j.chunk;
     ig_parallel_range(be->ctx, n, j.chunk, ss_chunk_fn, &j);
     double s = 0;
@@ -149,15 +185,32 @@ double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n) {
     return s;
 }
 
+double ig_cpu_sum_squares(ig_backend *be, const void *x, size_t n) {
+    return sum_squares(be, 0, x, n);
+}
+
+double ig_cpu_bf16_sum_squares(ig_backend *be, const void *x, size_t n) {
+    return sum_squares(be, 1, x, n);
+}
+
 IG_CPU_CLONES
 static void scale_chunk(void *arg, size_t b, size_t e, int worker) {
     (void)worker;
     opt_job *j = arg;
-    for (size_t i = b; i < e; i++) j->x[i] *= j->s;
+    if (j->x16)
+        for (size_t i = b; i < e; i++)
+            j->x16[i] = ig_bf16_from_f32(ig_bf16_to_f32(j->x16[i]) * j->s);
+    else
+        for (size_t i = b; i < e; i++) j->x[i] *= j->s;
 }
 
 void ig_cpu_scale(ig_backend *be, void *x, size_t n, float s) {
     opt_job j = {.x = x, .s = s};
+    ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 4096), scale_chunk, &j);
+}
+
+void ig_cpu_bf16_scale(ig_backend *be, void *x, size_t n, float s) {
+    opt_job j = {.x16 = x, .s = s};
     ig_parallel_range(be->ctx, n, ig_cpu_chunk(n, 64, 4096), scale_chunk, &j);
 }
 
