@@ -35,7 +35,8 @@
  *     threads, measured just after each step beside the fp32 peak) and over the fp32 peak, its
  *     tokens/s, MFU and peak memory against the fp32 run's, and its breakdown operation by
  *     operation against the fp32 run's (the non-GEMM kernels widen to fp32 and round back:
- *     kernels/cpu/cpu_bf16.c). --recompute all is fp32 only.
+ *     kernels/cpu/cpu_bf16.c); then both models in one process, their steps taking turns, for
+ *     bf16's speed-up measured under the same load. --recompute all is fp32 only.
  * Each micro-batch shape runs in a child process of its own, so that its peak memory is its own;
  * the parent measures the GEMM peaks when the child asks, between its steps, so that the peak's
  * buffers are not in the child's memory.
@@ -101,6 +102,9 @@ typedef struct shape_result {
     double rc_slot_mib[3], rc_hand_mib[3], rc_step_s[3];
     double rc_ratio[3]; /* the median over the turns of a step's time over none's in its turn */
     int rc_same;        /* selective's and full's losses are none's, bit for bit */
+    /* --dtype bf16, the run taking turns: the median over the turns of the fp32 step's time over
+     * the bf16 step's (bf16's speed-up), and the median steps */
+    double turn_x, turn_step32, turn_step16;
     /* --dtype bf16, in the bf16 run: the bf16 GEMM peaks (the backend's, oneDNN's own) and MFU
      * over the backend's bf16 peak (mfu: over its fp32 peak), measured just after each step */
     double peak16_gflops, lib16_gflops, mfu16;
@@ -833,6 +837,50 @@ static shape_result run_recompute(const bench_opts *o, int i_shape) {
     return res;
 }
 
+/* --dtype bf16: an fp32 model and a bf16 one of the same seed in one process, their steps taking
+ * turns (fp32's step i, then bf16's; the machine's load changes from one second to the next, and
+ * two runs in processes of their own may see different loads): bf16's speed-up as the median of
+ * each turn's ratio. Its memory is not either run's (both models are held at once). */
+static shape_result run_turns(const bench_opts *o, int i_shape) {
+    int B = o->B[i_shape], T = o->T[i_shape];
+    shape_result res = {0};
+    res.B = B, res.T = T;
+    int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
+    double times[2][64], ratios[64], load0 = loadavg();
+    ig_ctx *ctx = make_ctx(o->threads);
+    ig_backend *be[2] = {make_backend(ctx, IG_ACT_F32), make_backend(ctx, IG_ACT_BF16)};
+    ig_model *m[2] = {NULL};
+    ig_optimizer *opt[2] = {NULL};
+    for (int r = 0; r < 2; r++) make_model(ctx, be[r], o->arch, o->recompute, B, T, &m[r], &opt[r]);
+    bench_input in;
+    batch bt = make_batch(o, i_shape, ig_model_shape(m[0]), &in);
+    for (int i = 0; i < 1 + n; i++) { /* one warm-up turn */
+        for (int r = 0; r < 2; r++) {
+            double loss, ph[4], ts = ig_now();
+            train_step(m[r], opt[r], &bt, i + 1, &loss, ph);
+            if (i >= 1) times[r][i - 1] = ig_now() - ts;
+        }
+        if (i >= 1) ratios[i - 1] = times[0][i - 1] / times[1][i - 1];
+    }
+    res.turn_x = median(ratios, n);
+    res.turn_step32 = median(times[0], n), res.turn_step16 = median(times[1], n);
+    printf(
+        "\n  fp32 and bf16 taking turns in one process (B=%d T=%d, %d turns after 1, load %.1f -> "
+        "%.1f): step %.3f s in fp32, %.3f s in bf16; bf16 %.2fx faster (the median of each "
+        "turn's ratio)\n",
+        B, T, n, load0, loadavg(), res.turn_step32, res.turn_step16, res.turn_x);
+    fflush(stdout);
+    for (int r = 0; r < 2; r++) {
+        ig_optimizer_free(opt[r]);
+        ig_model_free(m[r]);
+        ig_backend_free(be[r]);
+    }
+    free_input(&in);
+    ig_ctx_free(ctx);
+    res.ok = 1;
+    return res;
+}
+
 /* One shape's steps on a backend of act type act; ref: the fp32 run's result for the same shape
  * (bf16: the breakdown compares each operation with it), or NULL. */
 static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_shape,
@@ -916,8 +964,8 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     else
         printf("; oneDNN could not be loaded for its own figure\n");
     printf("  MFU %.3f: a step's model FLOP/s over the backend's peak just after it, median of the "
-           "steps (target >= 0.65)",
-           mfu);
+           "steps %s",
+           mfu, bf16 ? "(the fp32 peak; the bf16 one below)" : "(target >= 0.65)");
     if (have_lib) printf("; %.3f over the higher of the two peaks", mfu_lib);
     printf("\n");
     if (bf16) {
@@ -963,7 +1011,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
 /* Runs one shape in a child process on a backend of act type act, serving its requests for the
  * GEMM peak, and returns what it sent back (ok = 0 when it failed); ref as run_shape's. */
 static shape_result run_shape_child(const bench_opts *o, int i_shape, ig_act_type act,
-                                    const shape_result *ref) {
+                                    const shape_result *ref, int turns) {
     shape_result res = {0};
     int req[2], rep[2];
     fflush(stdout), fflush(stderr);
@@ -973,8 +1021,9 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape, ig_act_typ
     if (pid == 0) {
         close(req[0]), close(rep[1]);
         peak_link pl = {req[1], rep[0]};
-        shape_result r = o->recompute == RECOMPUTE_ALL ? run_recompute(o, i_shape)
-                                                       : run_shape(o, &pl, i_shape, act, ref);
+        shape_result r = turns                           ? run_turns(o, i_shape)
+                         : o->recompute == RECOMPUTE_ALL ? run_recompute(o, i_shape)
+                                                         : run_shape(o, &pl, i_shape, act, ref);
         fflush(stdout);
         char c = 'r';
         _exit(write_full(pl.req, &c, 1) == 0 && write_full(pl.req, &r, sizeof r) == 0 ? 0 : 1);
@@ -1072,10 +1121,11 @@ int main(int argc, char **argv) {
            o.recompute == RECOMPUTE_ALL ? "none, selective and full compared"
                                         : recompute_names[o.recompute],
            o.bf16 ? "; in fp32, then in bf16 against it" : "");
-    shape_result r[MAX_SHAPES], r16[MAX_SHAPES] = {{0}};
+    shape_result r[MAX_SHAPES], r16[MAX_SHAPES] = {{0}}, rt[MAX_SHAPES] = {{0}};
     for (int i = 0; i < o.n_shapes; i++) {
-        r[i] = run_shape_child(&o, i, IG_ACT_F32, NULL);
-        if (o.bf16) r16[i] = run_shape_child(&o, i, IG_ACT_BF16, &r[i]);
+        r[i] = run_shape_child(&o, i, IG_ACT_F32, NULL, 0);
+        if (o.bf16) r16[i] = run_shape_child(&o, i, IG_ACT_BF16, &r[i], 0);
+        if (o.bf16) rt[i] = run_shape_child(&o, i, IG_ACT_F32, NULL, 1);
     }
 
     printf("\ntrain_summary arch=%s threads=%d dtype=%s", ig_model_archs[o.arch], o.threads,
@@ -1117,7 +1167,8 @@ int main(int argc, char **argv) {
             continue;
         }
         /* x_fp32: tokens/s over the fp32 run's; x_fp32_mfu: the same over the fp32 peaks measured
-         * after each run's steps (corrects for a load that changed between the two runs) */
+         * after each run's steps (corrects for a load that changed between the two runs);
+         * x_fp32_turns: the steps taking turns in one process (the least exposed to the load) */
         printf(" bf16_step_s_%s=%.3f bf16_tok_s_%s=%.1f bf16_model_gflops_%s=%.1f "
                "bf16_gemm_peak_%s=%.1f bf16_onednn_peak_%s=%.1f bf16_mfu_%s=%.3f "
                "bf16_mfu_fp32peak_%s=%.3f bf16_x_fp32_%s=%.3f bf16_x_fp32_mfu_%s=%.3f "
@@ -1125,6 +1176,9 @@ int main(int argc, char **argv) {
                k, h->step_s, k, h->tok_s, k, h->model_gflops, k, h->peak16_gflops, k,
                h->lib16_gflops, k, h->mfu16, k, h->mfu, k, h->tok_s / r[i].tok_s, k,
                h->mfu / r[i].mfu, k, h->rss_mib, k, h->rss_mib / r[i].rss_mib);
+        if (rt[i].ok)
+            printf(" bf16_x_fp32_turns_%s=%.3f bf16_turn_step_s_%s=%.3f fp32_turn_step_s_%s=%.3f",
+                   k, rt[i].turn_x, k, rt[i].turn_step16, k, rt[i].turn_step32);
     }
     printf("\n");
     return failed;

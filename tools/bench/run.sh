@@ -455,8 +455,8 @@ bench_startup() {
 # same run (bench_train --dtype bf16), then PyTorch's steps at the same shapes and threads in fp32
 # (its GEMMs in OpenBLAS) and under torch.autocast("cpu", torch.bfloat16) (--autocast bf16: its
 # GEMMs in oneDNN's bf16 matmul, AMX here), and per shape: tokens/s (clips/s), bf16 over fp32
-# (also over the fp32 peaks measured after each run's steps, which corrects for a load that
-# changed between the two), MFU over the bf16 GEMM peak and over the fp32 one (both the backend's
+# with the two models' steps taking turns in one process (and between the separate runs, also
+# over the fp32 peaks measured after each run's steps, which corrects for a load that changed), MFU over the bf16 GEMM peak and over the fp32 one (both the backend's
 # 2048^3 GEMM at the same threads, just after each step), the ratios to PyTorch's autocast bf16
 # and fp32 steps, and the peak RSS against fp32's and PyTorch's.
 bench_bf16() {
@@ -467,7 +467,7 @@ bench_bf16() {
     local k=$2 v
     local -a a=()
     for v in step_s tok_s mfu gemm_peak rss_mib bf16_step_s bf16_tok_s bf16_mfu bf16_mfu_fp32peak \
-      bf16_gemm_peak bf16_onednn_peak bf16_x_fp32 bf16_x_fp32_mfu bf16_rss_mib; do
+      bf16_gemm_peak bf16_onednn_peak bf16_x_fp32 bf16_x_fp32_mfu bf16_rss_mib bf16_x_fp32_turns; do
       a+=("$(get "${v}_$k" "$summary")")
     done
     [ -n "${a[5]}" ] || { echo "$1 bf16 at $k: no figures (bench_train failed)"; return; }
@@ -475,10 +475,10 @@ bench_bf16() {
       -v tb="$(get step_s "$5")" -v rf="$(get rss_mib "$4")" -v rb="$(get rss_mib "$5")" \
       -v s="${a[0]}" -v m="${a[2]}" -v p="${a[3]}" -v r="${a[4]}" -v s16="${a[5]}" \
       -v tok16="${a[6]}" -v m16="${a[7]}" -v m16f="${a[8]}" -v p16="${a[9]}" -v l16="${a[10]}" \
-      -v x="${a[11]}" -v xm="${a[12]}" -v r16="${a[13]}" 'BEGIN {
+      -v x="${a[11]}" -v xm="${a[12]}" -v r16="${a[13]}" -v xt="${a[14]}" 'BEGIN {
       sp = (u == "clips/s") ? B / s16 : tok16
-      printf "%s bf16 at %s: %.1f %s, %.2fx fp32 (%.2fx over the fp32 peaks after each run); MFU %.3f of the bf16 GEMM peak (%.0f GFLOP/s; oneDNN'"'"'s own %.0f), %.3f of the fp32 peak (%.0f; fp32'"'"'s MFU %.3f)\n",
-        n, k, sp, u, x, xm, m16, p16, l16, m16f, p, m
+      printf "%s bf16 at %s: %.1f %s, %.2fx fp32 taking turns in one process (separate runs: %.2fx, %.2fx over the fp32 peaks after each); MFU %.3f of the bf16 GEMM peak (%.0f GFLOP/s; oneDNN'"'"'s own %.0f), %.3f of the fp32 peak (%.0f; fp32'"'"'s MFU %.3f)\n",
+        n, k, sp, u, xt, x, xm, m16, p16, l16, m16f, p, m
       line = sprintf("  step %.3f s (fp32 %.3f s)", s16, s)
       if (tb != "") line = line sprintf("; vs PyTorch autocast bf16 (%.3f s) %.2fx faster", tb, tb / s16)
       if (tf != "") line = line sprintf(", vs PyTorch fp32 (%.3f s) %.2fx", tf, tf / s16)
