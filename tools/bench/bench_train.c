@@ -464,7 +464,7 @@ static ig_model_config latent_dit_shape(int T) {
             "1000, \"class_dropout_prob\": 0.1, \"max_tokens\": %d, \"vae\": {\"describe\": "
             "\"bench\", \"weights_xxh3\": \"0123456789abcdef\", \"latent_channels\": %d, "
             "\"downsample\": 8, \"scaling_factor\": 0.18215, \"shift_factor\": 0}}\n",
-            g_latents, T > 0 ? T : 1, g_latents);
+            g_latents, T > 1 ? T : 2, g_latents);
     fclose(f);
     ig_model_config c;
     int32_t eod;
@@ -490,11 +490,12 @@ static ig_model_config bench_shape(int arch, int T, bench_dims *d) {
                "vocab_size: 50257, n_kv_heads: 4, ffn_hidden: 2048";
         d->kv_heads = 4, d->ffn = 2048;
     }
-    if (IS(arch, "dit")) {
+    if (IS(arch, "dit")) { /* T 0: asked before the clips' tokens are known; 2, the least
+                            * seq_len the config takes */
         snprintf(dit, sizeof dit,
                  "arch: dit, n_layer: 12, n_head: 6, d_model: 384, seq_len: %d, patch: [1, 2, 2], "
                  "cond: class, num_classes: 1000, class_dropout: 0.1",
-                 T > 0 ? T : 1);
+                 T > 1 ? T : 2);
         text = dit;
         if (g_latents) return latent_dit_shape(T);
     }
