@@ -476,8 +476,8 @@ bench_bf16() {
       -v s="${a[0]}" -v m="${a[2]}" -v p="${a[3]}" -v r="${a[4]}" -v s16="${a[5]}" \
       -v tok16="${a[6]}" -v m16="${a[7]}" -v m16f="${a[8]}" -v p16="${a[9]}" -v l16="${a[10]}" \
       -v x="${a[11]}" -v xm="${a[12]}" -v r16="${a[13]}" -v xt="${a[14]}" 'BEGIN {
-      sp = (u == "clips/s") ? B / s16 : tok16
-      printf "%s bf16 at %s: %.1f %s, %.2fx fp32 taking turns in one process (separate runs: %.2fx, %.2fx over the fp32 peaks after each); MFU %.3f of the bf16 GEMM peak (%.0f GFLOP/s; oneDNN'"'"'s own %.0f), %.3f of the fp32 peak (%.0f; fp32'"'"'s MFU %.3f)\n",
+      sp = (u == "clips/s") ? B / s16 : tok16; f = (u == "clips/s") ? "%.2f" : "%.1f"
+      printf "%s bf16 at %s: " f " %s, %.2fx fp32 taking turns in one process (separate runs: %.2fx, %.2fx over the fp32 peaks after each); MFU %.3f of the bf16 GEMM peak (%.0f GFLOP/s; oneDNN'"'"'s own %.0f), %.3f of the fp32 peak (%.0f; fp32'"'"'s MFU %.3f)\n",
         n, k, sp, u, xt, x, xm, m16, p16, l16, m16f, p, m
       line = sprintf("  step %.3f s (fp32 %.3f s)", s16, s)
       if (tb != "") line = line sprintf("; vs PyTorch autocast bf16 (%.3f s) %.2fx faster", tb, tb / s16)
