@@ -17,6 +17,9 @@
 #                    prints "skipped: no CUDA device" without one)
 #   make bench-train the GPT-2 trainer's step and its PyTorch / llm.c peers only (TRAIN_THREADS,
 #                    LLMC_DIR: see tools/bench/run.sh)
+#   make bench-bf16  GPT-2 small's and DiT-S/2's steps in bf16 (train.dtype: bf16) against fp32 and
+#                    PyTorch's CPU autocast bf16: tokens/s, MFU over the bf16 GEMM peak, memory
+#                    (TRAIN_THREADS; also part of make bench)
 #   make bench-conv  the VAE's CPU kernels (conv2d, GroupNorm + SiLU, upsampling) and PyTorch's
 #                    F.conv2d on the same shapes (CONV_THREADS)
 #   make bench-t5    the T5 encoder's captions/s against PyTorch's T5 encoder (same weights,
@@ -46,7 +49,7 @@ CUDA_BUILD  = $(if $(filter 0 OFF off no,$(CUDA)),OFF,ON)
 CUDA_QUICK  = $(if $(filter 1 ON on yes,$(CUDA)),ON,OFF)
 IG_CUDA_NOW = $(CUDA_BUILD)
 
-.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-startup bench-cuda bench-train bench-conv bench-t5 bench-vae bench-tokenizer bench-video fuzz clean format
+.PHONY: all deps build test test-asan test-tsan quickstart quickstart-video bench bench-startup bench-cuda bench-train bench-bf16 bench-conv bench-t5 bench-vae bench-tokenizer bench-video fuzz clean format
 
 all: build
 
@@ -100,6 +103,8 @@ bench-cuda: build
 	@bash tools/bench/run.sh $(BUILD) cuda
 bench-train: build
 	@bash tools/bench/run.sh $(BUILD) train
+bench-bf16: build
+	@bash tools/bench/run.sh $(BUILD) bf16
 bench-conv: build
 	@bash tools/bench/run.sh $(BUILD) conv
 bench-vae: build

@@ -28,13 +28,22 @@
  *   - with --recompute all, instead of the above: the three modes one after the other on the same
  *     micro-batches, each one's activation memory (allocated and by hand), its median step time
  *     and its ratio to none's, and whether its losses are none's to the bit.
+ *   - with --dtype bf16: each shape in fp32 as above, then in bf16 (a backend of act type bf16:
+ *     parameters, gradients and activations in bf16, fp32 master weights and moments; the GEMMs
+ *     in oneDNN's bf16 GEMM), its MFU over the bf16 GEMM peak of the same backend at the same
+ *     threads (the same 2048^3 GEMM on a bf16 backend, and oneDNN's own bf16 GEMM with its own
+ *     threads, measured just after each step beside the fp32 peak) and over the fp32 peak, its
+ *     tokens/s, MFU and peak memory against the fp32 run's, and its breakdown operation by
+ *     operation against the fp32 run's (the non-GEMM kernels widen to fp32 and round back:
+ *     kernels/cpu/cpu_bf16.c); then both models in one process, their steps taking turns, for
+ *     bf16's speed-up measured under the same load. --recompute all is fp32 only.
  * Each micro-batch shape runs in a child process of its own, so that its peak memory is its own;
  * the parent measures the GEMM peaks when the child asks, between its steps, so that the peak's
  * buffers are not in the child's memory.
  *
  *   bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | BxFxHxW]... [--steps 5]
  *               [--warmup 2] [--replays 3] [--no-breakdown] [--no-scaling]
- *               [--recompute none|selective|full|all] [--latents C]
+ *               [--recompute none|selective|full|all] [--latents C] [--dtype fp32|bf16]
  *
  * Ends with one machine-readable line "train_summary k=v ..." (tools/bench/run.sh reads it to print
  * the ratios to PyTorch's and llm.c's steps).
@@ -72,6 +81,7 @@ typedef struct bench_opts {
     int threads, warmup, steps, replays, breakdown, scaling;
     int arch;      /* ig_model_arch */
     int recompute; /* ig_recompute, or RECOMPUTE_ALL */
+    int bf16;      /* --dtype bf16: each shape in bf16 after its fp32 reference */
     int n_shapes, B[MAX_SHAPES], T[MAX_SHAPES];
     int F[MAX_SHAPES], H[MAX_SHAPES], W[MAX_SHAPES]; /* dit: the clips (T: their tokens) */
 } bench_opts;
@@ -92,6 +102,15 @@ typedef struct shape_result {
     double rc_slot_mib[3], rc_hand_mib[3], rc_step_s[3];
     double rc_ratio[3]; /* the median over the turns of a step's time over none's in its turn */
     int rc_same;        /* selective's and full's losses are none's, bit for bit */
+    /* --dtype bf16, the run taking turns: the median over the turns of the fp32 step's time over
+     * the bf16 step's (bf16's speed-up), and the median steps */
+    double turn_x, turn_step32, turn_step16;
+    /* --dtype bf16, in the bf16 run: the bf16 GEMM peaks (the backend's, oneDNN's own) and MFU
+     * over the backend's bf16 peak (mfu: over its fp32 peak), measured just after each step */
+    double peak16_gflops, lib16_gflops, mfu16;
+    /* the breakdown's traced step: each operation's calls and seconds (0 without it) */
+    int op_calls[IG_OP_COUNT];
+    double op_s[IG_OP_COUNT];
 } shape_result;
 
 static void die(const char *what, const ig_err *err) {
@@ -146,10 +165,11 @@ static ig_ctx *make_ctx(int threads) {
     return ctx;
 }
 
-static ig_backend *make_backend(ig_ctx *ctx) {
+static ig_backend *make_backend(ig_ctx *ctx, ig_act_type act) {
     ig_backend *be = NULL;
     ig_err err = {0};
     ig_backend_opts o = ig_backend_opts_default();
+    o.act_type = act;
     if (ig_backend_create(&be, ctx, &o, &err) != IG_OK) die("backend", &err);
     return be;
 }
@@ -206,19 +226,21 @@ static int write_full(int fd, const void *p, size_t n) {
 }
 
 /* GFLOP/s of the PEAK_SIZE^3 sgemm through the backend, and through the GEMM library itself with
- * its own threads (0 when it could not be loaded). */
+ * its own threads (0 when it could not be loaded); with --dtype bf16 also the same GEMM in bf16
+ * (bf16 operands, fp32 sums) through a bf16 backend and through the library's bf16 GEMM. */
 typedef struct peak_pair {
     double be, lib;
+    double be16, lib16; /* 0 unless asked for */
 } peak_pair;
 
 static double peak_best(peak_pair p) {
     return p.lib > p.be ? p.lib : p.be;
 }
 
-/* In the child: the GEMM peaks now, measured by the parent. */
-static peak_pair peak_now(const peak_link *l) {
-    char c = 'p';
-    peak_pair g = {0, 0};
+/* In the child: the GEMM peaks now, measured by the parent ('b': the bf16 ones too). */
+static peak_pair peak_now(const peak_link *l, int bf16) {
+    char c = bf16 ? 'b' : 'p';
+    peak_pair g = {0};
     if (write_full(l->req, &c, 1) != 0 || read_full(l->rep, &g, sizeof g) != 0)
         die("the parent process does not answer", NULL);
     return g;
@@ -228,28 +250,38 @@ static peak_pair peak_now(const peak_link *l) {
  * bench_kernels does, and the OpenMP thread count it runs with */
 typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
                              const float *, int64_t, float, float *, int64_t);
+/* oneDNN's bf16 GEMM: bf16 A and B, fp32 C (dnnl_gemm_bf16bf16f32) */
+typedef int (*dnnl_gemm_bf16_fn)(char, char, int64_t, int64_t, int64_t, float, const uint16_t *,
+                                 int64_t, const uint16_t *, int64_t, float, float *, int64_t);
 
 /* In the parent: the PEAK_SIZE^3 sgemm through the backend's matmul and through the library with
  * its own threads, each the median GFLOP/s of PEAK_REPS. */
 typedef struct peak_ref {
     int threads;
-    ig_backend *be;
+    ig_backend *be, *be16; /* be16: a bf16 backend (--dtype bf16), or NULL */
     float *a, *b, *c;
+    uint16_t *a16, *b16, *c16; /* be16's operands and output, the same values rounded */
     void *lib;
     dnnl_sgemm_fn sgemm;
+    dnnl_gemm_bf16_fn gemm16;
     void (*set_threads)(int);
 } peak_ref;
 
-static peak_pair peak_measure(peak_ref *p) {
-    double g[PEAK_REPS], h[PEAK_REPS], S = PEAK_SIZE, f = 2.0 * S * S * S / 1e9;
+/* The median GFLOP/s of PEAK_REPS of the square matmul through a backend. */
+static double peak_backend(ig_backend *be, void *c, const void *a, const void *b) {
+    double g[PEAK_REPS], S = PEAK_SIZE, f = 2.0 * S * S * S / 1e9;
     for (int r = 0; r < PEAK_REPS; r++) {
         double t0 = ig_now();
-        ig_kernel_matmul_forward(p->be, p->c, p->a, p->b, IG_W_IN_OUT, NULL, PEAK_SIZE, PEAK_SIZE,
-                                 PEAK_SIZE);
-        sync_or_die(p->be);
+        ig_kernel_matmul_forward(be, c, a, b, IG_W_IN_OUT, NULL, PEAK_SIZE, PEAK_SIZE, PEAK_SIZE);
+        sync_or_die(be);
         g[r] = f / (ig_now() - t0);
     }
-    peak_pair out = {median(g, PEAK_REPS), 0};
+    return median(g, PEAK_REPS);
+}
+
+static peak_pair peak_measure(peak_ref *p, int bf16) {
+    double h[PEAK_REPS], S = PEAK_SIZE, f = 2.0 * S * S * S / 1e9;
+    peak_pair out = {peak_backend(p->be, p->c, p->a, p->b), 0, 0, 0};
     if (p->sgemm) {
         p->set_threads(p->threads);
         for (int r = 0; r < PEAK_REPS; r++) {
@@ -261,30 +293,52 @@ static peak_pair peak_measure(peak_ref *p) {
         p->set_threads(1); /* idle OpenMP threads must not spin into the child's next step */
         out.lib = median(h, PEAK_REPS);
     }
+    if (bf16 && p->be16) {
+        out.be16 = peak_backend(p->be16, p->c16, p->a16, p->b16);
+        if (p->gemm16) {
+            p->set_threads(p->threads);
+            for (int r = 0; r < PEAK_REPS; r++) {
+                double t0 = ig_now();
+                p->gemm16('N', 'N', PEAK_SIZE, PEAK_SIZE, PEAK_SIZE, 1.0f, p->a16, PEAK_SIZE,
+                          p->b16, PEAK_SIZE, 0.0f, p->c, PEAK_SIZE);
+                h[r] = f / (ig_now() - t0);
+            }
+            p->set_threads(1);
+            out.lib16 = median(h, PEAK_REPS);
+        }
+    }
     return out;
 }
 
-/* In the parent: answers the child's requests until it sends its result or dies. */
-static int peak_serve(int threads, int req, int rep, shape_result *res) {
+/* In the parent: answers the child's requests until it sends its result or dies (bf16: with a
+ * bf16 backend beside the fp32 one, for the requests 'b'). */
+static int peak_serve(int threads, int bf16, int req, int rep, shape_result *res) {
     ig_ctx *ctx = make_ctx(threads);
-    peak_ref p = {.threads = threads, .be = make_backend(ctx)};
+    peak_ref p = {.threads = threads, .be = make_backend(ctx, IG_ACT_F32)};
     size_t n = (size_t)PEAK_SIZE * PEAK_SIZE;
     p.a = balloc(p.be, n * 4), p.b = balloc(p.be, n * 4), p.c = balloc(p.be, n * 4);
     fill(p.a, n, 1), fill(p.b, n, 2);
+    if (bf16) {
+        p.be16 = make_backend(ctx, IG_ACT_BF16);
+        p.a16 = balloc(p.be16, n * 2), p.b16 = balloc(p.be16, n * 2), p.c16 = balloc(p.be16, n * 2);
+        for (size_t i = 0; i < n; i++)
+            p.a16[i] = ig_bf16_from_f32(p.a[i]), p.b16[i] = ig_bf16_from_f32(p.b[i]);
+    }
     static const char *const names[] = {"libdnnl.so.3", "libdnnl.so.2", "libdnnl.so"};
     for (size_t i = 0; i < sizeof names / sizeof *names && !p.lib; i++)
         p.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (p.lib) {
         p.sgemm = (dnnl_sgemm_fn)dlsym(p.lib, "dnnl_sgemm");
+        p.gemm16 = (dnnl_gemm_bf16_fn)dlsym(p.lib, "dnnl_gemm_bf16bf16f32");
         p.set_threads = (void (*)(int))dlsym(p.lib, "omp_set_num_threads");
-        if (!p.set_threads) p.sgemm = NULL;
+        if (!p.set_threads) p.sgemm = NULL, p.gemm16 = NULL;
     }
-    peak_measure(&p); /* warm-up */
+    peak_measure(&p, bf16); /* warm-up */
     int ok = 0;
     char c;
     while (read_full(req, &c, 1) == 0) {
-        if (c == 'p') {
-            peak_pair g = peak_measure(&p);
+        if (c == 'p' || c == 'b') {
+            peak_pair g = peak_measure(&p, c == 'b');
             if (write_full(rep, &g, sizeof g) != 0) break;
         } else {
             ok = c == 'r' && read_full(req, res, sizeof *res) == 0;
@@ -292,6 +346,11 @@ static int peak_serve(int threads, int req, int rep, shape_result *res) {
         }
     }
     ig_backend_release(p.be, p.a), ig_backend_release(p.be, p.b), ig_backend_release(p.be, p.c);
+    if (p.be16) {
+        ig_backend_release(p.be16, p.a16), ig_backend_release(p.be16, p.b16);
+        ig_backend_release(p.be16, p.c16);
+    }
+    ig_backend_free(p.be16);
     ig_backend_free(p.be);
     ig_ctx_free(ctx);
     if (p.lib) dlclose(p.lib);
@@ -405,7 +464,7 @@ static ig_model_config latent_dit_shape(int T) {
             "1000, \"class_dropout_prob\": 0.1, \"max_tokens\": %d, \"vae\": {\"describe\": "
             "\"bench\", \"weights_xxh3\": \"0123456789abcdef\", \"latent_channels\": %d, "
             "\"downsample\": 8, \"scaling_factor\": 0.18215, \"shift_factor\": 0}}\n",
-            g_latents, T > 0 ? T : 1, g_latents);
+            g_latents, T > 1 ? T : 2, g_latents);
     fclose(f);
     ig_model_config c;
     int32_t eod;
@@ -431,11 +490,12 @@ static ig_model_config bench_shape(int arch, int T, bench_dims *d) {
                "vocab_size: 50257, n_kv_heads: 4, ffn_hidden: 2048";
         d->kv_heads = 4, d->ffn = 2048;
     }
-    if (IS(arch, "dit")) {
+    if (IS(arch, "dit")) { /* T 0: asked before the clips' tokens are known; 2, the least
+                            * seq_len the config takes */
         snprintf(dit, sizeof dit,
                  "arch: dit, n_layer: 12, n_head: 6, d_model: 384, seq_len: %d, patch: [1, 2, 2], "
                  "cond: class, num_classes: 1000, class_dropout: 0.1",
-                 T > 0 ? T : 1);
+                 T > 1 ? T : 2);
         text = dit;
         if (g_latents) return latent_dit_shape(T);
     }
@@ -551,20 +611,30 @@ static void traced_steps(ig_model *m, ig_optimizer *opt, const batch *bt, int st
     for (int k = 0; k < IG_OP_COUNT; k++) out->seconds[k] = median(sec[k], reps);
 }
 
+/* The breakdown of m's step; bf16: m is on a bf16 backend, its FLOP/s are over the bf16 GEMM
+ * peak and each operation's time is set against the fp32 run's (ref, that shape's result, when
+ * it has a breakdown). The traced step goes to res. */
 static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const bench_opts *o,
-                          const peak_link *pl, double step_s, double bw) {
+                          const peak_link *pl, double step_s, double bw, const shape_result *ref,
+                          shape_result *res) {
     int B = bt->B, T = bt->T;
+    int bf16 = ig_backend_act_type(ig_model_backend(m)) == IG_ACT_BF16;
     int reps = o->replays < 1 ? 1 : o->replays > 16 ? 16 : o->replays;
     const ig_model_config *c = ig_model_shape(m);
     trace tr, t1 = {0};
     double loss, ph[4];
     train_step(m, opt, bt, 100, &loss, ph); /* warm-up */
     traced_steps(m, opt, bt, 101, reps, &tr);
-    double peak = peak_best(peak_now(pl));
+    peak_pair pp = peak_now(pl, bf16);
+    double peak = bf16 ? (pp.lib16 > pp.be16 ? pp.lib16 : pp.be16) : peak_best(pp);
+    int have_ref = 0;
+    for (int k = 0; ref && k < IG_OP_COUNT; k++) have_ref |= ref->op_s[k] > 0;
+    for (int k = 0; k < IG_OP_COUNT; k++)
+        res->op_calls[k] = tr.calls[k], res->op_s[k] = tr.seconds[k];
     int scaling = o->scaling && o->threads > 1;
     if (scaling) { /* the same step on one thread: a model of its own */
         ig_ctx *ctx1 = make_ctx(1);
-        ig_backend *be1 = make_backend(ctx1);
+        ig_backend *be1 = make_backend(ctx1, ig_backend_act_type(ig_model_backend(m)));
         ig_model *m1 = NULL;
         ig_optimizer *o1 = NULL;
         make_model(ctx1, be1, o->arch, o->recompute, B, T, &m1, &o1);
@@ -586,10 +656,13 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
     double sum = 0, sum1 = 0;
     for (int k = 0; k < IG_OP_COUNT; k++) sum += tr.seconds[k], sum1 += t1.seconds[k];
     printf("\n  where the time goes: the step traced kernel by kernel (median of %d traced "
-           "steps), %d threads%s; GEMM peak (the higher of the two) %.1f GFLOP/s after them\n",
-           reps, o->threads, scaling ? "; speed-up over 1 thread" : "", peak);
-    printf("  %-28s %6s %9s %6s %9s %8s %7s\n", "operation", "calls", "ms/step", "share", "GFLOP/s",
+           "steps), %d threads%s; %sGEMM peak (the higher of the two) %.1f GFLOP/s after them%s\n",
+           reps, o->threads, scaling ? "; speed-up over 1 thread" : "", bf16 ? "bf16 " : "", peak,
+           have_ref ? "; fp32 ms: the fp32 run's (x fp32: this time over it)" : "");
+    printf("  %-28s %6s %9s %6s %9s %8s %7s", "operation", "calls", "ms/step", "share", "GFLOP/s",
            "of peak", scaling ? "x 1 thr" : "");
+    if (have_ref) printf(" %9s %7s", "fp32 ms", "x fp32");
+    printf("\n");
     for (int k = 0; k < IG_OP_COUNT; k++) {
         if (!tr.calls[k]) continue;
         char speed[64] = "", up[32] = "";
@@ -599,8 +672,11 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
         else
             snprintf(speed, sizeof speed, "%9s %8s", "", "");
         if (t1.seconds[k] > 0) snprintf(up, sizeof up, "%6.2fx", t1.seconds[k] / tr.seconds[k]);
-        printf("  %-28s %6d %9.1f %5.1f%% %s %7s\n", ig_op_name((ig_op)k), tr.calls[k],
+        printf("  %-28s %6d %9.1f %5.1f%% %s %7s", ig_op_name((ig_op)k), tr.calls[k],
                tr.seconds[k] * 1e3, 100 * tr.seconds[k] / sum, speed, up);
+        if (have_ref && ref->op_s[k] > 0)
+            printf(" %9.1f %6.2fx", ref->op_s[k] * 1e3, tr.seconds[k] / ref->op_s[k]);
+        printf("\n");
     }
     double gemm_t = tr.seconds[IG_OP_MATMUL_FORWARD] + tr.seconds[IG_OP_MATMUL_BACKWARD];
     printf("  sum of the kernels %.3f s (the timed steps' median: %.3f s; the step also stages the "
@@ -613,6 +689,15 @@ static void run_breakdown(ig_model *m, ig_optimizer *opt, const batch *bt, const
            "memcpy %.1f GB/s on the same threads\n",
            gemm_t, 100 * gemm_t / sum, 3 * mm / gemm_t / 1e9, 3 * mm / gemm_t / 1e9 / peak,
            sum - gemm_t, bw);
+    if (have_ref) {
+        double rsum = 0, rgemm = ref->op_s[IG_OP_MATMUL_FORWARD] + ref->op_s[IG_OP_MATMUL_BACKWARD];
+        for (int k = 0; k < IG_OP_COUNT; k++) rsum += ref->op_s[k];
+        printf("  against the fp32 run's kernels: GEMMs %.3f s -> %.3f s (%.2fx), everything else "
+               "%.3f s -> %.3f s (%.2fx; the widening to fp32 and rounding back is there), all "
+               "%.2fx\n",
+               rgemm, gemm_t, gemm_t / rgemm, rsum - rgemm, sum - gemm_t,
+               (sum - gemm_t) / (rsum - rgemm), sum / rsum);
+    }
 }
 
 /* ---- one micro-batch shape, in a child process ----------------------------------------------- */
@@ -689,7 +774,7 @@ static shape_result run_recompute(const bench_opts *o, int i_shape) {
     const double MiB = 1048576.0;
     char shape[256];
     ig_ctx *ctx = make_ctx(o->threads);
-    ig_backend *be = make_backend(ctx);
+    ig_backend *be = make_backend(ctx, IG_ACT_F32);
     ig_model *m[3] = {NULL};
     ig_optimizer *opt[3] = {NULL};
     for (int r = 0; r < 3; r++) make_model(ctx, be, o->arch, r, B, T, &m[r], &opt[r]);
@@ -753,13 +838,60 @@ static shape_result run_recompute(const bench_opts *o, int i_shape) {
     return res;
 }
 
-static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_shape) {
+/* --dtype bf16: an fp32 model and a bf16 one of the same seed in one process, their steps taking
+ * turns (fp32's step i, then bf16's; the machine's load changes from one second to the next, and
+ * two runs in processes of their own may see different loads): bf16's speed-up as the median of
+ * each turn's ratio. Its memory is not either run's (both models are held at once). */
+static shape_result run_turns(const bench_opts *o, int i_shape) {
+    int B = o->B[i_shape], T = o->T[i_shape];
+    shape_result res = {0};
+    res.B = B, res.T = T;
+    int n = o->steps < 1 ? 1 : o->steps > 64 ? 64 : o->steps;
+    double times[2][64], ratios[64], load0 = loadavg();
+    ig_ctx *ctx = make_ctx(o->threads);
+    ig_backend *be[2] = {make_backend(ctx, IG_ACT_F32), make_backend(ctx, IG_ACT_BF16)};
+    ig_model *m[2] = {NULL};
+    ig_optimizer *opt[2] = {NULL};
+    for (int r = 0; r < 2; r++) make_model(ctx, be[r], o->arch, o->recompute, B, T, &m[r], &opt[r]);
+    bench_input in;
+    batch bt = make_batch(o, i_shape, ig_model_shape(m[0]), &in);
+    for (int i = 0; i < 1 + n; i++) { /* one warm-up turn */
+        for (int r = 0; r < 2; r++) {
+            double loss, ph[4], ts = ig_now();
+            train_step(m[r], opt[r], &bt, i + 1, &loss, ph);
+            if (i >= 1) times[r][i - 1] = ig_now() - ts;
+        }
+        if (i >= 1) ratios[i - 1] = times[0][i - 1] / times[1][i - 1];
+    }
+    res.turn_x = median(ratios, n);
+    res.turn_step32 = median(times[0], n), res.turn_step16 = median(times[1], n);
+    printf(
+        "\n  fp32 and bf16 taking turns in one process (B=%d T=%d, %d turns after 1, load %.1f -> "
+        "%.1f): step %.3f s in fp32, %.3f s in bf16; bf16 %.2fx faster (the median of each "
+        "turn's ratio)\n",
+        B, T, n, load0, loadavg(), res.turn_step32, res.turn_step16, res.turn_x);
+    fflush(stdout);
+    for (int r = 0; r < 2; r++) {
+        ig_optimizer_free(opt[r]);
+        ig_model_free(m[r]);
+        ig_backend_free(be[r]);
+    }
+    free_input(&in);
+    ig_ctx_free(ctx);
+    res.ok = 1;
+    return res;
+}
+
+/* One shape's steps on a backend of act type act; ref: the fp32 run's result for the same shape
+ * (bf16: the breakdown compares each operation with it), or NULL. */
+static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_shape,
+                              ig_act_type act, const shape_result *ref) {
     int B = o->B[i_shape], T = o->T[i_shape];
     shape_result res = {0};
     res.B = B, res.T = T;
     double load0 = loadavg();
     ig_ctx *ctx = make_ctx(o->threads);
-    ig_backend *be = make_backend(ctx);
+    ig_backend *be = make_backend(ctx, act);
     ig_model *m = NULL;
     ig_optimizer *opt = NULL;
     double t0 = ig_now();
@@ -775,8 +907,9 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     double fpt = ig_model_flops_per_token(mc, T), tokens_per_step = (double)B * T;
     double step_flops = 3.0 * fpt * tokens_per_step;
     double times[64], peaks[64], libs[64], mfus[64], mfus_lib[64], phases[4][64];
+    double peaks16[64], libs16[64], mfus16[64];
     double loss = 0, first_loss = 0, norm = 0;
-    int have_lib = 1;
+    int have_lib = 1, bf16 = act == IG_ACT_BF16;
     for (int i = 0; i < o->warmup + n; i++) {
         double ts = ig_now(), ph[4];
         norm = train_step(m, opt, &bt, i + 1, &loss, ph);
@@ -785,10 +918,12 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
         if (i < o->warmup) continue;
         int j = i - o->warmup;
         times[j] = dt;
-        peak_pair g = peak_now(pl);
+        peak_pair g = peak_now(pl, bf16);
         peaks[j] = g.be, libs[j] = g.lib, have_lib &= g.lib > 0;
         mfus[j] = step_flops / dt / 1e9 / g.be;
         mfus_lib[j] = step_flops / dt / 1e9 / peak_best(g);
+        peaks16[j] = g.be16, libs16[j] = g.lib16;
+        mfus16[j] = bf16 ? step_flops / dt / 1e9 / g.be16 : 0;
         for (int k = 0; k < 4; k++) phases[k][j] = ph[k];
     }
     double rss = peak_rss_mib(), rss_end_now = rss_now_mib(), load1 = loadavg();
@@ -796,13 +931,15 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     memcpy(sorted, times, (size_t)n * sizeof *times);
     double step_s = median(sorted, n), peak = median(peaks, n), mfu = median(mfus, n);
     double lib = have_lib ? median(libs, n) : 0, mfu_lib = median(mfus_lib, n);
+    double peak16 = median(peaks16, n), lib16 = median(libs16, n), mfu16 = median(mfus16, n);
     double model_gflops = step_flops / step_s / 1e9;
     double mb = (double)ig_model_num_params(mc) * 4 / 1048576.0;
     char shape[256];
 
-    printf("\n== %s, B=%d T=%d (%d tokens per step), %d thread%s, load %.1f -> %.1f\n",
+    printf("\n== %s, B=%d T=%d (%d tokens per step), %d thread%s, %s, load %.1f -> %.1f\n",
            ig_model_describe(mc, shape, sizeof shape), B, T, B * T, o->threads,
-           o->threads > 1 ? "s" : "", load0, load1);
+           o->threads > 1 ? "s" : "",
+           bf16 ? "bf16 (act tensors in bf16, fp32 master weights)" : "fp32", load0, load1);
     if (dit)
         printf("  %.1fM parameters; clips of %d frames of %dx%d, %d tokens each; model built in "
                "%.1f s\n",
@@ -828,10 +965,27 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     else
         printf("; oneDNN could not be loaded for its own figure\n");
     printf("  MFU %.3f: a step's model FLOP/s over the backend's peak just after it, median of the "
-           "steps (target >= 0.65)",
-           mfu);
+           "steps %s",
+           mfu, bf16 ? "(the fp32 peak; the bf16 one below)" : "(target >= 0.65)");
     if (have_lib) printf("; %.3f over the higher of the two peaks", mfu_lib);
     printf("\n");
+    if (bf16) {
+        printf("  bf16 GEMM peak, the same %d^3 GEMM in bf16 (fp32 sums) just after each step: "
+               "through the bf16 backend's matmul %.1f GFLOP/s (%.1f-%.1f; %.2fx the fp32 one)",
+               PEAK_SIZE, peak16, peaks16[0], peaks16[n - 1], peak16 / peak);
+        if (lib16 > 0)
+            printf(", oneDNN's own bf16 GEMM with its own threads %.1f (%.1f-%.1f)", lib16,
+                   libs16[0], libs16[n - 1]);
+        printf("\n  bf16 MFU %.3f: over the backend's bf16 peak just after each step (median); "
+               "%.3f over the fp32 peak (above)\n",
+               mfu16, mfu);
+        if (ref && ref->ok)
+            printf("  against the fp32 run of this shape: %.2fx its tokens/s (%.1f vs %.1f), "
+                   "%.2fx its MFU over the fp32 peak (the load-corrected ratio), peak RSS %.0f vs "
+                   "%.0f MiB = %.2fx\n",
+                   tokens_per_step / step_s / ref->tok_s, tokens_per_step / step_s, ref->tok_s,
+                   mfu / ref->mfu, rss, ref->rss_mib, rss / ref->rss_mib);
+    }
     printf("  peak RSS %.0f MiB (%.0f MiB once the model was built, when %.0f MiB were resident; "
            "%.0f MiB resident after the steps); parameters, gradients and AdamW moments are 4 x "
            "%.0f MiB\n",
@@ -839,7 +993,7 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     print_act_memory(m, B, T, o->recompute, (double)ig_backend_act_size(be));
     fflush(stdout);
 
-    if (o->breakdown) run_breakdown(m, opt, &bt, o, pl, step_s, memcpy_gbs(ctx));
+    if (o->breakdown) run_breakdown(m, opt, &bt, o, pl, step_s, memcpy_gbs(ctx), ref, &res);
     ig_optimizer_free(opt);
     ig_model_free(m);
     free_input(&in);
@@ -850,13 +1004,15 @@ static shape_result run_shape(const bench_opts *o, const peak_link *pl, int i_sh
     res.step_s = step_s, res.tok_s = tokens_per_step / step_s;
     res.model_gflops = model_gflops, res.peak_gflops = peak, res.mfu = mfu;
     res.lib_gflops = lib, res.mfu_lib = mfu_lib;
+    res.peak16_gflops = peak16, res.lib16_gflops = lib16, res.mfu16 = mfu16;
     res.rss_mib = rss;
     return res;
 }
 
-/* Runs one shape in a child process, serving its requests for the GEMM peak, and returns what it
- * sent back (ok = 0 when it failed). */
-static shape_result run_shape_child(const bench_opts *o, int i_shape) {
+/* Runs one shape in a child process on a backend of act type act, serving its requests for the
+ * GEMM peak, and returns what it sent back (ok = 0 when it failed); ref as run_shape's. */
+static shape_result run_shape_child(const bench_opts *o, int i_shape, ig_act_type act,
+                                    const shape_result *ref, int turns) {
     shape_result res = {0};
     int req[2], rep[2];
     fflush(stdout), fflush(stderr);
@@ -866,14 +1022,15 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape) {
     if (pid == 0) {
         close(req[0]), close(rep[1]);
         peak_link pl = {req[1], rep[0]};
-        shape_result r =
-            o->recompute == RECOMPUTE_ALL ? run_recompute(o, i_shape) : run_shape(o, &pl, i_shape);
+        shape_result r = turns                           ? run_turns(o, i_shape)
+                         : o->recompute == RECOMPUTE_ALL ? run_recompute(o, i_shape)
+                                                         : run_shape(o, &pl, i_shape, act, ref);
         fflush(stdout);
         char c = 'r';
         _exit(write_full(pl.req, &c, 1) == 0 && write_full(pl.req, &r, sizeof r) == 0 ? 0 : 1);
     }
     close(req[1]), close(rep[0]);
-    int ok = peak_serve(o->threads, req[0], rep[1], &res);
+    int ok = peak_serve(o->threads, act == IG_ACT_BF16, req[0], rep[1], &res);
     close(req[0]), close(rep[1]);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -884,7 +1041,8 @@ static shape_result run_shape_child(const bench_opts *o, int i_shape) {
 static void usage(void) {
     fprintf(stderr, "usage: bench_train [threads=2] [--arch gpt2|llama|dit] [--shape BxT | "
                     "BxFxHxW]... [--steps 5] [--warmup 2] [--replays 3] [--no-breakdown] "
-                    "[--no-scaling] [--recompute none|selective|full|all] [--latents C]\n");
+                    "[--no-scaling] [--recompute none|selective|full|all] [--latents C] "
+                    "[--dtype fp32|bf16]\n");
     exit(2);
 }
 
@@ -915,7 +1073,11 @@ int main(int argc, char **argv) {
             o.breakdown = 0;
         else if (!strcmp(a, "--no-scaling"))
             o.scaling = 0;
-        else if (!strcmp(a, "--latents") && i + 1 < argc)
+        else if (!strcmp(a, "--dtype") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) usage();
+            o.bf16 = !strcmp(v, "bf16");
+        } else if (!strcmp(a, "--latents") && i + 1 < argc)
             g_latents = atoi(argv[++i]);
         else if (!strcmp(a, "--shape") && i + 1 < argc && o.n_shapes < MAX_SHAPES) {
             int k = o.n_shapes,
@@ -930,7 +1092,7 @@ int main(int argc, char **argv) {
         else
             usage();
     }
-    if (o.threads < 1 || o.warmup < 0) usage();
+    if (o.threads < 1 || o.warmup < 0 || (o.bf16 && o.recompute == RECOMPUTE_ALL)) usage();
     int dit = o.arch == arch_of("dit");
     if (o.n_shapes == 0 && dit) { /* 2 clips of 8 x 16 x 16 (512 tokens), 1 of 8 x 32 x 32 */
         o.B[0] = 2, o.F[0] = 8, o.H[0] = 16, o.W[0] = 16;
@@ -951,18 +1113,24 @@ int main(int argc, char **argv) {
         if (o.B[i] < 1 || o.T[i] < 1 || (!dit && o.T[i] > 1024)) usage();
     }
 
-    printf("%s training steps on the CPU backend, %d thread%s, recompute %s; each shape in a "
+    printf("%s training steps on the CPU backend, %d thread%s, recompute %s%s; each shape in a "
            "process of its own\n",
            o.arch == arch_of("llama") ? "A Llama of GPT-2 small's size"
            : dit                      ? "A video DiT with DiT-S/2's blocks"
                                       : "GPT-2 small",
            o.threads, o.threads > 1 ? "s" : "",
            o.recompute == RECOMPUTE_ALL ? "none, selective and full compared"
-                                        : recompute_names[o.recompute]);
-    shape_result r[MAX_SHAPES];
-    for (int i = 0; i < o.n_shapes; i++) r[i] = run_shape_child(&o, i);
+                                        : recompute_names[o.recompute],
+           o.bf16 ? "; in fp32, then in bf16 against it" : "");
+    shape_result r[MAX_SHAPES], r16[MAX_SHAPES] = {{0}}, rt[MAX_SHAPES] = {{0}};
+    for (int i = 0; i < o.n_shapes; i++) {
+        r[i] = run_shape_child(&o, i, IG_ACT_F32, NULL, 0);
+        if (o.bf16) r16[i] = run_shape_child(&o, i, IG_ACT_BF16, &r[i], 0);
+        if (o.bf16) rt[i] = run_shape_child(&o, i, IG_ACT_F32, NULL, 1);
+    }
 
-    printf("\ntrain_summary arch=%s threads=%d", ig_model_archs[o.arch], o.threads);
+    printf("\ntrain_summary arch=%s threads=%d dtype=%s", ig_model_archs[o.arch], o.threads,
+           o.bf16 ? "bf16" : "fp32");
     int failed = 0;
     for (int i = 0; i < o.n_shapes; i++) {
         if (!r[i].ok) {
@@ -992,6 +1160,26 @@ int main(int argc, char **argv) {
                "onednn_peak_%s=%.1f mfu_strict_%s=%.3f rss_mib_%s=%.0f",
                k, r[i].step_s, k, r[i].tok_s, k, r[i].model_gflops, k, r[i].peak_gflops, k,
                r[i].mfu, k, r[i].lib_gflops, k, r[i].mfu_lib, k, r[i].rss_mib);
+        if (!o.bf16) continue;
+        const shape_result *h = &r16[i];
+        if (!h->ok) {
+            fprintf(stderr, "bench_train: the %s run in bf16 failed\n", k);
+            failed = 1;
+            continue;
+        }
+        /* x_fp32: tokens/s over the fp32 run's; x_fp32_mfu: the same over the fp32 peaks measured
+         * after each run's steps (corrects for a load that changed between the two runs);
+         * x_fp32_turns: the steps taking turns in one process (the least exposed to the load) */
+        printf(" bf16_step_s_%s=%.3f bf16_tok_s_%s=%.1f bf16_model_gflops_%s=%.1f "
+               "bf16_gemm_peak_%s=%.1f bf16_onednn_peak_%s=%.1f bf16_mfu_%s=%.3f "
+               "bf16_mfu_fp32peak_%s=%.3f bf16_x_fp32_%s=%.3f bf16_x_fp32_mfu_%s=%.3f "
+               "bf16_rss_mib_%s=%.0f bf16_rss_x_fp32_%s=%.3f",
+               k, h->step_s, k, h->tok_s, k, h->model_gflops, k, h->peak16_gflops, k,
+               h->lib16_gflops, k, h->mfu16, k, h->mfu, k, h->tok_s / r[i].tok_s, k,
+               h->mfu / r[i].mfu, k, h->rss_mib, k, h->rss_mib / r[i].rss_mib);
+        if (rt[i].ok)
+            printf(" bf16_x_fp32_turns_%s=%.3f bf16_turn_step_s_%s=%.3f fp32_turn_step_s_%s=%.3f",
+                   k, rt[i].turn_x, k, rt[i].turn_step16, k, rt[i].turn_step32);
     }
     printf("\n");
     return failed;

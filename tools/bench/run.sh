@@ -12,6 +12,8 @@
 # With `video`, only `preprocess video` writing 300-frame clips of 10 s 720p H.264 files
 # against the ffmpeg CLI writing the same bytes (bench_video_clips: VIDEO_FILES=4 for the run
 # over several videos; make bench-video).
+# With `bf16`, GPT-2 small's and DiT-S/2's steps in bf16 against fp32 and PyTorch's CPU autocast
+# bf16 (make bench-bf16; TRAIN_THREADS, TRAIN_PYTHON).
 # With `startup`, only the start-up of commands that do not use the GPU in a CUDA build against a
 # build without CUDA (make bench-startup; STARTUP_RUNS, STARTUP_PEER: see bench_startup).
 # Needs ../shared/data (or IG_SHARED_DATA) for the corpora; the trainer's benchmark needs none.
@@ -448,6 +450,86 @@ bench_startup() {
   return 0
 }
 
+# bf16 mixed precision on the CPU backend (train.dtype: bf16; issue 27, section 1): GPT-2 small
+# (4x64, 4x256) and DiT-S/2's blocks (2x8x16x16, 1x8x32x32) each in fp32 and then in bf16 in the
+# same run (bench_train --dtype bf16), then PyTorch's steps at the same shapes and threads in fp32
+# (its GEMMs in OpenBLAS) and under torch.autocast("cpu", torch.bfloat16) (--autocast bf16: its
+# GEMMs in oneDNN's bf16 matmul, AMX here), and per shape: tokens/s (clips/s), bf16 over fp32
+# with the two models' steps taking turns in one process (and between the separate runs, also
+# over the fp32 peaks measured after each run's steps, which corrects for a load that changed), MFU over the bf16 GEMM peak and over the fp32 one (both the backend's
+# 2048^3 GEMM at the same threads, just after each step), the ratios to PyTorch's autocast bf16
+# and fp32 steps, and the peak RSS against fp32's and PyTorch's.
+bench_bf16() {
+  local th=${TRAIN_THREADS:-2} py=${TRAIN_PYTHON:-/usr/bin/python3} out summary torch=0
+  "$py" -c "import torch" 2>/dev/null && torch=1
+  get() { grep -o "$1=[0-9.]*" <<<"$2" | head -1 | cut -d= -f2; }
+  row() { # NAME SHAPE UNIT (tokens/s or clips/s) TORCH_FP32_LINE TORCH_BF16_LINE
+    local k=$2 v
+    local -a a=()
+    for v in step_s tok_s mfu gemm_peak rss_mib bf16_step_s bf16_tok_s bf16_mfu bf16_mfu_fp32peak \
+      bf16_gemm_peak bf16_onednn_peak bf16_x_fp32 bf16_x_fp32_mfu bf16_rss_mib bf16_x_fp32_turns; do
+      a+=("$(get "${v}_$k" "$summary")")
+    done
+    [ -n "${a[5]}" ] || { echo "$1 bf16 at $k: no figures (bench_train failed)"; return; }
+    awk -v n="$1" -v k="$k" -v u="$3" -v B="${k%%x*}" -v tf="$(get step_s "$4")" \
+      -v tb="$(get step_s "$5")" -v rf="$(get rss_mib "$4")" -v rb="$(get rss_mib "$5")" \
+      -v s="${a[0]}" -v m="${a[2]}" -v p="${a[3]}" -v r="${a[4]}" -v s16="${a[5]}" \
+      -v tok16="${a[6]}" -v m16="${a[7]}" -v m16f="${a[8]}" -v p16="${a[9]}" -v l16="${a[10]}" \
+      -v x="${a[11]}" -v xm="${a[12]}" -v r16="${a[13]}" -v xt="${a[14]}" 'BEGIN {
+      sp = (u == "clips/s") ? B / s16 : tok16; f = (u == "clips/s") ? "%.2f" : "%.1f"
+      printf "%s bf16 at %s: " f " %s, %.2fx fp32 taking turns in one process (separate runs: %.2fx, %.2fx over the fp32 peaks after each); MFU %.3f of the bf16 GEMM peak (%.0f GFLOP/s; oneDNN'"'"'s own %.0f), %.3f of the fp32 peak (%.0f; fp32'"'"'s MFU %.3f)\n",
+        n, k, sp, u, xt, x, xm, m16, p16, l16, m16f, p, m
+      line = sprintf("  step %.3f s (fp32 %.3f s)", s16, s)
+      if (tb != "") line = line sprintf("; vs PyTorch autocast bf16 (%.3f s) %.2fx faster", tb, tb / s16)
+      if (tf != "") line = line sprintf(", vs PyTorch fp32 (%.3f s) %.2fx", tf, tf / s16)
+      line = line sprintf("; peak RSS %.0f MiB = %.2fx fp32'"'"'s (%.0f)", r16, r16 / r, r)
+      if (rb != "") line = line sprintf(", %.2f of PyTorch autocast bf16'"'"'s (%.0f)", r16 / rb, rb)
+      print line }'
+  }
+  out=$(mktemp)
+  echo "== GPT-2 small training step in bf16 (CPU backend, train.dtype: bf16) against fp32, $th threads"
+  "$B/bench_train" "$th" --dtype bf16 --no-scaling | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  local t64="" t256="" b64="" b256=""
+  if [ "$torch" = 1 ]; then
+    echo
+    echo "== PyTorch $("$py" -c 'import torch; print(torch.__version__)'): the same model, shapes and threads, fp32 (OpenBLAS) and autocast bf16 (oneDNN)"
+    t64=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 64)
+    b64=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 64 --autocast bf16)
+    t256=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 256)
+    b256=$("$py" "$SRC/tools/bench/train_peer_torch.py" --threads "$th" --batch 4 --seq 256 --autocast bf16)
+    printf '%s\n' "$t64" "$b64" "$t256" "$b256"
+  else
+    echo "PyTorch peer: skipped: $py cannot import torch (Debian: apt-get install python3-torch)"
+  fi
+  echo
+  row "GPT-2 small" 4x64 tokens/s "$t64" "$b64"
+  row "GPT-2 small" 4x256 tokens/s "$t256" "$b256"
+
+  echo
+  echo "== a video DiT (DiT-S/2's blocks) training step in bf16 (CPU backend) against fp32, $th threads"
+  "$B/bench_train" "$th" --arch dit --dtype bf16 --no-scaling | tee "$out"
+  summary=$(grep '^train_summary' "$out")
+  rm -f "$out"
+  local d16="" d32="" e16="" e32="" dit=(--threads "$th")
+  if [ "$torch" = 1 ]; then
+    echo
+    echo "== PyTorch: the same DiT, shapes and threads, fp32 (OpenBLAS) and autocast bf16 (oneDNN)"
+    d16=$("$py" "$SRC/tools/bench/train_peer_dit.py" "${dit[@]}" --batch 2 --frames 8 --size 16x16 | grep '^train_peer_dit')
+    e16=$("$py" "$SRC/tools/bench/train_peer_dit.py" "${dit[@]}" --batch 2 --frames 8 --size 16x16 \
+      --autocast bf16 | grep '^train_peer_dit')
+    d32=$("$py" "$SRC/tools/bench/train_peer_dit.py" "${dit[@]}" --batch 1 --frames 8 --size 32x32 \
+      --steps 3 --warmup 1 | grep '^train_peer_dit')
+    e32=$("$py" "$SRC/tools/bench/train_peer_dit.py" "${dit[@]}" --batch 1 --frames 8 --size 32x32 \
+      --steps 3 --warmup 1 --autocast bf16 | grep '^train_peer_dit')
+    printf '%s\n' "$d16" "$e16" "$d32" "$e32"
+  fi
+  echo
+  row "DiT-S/2" 2x8x16x16 clips/s "$d16" "$e16"
+  row "DiT-S/2" 1x8x32x32 clips/s "$d32" "$e32"
+  return 0
+}
+
 if [ "${2:-}" = startup ]; then
   echo "== start-up of commands that do not use the GPU: the CUDA build against one without CUDA"
   bench_startup
@@ -469,6 +551,10 @@ if [ "${2:-}" = vae ]; then
   exit 0
 fi
 
+if [ "${2:-}" = bf16 ]; then
+  bench_bf16
+  exit 0
+fi
 if [ "${2:-}" = train ]; then
   bench_train
   exit 0
@@ -524,6 +610,8 @@ echo "== data-parallel training under mpirun: memory per rank (ZeRO 0/1/2/3), th
 bash "$SRC/tools/bench/bench_parallel.sh" "$B"
 echo
 bench_train
+echo
+bench_bf16
 echo
 bench_t5
 echo

@@ -53,6 +53,11 @@ On a GPU: cuda:0, bf16 autocast with --dtype bf16 (fp32 weights and AdamW state)
 where this torch has it, torch.compile with --compile where this torch has it; the step is timed
 between CUDA synchronisations and the memory is torch.cuda.max_memory_allocated.
 
+On the CPU with --autocast bf16 (bench_train --arch dit --dtype bf16's peer): the same step under
+torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss (fp32 weights and AdamW state);
+Debian's torch 1.13 sends its bf16 Linears and matmuls to oneDNN 2.6's matmul primitive (AMX
+brgemm here) instead of OpenBLAS.
+
 Prints one machine-readable line, "train_peer_dit k=v ...": the shape and parameter count, the
 median step time (and min / max), clips/s and tokens/s, the process's peak resident memory
 (getrusage; the interpreter and torch included, and the same at start for reference) and the
@@ -88,7 +93,12 @@ def parse_args():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: torch.autocast(device, torch.bfloat16) around forward + loss, fp32 "
+                         "master weights (as --dtype bf16; the summary line says autocast=bf16)")
     a = ap.parse_args()
+    if a.autocast == "bf16":
+        a.dtype = "bf16"
     try:
         a.H, a.W = (int(v) for v in a.size.lower().split("x"))
         a.pt, a.ph, a.pw = (int(v) for v in a.patch.split(","))
@@ -334,7 +344,8 @@ def main():
     tokens = (a.frames // a.pt) * (a.H // a.ph) * (a.W // a.pw)
     n = sum(p.numel() for p in model.parameters())
     mem = f" mem_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else ""
-    print(f"train_peer_dit device={a.device} dtype={a.dtype} compile={compiled} "
+    ac = " autocast=bf16" if a.autocast == "bf16" else ""
+    print(f"train_peer_dit{ac} device={a.device} dtype={a.dtype} compile={compiled} "
           f"fused_adamw={fused} attn={'sdpa' if SDPA else 'manual'} "
           f"B={a.batch} F={a.frames} H={a.H} W={a.W} C={a.latents or 3} patch={a.pt},{a.ph},{a.pw} "
           f"D={a.hidden} depth={a.depth} heads={a.heads} "

@@ -24,6 +24,12 @@ PyTorch's fused attention (scaled_dot_product_attention, causal) and fused AdamW
 has them, compiled with torch.compile when --compile is given and this torch has it; the step is
 timed between CUDA synchronisations and the memory is torch.cuda.max_memory_allocated.
 
+On the CPU with --autocast bf16 (bench_train --dtype bf16's peer, `make bench-bf16`): the same
+step under torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss, the weights, their
+gradients and AdamW's state in fp32 as autocast keeps them. Debian's torch 1.13 then sends its
+matmuls and Linears in bf16 to oneDNN 2.6's matmul primitive (DNNL_VERBOSE=1 shows
+brg:avx512_core_amx_bf16 on this machine's AMX), where in fp32 they go to OpenBLAS's sgemm.
+
 With --arch llama: the same step for a Llama written directly in torch modules as Hugging Face's
 LlamaForCausalLM computes it (token embedding only, pre-RMSNorm blocks with the norm in fp32,
 rotary embeddings in the rotate_half convention on q and k, grouped-query attention with
@@ -63,6 +69,9 @@ def parse_args():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: torch.autocast(device, torch.bfloat16) around forward + loss, fp32 "
+                         "master weights (as --dtype bf16; the summary line says autocast=bf16)")
     ap.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2")
     llama = {"layers": (int, 12), "heads": (int, 12), "width": (int, 768), "vocab": (int, 50304),
              "n_kv_heads": (int, 4), "ffn_hidden": (int, 2048), "rope_theta": (float, 10000.0),
@@ -72,6 +81,8 @@ def parse_args():
                         help="--arch llama only (default %s)" % llama[name][1])
     ap.add_argument("--tie", action="store_true", help="--arch llama only: lm_head = embedding")
     a = ap.parse_args()
+    if a.autocast == "bf16":
+        a.dtype = "bf16"
     given = [n for n in llama if getattr(a, n) is not None] + (["tie"] if a.tie else [])
     if a.arch == "gpt2" and given:
         ap.error("--%s: a Llama shape option; GPT-2's shape is fixed (add --arch llama)"
@@ -309,7 +320,8 @@ def main():
         shape = (f" arch=llama L={a.layers} heads={a.heads} kv_heads={a.n_kv_heads} C={a.width} "
                  f"ffn={a.ffn_hidden} V={a.vocab} rope_theta={a.rope_theta:g} "
                  f"norm_eps={a.norm_eps:g} tie={int(a.tie)} params={n} attn={attn}")
-    print(f"train_peer_torch{shape} device={a.device} dtype={a.dtype} compile={compiled} fused_adamw={fused} "
+    ac = " autocast=bf16" if a.autocast == "bf16" else ""
+    print(f"train_peer_torch{shape}{ac} device={a.device} dtype={a.dtype} compile={compiled} fused_adamw={fused} "
           f"B={a.batch} T={a.seq} threads={a.threads} step_s={step:.4f} "
           f"step_min={min(times):.3f} step_max={max(times):.3f} steps={a.steps} "
           f"tok_s={a.batch * a.seq / step:.1f} rss_mib={rss_mib():.0f} rss_start_mib={rss0:.0f} "
