@@ -120,7 +120,8 @@ ig_status ig_backend_fence(ig_backend *be, void *stream, ig_err *err);
 /* ==== memory accounting ====================================================================== */
 
 /* What a backend holds, counted as it hands memory out (kernels/backend_memory.c): the buffers of
- * ig_backend_alloc not yet released, and its own workspace - the CPU kernels' transient scratch,
+ * ig_backend_alloc not yet released, and its own workspace - the CPU kernels' scratch (in bf16 also
+ * the fp32 arena its kernels widen into, kept between calls at the largest call's size),
  * the CUDA backend's cuBLASLt workspace and kernel scratch - each now and at its peak, and the most
  * of both held at once; and the device's memory. Memory that libraries take for themselves (the
  * CUDA context, NCCL's buffers, oneDNN's scratchpad, the host's staging) is not counted. */
