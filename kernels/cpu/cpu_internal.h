@@ -382,6 +382,33 @@ ig_cpu_mm_gemm ig_cpu_matmul_gemm(ig_cpu_mm which, ig_w_layout layout, int N, in
 ig_status ig_cpu_bf16_setup(ig_backend *be, const ig_backend_ops *base, ig_err *err);
 void ig_cpu_bf16_free(ig_backend *be);
 
+/* A bf16 kernel call's widened tensors (cpu_bf16.c; its kernels there and in
+ * cpu_bf16_attention.c): begin gives the fp32 table; in widens a bf16 tensor into scratch, out
+ * gives scratch for an output the fp32 kernel overwrites whole, take raw scratch (all NULL for a
+ * NULL tensor, or after a failure, raised on the backend); the call goes on when IG_BF_READY;
+ * put rounds an fp32 result into its bf16 tensor; end gives the scratch back. Scratch is one arena
+ * kept by the backend, grown to the largest call's need; convert widens (narrow 0) or rounds n
+ * elements on the pool. */
+#define IG_BF_EXTRA 16
+typedef struct ig_bf_frame {
+    ig_backend *be;
+    struct ig_cpu_bf16 *x;
+    size_t used, total;       /* floats of the arena taken, and asked for in all */
+    void *extra[IG_BF_EXTRA]; /* blocks past the arena's end, freed by end */
+    int n_extra, failed;
+} ig_bf_frame;
+#define IG_BF_READY(f) (!(f).failed)
+const ig_backend_ops *ig_bf_begin(ig_bf_frame *f, ig_backend *be);
+float *ig_bf_take(ig_bf_frame *f, size_t n);
+float *ig_bf_in(ig_bf_frame *f, const void *src, size_t n);
+float *ig_bf_out(ig_bf_frame *f, const void *dst, size_t n);
+void ig_bf_put(ig_bf_frame *f, void *dst, const float *src, size_t n);
+void ig_bf_end(ig_bf_frame *f);
+void ig_bf_convert(ig_backend *be, void *dst, const void *src, size_t n, int narrow);
+/* cpu_bf16_attention.c's entries of the table: self-, cached, biased and cross-attention, T5's
+ * position bias, DiT's modulation and gates */
+void ig_cpu_bf16_attention_ops(ig_backend_ops *t);
+
 /* The library's name and version, e.g. "oneDNN 2.6.3". */
 const char *ig_cpu_gemm_library(char *buf, size_t cap);
 
