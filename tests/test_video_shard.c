@@ -245,19 +245,24 @@ static void test_writer_refuses_bad_label(void **state) {
     ig_video_shard_writer_abort(w);
 }
 
+/* the clip of add_small: 1 frame of 8 x 8 x 3, no caption, bucket or label */
+static ig_clip_info small_info(void) {
+    return (ig_clip_info){.frames = 1,
+                          .height = 8,
+                          .width = 8,
+                          .fps_num = 1,
+                          .fps_den = 1,
+                          .tb_num = 1,
+                          .tb_den = 1,
+                          .caption = IG_CLIP_NONE,
+                          .bucket = IG_CLIP_NONE,
+                          .label = IG_CLIP_NONE};
+}
+
 /* Writes clip c of `clips` (1 frame of 8 x 8 x 3, pixels fill_clip(c)) through w: whole (add), or
  * with `ahead` of its bytes written ahead first and the hash given (add_hashed). */
 static void add_small(ig_video_shard_writer *w, uint32_t c, size_t ahead) {
-    ig_clip_info ci = {.frames = 1,
-                       .height = 8,
-                       .width = 8,
-                       .fps_num = 1,
-                       .fps_den = 1,
-                       .tb_num = 1,
-                       .tb_den = 1,
-                       .caption = IG_CLIP_NONE,
-                       .bucket = IG_CLIP_NONE,
-                       .label = IG_CLIP_NONE};
+    ig_clip_info ci = small_info();
     ig_clip_frame fr = {c, c};
     uint8_t px[192];
     fill_clip(px, sizeof px, c);
@@ -313,16 +318,7 @@ static void test_write_ahead(void **state) {
     fill_clip(two, 192, 2);
     fill_clip(two + 192, 96, 3);
     assert_int_equal(ig_video_shard_writer_write_ahead(w, two, sizeof two, &err), IG_OK);
-    ig_clip_info ci = {.frames = 1,
-                       .height = 8,
-                       .width = 8,
-                       .fps_num = 1,
-                       .fps_den = 1,
-                       .tb_num = 1,
-                       .tb_den = 1,
-                       .caption = IG_CLIP_NONE,
-                       .bucket = IG_CLIP_NONE,
-                       .label = IG_CLIP_NONE};
+    ig_clip_info ci = small_info();
     ig_clip_frame fr = {2, 2};
     /* (data NULL: every byte of the clip went ahead) */
     assert_int_equal(

@@ -76,9 +76,8 @@ void ig_cpu_ref_matmul_backward(ig_backend *be, void *dinp_, void *dw_, void *db
 /* C[M, N] = op(A) @ op(B) (+ bias[N] broadcast over rows, or + beta * C), cut into a grid of
  * tiles. */
 typedef struct gemm_job {
-    int ta, tb, M, N, K;
+    ig_cpu_mm_gemm g; /* the shapes, transposes and strides (ig_cpu_matmul_gemm) */
     const float *A, *B;
-    int lda, ldb, ldc;
     float beta;
     float *C;
     const float *bias;     /* NULL, or [N]: written into C first, then beta = 1 */
@@ -93,19 +92,19 @@ static void gemm_chunk(void *arg, size_t b, size_t e, int worker) {
     for (size_t ci = b; ci < e; ci++) {
         size_t r = ci / j->ncols, c = ci % j->ncols;
         size_t r0 = r * j->rchunk, r1 = r0 + j->rchunk, c0 = c * j->cchunk, c1 = c0 + j->cchunk;
-        if (r1 > (size_t)j->M) r1 = (size_t)j->M;
-        if (c1 > (size_t)j->N) c1 = (size_t)j->N;
-        const float *A = j->ta ? j->A + r0 : j->A + r0 * (size_t)j->lda;
-        const float *B = j->tb ? j->B + c0 * (size_t)j->ldb : j->B + c0;
-        float *C = j->C + r0 * (size_t)j->ldc + c0;
+        if (r1 > (size_t)j->g.M) r1 = (size_t)j->g.M;
+        if (c1 > (size_t)j->g.N) c1 = (size_t)j->g.N;
+        const float *A = j->g.ta ? j->A + r0 : j->A + r0 * (size_t)j->g.lda;
+        const float *B = j->g.tb ? j->B + c0 * (size_t)j->g.ldb : j->B + c0;
+        float *C = j->C + r0 * (size_t)j->g.ldc + c0;
         float beta = j->beta;
         if (j->bias) {
             for (size_t rr = r0; rr < r1; rr++)
-                for (size_t cc = c0; cc < c1; cc++) j->C[rr * (size_t)j->ldc + cc] = j->bias[cc];
+                for (size_t cc = c0; cc < c1; cc++) j->C[rr * (size_t)j->g.ldc + cc] = j->bias[cc];
             beta = 1.0f;
         }
-        if (ig_cpu_sgemm(j->ta, j->tb, (int)(r1 - r0), (int)(c1 - c0), j->K, A, j->lda, B, j->ldb,
-                         beta, C, j->ldc) != 0)
+        if (ig_cpu_sgemm(j->g.ta, j->g.tb, (int)(r1 - r0), (int)(c1 - c0), j->g.K, A, j->g.lda, B,
+                         j->g.ldb, beta, C, j->g.ldc) != 0)
             atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
     }
 }
@@ -125,15 +124,15 @@ void ig_cpu_gemm_grid(int M, int N, int K, size_t *rchunk, size_t *cchunk) {
 }
 
 static void gemm_run(ig_backend *be, gemm_job *j, const char *what) {
-    if (j->M <= 0 || j->N <= 0) return;
-    ig_cpu_gemm_grid(j->M, j->N, j->K, &j->rchunk, &j->cchunk);
-    size_t nrows = ((size_t)j->M + j->rchunk - 1) / j->rchunk;
-    j->ncols = ((size_t)j->N + j->cchunk - 1) / j->cchunk;
+    if (j->g.M <= 0 || j->g.N <= 0) return;
+    ig_cpu_gemm_grid(j->g.M, j->g.N, j->g.K, &j->rchunk, &j->cchunk);
+    size_t nrows = ((size_t)j->g.M + j->rchunk - 1) / j->rchunk;
+    j->ncols = ((size_t)j->g.N + j->cchunk - 1) / j->cchunk;
     atomic_init(&j->failed, 0);
     ig_parallel_range(be->ctx, nrows * j->ncols, 1, gemm_chunk, j);
     if (atomic_load(&j->failed))
         ig_backend_raise(be, IG_ERR_INTERNAL, "%s: the GEMM library refused a %dx%dx%d sgemm", what,
-                         j->M, j->N, j->K);
+                         j->g.M, j->g.N, j->g.K);
 }
 
 ig_cpu_mm_gemm ig_cpu_matmul_gemm(ig_cpu_mm which, ig_w_layout layout, int N, int C, int OC) {
@@ -157,19 +156,8 @@ static void matmul_gemm(ig_backend *be, ig_cpu_mm which, ig_w_layout layout, int
                         const float *const operands[3], float *dst, float beta, const float *bias,
                         const char *what) {
     ig_cpu_mm_gemm g = ig_cpu_matmul_gemm(which, layout, N, C, OC);
-    gemm_job j = {.ta = g.ta,
-                  .tb = g.tb,
-                  .M = g.M,
-                  .N = g.N,
-                  .K = g.K,
-                  .A = operands[g.a],
-                  .lda = g.lda,
-                  .B = operands[g.b],
-                  .ldb = g.ldb,
-                  .beta = beta,
-                  .C = dst,
-                  .ldc = g.ldc,
-                  .bias = bias};
+    gemm_job j = {
+        .g = g, .A = operands[g.a], .B = operands[g.b], .beta = beta, .C = dst, .bias = bias};
     gemm_run(be, &j, what);
 }
 

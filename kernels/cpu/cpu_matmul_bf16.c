@@ -28,9 +28,8 @@
 enum { FIN_SET, FIN_BIAS, FIN_ADD };
 
 typedef struct bf16_job {
-    int ta, tb, M, N, K;
+    ig_cpu_mm_gemm g; /* the shapes, transposes and strides (ig_cpu_matmul_gemm) */
     const uint16_t *A, *B;
-    int lda, ldb, ldc;
     uint16_t *C;          /* bf16 [M, N], row stride ldc */
     int finish;           /* FIN_*: C = bf16(sums), bf16(sums + bias[col]), bf16(C + sums) */
     const uint16_t *bias; /* FIN_BIAS: [N] */
@@ -45,7 +44,7 @@ IG_CPU_CLONES
 static void finish_rows(const bf16_job *j, float *T, size_t r0, size_t r1, size_t c0, size_t nc) {
     for (size_t r = r0; r < r1; r++) {
         float *t = T + (r - r0) * j->cchunk;
-        uint16_t *dst = j->C + r * (size_t)j->ldc + c0;
+        uint16_t *dst = j->C + r * (size_t)j->g.ldc + c0;
         if (j->finish == FIN_BIAS)
             for (size_t k = 0; k < nc; k++) t[k] = t[k] + ig_bf16_to_f32(j->bias[c0 + k]);
         else if (j->finish == FIN_ADD)
@@ -61,12 +60,12 @@ static void bf16_chunk(void *arg, size_t b, size_t e, int worker) {
     for (size_t ci = b; ci < e; ci++) {
         size_t r = ci / j->ncols, c = ci % j->ncols;
         size_t r0 = r * j->rchunk, r1 = r0 + j->rchunk, c0 = c * j->cchunk, c1 = c0 + j->cchunk;
-        if (r1 > (size_t)j->M) r1 = (size_t)j->M;
-        if (c1 > (size_t)j->N) c1 = (size_t)j->N;
-        const uint16_t *A = j->ta ? j->A + r0 : j->A + r0 * (size_t)j->lda;
-        const uint16_t *B = j->tb ? j->B + c0 * (size_t)j->ldb : j->B + c0;
+        if (r1 > (size_t)j->g.M) r1 = (size_t)j->g.M;
+        if (c1 > (size_t)j->g.N) c1 = (size_t)j->g.N;
+        const uint16_t *A = j->g.ta ? j->A + r0 : j->A + r0 * (size_t)j->g.lda;
+        const uint16_t *B = j->g.tb ? j->B + c0 * (size_t)j->g.ldb : j->B + c0;
         const ig_cpu_gemm_bf16_plan *p = j->plan[r1 - r0 != j->rchunk][c1 - c0 != j->cchunk];
-        if (j->K <= 0) /* an empty sum */
+        if (j->g.K <= 0) /* an empty sum */
             memset(T, 0, j->tile_bytes);
         else if (ig_cpu_gemm_bf16(p, A, B, T, mine + j->tile_bytes) != 0) {
             atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
@@ -77,21 +76,22 @@ static void bf16_chunk(void *arg, size_t b, size_t e, int worker) {
 }
 
 static void bf16_run(ig_backend *be, bf16_job *j, const char *what) {
-    if (j->M <= 0 || j->N <= 0) return;
-    ig_cpu_gemm_grid(j->M, j->N, j->K, &j->rchunk, &j->cchunk);
-    size_t nrows = ((size_t)j->M + j->rchunk - 1) / j->rchunk;
-    j->ncols = ((size_t)j->N + j->cchunk - 1) / j->cchunk;
+    if (j->g.M <= 0 || j->g.N <= 0) return;
+    ig_cpu_gemm_grid(j->g.M, j->g.N, j->g.K, &j->rchunk, &j->cchunk);
+    size_t nrows = ((size_t)j->g.M + j->rchunk - 1) / j->rchunk;
+    j->ncols = ((size_t)j->g.N + j->cchunk - 1) / j->cchunk;
     /* the tiles' shapes: full, and the last row and column of the grid where they are shorter */
-    int rows[2] = {(int)j->rchunk, j->M - (int)((nrows - 1) * j->rchunk)};
-    int cols[2] = {(int)j->cchunk, j->N - (int)((j->ncols - 1) * j->cchunk)};
+    int rows[2] = {(int)j->rchunk, j->g.M - (int)((nrows - 1) * j->rchunk)};
+    int cols[2] = {(int)j->cchunk, j->g.N - (int)((j->ncols - 1) * j->cchunk)};
     if (nrows == 1) rows[0] = rows[1];
     if (j->ncols == 1) cols[0] = cols[1];
     size_t pad = 0;
-    if (j->K > 0)
+    if (j->g.K > 0)
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
-                j->plan[a][b] = ig_cpu_gemm_bf16_prepare(be, j->ta, j->tb, rows[a], cols[b], j->K,
-                                                         j->lda, j->ldb, (int)j->cchunk, 0, what);
+                j->plan[a][b] =
+                    ig_cpu_gemm_bf16_prepare(be, j->g.ta, j->g.tb, rows[a], cols[b], j->g.K,
+                                             j->g.lda, j->g.ldb, (int)j->cchunk, 0, what);
                 if (!j->plan[a][b]) return;
                 size_t s = ig_cpu_gemm_bf16_scratchpad(j->plan[a][b]);
                 pad = s > pad ? s : pad;
@@ -104,7 +104,7 @@ static void bf16_run(ig_backend *be, bf16_job *j, const char *what) {
     ig_parallel_range(be->ctx, nrows * j->ncols, 1, bf16_chunk, j);
     if (atomic_load(&j->failed))
         ig_backend_raise(be, IG_ERR_INTERNAL, "%s: the GEMM library failed a %dx%dx%d bf16 GEMM",
-                         what, j->M, j->N, j->K);
+                         what, j->g.M, j->g.N, j->g.K);
     ig_cpu_scratch_free(be, j->scratch);
 }
 
@@ -113,19 +113,8 @@ static void matmul_gemm(ig_backend *be, ig_cpu_mm which, ig_w_layout layout, int
                         const uint16_t *const operands[3], uint16_t *dst, int finish,
                         const uint16_t *bias, const char *what) {
     ig_cpu_mm_gemm g = ig_cpu_matmul_gemm(which, layout, N, C, OC);
-    bf16_job j = {.ta = g.ta,
-                  .tb = g.tb,
-                  .M = g.M,
-                  .N = g.N,
-                  .K = g.K,
-                  .A = operands[g.a],
-                  .lda = g.lda,
-                  .B = operands[g.b],
-                  .ldb = g.ldb,
-                  .C = dst,
-                  .ldc = g.ldc,
-                  .finish = finish,
-                  .bias = bias};
+    bf16_job j = {
+        .g = g, .A = operands[g.a], .B = operands[g.b], .C = dst, .finish = finish, .bias = bias};
     bf16_run(be, &j, what);
 }
 
