@@ -176,7 +176,8 @@ static ig_status output_target(const char *path, int overwrite, char **target, i
     struct stat ls, st;
     if (lstat(path, &ls) != 0) {
         if (errno != ENOENT) return ig_err_errno(err, errno, "cannot look at %s", path);
-        if (target && !(*target = strdup(path))) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        if (target && !(*target = strdup(path)))
+            return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
         return IG_OK;
     }
     int link = S_ISLNK(ls.st_mode);
@@ -279,11 +280,16 @@ struct ig_atomic_file {
     char *iobuf; /* f's buffer: glibc's setvbuf with a NULL buffer keeps the 4 KiB default */
     int overwrite;
     uint64_t size;
+    uint64_t written_back; /* the file's bytes below this have been handed to write-back */
 };
 
 static atomic_uint tmp_counter;
 
 #define ATOMIC_FILE_BUFFER ((size_t)1 << 20)
+/* Every this many bytes written, the kernel is asked to start writing them to the device (and
+ * not to wait): the commit's fsync then waits for the last few MB only, where it would wait for
+ * the whole file (34 ms of a 0.57 s preprocess run writing 79 MB). */
+#define WRITE_BACK_STEP ((uint64_t)8 << 20)
 
 char *ig_temp_path(const char *path, const char *suffix) {
     const char *slash = strrchr(path, '/');
@@ -355,6 +361,16 @@ ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len,
     if (len && fwrite(data, 1, len, af->f) != len)
         return ig_err_errno(err, errno, "cannot write %s", af->path);
     af->size += len;
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* the stream holds at most its buffer: what lies before that is the kernel's (a hint: a file
+     * system without it writes back as before) */
+    if (af->size - af->written_back >= WRITE_BACK_STEP + ATOMIC_FILE_BUFFER) {
+        uint64_t end = af->size - ATOMIC_FILE_BUFFER;
+        (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
+                              (off_t)(end - af->written_back), SYNC_FILE_RANGE_WRITE);
+        af->written_back = end;
+    }
+#endif
     return IG_OK;
 }
 

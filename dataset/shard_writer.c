@@ -297,6 +297,11 @@ ig_status ig_shard_writer_add_sequence(ig_shard_writer *w, const int32_t *ids, s
             return ig_shard_writer_put_length(w, (int32_t)n, err);
         }
     }
+    if (w->dtype == IG_DTYPE_I32) { /* every id fits, and its bytes are already the file's */
+        ig_status st = ig_shard_writer_put_bytes(w, ids, 4 * n, err);
+        if (st != IG_OK) return st;
+        return ig_shard_writer_put_length(w, (int32_t)n, err);
+    }
 #endif
     int64_t lo, hi;
     dtype_range(w->dtype, &lo, &hi);
