@@ -57,10 +57,8 @@ static inline uint32_t pair_rank(const ig_tokenizer *t, ig_bpe_scratch *sc, uint
     ig_pair_cache_slot *c =
         &sc->pair_cache[(key * 0x9E3779B97F4A7C15ull) >> (64 - IG_PAIR_CACHE_BITS)];
     if (c->key != key) {
-        const ig_pair_slot *p = ig_pair_find(t, l, r);
         c->key = key;
-        c->rank = p ? p->rank : NO_RANK;
-        c->id = p ? p->id : 0;
+        c->rank = ig_pair_rank(t, l, r, &c->id);
     }
     *merged = c->id;
     return c->rank;

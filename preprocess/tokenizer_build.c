@@ -199,6 +199,35 @@ static void compute_hash(ig_tokenizer *t) {
     XXH3_freeState(h);
 }
 
+/* The pair table in 8-byte entries (tokenizer_internal.h: pairs8) where every merged id is its
+ * pair's rank and every id fits in 21 bits; otherwise it stays as it is. */
+static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
+    size_t cap = t->pairs_mask + 1;
+    for (size_t i = 0; i < cap; i++) {
+        const ig_pair_slot *p = &t->pairs[i];
+        if (p->key == UINT64_MAX) continue;
+        if (p->rank != p->id || p->id >= IG_PAIR8_ID_LIMIT || (p->key >> 32) >= IG_PAIR8_ID_LIMIT ||
+            (uint32_t)p->key >= IG_PAIR8_ID_LIMIT)
+            return IG_OK;
+    }
+    uint64_t *p8 = big_table(cap * sizeof *p8);
+    if (!p8) return ig_err_set(err, IG_ERR_NOMEM, "out of memory (merge table)");
+    memset(p8, 0xFF, cap * sizeof *p8);
+    for (size_t i = 0; i < cap; i++) {
+        const ig_pair_slot *p = &t->pairs[i];
+        if (p->key == UINT64_MAX) continue;
+        uint64_t key = (p->key >> 32) | (uint64_t)(uint32_t)p->key << 21;
+        size_t j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs_mask;
+        while (p8[j] != UINT64_MAX) j = (j + 1) & t->pairs_mask;
+        p8[j] = key | (uint64_t)p->id << 42;
+    }
+    free(t->pairs);
+    t->pairs = NULL;
+    t->pairs8 = p8;
+    t->pairs8_mask = t->pairs_mask;
+    return IG_OK;
+}
+
 ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
     size_t vs = t->vocab_size;
     while (vs > 0 && t->tok_len[vs - 1] == IG_NO_TOKEN) vs--;
@@ -226,6 +255,8 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
         const ig_pair_slot *p = ig_pair_find(t, t->byte_id[ab >> 8], t->byte_id[ab & 255]);
         t->byte_pairs[ab] = p ? (uint64_t)p->rank << 32 | p->id : UINT64_MAX;
     }
+    ig_status pst = compact_pairs(t, err);
+    if (pst != IG_OK) return pst;
     size_t n_sp = 0;
     for (size_t id = 0; id < vs; id++) n_sp += t->is_special[id];
     t->specials = calloc(n_sp ? n_sp : 1, sizeof *t->specials);
@@ -272,6 +303,7 @@ void ig_tokenizer_free(ig_tokenizer *t) {
     free(t->is_special);
     free(t->bmap);
     free(t->pairs);
+    free(t->pairs8);
     free(t->specials);
     free(t);
 }

@@ -93,6 +93,13 @@ struct ig_tokenizer {
     size_t bmap_mask;
     ig_pair_slot *pairs;
     size_t pairs_mask, n_pairs;
+    /* The same table in 8 bytes a pair, left | right << 21 | merged << 42 (UINT64_MAX: empty),
+     * where every merged id is its pair's rank (tiktoken's ranks) and every id is below
+     * IG_PAIR8_ID_LIMIT: built by ig_tok_finish, which then frees pairs. Half the bytes, so
+     * o200k's table (446,189 pairs) is 8 MB rather than 16 and its probes stay in the outer
+     * cache far more often. NULL: pairs is the table. */
+    uint64_t *pairs8;
+    size_t pairs8_mask;
     uint32_t byte_id[256];
     /* [65536] the pair of single-byte tokens (a, b) at a << 8 | b, as (rank << 32 | merged id);
      * UINT64_MAX: no such pair. Built by ig_tok_finish; every merge starts with these. */
@@ -185,6 +192,7 @@ static inline uint32_t ig_tok_lookup(const ig_tokenizer *t, const uint8_t *s, si
     return ig_tok_lookup_hashed(t, s, len, ig_tok_hash_bytes(s, len));
 }
 
+/* (left, right) in the 16-byte pair table; NULL when absent. */
 static inline const ig_pair_slot *ig_pair_find(const ig_tokenizer *t, uint32_t l, uint32_t r) {
     uint64_t key = (uint64_t)l << 32 | r;
     size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs_mask;
@@ -194,6 +202,33 @@ static inline const ig_pair_slot *ig_pair_find(const ig_tokenizer *t, uint32_t l
         if (s->key == UINT64_MAX) return NULL;
         i = (i + 1) & t->pairs_mask;
     }
+}
+
+#define IG_PAIR8_ID_LIMIT (((uint32_t)1 << 21) - 1)
+#define IG_PAIR8_KEY_MASK (((uint64_t)1 << 42) - 1)
+
+/* The priority of merging (left, right) and the merged id (*merged); UINT32_MAX when the pair
+ * does not merge. Either table, after ig_tok_finish. */
+static inline uint32_t ig_pair_rank(const ig_tokenizer *t, uint32_t l, uint32_t r,
+                                    uint32_t *merged) {
+    if (t->pairs8) {
+        uint64_t key = (uint64_t)l | (uint64_t)r << 21;
+        size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs8_mask;
+        for (;;) {
+            uint64_t v = t->pairs8[i];
+            if ((v & IG_PAIR8_KEY_MASK) == key) { /* an empty slot's key is no pair's */
+                *merged = (uint32_t)(v >> 42);
+                return *merged;
+            }
+            if (v == UINT64_MAX) break;
+            i = (i + 1) & t->pairs8_mask;
+        }
+        *merged = 0;
+        return UINT32_MAX;
+    }
+    const ig_pair_slot *p = ig_pair_find(t, l, r);
+    *merged = p ? p->id : 0;
+    return p ? p->rank : UINT32_MAX;
 }
 
 #endif
