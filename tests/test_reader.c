@@ -365,6 +365,114 @@ static void test_utf8_valid(void **state) {
     assert_true(ig_utf8_valid("a\0b", 3, &bad));
 }
 
+/* An oracle written apart from utf8.c: decode each character, then judge the code point. 1 when
+ * valid, else 0 and *bad = the first byte of the first bad sequence. */
+static int oracle_utf8(const unsigned char *s, size_t n, size_t *bad) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t need = c < 0x80         ? 0
+                      : (c >> 5) == 6  ? 1
+                      : (c >> 4) == 14 ? 2
+                      : (c >> 3) == 30 ? 3
+                                       : 9;
+        uint32_t cp = need == 0 ? c : need == 1 ? c & 0x1F : need == 2 ? c & 0x0F : c & 0x07;
+        int ok = need <= 3 && i + need < n + (need == 0);
+        for (size_t k = 1; ok && k <= need; k++) {
+            if (i + k >= n || (s[i + k] & 0xC0) != 0x80)
+                ok = 0;
+            else
+                cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+        if (ok && (cp < least[need] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = 0;
+        if (!ok) {
+            *bad = i;
+            return 0;
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
+static void expect_like_oracle(const unsigned char *s, size_t n) {
+    size_t want_bad = 0, got_bad = 0;
+    int want = oracle_utf8(s, n, &want_bad);
+    int got = ig_utf8_valid((const char *)s, n, &got_bad);
+    if (got != want || (!want && got_bad != want_bad)) {
+        char hex[3 * 80 + 1] = "";
+        for (size_t k = 0; k < n && k < 80; k++) snprintf(hex + 3 * k, 4, "%02x ", s[k]);
+        fail_msg("%zu bytes [%s]: valid %d at %zu, the oracle says %d at %zu", n, hex, got, got_bad,
+                 want, want_bad);
+    }
+}
+
+/* ig_utf8_valid judges 32 bytes at a time where the CPU has AVX2 (inputs of 64 bytes and more):
+ * every sequence of one to four bytes, valid or not, at every place around the 32-byte seams and
+ * the end, and random mixes of good and bad characters, against the oracle above. */
+static void test_utf8_blocks(void **state) {
+    (void)state;
+    unsigned char buf[160];
+    /* every pair of bytes, and every lead with every second byte and four third and fourth ones,
+     * at places across the first seam (31/32), the middle and the end of a 96-byte text; the text
+     * around them is ASCII or a valid multi-byte character */
+    static const unsigned char thirds[] = {0x00, 0x80, 0xBF, 0xC0};
+    static const size_t places[] = {0, 29, 30, 31, 32, 33, 62, 63, 92, 93, 94, 95};
+    for (int fill = 0; fill < 2; fill++) {
+        for (size_t pl = 0; pl < sizeof places / sizeof *places; pl++) {
+            for (unsigned a = 0; a < 256; a++) {
+                for (unsigned b = 0; b < 256; b++) {
+                    for (size_t t3 = 0; t3 < (a >= 0xE0 ? 4u : 1u); t3++) {
+                        size_t n = 96, at = places[pl];
+                        for (size_t k = 0; k < n; k++) buf[k] = 'a' + (k % 26);
+                        if (fill) /* U+00E9 pairs */
+                            for (size_t k = 0; k + 1 < n; k += 2) buf[k] = 0xC3, buf[k + 1] = 0xA9;
+                        size_t len = at + 4 <= n ? 4 : n - at;
+                        unsigned char seq[4] = {(unsigned char)a, (unsigned char)b, thirds[t3],
+                                                thirds[(t3 + 1) % 4]};
+                        if (a < 0xE0) seq[2] = fill ? 0xC3 : 'x', seq[3] = fill ? 0xA9 : 'y';
+                        memcpy(buf + at, seq, len);
+                        expect_like_oracle(buf, n);
+                        if (at + 2 < n) expect_like_oracle(buf, at + 2); /* cut after the pair */
+                    }
+                }
+            }
+        }
+    }
+    /* random texts of good characters of every length, with a fault now and then */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int round = 0; round < 20000; round++) {
+        size_t n = 0, want = 64 + (size_t)(round % 90);
+        while (n < want) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            unsigned kind = (unsigned)(x % 16);
+            uint32_t cp = (uint32_t)(x >> 20);
+            if (kind < 6) {
+                buf[n++] = (unsigned char)(0x20 + cp % 0x5F);
+            } else if (kind < 9) {
+                cp = 0x80 + cp % 0x780;
+                buf[n++] = (unsigned char)(0xC0 | cp >> 6),
+                buf[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+            } else if (kind < 12) {
+                cp = 0x800 + cp % 0xF800;
+                if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xE000;
+                buf[n++] = (unsigned char)(0xE0 | cp >> 12);
+                buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+            } else if (kind < 15) {
+                cp = 0x10000 + cp % 0x100000;
+                buf[n++] = (unsigned char)(0xF0 | cp >> 18);
+                buf[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+            } else if (round % 4 == 0) {
+                buf[n++] = (unsigned char)(x >> 40); /* any byte at all */
+            }
+        }
+        expect_like_oracle(buf, n);
+        expect_like_oracle(buf, n - 1); /* perhaps cut inside the last character */
+    }
+}
+
 static void test_blank_lines_crlf_last_line(void **state) {
     (void)state;
     const char *p = igt_fmt("%s/blank.jsonl", g_dir);
@@ -1198,6 +1306,7 @@ int main(void) {
         cmocka_unit_test(test_bad_json_lines),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_utf8_valid),
+        cmocka_unit_test(test_utf8_blocks),
         cmocka_unit_test(test_blank_lines_crlf_last_line),
         cmocka_unit_test(test_multiple_keys),
         cmocka_unit_test(test_long_line_and_zst),
