@@ -242,6 +242,10 @@ static void push_todo(pipeline *p, batch *b, size_t u) {
         p->todo_head = b;
     p->todo_tail = b;
     pthread_cond_signal(&p->cv_todo);
+    /* the writer, waiting for its next batch, tokenizes this one if no worker is free: at the
+     * start of a run the first batch (every piece met for the first time) takes several times
+     * a warm batch's time, and a writer woken only by finished batches sat through it */
+    pthread_cond_signal(&p->cv_done);
     pthread_mutex_unlock(&p->mu);
 }
 
