@@ -97,9 +97,14 @@ enum {
     CARRY = TOO_SHORT | TOO_LONG | TWO_CONTS, /* faults the first byte's low nibble cannot tell */
 };
 
+/* A 16-entry table in both lanes (entries of 0x80 and more as the char they are stored as). */
 #define TABLE(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, aA, aB, aC, aD, aE, aF)                      \
-    _mm256_setr_epi8(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, aA, aB, aC, aD, aE, aF, a0, a1, a2,   \
-                     a3, a4, a5, a6, a7, a8, a9, aA, aB, aC, aD, aE, aF)
+    _mm256_setr_epi8((char)(a0), (char)(a1), (char)(a2), (char)(a3), (char)(a4), (char)(a5),       \
+                     (char)(a6), (char)(a7), (char)(a8), (char)(a9), (char)(aA), (char)(aB),       \
+                     (char)(aC), (char)(aD), (char)(aE), (char)(aF), (char)(a0), (char)(a1),       \
+                     (char)(a2), (char)(a3), (char)(a4), (char)(a5), (char)(a6), (char)(a7),       \
+                     (char)(a8), (char)(a9), (char)(aA), (char)(aB), (char)(aC), (char)(aD),       \
+                     (char)(aE), (char)(aF))
 
 /* The faults of the 32 bytes of `in`, given the 32 before them (prev): non-zero bytes where a
  * pair is wrong. */
