@@ -364,7 +364,7 @@ ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len,
 #ifdef SYNC_FILE_RANGE_WRITE
     /* the stream holds at most its buffer: what lies before that is the kernel's (a hint: a file
      * system without it writes back as before) */
-    if (af->size - af->written_back >= WRITE_BACK_STEP + ATOMIC_FILE_BUFFER) {
+    if (af->size >= af->written_back + WRITE_BACK_STEP + ATOMIC_FILE_BUFFER) {
         uint64_t end = af->size - ATOMIC_FILE_BUFFER;
         (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
                               (off_t)(end - af->written_back), SYNC_FILE_RANGE_WRITE);
@@ -425,6 +425,7 @@ ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err
         return ig_err_errno(err, errno, "cannot cut %s back to %llu bytes", af->path,
                             (unsigned long long)size);
     af->size = size;
+    if (af->written_back > size) af->written_back = size;
     return IG_OK;
 }
 

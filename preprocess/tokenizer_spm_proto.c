@@ -53,6 +53,7 @@ static ig_status fail_at(pb *r, size_t at, const char *what) {
 }
 
 static ig_status read_varint(pb *r, uint64_t *v) {
+    *v = 0; /* outputs are set on every path: gcc -O3 cannot see that fail_at returns an error */
     uint64_t x = 0;
     size_t start = r->pos;
     for (int shift = 0; shift < 70; shift += 7) {
@@ -71,6 +72,8 @@ static ig_status read_varint(pb *r, uint64_t *v) {
 /* A field's tag: its number and wire type. */
 static ig_status read_tag(pb *r, uint32_t *field, int *wt, size_t *at) {
     *at = r->pos;
+    *field = 0;
+    *wt = 0;
     uint64_t tag;
     ig_status st = read_varint(r, &tag);
     if (st != IG_OK) return st;
@@ -84,6 +87,9 @@ static ig_status read_tag(pb *r, uint32_t *field, int *wt, size_t *at) {
 /* The bytes of a length-delimited field (after its tag). */
 static ig_status read_len(pb *r, const uint8_t **data, size_t *len, size_t *data_at,
                           const char *field) {
+    *data = NULL;
+    *len = 0;
+    *data_at = 0;
     size_t at = r->pos;
     uint64_t l;
     ig_status st = read_varint(r, &l);

@@ -845,6 +845,28 @@ static void test_atomic_file(void **state) {
     free(got);
     assert_int_equal(igt_count_entries(dir), 2);
 
+    /* a large file, handed to write-back every few MB as it is written, cut back and written
+     * on: every byte is what was written */
+    const char *big = igt_fmt("%s/big.bin", dir);
+    assert_int_equal(ig_atomic_file_create(&af, big, 0, &err), IG_OK);
+    static uint32_t chunk[16384];
+    for (uint32_t i = 0; i < 400; i++) { /* 25 MiB */
+        for (size_t k = 0; k < 16384; k++) chunk[k] = i * 16384 + (uint32_t)k;
+        assert_int_equal(ig_atomic_file_write(af, chunk, sizeof chunk, &err), IG_OK);
+    }
+    assert_int_equal(ig_atomic_file_truncate(af, (uint64_t)100 * sizeof chunk, &err), IG_OK);
+    for (uint32_t i = 100; i < 300; i++) {
+        for (size_t k = 0; k < 16384; k++) chunk[k] = i * 16384 + (uint32_t)k;
+        assert_int_equal(ig_atomic_file_write(af, chunk, sizeof chunk, &err), IG_OK);
+    }
+    assert_int_equal(ig_atomic_file_commit(af, &err), IG_OK);
+    uint32_t *all = (uint32_t *)igt_read(big, &len);
+    assert_int_equal(len, (size_t)300 * sizeof chunk);
+    for (size_t k = 0; k < len / 4; k++)
+        if (all[k] != (uint32_t)k) fail_msg("word %zu of the file is %u", k, all[k]);
+    free(all);
+    unlink(big);
+
     /* a directory that does not exist */
     assert_int_not_equal(ig_atomic_file_create(&af, igt_fmt("%s/nodir/x", dir), 1, &err), IG_OK);
     assert_non_null(strstr(err.msg, "nodir"));

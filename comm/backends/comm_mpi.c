@@ -90,6 +90,7 @@ static void bf16_make(void) {
 /* The MPI operation of op over type t into *out, or an error naming `what`. */
 static ig_status reduce_op(ig_comm_type t, ig_comm_op op, MPI_Op *out, const char *what,
                            ig_err *err) {
+    *out = MPI_OP_NULL; /* set on every path: gcc -O3 cannot see that a refusal returns an error */
     if (t != IG_COMM_BF16) {
         *out = mpi_op(op);
         return IG_OK;
