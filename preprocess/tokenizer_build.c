@@ -228,6 +228,34 @@ static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
     return IG_OK;
 }
 
+/* The filter of the pairs that merge (tokenizer_internal.h: pair_filter), over whichever table
+ * holds them. */
+static ig_status build_pair_filter(ig_tokenizer *t, ig_err *err) {
+    unsigned bits = 6;
+    while (bits < 17 && ((size_t)1 << bits) < t->n_pairs / 4) bits++;
+    uint64_t *f = big_table(sizeof *f << bits);
+    if (!f) return ig_err_set(err, IG_ERR_NOMEM, "out of memory (merge filter)");
+    memset(f, 0, sizeof *f << bits);
+    size_t cap = t->pairs_mask + 1;
+    for (size_t i = 0; i < cap; i++) {
+        uint32_t l, r;
+        if (t->pairs8) {
+            if (t->pairs8[i] == UINT64_MAX) continue;
+            l = (uint32_t)(t->pairs8[i] & IG_PAIR8_ID_LIMIT);
+            r = (uint32_t)((t->pairs8[i] >> 21) & IG_PAIR8_ID_LIMIT);
+        } else {
+            if (t->pairs[i].key == UINT64_MAX) continue;
+            l = (uint32_t)(t->pairs[i].key >> 32);
+            r = (uint32_t)t->pairs[i].key;
+        }
+        uint64_t h = ig_pair_filter_hash(l, r);
+        f[h >> (64 - bits)] |= (1ull << (h & 63)) | (1ull << ((h >> 6) & 63));
+    }
+    t->pair_filter = f;
+    t->pair_filter_bits = bits;
+    return IG_OK;
+}
+
 ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
     size_t vs = t->vocab_size;
     while (vs > 0 && t->tok_len[vs - 1] == IG_NO_TOKEN) vs--;
@@ -256,6 +284,7 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
         t->byte_pairs[ab] = p ? (uint64_t)p->rank << 32 | p->id : UINT64_MAX;
     }
     ig_status pst = compact_pairs(t, err);
+    if (pst == IG_OK) pst = build_pair_filter(t, err);
     if (pst != IG_OK) return pst;
     size_t n_sp = 0;
     for (size_t id = 0; id < vs; id++) n_sp += t->is_special[id];
@@ -304,6 +333,7 @@ void ig_tokenizer_free(ig_tokenizer *t) {
     free(t->bmap);
     free(t->pairs);
     free(t->pairs8);
+    free(t->pair_filter);
     free(t->specials);
     free(t);
 }
