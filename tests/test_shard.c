@@ -185,7 +185,31 @@ static void test_roundtrip_u16(void **state) {
     assert_int_equal(ig_shard_writer_add_document(w, bad, 2, &err), IG_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "70000"));
     assert_int_equal(ig_shard_writer_bin_bytes(w), 0);
+    /* the same in longer documents (converted eight ids at a time), a bad id at every place,
+     * and every id from 0 to 65535 written as it is */
+    int32_t many[40];
+    for (int at = 0; at < 40; at++) {
+        for (int k = 0; k < 40; k++) many[k] = 65535 - k * 1000;
+        many[at] = at % 2 ? 65536 : -1;
+        assert_int_equal(ig_shard_writer_add_document(w, many, 40, &err), IG_ERR_INVALID_ARG);
+        assert_int_equal(ig_shard_writer_bin_bytes(w), 0);
+    }
     ig_shard_writer_abort(w);
+    assert_int_equal(ig_shard_writer_create(&w, ctx, igt_fmt("%s/all", dir), NULL, &err), IG_OK);
+    static int32_t every[65536];
+    for (int k = 0; k < 65536; k++) every[k] = k;
+    assert_int_equal(ig_shard_writer_add_document(w, every, 65536, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_add_document(w, every + 65536 - 37, 37, &err), IG_OK);
+    assert_int_equal(ig_shard_writer_finish(w, NULL, &err), IG_OK);
+    size_t blen;
+    uint8_t *bin = (uint8_t *)igt_read(igt_fmt("%s/all.bin", dir), &blen);
+    assert_int_equal(blen, 2 * (65536 + 37));
+    for (size_t k = 0; k < 65536 + 37; k++) {
+        size_t want = k < 65536 ? k : k - 37;
+        if (bin[2 * k] != (want & 255) || bin[2 * k + 1] != (want >> 8))
+            fail_msg("id %zu was written as %u", k, bin[2 * k] | bin[2 * k + 1] << 8);
+    }
+    free(bin);
     ig_ctx_free(ctx);
     igt_rmtree(dir);
     free(dir);
