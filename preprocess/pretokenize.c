@@ -332,12 +332,95 @@ static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t 
     return white_space(cls, s, i, n, 1);
 }
 
+#if defined(__SSE2__)
+/* GPT-2's pieces of ASCII text without an apostrophe, 64 bytes at a time, from bit masks and no
+ * branch per piece. On such text the pattern reduces to rules on a byte and its two neighbours
+ * (classes: letter, digit, white space, other):
+ *   - a letter, digit or other byte starts a piece when the byte before it is of another class
+ *     and not a space (after a space, the space starts it: ` ?\p{L}+` and the like);
+ *   - a white-space byte starts a piece when the byte before it is not white space (a run's
+ *     first), and when it is the last of a run of two or more that text follows: `\s+(?!\S)`
+ *     leaves it to start the next piece (a space, taken by ` ?\p{L}+`...) or to be one (`\s+`).
+ * The window's first byte starts a piece (the caller's boundary). A start decided from bytes
+ * before the first byte that is not ASCII or is an apostrophe (where contractions and Unicode
+ * classes come in), or before the text's last 65 bytes, is the general scanner's too; pieces
+ * between such starts are emitted, the rest is left to next_gpt2. Returns the new position (a
+ * piece boundary) after appending the pieces' ends to ends[*k..max). */
+static size_t gpt2_ascii_window(const uint8_t *s, size_t i, size_t n, size_t *ends, size_t *k,
+                                size_t max, size_t *scalar_until) {
+    if (n - i < 65) {
+        *scalar_until = n;
+        return i;
+    }
+    const __m128i case_bit = _mm_set1_epi8(0x20), before_a = _mm_set1_epi8('a' - 1),
+                  after_z = _mm_set1_epi8('z' + 1), before_0 = _mm_set1_epi8('0' - 1),
+                  after_9 = _mm_set1_epi8('9' + 1), space = _mm_set1_epi8(' '),
+                  apos = _mm_set1_epi8('\''), before_tab = _mm_set1_epi8(8),
+                  after_cr = _mm_set1_epi8(14);
+    uint64_t letter = 0, digit = 0, ws = 0, sp = 0, stop = 0;
+    for (int q = 0; q < 4; q++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i + 16 * q));
+        __m128i lo = _mm_or_si128(v, case_bit);
+        uint64_t l = (unsigned)_mm_movemask_epi8(
+            _mm_and_si128(_mm_cmpgt_epi8(lo, before_a), _mm_cmplt_epi8(lo, after_z)));
+        uint64_t d = (unsigned)_mm_movemask_epi8(
+            _mm_and_si128(_mm_cmpgt_epi8(v, before_0), _mm_cmplt_epi8(v, after_9)));
+        __m128i is_sp = _mm_cmpeq_epi8(v, space);
+        uint64_t w = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            is_sp, _mm_and_si128(_mm_cmpgt_epi8(v, before_tab), _mm_cmplt_epi8(v, after_cr))));
+        uint64_t x = (unsigned)_mm_movemask_epi8(_mm_or_si128(v, _mm_cmpeq_epi8(v, apos)));
+        letter |= l << (16 * q);
+        digit |= d << (16 * q);
+        ws |= w << (16 * q);
+        sp |= (uint64_t)(unsigned)_mm_movemask_epi8(is_sp) << (16 * q);
+        stop |= x << (16 * q);
+    }
+    uint8_t next = s[i + 64]; /* the byte after the window: is it white space? */
+    int next_ws = next == ' ' || (next >= 9 && next <= 13);
+    uint64_t other = ~(letter | digit | ws);
+    uint64_t same =
+        (letter & letter << 1) | (digit & digit << 1) | (other & other << 1) | (ws & ws << 1);
+    uint64_t starts = (~ws & ~same & ~(sp << 1)) | (ws & ~(ws << 1)) |
+                      (ws & ws << 1 & ~(ws >> 1 | (uint64_t)next_ws << 63));
+    starts |= 1; /* the caller's boundary */
+    /* sure: the starts at bytes whose neighbours are all plain ASCII (the byte after the window
+     * counts: one that is not ends the sure part at 62) */
+    size_t p = stop ? (size_t)__builtin_ctzll(stop) : (next >= 0x80 || next == '\'' ? 64 : 65);
+    uint64_t sure = p < 2 ? 0 : p - 1 >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << (p - 1)) - 1);
+    uint64_t more = starts & sure & ~(uint64_t)1;
+    if (!more) {
+        /* no whole piece here: the general scanner takes the window on where the text is mostly
+         * not ASCII (every word would stop a window again), or up to the first stop */
+        *scalar_until = i + (__builtin_popcountll(stop) > 2 ? 64 : p + 1);
+        return i;
+    }
+    size_t at = i;
+    while (more && *k < max) {
+        at = i + (size_t)__builtin_ctzll(more);
+        ends[(*k)++] = at;
+        more &= more - 1;
+    }
+    return at;
+}
+#endif
+
 size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n, size_t *ends,
                        size_t max) {
     size_t k = 0;
     switch (pt->pattern) {
     case IG_PAT_GPT2:
-        for (; i < n && k < max; k++) ends[k] = i = next_gpt2(pt->cls, s, i, n);
+        for (size_t scalar_until = 0; i < n && k < max;) {
+#if defined(__SSE2__)
+            if (i >= scalar_until) {
+                size_t j = gpt2_ascii_window(s, i, n, ends, &k, max, &scalar_until);
+                if (j != i) {
+                    i = j;
+                    continue;
+                }
+            }
+#endif
+            ends[k++] = i = next_gpt2(pt->cls, s, i, n);
+        }
         break;
     case IG_PAT_CL100K:
         for (; i < n && k < max; k++) ends[k] = i = next_cl100k(pt->cls, s, i, n);

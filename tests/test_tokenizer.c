@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "preprocess/preprocess.h"
+#include "preprocess/tokenizer_internal.h"
 #include "testutil.h"
 
 static ig_tokenizer *load(const char *path, const char *encoding) {
@@ -386,6 +387,106 @@ static size_t adversarial_text(char *buf, size_t cap, uint64_t *x) {
     return n;
 }
 
+/* Mostly ASCII, as prose and code are: letters, spaces, digits, punctuation, every ASCII
+ * white-space character, apostrophes, controls, and now and then a character that is not ASCII
+ * (among them the white space U+0085 and U+00A0, and a stray byte). */
+static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int plain) {
+    static const char *const other[] = {"\xc2\x85",     "\xc2\xa0", "\xc3\xa9",
+                                        "\xe4\xb8\xad", "\xff",     "\xf0\x9f\x98\x8d"};
+    size_t n = 0, want = (size_t)(*x % (cap - 8));
+    while (n < want) {
+        *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+        unsigned r = (unsigned)(*x % (plain ? 88 : 100)), c = (unsigned)(*x >> 32);
+        if (r < 40)
+            buf[n++] = (char)((c & 1 ? 'a' : 'A') + c % 26);
+        else if (r < 60)
+            buf[n++] = ' ';
+        else if (r < 68)
+            buf[n++] = (char)('0' + c % 10);
+        else if (r < 80)
+            buf[n++] = ".,;:!?-_()[]{}<>/\\\"#$%&*+=@^`|~"[c % 32];
+        else if (r < 88)
+            buf[n++] = "\t\n\v\f\r\n\n "[c % 8];
+        else if (r < 93)
+            buf[n++] = '\'';
+        else if (r < 96)
+            buf[n++] = (char)(c % 2 ? c % 9 : 0x7f - c % 5); /* controls, DEL */
+        else {
+            const char *o = other[c % 6];
+            size_t l = strlen(o);
+            if (n + l > cap) break;
+            memcpy(buf + n, o, l);
+            n += l;
+        }
+    }
+    return n;
+}
+
+/* ig_pretok_split (which takes GPT-2's ASCII text 64 bytes at a time from bit masks) gives the
+ * pieces the general scanner gives one at a time, for the three patterns, on mostly ASCII text
+ * and on the adversarial mix above, whatever the room for ends. */
+static void test_pretok_split_matches_scanner(void **state) {
+    (void)state;
+    static char buf[2048];
+    size_t ends[300];
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int pat = IG_PAT_GPT2; pat <= IG_PAT_O200K; pat++) {
+        ig_pretok pt;
+        ig_err err = {0};
+        assert_int_equal(ig_pretok_init(&pt, (ig_pattern)pat, &err), IG_OK);
+        /* a run of spaces that goes on in a non-ASCII white space (or stops at an apostrophe)
+         * at every place around the end of the 64-byte window */
+        static const char *const tails[] = {"\xc2\xa0"
+                                            "abc",
+                                            "\xc2\x85"
+                                            "abc",
+                                            "'s and more", "\xe3\x80\x80x", "\n\xc2\xa0 y"};
+        for (size_t k = 0; k < 80; k++) {
+            for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
+                for (size_t spaces = 1; spaces <= 3; spaces++) {
+                    size_t n = 0;
+                    for (size_t j = 0; j < k; j++) buf[n++] = j % 7 == 3 ? ' ' : 'q';
+                    for (size_t j = 0; j < spaces; j++) buf[n++] = ' ';
+                    n += (size_t)sprintf(buf + n,
+                                         "%s and then some more plain words that "
+                                         "run on past the window's end.",
+                                         tails[t]);
+                    const uint8_t *s = (const uint8_t *)buf;
+                    size_t got = ig_pretok_split(&pt, s, 0, n, ends, 300), want = 0;
+                    for (size_t q = 0; q < got; q++) {
+                        want = ig_pretok_next(&pt, s, want, n);
+                        if (ends[q] != want)
+                            fail_msg("pattern %d, tail %zu after %zu bytes: a piece ends at %zu, "
+                                     "the scanner says %zu",
+                                     pat, t, k, ends[q], want);
+                    }
+                }
+            }
+        }
+        for (int round = 0; round < 6000; round++) {
+            /* plain ASCII (no apostrophe), mostly ASCII, and the adversarial mix */
+            size_t n = round % 3 ? ascii_text(buf, sizeof buf, &x, round % 3 == 1)
+                                 : adversarial_text(buf, 64 + (size_t)(x % 1000), &x);
+            const uint8_t *s = (const uint8_t *)buf;
+            size_t room = round % 5 == 0 ? 1 + (size_t)(x % 7) : sizeof ends / sizeof ends[0];
+            size_t i = 0, want = 0;
+            while (i < n) {
+                size_t got = ig_pretok_split(&pt, s, i, n, ends, room);
+                assert_true(got >= 1 && got <= room);
+                for (size_t k = 0; k < got; k++) {
+                    want = ig_pretok_next(&pt, s, want, n);
+                    if (ends[k] != want)
+                        fail_msg("pattern %d, round %d: a piece ends at %zu, the scanner says %zu "
+                                 "(text of %zu bytes)",
+                                 pat, round, ends[k], want, n);
+                }
+                i = ends[got - 1];
+            }
+        }
+        ig_pretok_free(&pt);
+    }
+}
+
 /* The encoder's caches give what computing the ids gives: an encoder that has first seen a lot
  * of other text (its caches full of pieces, some in the slots the text's pieces map to) and a
  * fresh one agree on every text, for the three encodings; and the ids decode back. */
@@ -597,6 +698,7 @@ int main(void) {
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_odd_bytes_and_long_pieces),
         cmocka_unit_test(test_caches_match_computing),
+        cmocka_unit_test(test_pretok_split_matches_scanner),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_huge_token_id),
         cmocka_unit_test(test_shared_gpt2_json),
