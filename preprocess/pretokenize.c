@@ -333,59 +333,126 @@ static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t 
 }
 
 #if defined(__SSE2__)
-/* GPT-2's pieces of ASCII text without an apostrophe, 64 bytes at a time, from bit masks and no
- * branch per piece. On such text the pattern reduces to rules on a byte and its two neighbours
- * (classes: letter, digit, white space, other):
- *   - a letter, digit or other byte starts a piece when the byte before it is of another class
- *     and not a space (after a space, the space starts it: ` ?\p{L}+` and the like);
- *   - a white-space byte starts a piece when the byte before it is not white space (a run's
- *     first), and when it is the last of a run of two or more that text follows: `\s+(?!\S)`
- *     leaves it to start the next piece (a space, taken by ` ?\p{L}+`...) or to be one (`\s+`).
- * The window's first byte starts a piece (the caller's boundary). A start decided from bytes
+/* The pieces of ASCII text without an apostrophe, 64 bytes at a time, from bit masks and no
+ * branch per piece (GPT-2's and cl100k's patterns). On such text each pattern reduces to rules on
+ * a byte and its near neighbours (classes: letter, digit, white space, carriage return or line
+ * feed, other), written below as bit operations on the window's masks. A start decided from bytes
  * before the first byte that is not ASCII or is an apostrophe (where contractions and Unicode
- * classes come in), or before the text's last 65 bytes, is the general scanner's too; pieces
- * between such starts are emitted, the rest is left to next_gpt2. Returns the new position (a
- * piece boundary) after appending the pieces' ends to ends[*k..max). */
-static size_t gpt2_ascii_window(const uint8_t *s, size_t i, size_t n, size_t *ends, size_t *k,
-                                size_t max, size_t *scalar_until) {
-    if (n - i < 65) {
-        *scalar_until = n;
-        return i;
-    }
+ * classes come in), or that begins a pattern the rules leave out, is the general scanner's too;
+ * the pieces between such starts are emitted and the rest is left to the general scanner. */
+
+/* The classes of the 64 bytes from s[i] (bit j: byte i + j) and of the byte after them. */
+typedef struct ascii_masks {
+    uint64_t letter, digit, ws, sp, crlf, stop; /* stop: not ASCII, or an apostrophe */
+    uint8_t next;                               /* s[i + 64] */
+} ascii_masks;
+
+static inline void ascii_classes(const uint8_t *s, size_t i, ascii_masks *m) {
     const __m128i case_bit = _mm_set1_epi8(0x20), before_a = _mm_set1_epi8('a' - 1),
                   after_z = _mm_set1_epi8('z' + 1), before_0 = _mm_set1_epi8('0' - 1),
                   after_9 = _mm_set1_epi8('9' + 1), space = _mm_set1_epi8(' '),
                   apos = _mm_set1_epi8('\''), before_tab = _mm_set1_epi8(8),
-                  after_cr = _mm_set1_epi8(14);
-    uint64_t letter = 0, digit = 0, ws = 0, sp = 0, stop = 0;
+                  after_cr = _mm_set1_epi8(14), cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n');
+    memset(m, 0, sizeof *m);
     for (int q = 0; q < 4; q++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(s + i + 16 * q));
         __m128i lo = _mm_or_si128(v, case_bit);
+        __m128i is_sp = _mm_cmpeq_epi8(v, space);
         uint64_t l = (unsigned)_mm_movemask_epi8(
             _mm_and_si128(_mm_cmpgt_epi8(lo, before_a), _mm_cmplt_epi8(lo, after_z)));
         uint64_t d = (unsigned)_mm_movemask_epi8(
             _mm_and_si128(_mm_cmpgt_epi8(v, before_0), _mm_cmplt_epi8(v, after_9)));
-        __m128i is_sp = _mm_cmpeq_epi8(v, space);
         uint64_t w = (unsigned)_mm_movemask_epi8(_mm_or_si128(
             is_sp, _mm_and_si128(_mm_cmpgt_epi8(v, before_tab), _mm_cmplt_epi8(v, after_cr))));
+        uint64_t c =
+            (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf)));
         uint64_t x = (unsigned)_mm_movemask_epi8(_mm_or_si128(v, _mm_cmpeq_epi8(v, apos)));
-        letter |= l << (16 * q);
-        digit |= d << (16 * q);
-        ws |= w << (16 * q);
-        sp |= (uint64_t)(unsigned)_mm_movemask_epi8(is_sp) << (16 * q);
-        stop |= x << (16 * q);
+        m->letter |= l << (16 * q);
+        m->digit |= d << (16 * q);
+        m->ws |= w << (16 * q);
+        m->sp |= (uint64_t)(unsigned)_mm_movemask_epi8(is_sp) << (16 * q);
+        m->crlf |= c << (16 * q);
+        m->stop |= x << (16 * q);
     }
-    uint8_t next = s[i + 64]; /* the byte after the window: is it white space? */
-    int next_ws = next == ' ' || (next >= 9 && next <= 13);
+    m->next = s[i + 64];
+}
+
+static inline int is_ascii_ws(uint8_t b) {
+    return b == ' ' || (b >= 9 && b <= 13);
+}
+
+/* GPT-2: a letter, digit or other byte starts a piece when the byte before it is of another class
+ * and not a space (after a space, the space starts it: ` ?\p{L}+` and the like); a white-space
+ * byte starts one when the byte before it is not white space (a run's first), and when it is the
+ * last of a run of two or more that text follows (`\s+(?!\S)` leaves it to start the next piece,
+ * a space taken by ` ?\p{L}+`..., or to be one, `\s+`). *stop64: the byte after the window
+ * stops (bits past 63 of stop). */
+static inline uint64_t gpt2_starts(const ascii_masks *m, uint64_t *stop, int *stop64) {
+    uint64_t letter = m->letter, digit = m->digit, ws = m->ws;
     uint64_t other = ~(letter | digit | ws);
     uint64_t same =
         (letter & letter << 1) | (digit & digit << 1) | (other & other << 1) | (ws & ws << 1);
-    uint64_t starts = (~ws & ~same & ~(sp << 1)) | (ws & ~(ws << 1)) |
-                      (ws & ws << 1 & ~(ws >> 1 | (uint64_t)next_ws << 63));
-    starts |= 1; /* the caller's boundary */
-    /* sure: the starts at bytes whose neighbours are all plain ASCII (the byte after the window
-     * counts: one that is not ends the sure part at 62) */
-    size_t p = stop ? (size_t)__builtin_ctzll(stop) : (next >= 0x80 || next == '\'' ? 64 : 65);
+    uint64_t next_ws = (uint64_t)is_ascii_ws(m->next) << 63;
+    *stop = m->stop;
+    *stop64 = m->next >= 0x80 || m->next == '\'';
+    return (~ws & ~same & ~(m->sp << 1)) | (ws & ~(ws << 1)) |
+           (ws & ws << 1 & ~(ws >> 1 | next_ws));
+}
+
+/* cl100k:
+ * - white space: a run's first byte starts a piece (`\s*[\r\n]+` takes the run up to its last \r
+ *   or \n), unless it is a \r or \n after an other byte (the `[\r\n]*` of that byte's piece takes
+ *   the run's leading \r\n bytes); so does the first byte after the leading \r\n bytes, and the
+ *   last of two or more other white-space bytes that text follows (`\s+(?!\S)`);
+ * - other bytes: a run's first, unless a space comes before it (taken by `' ?'` before the run);
+ * - digits: a run's first (runs of four or more, cut in threes, are left out);
+ * - letters: a run's first, unless a white-space byte other than \r \n comes before it, or a
+ *   single other byte not after a space (`[^\r\n\p{L}\p{N}]?\p{L}+` takes it as the prefix).
+ * Left out (stops): runs of white space with \r or \n after other white space, and the fourth
+ * digit in a row. */
+static inline uint64_t cl100k_starts(const ascii_masks *m, uint64_t *stop, int *stop64) {
+    uint64_t letter = m->letter, digit = m->digit, ws = m->ws, sp = m->sp, crlf = m->crlf;
+    uint64_t other = ~(letter | digit | ws), wnc = ws & ~crlf;
+    uint8_t nb = m->next;
+    int next_crlf = nb == '\r' || nb == '\n';
+    uint64_t next_ws = ws >> 1 | (uint64_t)is_ascii_ws(nb) << 63;
+    uint64_t next_cr = crlf >> 1 | (uint64_t)next_crlf << 63;
+    uint64_t digits4 = digit & digit << 1 & digit << 2 & digit << 3;
+    uint64_t st = m->stop | digits4;
+    /* the byte after the window stops only as GPT-2's does: what follows the window's bytes
+     * decides nothing else in it (a fourth digit after its last three) */
+    *stop64 = nb >= 0x80 || nb == '\'';
+    /* Where a run of white space's pieces end depends on its last \r or \n: a run with \r or \n
+     * after other white space, and one that reaches the first stop or goes on past the window
+     * (it may go on in U+0085 or U+00A0, and on to a \r or \n), is left out from its first
+     * byte. */
+    uint64_t late = wnc & next_cr;
+    size_t f = st ? (size_t)__builtin_ctzll(st) : *stop64 ? 64 : 65;
+    if (f >= 1 && f <= 64 && ((ws >> (f - 1)) & 1))
+        late |= (uint64_t)1 << (f - 1);
+    else if (f == 65 && (ws >> 63) && is_ascii_ws(nb))
+        late |= (uint64_t)1 << 63;
+    if (late) {
+        uint64_t before = ~ws & ((((uint64_t)1) << __builtin_ctzll(late)) - 1);
+        st |= (uint64_t)1 << (before ? 64 - __builtin_clzll(before) : 0);
+    }
+    *stop = st;
+    uint64_t w =
+        (ws & ~(ws << 1) & ~(crlf & other << 1)) | (wnc & crlf << 1) | (wnc & wnc << 1 & ~next_ws);
+    uint64_t o = other & ~(other << 1) & ~(sp << 1);
+    uint64_t d = digit & ~(digit << 1);
+    uint64_t single_other = other << 1 & ~(other << 2) & ~(sp << 2);
+    uint64_t l = letter & ~(letter << 1) & ~(wnc << 1) & ~single_other;
+    return w | o | d | l;
+}
+
+/* Appends the ends of the pieces whose starts are sure (starts: the window's, bit 0 the caller's
+ * boundary at i) and returns the new position, a piece boundary; or, with none, i and how far the
+ * general scanner goes on (*scalar_until). */
+static inline size_t emit_sure(size_t i, uint64_t starts, uint64_t stop, int stop64, size_t *ends,
+                               size_t *k, size_t max, size_t *scalar_until) {
+    /* sure: the starts whose neighbours (the byte after included) come before the first stop */
+    size_t p = stop ? (size_t)__builtin_ctzll(stop) : stop64 ? 64 : 65;
     uint64_t sure = p < 2 ? 0 : p - 1 >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << (p - 1)) - 1);
     uint64_t more = starts & sure & ~(uint64_t)1;
     if (!more) {
@@ -402,6 +469,23 @@ static size_t gpt2_ascii_window(const uint8_t *s, size_t i, size_t n, size_t *en
     }
     return at;
 }
+
+static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_t n, size_t *ends,
+                           size_t *k, size_t max, size_t *scalar_until) {
+    if (n - i < 65) {
+        *scalar_until = n;
+        return i;
+    }
+    ascii_masks m;
+    ascii_classes(s, i, &m);
+    uint64_t stop, starts;
+    int stop64;
+    if (pattern == IG_PAT_GPT2)
+        starts = gpt2_starts(&m, &stop, &stop64);
+    else
+        starts = cl100k_starts(&m, &stop, &stop64);
+    return emit_sure(i, starts | 1, stop, stop64, ends, k, max, scalar_until);
+}
 #endif
 
 size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n, size_t *ends,
@@ -409,21 +493,20 @@ size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n
     size_t k = 0;
     switch (pt->pattern) {
     case IG_PAT_GPT2:
+    case IG_PAT_CL100K:
         for (size_t scalar_until = 0; i < n && k < max;) {
 #if defined(__SSE2__)
             if (i >= scalar_until) {
-                size_t j = gpt2_ascii_window(s, i, n, ends, &k, max, &scalar_until);
+                size_t j = ascii_window(pt->pattern, s, i, n, ends, &k, max, &scalar_until);
                 if (j != i) {
                     i = j;
                     continue;
                 }
             }
 #endif
-            ends[k++] = i = next_gpt2(pt->cls, s, i, n);
+            ends[k++] = i = pt->pattern == IG_PAT_GPT2 ? next_gpt2(pt->cls, s, i, n)
+                                                       : next_cl100k(pt->cls, s, i, n);
         }
-        break;
-    case IG_PAT_CL100K:
-        for (; i < n && k < max; k++) ends[k] = i = next_cl100k(pt->cls, s, i, n);
         break;
     case IG_PAT_O200K:
         for (; i < n && k < max; k++) ends[k] = i = next_o200k(pt->cls, s, i, n);

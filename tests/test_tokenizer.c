@@ -387,17 +387,26 @@ static size_t adversarial_text(char *buf, size_t cap, uint64_t *x) {
     return n;
 }
 
-/* Mostly ASCII, as prose and code are: letters, spaces, digits, punctuation, every ASCII
- * white-space character, apostrophes, controls, and now and then a character that is not ASCII
- * (among them the white space U+0085 and U+00A0, and a stray byte). */
-static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int plain) {
+/* Mostly ASCII, as prose and code are (kind 0 and 1), or mostly white space (kind 2): letters,
+ * spaces, digits, punctuation and every ASCII white-space character; unless kind 0, also
+ * apostrophes, controls, and now and then a character that is not ASCII (among them the white
+ * space U+0085 and U+00A0, and a stray byte). */
+static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int kind) {
     static const char *const other[] = {"\xc2\x85",     "\xc2\xa0", "\xc3\xa9",
                                         "\xe4\xb8\xad", "\xff",     "\xf0\x9f\x98\x8d"};
-    size_t n = 0, want = (size_t)(*x % (cap - 8));
+    static const char *const spacey[] = {" ",  " ",  " ",    " ",        " ",       " ", "\r", "\n",
+                                         "\n", "\t", "\v",   "\f",       "a",       "b", "Z",  "q",
+                                         "e",  ".",  ",",    "(",        "1",       "2", "0",  "x",
+                                         "-",  "'",  "\r\n", "\xc2\x85", "\xc2\xa0"};
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    size_t n = 0, want = 64 + (size_t)(*x % (cap - 72));
     while (n < want) {
         *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
-        unsigned r = (unsigned)(*x % (plain ? 88 : 100)), c = (unsigned)(*x >> 32);
-        if (r < 40)
+        unsigned r = (unsigned)(*x % (kind == 0 ? 88 : 100)), c = (unsigned)(*x >> 32);
+        const char *o = NULL;
+        if (kind == 2)
+            o = spacey[*x % (sizeof spacey / sizeof spacey[0])];
+        else if (r < 40)
             buf[n++] = (char)((c & 1 ? 'a' : 'A') + c % 26);
         else if (r < 60)
             buf[n++] = ' ';
@@ -411,8 +420,9 @@ static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int plain) {
             buf[n++] = '\'';
         else if (r < 96)
             buf[n++] = (char)(c % 2 ? c % 9 : 0x7f - c % 5); /* controls, DEL */
-        else {
-            const char *o = other[c % 6];
+        else
+            o = other[c % 6];
+        if (o) {
             size_t l = strlen(o);
             if (n + l > cap) break;
             memcpy(buf + n, o, l);
@@ -422,9 +432,10 @@ static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int plain) {
     return n;
 }
 
-/* ig_pretok_split (which takes GPT-2's ASCII text 64 bytes at a time from bit masks) gives the
- * pieces the general scanner gives one at a time, for the three patterns, on mostly ASCII text
- * and on the adversarial mix above, whatever the room for ends. */
+/* ig_pretok_split (which takes GPT-2's and cl100k's ASCII text 64 bytes at a time from bit masks)
+ * gives the pieces the general scanner gives one at a time, for the three patterns, on mostly
+ * ASCII text, on mostly white space and on the adversarial mix above, whatever the room for
+ * ends. */
 static void test_pretok_split_matches_scanner(void **state) {
     (void)state;
     static char buf[2048];
@@ -440,10 +451,17 @@ static void test_pretok_split_matches_scanner(void **state) {
                                             "abc",
                                             "\xc2\x85"
                                             "abc",
-                                            "'s and more", "\xe3\x80\x80x", "\n\xc2\xa0 y"};
+                                            "'s and more",
+                                            "\xe3\x80\x80x",
+                                            "\n\xc2\xa0 y",
+                                            ".\n\nabc",
+                                            "12345 x",
+                                            " \n y",
+                                            "\t\n x",
+                                            "\n \t\n z"};
         for (size_t k = 0; k < 80; k++) {
             for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
-                for (size_t spaces = 1; spaces <= 3; spaces++) {
+                for (size_t spaces = 0; spaces <= 3; spaces++) {
                     size_t n = 0;
                     for (size_t j = 0; j < k; j++) buf[n++] = j % 7 == 3 ? ' ' : 'q';
                     for (size_t j = 0; j < spaces; j++) buf[n++] = ' ';
@@ -463,9 +481,10 @@ static void test_pretok_split_matches_scanner(void **state) {
                 }
             }
         }
-        for (int round = 0; round < 6000; round++) {
-            /* plain ASCII (no apostrophe), mostly ASCII, and the adversarial mix */
-            size_t n = round % 3 ? ascii_text(buf, sizeof buf, &x, round % 3 == 1)
+        for (int round = 0; round < 8000; round++) {
+            /* plain ASCII (no apostrophe), mostly ASCII, mostly white space, and the
+             * adversarial mix */
+            size_t n = round % 4 ? ascii_text(buf, sizeof buf, &x, round % 4 - 1)
                                  : adversarial_text(buf, 64 + (size_t)(x % 1000), &x);
             const uint8_t *s = (const uint8_t *)buf;
             size_t room = round % 5 == 0 ? 1 + (size_t)(x % 7) : sizeof ends / sizeof ends[0];
