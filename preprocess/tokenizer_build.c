@@ -200,8 +200,10 @@ static void compute_hash(ig_tokenizer *t) {
 }
 
 /* The pair table in 8-byte entries (tokenizer_internal.h: pairs8) where every merged id is its
- * pair's rank and every id fits in 21 bits; otherwise it stays as it is. */
+ * pair's rank and every id of the vocabulary (any the encoder may look up) fits in 21 bits;
+ * otherwise it stays as it is. */
 static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
+    if (t->vocab_size >= IG_PAIR8_ID_LIMIT) return IG_OK;
     size_t cap = t->pairs_mask + 1;
     for (size_t i = 0; i < cap; i++) {
         const ig_pair_slot *p = &t->pairs[i];
