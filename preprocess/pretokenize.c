@@ -334,7 +334,7 @@ static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t 
 
 #if defined(__SSE2__)
 /* The pieces of ASCII text without an apostrophe, 64 bytes at a time, from bit masks and no
- * branch per piece (GPT-2's and cl100k's patterns). On such text each pattern reduces to rules on
+ * branch per piece (the three patterns). On such text each pattern reduces to rules on
  * a byte and its near neighbours (classes: letter, digit, white space, carriage return or line
  * feed, other), written below as bit operations on the window's masks. A start decided from bytes
  * before the first byte that is not ASCII or is an apostrophe (where contractions and Unicode
@@ -470,6 +470,27 @@ static inline size_t emit_sure(size_t i, uint64_t starts, uint64_t stop, int sto
     return at;
 }
 
+/* o200k: cl100k's rules, but a letter run splits where a capital follows a small letter (its
+ * words are `[A-Z]*[a-z]+` or `[A-Z]+[a-z]*` in ASCII, after the same optional prefix), and an
+ * other byte's piece takes `[\r\n/]*` after it: a `/` after \r or \n is left out (a stop). */
+static inline uint64_t o200k_starts(const ascii_masks *m, const uint8_t *s, size_t i,
+                                    uint64_t *stop, int *stop64) {
+    uint64_t starts = cl100k_starts(m, stop, stop64);
+    const __m128i slash = _mm_set1_epi8('/'), before_A = _mm_set1_epi8('A' - 1),
+                  after_Z = _mm_set1_epi8('Z' + 1);
+    uint64_t upper = 0, sl = 0;
+    for (int q = 0; q < 4; q++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i + 16 * q));
+        upper |= (uint64_t)(unsigned)_mm_movemask_epi8(
+                     _mm_and_si128(_mm_cmpgt_epi8(v, before_A), _mm_cmplt_epi8(v, after_Z)))
+                 << (16 * q);
+        sl |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) << (16 * q);
+    }
+    uint64_t lower = m->letter & ~upper;
+    *stop |= sl & m->crlf << 1;
+    return starts | (upper & lower << 1);
+}
+
 static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_t n, size_t *ends,
                            size_t *k, size_t max, size_t *scalar_until) {
     if (n - i < 65) {
@@ -482,8 +503,10 @@ static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_
     int stop64;
     if (pattern == IG_PAT_GPT2)
         starts = gpt2_starts(&m, &stop, &stop64);
-    else
+    else if (pattern == IG_PAT_CL100K)
         starts = cl100k_starts(&m, &stop, &stop64);
+    else
+        starts = o200k_starts(&m, s, i, &stop, &stop64);
     return emit_sure(i, starts | 1, stop, stop64, ends, k, max, scalar_until);
 }
 #endif
@@ -494,6 +517,7 @@ size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n
     switch (pt->pattern) {
     case IG_PAT_GPT2:
     case IG_PAT_CL100K:
+    case IG_PAT_O200K:
         for (size_t scalar_until = 0; i < n && k < max;) {
 #if defined(__SSE2__)
             if (i >= scalar_until) {
@@ -504,12 +528,10 @@ size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n
                 }
             }
 #endif
-            ends[k++] = i = pt->pattern == IG_PAT_GPT2 ? next_gpt2(pt->cls, s, i, n)
-                                                       : next_cl100k(pt->cls, s, i, n);
+            ends[k++] = i = pt->pattern == IG_PAT_GPT2     ? next_gpt2(pt->cls, s, i, n)
+                            : pt->pattern == IG_PAT_CL100K ? next_cl100k(pt->cls, s, i, n)
+                                                           : next_o200k(pt->cls, s, i, n);
         }
-        break;
-    case IG_PAT_O200K:
-        for (; i < n && k < max; k++) ends[k] = i = next_o200k(pt->cls, s, i, n);
         break;
     }
     return k;

@@ -432,10 +432,9 @@ static size_t ascii_text(char *buf, size_t cap, uint64_t *x, int kind) {
     return n;
 }
 
-/* ig_pretok_split (which takes GPT-2's and cl100k's ASCII text 64 bytes at a time from bit masks)
- * gives the pieces the general scanner gives one at a time, for the three patterns, on mostly
- * ASCII text, on mostly white space and on the adversarial mix above, whatever the room for
- * ends. */
+/* ig_pretok_split (which takes ASCII text 64 bytes at a time from bit masks) gives the pieces the
+ * general scanner gives one at a time, for the three patterns, on mostly ASCII text, on mostly
+ * white space and on the adversarial mix above, whatever the room for ends. */
 static void test_pretok_split_matches_scanner(void **state) {
     (void)state;
     static char buf[2048];
