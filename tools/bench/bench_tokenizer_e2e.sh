@@ -2,10 +2,10 @@
 # bench_tokenizer_e2e.sh BUILD_DIR DATA_DIR - the tokenizer end to end against tiktoken, in one run
 # (issue 27 section 4; `make bench-tokenizer`, or `bash tools/bench/run.sh build tokenizer`):
 #   - `ingot preprocess text` (read + JSON parse + tokenize + write shards) with --workers 1 and 2
-#     on a 51 MB mix of languages and code, GPT-2 and cl100k_base, in MB/s of text a core, against
-#     tiktoken's single-core encode_ordinary (npm `tiktoken`, OpenAI's Rust code built to WASM) of
-#     the same documents, one call a document (goals: >= 120 MB/s a core and >= 15x; 2 workers
-#     >= 1.8x one);
+#     on a 51 MB mix of languages and code, GPT-2, cl100k_base and o200k_base, in MB/s of text a
+#     core, against tiktoken's single-core encode_ordinary (npm `tiktoken`, OpenAI's Rust code
+#     built to WASM) of the same documents, one call a document (goals, GPT-2 and cl100k: >= 120
+#     MB/s a core and >= 15x; 2 workers >= 1.8x one);
 #   - o200k_base on the 96-language UDHR (udhr_multilingual.txt), the tokenizer alone with a
 #     fresh encoder each round, against tiktoken's o200k on the same text (goal >= 8x).
 # The mix, made here the same way every time: the documents of the five shared corpora (.jsonl)
@@ -84,6 +84,7 @@ row() { # NAME TOKENIZER INPUT TIKTOKEN_ENCODING GOAL
 }
 row gpt2 "$DATA/gpt2/tokenizer.json" "$OUT/mix.jsonl" gpt2 ">=15x"
 row cl100k_base "$DATA/tiktoken/cl100k_base.tiktoken" "$OUT/mix.jsonl" cl100k_base ">=15x"
+row o200k_base "$DATA/tiktoken/o200k_base.tiktoken" "$OUT/mix.jsonl" o200k_base "-"
 # o200k on the UDHR: the tokenizer alone (bench_tokenizer's cold figure: a fresh encoder each
 # round, so every word is met for the first time in the round) against tiktoken on the same text
 # (udhr_multilingual.txt encoded as one text by both). End to end, a 1.8 MB input is timed mostly
