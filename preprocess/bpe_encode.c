@@ -228,10 +228,20 @@ static inline size_t short_index(uint64_t k0, uint64_t k1, size_t len) {
 #define PREFETCH_SLOW  8
 
 typedef struct run_piece {
-    uint64_t k0, k1; /* a short piece's key; k0: a long piece's hash, once computed */
+    uint64_t k0, k1; /* a short piece's key */
+    uint64_t hash;   /* its ig_tok_hash_bytes, once prefetch_slow computed it */
     uint32_t slot;   /* a short piece's slot */
-    uint32_t hashed; /* 1: k0 holds the piece's ig_tok_hash_bytes (long pieces) */
+    uint32_t hashed; /* 1: hash is set */
 } run_piece;
+
+/* The piece's ig_tok_hash_bytes, computed once. */
+static inline uint64_t piece_hash(run_piece *r, const uint8_t *p, size_t len) {
+    if (!r->hashed) {
+        r->hash = ig_tok_hash_bytes(p, len);
+        r->hashed = 1;
+    }
+    return r->hash;
+}
 
 /* Stage two of piece k: the short piece whose slot does not hold it, or a long piece, has its
  * hash computed and the slots its slow path reads prefetched. */
@@ -241,13 +251,9 @@ static inline void prefetch_slow(ig_encoder *e, const uint8_t *s, size_t at, siz
         const short_slot *c = &e->shorts[r->slot];
         if (c->k0 == r->k0 && c->k1 == r->k1 && c->len == len) return;
     }
-    uint64_t h = ig_tok_hash_bytes(s + at, len);
+    uint64_t h = piece_hash(r, s + at, len);
     __builtin_prefetch(&e->tok->bmap[(size_t)h & e->tok->bmap_mask]);
     __builtin_prefetch(&e->slots[(size_t)h & (CACHE_SLOTS - 1)]);
-    if (len > SHORT_MAX_LEN) {
-        r->k0 = h;
-        r->hashed = 1;
-    }
 }
 
 static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {
@@ -292,7 +298,7 @@ static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_t
                     if (len == 1)
                         out->ids[out->n++] = (int32_t)t->byte_id[s[at]];
                     else
-                        st = encode_piece(e, s + at, len, ig_tok_hash_bytes(s + at, len), out);
+                        st = encode_piece(e, s + at, len, piece_hash(r, s + at, len), out);
                     if (st != IG_OK) return st;
                     size_t got = out->n - before;
                     if (got <= SHORT_MAX_IDS) {
@@ -304,8 +310,7 @@ static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_t
                     }
                 }
             } else {
-                uint64_t h = r->hashed ? r->k0 : ig_tok_hash_bytes(s + at, len);
-                ig_status st = encode_piece(e, s + at, len, h, out);
+                ig_status st = encode_piece(e, s + at, len, piece_hash(r, s + at, len), out);
                 if (st != IG_OK) return st;
             }
         }

@@ -344,15 +344,18 @@ static size_t next_o200k(const uint8_t *cls, const uint8_t *s, size_t i, size_t 
 /* The classes of the 64 bytes from s[i] (bit j: byte i + j) and of the byte after them. */
 typedef struct ascii_masks {
     uint64_t letter, digit, ws, sp, crlf, stop; /* stop: not ASCII, or an apostrophe */
+    uint64_t upper, slash;                      /* [A-Z] and '/', for o200k only */
     uint8_t next;                               /* s[i + 64] */
 } ascii_masks;
 
-static inline void ascii_classes(const uint8_t *s, size_t i, ascii_masks *m) {
+static inline void ascii_classes(const uint8_t *s, size_t i, int o200k, ascii_masks *m) {
     const __m128i case_bit = _mm_set1_epi8(0x20), before_a = _mm_set1_epi8('a' - 1),
                   after_z = _mm_set1_epi8('z' + 1), before_0 = _mm_set1_epi8('0' - 1),
                   after_9 = _mm_set1_epi8('9' + 1), space = _mm_set1_epi8(' '),
                   apos = _mm_set1_epi8('\''), before_tab = _mm_set1_epi8(8),
-                  after_cr = _mm_set1_epi8(14), cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n');
+                  after_cr = _mm_set1_epi8(14), cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n'),
+                  slash = _mm_set1_epi8('/'), before_A = _mm_set1_epi8('A' - 1),
+                  after_Z = _mm_set1_epi8('Z' + 1);
     memset(m, 0, sizeof *m);
     for (int q = 0; q < 4; q++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(s + i + 16 * q));
@@ -373,6 +376,12 @@ static inline void ascii_classes(const uint8_t *s, size_t i, ascii_masks *m) {
         m->sp |= (uint64_t)(unsigned)_mm_movemask_epi8(is_sp) << (16 * q);
         m->crlf |= c << (16 * q);
         m->stop |= x << (16 * q);
+        if (o200k) {
+            uint64_t u = (unsigned)_mm_movemask_epi8(
+                _mm_and_si128(_mm_cmpgt_epi8(v, before_A), _mm_cmplt_epi8(v, after_Z)));
+            m->upper |= u << (16 * q);
+            m->slash |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) << (16 * q);
+        }
     }
     m->next = s[i + 64];
 }
@@ -473,22 +482,11 @@ static inline size_t emit_sure(size_t i, uint64_t starts, uint64_t stop, int sto
 /* o200k: cl100k's rules, but a letter run splits where a capital follows a small letter (its
  * words are `[A-Z]*[a-z]+` or `[A-Z]+[a-z]*` in ASCII, after the same optional prefix), and an
  * other byte's piece takes `[\r\n/]*` after it: a `/` after \r or \n is left out (a stop). */
-static inline uint64_t o200k_starts(const ascii_masks *m, const uint8_t *s, size_t i,
-                                    uint64_t *stop, int *stop64) {
+static inline uint64_t o200k_starts(const ascii_masks *m, uint64_t *stop, int *stop64) {
     uint64_t starts = cl100k_starts(m, stop, stop64);
-    const __m128i slash = _mm_set1_epi8('/'), before_A = _mm_set1_epi8('A' - 1),
-                  after_Z = _mm_set1_epi8('Z' + 1);
-    uint64_t upper = 0, sl = 0;
-    for (int q = 0; q < 4; q++) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(s + i + 16 * q));
-        upper |= (uint64_t)(unsigned)_mm_movemask_epi8(
-                     _mm_and_si128(_mm_cmpgt_epi8(v, before_A), _mm_cmplt_epi8(v, after_Z)))
-                 << (16 * q);
-        sl |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) << (16 * q);
-    }
-    uint64_t lower = m->letter & ~upper;
-    *stop |= sl & m->crlf << 1;
-    return starts | (upper & lower << 1);
+    uint64_t lower = m->letter & ~m->upper;
+    *stop |= m->slash & m->crlf << 1;
+    return starts | (m->upper & lower << 1);
 }
 
 static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_t n, size_t *ends,
@@ -498,7 +496,7 @@ static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_
         return i;
     }
     ascii_masks m;
-    ascii_classes(s, i, &m);
+    ascii_classes(s, i, pattern == IG_PAT_O200K, &m);
     uint64_t stop, starts;
     int stop64;
     if (pattern == IG_PAT_GPT2)
@@ -506,7 +504,7 @@ static size_t ascii_window(ig_pattern pattern, const uint8_t *s, size_t i, size_
     else if (pattern == IG_PAT_CL100K)
         starts = cl100k_starts(&m, &stop, &stop64);
     else
-        starts = o200k_starts(&m, s, i, &stop, &stop64);
+        starts = o200k_starts(&m, &stop, &stop64);
     return emit_sure(i, starts | 1, stop, stop64, ends, k, max, scalar_until);
 }
 #endif
