@@ -218,33 +218,6 @@ static void test_damaged_index(void **state) {
     free(good);
 }
 
-/* A label past the largest class id is refused by the writer. */
-static void test_writer_refuses_bad_label(void **state) {
-    (void)state;
-    ig_err err = {0};
-    ig_video_shard_writer *w = NULL;
-    ig_video_shard_writer_opts o = {.overwrite = 1};
-    assert_int_equal(
-        ig_video_shard_writer_create(&w, NULL, igt_fmt("%s/badlabel", g_dir), &o, &err), IG_OK);
-    ig_clip_info ci = {.frames = 1,
-                       .height = 1,
-                       .width = 1,
-                       .fps_num = 1,
-                       .fps_den = 1,
-                       .tb_num = 1,
-                       .tb_den = 1,
-                       .caption = IG_CLIP_NONE,
-                       .bucket = IG_CLIP_NONE,
-                       .label = IG_CLIP_LABEL_MAX + 1};
-    ig_clip_frame fr = {0, 0};
-    uint8_t px[3] = {1, 2, 3};
-    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.msg, "label 2147483647"));
-    ci.label = IG_CLIP_LABEL_MAX;
-    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_OK);
-    ig_video_shard_writer_abort(w);
-}
-
 /* the clip of add_small: 1 frame of 8 x 8 x 3, no caption, bucket or label */
 static ig_clip_info small_info(void) {
     return (ig_clip_info){.frames = 1,
@@ -257,6 +230,26 @@ static ig_clip_info small_info(void) {
                           .caption = IG_CLIP_NONE,
                           .bucket = IG_CLIP_NONE,
                           .label = IG_CLIP_NONE};
+}
+
+/* A label past the largest class id is refused by the writer. */
+static void test_writer_refuses_bad_label(void **state) {
+    (void)state;
+    ig_err err = {0};
+    ig_video_shard_writer *w = NULL;
+    ig_video_shard_writer_opts o = {.overwrite = 1};
+    assert_int_equal(
+        ig_video_shard_writer_create(&w, NULL, igt_fmt("%s/badlabel", g_dir), &o, &err), IG_OK);
+    ig_clip_info ci = small_info();
+    ci.height = ci.width = 1;
+    ci.label = IG_CLIP_LABEL_MAX + 1;
+    ig_clip_frame fr = {0, 0};
+    uint8_t px[3] = {1, 2, 3};
+    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "label 2147483647"));
+    ci.label = IG_CLIP_LABEL_MAX;
+    assert_int_equal(ig_video_shard_writer_add(w, &ci, &fr, px, 3, &err), IG_OK);
+    ig_video_shard_writer_abort(w);
 }
 
 /* Writes clip c of `clips` (1 frame of 8 x 8 x 3, pixels fill_clip(c)) through w: whole (add), or
