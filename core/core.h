@@ -334,6 +334,11 @@ uint64_t ig_atomic_file_size(const ig_atomic_file *af); /* bytes written so far 
 ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err);
 /* Commits and frees af (also on failure, after removing the temporary). */
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err);
+/* Commits afs[0..n) in order, as that many ig_atomic_file_commit calls would (each file is in
+ * place, its directory synced, before the next is moved), and frees them all (also on failure):
+ * the files' fsyncs overlap, every one's write-back started before the first waits. On failure
+ * the files before the one that failed are in place and the rest are removed. */
+ig_status ig_atomic_files_commit(ig_atomic_file *const *afs, size_t n, ig_err *err);
 /* Removes the temporary and frees af. NULL is a no-op. */
 void ig_atomic_file_abort(ig_atomic_file *af);
 

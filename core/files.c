@@ -430,19 +430,34 @@ ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err
     return IG_OK;
 }
 
-ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
+/* Flushes af, starts the write-back of what it holds (not waiting), and closes nothing yet. */
+static ig_status commit_flush(ig_atomic_file *af, ig_err *err) {
+    if (fflush(af->f) != 0 || ferror(af->f))
+        return ig_err_errno(err, errno, "cannot write %s", af->path);
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (af->size > af->written_back) /* a hint: the fsyncs of several files then overlap */
+        (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
+                              (off_t)(af->size - af->written_back), SYNC_FILE_RANGE_WRITE);
+#endif
+    return IG_OK;
+}
+
+/* Waits for af's bytes to reach the device and closes it. */
+static ig_status commit_sync(ig_atomic_file *af, ig_err *err) {
     ig_status st = IG_OK;
-    if (fflush(af->f) != 0 || ferror(af->f)) {
-        st = ig_err_errno(err, errno, "cannot write %s", af->path);
-    } else if (fsync(fileno(af->f)) != 0) {
-        st = ig_err_errno(err, errno, "cannot fsync %s", af->path);
-    }
+    if (fsync(fileno(af->f)) != 0) st = ig_err_errno(err, errno, "cannot fsync %s", af->path);
     if (fclose(af->f) != 0 && st == IG_OK)
         st = ig_err_errno(err, errno, "cannot write %s", af->path);
     af->f = NULL;
+    return st;
+}
+
+/* Moves the (synced, closed) temporary to the target. */
+static ig_status commit_place(ig_atomic_file *af, ig_err *err) {
+    ig_status st = IG_OK;
     /* what is at the target now (it may have changed since create) is judged again: a rename
      * replaces anything */
-    if (st == IG_OK && af->overwrite) st = output_target(af->target, 1, NULL, err);
+    if (af->overwrite) st = output_target(af->target, 1, NULL, err);
     if (st == IG_OK && !af->overwrite) {
         /* never clobber unless asked to overwrite, even a target that appeared meanwhile: link()
          * fails on an existing name; where hard links are not supported, renameat2's NOREPLACE */
@@ -469,12 +484,30 @@ ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
     } else if (st == IG_OK && rename(af->tmp, af->target) != 0) {
         st = ig_err_errno(err, errno, "cannot move the new %s into place", af->path);
     }
-    unlink(af->tmp);
-    if (st == IG_OK) st = ig_fsync_parent_dir(af->target, err);
-    free(af->tmp);
-    af->tmp = NULL;
-    ig_atomic_file_abort(af);
     return st;
+}
+
+ig_status ig_atomic_files_commit(ig_atomic_file *const *afs, size_t n, ig_err *err) {
+    ig_status st = IG_OK;
+    /* every file's write-back is started before the first fsync waits, so that they overlap */
+    for (size_t i = 0; i < n && st == IG_OK; i++) st = commit_flush(afs[i], err);
+    for (size_t i = 0; i < n && st == IG_OK; i++) st = commit_sync(afs[i], err);
+    for (size_t i = 0; i < n && st == IG_OK; i++) {
+        ig_atomic_file *af = afs[i];
+        st = commit_place(af, err);
+        unlink(af->tmp); /* the name the file was written under (after link(), a second one) */
+        free(af->tmp);
+        af->tmp = NULL;
+        /* the directory is synced before the next file is placed: a crash never leaves a later
+         * file (an index) in place without an earlier one (its data) */
+        if (st == IG_OK) st = ig_fsync_parent_dir(af->target, err);
+    }
+    for (size_t i = 0; i < n; i++) ig_atomic_file_abort(afs[i]); /* removes what was not placed */
+    return st;
+}
+
+ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err) {
+    return ig_atomic_files_commit(&af, 1, err);
 }
 
 void ig_atomic_file_abort(ig_atomic_file *af) {

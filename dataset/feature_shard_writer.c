@@ -174,12 +174,9 @@ ig_status ig_feature_shard_writer_finish(ig_feature_shard_writer *w, const ig_fe
     if (st == IG_OK) {
         out->fidx_xxh3 = ig_xxh3_stream_digest(ih);
         /* data first, index second: an index never describes data that is not there */
-        st = ig_atomic_file_commit(w->feat, err);
-        w->feat = NULL;
-    }
-    if (st == IG_OK) {
-        st = ig_atomic_file_commit(idx, err);
-        idx = NULL;
+        ig_atomic_file *both[2] = {w->feat, idx};
+        st = ig_atomic_files_commit(both, 2, err);
+        w->feat = idx = NULL;
     }
     ig_atomic_file_abort(idx);
     ig_xxh3_stream_free(ih);

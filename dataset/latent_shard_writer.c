@@ -239,12 +239,9 @@ ig_status ig_latent_shard_writer_finish(ig_latent_shard_writer *w, const ig_late
         out->data_xxh3 = ig_xxh3_stream_digest(w->hash);
         snprintf(out->tool_version, sizeof out->tool_version, "ingot %s", IG_VERSION_STRING);
         /* data first, index second: an index never describes data that is not there */
-        st = ig_atomic_file_commit(w->data, err);
-        w->data = NULL;
-        if (st == IG_OK) {
-            st = ig_atomic_file_commit(w->index, err);
-            w->index = NULL;
-        }
+        ig_atomic_file *both[2] = {w->data, w->index};
+        st = ig_atomic_files_commit(both, 2, err);
+        w->data = w->index = NULL;
     }
     if (st != IG_OK) ig_latent_shard_meta_clear(out);
     ig_latent_shard_writer_abort(w);

@@ -511,12 +511,10 @@ ig_status ig_shard_writer_finish_data(ig_shard_writer *w, const ig_manifest *met
         st = ig_err_errno(err, errno, "cannot remove the old manifest %s", w->json_path);
     if (st == IG_OK && w->overwrite && unlink(w->idx_path) != 0 && errno != ENOENT)
         st = ig_err_errno(err, errno, "cannot remove the old index %s", w->idx_path);
-    if (st == IG_OK) {
-        st = ig_atomic_file_commit(w->bin, err);
+    if (st == IG_OK) { /* .bin, then .idx */
+        ig_atomic_file *both[2] = {w->bin, o.af};
+        st = ig_atomic_files_commit(both, 2, err);
         w->bin = NULL;
-    }
-    if (st == IG_OK) {
-        st = ig_atomic_file_commit(o.af, err);
         o.af = NULL;
     }
     if (st != IG_OK) ig_manifest_clear(out);

@@ -268,12 +268,9 @@ ig_status ig_video_shard_writer_finish(ig_video_shard_writer *w, const ig_video_
         out->zstd = w->o.zstd;
         snprintf(out->tool_version, sizeof out->tool_version, "ingot %s", IG_VERSION_STRING);
         /* data first, index second: an index never describes data that is not there */
-        st = ig_atomic_file_commit(w->frames, err);
-        w->frames = NULL;
-        if (st == IG_OK) {
-            st = ig_atomic_file_commit(w->clips, err);
-            w->clips = NULL;
-        }
+        ig_atomic_file *both[2] = {w->frames, w->clips};
+        st = ig_atomic_files_commit(both, 2, err);
+        w->frames = w->clips = NULL;
     }
     if (st != IG_OK) ig_video_shard_meta_clear(out);
     ig_video_shard_writer_abort(w);

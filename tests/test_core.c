@@ -845,6 +845,51 @@ static void test_atomic_file(void **state) {
     free(got);
     assert_int_equal(igt_count_entries(dir), 2);
 
+    /* files committed together: each in place with its bytes, in two directories */
+    const char *sub = igt_fmt("%s/sub", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    const char *names[3] = {igt_fmt("%s/t1.bin", dir), igt_fmt("%s/t2.idx", sub),
+                            igt_fmt("%s/t3.json", dir)};
+    ig_atomic_file *group[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ig_atomic_file_create(&group[i], names[i], 0, &err), IG_OK);
+        for (int k = 0; k <= i; k++)
+            assert_int_equal(ig_atomic_file_write(group[i], "xyz" + k, 1, &err), IG_OK);
+    }
+    assert_int_equal(ig_atomic_files_commit(group, 3, &err), IG_OK);
+    for (int i = 0; i < 3; i++) {
+        got = igt_read(names[i], &len);
+        assert_int_equal(len, (size_t)i + 1);
+        assert_memory_equal(got, "xyz", len);
+        free(got);
+    }
+    assert_int_equal(igt_count_entries(dir), 5); /* and no temporary left */
+    assert_int_equal(igt_count_entries(sub), 1);
+    /* one of them appears meanwhile: those before it are in place, it and those after are not,
+     * and no temporary is left */
+    for (int i = 0; i < 3; i++) {
+        unlink(names[i]);
+        assert_int_equal(ig_atomic_file_create(&group[i], names[i], 0, &err), IG_OK);
+        assert_int_equal(ig_atomic_file_write(group[i], "new", 3, &err), IG_OK);
+    }
+    igt_write(names[1], "theirs", 6);
+    assert_int_equal(ig_atomic_files_commit(group, 3, &err), IG_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "t2.idx"));
+    got = igt_read(names[0], &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(got, "new", 3);
+    free(got);
+    got = igt_read(names[1], &len);
+    assert_int_equal(len, 6);
+    free(got);
+    assert_false(ig_file_exists(names[2]));
+    assert_int_equal(igt_count_entries(dir), 4);
+    assert_int_equal(igt_count_entries(sub), 1);
+    unlink(names[0]);
+    unlink(names[1]);
+    rmdir(sub);
+    assert_int_equal(igt_count_entries(dir), 2);
+
     /* a large file, handed to write-back every few MB as it is written, cut back and written
      * on: every byte is what was written */
     const char *big = igt_fmt("%s/big.bin", dir);
