@@ -336,8 +336,9 @@ ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err
 ig_status ig_atomic_file_commit(ig_atomic_file *af, ig_err *err);
 /* Commits afs[0..n) in order, as that many ig_atomic_file_commit calls would (each file is in
  * place, its directory synced, before the next is moved), and frees them all (also on failure):
- * the files' fsyncs overlap, every one's write-back started before the first waits. On failure
- * the files before the one that failed are in place and the rest are removed. */
+ * the files' fsyncs overlap, every one's write-back started before the first waits, and none is
+ * moved before all are synced. On failure: when a file cannot be written or synced, none is in
+ * place; when one cannot be moved into place, those before it are; the rest are removed. */
 ig_status ig_atomic_files_commit(ig_atomic_file *const *afs, size_t n, ig_err *err);
 /* Removes the temporary and frees af. NULL is a no-op. */
 void ig_atomic_file_abort(ig_atomic_file *af);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -887,6 +889,26 @@ static void test_atomic_file(void **state) {
     assert_int_equal(igt_count_entries(sub), 1);
     unlink(names[0]);
     unlink(names[1]);
+    /* one that cannot be written at the commit (its bytes still in the stream's buffer, over the
+     * file size limit): none of them is placed, not even those before it */
+    struct rlimit fsize;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &fsize), 0);
+    void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ig_atomic_file_create(&group[i], names[i], 0, &err), IG_OK);
+        static char big_bytes[4096];
+        assert_int_equal(
+            ig_atomic_file_write(group[i], big_bytes, i == 1 ? sizeof big_bytes : 3, &err), IG_OK);
+    }
+    struct rlimit small = {1000, fsize.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    ig_status big_st = ig_atomic_files_commit(group, 3, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &fsize), 0);
+    signal(SIGXFSZ, old_xfsz);
+    assert_int_equal(big_st, IG_ERR_IO);
+    assert_non_null(strstr(err.msg, "t2.idx"));
+    for (int i = 0; i < 3; i++) assert_false(ig_file_exists(names[i]));
+    assert_int_equal(igt_count_entries(sub), 0);
     rmdir(sub);
     assert_int_equal(igt_count_entries(dir), 2);
 
