@@ -856,7 +856,7 @@ static void test_atomic_file(void **state) {
     for (int i = 0; i < 3; i++) {
         assert_int_equal(ig_atomic_file_create(&group[i], names[i], 0, &err), IG_OK);
         for (int k = 0; k <= i; k++)
-            assert_int_equal(ig_atomic_file_write(group[i], "xyz" + k, 1, &err), IG_OK);
+            assert_int_equal(ig_atomic_file_write(group[i], &"xyz"[k], 1, &err), IG_OK);
     }
     assert_int_equal(ig_atomic_files_commit(group, 3, &err), IG_OK);
     for (int i = 0; i < 3; i++) {
