@@ -358,20 +358,25 @@ ig_status ig_atomic_file_create(ig_atomic_file **out, const char *path, int over
     return IG_OK;
 }
 
+/* Asks the kernel to start writing the file's bytes [written_back, end) to the device, not
+ * waiting (a hint: a file system without it writes back as before). They must be the kernel's,
+ * out of the stream's buffer. */
+static void write_back(ig_atomic_file *af, uint64_t end) {
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (end > af->written_back)
+        (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
+                              (off_t)(end - af->written_back), SYNC_FILE_RANGE_WRITE);
+#endif
+    af->written_back = end;
+}
+
 ig_status ig_atomic_file_write(ig_atomic_file *af, const void *data, size_t len, ig_err *err) {
     if (len && fwrite(data, 1, len, af->f) != len)
         return ig_err_errno(err, errno, "cannot write %s", af->path);
     af->size += len;
-#ifdef SYNC_FILE_RANGE_WRITE
-    /* the stream holds at most its buffer: what lies before that is the kernel's (a hint: a file
-     * system without it writes back as before) */
-    if (af->size >= af->written_back + WRITE_BACK_STEP + ATOMIC_FILE_BUFFER) {
-        uint64_t end = af->size - ATOMIC_FILE_BUFFER;
-        (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
-                              (off_t)(end - af->written_back), SYNC_FILE_RANGE_WRITE);
-        af->written_back = end;
-    }
-#endif
+    /* the stream holds at most its buffer: what lies before that is the kernel's */
+    if (af->size >= af->written_back + WRITE_BACK_STEP + ATOMIC_FILE_BUFFER)
+        write_back(af, af->size - ATOMIC_FILE_BUFFER);
     return IG_OK;
 }
 
@@ -434,11 +439,7 @@ ig_status ig_atomic_file_truncate(ig_atomic_file *af, uint64_t size, ig_err *err
 static ig_status commit_flush(ig_atomic_file *af, ig_err *err) {
     if (fflush(af->f) != 0 || ferror(af->f))
         return ig_err_errno(err, errno, "cannot write %s", af->path);
-#ifdef SYNC_FILE_RANGE_WRITE
-    if (af->size > af->written_back) /* a hint: the fsyncs of several files then overlap */
-        (void)sync_file_range(fileno(af->f), (off_t)af->written_back,
-                              (off_t)(af->size - af->written_back), SYNC_FILE_RANGE_WRITE);
-#endif
+    write_back(af, af->size); /* the fsyncs of several files then overlap */
     return IG_OK;
 }
 

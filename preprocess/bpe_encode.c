@@ -234,6 +234,11 @@ typedef struct run_piece {
     uint32_t hashed; /* 1: hash is set */
 } run_piece;
 
+/* Whether short slot c holds the piece of r (len bytes). */
+static inline int slot_holds(const short_slot *c, const run_piece *r, size_t len) {
+    return c->k0 == r->k0 && c->k1 == r->k1 && c->len == len;
+}
+
 /* The piece's ig_tok_hash_bytes, computed once. */
 static inline uint64_t piece_hash(run_piece *r, const uint8_t *p, size_t len) {
     if (!r->hashed) {
@@ -248,8 +253,7 @@ static inline uint64_t piece_hash(run_piece *r, const uint8_t *p, size_t len) {
 static inline void prefetch_slow(ig_encoder *e, const uint8_t *s, size_t at, size_t len,
                                  run_piece *r) {
     if (len <= SHORT_MAX_LEN) {
-        const short_slot *c = &e->shorts[r->slot];
-        if (c->k0 == r->k0 && c->k1 == r->k1 && c->len == len) return;
+        if (slot_holds(&e->shorts[r->slot], r, len)) return;
     }
     uint64_t h = piece_hash(r, s + at, len);
     __builtin_prefetch(&e->tok->bmap[(size_t)h & e->tok->bmap_mask]);
@@ -289,7 +293,7 @@ static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_t
             run_piece *r = &run[k];
             if (len <= SHORT_MAX_LEN) {
                 short_slot *c = &e->shorts[r->slot];
-                if (c->k0 == r->k0 && c->k1 == r->k1 && c->len == len) {
+                if (slot_holds(c, r, len)) {
                     memcpy(out->ids + out->n, c->ids, sizeof c->ids);
                     out->n += c->nids;
                 } else {

@@ -226,7 +226,6 @@ static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
     free(t->pairs);
     t->pairs = NULL;
     t->pairs8 = p8;
-    t->pairs8_mask = t->pairs_mask;
     return IG_OK;
 }
 

@@ -95,11 +95,10 @@ struct ig_tokenizer {
     size_t pairs_mask, n_pairs;
     /* The same table in 8 bytes a pair, left | right << 21 | merged << 42 (UINT64_MAX: empty),
      * where every merged id is its pair's rank (tiktoken's ranks) and every id is below
-     * IG_PAIR8_ID_LIMIT: built by ig_tok_finish, which then frees pairs. Half the bytes, so
-     * o200k's table (446,189 pairs) is 8 MB rather than 16 and its probes stay in the outer
-     * cache far more often. NULL: pairs is the table. */
+     * IG_PAIR8_ID_LIMIT: built by ig_tok_finish, which then frees pairs (pairs_mask is both
+     * tables' size less one). Half the bytes, so o200k's table (446,189 pairs) is 8 MB rather than
+     * 16 and its probes stay in the outer cache far more often. NULL: pairs is the table. */
     uint64_t *pairs8;
-    size_t pairs8_mask;
     /* A filter of the pairs that merge: two bits of one word per pair, a word for four pairs (1
      * MB at most, so it stays in the CPU's own cache where the table does not). Three of four
      * lookups that miss a thread's pair cache are of pairs that do not merge; this answers nearly
@@ -233,7 +232,7 @@ static inline uint32_t ig_pair_rank(const ig_tokenizer *t, uint32_t l, uint32_t 
     }
     if (t->pairs8) {
         uint64_t key = (uint64_t)l | (uint64_t)r << 21;
-        size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs8_mask;
+        size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs_mask;
         for (;;) {
             uint64_t v = t->pairs8[i];
             if ((v & IG_PAIR8_KEY_MASK) == key) { /* an empty slot's key is no pair's */
@@ -241,7 +240,7 @@ static inline uint32_t ig_pair_rank(const ig_tokenizer *t, uint32_t l, uint32_t 
                 return *merged;
             }
             if (v == UINT64_MAX) break;
-            i = (i + 1) & t->pairs8_mask;
+            i = (i + 1) & t->pairs_mask;
         }
         *merged = 0;
         return UINT32_MAX;
