@@ -3,7 +3,8 @@
 #   make build       configure and build build/ingot (-Wall -Wextra -Werror)
 #   make test        deps + build + every test (ctest; every fuzz target once over its committed
 #                    corpus, tests/fuzz/README.md), then the unit tests (and fuzz targets) under
-#                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards) under TSan
+#                    ASan+UBSan and the threaded ones (core pool, pipeline, loader, shards, the
+#                    tokenizer's shared entries) under TSan
 #   make quickstart  the main job on the bundled data in data/ (builds only build/ingot, without
 #                    the CUDA backend unless CUDA=1)
 #   make quickstart-video  the latent video path: clip shards of data/video/ and their captions'
@@ -75,7 +76,8 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
-TSAN_TESTS = test_core test_pipeline test_loader test_shard test_kernels test_train test_video_pipeline
+TSAN_TESTS = test_core test_pipeline test_loader test_shard test_kernels test_train test_video_pipeline \
+             test_tokenizer_threads
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_TSAN=ON -DIG_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)

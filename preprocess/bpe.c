@@ -8,7 +8,9 @@
  *
  * Pair lookups dominate merging. The first ones (single bytes) come from the tokenizer's dense
  * byte-pair table; the rest go through a small per-thread cache, since the shared pair table of a
- * tiktoken encoding is tens of MB and each probe there is a cache miss.
+ * tiktoken encoding is tens of MB and each probe there is a cache miss. A piece with characters of
+ * two or three bytes starts from those characters' own tokens where that is exact
+ * (bpe_premerge.c), which halves the merges of most scripts but Latin.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +53,9 @@ void ig_bpe_scratch_free(ig_bpe_scratch *sc) {
     sc->ctx = ctx;
 }
 
-static inline uint32_t pair_rank(const ig_tokenizer *t, ig_bpe_scratch *sc, uint32_t l, uint32_t r,
-                                 uint32_t *merged) {
+/* Inlined into every loop that looks pairs up (not left to the compiler, which calls it). */
+static inline __attribute__((always_inline)) uint32_t
+pair_rank(const ig_tokenizer *t, ig_bpe_scratch *sc, uint32_t l, uint32_t r, uint32_t *merged) {
     uint64_t key = (uint64_t)l << 32 | r;
     ig_pair_cache_slot *c =
         &sc->pair_cache[(key * 0x9E3779B97F4A7C15ull) >> (64 - IG_PAIR_CACHE_BITS)];
@@ -70,6 +73,13 @@ static inline uint32_t byte_pair_rank(const ig_tokenizer *t, uint8_t a, uint8_t 
     uint64_t v = t->byte_pairs[(size_t)a << 8 | b];
     *merged = (uint32_t)v;
     return (uint32_t)(v >> 32);
+}
+
+/* Whether s[0..n) has a byte that starts a two- or three-byte character (ig_bpe_premerge). */
+static inline int has_segment(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] >= 0xC2 && s[i] <= 0xEF) return 1;
+    return 0;
 }
 
 /* The first index of the lowest of r[0..m) (m >= 1). Four running minima keep the loop free of
@@ -105,9 +115,18 @@ static inline size_t first_min(const uint32_t *r, size_t m, uint32_t *min) {
 static size_t merge_small(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8_t *s, size_t n) {
     uint32_t *id = sc->id;
     uint32_t rank[SMALL_PIECE], res[SMALL_PIECE]; /* of the pair (id[i], id[i + 1]) */
-    for (size_t i = 0; i < n; i++) id[i] = t->byte_id[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rank[i] = byte_pair_rank(t, s[i], s[i + 1], &res[i]);
     size_t m = n;
+    if (t->segs && has_segment(s, n)) {
+        int16_t byte[SMALL_PIECE];
+        m = ig_bpe_premerge(t, s, n, id, byte);
+        for (size_t i = 0; i + 1 < m; i++)
+            rank[i] = byte[i] >= 0 && byte[i + 1] >= 0
+                          ? byte_pair_rank(t, (uint8_t)byte[i], (uint8_t)byte[i + 1], &res[i])
+                          : pair_rank(t, sc, id[i], id[i + 1], &res[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) id[i] = t->byte_id[s[i]];
+        for (size_t i = 0; i + 1 < n; i++) rank[i] = byte_pair_rank(t, s[i], s[i + 1], &res[i]);
+    }
     while (m > 1) {
         uint32_t best;
         size_t k = first_min(rank, m - 1, &best);
@@ -159,18 +178,25 @@ static size_t merge_large(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8
     uint32_t *id = sc->id;
     int32_t *next = sc->next, *prev = sc->prev;
     uint64_t *heap = sc->heap;
-    size_t hn = 0;
-    for (size_t i = 0; i < n; i++) {
-        id[i] = t->byte_id[s[i]];
-        next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+    size_t hn = 0, m = n;
+    uint32_t merged;
+    if (t->segs && has_segment(s, n)) {
+        m = ig_bpe_premerge(t, s, n, id, NULL);
+        for (size_t i = 0; i + 1 < m; i++) {
+            uint32_t r = pair_rank(t, sc, id[i], id[i + 1], &merged);
+            if (r != NO_RANK) heap_push(heap, &hn, (uint64_t)r << 32 | i);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) id[i] = t->byte_id[s[i]];
+        for (size_t i = 0; i + 1 < n; i++) {
+            uint32_t r = byte_pair_rank(t, s[i], s[i + 1], &merged);
+            if (r != NO_RANK) heap_push(heap, &hn, (uint64_t)r << 32 | i);
+        }
+    }
+    for (size_t i = 0; i < m; i++) {
+        next[i] = i + 1 < m ? (int32_t)(i + 1) : -1;
         prev[i] = (int32_t)i - 1;
     }
-    uint32_t merged;
-    for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = byte_pair_rank(t, s[i], s[i + 1], &merged);
-        if (r != NO_RANK) heap_push(heap, &hn, (uint64_t)r << 32 | i);
-    }
-    size_t m = n;
     while (hn) {
         uint64_t top = heap_pop(heap, &hn);
         uint32_t r = (uint32_t)(top >> 32);

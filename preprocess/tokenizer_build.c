@@ -318,7 +318,7 @@ ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err) {
     }
     ig_bpe_scratch_free(&sc);
     compute_hash(t);
-    return IG_OK;
+    return ig_tok_build_segments(t, err);
 }
 
 void ig_tokenizer_free(ig_tokenizer *t) {
@@ -335,6 +335,7 @@ void ig_tokenizer_free(ig_tokenizer *t) {
     free(t->pairs);
     free(t->pairs8);
     free(t->pair_filter);
+    ig_tok_free_segments(t);
     free(t->specials);
     free(t);
 }

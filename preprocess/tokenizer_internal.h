@@ -109,6 +109,14 @@ struct ig_tokenizer {
     /* [65536] the pair of single-byte tokens (a, b) at a << 8 | b, as (rank << 32 | merged id);
      * UINT64_MAX: no such pair. Built by ig_tok_finish; every merge starts with these. */
     uint64_t *byte_pairs;
+    /* Characters merged before the merge loop (bpe_premerge.c): every token that can be a
+     * character's left (side 0) or right (side 1) edge with the bytes and ranks of its pairs
+     * across that edge (edge_rec, token id's records ending at edge_off[side][id]), and the
+     * characters' entries, made on first use by any thread. NULL: merges start from bytes. */
+    struct ig_seg *segs;
+    void *segs_mem; /* segs' allocation */
+    uint32_t *edge_off[2];
+    uint64_t *edge_rec[2];
     ig_special_tok *specials;
     size_t n_specials;
     int32_t eod;
@@ -133,7 +141,12 @@ ig_status ig_tok_add_pair(ig_tokenizer *t, uint32_t left, uint32_t right, uint32
                           uint32_t merged, ig_err *err);
 /* Rank mode: derives the pair table from every split of every token (after ig_tok_index). */
 ig_status ig_tok_pairs_from_ranks(ig_tokenizer *t, ig_err *err);
-/* Checks single bytes, computes whole_ok, the end-of-document id and the hash. */
+/* The edges of characters merged before the merge loop (bpe_premerge.c), after the pair table is
+ * complete; ig_tok_free_segments frees them. */
+ig_status ig_tok_build_segments(ig_tokenizer *t, ig_err *err);
+void ig_tok_free_segments(ig_tokenizer *t);
+/* Checks single bytes, computes whole_ok, the end-of-document id and the hash, and builds the
+ * characters' edges (ig_tok_build_segments). */
 ig_status ig_tok_finish(ig_tokenizer *t, const char *where, ig_err *err);
 /* ig_tokenizer_free (public) frees a tokenizer at any stage of building. */
 
@@ -172,6 +185,12 @@ typedef struct ig_bpe_scratch {
 size_t ig_bpe_merge(const ig_tokenizer *t, ig_bpe_scratch *sc, const uint8_t *s, size_t n,
                     const uint32_t **out_ids);
 void ig_bpe_scratch_free(ig_bpe_scratch *sc);
+/* The elements a merge of s[0..n) starts from (after ig_tok_build_segments): each character whose
+ * own merges BPE of the piece would make first, as their tokens, every other byte as itself.
+ * Writes ids to id[] and, when byte is not NULL, each element's byte (-1: a character's token) to
+ * byte[]; returns their count (at most n). */
+size_t ig_bpe_premerge(const ig_tokenizer *t, const uint8_t *s, size_t n, uint32_t *id,
+                       int16_t *byte);
 
 /* 64-bit hash of a byte string used by the maps. */
 static inline uint64_t ig_tok_hash_bytes(const void *s, size_t n) {

@@ -540,6 +540,195 @@ static void test_caches_match_computing(void **state) {
     }
 }
 
+/* ---- characters merged before the merge loop (bpe_premerge.c) ---- */
+
+/* ig_bpe_merge of s[0..n) as the encoder runs it (characters premerged where exact) and from its
+ * bytes alone (segments off): the same ids. Returns their count; the ids are left in *ids. */
+static size_t merge_both(ig_tokenizer *t, ig_bpe_scratch *sc, const void *s, size_t n,
+                         uint32_t *ids) {
+    const uint32_t *a, *b;
+    size_t na = ig_bpe_merge(t, sc, s, n, &a);
+    assert_true(na > 0);
+    memcpy(ids, a, na * sizeof *ids);
+    struct ig_seg *segs = t->segs;
+    t->segs = NULL;
+    size_t nb = ig_bpe_merge(t, sc, s, n, &b);
+    t->segs = segs;
+    assert_int_equal(na, nb);
+    assert_memory_equal(ids, b, na * sizeof *ids);
+    return na;
+}
+
+/* A rank tokenizer of the 256 bytes (ids 0-255) and the given tokens (ids 256 on, in order). */
+static ig_tokenizer *tiny_ranks(const char *const *extra, size_t n_extra) {
+    ig_tokenizer *t = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_tok_begin(&t, NULL, IG_PAT_O200K, 1, &err), IG_OK);
+    for (uint32_t b = 0; b < 256; b++) {
+        uint8_t byte = (uint8_t)b;
+        assert_int_equal(ig_tok_set(t, b, &byte, 1, 0, "tiny", &err), IG_OK);
+    }
+    for (size_t i = 0; i < n_extra; i++)
+        assert_int_equal(
+            ig_tok_set(t, (uint32_t)(256 + i), extra[i], strlen(extra[i]), 0, "tiny", &err), IG_OK);
+    assert_int_equal(ig_tok_index(t, "tiny", &err), IG_OK);
+    assert_int_equal(ig_tok_pairs_from_ranks(t, &err), IG_OK);
+    assert_int_equal(ig_tok_finish(t, "tiny", &err), IG_OK);
+    assert_non_null(t->segs);
+    return t;
+}
+
+/* Checks that piece merges to exactly the tokens want (a NULL-terminated list of their bytes). */
+static void expect_merge(ig_tokenizer *t, ig_bpe_scratch *sc, const char *piece,
+                         const char *const *want) {
+    uint32_t ids[64];
+    size_t n = merge_both(t, sc, piece, strlen(piece), ids), k = 0;
+    for (; want[k]; k++) {
+        assert_true(k < n);
+        assert_int_equal(ids[k], ig_tok_lookup(t, (const uint8_t *)want[k], strlen(want[k])));
+    }
+    assert_int_equal(n, k);
+}
+
+/* Each condition of bpe_premerge.c's argument, on a vocabulary made so that merging a character
+ * first, where its condition fails, would give other ids: a merge across the character's left
+ * edge (with the byte before it) or right edge (with the byte after it) ranked before the merge
+ * inside it; one joining its merged token to a neighbour that BPE grows first; a leading space.
+ * And characters that do start merged (fewer elements than bytes), whole or after their first
+ * merge. */
+static void test_premerge_conditions(void **state) {
+    (void)state;
+    static const char *const extra[] = {
+        "x\xd0",         /* 256: before 'а' (D0 B0): x joins the lead byte first */
+        "\xd0\xb0",      /* 257 */
+        "\xb1y",         /* 258: after 'б' (D0 B1): the continuation joins y first */
+        "\xd0\xb1",      /* 259 */
+        "\xd0\xb2y",     /* 260: 'в' + y, ranked before y + z and before 'в' itself */
+        "yz",            /* 261 */
+        "\xd0\xb2",      /* 262 */
+        "v\xd0\xb3",     /* 263: v + 'г', before u + v and before 'г' */
+        "uv",            /* 264 */
+        "\xd0\xb3",      /* 265 */
+        " \xd0",         /* 266: a leading space joins the lead byte of 'д' first */
+        "\xd0\xb4",      /* 267 */
+        "\xd0\xb5",      /* 268: 'е', free to start merged anywhere */
+        "\xe0\xa4",      /* 269 */
+        "\xe0\xa4\x95w", /* 270: KA + w, before KA itself: KA starts half merged before w */
+        "\xe0\xa4\x95",  /* 271: Devanagari KA, three bytes in two merges */
+        "\xe0\xa6\x95",  /* 272: Bengali KA, its second merge ranked before its first ... */
+        "\xe0\xa6\x95j", /* 273: ... KA + j before j + k: started half merged, KA would take j */
+        "jk",            /* 274 */
+        "\xe0\xa6",      /* 275 */
+    };
+    ig_tokenizer *t = tiny_ranks(extra, sizeof extra / sizeof extra[0]);
+    ig_bpe_scratch sc = {0};
+    expect_merge(t, &sc, "x\xd0\xb0", (const char *const[]){"x\xd0", "\xb0", NULL});
+    expect_merge(t, &sc, "\xd0\xb1y", (const char *const[]){"\xd0", "\xb1y", NULL});
+    expect_merge(t, &sc, "\xd0\xb2yz", (const char *const[]){"\xd0\xb2", "yz", NULL});
+    expect_merge(t, &sc, "uv\xd0\xb3", (const char *const[]){"uv", "\xd0\xb3", NULL});
+    expect_merge(t, &sc, " \xd0\xb4", (const char *const[]){" \xd0", "\xb4", NULL});
+    expect_merge(t, &sc, "a\xd0\xb4", (const char *const[]){"a", "\xd0\xb4", NULL});
+    expect_merge(t, &sc, "q\xd0\xb5q", (const char *const[]){"q", "\xd0\xb5", "q", NULL});
+    expect_merge(t, &sc, "\xe0\xa4\x95\xd0\xb5",
+                 (const char *const[]){"\xe0\xa4\x95", "\xd0\xb5", NULL});
+    /* where nothing stands against it, a character starts merged */
+    uint32_t ids[16];
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"q\xd0\xb5q", 4, ids, NULL), 3);
+    assert_int_equal(ids[1], 268);
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"a\xe0\xa4\x95", 4, ids, NULL), 2);
+    assert_int_equal(ids[1], 271);
+    /* ... or after its first merge only, where only its whole merge is ruled out */
+    expect_merge(t, &sc, "\xe0\xa4\x95w", (const char *const[]){"\xe0\xa4\x95w", NULL});
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"\xe0\xa4\x95w", 4, ids, NULL), 3);
+    assert_int_equal(ids[0], 269);
+    /* ... but not when its second merge ranks before its first */
+    expect_merge(t, &sc, "\xe0\xa6\x95jk", (const char *const[]){"\xe0\xa6\x95", "jk", NULL});
+    /* ... and where something does, it starts as bytes */
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"x\xd0\xb0", 3, ids, NULL), 3);
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"\xd0\xb2y", 3, ids, NULL), 3);
+    assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"v\xd0\xb3", 3, ids, NULL), 3);
+    ig_bpe_scratch_free(&sc);
+    ig_tokenizer_free(t);
+}
+
+/* Pieces of characters of many scripts, spaces, ASCII and bytes that are not UTF-8 (lone lead and
+ * continuation bytes, overlong forms), short (the array merge) and long (the heap merge): starting
+ * from premerged characters gives the ids merging the bytes gives, for GPT-2 and cl100k_base and,
+ * with ../shared, o200k_base. */
+static void test_premerge_matches_merging(void **state) {
+    (void)state;
+    static const char *const parts[] = {
+        " ",
+        "a",
+        "Z",
+        "1",
+        "'",
+        "\xd0\xb0",
+        "\xd0\xbf",
+        "\xd1\x80",
+        "\xd0\xb8",
+        "\xce\xb1",
+        "\xc3\xa9",
+        "\xc3\xb1",
+        "\xd8\xa7",
+        "\xd9\x84",
+        "\xd7\xa9",
+        "\xe0\xa4\x95",
+        "\xe0\xa4\xbe",
+        "\xe0\xb4\xa4",
+        "\xe0\xb5\x8d",
+        "\xe4\xb8\xad",
+        "\xe6\x96\x87",
+        "\xea\xb0\x80",
+        "\xe1\x83\x90",
+        "\xe0\xb8\x81",
+        "\xf0\x9f\x98\x80",
+        "\xd0",
+        "\xb0",
+        "\xe0\xa4",
+        "\xe0\x80\x80",
+        "\xc0\xaf",
+        "\xff",
+    };
+    const size_t n_parts = sizeof parts / sizeof parts[0];
+    char paths[3][1024];
+    snprintf(paths[0], sizeof paths[0], "%s/data/gpt2/tokenizer.json", igt_source_dir());
+    snprintf(paths[1], sizeof paths[1], "%s/tests/data/tokenizer/cl100k_base.tiktoken",
+             igt_source_dir());
+    int with_shared = igt_shared_data() != NULL;
+    if (with_shared)
+        snprintf(paths[2], sizeof paths[2], "%s/tiktoken/o200k_base.tiktoken", igt_shared_data());
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int k = 0; k < 2 + with_shared; k++) {
+        ig_tokenizer *t = load(paths[k], NULL);
+        ig_bpe_scratch sc = {0};
+        uint8_t piece[400];
+        uint32_t ids[400];
+        size_t fewer = 0;
+        for (int round = 0; round < 3000; round++) {
+            size_t n = 0, want = round % 10 == 0 ? 300 : (size_t)(round % 40) + 1;
+            /* mostly one script a piece, as words are, with a leading space at times */
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (x % 3 == 0) piece[n++] = ' ';
+            size_t base = (size_t)(x >> 8) % n_parts;
+            while (n < want) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const char *p = parts[x % 4 ? (base + x % 3) % n_parts : (x >> 5) % n_parts];
+                size_t len = strlen(p);
+                if (n + len > sizeof piece) break;
+                memcpy(piece + n, p, len);
+                n += len;
+            }
+            merge_both(t, &sc, piece, n, ids);
+            fewer += ig_bpe_premerge(t, piece, n, ids, NULL) < n;
+        }
+        assert_true(fewer > 300); /* the premerge is at work, not bypassed */
+        ig_bpe_scratch_free(&sc);
+        ig_tokenizer_free(t);
+    }
+    if (!with_shared) print_message("o200k_base part skipped: no ../shared/data\n");
+}
+
 /* ---- bad tokenizer files ---- */
 
 static void write_str(const char *path, const char *s) {
@@ -716,6 +905,8 @@ int main(void) {
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_odd_bytes_and_long_pieces),
         cmocka_unit_test(test_caches_match_computing),
+        cmocka_unit_test(test_premerge_conditions),
+        cmocka_unit_test(test_premerge_matches_merging),
         cmocka_unit_test(test_pretok_split_matches_scanner),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_huge_token_id),
