@@ -39,8 +39,6 @@
 #define SEG2      2048 /* two-byte segments: the lead's 5 bits and the continuation's 6 */
 #define SEG_COUNT (SEG2 + 65536)
 
-enum { SEG_EMPTY = 0, SEG_BUILDING = 1, SEG_READY = 2 };
-
 /* A character's entry, three cache lines: what a character inside a piece reads first (its
  * tokens and where they may start), then its first merge alone and where that may start (a
  * three-byte character whose whole merge is ruled out beside these bytes), then a piece's leading
@@ -48,11 +46,10 @@ enum { SEG_EMPTY = 0, SEG_BUILDING = 1, SEG_READY = 2 };
  * in UTF-8 only an ASCII or a continuation byte comes before a character, and only an ASCII or a
  * lead byte after one; any other byte (invalid UTF-8) never lets it start merged. */
 struct ig_seg {
-    _Atomic uint32_t state;
     uint8_t n;    /* tokens of the segment alone; 0: it never starts merged */
     uint8_t n1;   /* tokens after its first merge, when that may start alone; 0: never */
     uint8_t n_sp; /* tokens of ' ' + segment at a piece's start; 0: never */
-    uint8_t unused;
+    uint8_t unused[5];
     uint32_t ids[2];
     uint64_t ok_prev[3], ok_next[3]; /* bit: the tokens may start beside that byte */
     uint32_t ids1[2];
@@ -66,6 +63,19 @@ struct ig_seg {
 _Static_assert(sizeof(struct ig_seg) == 192 && offsetof(struct ig_seg, ids1) == 64 &&
                    offsetof(struct ig_seg, sp_ids) == 128,
                "a segment's entry is three cache lines");
+
+/* Every segment's slot in index: SEG_EMPTY, SEG_BUILDING, or its entry's number + SEG_FIRST.
+ * Entries are taken from one array in the order characters are first met, so a text's few
+ * thousand characters share a few hundred pages (indexed by code point, a language's
+ * characters would spread over the whole table, a page fault each). */
+enum { SEG_EMPTY = 0, SEG_BUILDING = 1, SEG_FIRST = 2 };
+
+struct ig_seg_table {
+    _Atomic uint32_t index[SEG_COUNT];
+    _Atomic uint32_t used;  /* entries taken */
+    struct ig_seg *entries; /* [SEG_COUNT], on cache lines */
+    void *mem;              /* entries' allocation */
+};
 
 /* A byte's bit in a mask of the bytes before (after) a character; -1: none (invalid UTF-8). */
 static inline int prev_bit(uint8_t b) {
@@ -179,9 +189,16 @@ ig_status ig_tok_build_segments(ig_tokenizer *t, ig_err *err) {
         if ((flag[l] & EDGE_RIGHT) && !edge_add(&e[1], l, first[r], rank)) ok = 0;
     }
     for (int side = 0; ok && side < 2; side++) ok = edge_group(t, side, &e[side]);
-    if (ok) ok = (t->segs_mem = calloc(SEG_COUNT + 1, sizeof *t->segs)) != NULL;
-    if (ok) /* entries on cache lines (calloc's zeroed pages cost nothing until touched) */
-        t->segs = (struct ig_seg *)(((uintptr_t)t->segs_mem + 63) & ~(uintptr_t)63);
+    /* calloc: zeroed pages cost nothing until touched */
+    struct ig_seg_table *tab = ok ? calloc(1, sizeof *tab) : NULL;
+    if (tab) tab->mem = calloc(SEG_COUNT + 1, sizeof *tab->entries);
+    if (tab && tab->mem) {
+        tab->entries = (struct ig_seg *)(((uintptr_t)tab->mem + 63) & ~(uintptr_t)63);
+        t->segs = tab;
+    } else {
+        free(tab);
+        ok = 0;
+    }
     free(flag);
     free(first);
     free(last);
@@ -192,7 +209,8 @@ ig_status ig_tok_build_segments(ig_tokenizer *t, ig_err *err) {
 }
 
 void ig_tok_free_segments(ig_tokenizer *t) {
-    free(t->segs_mem);
+    if (t->segs) free(t->segs->mem);
+    free(t->segs);
     for (int s = 0; s < 2; s++) {
         free(t->edge_off[s]);
         free(t->edge_rec[s]);
@@ -281,14 +299,18 @@ static const struct ig_seg *seg_entry(const ig_tokenizer *t, const uint8_t *g, s
     size_t idx =
         k == 2 ? ((size_t)(g[0] & 0x1F) << 6 | (g[1] & 0x3F))
                : SEG2 + ((size_t)(g[0] & 0x0F) << 12 | (size_t)(g[1] & 0x3F) << 6 | (g[2] & 0x3F));
-    struct ig_seg *e = &t->segs[idx];
-    uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-    if (st == SEG_READY) return e;
+    struct ig_seg_table *tab = t->segs;
+    _Atomic uint32_t *slot = &tab->index[idx];
+    uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+    if (v >= SEG_FIRST) return &tab->entries[v - SEG_FIRST];
     uint32_t expect = SEG_EMPTY;
-    if (st != SEG_EMPTY ||
-        !atomic_compare_exchange_strong_explicit(&e->state, &expect, SEG_BUILDING,
-                                                 memory_order_acquire, memory_order_acquire))
-        return expect == SEG_READY ? e : NULL;
+    if (v != SEG_EMPTY ||
+        !atomic_compare_exchange_strong_explicit(slot, &expect, SEG_BUILDING, memory_order_acquire,
+                                                 memory_order_acquire))
+        return expect >= SEG_FIRST ? &tab->entries[expect - SEG_FIRST] : NULL;
+    /* one claim a slot, so never more entries than slots */
+    uint32_t no = atomic_fetch_add_explicit(&tab->used, 1, memory_order_relaxed);
+    struct ig_seg *e = &tab->entries[no];
     alone a;
     bpe_alone(t, g, k, &a);
     if (a.f > 0) {
@@ -308,7 +330,7 @@ static const struct ig_seg *seg_entry(const ig_tokenizer *t, const uint8_t *g, s
         e->n_sp = (uint8_t)a.m[a.f];
         memcpy(e->sp_ids, a.el[a.f], e->n_sp * sizeof e->sp_ids[0]);
     }
-    atomic_store_explicit(&e->state, SEG_READY, memory_order_release);
+    atomic_store_explicit(slot, no + SEG_FIRST, memory_order_release);
     return e;
 }
 

@@ -113,8 +113,7 @@ struct ig_tokenizer {
      * character's left (side 0) or right (side 1) edge with the bytes and ranks of its pairs
      * across that edge (edge_rec, token id's records ending at edge_off[side][id]), and the
      * characters' entries, made on first use by any thread. NULL: merges start from bytes. */
-    struct ig_seg *segs;
-    void *segs_mem; /* segs' allocation */
+    struct ig_seg_table *segs;
     uint32_t *edge_off[2];
     uint64_t *edge_rec[2];
     ig_special_tok *specials;

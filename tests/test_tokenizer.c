@@ -550,7 +550,7 @@ static size_t merge_both(ig_tokenizer *t, ig_bpe_scratch *sc, const void *s, siz
     size_t na = ig_bpe_merge(t, sc, s, n, &a);
     assert_true(na > 0);
     memcpy(ids, a, na * sizeof *ids);
-    struct ig_seg *segs = t->segs;
+    struct ig_seg_table *segs = t->segs;
     t->segs = NULL;
     size_t nb = ig_bpe_merge(t, sc, s, n, &b);
     t->segs = segs;

@@ -87,7 +87,7 @@ static void premerge_threads(const char *path) {
     uint64_t x = 0xD1B54A32D192ED03ull;
     size_t len = multiscript_text(text, sizeof text, &x);
     /* the reference: every piece merged from its bytes (no entry is made) */
-    struct ig_seg *segs = t->segs;
+    struct ig_seg_table *segs = t->segs;
     t->segs = NULL;
     ig_encoder *enc = NULL;
     ig_tokens want = {0};
