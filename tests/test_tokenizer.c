@@ -15,6 +15,7 @@
 
 #include "preprocess/preprocess.h"
 #include "preprocess/tokenizer_internal.h"
+#include "script_chars.h"
 #include "testutil.h"
 
 static ig_tokenizer *load(const char *path, const char *encoding) {
@@ -619,6 +620,9 @@ static void test_premerge_conditions(void **state) {
         "\xe0\xa6\x95j", /* 273: ... KA + j before j + k: started half merged, KA would take j */
         "jk",            /* 274 */
         "\xe0\xa6",      /* 275 */
+        "\x96v",         /* 276: after a Devanagari character (E0 A5 96) that merges its last two */
+        "\xa5\x96",      /* 277: bytes first, the last byte joins v before them */
+        "\xe0\xa5\x96",  /* 278 */
     };
     ig_tokenizer *t = tiny_ranks(extra, sizeof extra / sizeof extra[0]);
     ig_bpe_scratch sc = {0};
@@ -641,8 +645,11 @@ static void test_premerge_conditions(void **state) {
     expect_merge(t, &sc, "\xe0\xa4\x95w", (const char *const[]){"\xe0\xa4\x95w", NULL});
     assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"\xe0\xa4\x95w", 4, ids, NULL), 3);
     assert_int_equal(ids[0], 269);
-    /* ... but not when its second merge ranks before its first */
+    /* ... but not when its second merge ranks before its first, nor when a merge across the edge
+     * of its first merge's state ranks before that merge */
     expect_merge(t, &sc, "\xe0\xa6\x95jk", (const char *const[]){"\xe0\xa6\x95", "jk", NULL});
+    expect_merge(t, &sc, "\xe0\xa5\x96v", (const char *const[]){"\xe0", "\xa5", "\x96v", NULL});
+    expect_merge(t, &sc, "a\xe0\xa5\x96", (const char *const[]){"a", "\xe0\xa5\x96", NULL});
     /* ... and where something does, it starts as bytes */
     assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"x\xd0\xb0", 3, ids, NULL), 3);
     assert_int_equal(ig_bpe_premerge(t, (const uint8_t *)"\xd0\xb2y", 3, ids, NULL), 3);
@@ -657,40 +664,8 @@ static void test_premerge_conditions(void **state) {
  * with ../shared, o200k_base. */
 static void test_premerge_matches_merging(void **state) {
     (void)state;
-    static const char *const parts[] = {
-        " ",
-        "a",
-        "Z",
-        "1",
-        "'",
-        "\xd0\xb0",
-        "\xd0\xbf",
-        "\xd1\x80",
-        "\xd0\xb8",
-        "\xce\xb1",
-        "\xc3\xa9",
-        "\xc3\xb1",
-        "\xd8\xa7",
-        "\xd9\x84",
-        "\xd7\xa9",
-        "\xe0\xa4\x95",
-        "\xe0\xa4\xbe",
-        "\xe0\xb4\xa4",
-        "\xe0\xb5\x8d",
-        "\xe4\xb8\xad",
-        "\xe6\x96\x87",
-        "\xea\xb0\x80",
-        "\xe1\x83\x90",
-        "\xe0\xb8\x81",
-        "\xf0\x9f\x98\x80",
-        "\xd0",
-        "\xb0",
-        "\xe0\xa4",
-        "\xe0\x80\x80",
-        "\xc0\xaf",
-        "\xff",
-    };
-    const size_t n_parts = sizeof parts / sizeof parts[0];
+    const char *const *parts = igt_script_chars;
+    const size_t n_parts = IGT_N_SCRIPT_CHARS;
     char paths[3][1024];
     snprintf(paths[0], sizeof paths[0], "%s/data/gpt2/tokenizer.json", igt_source_dir());
     snprintf(paths[1], sizeof paths[1], "%s/tests/data/tokenizer/cl100k_base.tiktoken",

@@ -11,39 +11,14 @@
 
 #include "preprocess/preprocess.h"
 #include "preprocess/tokenizer_internal.h"
+#include "script_chars.h"
 #include "testutil.h"
 
-/* Words of many scripts (and a lone lead byte) separated by spaces and commas: most pieces need
- * merging, and most of those start from premerged characters. */
+/* Words of many scripts (and some bytes that are not UTF-8) separated by spaces and commas: most
+ * pieces need merging, and most of those start from premerged characters. */
 static size_t multiscript_text(char *buf, size_t cap, uint64_t *x) {
-    static const char *const letters[] = {
-        "\xd0\xb0",
-        "\xd0\xbf",
-        "\xd1\x80",
-        "\xd0\xb8",
-        "\xd0\x92",
-        "\xce\xb1",
-        "\xce\xbb",
-        "\xc3\xa9",
-        "\xc3\xb1",
-        "e",
-        "n",
-        "\xd8\xa7",
-        "\xd9\x84",
-        "\xd7\xa9",
-        "\xe0\xa4\x95",
-        "\xe0\xa4\xbe",
-        "\xe0\xb4\xa4",
-        "\xe0\xb5\x8d",
-        "\xe4\xb8\xad",
-        "\xe6\x96\x87",
-        "\xea\xb0\x80",
-        "\xe1\x83\x90",
-        "\xe0\xb8\x81",
-        "\xe0\xa6\x95",
-        "\xd0",
-    };
-    const size_t n_letters = sizeof letters / sizeof letters[0];
+    const char *const *letters = igt_script_chars;
+    const size_t n_letters = IGT_N_SCRIPT_CHARS;
     size_t n = 0;
     while (n + 64 < cap) {
         *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
