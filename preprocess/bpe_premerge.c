@@ -94,8 +94,7 @@ static inline size_t seg_len(uint8_t b) {
     return b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : 0;
 }
 
-/* ---- the edges, at load -----------------------------------------------------------------------
- */
+/* ---- the edges, at load ------------------------------------------------------------------- */
 
 /* Whether token bytes p[0..n) can be a segment's left edge: a lead byte and up to the rest of its
  * character. */
@@ -217,12 +216,11 @@ void ig_tok_free_segments(ig_tokenizer *t) {
     }
 }
 
-/* ---- a segment's entry, on first use -----------------------------------------------------------
- */
+/* ---- a segment's entry, on first use ------------------------------------------------------- */
 
 /* Clears in mask the bytes that a pair of token tok on edge side (0: left, 1: right) joins at rank
- * <= max_rank. After the walk with fill, token id's records end at off[id] and start at
- * off[id - 1] (0 for id 0). */
+ * <= max_rank. Token id's records end at off[id] and start at off[id - 1] (0 for id 0): the
+ * counting sort left each start at its token's end. */
 static void forbid(const ig_tokenizer *t, int side, uint32_t tok, uint32_t max_rank,
                    uint64_t mask[3]) {
     const uint32_t *off = t->edge_off[side];

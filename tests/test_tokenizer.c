@@ -1,7 +1,8 @@
 /* test_tokenizer.c - the byte-level BPE tokenizers: exact ids against the references of
  * ../shared/data (every document of the five corpora; GPT-2 through tokenizer.json, through
  * vocab.json + merges.txt and through r50k_base.tiktoken; cl100k_base and o200k_base through their
- * .tiktoken files), round trips, special tokens and errors for bad tokenizer files.
+ * .tiktoken files), round trips, special tokens, characters premerged before the merge loop
+ * (bpe_premerge.c) against merging their bytes, and errors for bad tokenizer files.
  *
  * Without ../shared the exact tests still run on the subset in tests/data/tokenizer/ (edge_cases
  * with its gpt2/cl100k/o200k references, tinyshakespeare's gpt2 reference, cl100k_base.tiktoken)
