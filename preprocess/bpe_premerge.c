@@ -71,6 +71,10 @@ _Static_assert(sizeof(struct ig_seg) == 192 && offsetof(struct ig_seg, ids1) == 
 enum { SEG_EMPTY = 0, SEG_BUILDING = 1, SEG_FIRST = 2 };
 
 struct ig_seg_table {
+    /* every token that can be a character's left (side 0) or right (side 1) edge, with the bytes
+     * and ranks of its pairs across that edge: token id's records end at edge_off[side][id] */
+    uint32_t *edge_off[2];
+    uint64_t *edge_rec[2];
     _Atomic uint32_t index[SEG_COUNT];
     _Atomic uint32_t used;  /* entries taken */
     struct ig_seg *entries; /* [SEG_COUNT], on cache lines */
@@ -125,10 +129,8 @@ static int edge_add(edge_tmp *e, uint32_t tok, uint8_t byte, uint32_t rank) {
     return 1;
 }
 
-/* Each side's records grouped by token (a counting sort): t->edge_rec[side], token id's ending at
- * t->edge_off[side][id]. */
-static int edge_group(ig_tokenizer *t, int side, const edge_tmp *e) {
-    size_t vs = t->vocab_size;
+/* Each side's records grouped by token (a counting sort) into tab (vs: the vocabulary's size). */
+static int edge_group(struct ig_seg_table *tab, size_t vs, int side, const edge_tmp *e) {
     uint32_t *off = calloc(vs + 1, sizeof *off);
     uint64_t *rec = malloc((e->n ? e->n : 1) * sizeof *rec);
     if (!off || !rec) {
@@ -144,8 +146,8 @@ static int edge_group(ig_tokenizer *t, int side, const edge_tmp *e) {
         sum += c;
     }
     for (size_t i = 0; i < e->n; i++) rec[off[e->rec[i] >> 40]++] = e->rec[i] & 0xFFFFFFFFFFull;
-    t->edge_off[side] = off; /* each start has moved to its token's end */
-    t->edge_rec[side] = rec;
+    tab->edge_off[side] = off; /* each start has moved to its token's end */
+    tab->edge_rec[side] = rec;
     return 1;
 }
 
@@ -156,47 +158,35 @@ ig_status ig_tok_build_segments(ig_tokenizer *t, ig_err *err) {
     uint8_t *flag = calloc(vs ? vs : 1, 1), *first = calloc(vs ? vs : 1, 1),
             *last = calloc(vs ? vs : 1, 1);
     edge_tmp e[2] = {{0}, {0}};
-    int ok = flag && first && last;
+    /* calloc: the entries' zeroed pages cost nothing until touched */
+    struct ig_seg_table *tab = calloc(1, sizeof *tab);
+    if (tab) tab->mem = calloc(SEG_COUNT + 1, sizeof *tab->entries);
+    int ok = flag && first && last && tab && tab->mem;
     for (size_t id = 0; ok && id < vs; id++) {
         size_t n = t->tok_len[id];
         if (n == IG_NO_TOKEN || n == 0) continue;
         const uint8_t *p = t->arena + t->tok_off[id];
         first[id] = p[0];
         last[id] = p[n - 1];
-        flag[id] = (uint8_t)((n <= 3 && left_edge(p, n) ? EDGE_LEFT : 0) |
+        flag[id] = (uint8_t)((left_edge(p, n) ? EDGE_LEFT : 0) |
                              (n <= 4 && is_cont(p[n - 1]) ? EDGE_RIGHT : 0));
     }
     size_t cap = t->pairs_mask + 1;
     for (size_t i = 0; ok && i < cap; i++) {
         uint32_t l, r, rank;
-        if (t->pairs8) {
-            uint64_t v = t->pairs8[i];
-            if (v == UINT64_MAX) continue;
-            l = (uint32_t)(v & IG_PAIR8_ID_LIMIT);
-            r = (uint32_t)((v >> 21) & IG_PAIR8_ID_LIMIT);
-            rank = (uint32_t)(v >> 42);
-        } else {
-            const ig_pair_slot *p = &t->pairs[i];
-            if (p->key == UINT64_MAX) continue;
-            l = (uint32_t)(p->key >> 32);
-            r = (uint32_t)p->key;
-            rank = p->rank;
-        }
+        if (!ig_pair_at(t, i, &l, &r, &rank)) continue;
         /* r on a left edge: l ends with the byte before; l on a right edge: r starts with the
          * byte after */
         if ((flag[r] & EDGE_LEFT) && !edge_add(&e[0], r, last[l], rank)) ok = 0;
         if ((flag[l] & EDGE_RIGHT) && !edge_add(&e[1], l, first[r], rank)) ok = 0;
     }
-    for (int side = 0; ok && side < 2; side++) ok = edge_group(t, side, &e[side]);
-    /* calloc: zeroed pages cost nothing until touched */
-    struct ig_seg_table *tab = ok ? calloc(1, sizeof *tab) : NULL;
-    if (tab) tab->mem = calloc(SEG_COUNT + 1, sizeof *tab->entries);
-    if (tab && tab->mem) {
+    for (int side = 0; ok && side < 2; side++) ok = edge_group(tab, vs, side, &e[side]);
+    if (ok) {
         tab->entries = (struct ig_seg *)(((uintptr_t)tab->mem + 63) & ~(uintptr_t)63);
         t->segs = tab;
-    } else {
-        free(tab);
-        ok = 0;
+    } else if (tab) {
+        t->segs = tab; /* freed below with what it holds */
+        ig_tok_free_segments(t);
     }
     free(flag);
     free(first);
@@ -208,12 +198,15 @@ ig_status ig_tok_build_segments(ig_tokenizer *t, ig_err *err) {
 }
 
 void ig_tok_free_segments(ig_tokenizer *t) {
-    if (t->segs) free(t->segs->mem);
-    free(t->segs);
+    struct ig_seg_table *tab = t->segs;
+    if (!tab) return;
     for (int s = 0; s < 2; s++) {
-        free(t->edge_off[s]);
-        free(t->edge_rec[s]);
+        free(tab->edge_off[s]);
+        free(tab->edge_rec[s]);
     }
+    free(tab->mem);
+    free(tab);
+    t->segs = NULL;
 }
 
 /* ---- a segment's entry, on first use ------------------------------------------------------- */
@@ -223,8 +216,8 @@ void ig_tok_free_segments(ig_tokenizer *t) {
  * counting sort left each start at its token's end. */
 static void forbid(const ig_tokenizer *t, int side, uint32_t tok, uint32_t max_rank,
                    uint64_t mask[3]) {
-    const uint32_t *off = t->edge_off[side];
-    const uint64_t *rec = t->edge_rec[side];
+    const uint32_t *off = t->segs->edge_off[side];
+    const uint64_t *rec = t->segs->edge_rec[side];
     for (uint32_t i = tok ? off[tok - 1] : 0; i < off[tok]; i++) {
         uint8_t b = (uint8_t)(rec[i] >> 32);
         int bit = side == 0 ? prev_bit(b) : next_bit(b);

@@ -239,16 +239,8 @@ static ig_status build_pair_filter(ig_tokenizer *t, ig_err *err) {
     memset(f, 0, sizeof *f << bits);
     size_t cap = t->pairs_mask + 1;
     for (size_t i = 0; i < cap; i++) {
-        uint32_t l, r;
-        if (t->pairs8) {
-            if (t->pairs8[i] == UINT64_MAX) continue;
-            l = (uint32_t)(t->pairs8[i] & IG_PAIR8_ID_LIMIT);
-            r = (uint32_t)((t->pairs8[i] >> 21) & IG_PAIR8_ID_LIMIT);
-        } else {
-            if (t->pairs[i].key == UINT64_MAX) continue;
-            l = (uint32_t)(t->pairs[i].key >> 32);
-            r = (uint32_t)t->pairs[i].key;
-        }
+        uint32_t l, r, rank;
+        if (!ig_pair_at(t, i, &l, &r, &rank)) continue;
         uint64_t h = ig_pair_filter_hash(l, r);
         f[h >> (64 - bits)] |= (1ull << (h & 63)) | (1ull << ((h >> 6) & 63));
     }

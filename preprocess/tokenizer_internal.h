@@ -109,13 +109,10 @@ struct ig_tokenizer {
     /* [65536] the pair of single-byte tokens (a, b) at a << 8 | b, as (rank << 32 | merged id);
      * UINT64_MAX: no such pair. Built by ig_tok_finish; every merge starts with these. */
     uint64_t *byte_pairs;
-    /* Characters merged before the merge loop (bpe_premerge.c): every token that can be a
-     * character's left (side 0) or right (side 1) edge with the bytes and ranks of its pairs
-     * across that edge (edge_rec, token id's records ending at edge_off[side][id]), and the
-     * characters' entries, made on first use by any thread. NULL: merges start from bytes. */
+    /* Characters merged before the merge loop (bpe_premerge.c): the pairs across every token
+     * that can be a character's edge, and the characters' entries, made on first use by any
+     * thread. NULL: merges start from bytes. */
     struct ig_seg_table *segs;
-    uint32_t *edge_off[2];
-    uint64_t *edge_rec[2];
     ig_special_tok *specials;
     size_t n_specials;
     int32_t eod;
@@ -234,6 +231,26 @@ static inline const ig_pair_slot *ig_pair_find(const ig_tokenizer *t, uint32_t l
 static inline uint64_t ig_pair_filter_hash(uint32_t l, uint32_t r) {
     uint64_t key = (uint64_t)l << 32 | r;
     return (key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ull;
+}
+
+/* Slot i of whichever pair table holds the pairs (i <= pairs_mask): 0 when empty, else 1 with its
+ * left and right ids and its rank. */
+static inline int ig_pair_at(const ig_tokenizer *t, size_t i, uint32_t *l, uint32_t *r,
+                             uint32_t *rank) {
+    if (t->pairs8) {
+        uint64_t v = t->pairs8[i];
+        if (v == UINT64_MAX) return 0;
+        *l = (uint32_t)(v & IG_PAIR8_ID_LIMIT);
+        *r = (uint32_t)((v >> 21) & IG_PAIR8_ID_LIMIT);
+        *rank = (uint32_t)(v >> 42); /* the merged id, which is the rank */
+        return 1;
+    }
+    const ig_pair_slot *p = &t->pairs[i];
+    if (p->key == UINT64_MAX) return 0;
+    *l = (uint32_t)(p->key >> 32);
+    *r = (uint32_t)p->key;
+    *rank = p->rank;
+    return 1;
 }
 
 /* The priority of merging (left, right) and the merged id (*merged); UINT32_MAX when the pair
