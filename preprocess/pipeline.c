@@ -1,20 +1,26 @@
 /* pipeline.c - the text pipeline: inputs -> tokens -> Megatron-compatible shards.
  *
- * Three stages, so that the output is byte-identical for any number of workers and readers:
- *   reader threads  each take the next "unit" of the input (a file, or a byte range of a large
- *                   .jsonl / line-mode .txt) and pack its records into batches numbered within
- *                   the unit;
- *   worker threads  parse (JSON, UTF-8) and tokenize whole batches, in any order;
- *   writer (caller) takes batches back unit by unit, each in its numbered order, drops duplicates
- *                   and bad records, and appends documents to the shard writers; while the batch
- *                   it needs is not done, it tokenizes waiting batches itself, as a worker.
- * One reader decompresses and splits lines at about 1 GB/s, enough for some 15 workers; several
- * readers read several files, or ranges of one file, at once. A reader's errors travel with its
- * records (as the unit's last record), so the writer meets them in input order whatever the
- * readers' timing. Records carry line numbers counted from their unit's first line; the writer,
- * which has seen the units before, knows the file's line when it must name one.
+ * Every thread reads and tokenizes, and the calling thread also writes, so that the output is
+ * byte-identical for any number of threads and readers:
+ *   reading     a thread with nothing to do reads the next batch of records from one of R
+ *               reading slots, then parses (JSON, UTF-8) and tokenizes that batch itself, its
+ *               bytes still in its cache. A slot reads one "unit" at a time (a file, or a byte
+ *               range of a large .jsonl / line-mode .txt), one thread at a time; batches are
+ *               numbered within their unit; R slots read R units at once;
+ *   writing     the calling thread takes batches back unit by unit, each in its numbered order,
+ *               drops duplicates and bad records, and appends documents to the shard writers;
+ *               while the batch it needs is not done, it reads and tokenizes one itself.
+ * (A reader thread of its own made --threads 2 three threads on two cores, the reader preempting
+ * a tokenizing thread hundreds of times a run; and the batch went to another core's cache.)
+ * Reading a batch takes a few percent of tokenizing it (one slot splits a .jsonl at about 5 GB/s
+ * and a .jsonl.zst at about 1 GB/s, where a thread tokenizes some 130 MB/s), so one slot keeps
+ * many threads busy; several slots read several files, or ranges of one file, at once.
+ * A unit's errors travel with its records (as the unit's last record), so the writer meets them
+ * in input order whatever the threads' timing. Records carry line numbers counted from their
+ * unit's first line; the writer, which has seen the units before, knows the file's line when it
+ * must name one.
  * Batches come from a fixed pool, so memory is bounded by the pool size whatever the input size;
- * readers ahead of the writer's unit leave a reserve of batches to the unit it waits for.
+ * units ahead of the writer's leave a reserve of batches to the unit it waits for.
  * Manifests are written only once every shard of the run is complete: a run killed at any
  * moment leaves no shard that `ingot verify` accepts.
  */
@@ -38,19 +44,20 @@
  * operations per batch, nothing next to tokenizing 256 KiB. */
 #define BATCH_BYTES (1u << 18)
 #define BATCH_DOCS  1024
-/* Record bytes in flight (read, not yet written) above which the reader waits: with documents of
+/* Record bytes in flight (read, not yet written) above which no more are read: with documents of
  * tens of MB, the batch count alone would not bound memory. One batch may always be in flight. */
 #define INFLIGHT_BYTES ((uint64_t)32 << 20)
 /* A batch buffer that grew past this for a huge record goes back to its usual size. */
 #define BATCH_SHRINK_BYTES (4 * (size_t)BATCH_BYTES)
 #define TOKENS_SHRINK_IDS  ((size_t)1 << 21)
-#define POOL_PER_WORKER    4 /* batches in flight per worker: reading ahead and writing behind */
-/* Several readers: a large .jsonl or line-mode .txt is read as byte ranges of this size (a range
- * reads on to the end of its last line, up to 1 MiB more), and each reader past the first adds
+/* Batches per thread: the one it tokenizes, and those done before the writer wants them. */
+#define POOL_PER_THREAD 4
+/* Several slots: a large .jsonl or line-mode .txt is read as byte ranges of this size (a range
+ * reads on to the end of its last line, up to 1 MiB more), and each slot past the first adds
  * enough batches to the pool to hold about one range read ahead of the writer. */
 #define SPLIT_BYTES_DEFAULT ((uint64_t)8 << 20)
-#define POOL_PER_READER     32
-#define THREADS_PER_READER  16 /* default: one reader per 16 threads of the budget */
+#define POOL_PER_SLOT       32
+#define THREADS_PER_SLOT    16 /* default: one reading slot per 16 threads */
 
 typedef struct batch {
     uint64_t seq; /* within its unit */
@@ -84,6 +91,17 @@ typedef struct unit {
     int done;
 } unit;
 
+/* A reading slot: the unit it reads, batch by batch, by one thread at a time (busy, under
+ * pipeline.mu); the other fields belong to that thread while it reads. */
+typedef struct slot {
+    size_t u; /* SIZE_MAX: no unit */
+    int busy, opened;
+    ig_record_reader *r;
+    ig_status st; /* the unit's error, opening or reading it: its last batch says so */
+    ig_err err;
+    uint64_t consumed; /* input bytes counted into the unit's batches so far */
+} slot;
+
 typedef struct out_key {
     char *base; /* OUT or OUT_KEY (and _rRRRR) */
     ig_shard_writer *w;
@@ -106,20 +124,22 @@ typedef struct pipeline {
     int n_workers;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv_free, cv_todo, cv_done;
+    pthread_cond_t cv_work; /* the worker threads wait on it: a slot or a batch came free */
+    pthread_cond_t cv_done; /* the writer waits on it: a batch was tokenized, a unit ended */
     batch *pool;
     size_t pool_n;
-    uint64_t inflight; /* bytes of the batches pushed and not yet given back */
-    batch *free_list, *todo_head, *todo_tail, *done;
+    uint64_t inflight; /* bytes of the batches read and not yet given back */
+    batch *free_list, *done;
     size_t n_free;
     size_t reserve; /* free batches only the writer's unit may take */
     unit *units;
     size_t n_units;
-    size_t next_unit; /* the next unit a reader takes */
+    size_t next_unit; /* the next unit a slot takes */
     size_t w_unit;    /* the unit the writer takes batches from */
     size_t cut_file;  /* a file skipped from a reader's error on (--on-error skip); SIZE_MAX */
-    int n_readers, readers_left;
-    int reader_done; /* every reader finished */
+    slot *slots;
+    int n_slots;
+    int read_all; /* every unit read */
     int stop;
     ig_status fail;
     ig_err ferr;
@@ -148,9 +168,9 @@ void ig_preprocess_stats_clear(ig_preprocess_stats *st) {
     memset(st, 0, sizeof *st);
 }
 
-/* ---- failure and the queues ---------------------------------------------------------------- */
+/* ---- failure and the pool ------------------------------------------------------------------- */
 
-/* Records the first failure and stops every stage. Call with mu held. */
+/* Records the first failure and stops every thread. Call with mu held. */
 static void fail_locked(pipeline *p, ig_status status, const ig_err *e) {
     if (p->fail == IG_OK) {
         p->fail = status;
@@ -158,8 +178,7 @@ static void fail_locked(pipeline *p, ig_status status, const ig_err *e) {
         p->ferr.status = status;
     }
     p->stop = 1;
-    pthread_cond_broadcast(&p->cv_free);
-    pthread_cond_broadcast(&p->cv_todo);
+    pthread_cond_broadcast(&p->cv_work);
     pthread_cond_broadcast(&p->cv_done);
 }
 
@@ -169,27 +188,15 @@ static void fail(pipeline *p, ig_status status, const ig_err *e) {
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Whether the reader of unit u may take a free batch now. The writer's unit may always have one
- * batch in flight and then up to INFLIGHT_BYTES; the units ahead of it share another
- * INFLIGHT_BYTES and leave `reserve` free batches to it, so that the writer never waits on a unit
- * that cannot get a batch. Call with mu held. */
+/* Whether a batch of unit u may be read now. The writer's unit may always have one batch in
+ * flight and then up to INFLIGHT_BYTES; the units ahead of it share another INFLIGHT_BYTES and
+ * leave `reserve` free batches to it, so that the writer never waits on a unit that cannot get a
+ * batch. Call with mu held. */
 static int may_take(const pipeline *p, size_t u) {
     if (!p->free_list) return 0;
     uint64_t own = p->w_unit < p->n_units ? p->units[p->w_unit].inflight : 0;
     if (u == p->w_unit) return own < INFLIGHT_BYTES;
     return p->n_free > p->reserve && p->inflight - own < INFLIGHT_BYTES;
-}
-
-static batch *take_free(pipeline *p, size_t u) {
-    pthread_mutex_lock(&p->mu);
-    while (!p->stop && !may_take(p, u)) pthread_cond_wait(&p->cv_free, &p->mu);
-    batch *b = p->stop ? NULL : p->free_list;
-    if (b) {
-        p->free_list = b->next;
-        p->n_free--;
-    }
-    pthread_mutex_unlock(&p->mu);
-    return b;
 }
 
 /* Empties a batch for reuse (and shrinks what a huge record grew). */
@@ -223,29 +230,7 @@ static void give_free(pipeline *p, batch *b) {
     b->next = p->free_list;
     p->free_list = b;
     p->n_free++;
-    /* readers wait on different conditions (their unit's): wake them all */
-    pthread_cond_broadcast(&p->cv_free);
-    pthread_mutex_unlock(&p->mu);
-}
-
-static void push_todo(pipeline *p, batch *b, size_t u) {
-    pthread_mutex_lock(&p->mu);
-    b->unit = u;
-    b->seq = p->units[u].n_batches++;
-    b->next = NULL;
-    b->pushed = b->len;
-    p->inflight += b->len;
-    p->units[u].inflight += b->len;
-    if (p->todo_tail)
-        p->todo_tail->next = b;
-    else
-        p->todo_head = b;
-    p->todo_tail = b;
-    pthread_cond_signal(&p->cv_todo);
-    /* the writer, waiting for its next batch, tokenizes this one if no worker is free: at the
-     * start of a run the first batch (every piece met for the first time) takes several times
-     * a warm batch's time, and a writer woken only by finished batches sat through it */
-    pthread_cond_signal(&p->cv_done);
+    pthread_cond_signal(&p->cv_work); /* a batch may be read: by any one of them */
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -300,7 +285,7 @@ static ig_status batch_append(ig_ctx *ctx, batch *b, const ig_record *rec, ig_er
     return IG_OK;
 }
 
-/* ---- reader thread -------------------------------------------------------------------------- */
+/* ---- reading -------------------------------------------------------------------------------- */
 
 /* A reader's error ends its unit as one more record, an empty one whose message is set, so that
  * the workers pass it by and the writer meets it in input order: with --on-error skip a format
@@ -338,69 +323,117 @@ static uint64_t unit_bytes(const unit *un, const ig_record_reader *r, int error)
     return !error && now > un->end ? un->end : now;
 }
 
-/* Reads unit u into batches. Returns when the unit is read (its last batch, holding its error if
- * any, pushed) or the run stopped. */
-static void read_unit(pipeline *p, size_t u) {
-    unit *un = &p->units[u];
-    size_t f = un->file;
-    ig_err err = {0};
-    ig_record_reader *r = NULL;
-    ig_status st = open_unit(p, un, &r, &err);
-    batch *b = take_free(p, u);
-    uint64_t consumed = un->begin;
-    while (b && st == IG_OK) {
-        ig_record rec;
-        int has = 0;
-        if ((st = ig_record_reader_next(r, &rec, &has, &err)) != IG_OK || !has) break;
-        if (b->n == 0) b->file = f;
-        if ((st = batch_append(p->ctx, b, &rec, &err)) != IG_OK) break;
-        if (b->n == b->cap || b->len >= BATCH_BYTES) {
-            uint64_t now = unit_bytes(un, r, 0);
-            b->bytes_in = now - consumed;
-            consumed = now;
-            push_todo(p, b, u);
-            b = take_free(p, u);
-        }
-    }
-    if (b) {
-        ig_err aerr = {0};
-        ig_status ast = st == IG_OK ? IG_OK : add_reader_error(p->ctx, b, f, st, &err, &aerr);
-        if (ast != IG_OK) {
-            fail(p, ast, &aerr);
-            give_free(p, b);
-        } else {
-            /* the last batch goes even when empty: its bytes count */
-            if (r) b->bytes_in = unit_bytes(un, r, st != IG_OK) - consumed;
-            b->file = f;
-            pthread_mutex_lock(&p->mu);
-            un->lines = r ? ig_record_reader_lines(r) : 0;
-            pthread_mutex_unlock(&p->mu);
-            push_todo(p, b, u);
-        }
-    }
-    ig_record_reader_close(r);
+/* Whether every unit is read: none left to take and no slot holding one. With mu held. */
+static void note_read_all(pipeline *p) {
+    if (p->read_all || p->next_unit < p->n_units) return;
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].u != SIZE_MAX) return;
+    p->read_all = 1;
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_cond_broadcast(&p->cv_done);
 }
 
-static void *reader_main(void *arg) {
-    pipeline *p = arg;
-    pthread_mutex_lock(&p->mu);
-    while (!p->stop && p->next_unit < p->n_units) {
-        size_t u = p->next_unit++;
-        /* a file skipped from an earlier unit's error on: nothing of it is written */
-        int cut = p->units[u].file == p->cut_file;
-        pthread_mutex_unlock(&p->mu);
-        if (!cut) read_unit(p, u);
-        pthread_mutex_lock(&p->mu);
-        p->units[u].done = 1;
+/* With mu held: the slot to read a batch from now, or NULL when none may be read. The slot holding
+ * the lowest unit goes first (the writer waits on the lowest); else an idle slot takes the next
+ * unit, passing by those of a file skipped from an error on (nothing of them is read). */
+static slot *pick_slot(pipeline *p) {
+    slot *best = NULL, *idle = NULL;
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        if (s->busy) continue;
+        if (s->u == SIZE_MAX) {
+            if (!idle) idle = s;
+        } else if (may_take(p, s->u) && (!best || s->u < best->u)) {
+            best = s;
+        }
+    }
+    if (best || !idle) return best;
+    while (p->next_unit < p->n_units && p->units[p->next_unit].file == p->cut_file) {
+        p->units[p->next_unit++].done = 1;
         pthread_cond_broadcast(&p->cv_done);
     }
-    if (--p->readers_left == 0) {
-        p->reader_done = 1;
-        pthread_cond_broadcast(&p->cv_done);
-        pthread_cond_broadcast(&p->cv_todo);
+    note_read_all(p);
+    if (p->next_unit == p->n_units || !may_take(p, p->next_unit)) return NULL;
+    size_t u = p->next_unit++;
+    *idle = (slot){.u = u, .consumed = p->units[u].begin};
+    return idle;
+}
+
+/* Reads slot s's next batch into b, without mu: records up to a batch's size, or to the end of
+ * the unit (then its error, if any, as its last record). Returns 1 at the unit's end. */
+static int fill_batch(pipeline *p, slot *s, batch *b, ig_status *ast, ig_err *aerr) {
+    const unit *un = &p->units[s->u];
+    size_t f = un->file;
+    b->file = f;
+    if (!s->opened) {
+        s->st = open_unit(p, un, &s->r, &s->err);
+        s->opened = 1;
     }
+    int end = s->st != IG_OK;
+    while (!end) {
+        ig_record rec;
+        int has = 0;
+        if ((s->st = ig_record_reader_next(s->r, &rec, &has, &s->err)) != IG_OK || !has)
+            end = 1;
+        else if ((s->st = batch_append(p->ctx, b, &rec, &s->err)) != IG_OK)
+            end = 1;
+        else if (b->n == b->cap || b->len >= BATCH_BYTES)
+            break;
+    }
+    if (end && s->st != IG_OK) *ast = add_reader_error(p->ctx, b, f, s->st, &s->err, aerr);
+    /* the last batch goes even when empty: its bytes count */
+    uint64_t now = s->r ? unit_bytes(un, s->r, s->st != IG_OK) : s->consumed;
+    b->bytes_in = now - s->consumed;
+    s->consumed = now;
+    return end;
+}
+
+/* With mu held: reads the next batch of some unit, numbered in it and counted in flight, for
+ * the caller to tokenize. NULL when none may be read now; mu is then released in between only
+ * if the pipeline stopped. */
+static batch *read_batch(pipeline *p) {
+    slot *s = p->stop ? NULL : pick_slot(p);
+    if (!s) return NULL;
+    batch *b = p->free_list;
+    p->free_list = b->next;
+    p->n_free--;
+    s->busy = 1;
+    unit *un = &p->units[s->u];
     pthread_mutex_unlock(&p->mu);
-    return NULL;
+
+    ig_status ast = IG_OK;
+    ig_err aerr = {0};
+    int end = fill_batch(p, s, b, &ast, &aerr);
+    uint64_t lines = 0;
+    if (end) {
+        lines = s->r ? ig_record_reader_lines(s->r) : 0;
+        ig_record_reader_close(s->r);
+        s->r = NULL;
+    }
+
+    pthread_mutex_lock(&p->mu);
+    b->unit = s->u;
+    b->seq = un->n_batches++;
+    b->next = NULL;
+    b->pushed = b->len;
+    p->inflight += b->len;
+    un->inflight += b->len;
+    s->busy = 0;
+    if (end) {
+        un->lines = lines;
+        un->done = 1;
+        s->u = SIZE_MAX;
+        note_read_all(p);
+    }
+    pthread_cond_signal(&p->cv_work);    /* the slot is free again: for any one of them */
+    pthread_cond_broadcast(&p->cv_done); /* the writer may read it, or go on to the next unit */
+    if (ast != IG_OK) {
+        fail_locked(p, ast, &aerr);
+        b->next = p->free_list; /* freed with the pool */
+        p->free_list = b;
+        return NULL;
+    }
+    return b;
 }
 
 /* ---- workers -------------------------------------------------------------------------------- */
@@ -453,21 +486,10 @@ static ig_status tokenize_batch(pipeline *p, ig_encoder *enc, batch *b, ig_err *
     return IG_OK;
 }
 
-/* With p->mu held: the first batch waiting for a tokenizer, taken off the queue (NULL: none, or
- * the pipeline stopped). */
-static batch *take_todo(pipeline *p) {
-    batch *b = p->stop ? NULL : p->todo_head;
-    if (b) {
-        p->todo_head = b->next;
-        if (!p->todo_head) p->todo_tail = NULL;
-    }
-    return b;
-}
-
-/* With p->mu held, b taken: tokenizes b without the lock, then files it as done (waking the
- * writer) or, failed, stops the pipeline and gives the batch back to the pool. Returns with p->mu
- * held. */
-static void tokenize_taken(pipeline *p, ig_encoder *enc, batch *b) {
+/* With p->mu held, b read by this thread: tokenizes b without the lock, then files it as done
+ * (waking the writer) or, failed, stops the pipeline and gives the batch back to the pool.
+ * Returns with p->mu held. */
+static void tokenize_read(pipeline *p, ig_encoder *enc, batch *b) {
     ig_err err = {0};
     pthread_mutex_unlock(&p->mu);
     ig_status st = tokenize_batch(p, enc, b, &err);
@@ -492,14 +514,15 @@ static void *worker_main(void *arg) {
         fail(p, st, &err);
         return NULL;
     }
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (!p->stop && !p->todo_head && !p->reader_done) pthread_cond_wait(&p->cv_todo, &p->mu);
-        batch *b = take_todo(p);
-        if (b) tokenize_taken(p, enc, b);
-        pthread_mutex_unlock(&p->mu);
-        if (!b) break;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop && !p->read_all) {
+        batch *b = read_batch(p);
+        if (b)
+            tokenize_read(p, enc, b);
+        else if (!p->stop && !p->read_all)
+            pthread_cond_wait(&p->cv_work, &p->mu);
     }
+    pthread_mutex_unlock(&p->mu);
     ig_encoder_free(enc);
     return NULL;
 }
@@ -710,27 +733,25 @@ static ig_status run_inline(pipeline *p, ig_err *err) {
     return st;
 }
 
-/* Called with p->mu held by the writer when its next batch is not done: tokenizes the first
- * batch waiting for a worker, if any, on the writer's thread (its encoder made on first use).
- * Returns 0 if there was none, else 1 (p->mu is held again; the pipeline may have stopped on a
- * failure, which the caller checks before waiting). So the calling thread
- * tokenizes too: with --threads 2 (a reader and a worker) two threads tokenize, not one, while
- * the reader and the writer's own work take a few percent of a core. */
+/* Called with p->mu held by the writer when its next batch is not done: reads a batch and
+ * tokenizes it on the writer's thread (its encoder made on first use). Returns 0 if no batch may
+ * be read now (p->mu was held throughout), else 1 (p->mu is held again; the pipeline may have
+ * stopped on a failure, which the caller checks before waiting). So the calling thread tokenizes
+ * too: with --threads 2 two threads read and tokenize, and the writing takes a few percent of
+ * one. */
 static int writer_helps(pipeline *p, ig_encoder **enc) {
-    if (p->stop || !p->todo_head) return 0;
+    if (p->stop || p->read_all) return 0;
     if (!*enc) {
         ig_err err = {0};
         pthread_mutex_unlock(&p->mu);
         ig_status st = ig_encoder_create(enc, p->o->tokenizer, &err);
         pthread_mutex_lock(&p->mu);
-        if (st != IG_OK) {
-            fail_locked(p, st, &err);
-            return 1; /* the caller sees p->stop */
-        }
+        if (st != IG_OK) fail_locked(p, st, &err);
+        return 1; /* the caller looks again (or sees p->stop) */
     }
-    batch *b = take_todo(p); /* NULL: taken meanwhile, or stopped */
-    if (b) tokenize_taken(p, *enc, b);
-    return 1;
+    batch *b = read_batch(p);
+    if (b) tokenize_read(p, *enc, b);
+    return b || p->stop;
 }
 
 static ig_status run_writer(pipeline *p, ig_err *err) {
@@ -756,7 +777,7 @@ static ig_status run_writer(pipeline *p, ig_err *err) {
                                 : 0;
                 p->w_unit = ++u;
                 next = 0;
-                pthread_cond_broadcast(&p->cv_free); /* its reader may take the reserve */
+                pthread_cond_broadcast(&p->cv_work); /* its slot may take the reserve */
                 continue;
             }
             if (!writer_helps(p, &enc)) pthread_cond_wait(&p->cv_done, &p->mu);
@@ -969,20 +990,22 @@ static ig_status setup(pipeline *p, ig_err *err) {
     if ((s = check_name_lengths(p, err)) != IG_OK) return s;
     int threads = p->o->threads > 0 ? p->o->threads : ig_ctx_threads(p->ctx);
     if (threads > 257) threads = 257;
-    int readers =
-        p->o->readers > 0 ? p->o->readers : (threads + THREADS_PER_READER - 1) / THREADS_PER_READER;
-    if (threads < 2) readers = 0; /* all on the calling thread */
-    if ((s = plan_units(p, readers > 1, err)) != IG_OK) return s;
-    if ((size_t)readers > p->n_units) readers = p->n_units ? (int)p->n_units : 1;
-    p->n_readers = readers;
-    /* the readers come out of the thread budget, but one worker at least */
-    p->n_workers = readers == 0 ? 0 : threads - readers > 1 ? threads - readers : 1;
-    p->pool_n = p->n_workers ? (size_t)p->n_workers * POOL_PER_WORKER + 2 +
-                                   (size_t)(readers - 1) * POOL_PER_READER
-                             : 1;
-    p->reserve = readers > 1 ? (size_t)p->n_workers + 1 : 0;
+    int slots =
+        p->o->readers > 0 ? p->o->readers : (threads + THREADS_PER_SLOT - 1) / THREADS_PER_SLOT;
+    if (threads < 2) slots = 0; /* all on the calling thread */
+    if ((s = plan_units(p, slots > 1, err)) != IG_OK) return s;
+    if ((size_t)slots > p->n_units) slots = p->n_units ? (int)p->n_units : 1;
+    p->n_slots = slots;
+    p->n_workers = slots == 0 ? 0 : threads - 1; /* and the calling thread */
+    p->pool_n = slots ? (size_t)threads * POOL_PER_THREAD + (size_t)(slots - 1) * POOL_PER_SLOT : 1;
+    p->reserve = slots > 1 ? (size_t)threads : 0;
     p->pool = ig_calloc(p->ctx, p->pool_n, sizeof *p->pool);
     if (!p->pool) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+    if (slots) {
+        p->slots = ig_calloc(p->ctx, (size_t)slots, sizeof *p->slots);
+        if (!p->slots) return ig_err_set(err, IG_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < slots; i++) p->slots[i].u = SIZE_MAX;
+    }
     for (size_t i = 0; i < p->pool_n; i++) {
         if (!batch_init(p->ctx, &p->pool[i], p->n_keys))
             return ig_err_set(err, IG_ERR_NOMEM, "out of memory allocating batches");
@@ -993,8 +1016,8 @@ static ig_status setup(pipeline *p, ig_err *err) {
     return IG_OK;
 }
 
-/* The reader, the workers and the writer (this thread), until the inputs are done or one of
- * them fails; with no workers, everything on this thread. */
+/* The workers and the writer (this thread), until the inputs are done or a thread fails; with no
+ * workers, everything on this thread. */
 static ig_status run_threads(pipeline *p, ig_err *err) {
     ig_status s = IG_OK;
     if (p->o->progress) {
@@ -1011,30 +1034,14 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         p->progress = NULL;
         return s;
     }
-    pthread_t *readers = ig_calloc(p->ctx, (size_t)p->n_readers, sizeof *readers);
+    pthread_mutex_lock(&p->mu);
+    note_read_all(p); /* no units at all */
+    pthread_mutex_unlock(&p->mu);
     pthread_t *workers = ig_calloc(p->ctx, (size_t)p->n_workers, sizeof *workers);
-    int readers_started = 0, n_started = 0;
-    if (!workers || !readers) {
+    int n_started = 0;
+    if (!workers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
     } else {
-        p->readers_left = p->n_readers;
-        for (; readers_started < p->n_readers; readers_started++)
-            if (ig_thread_start(&readers[readers_started], reader_main, p) != 0) break;
-        if (readers_started < p->n_readers) {
-            /* the ones started read every unit; the others will not count down */
-            pthread_mutex_lock(&p->mu);
-            p->readers_left -= p->n_readers - readers_started;
-            if (p->readers_left == 0) {
-                p->reader_done = 1;
-                pthread_cond_broadcast(&p->cv_todo);
-                pthread_cond_broadcast(&p->cv_done);
-            }
-            pthread_mutex_unlock(&p->mu);
-        }
-    }
-    if (s == IG_OK && readers_started == 0) {
-        s = ig_err_set(err, IG_ERR_IO, "cannot start the reader thread");
-    } else if (s == IG_OK) {
         for (; n_started < p->n_workers; n_started++)
             if (ig_thread_start(&workers[n_started], worker_main, p) != 0) {
                 ig_err e;
@@ -1045,10 +1052,8 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
         s = run_writer(p, err);
         if (s != IG_OK) fail(p, s, err);
     }
-    for (int i = 0; i < readers_started; i++) pthread_join(readers[i], NULL);
     for (int i = 0; i < n_started; i++) pthread_join(workers[i], NULL);
     ig_free(p->ctx, workers);
-    ig_free(p->ctx, readers);
     ig_progress_finish(p->progress);
     p->progress = NULL;
     return s;
@@ -1124,9 +1129,10 @@ static void pipeline_free(pipeline *p) {
     ig_free(ctx, p->kinds);
     ig_free(ctx, p->sizes);
     ig_free(ctx, p->units);
+    for (int i = 0; p->slots && i < p->n_slots; i++) ig_record_reader_close(p->slots[i].r);
+    ig_free(ctx, p->slots);
     pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv_free);
-    pthread_cond_destroy(&p->cv_todo);
+    pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
 }
 
@@ -1156,8 +1162,7 @@ ig_status ig_preprocess_text(ig_ctx *ctx, const ig_preprocess_opts *opts,
                               .data_exts = text_data_exts,
                               .overwrite = opts->overwrite};
     pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv_free, NULL);
-    pthread_cond_init(&p.cv_todo, NULL);
+    pthread_cond_init(&p.cv_work, NULL);
     pthread_cond_init(&p.cv_done, NULL);
 
     /* nothing of the output is touched before every rank knows its inputs */

@@ -222,11 +222,13 @@ typedef struct ig_preprocess_opts {
     int append_eod;                /* append the tokenizer's end-of-document id */
     int allow_special;             /* special-token strings in the text are special tokens */
     int txt_lines;                 /* .txt: a document per line instead of per file */
-    int threads; /* threads the run may use, all of them together: 1 reads, tokenizes and writes
-                    on the calling thread; N >= 2 starts R readers and N - R tokenizing workers
-                    (at least one; the calling thread writes); 0: the context's thread count */
-    int readers; /* R, reader threads (with threads >= 2): 0: one per 16 threads; never more
-                    than the units there are to read (files, and ranges of large files) */
+    int threads; /* threads the run may use, the calling thread among them: 1 reads, tokenizes
+                    and writes on the calling thread; N >= 2 starts N - 1 threads, and each of
+                    the N reads a batch and tokenizes it (the calling thread also writes);
+                    0: the context's thread count */
+    int readers; /* R, inputs read at once (with threads >= 2), each by one thread at a time:
+                    0: one per 16 threads; never more than the units there are to read (files,
+                    and ranges of large files) */
     /* with R >= 2, a regular .jsonl or line-mode .txt file larger than this is read as byte
      * ranges of this size, several at once (ranges split at lines, so any size gives the same
      * output); 0: 8 MiB */

@@ -29,8 +29,8 @@ const ig_cfg_key ig_preprocess_keys[] = {
     IG_KEY_ENUM("preprocess.on_error", ig_preprocess_opts, on_error, "fail", on_error_modes,
                 "bad documents stop the run (fail) or are counted and skipped (skip)"),
     IG_KEY_INT("preprocess.readers", ig_preprocess_opts, readers, "0", 0, 256,
-               "reader threads, out of --threads (files and ranges of large files read at once); "
-               "0: one per 16 threads"),
+               "inputs read at once (files, and ranges of large files), each by one thread at a "
+               "time; 0: one per 16 threads"),
     IG_KEY_SIZE("preprocess.split_size", ig_preprocess_opts, split_size, "8MB",
                 "with several readers, .jsonl and line-mode .txt files larger than this are read "
                 "as ranges of this size"),

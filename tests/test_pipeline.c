@@ -41,8 +41,8 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* Runs the pipeline over inputs with the given thread count (1: all on this thread; N: a reader and
- * N - 1 tokenizing workers); returns the status. */
+/* Runs the pipeline over inputs with the given thread count (1: all on this thread; N: N threads
+ * that read and tokenize, this one also writing); returns the status. */
 static ig_status run(const char *const *inputs, size_t n, const char *out, int threads,
                      ig_preprocess_opts *extra, ig_preprocess_stats *st, ig_err *err) {
     ig_preprocess_opts o = extra ? *extra : ig_preprocess_opts_default();
@@ -538,7 +538,7 @@ static void test_allocation_failures(void **state) {
     static const char *const keys[] = {"text", "title"};
 
     igt_flaky fl;
-    /* one thread; a reader and two workers; two readers over a.jsonl in ranges of 700 bytes */
+    /* one thread; three threads; three threads reading two ranges of a.jsonl (700 bytes) at once */
     const int cfg_threads[] = {1, 3, 3}, cfg_readers[] = {0, 0, 2};
     for (int cfg = 0; cfg < 3; cfg++) {
         int threads = cfg_threads[cfg];

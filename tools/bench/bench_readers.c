@@ -1,10 +1,11 @@
-/* bench_readers.c - the ceilings around the tokenizing workers of `preprocess text`: how fast one
- * reader splits a .jsonl and decompresses and splits a .jsonl.zst into records (nothing else),
- * how fast the writer appends already-tokenized documents, and how fast one worker tokenizes;
- * each ceiling over the worker rate is the worker count at which that stage saturates. Before:
- * one reader. After: R readers, each on its own file (or byte range of a large .jsonl; a range
- * reads as fast as a file), measured here with R threads at once and projected as R times one.
- * Also the end-to-end run with 1 and 2 workers (and 2 workers with 2 readers over ranges).
+/* bench_readers.c - the ceilings around the tokenizing threads of `preprocess text`: how fast one
+ * input is split into records from a .jsonl, and decompressed and split from a .jsonl.zst
+ * (nothing else), how fast the writer appends already-tokenized documents, and how fast one
+ * thread does the whole run; each ceiling over that rate is the thread count at which the stage
+ * saturates. One input read at a time, then R inputs at once (--readers R), each its own file (or
+ * byte range of a large .jsonl; a range reads as fast as a file), measured here with R threads
+ * at once and projected as R times one. Also the end-to-end run with 1 and 2 threads (and 2
+ * threads reading 2 ranges at once).
  * All figures come from one run, in MB/s of .jsonl bytes.
  *
  * usage: bench_readers [--data DIR] [--repeat K] [--readers R] [--runs N]
@@ -257,10 +258,9 @@ int main(int argc, char **argv) {
     char out[600];
     snprintf(out, sizeof out, "%s/out", dir);
     ig_preprocess_stats st1;
-    double w1 = best_run_mbps(ctx, tok, jsonl[0], out, 2, 1, runs, &st1);  /* 1 worker */
-    double w2 = best_run_mbps(ctx, tok, jsonl[0], out, 3, 1, runs, NULL);  /* 2 workers */
-    double w2r = best_run_mbps(ctx, tok, jsonl[0], out, 4, 2, runs, NULL); /* 2 + 2 readers */
-    double inl = best_run_mbps(ctx, tok, jsonl[0], out, 1, 0, runs, NULL);
+    double w1 = best_run_mbps(ctx, tok, jsonl[0], out, 1, 0, runs, &st1);
+    double w2 = best_run_mbps(ctx, tok, jsonl[0], out, 2, 1, runs, NULL);
+    double w2r = best_run_mbps(ctx, tok, jsonl[0], out, 2, 2, runs, NULL); /* 2 ranges at once */
     snprintf(out, sizeof out, "%s/writer", dir);
     double wr_add = 0;
     double wr = writer_mbps(ctx, out, st1.docs_written, st1.tokens, plain, runs, &wr_add);
@@ -270,8 +270,8 @@ int main(int argc, char **argv) {
         raw_write_mbps(out, st1.tokens * 2 + st1.docs_written * 12, plain, runs, &raw_sync);
     ig_preprocess_stats_clear(&st1);
 
-    printf("one reader alone:       .jsonl %8.0f MB/s   .jsonl.zst %8.0f MB/s\n", rd_jsonl, rd_zst);
-    printf("%d readers at once:      .jsonl %8.0f MB/s   .jsonl.zst %8.0f MB/s (measured here, "
+    printf("one input alone:        .jsonl %8.0f MB/s   .jsonl.zst %8.0f MB/s\n", rd_jsonl, rd_zst);
+    printf("%d inputs at once:       .jsonl %8.0f MB/s   .jsonl.zst %8.0f MB/s (measured here, "
            "%d files)\n",
            readers, rdR_jsonl, rdR_zst, readers);
     printf("writer alone:           %8.0f MB/s (the run's documents and tokens, with the commit: "
@@ -280,29 +280,26 @@ int main(int argc, char **argv) {
     printf("the same bytes with write() in 1 MiB blocks: %.0f MB/s, with fsync %.0f MB/s: the "
            "writer is %.2f of the file system's rate appending, %.2f with its commit\n",
            raw, raw_sync, raw > 0 ? wr_add / raw : 0, raw_sync > 0 ? wr / raw_sync : 0);
-    printf("one worker (end to end, reader + 1 worker + writer): %.1f MB/s; 1 thread: %.1f MB/s\n",
-           w1, inl);
-    printf("2 workers: %.1f MB/s = %.2fx of 1 worker; 2 workers + 2 readers over ranges: %.1f MB/s "
-           "(%.2fx; this machine has %ld cores)\n",
+    printf("1 thread (end to end: read, tokenize, write): %.1f MB/s\n", w1);
+    printf("2 threads: %.1f MB/s = %.2fx of 1 thread; reading 2 ranges at once: %.1f MB/s (%.2fx; "
+           "this machine has %ld cores)\n",
            w2, w2 / w1, w2r, w2r / w1, sysconf(_SC_NPROCESSORS_ONLN));
-    printf("saturation (ceiling / worker rate):\n");
-    printf("  before, 1 reader:   .jsonl %.0f workers, .jsonl.zst %.0f workers\n", rd_jsonl / w1,
+    printf("saturation (ceiling / one thread's rate):\n");
+    printf("  1 input at a time:  .jsonl %.0f threads, .jsonl.zst %.0f threads\n", rd_jsonl / w1,
            rd_zst / w1);
-    printf("  after, %d readers:   .jsonl %.0f workers, .jsonl.zst %.0f workers (%d x one reader; "
+    printf("  %d inputs at once:   .jsonl %.0f threads, .jsonl.zst %.0f threads (%d x one input; "
            "measured at once: %.0f and %.0f)\n",
            readers, readers * rd_jsonl / w1, readers * rd_zst / w1, readers, rdR_jsonl / w1,
            rdR_zst / w1);
-    printf("  writer:             %.0f workers with its commit, %.0f appending only\n", wr / w1,
+    printf("  writer:             %.0f threads with its commit, %.0f appending only\n", wr / w1,
            wr_add / w1);
     printf("RESULT reader_jsonl_mbps=%.0f reader_zst_mbps=%.0f readers=%d readers_jsonl_mbps=%.0f "
-           "readers_zst_mbps=%.0f writer_mbps=%.0f writer_append_mbps=%.0f worker_mbps=%.1f "
-           "inline_mbps=%.1f "
+           "readers_zst_mbps=%.0f writer_mbps=%.0f writer_append_mbps=%.0f thread_mbps=%.1f "
            "w2_mbps=%.1f w2_r2_mbps=%.1f sat_before_jsonl=%.0f sat_before_zst=%.0f "
            "sat_after_jsonl=%.0f sat_after_zst=%.0f sat_writer=%.0f raw_write_mbps=%.0f "
            "raw_write_sync_mbps=%.0f\n",
-           rd_jsonl, rd_zst, readers, rdR_jsonl, rdR_zst, wr, wr_add, w1, inl, w2, w2r,
-           rd_jsonl / w1, rd_zst / w1, readers * rd_jsonl / w1, readers * rd_zst / w1, wr / w1, raw,
-           raw_sync);
+           rd_jsonl, rd_zst, readers, rdR_jsonl, rdR_zst, wr, wr_add, w1, w2, w2r, rd_jsonl / w1,
+           rd_zst / w1, readers * rd_jsonl / w1, readers * rd_zst / w1, wr / w1, raw, raw_sync);
     ig_tokenizer_free(tok);
     ig_ctx_free(ctx);
     char cmd[600];
