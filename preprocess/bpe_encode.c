@@ -58,8 +58,10 @@ struct ig_encoder {
     uint8_t *keys;
     uint32_t *ids;
     size_t n_entries, keys_len, ids_len;
-    size_t *special_at; /* [n_specials] next occurrence (SIZE_MAX: none) during one encode */
-    short_slot *shorts; /* [1 << SHORT_BITS], 64-byte aligned */
+    size_t *special_at;     /* [n_specials] next occurrence (SIZE_MAX: none) during one encode */
+    short_slot *shorts;     /* [1 << SHORT_BITS], 64-byte aligned */
+    ig_piece_cache *shared; /* merged pieces shared with other threads' encoders (or NULL) */
+    size_t merges;
 };
 
 static void cache_clear(ig_encoder *e) {
@@ -111,19 +113,39 @@ void ig_encoder_free(ig_encoder *e) {
     ig_free(ctx, e);
 }
 
+ig_status ig_encoder_share(ig_encoder *e, ig_piece_cache *cache, ig_err *err) {
+    if (cache && ig_piece_cache_tokenizer(cache) != e->tok)
+        return ig_err_set(err, IG_ERR_INVALID_ARG,
+                          "the piece cache was made for another tokenizer than the encoder's");
+    e->shared = cache;
+    return IG_OK;
+}
+
+size_t ig_encoder_merges(const ig_encoder *e) {
+    return e->merges;
+}
+
 static ig_status grow_out(ig_tokens *out, size_t need) {
     size_t cap = out->cap ? out->cap : 256;
     while (cap < need) cap *= 2;
     return ig_tokens_reserve(out, cap);
 }
 
-/* A piece that is not one whole token (h: its ig_tok_hash_bytes): from the cache, else merged
- * (and cached). */
+/* A piece that is not one whole token (h: its ig_tok_hash_bytes): from the shared cache or the
+ * encoder's own, else merged (and cached: in the shared one while it has room). */
 static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, uint64_t h,
                                ig_tokens *out) {
     size_t slot = 0;
+    const uint32_t *ids;
     if (n <= CACHE_MAX_PIECE) {
-        for (slot = (size_t)h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+        size_t m = e->shared ? ig_piece_cache_find(e->shared, s, n, h, &ids) : 0;
+        if (m) {
+            memcpy(out->ids + out->n, ids, m * sizeof(uint32_t));
+            out->n += m;
+            return IG_OK;
+        }
+        for (slot = (size_t)h & (CACHE_SLOTS - 1); e->n_entries;
+             slot = (slot + 1) & (CACHE_SLOTS - 1)) {
             cache_slot *c = &e->slots[slot];
             if (c->koff == UINT32_MAX) break;
             if (c->hash == h && c->klen == n && memcmp(e->keys + c->koff, s, n) == 0) {
@@ -133,12 +155,13 @@ static ig_status encode_merged(ig_encoder *e, const uint8_t *s, size_t n, uint64
             }
         }
     }
-    const uint32_t *ids;
     size_t m = ig_bpe_merge(e->tok, &e->sc, s, n, &ids);
     if (m == 0) return IG_ERR_NOMEM;
+    e->merges++;
     memcpy(out->ids + out->n, ids, m * sizeof(uint32_t));
     out->n += m;
-    if (n > CACHE_MAX_PIECE) return IG_OK;
+    if (n > CACHE_MAX_PIECE || (e->shared && ig_piece_cache_add(e->shared, s, n, h, ids, m)))
+        return IG_OK;
     if (e->n_entries >= CACHE_MAX_ENTRIES || e->keys_len + n > CACHE_KEY_BYTES ||
         e->ids_len + m > CACHE_IDS) {
         cache_clear(e);
@@ -257,7 +280,8 @@ static inline void prefetch_slow(ig_encoder *e, const uint8_t *s, size_t at, siz
     }
     uint64_t h = piece_hash(r, s + at, len);
     __builtin_prefetch(&e->tok->bmap[(size_t)h & e->tok->bmap_mask]);
-    __builtin_prefetch(&e->slots[(size_t)h & (CACHE_SLOTS - 1)]);
+    if (e->shared) ig_piece_cache_prefetch(e->shared, h);
+    if (e->n_entries) __builtin_prefetch(&e->slots[(size_t)h & (CACHE_SLOTS - 1)]);
 }
 
 static ig_status encode_ordinary(ig_encoder *e, const uint8_t *s, size_t n, ig_tokens *out) {

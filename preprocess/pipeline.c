@@ -144,6 +144,7 @@ typedef struct pipeline {
     ig_status fail;
     ig_err ferr;
     ig_progress *progress;
+    ig_piece_cache *pieces; /* merged pieces, shared by the threads' encoders */
 
     out_key *outs;
     ig_manifest meta; /* tokenizer fields, shared by every shard */
@@ -505,11 +506,22 @@ static void tokenize_read(pipeline *p, ig_encoder *enc, batch *b) {
     }
 }
 
+/* A thread's encoder, sharing the run's merged pieces. */
+static ig_status make_encoder(pipeline *p, ig_encoder **enc, ig_err *err) {
+    ig_status st = ig_encoder_create(enc, p->o->tokenizer, err);
+    if (st == IG_OK) st = ig_encoder_share(*enc, p->pieces, err);
+    if (st != IG_OK) {
+        ig_encoder_free(*enc);
+        *enc = NULL;
+    }
+    return st;
+}
+
 static void *worker_main(void *arg) {
     pipeline *p = arg;
     ig_err err = {0};
     ig_encoder *enc = NULL;
-    ig_status st = ig_encoder_create(&enc, p->o->tokenizer, &err);
+    ig_status st = make_encoder(p, &enc, &err);
     if (st != IG_OK) {
         fail(p, st, &err);
         return NULL;
@@ -744,7 +756,7 @@ static int writer_helps(pipeline *p, ig_encoder **enc) {
     if (!*enc) {
         ig_err err = {0};
         pthread_mutex_unlock(&p->mu);
-        ig_status st = ig_encoder_create(enc, p->o->tokenizer, &err);
+        ig_status st = make_encoder(p, enc, &err);
         pthread_mutex_lock(&p->mu);
         if (st != IG_OK) fail_locked(p, st, &err);
         return 1; /* the caller looks again (or sees p->stop) */
@@ -1041,7 +1053,7 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
     int n_started = 0;
     if (!workers) {
         s = ig_err_set(err, IG_ERR_NOMEM, "out of memory");
-    } else {
+    } else if ((s = ig_piece_cache_create(&p->pieces, p->o->tokenizer, 0, err)) == IG_OK) {
         for (; n_started < p->n_workers; n_started++)
             if (ig_thread_start(&workers[n_started], worker_main, p) != 0) {
                 ig_err e;
@@ -1054,6 +1066,8 @@ static ig_status run_threads(pipeline *p, ig_err *err) {
     }
     for (int i = 0; i < n_started; i++) pthread_join(workers[i], NULL);
     ig_free(p->ctx, workers);
+    ig_piece_cache_free(p->pieces);
+    p->pieces = NULL;
     ig_progress_finish(p->progress);
     p->progress = NULL;
     return s;

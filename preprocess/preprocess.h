@@ -87,6 +87,21 @@ typedef struct ig_encoder ig_encoder;
 ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err);
 void ig_encoder_free(ig_encoder *enc);
 
+/* Merged pieces shared by the encoders of several threads: an encoder given one (ig_encoder_share)
+ * looks a piece it must merge up there first and adds what it merges, so that with T threads a
+ * piece is merged once, not T times. Safe for any number of threads at once; bounded: it holds
+ * max_pieces pieces (0: IG_PIECE_CACHE_DEFAULT, about 18 MB), then only answers, each encoder's
+ * own cache taking the rest. The same ids with it as without. It must outlive the encoders that
+ * use it; its memory comes from the tokenizer's context. */
+typedef struct ig_piece_cache ig_piece_cache;
+#define IG_PIECE_CACHE_DEFAULT 131072
+ig_status ig_piece_cache_create(ig_piece_cache **out, const ig_tokenizer *tok, size_t max_pieces,
+                                ig_err *err);
+void ig_piece_cache_free(ig_piece_cache *cache); /* NULL is a no-op */
+/* Makes enc use cache (NULL: none); an IG_ERR_INVALID_ARG error when cache was made for another
+ * tokenizer. A SentencePiece model's encoder ignores it. */
+ig_status ig_encoder_share(ig_encoder *enc, ig_piece_cache *cache, ig_err *err);
+
 /* flags of ig_encoder_encode */
 enum {
     /* treat "<|endoftext|>" etc. as special tokens; for SentencePiece models the strings of the

@@ -542,6 +542,77 @@ static void test_caches_match_computing(void **state) {
     }
 }
 
+/* A cache of merged pieces shared by encoders (piece_cache.c): an encoder that shares it gives
+ * the ids of a plain one, and one that comes after another has merged the same text merges
+ * nothing; a cache too small for the text fills, and encoders go on merging (and giving the same
+ * ids) past it; a cache of another tokenizer is refused. GPT-2 and cl100k_base. */
+static void test_shared_piece_cache(void **state) {
+    (void)state;
+    char paths[2][1024];
+    snprintf(paths[0], sizeof paths[0], "%s/data/gpt2/tokenizer.json", igt_source_dir());
+    snprintf(paths[1], sizeof paths[1], "%s/tests/data/tokenizer/cl100k_base.tiktoken",
+             igt_source_dir());
+    static char buf[1 << 17];
+    ig_tokenizer *ts[2];
+    for (int k = 0; k < 2; k++) ts[k] = load(paths[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        ig_tokenizer *t = ts[k];
+        uint64_t x = 0x2545F4914F6CDD1Dull + (uint64_t)k;
+        size_t n = adversarial_text(buf, sizeof buf, &x);
+        ig_tokens want = {0}, got = {0};
+        encode(t, buf, n, 0, &want);
+        ig_err err = {0};
+        /* pieces over 128 bytes are merged every time (no cache keeps them): a plain encoder's
+         * merges the second time over the text */
+        ig_encoder *plain = NULL;
+        assert_int_equal(ig_encoder_create(&plain, t, &err), IG_OK);
+        assert_int_equal(ig_encoder_encode(plain, buf, n, 0, &got, &err), IG_OK);
+        size_t first = ig_encoder_merges(plain);
+        assert_int_equal(ig_encoder_encode(plain, buf, n, 0, &got, &err), IG_OK);
+        size_t uncached = ig_encoder_merges(plain) - first;
+        ig_encoder_free(plain);
+        for (size_t cap = 0; cap <= 64; cap += 64) { /* the default size; 64 pieces */
+            ig_piece_cache *pc = NULL;
+            assert_int_equal(ig_piece_cache_create(&pc, t, cap, &err), IG_OK);
+            size_t merges[3];
+            for (int e = 0; e < 3; e++) {
+                ig_encoder *enc = NULL;
+                assert_int_equal(ig_encoder_create(&enc, t, &err), IG_OK);
+                assert_int_equal(ig_encoder_share(enc, pc, &err), IG_OK);
+                got.n = 0;
+                assert_int_equal(ig_encoder_encode(enc, buf, n, 0, &got, &err), IG_OK);
+                assert_int_equal(got.n, want.n);
+                assert_memory_equal(got.ids, want.ids, want.n * sizeof want.ids[0]);
+                merges[e] = ig_encoder_merges(enc);
+                ig_encoder_free(enc);
+            }
+            assert_int_equal(merges[0], first);
+            assert_true(merges[0] > uncached + 1000); /* the text needs merging */
+            if (cap == 0) {                           /* all of it cached by the first */
+                assert_int_equal(merges[1], uncached);
+                assert_int_equal(merges[2], uncached);
+            } else { /* 64 pieces cached: the rest merged again (each encoder's own cache) */
+                assert_true(merges[1] + 64 >= merges[0] && merges[1] < merges[0]);
+                assert_int_equal(merges[2], merges[1]);
+            }
+            /* the other tokenizer's encoder refuses it */
+            ig_encoder *other = NULL;
+            assert_int_equal(ig_encoder_create(&other, ts[1 - k], &err), IG_OK);
+            assert_int_equal(ig_encoder_share(other, pc, &err), IG_ERR_INVALID_ARG);
+            assert_non_null(strstr(err.msg, "another tokenizer"));
+            ig_encoder_free(other);
+            ig_piece_cache_free(pc);
+        }
+        ig_tokens_free(&want);
+        ig_tokens_free(&got);
+    }
+    ig_piece_cache *pc = NULL;
+    ig_err err = {0};
+    assert_int_equal(ig_piece_cache_create(&pc, ts[0], (size_t)1 << 30, &err), IG_ERR_INVALID_ARG);
+    assert_null(pc);
+    for (int k = 0; k < 2; k++) ig_tokenizer_free(ts[k]);
+}
+
 /* ---- characters merged before the merge loop (bpe_premerge.c) ---- */
 
 /* ig_bpe_merge of s[0..n) as the encoder runs it (characters premerged where exact) and from its
@@ -881,6 +952,7 @@ int main(void) {
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_odd_bytes_and_long_pieces),
         cmocka_unit_test(test_caches_match_computing),
+        cmocka_unit_test(test_shared_piece_cache),
         cmocka_unit_test(test_premerge_conditions),
         cmocka_unit_test(test_premerge_matches_merging),
         cmocka_unit_test(test_pretok_split_matches_scanner),
