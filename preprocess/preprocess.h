@@ -81,8 +81,9 @@ const char *ig_tokenizer_name(const ig_tokenizer *tok);
  * it hash alike. */
 uint64_t ig_tokenizer_hash(const ig_tokenizer *tok);
 
-/* An encoder's memory (its cache and merge scratch, about 3 MB) comes from the context the
- * tokenizer was loaded with (ig_tokenizer_load's ctx), which must outlive it. */
+/* An encoder's memory (its caches and merge scratch: 6 MB written when it is made, up to 22 MB as
+ * its cache of merged pieces fills) comes from the context the tokenizer was loaded with
+ * (ig_tokenizer_load's ctx), which must outlive it. */
 typedef struct ig_encoder ig_encoder;
 ig_status ig_encoder_create(ig_encoder **out, const ig_tokenizer *tok, ig_err *err);
 void ig_encoder_free(ig_encoder *enc);

@@ -176,15 +176,6 @@ typedef struct ig_bpe_scratch {
     ig_pair_cache_slot *pair_cache; /* [1 << IG_PAIR_CACHE_BITS] */
 } ig_bpe_scratch;
 
-/* ig_piece_cache (piece_cache.c): the ids of the n bytes s (h: ig_tok_hash_bytes) into *ids and
- * their count, 0 when absent; add returns 1 when the piece is in the cache (now or before), 0
- * when it is full or the piece too long. */
-size_t ig_piece_cache_find(const ig_piece_cache *c, const uint8_t *s, size_t n, uint64_t h,
-                           const uint32_t **ids);
-int ig_piece_cache_add(ig_piece_cache *c, const uint8_t *s, size_t n, uint64_t h,
-                       const uint32_t *ids, size_t m);
-const ig_tokenizer *ig_piece_cache_tokenizer(const ig_piece_cache *c);
-void ig_piece_cache_prefetch(const ig_piece_cache *c, uint64_t h); /* the slot h starts at */
 /* Pieces an encoder has merged (not found in a cache), for tests. */
 size_t ig_encoder_merges(const ig_encoder *e);
 

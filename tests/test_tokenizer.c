@@ -613,6 +613,47 @@ static void test_shared_piece_cache(void **state) {
     for (int k = 0; k < 2; k++) ig_tokenizer_free(ts[k]);
 }
 
+/* An encoder's own cache of merged pieces empties itself when full (131072 pieces) and goes on:
+ * after 140,000 distinct words, the first 1,000 of them are merged again (as by a fresh encoder),
+ * with the same ids. The words are longer than the short pieces' table takes (16 bytes). */
+static void test_own_cache_fills(void **state) {
+    (void)state;
+    ig_tokenizer *t = load(igt_fmt("%s/data/gpt2/tokenizer.json", igt_source_dir()), NULL);
+    enum { WORDS = 140000, AGAIN = 1000, LEN = 19 }; /* " " and 18 letters */
+    char *text = malloc((size_t)WORDS * LEN);
+    assert_non_null(text);
+    uint64_t x = 0x5851F42D4C957F2Dull;
+    for (size_t w = 0; w < WORDS; w++) {
+        text[w * LEN] = ' ';
+        for (int k = 1; k < LEN; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            text[w * LEN + k] = (char)('a' + x % 26);
+        }
+    }
+    ig_err err = {0};
+    ig_encoder *fresh = NULL, *enc = NULL;
+    ig_tokens want = {0}, got = {0};
+    assert_int_equal(ig_encoder_create(&fresh, t, &err), IG_OK);
+    assert_int_equal(ig_encoder_encode(fresh, text, (size_t)AGAIN * LEN, 0, &want, &err), IG_OK);
+    size_t merged = ig_encoder_merges(fresh);
+    assert_true(merged > AGAIN / 2); /* most random words need merging */
+    assert_int_equal(ig_encoder_create(&enc, t, &err), IG_OK);
+    assert_int_equal(ig_encoder_encode(enc, text, (size_t)WORDS * LEN, 0, &got, &err), IG_OK);
+    size_t before = ig_encoder_merges(enc);
+    assert_true(before > 131072); /* past the cache's size */
+    got.n = 0;
+    assert_int_equal(ig_encoder_encode(enc, text, (size_t)AGAIN * LEN, 0, &got, &err), IG_OK);
+    assert_int_equal(ig_encoder_merges(enc) - before, merged);
+    assert_int_equal(got.n, want.n);
+    assert_memory_equal(got.ids, want.ids, want.n * sizeof want.ids[0]);
+    ig_tokens_free(&want);
+    ig_tokens_free(&got);
+    ig_encoder_free(fresh);
+    ig_encoder_free(enc);
+    free(text);
+    ig_tokenizer_free(t);
+}
+
 /* ---- characters merged before the merge loop (bpe_premerge.c) ---- */
 
 /* ig_bpe_merge of s[0..n) as the encoder runs it (characters premerged where exact) and from its
@@ -953,6 +994,7 @@ int main(void) {
         cmocka_unit_test(test_odd_bytes_and_long_pieces),
         cmocka_unit_test(test_caches_match_computing),
         cmocka_unit_test(test_shared_piece_cache),
+        cmocka_unit_test(test_own_cache_fills),
         cmocka_unit_test(test_premerge_conditions),
         cmocka_unit_test(test_premerge_matches_merging),
         cmocka_unit_test(test_pretok_split_matches_scanner),
