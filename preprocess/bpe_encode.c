@@ -1,5 +1,6 @@
-/* bpe_encode.c - ig_encoder (one per thread: merge scratch space and two bounded caches of
- * pre-tokens' ids), encoding with and without special tokens, and decoding.
+/* bpe_encode.c - ig_encoder (one per thread: merge scratch space and bounded caches of
+ * pre-tokens' ids), ig_piece_cache (merged pieces, also shared by several threads' encoders),
+ * encoding with and without special tokens, and decoding.
  *
  * Short pieces (1 to 16 bytes: nearly every word, number, space and run of punctuation) go
  * through a direct-mapped table of 64-byte slots, each holding a piece's bytes and its ids: a hit

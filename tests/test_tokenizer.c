@@ -542,7 +542,7 @@ static void test_caches_match_computing(void **state) {
     }
 }
 
-/* A cache of merged pieces shared by encoders (piece_cache.c): an encoder that shares it gives
+/* A cache of merged pieces shared by encoders (bpe_encode.c): an encoder that shares it gives
  * the ids of a plain one, and one that comes after another has merged the same text merges
  * nothing; a cache too small for the text fills, and encoders go on merging (and giving the same
  * ids) past it; a cache of another tokenizer is refused. GPT-2 and cl100k_base. */

@@ -2,7 +2,7 @@
  * once: the characters' entries a piece's merge starts from (preprocess/bpe_premerge.c) are made
  * by the first thread to meet each and read by the others, and every thread gets the ids of
  * merging from bytes alone. Then the same with the threads' encoders sharing one cache of merged
- * pieces (preprocess/piece_cache.c), where one thread adds what the others find. Small enough to
+ * pieces (preprocess/bpe_encode.c), where one thread adds what the others find. Small enough to
  * run under TSan (Makefile: TSAN_TESTS), which checks that an entry or a cached piece is complete
  * before another thread reads it.
  */
