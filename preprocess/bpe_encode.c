@@ -138,10 +138,10 @@ static inline int record_holds(const ig_piece_cache *c, uint32_t off, const uint
     return 1;
 }
 
-/* The ids of the n bytes s (h: ig_tok_hash_bytes) into *ids, and their count; 0 when absent. */
+/* The ids of the n bytes s (n <= CACHE_MAX_PIECE; h: ig_tok_hash_bytes) into *ids, and their
+ * count; 0 when absent. */
 static inline size_t cache_find(const ig_piece_cache *c, const uint8_t *s, size_t n, uint64_t h,
                                 const uint32_t **ids) {
-    if (n > CACHE_MAX_PIECE) return 0;
     uint32_t tag = tag_of(h);
     for (size_t i = (size_t)h & c->mask;; i = (i + 1) & c->mask) {
         uint64_t w = atomic_load_explicit(&c->slots[i], memory_order_acquire);

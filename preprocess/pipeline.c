@@ -95,9 +95,9 @@ typedef struct unit {
  * pipeline.mu); the other fields belong to that thread while it reads. */
 typedef struct slot {
     size_t u; /* SIZE_MAX: no unit */
-    int busy, opened;
-    ig_record_reader *r;
-    ig_status st; /* the unit's error, opening or reading it: its last batch says so */
+    int busy;
+    ig_record_reader *r; /* NULL before the unit is opened (or when opening it failed: st) */
+    ig_status st;        /* the unit's error, opening or reading it: its last batch says so */
     ig_err err;
     uint64_t consumed; /* input bytes counted into the unit's batches so far */
 } slot;
@@ -366,10 +366,7 @@ static int fill_batch(pipeline *p, slot *s, batch *b, ig_status *ast, ig_err *ae
     const unit *un = &p->units[s->u];
     size_t f = un->file;
     b->file = f;
-    if (!s->opened) {
-        s->st = open_unit(p, un, &s->r, &s->err);
-        s->opened = 1;
-    }
+    if (!s->r && s->st == IG_OK) s->st = open_unit(p, un, &s->r, &s->err);
     int end = s->st != IG_OK;
     while (!end) {
         ig_record rec;
