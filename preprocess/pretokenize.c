@@ -89,7 +89,9 @@ void ig_pretok_free(ig_pretok *pt) {
     pt->cls = NULL;
 }
 
-/* The class of the character at s[i] (i < n) and its length in bytes. */
+/* The class of the character at s[i] (i < n) and its length in bytes. Invalid UTF-8 (a stray
+ * continuation byte, a truncated or overlong sequence, a surrogate, past U+10FFFF) is one "other"
+ * byte. Two- and three-byte characters (most text that is not ASCII) are decoded without a loop. */
 static inline uint8_t cls_at(const uint8_t *cls, const uint8_t *s, size_t i, size_t n,
                              size_t *len) {
     uint32_t b = s[i];
@@ -97,38 +99,32 @@ static inline uint8_t cls_at(const uint8_t *cls, const uint8_t *s, size_t i, siz
         *len = 1;
         return cls[b];
     }
-    uint32_t cp;
-    size_t need;
-    if (b >= 0xC2 && b <= 0xDF) {
-        cp = b & 0x1F, need = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        cp = b & 0x0F, need = 2;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        cp = b & 0x07, need = 3;
-    } else {
-        *len = 1;
-        return 0;
-    }
-    if (i + need >= n) {
-        *len = 1;
-        return 0;
-    }
-    for (size_t k = 1; k <= need; k++) {
-        uint32_t c = s[i + k];
-        if ((c & 0xC0) != 0x80) {
-            *len = 1;
-            return 0;
+    if (b >= 0xC2 && b <= 0xDF) { /* leads from 0xC2 on cannot be overlong */
+        if (i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+            *len = 2;
+            return cls[(b & 0x1F) << 6 | (s[i + 1] & 0x3Fu)];
         }
-        cp = cp << 6 | (c & 0x3F);
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        if (i + 2 < n && ((s[i + 1] | (uint32_t)s[i + 2] << 8) & 0xC0C0) == 0x8080) {
+            uint32_t cp = (b & 0x0F) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+            if (cp >= 0x800 && (cp & 0xF800) != 0xD800) {
+                *len = 3;
+                return cls[cp];
+            }
+        }
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        if (i + 3 < n && ((s[i + 1] | (uint32_t)s[i + 2] << 8 | (uint32_t)s[i + 3] << 16) &
+                          0xC0C0C0) == 0x808080) {
+            uint32_t cp = (b & 0x07) << 18 | (s[i + 1] & 0x3Fu) << 12 | (s[i + 2] & 0x3Fu) << 6 |
+                          (s[i + 3] & 0x3Fu);
+            if (cp >= 0x10000 && cp < IG_CP_LIMIT) {
+                *len = 4;
+                return cls[cp];
+            }
+        }
     }
-    /* overlongs, surrogates and values past U+10FFFF are invalid: one "other" byte */
-    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp >= IG_CP_LIMIT)) ||
-        (cp >= 0xD800 && cp < 0xE000)) {
-        *len = 1;
-        return 0;
-    }
-    *len = need + 1;
-    return cls[cp];
+    *len = 1;
+    return 0;
 }
 
 #define IS_OTHER(c) (!((c) & (IG_CL_L | IG_CL_N | IG_CL_WS)))

@@ -834,6 +834,59 @@ static ig_status try_load(const char *path, const char *encoding, ig_err *err) {
     return st;
 }
 
+/* A character the pre-tokenizer cannot decode is each of its bytes, each "other" (neither letter,
+ * number nor white space); a valid one is one character (z below: a letter). cl100k's and o200k's
+ * patterns tell the two apart before a letter: `[^\r\n\p{L}\p{N}]?\p{L}+` takes one other character
+ * as the word's prefix, so a valid symbol and the letter after it are one piece, while two or more
+ * other bytes are a run of punctuation (` ?[^\s\p{L}\p{N}]+`) and the letter starts the next piece.
+ */
+static void test_pretok_invalid_utf8(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t ends[3]; /* the pieces' ends, 0 after the last */
+    } cases[] = {
+        {"\xed\xa0\x80z", {3, 4}},     /* a surrogate, U+D800 */
+        {"\xe0\x80\x80z", {3, 4}},     /* overlong three bytes */
+        {"\xe0\x9f\xbfz", {3, 4}},     /* overlong: U+07FF in three bytes */
+        {"\xc0\x80z", {2, 3}},         /* overlong two bytes */
+        {"\xc1\xbfz", {2, 3}},         /* overlong two bytes */
+        {"\xf0\x80\x80\x80z", {4, 5}}, /* overlong four bytes */
+        {"\xf0\x8f\xbf\xbfz", {4, 5}}, /* overlong: U+FFFF in four bytes */
+        {"\xf4\x90\x80\x80z", {4, 5}}, /* past U+10FFFF */
+        {"\xf5\x80\x80\x80z", {4, 5}}, /* a lead byte UTF-8 never uses */
+        {"\xe2\x82z", {2, 3}},         /* cut short by a letter */
+        {"\xe2\x82\xe2\x82z", {4, 5}}, /* twice */
+        {"\xf0\x9f\x98z", {3, 4}},     /* a four-byte character cut short */
+        {"\x80\xbfz", {2, 3}},         /* continuation bytes alone */
+        {"z\xe2\x82", {1, 3}},         /* cut short by the end */
+        {"z\xf0\x9f\x98", {1, 4}},     /* a four-byte one */
+        {"\xc2\xa9z", {3}},            /* U+00A9 COPYRIGHT SIGN */
+        {"\xe2\x80\x94z", {4}},        /* U+2014 EM DASH */
+        {"\xef\xbf\xbdz", {4}},        /* U+FFFD */
+        {"\xf0\x9f\x98\x8dz", {5}},    /* U+1F60D */
+        {"\xf4\x8f\xbf\xbfz", {5}},    /* U+10FFFF, the last code point */
+        {"\xed\x9f\xbfz", {4}},        /* U+D7FF, just below the surrogates */
+        {"\xee\x80\x80z", {4}},        /* U+E000, just above them */
+    };
+    for (int pat = IG_PAT_CL100K; pat <= IG_PAT_O200K; pat++) {
+        ig_pretok pt;
+        ig_err err = {0};
+        assert_int_equal(ig_pretok_init(&pt, (ig_pattern)pat, &err), IG_OK);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const uint8_t *s = (const uint8_t *)cases[c].s;
+            size_t n = strlen(cases[c].s), at = 0, k = 0;
+            for (; at < n; k++) {
+                at = ig_pretok_next(&pt, s, at, n);
+                if (k >= 3 || at != cases[c].ends[k])
+                    fail_msg("pattern %d, case %zu: piece %zu ends at %zu", pat, c, k, at);
+            }
+            assert_true(k == 3 || cases[c].ends[k] == 0);
+        }
+        ig_pretok_free(&pt);
+    }
+}
+
 static void test_bad_files(void **state) {
     (void)state;
     char *d = igt_mkdtemp();
@@ -998,6 +1051,7 @@ int main(void) {
         cmocka_unit_test(test_premerge_conditions),
         cmocka_unit_test(test_premerge_matches_merging),
         cmocka_unit_test(test_pretok_split_matches_scanner),
+        cmocka_unit_test(test_pretok_invalid_utf8),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_huge_token_id),
         cmocka_unit_test(test_shared_gpt2_json),
