@@ -4,9 +4,9 @@
  *
  * Short pieces (1 to 16 bytes: nearly every word, number, space and run of punctuation) go
  * through a direct-mapped table of 64-byte slots, each holding a piece's bytes and its ids: a hit
- * costs one cache line and no call, where the vocabulary lookup touches four (the hash table, the
- * token's length, its bytes, its whole_ok flag) and merging far more. A miss takes the slow path
- * below and overwrites the slot. The table is 4 MB (at 2 MB, a tenth of the pieces of a 51 MB
+ * costs one cache line and no call, where the vocabulary lookup touches three (the hash table,
+ * the token's bytes, its whole_ok flag) and merging far more. A miss takes the slow path below and
+ * overwrites the slot. The table is 4 MB (at 2 MB, a tenth of the pieces of a 51 MB
  * mix of languages and code missed; at 4 MB a twentieth), and its lines are prefetched a few
  * pieces ahead (encode_ordinary), so a hit rarely waits for memory. Single bytes go through it
  * too: one path for every short piece costs less than the branch that told them apart.

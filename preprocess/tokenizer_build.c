@@ -113,8 +113,7 @@ ig_status ig_tok_index(ig_tokenizer *t, const char *where, ig_err *err) {
         uint64_t h = ig_tok_hash_bytes(b, len);
         size_t i = (size_t)h & t->bmap_mask;
         while (t->bmap[i].id != IG_NO_TOKEN) i = (i + 1) & t->bmap_mask;
-        t->bmap[i].id = (uint32_t)id;
-        t->bmap[i].tag = (uint32_t)(h >> 32);
+        t->bmap[i] = (ig_bmap_slot){(uint32_t)id, (uint32_t)(h >> 32), len, t->tok_off[id]};
     }
     return IG_OK;
 }

@@ -49,10 +49,14 @@ size_t ig_pretok_split(const ig_pretok *pt, const uint8_t *s, size_t i, size_t n
                        size_t max);
 const char *ig_pattern_name(ig_pattern p);
 
-/* bytes -> id: open addressing over ids; tag is the high half of the hash. */
+/* bytes -> id: open addressing over ids; tag is the high half of the hash. A slot also holds the
+ * token's length and where its bytes are (tok_len[id], tok_off[id]): a lookup reads the slot and
+ * the bytes, not two more arrays first. */
 typedef struct ig_bmap_slot {
     uint32_t id; /* UINT32_MAX: empty */
     uint32_t tag;
+    uint32_t len;
+    uint32_t off;
 } ig_bmap_slot;
 
 /* (left, right) -> (priority, merged id) */
@@ -204,9 +208,7 @@ static inline uint32_t ig_tok_lookup_hashed(const ig_tokenizer *t, const uint8_t
     for (size_t i = (size_t)h & t->bmap_mask;; i = (i + 1) & t->bmap_mask) {
         const ig_bmap_slot *b = &t->bmap[i];
         if (b->id == IG_NO_TOKEN) return IG_NO_TOKEN;
-        if (b->tag == tag && t->tok_len[b->id] == len &&
-            memcmp(t->arena + t->tok_off[b->id], s, len) == 0)
-            return b->id;
+        if (b->tag == tag && b->len == len && memcmp(t->arena + b->off, s, len) == 0) return b->id;
     }
 }
 
