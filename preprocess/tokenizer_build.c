@@ -211,17 +211,21 @@ static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
             (uint32_t)p->key >= IG_PAIR8_ID_LIMIT)
             return IG_OK;
     }
-    uint64_t *p8 = big_table(cap * sizeof *p8);
+    size_t cap8 = 1024; /* at most 7/8 full */
+    while (cap8 / 8 * 7 < t->n_pairs) cap8 *= 2;
+    size_t mask8 = cap8 - 1;
+    uint64_t *p8 = big_table(cap8 * sizeof *p8);
     if (!p8) return ig_err_set(err, IG_ERR_NOMEM, "out of memory (merge table)");
-    memset(p8, 0xFF, cap * sizeof *p8);
+    memset(p8, 0xFF, cap8 * sizeof *p8);
     for (size_t i = 0; i < cap; i++) {
         const ig_pair_slot *p = &t->pairs[i];
         if (p->key == UINT64_MAX) continue;
         uint64_t key = (p->key >> 32) | (uint64_t)(uint32_t)p->key << 21;
-        size_t j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pairs_mask;
-        while (p8[j] != UINT64_MAX) j = (j + 1) & t->pairs_mask;
+        size_t j = ig_pair8_home(key, mask8);
+        while (p8[j] != UINT64_MAX) j = (j + 1) & mask8;
         p8[j] = key | (uint64_t)p->id << 42;
     }
+    t->pairs_mask = mask8;
     free(t->pairs);
     t->pairs = NULL;
     t->pairs8 = p8;
