@@ -236,7 +236,7 @@ static ig_status compact_pairs(ig_tokenizer *t, ig_err *err) {
  * holds them. */
 static ig_status build_pair_filter(ig_tokenizer *t, ig_err *err) {
     unsigned bits = 6;
-    while (bits < 17 && ((size_t)1 << bits) < t->n_pairs / 4) bits++;
+    while (bits < 16 && ((size_t)1 << bits) < t->n_pairs / 4) bits++;
     uint64_t *f = big_table(sizeof *f << bits);
     if (!f) return ig_err_set(err, IG_ERR_NOMEM, "out of memory (merge filter)");
     memset(f, 0, sizeof *f << bits);
