@@ -91,7 +91,7 @@ void ig_pretok_free(ig_pretok *pt) {
 
 /* The class of the character at s[i] (i < n) and its length in bytes. Invalid UTF-8 (a stray
  * continuation byte, a truncated or overlong sequence, a surrogate, past U+10FFFF) is one "other"
- * byte. Two- and three-byte characters (most text that is not ASCII) are decoded without a loop. */
+ * byte. A character of two to four bytes is decoded without a loop over its bytes. */
 static inline uint8_t cls_at(const uint8_t *cls, const uint8_t *s, size_t i, size_t n,
                              size_t *len) {
     uint32_t b = s[i];
